@@ -1,0 +1,33 @@
+# The newcomer's path: `make run` and `make test` set everything up on first use.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Reinstall only when the dependencies may have changed.
+STAMP := $(VENV)/.installed
+
+.PHONY: run test check setup clean
+
+run: $(STAMP)
+	$(BIN)/orchestrator dev
+
+test: $(STAMP)
+	scripts/test
+
+check: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+setup: $(STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .orchestrator .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,130 @@
+"""The HTTP door: `POST /v1/commands` on an ASGI app, plus liveness and readiness probes.
+
+Owns the HTTP framing only (body size, JSON parsing, the bearer token, status codes); every command's
+meaning is `Platform.command`, so HTTP answers the same JSON as the Python client and the command line.
+The status code mirrors the reply's error code (table `STATUS_BY_ERROR`); the body is always the reply.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from orchestrator.config import Settings
+from orchestrator.platform import Platform
+
+log = logging.getLogger(__name__)
+
+# `limit_exceeded` is 422, not 429: a deployment limit refuses this request as it is (an oversize value,
+# too many executions), and 429 invites clients and proxies to retry the same request automatically.
+STATUS_BY_ERROR: dict[str, int] = {
+    "invalid_request": 400,
+    "unauthorized": 401,
+    "access_denied": 403,
+    "not_found": 404,
+    "rev_conflict": 409,
+    "session_not_open": 409,
+    "limit_exceeded": 422,
+    "internal_error": 500,
+}
+# A code this table does not know yet is still a refusal of the request, not a crash.
+UNKNOWN_ERROR_STATUS = 400
+
+
+def error_reply(code: str, message: str) -> dict[str, str]:
+    return {"status": "error", "error": code, "message": message}
+
+
+def status_for(reply: dict[str, Any]) -> int:
+    if reply.get("status") == "success":
+        return 200
+    return STATUS_BY_ERROR.get(str(reply.get("error")), UNKNOWN_ERROR_STATUS)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON; Python's parser accepts them unless told otherwise.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def create_app(platform: Platform, settings: Settings) -> Starlette:
+    """The ASGI app serving `platform` under the token and size limit of `settings`."""
+    token = settings.api_token
+    max_bytes = settings.max_request_bytes
+
+    def refuse_unauthorized(request: Request) -> Response | None:
+        if not token:
+            return None
+        header = request.headers.get("authorization")
+        if header is None:
+            return JSONResponse(
+                error_reply("unauthorized", "authorization: a bearer token is required"),
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        scheme, _, presented = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), token.encode()):
+            return JSONResponse(
+                error_reply("unauthorized", "authorization: the bearer token is not valid"),
+                status_code=403,
+            )
+        return None
+
+    async def read_body(request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+            raise _TooLarge
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_bytes:
+                raise _TooLarge
+        return bytes(body)
+
+    async def commands(request: Request) -> Response:
+        refusal = refuse_unauthorized(request)
+        if refusal is not None:
+            return refusal
+        try:
+            raw = await read_body(request)
+        except _TooLarge:
+            return JSONResponse(
+                error_reply("limit_exceeded", f"body: larger than the limit of {max_bytes} bytes"),
+                status_code=413,
+            )
+        try:
+            body = json.loads(raw, parse_constant=_reject_constant)
+        except (ValueError, UnicodeDecodeError) as err:
+            return JSONResponse(
+                error_reply("invalid_request", f"body: not valid JSON ({err})"), status_code=400
+            )
+        reply = await platform.command(body)
+        return JSONResponse(reply, status_code=status_for(reply))
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        # A cheap read through the whole command path proves the store answers.
+        reply = await platform.command({"command": "list_listeners"})
+        if reply.get("status") == "success":
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "unavailable", "error": reply.get("error")}, status_code=503)
+
+    return Starlette(
+        routes=[
+            Route("/v1/commands", commands, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+        ]
+    )

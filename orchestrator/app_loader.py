@@ -1,0 +1,137 @@
+"""The `--app` contract: a user's module of workflows, activities and listener declarations.
+
+Owns finding the module and checking its three module-level lists; registering them is the worker's job
+and saving the listeners is the runtime's. A path to a `.py` file is imported by its module name with its
+folder put on `sys.path`, because Temporal's workflow sandbox re-imports each workflow class by module
+name and needs that name to resolve. A module name resolves from the current folder first, as with
+`python -m`, since the `orchestrator` script's own folder is what Python puts on the path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+
+class AppLoadError(Exception):
+    """The `--app` module could not be imported or does not keep the contract; the message says which."""
+
+
+@dataclass(frozen=True)
+class UserApp:
+    """What a user's app module declares: `workflows` (required), `activities` and `listeners` (optional)."""
+
+    name: str
+    workflows: list[type] = field(default_factory=list)
+    activities: list[Callable[..., Any]] = field(default_factory=list)
+    listeners: list[dict[str, Any]] = field(default_factory=list)
+
+
+def load_app(spec: str) -> UserApp:
+    """Import the app named by `spec` (a module name such as `examples.missions.app`, or a `.py` path)."""
+    module = _import(spec)
+    return UserApp(
+        name=module.__name__,
+        workflows=_workflows(spec, module),
+        activities=_activities(spec, module),
+        listeners=_listeners(spec, module),
+    )
+
+
+def _import(spec: str) -> ModuleType:
+    if not spec.strip():
+        raise AppLoadError("app: the module name or path is empty")
+    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+        return _import_path(spec)
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(spec)
+    except ModuleNotFoundError as err:
+        if err.name is not None and (spec == err.name or spec.startswith(err.name + ".")):
+            raise AppLoadError(f"app {spec!r}: no module named {err.name!r} (is it on PYTHONPATH?)") from err
+        raise AppLoadError(f"app {spec!r}: importing it failed: {err}") from err
+    except Exception as err:
+        raise AppLoadError(f"app {spec!r}: importing it failed: {type(err).__name__}: {err}") from err
+
+
+def _import_path(spec: str) -> ModuleType:
+    path = Path(spec).expanduser().resolve()
+    if path.suffix != ".py":
+        raise AppLoadError(f"app {spec!r}: a path must name a .py file")
+    if not path.is_file():
+        raise AppLoadError(f"app {spec!r}: no such file")
+    name = path.stem
+    if not name.isidentifier():
+        raise AppLoadError(f"app {spec!r}: the file name must be a valid module name")
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        loaded_file = getattr(loaded, "__file__", None)
+        if loaded_file is not None and Path(loaded_file).resolve() == path:
+            return loaded
+        raise AppLoadError(
+            f"app {spec!r}: a different module named {name!r} is already imported; rename the file"
+        )
+    folder = str(path.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        return importlib.import_module(name)
+    except Exception as err:
+        raise AppLoadError(f"app {spec!r}: importing it failed: {type(err).__name__}: {err}") from err
+
+
+def _as_list(spec: str, module: ModuleType, attr: str, *, required: bool) -> list[Any]:
+    if not hasattr(module, attr):
+        if required:
+            raise AppLoadError(f"app {spec!r}: the module has no `{attr}` list")
+        return []
+    value = getattr(module, attr)
+    if not isinstance(value, list | tuple):
+        raise AppLoadError(f"app {spec!r}: `{attr}` must be a list, not {type(value).__name__}")
+    return list(value)
+
+
+def _workflows(spec: str, module: ModuleType) -> list[type]:
+    workflows = _as_list(spec, module, "workflows", required=True)
+    for index, item in enumerate(workflows):
+        if not isinstance(item, type):
+            raise AppLoadError(f"app {spec!r}: workflows[{index}] must be a workflow class, not {item!r}")
+        if getattr(item, "__temporal_workflow_definition", None) is None:
+            raise AppLoadError(
+                f"app {spec!r}: workflows[{index}] ({item.__name__}) is not decorated with @workflow.defn"
+            )
+    return workflows
+
+
+def _activities(spec: str, module: ModuleType) -> list[Callable[..., Any]]:
+    activities = _as_list(spec, module, "activities", required=False)
+    for index, item in enumerate(activities):
+        if not callable(item):
+            raise AppLoadError(
+                f"app {spec!r}: activities[{index}] must be an activity function, not {item!r}"
+            )
+        if getattr(item, "__temporal_activity_definition", None) is None:
+            name = getattr(item, "__name__", repr(item))
+            raise AppLoadError(
+                f"app {spec!r}: activities[{index}] ({name}) is not decorated with @activity.defn"
+            )
+    return activities
+
+
+def _listeners(spec: str, module: ModuleType) -> list[dict[str, Any]]:
+    listeners = _as_list(spec, module, "listeners", required=False)
+    for index, item in enumerate(listeners):
+        if not isinstance(item, dict):
+            raise AppLoadError(
+                f"app {spec!r}: listeners[{index}] must be a declaration body (a dict), not "
+                f"{type(item).__name__}"
+            )
+    return listeners

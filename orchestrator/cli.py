@@ -1,0 +1,138 @@
+"""The command line: `orchestrator call | dev | worker | api`. Argument parsing only; `runtime` runs things.
+
+Exit codes of `call`: 0 for a success reply, 1 for an error reply, 2 for bad usage or a command that is
+not JSON, 3 when the API cannot be reached. The reply is printed as one line of JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from orchestrator.client import Client
+from orchestrator.config import Settings
+from orchestrator.embedded import EmbeddedServerError
+
+EXIT_SUCCESS = 0
+EXIT_ERROR_REPLY = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+EXIT_INTERRUPTED = 130
+
+
+def _announce(line: str) -> None:
+    print(line, flush=True)
+
+
+def _print_reply(reply: dict[str, Any]) -> None:
+    print(json.dumps(reply, ensure_ascii=False), flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="orchestrator", description="Declared listeners on Temporal and PostgreSQL."
+    )
+    sub = parser.add_subparsers(dest="subcommand", required=True, metavar="{call,dev,worker,api}")
+
+    call = sub.add_parser("call", help="send one JSON command and print the reply")
+    call.add_argument(
+        "json", metavar="JSON", help='the command, e.g. \'{"command": "open_session"}\'; - reads stdin'
+    )
+    call.add_argument(
+        "--url", help="the API's base URL (default: http://HTTP_HOST:HTTP_PORT from the settings)"
+    )
+    call.add_argument("--token", help="bearer token (default: ORCHESTRATOR_API_TOKEN)")
+    call.add_argument(
+        "--local", action="store_true", help="run in this process against ORCHESTRATOR_DATABASE_URL, no API"
+    )
+
+    dev = sub.add_parser("dev", help="run the whole platform: embedded servers, worker and HTTP API")
+    dev.add_argument("--app", help="the app module or .py file (default: examples.missions.app when present)")
+    dev.add_argument(
+        "--data-dir", type=Path, help="where the embedded servers keep state (default: .orchestrator)"
+    )
+    dev.add_argument("--http-port", type=int, help="the HTTP API's port (default: 8700)")
+
+    worker = sub.add_parser("worker", help="run the worker alone against external servers")
+    worker.add_argument("--app", required=True, help="the app module or .py file")
+
+    api = sub.add_parser("api", help="run the HTTP API alone against external servers")
+    api.add_argument("--host", help="the interface to listen on (default: 127.0.0.1)")
+    api.add_argument("--http-port", type=int, help="the port (default: 8700)")
+    return parser
+
+
+def _call(args: argparse.Namespace, settings: Settings) -> int:
+    from orchestrator.runtime import ConfigurationError, api_url, run_local_command
+
+    text = sys.stdin.read() if args.json == "-" else args.json
+    try:
+        body = json.loads(text)
+    except ValueError as err:
+        _print_reply(
+            {"status": "error", "error": "invalid_request", "message": f"command: not valid JSON ({err})"}
+        )
+        return EXIT_USAGE
+    try:
+        if args.local:
+            reply = asyncio.run(run_local_command(settings, body))
+        else:
+            url = args.url or api_url(settings.http_host, settings.http_port)
+            reply = asyncio.run(_call_http(url, args.token or settings.api_token, body))
+    except ConfigurationError as err:
+        print(f"orchestrator call: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except httpx.TransportError as err:
+        print(f"orchestrator call: cannot reach the API: {err!r}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    _print_reply(reply)
+    return EXIT_SUCCESS if reply.get("status") == "success" else EXIT_ERROR_REPLY
+
+
+async def _call_http(url: str, token: str | None, body: Any) -> dict[str, Any]:
+    async with Client.http(url, token) as client:
+        return await client.command(body)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    settings = Settings()
+    if args.subcommand == "call":
+        return _call(args, settings)
+
+    from orchestrator.app_loader import AppLoadError
+    from orchestrator.runtime import ConfigurationError, run_api, run_dev, run_worker
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    updates: dict[str, Any] = {}
+    if getattr(args, "data_dir", None) is not None:
+        updates["data_dir"] = args.data_dir
+    if getattr(args, "http_port", None) is not None:
+        updates["http_port"] = args.http_port
+    if getattr(args, "host", None) is not None:
+        updates["http_host"] = args.host
+    settings = settings.model_copy(update=updates)
+    try:
+        if args.subcommand == "dev":
+            asyncio.run(run_dev(settings, args.app, announce=_announce))
+        elif args.subcommand == "worker":
+            asyncio.run(run_worker(settings, args.app, announce=_announce))
+        else:
+            asyncio.run(run_api(settings, announce=_announce))
+    except (ConfigurationError, AppLoadError, EmbeddedServerError, OSError) as err:
+        print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(err, ConfigurationError | AppLoadError) else 1
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return EXIT_INTERRUPTED
+    return EXIT_SUCCESS
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The Python door: `Client`, over HTTP or in-process, with one typed method per command of SPEC section 8.
+
+Owns turning method calls into command dicts and replies into results; the commands' meaning is the
+platform's. `command()` returns every reply as it is, errors included, like the other two doors. The
+typed methods return the success reply and raise `CommandError` on an error reply, so a caller's code reads
+straight through. A transport failure (the API cannot be reached) is not a reply and raises httpx's error.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, Self, cast
+
+import httpx
+
+from orchestrator.core.errors import CommandError, ErrorCode
+
+if TYPE_CHECKING:
+    from orchestrator.platform import Platform
+
+DEFAULT_TIMEOUT_SECONDS = 30.0
+
+
+class _Transport(Protocol):
+    async def send(self, body: Any) -> dict[str, Any]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class _LocalTransport:
+    def __init__(self, platform: Platform) -> None:
+        self._platform = platform
+
+    async def send(self, body: Any) -> dict[str, Any]:
+        return await self._platform.command(body)
+
+    async def aclose(self) -> None:
+        # The platform belongs to whoever created it; the client only borrows it.
+        return None
+
+
+class _HttpTransport:
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self._http = http
+
+    async def send(self, body: Any) -> dict[str, Any]:
+        response = await self._http.post("/v1/commands", json=body)
+        try:
+            reply = response.json()
+        except ValueError:
+            reply = None
+        if isinstance(reply, dict) and "status" in reply:
+            return reply
+        # Something other than the API answered (a proxy, a wrong URL): report it as a reply, not a crash.
+        return {
+            "status": "error",
+            "error": "internal_error",
+            "message": f"HTTP {response.status_code} from {response.url} without a command reply",
+        }
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class Client:
+    """A door to the platform's commands.
+
+    Example:
+        async with Client.http("http://127.0.0.1:8700") as client:
+            session = (await client.open_session())["session"]
+            await client.write_object(session["id"], "tickets/1/meta", {"type": "ticket"})
+    """
+
+    def __init__(self, transport: _Transport) -> None:
+        self._transport = transport
+
+    @classmethod
+    def http(
+        cls,
+        url: str,
+        token: str | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> Client:
+        """A client of the HTTP API at `url` (its root, e.g. `http://127.0.0.1:8700`)."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        http = httpx.AsyncClient(base_url=url, headers=headers, timeout=timeout, transport=transport)
+        return cls(_HttpTransport(http))
+
+    @classmethod
+    def local(cls, platform: Platform) -> Client:
+        """A client calling `platform` in this process, with no HTTP in between."""
+        return cls(_LocalTransport(platform))
+
+    async def command(self, body: Any) -> dict[str, Any]:
+        """Send one JSON command and return its reply, `{"status": "error", ...}` replies included."""
+        return await self._transport.send(body)
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def _call(self, name: str, /, **arguments: Any) -> dict[str, Any]:
+        body = {"command": name, **{key: value for key, value in arguments.items() if value is not None}}
+        reply = await self.command(body)
+        if reply.get("status") != "success":
+            code = cast(ErrorCode, str(reply.get("error", "internal_error")))
+            raise CommandError(code, str(reply.get("message", "")))
+        return reply
+
+    # Sessions
+
+    async def open_session(self, alias: str | None = None, **extra: Any) -> dict[str, Any]:
+        return await self._call("open_session", alias=alias, **extra)
+
+    async def close_session(self, session_id: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("close_session", session_id=session_id, **extra)
+
+    async def reopen_session(self, session_id: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("reopen_session", session_id=session_id, **extra)
+
+    # Listeners
+
+    async def save_listener(self, listener: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        return await self._call("save_listener", listener=listener, **extra)
+
+    async def delete_listener(self, name: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("delete_listener", name=name, **extra)
+
+    async def get_listener(self, name: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("get_listener", name=name, **extra)
+
+    async def list_listeners(self, **extra: Any) -> dict[str, Any]:
+        return await self._call("list_listeners", **extra)
+
+    async def switch_listener(
+        self, session_id: str, name: str, enabled: bool, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call("switch_listener", session_id=session_id, name=name, enabled=enabled, **extra)
+
+    # Objects
+
+    async def write_object(
+        self,
+        session_id: str,
+        alias: str,
+        value: dict[str, Any],
+        if_rev: int | None = None,
+        client: str | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        return await self._call(
+            "write_object",
+            session_id=session_id,
+            alias=alias,
+            value=value,
+            if_rev=if_rev,
+            client=client,
+            **extra,
+        )
+
+    async def read_object(self, session_id: str, alias: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("read_object", session_id=session_id, alias=alias, **extra)
+
+    async def delete_object(self, session_id: str, alias: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("delete_object", session_id=session_id, alias=alias, **extra)
+
+    async def list_objects(self, session_id: str, prefix: str | None = None, **extra: Any) -> dict[str, Any]:
+        return await self._call("list_objects", session_id=session_id, prefix=prefix, **extra)
+
+    # Threads
+
+    async def post_thread_item(
+        self, session_id: str, alias: str, item: dict[str, Any], client: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call(
+            "post_thread_item", session_id=session_id, alias=alias, item=item, client=client, **extra
+        )
+
+    async def list_thread_items(
+        self, session_id: str, alias: str, after: str | None = None, limit: int | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call(
+            "list_thread_items", session_id=session_id, alias=alias, after=after, limit=limit, **extra
+        )
+
+    # Executions and the stream
+
+    async def start_execution(
+        self, session_id: str, workflow: str, input: Any = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call(
+            "start_execution", session_id=session_id, workflow=workflow, input=input, **extra
+        )
+
+    async def list_session_events(
+        self,
+        session_id: str,
+        after: int | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+        types: list[str] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        return await self._call(
+            "list_session_events",
+            session_id=session_id,
+            after=after,
+            before=before,
+            limit=limit,
+            types=types,
+            **extra,
+        )
+
+    async def list_session_listeners(self, session_id: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("list_session_listeners", session_id=session_id, **extra)
+
+    async def list_executions(
+        self, session_id: str, listener: str | None = None, status: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call(
+            "list_executions", session_id=session_id, listener=listener, status=status, **extra
+        )
+
+    # Schedules (SPEC section 6): the fields pass through as given.
+
+    async def create_schedule(self, **fields: Any) -> dict[str, Any]:
+        return await self._call("create_schedule", **fields)
+
+    async def delete_schedule(
+        self, alias: str, session_id: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call("delete_schedule", alias=alias, session_id=session_id, **extra)
+
+    async def list_schedules(self, session_id: str | None = None, **extra: Any) -> dict[str, Any]:
+        return await self._call("list_schedules", session_id=session_id, **extra)

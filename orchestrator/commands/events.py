@@ -1,0 +1,37 @@
+"""Reading a session's stream: `list_session_events`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
+
+from orchestrator.commands.fields import Limit, SessionId
+from orchestrator.commands.registry import Request, command
+from orchestrator.core.globs import validate_glob
+
+if TYPE_CHECKING:
+    from orchestrator.platform import Platform
+
+
+def _type_glob(value: str) -> str:
+    return validate_glob(value, "type")
+
+
+class ListSessionEvents(Request):
+    command: Literal["list_session_events"]
+    session_id: SessionId
+    after: Annotated[int, Field(ge=0)] | None = None
+    before: Annotated[int, Field(ge=1)] | None = None
+    limit: Limit = 100
+    types: Annotated[list[Annotated[str, AfterValidator(_type_glob)]], Field(min_length=1)] | None = None
+
+
+@command("list_session_events", ListSessionEvents)
+async def list_session_events(platform: Platform, req: ListSessionEvents) -> dict[str, Any]:
+    """Page the stream by id. `last_id` is where to continue: the last id answered, or `after` if none."""
+    events = await platform.store.list_events(
+        req.session_id, after=req.after, before=req.before, limit=req.limit, types=req.types
+    )
+    last_id = events[-1].id if events else (req.after or 0)
+    return {"events": [e.envelope() for e in events], "last_id": last_id}

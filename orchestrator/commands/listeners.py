@@ -1,0 +1,68 @@
+"""Commands on listener declarations: save, get, list, delete, and the per-session switch."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import StringConstraints
+
+from orchestrator.commands.fields import SessionId
+from orchestrator.commands.registry import Request, command
+from orchestrator.core.declaration import parse_declaration
+
+if TYPE_CHECKING:
+    from orchestrator.platform import Platform
+
+ListenerName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class SaveListener(Request):
+    command: Literal["save_listener"]
+    listener: Any
+
+
+class ListenerRef(Request):
+    command: Literal["get_listener", "delete_listener"]
+    name: ListenerName
+
+
+class ListListeners(Request):
+    command: Literal["list_listeners"]
+
+
+class SwitchListener(Request):
+    command: Literal["switch_listener"]
+    session_id: SessionId
+    name: ListenerName
+    enabled: bool
+
+
+@command("save_listener", SaveListener)
+async def save_listener(platform: Platform, req: SaveListener) -> dict[str, Any]:
+    """Validate the body and store it as the listener's next version, in effect after the activation delay."""
+    limits = platform.settings.limits
+    declaration = parse_declaration(req.listener, limits)
+    body = declaration.model_dump(mode="json", exclude_unset=True)
+    saved = await platform.store.save_listener(declaration.name, body, limits.activation_delay_seconds)
+    return {"listener": saved}
+
+
+@command("get_listener", ListenerRef)
+async def get_listener(platform: Platform, req: ListenerRef) -> dict[str, Any]:
+    return {"listener": await platform.store.get_listener(req.name)}
+
+
+@command("delete_listener", ListenerRef)
+async def delete_listener(platform: Platform, req: ListenerRef) -> dict[str, Any]:
+    return {"listener": await platform.store.delete_listener(req.name)}
+
+
+@command("list_listeners", ListListeners)
+async def list_listeners(platform: Platform, req: ListListeners) -> dict[str, Any]:
+    return {"listeners": await platform.store.list_listeners()}
+
+
+@command("switch_listener", SwitchListener)
+async def switch_listener(platform: Platform, req: SwitchListener) -> dict[str, Any]:
+    enabled = await platform.store.switch_listener(req.session_id, req.name, req.enabled)
+    return {"enabled": enabled}

@@ -1,0 +1,67 @@
+"""The command registry: a name, the pydantic model that validates its arguments, and its handler.
+
+Owns how a raw JSON command becomes a validated request and a reply. Handlers live in modules named for
+what they act on (sessions, objects, threads, listeners, events) and register themselves here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from orchestrator.core.errors import CommandError
+from orchestrator.core.validation import field_errors_message
+
+if TYPE_CHECKING:
+    from orchestrator.platform import Platform
+
+
+class Request(BaseModel):
+    """The arguments every command shares; each command's model adds its own."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    command: str
+
+
+R = TypeVar("R", bound=Request)
+Handler = Callable[["Platform", Any], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    model: type[Request]
+    handler: Handler
+
+
+COMMANDS: dict[str, CommandSpec] = {}
+
+
+def command(name: str, model: type[R]) -> Callable[[Callable[[Platform, R], Awaitable[dict[str, Any]]]], Handler]:
+    """Register the decorated handler for `name`, its arguments validated by `model`."""
+
+    def register(handler: Callable[[Platform, R], Awaitable[dict[str, Any]]]) -> Handler:
+        COMMANDS[name] = CommandSpec(model, handler)
+        return handler
+
+    return register
+
+
+async def dispatch(platform: Platform, body: Any) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise CommandError("invalid_request", "body: a command is a JSON object")
+    name = body.get("command")
+    if not isinstance(name, str):
+        raise CommandError("invalid_request", "command: required, the command's name as a string")
+    spec = COMMANDS.get(name)
+    if spec is None:
+        raise CommandError("invalid_request", f"command: unknown command {name!r}")
+    try:
+        request = spec.model.model_validate(body)
+    except ValidationError as err:
+        raise CommandError("invalid_request", field_errors_message(err, "")) from None
+    reply = await spec.handler(platform, request)
+    return {"status": "success", **reply}

@@ -1,0 +1,65 @@
+"""Commands on threads: post an item, list items."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, StringConstraints
+
+from orchestrator.commands.fields import Alias, ClientId, IdempotencyKey, Limit, SessionId, check_payload
+from orchestrator.commands.registry import Request, command
+
+if TYPE_CHECKING:
+    from orchestrator.platform import Platform
+
+ItemType = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_.-]*$")]
+
+
+class ThreadItem(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+    type: ItemType
+    role: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    message: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class PostThreadItem(Request):
+    command: Literal["post_thread_item"]
+    session_id: SessionId
+    alias: Alias
+    item: ThreadItem
+    client: ClientId | None = None
+    idempotency_key: IdempotencyKey | None = None
+
+
+class ListThreadItems(Request):
+    command: Literal["list_thread_items"]
+    session_id: SessionId
+    alias: Alias
+    after: str | None = None
+    limit: Limit = 100
+
+
+@command("post_thread_item", PostThreadItem)
+async def post_thread_item(platform: Platform, req: PostThreadItem) -> dict[str, Any]:
+    limit = platform.settings.limits.max_payload_bytes
+    if req.item.message is not None:
+        check_payload("item.message", req.item.message, limit)
+    if req.item.metadata is not None:
+        check_payload("item.metadata", req.item.metadata, limit)
+    item, event_id = await platform.store.post_thread_item(
+        req.session_id,
+        req.alias,
+        req.item.model_dump(exclude_none=True),
+        source={"client": req.client},
+        idempotency_key=req.idempotency_key,
+    )
+    return {"item": item, "event_id": event_id}
+
+
+@command("list_thread_items", ListThreadItems)
+async def list_thread_items(platform: Platform, req: ListThreadItems) -> dict[str, Any]:
+    items = await platform.store.list_thread_items(req.session_id, req.alias, after=req.after, limit=req.limit)
+    return {"items": items}

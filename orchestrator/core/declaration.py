@@ -1,0 +1,223 @@
+"""The listener declaration body of SPEC section 3, as pydantic models, and its parsing.
+
+Owns the shape and the static rules of a declaration (globs, paths, concurrency fields, batch bounds, the
+deployment's limits); what a declaration does to events is `filters.py`'s, `lane_keys.py`'s and
+`batch_windows.py`'s. Every model forbids unknown fields, so a misspelt field is refused rather than
+ignored. The bounds are the specification's: 1000 events and 300 s per batch, 20 retries and 900 s of
+delay (the backoff cap), and an idle timer of at most seven days (a lane that sleeps longer is not a lane).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from orchestrator.core.backoff import MAX_RETRY_DELAY_SECONDS
+from orchestrator.core.errors import CommandError
+from orchestrator.core.globs import validate_alias, validate_glob
+from orchestrator.core.limits import Limits
+from orchestrator.core.paths import validate_path
+from orchestrator.core.validation import field_errors_message
+
+MAX_WINDOW_SECONDS = 300
+MAX_EVENTS_PER_BATCH = 1000
+MAX_RETRY_ATTEMPTS = 20
+MAX_IDLE_SECONDS = 7 * 24 * 3600
+NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+ACTION_TYPES = ("workflow", "thread_item", "object")
+
+WhereOp = Literal["eq", "neq", "in", "not_in", "exists", "gt", "gte", "lt", "lte"]
+_ORDERING_OPS = ("gt", "gte", "lt", "lte")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _type_glob(glob: str) -> str:
+    return validate_glob(glob, "type")
+
+
+def _alias_glob(glob: str) -> str:
+    return validate_glob(glob, "alias")
+
+
+# Validated one by one, so that an error names the glob's index (`listener.owns.1`).
+TypeGlob = Annotated[str, AfterValidator(_type_glob)]
+AliasGlob = Annotated[str, AfterValidator(_alias_glob)]
+
+
+def _alias_or_template(alias: str) -> str:
+    # A template alias is checked once rendered; a literal one is checked now.
+    return alias if "{{" in alias else validate_alias(alias)
+
+
+class WhereCondition(_Strict):
+    path: str
+    op: WhereOp
+    # Validated even when left out, so that `exists` gets its default of true and other ops are told.
+    value: Any = Field(default=None, validate_default=True)
+
+    _path = field_validator("path")(validate_path)
+
+    @field_validator("value")
+    @classmethod
+    def _value_fits_op(cls, value: Any, info: ValidationInfo) -> Any:
+        op = info.data.get("op")
+        if op is None:
+            return value
+        if op in ("in", "not_in"):
+            if not isinstance(value, list):
+                raise ValueError(f"op {op} needs a list value")
+        elif op == "exists":
+            if value is None:
+                return True
+            if not isinstance(value, bool):
+                raise ValueError("op exists takes a boolean value (true: present, false: missing)")
+        elif value is None:
+            raise ValueError(f"op {op} needs a value (null never matches; use op exists)")
+        elif op in _ORDERING_OPS and (isinstance(value, bool) or not isinstance(value, int | float | str)):
+            raise ValueError(f"op {op} needs a number or a string value")
+        return value
+
+
+class ListenerFilter(_Strict):
+    # An empty list would match nothing, ever: refused as a mistake rather than kept as a dead listener.
+    types: list[TypeGlob] | None = Field(default=None, min_length=1)
+    aliases: list[AliasGlob] | None = Field(default=None, min_length=1)
+    where: list[WhereCondition] = Field(default_factory=list)
+
+
+class Concurrency(_Strict):
+    mode: Literal["serial", "keyed", "parallel"] = "serial"
+    key: str | None = None
+    key_segments: int | None = Field(default=None, ge=1)
+    max_parallel: int = Field(default=4, ge=1)
+
+    @field_validator("key")
+    @classmethod
+    def _key_path(cls, value: str | None) -> str | None:
+        return None if value is None else validate_path(value)
+
+    @model_validator(mode="after")
+    def _fields_fit_mode(self) -> Concurrency:
+        if self.mode == "keyed" and self.key is None:
+            raise ValueError("mode keyed needs a key (a dotted path into the event)")
+        if self.mode != "keyed" and (self.key is not None or self.key_segments is not None):
+            raise ValueError(f"key and key_segments belong to mode keyed, not {self.mode}")
+        if self.mode == "serial" and "max_parallel" in self.model_fields_set:
+            raise ValueError("max_parallel does not apply to mode serial (one run at a time)")
+        return self
+
+
+class BatchSpec(_Strict):
+    window_seconds: float = Field(default=0, ge=0, le=MAX_WINDOW_SECONDS)
+    max_events: int = Field(default=100, ge=1, le=MAX_EVENTS_PER_BATCH)
+    distinct_by: str | None = None
+
+    @field_validator("distinct_by")
+    @classmethod
+    def _distinct_path(cls, value: str | None) -> str | None:
+        return None if value is None else validate_path(value)
+
+    @field_validator("window_seconds")
+    @classmethod
+    def _window_within_limit(cls, value: float, info: ValidationInfo) -> float:
+        limits = info.context.get("limits") if isinstance(info.context, dict) else None
+        if isinstance(limits, Limits) and value > limits.max_window_seconds:
+            raise ValueError(f"must be at most {limits.max_window_seconds:g}")
+        return value
+
+    @field_validator("max_events")
+    @classmethod
+    def _events_within_limit(cls, value: int, info: ValidationInfo) -> int:
+        limits = info.context.get("limits") if isinstance(info.context, dict) else None
+        if isinstance(limits, Limits) and value > limits.max_events_per_batch:
+            raise ValueError(f"must be at most {limits.max_events_per_batch}")
+        return value
+
+
+class WorkflowAction(_Strict):
+    type: Literal["workflow"]
+    workflow: str = Field(min_length=1, max_length=200)
+    input: Any = None
+
+
+class ThreadItemAction(_Strict):
+    type: Literal["thread_item"]
+    alias: str
+    item: Any
+
+    _alias = field_validator("alias")(_alias_or_template)
+
+
+class ObjectAction(_Strict):
+    type: Literal["object"]
+    alias: str
+    value: Any
+
+    _alias = field_validator("alias")(_alias_or_template)
+
+
+Action = Annotated[WorkflowAction | ThreadItemAction | ObjectAction, Field(discriminator="type")]
+
+
+class RetrySpec(_Strict):
+    attempts: int = Field(ge=0, le=MAX_RETRY_ATTEMPTS)
+    delay_seconds: float = Field(ge=0, le=MAX_RETRY_DELAY_SECONDS)
+
+
+class ReceiptSpec(_Strict):
+    alias: str
+
+    _alias = field_validator("alias")(validate_alias)
+
+
+class IdleSpec(_Strict):
+    after_seconds: float = Field(gt=0, le=MAX_IDLE_SECONDS)
+
+
+class ListenerDeclaration(_Strict):
+    name: str = Field(pattern=NAME_PATTERN)
+    filter: ListenerFilter
+    concurrency: Concurrency = Field(default_factory=Concurrency)
+    batch: BatchSpec = Field(default_factory=BatchSpec)
+    action: Action
+    retry: RetrySpec | None = None
+    receipt: ReceiptSpec | None = None
+    idle: IdleSpec | None = None
+    # Alias globs this listener's actions and runs may write; None means anywhere.
+    owns: list[AliasGlob] | None = None
+    description: str | None = Field(default=None, max_length=2000)
+
+
+def parse_declaration(body: Any, limits: Limits) -> ListenerDeclaration:
+    """Validate a declaration body against the models and the deployment's limits.
+
+    Raises CommandError("invalid_request") whose message names each bad field as `listener.<path>`.
+    """
+    try:
+        return ListenerDeclaration.model_validate(body, context={"limits": limits})
+    except pydantic.ValidationError as exc:
+        message = field_errors_message(exc, "listener", union_tags=ACTION_TYPES)
+        raise CommandError("invalid_request", message) from None
+
+
+def effective_max_parallel(concurrency: Concurrency, limits: Limits) -> int:
+    """How many runs may be in flight: the declared max_parallel, capped (not refused) by the limit.
+
+    Serial is always one, whatever max_parallel holds.
+    """
+    if concurrency.mode == "serial":
+        return 1
+    return min(concurrency.max_parallel, limits.listener_parallel_runs)

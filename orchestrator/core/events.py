@@ -1,0 +1,84 @@
+"""The event envelope: an immutable fact in a session's stream.
+
+Owns the envelope's shape (SPEC section 2) and its JSON form. An event says *something changed here*;
+object values are never copied into it. Optional parts are left out of the JSON form rather than set to
+null, so that a `where` condition on a missing path sees it as missing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+# How much of a thread item's message an event carries: a preview, never the item.
+MESSAGE_PREVIEW_CHARS = 200
+
+
+class EventItem(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    type: str
+    role: str | None = None
+    message: str | None = None
+
+
+class EventExecution(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    workflow: str
+    status: str
+
+
+class EventSource(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    client: str | None = None
+    listener: str | None = None
+    execution: str | None = None
+
+
+class Event(BaseModel):
+    """One event envelope, as stored, routed, batched and shown."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: int
+    session_id: str
+    type: str
+    alias: str | None = None
+    item: EventItem | None = None
+    execution: EventExecution | None = None
+    source: EventSource = EventSource()
+    depth: int = 0
+    created_at: datetime
+    # Extra facts some event types carry (lane.idle: the lane and the last event id; listener.failed: the
+    # batch and the error). Left out of the JSON form when empty.
+    data: dict[str, Any] | None = None
+
+    def envelope(self) -> dict[str, Any]:
+        """The JSON form: what templates, `where` conditions and readers see."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+    def message(self) -> dict[str, Any]:
+        """The compact pointer a run gets in `batch.messages`: where to look, not what is there."""
+        pointer: dict[str, Any] = {"id": self.id, "type": self.type}
+        if self.alias is not None:
+            pointer["alias"] = self.alias
+        if self.item is not None:
+            pointer["item_id"] = self.item.id
+        if self.execution is not None:
+            pointer["execution_id"] = self.execution.id
+        return pointer
+
+
+def preview(message: str | None) -> str | None:
+    """The short preview of a thread item's message that its event carries."""
+    if message is None:
+        return None
+    if len(message) <= MESSAGE_PREVIEW_CHARS:
+        return message
+    return message[: MESSAGE_PREVIEW_CHARS - 1] + "…"

@@ -1,0 +1,89 @@
+"""Whether an event envelope matches a listener's filter, and whether a listener accepts it.
+
+Owns filter semantics (SPEC section 3): type globs, alias globs, `where` conditions; glob syntax is
+`globs.py`'s and path reading `paths.py`'s. "A missing path never equals anything" is taken literally:
+on a missing path `eq`, `in`, the orderings and `exists: true` are false, while `neq`, `not_in` and
+`exists: false` are true (nothing is unequal to everything). Values compare as JSON values, so `true`
+never equals `1`, and comparing things that have no order (a number with a string, a list) is false
+rather than an error: a filter is evaluated against every event and must never raise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.core.declaration import ListenerDeclaration, ListenerFilter, WhereCondition
+from orchestrator.core.globs import compile_alias_glob, compile_type_glob
+from orchestrator.core.paths import MISSING, resolve
+
+
+def json_equal(left: Any, right: Any) -> bool:
+    """Equality of JSON values: booleans are not numbers, 1 equals 1.0, containers compare deeply."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return isinstance(left, bool) and isinstance(right, bool) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        return left == right
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(json_equal(a, b) for a, b in zip(left, right, strict=True))
+    return type(left) is type(right) and bool(left == right)
+
+
+def _ordered(left: Any, right: Any) -> bool:
+    if isinstance(left, bool) or isinstance(right, bool):
+        return False
+    numbers = isinstance(left, int | float) and isinstance(right, int | float)
+    return numbers or (isinstance(left, str) and isinstance(right, str))
+
+
+def condition_holds(condition: WhereCondition, envelope: dict[str, Any]) -> bool:
+    """One `where` condition against an envelope; never raises."""
+    found = resolve(envelope, condition.path)
+    op, value = condition.op, condition.value
+    if op == "exists":
+        return (found is not MISSING) == bool(value)
+    if found is MISSING:
+        return op in ("neq", "not_in")
+    if op == "eq":
+        return json_equal(found, value)
+    if op == "neq":
+        return not json_equal(found, value)
+    if op == "in":
+        return any(json_equal(found, candidate) for candidate in value)
+    if op == "not_in":
+        return not any(json_equal(found, candidate) for candidate in value)
+    if not _ordered(found, value):
+        return False
+    if op == "gt":
+        return bool(found > value)
+    if op == "gte":
+        return bool(found >= value)
+    if op == "lt":
+        return bool(found < value)
+    return bool(found <= value)
+
+
+def matches(flt: ListenerFilter, envelope: dict[str, Any]) -> bool:
+    """Whether the envelope passes the filter's types, aliases and every `where` condition."""
+    if flt.types is not None:
+        event_type = envelope.get("type")
+        if not isinstance(event_type, str):
+            return False
+        if not any(compile_type_glob(glob).match(event_type) for glob in flt.types):
+            return False
+    if flt.aliases is not None:
+        alias = envelope.get("alias")
+        if not isinstance(alias, str):
+            return False
+        if not any(compile_alias_glob(glob).match(alias) for glob in flt.aliases):
+            return False
+    return all(condition_holds(condition, envelope) for condition in flt.where)
+
+
+def listener_accepts(decl: ListenerDeclaration, envelope: dict[str, Any]) -> bool:
+    """Whether the listener takes the event: it matches, and the listener's own runs did not cause it."""
+    source = envelope.get("source")
+    if isinstance(source, dict) and source.get("listener") == decl.name:
+        return False
+    return matches(decl.filter, envelope)

@@ -1,0 +1,115 @@
+"""Globs over event types and aliases, and the syntax of a concrete alias.
+
+Owns glob syntax, its validation and its compilation to regular expressions; matching events against a
+whole filter is `filters.py`'s. Type globs split on `.`, alias globs on `/`. A segment that is exactly `*`
+matches one segment; exactly `**` matches any number of segments, zero included (so `missions/**` also
+matches `missions`, and `a/**/b` matches `a/b`); a `*` inside a longer segment (`chat-*`) matches any run of
+characters, possibly empty, within that segment. Compiled patterns are cached: a router matches every event
+against every listener, and the number of distinct globs is small. An alias is at most 256 characters so
+that it fits an index and a workflow id comfortably.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Literal
+
+GlobKind = Literal["type", "alias"]
+
+MAX_ALIAS_CHARS = 256
+_ALIAS_SEGMENT = r"[A-Za-z0-9_.:@-]+"
+ALIAS_RE = re.compile(rf"^{_ALIAS_SEGMENT}(?:/{_ALIAS_SEGMENT})*$")
+
+_SEPARATOR: dict[GlobKind, str] = {"type": ".", "alias": "/"}
+# The characters a glob segment may hold besides `*`: an alias segment's, or a type name segment's.
+_SEGMENT_CHARS: dict[GlobKind, re.Pattern[str]] = {
+    "type": re.compile(r"^[A-Za-z0-9_*-]+$"),
+    "alias": re.compile(r"^[A-Za-z0-9_.:@*-]+$"),
+}
+
+
+def validate_alias(alias: str) -> str:
+    """Return `alias` if it is a concrete alias; otherwise raise ValueError naming the problem."""
+    if not alias:
+        raise ValueError("alias must not be empty")
+    if len(alias) > MAX_ALIAS_CHARS:
+        raise ValueError(f"alias must be at most {MAX_ALIAS_CHARS} characters")
+    if "*" in alias:
+        raise ValueError("alias must not contain '*' (globs belong in filters and owns)")
+    if alias.startswith("/") or alias.endswith("/"):
+        raise ValueError("alias must not start or end with '/'")
+    if "//" in alias:
+        raise ValueError("alias must not contain an empty segment ('//')")
+    if not ALIAS_RE.match(alias):
+        raise ValueError("alias segments may hold only letters, digits and '_', '.', ':', '@', '-'")
+    return alias
+
+
+def validate_glob(pattern: str, kind: GlobKind) -> str:
+    """Return `pattern` if it is a valid glob of `kind`; otherwise raise ValueError naming the problem."""
+    sep = _SEPARATOR[kind]
+    if not pattern:
+        raise ValueError(f"{kind} glob must not be empty")
+    if any(ch.isspace() for ch in pattern):
+        raise ValueError(f"{kind} glob {pattern!r} must not contain whitespace")
+    if kind == "alias" and len(pattern) > MAX_ALIAS_CHARS:
+        raise ValueError(f"alias glob must be at most {MAX_ALIAS_CHARS} characters")
+    if pattern.startswith(sep) or pattern.endswith(sep):
+        raise ValueError(f"{kind} glob {pattern!r} must not start or end with {sep!r}")
+    for segment in pattern.split(sep):
+        if not segment:
+            raise ValueError(f"{kind} glob {pattern!r} has an empty segment ({sep + sep!r})")
+        if "***" in segment:
+            raise ValueError(f"{kind} glob {pattern!r} has '***'; use '*' or '**'")
+        if "**" in segment and segment != "**":
+            raise ValueError(f"{kind} glob {pattern!r}: '**' must be a whole segment")
+        if not _SEGMENT_CHARS[kind].match(segment):
+            raise ValueError(f"{kind} glob {pattern!r} has a character not allowed in a {kind}")
+    return pattern
+
+
+def _segment_regex(segment: str, sep: str) -> str:
+    not_sep = f"[^{re.escape(sep)}]"
+    if segment == "*":
+        return f"{not_sep}+"
+    return f"{not_sep}*".join(re.escape(part) for part in segment.split("*"))
+
+
+def _compile(pattern: str, sep: str) -> re.Pattern[str]:
+    segments: list[str] = []
+    for segment in pattern.split(sep):
+        # `**.**` means the same as `**`; collapsing keeps the regex linear.
+        if not (segment == "**" and segments and segments[-1] == "**"):
+            segments.append(segment)
+    esc = re.escape(sep)
+    one = f"[^{esc}]+"
+    parts: list[str] = []
+    needs_sep = False
+    for index, segment in enumerate(segments):
+        if segment == "**":
+            if len(segments) == 1:
+                parts.append(f"{one}(?:{esc}{one})*")
+            elif index == 0:
+                parts.append(f"(?:{one}{esc})*")
+                needs_sep = False
+                continue
+            else:
+                parts.append(f"(?:{esc}{one})*")
+        else:
+            parts.append((esc if needs_sep else "") + _segment_regex(segment, sep))
+        needs_sep = True
+    # Anchored, so `match`, `fullmatch` and `search` all test the whole name.
+    return re.compile(r"\A(?:" + "".join(parts) + r")\Z")
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_type_glob(pattern: str) -> re.Pattern[str]:
+    """Compile a type glob (validated; ValueError if not) into an anchored pattern."""
+    return _compile(validate_glob(pattern, "type"), ".")
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_alias_glob(pattern: str) -> re.Pattern[str]:
+    """Compile an alias glob (validated; ValueError if not) into an anchored pattern."""
+    return _compile(validate_glob(pattern, "alias"), "/")

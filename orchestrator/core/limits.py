@@ -1,0 +1,23 @@
+"""The per-deployment limits of SPEC section 9, as one value passed to whatever enforces them.
+
+The defaults are the specification's. A deployment changes them through settings
+(`ORCHESTRATOR_LIMITS__LISTENER_CHAIN_DEPTH=4`, ...); nothing reads them from a global.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Limits(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    listener_chain_depth: int = Field(default=8, ge=1)
+    listener_fires_per_minute: int = Field(default=120, ge=1)
+    listener_parallel_runs: int = Field(default=16, ge=1)
+    executions_per_session: int = Field(default=256, ge=1)
+    max_events_per_batch: int = Field(default=1000, ge=1)
+    max_window_seconds: float = Field(default=300, ge=0)
+    max_payload_bytes: int = Field(default=256 * 1024, ge=1)
+    # How long a saved listener waits before it takes effect (SPEC section 3); 0 in tests.
+    activation_delay_seconds: float = Field(default=10, ge=0)

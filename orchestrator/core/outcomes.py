@@ -1,0 +1,81 @@
+"""Batch outcomes (SPEC section 5), the bounded log of them a lane keeps, and receipt items.
+
+Owns the outcome record, its counting and the receipt's thread item body; deciding an outcome and
+posting the receipt are the engine's. The log keeps the last `RECENT_OUTCOMES` outcomes: enough for an
+operator to see a pattern in `list_session_listeners`, small enough to ride along in the lane's state
+through every continue-as-new. Counts are by status and never forget.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+OutcomeStatus = Literal["success", "invocation_error", "refused", "throttled", "skipped", "access_error"]
+SkipReason = Literal["depth", "session_not_open", "unmatched"]
+
+RECEIPT_STATUSES: frozenset[OutcomeStatus] = frozenset(
+    {"success", "invocation_error", "refused", "throttled"}
+)
+RECENT_OUTCOMES = 50
+
+
+class Outcome(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: OutcomeStatus
+    reason: SkipReason | None = None
+    listener: str
+    lane: str
+    first_id: int
+    last_id: int
+    event_ids: list[int]
+    count: int
+    retry: int = 0
+    execution_id: str | None = None
+    message: str | None = None
+    at: datetime
+
+
+class OutcomeLog(BaseModel):
+    recent: list[Outcome] = Field(default_factory=list)  # oldest first, at most RECENT_OUTCOMES
+    counts: dict[str, int] = Field(default_factory=dict)  # by status
+
+
+def record(log: OutcomeLog, outcome: Outcome) -> OutcomeLog:
+    """A new log with `outcome` appended (dropping the oldest past RECENT_OUTCOMES) and counted."""
+    counts = dict(log.counts)
+    counts[outcome.status] = counts.get(outcome.status, 0) + 1
+    return OutcomeLog(recent=[*log.recent, outcome][-RECENT_OUTCOMES:], counts=counts)
+
+
+def wants_receipt(outcome: Outcome) -> bool:
+    """Whether a declared receipt is posted for this outcome."""
+    return outcome.status in RECEIPT_STATUSES
+
+
+def receipt_item(outcome: Outcome) -> dict[str, Any]:
+    """The thread item body of a receipt: the status, the listener, the batch's ids and its retry."""
+    metadata: dict[str, Any] = {
+        "status": outcome.status,
+        "listener": outcome.listener,
+        "first_id": outcome.first_id,
+        "last_id": outcome.last_id,
+        "event_ids": list(outcome.event_ids),
+        "retry": outcome.retry,
+    }
+    if outcome.reason is not None:
+        metadata["reason"] = outcome.reason
+    if outcome.execution_id is not None:
+        metadata["execution_id"] = outcome.execution_id
+    return {
+        "type": "json",
+        "role": "system",
+        "message": (
+            f"{outcome.status} {outcome.listener} batch {outcome.first_id}-{outcome.last_id} "
+            f"retry {outcome.retry}"
+        ),
+        "metadata": metadata,
+    }

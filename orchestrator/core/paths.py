@@ -1,0 +1,67 @@
+"""Dotted paths into JSON values, the one reader behind filters, lane keys, distinct_by and templates.
+
+Owns path syntax (`item.type`, `batch.events.0.alias`), resolution and the canonical text of a value used
+to group by it. A segment that is a non-negative integer indexes a list; on a dict it is an ordinary key.
+`None` counts as missing: the envelope leaves empty fields out, so a path that reaches a null is treated
+exactly like one that reaches nothing, and the two can never behave differently.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from typing import Any, Final, Literal
+
+_SEGMENT = r"[A-Za-z0-9_:@-]+"
+PATH_RE = re.compile(rf"^{_SEGMENT}(?:\.{_SEGMENT})*$")
+# Long enough for any envelope or template path; short enough that a path is never a payload.
+MAX_PATH_CHARS = 256
+
+
+class _Missing(enum.Enum):
+    MISSING = "MISSING"
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+Missing = Literal[_Missing.MISSING]
+MISSING: Final = _Missing.MISSING
+
+
+def validate_path(path: str) -> str:
+    """Return `path` if it is a dotted path; otherwise raise ValueError naming the problem."""
+    if not path:
+        raise ValueError("path must not be empty")
+    if len(path) > MAX_PATH_CHARS:
+        raise ValueError(f"path must be at most {MAX_PATH_CHARS} characters")
+    if not PATH_RE.match(path):
+        raise ValueError(
+            f"path {path!r} must be dot-separated non-empty segments of letters, digits, '_', ':', '@', '-'"
+        )
+    return path
+
+
+def resolve(value: Any, path: str) -> Any | Missing:
+    """The value at dotted `path` inside `value`, or MISSING when any step is absent or None."""
+    current = value
+    for segment in path.split("."):
+        if isinstance(current, dict):
+            current = current.get(segment, MISSING)
+        elif isinstance(current, list | tuple) and segment.isdigit():
+            index = int(segment)
+            current = current[index] if index < len(current) else MISSING
+        else:
+            return MISSING
+        if current is None or current is MISSING:
+            return MISSING
+    return current
+
+
+def canonical_json(value: Any) -> str:
+    """A value's identity as text: equal JSON values give equal text (keys sorted, compact)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

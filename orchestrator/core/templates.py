@@ -1,0 +1,110 @@
+"""Action templates: JSON values with `{{ path }}` holes, and the context a batch renders them in.
+
+Owns rendering (SPEC section 3, Templates) and the template context of a batch; running the rendered
+action is the engine's. Nothing is evaluated as code: a hole holds a dotted path, read with `paths.py`.
+A string that is exactly one hole becomes the value at its path, keeping its type; holes inside a longer
+string are interpolated as text (strings as they are, anything else as compact JSON). Dict keys are not
+rendered. An unknown path (or one reaching null) raises TemplateError, which the engine records as an
+`invocation_error`. Text that merely looks like a brace (`{{` with no closing `}}`) is left as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.core.paths import MISSING, resolve
+
+_HOLE = r"\{\{\s*([^{}]*?)\s*\}\}"
+_WHOLE = re.compile(rf"^{_HOLE}$")
+_INLINE = re.compile(_HOLE)
+
+
+class TemplateError(Exception):
+    """A template names a path that is not in its context."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"unknown template path {path!r}")
+        self.path = path
+
+
+def _lookup(context: dict[str, Any], path: str) -> Any:
+    value = resolve(context, path) if path else MISSING
+    if value is MISSING:
+        raise TemplateError(path)
+    return value
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def render(template: Any, context: dict[str, Any]) -> Any:
+    """The template with every hole filled from `context`; raises TemplateError on an unknown path."""
+    if isinstance(template, str):
+        whole = _WHOLE.match(template)
+        if whole is not None:
+            return _lookup(context, whole.group(1))
+        return _INLINE.sub(lambda hole: _as_text(_lookup(context, hole.group(1))), template)
+    if isinstance(template, dict):
+        return {key: render(value, context) for key, value in template.items()}
+    if isinstance(template, list):
+        return [render(value, context) for value in template]
+    return template
+
+
+def message_of(envelope: dict[str, Any]) -> dict[str, Any]:
+    """The compact pointer of an envelope, as `Event.message()` gives it: where to look, not what is there."""
+    pointer: dict[str, Any] = {"id": envelope["id"], "type": envelope["type"]}
+    if envelope.get("alias") is not None:
+        pointer["alias"] = envelope["alias"]
+    item = envelope.get("item")
+    if isinstance(item, dict) and item.get("id") is not None:
+        pointer["item_id"] = item["id"]
+    execution = envelope.get("execution")
+    if isinstance(execution, dict) and execution.get("id") is not None:
+        pointer["execution_id"] = execution["id"]
+    return pointer
+
+
+def batch_context(
+    *,
+    entries: Sequence[dict[str, Any]],
+    retry: int,
+    lane: str,
+    listener: dict[str, Any],
+    session: dict[str, Any],
+    consumed_ids: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """The template context of a batch: roots `batch`, `event`, `item`, `listener` and `session`.
+
+    `entries` are the batch's envelopes ordered by id; `event` is the last of them and `item` its item.
+    When that event has no item, `item` is left out (a template naming it fails as an unknown path), which
+    keeps the context plain JSON. `consumed_ids`, when given (the ids `cut_batch` consumed, superseded
+    ones included), widen `first_id`/`last_id` to every event the batch consumed.
+    """
+    if not entries:
+        raise ValueError("a batch has at least one entry")
+    ids = [int(envelope["id"]) for envelope in entries] + list(consumed_ids or ())
+    last = entries[-1]
+    context: dict[str, Any] = {
+        "batch": {
+            "events": list(entries),
+            "messages": [message_of(envelope) for envelope in entries],
+            "first_id": min(ids),
+            "last_id": max(ids),
+            "count": len(entries),
+            "retry": retry,
+            "lane": lane,
+        },
+        "event": last,
+        "listener": listener,
+        "session": session,
+    }
+    if last.get("item") is not None:
+        context["item"] = last["item"]
+    return context

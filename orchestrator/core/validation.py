@@ -1,0 +1,88 @@
+"""Turning a pydantic ValidationError into one message that names each field by its dotted path.
+
+Owns the wording every command uses for `invalid_request` (`listener.batch.max_events: must be at most
+1000; ...`); the models and their rules are their modules'. Messages for the common constraint kinds are
+rephrased as `must ...`; anything else keeps pydantic's wording without its `Value error, ` prefix. At most
+`MAX_ERRORS` fields are listed so that a garbage body cannot produce a garbage-sized reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import pydantic
+
+MAX_ERRORS = 10
+
+_VALUE_ERROR_PREFIXES = ("Value error, ", "Assertion failed, ")
+_TYPE_WORDS = {
+    "dict_type": "must be a JSON object",
+    "model_type": "must be a JSON object",
+    "model_attributes_type": "must be a JSON object",
+    "list_type": "must be a list",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+}
+
+
+def _phrase(error: Any) -> str:
+    kind = error.get("type", "")
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        return "is required"
+    if kind == "extra_forbidden":
+        return "is not known"
+    if kind in ("less_than_equal", "less_than", "greater_than_equal", "greater_than"):
+        words = {
+            "less_than_equal": ("le", "must be at most"),
+            "less_than": ("lt", "must be less than"),
+            "greater_than_equal": ("ge", "must be at least"),
+            "greater_than": ("gt", "must be greater than"),
+        }[kind]
+        return f"{words[1]} {ctx.get(words[0])}"
+    if kind == "literal_error" and "expected" in ctx:
+        return f"must be one of {ctx['expected']}"
+    if kind == "union_tag_invalid" and "expected_tags" in ctx:
+        return f"{str(ctx.get('discriminator', 'tag')).strip(chr(39))} must be one of {ctx['expected_tags']}"
+    if kind in _TYPE_WORDS:
+        return _TYPE_WORDS[kind]
+    message = str(error.get("msg", "is invalid"))
+    for prefix in _VALUE_ERROR_PREFIXES:
+        if message.startswith(prefix):
+            return message[len(prefix) :]
+    return message
+
+
+def _location(loc: Sequence[int | str], prefix: str, union_tags: Collection[str]) -> str:
+    parts = [prefix] if prefix else []
+    for index, part in enumerate(loc):
+        # pydantic puts a discriminated union's tag in the location (`action.workflow.alias`); the user
+        # wrote `action.alias`, so the tag is dropped when a field follows it.
+        if index > 0 and isinstance(part, str) and part in union_tags and index + 1 < len(loc):
+            continue
+        parts.append(str(part))
+    return ".".join(parts)
+
+
+def field_errors_message(
+    exc: pydantic.ValidationError, prefix: str, *, union_tags: Collection[str] = ()
+) -> str:
+    """`prefix.loc: message; ...` for each error in `exc` (at most MAX_ERRORS, then a count of the rest).
+
+    `union_tags` are the tag values of discriminated unions inside the model, left out of locations.
+    """
+    errors = exc.errors(include_url=False)
+    lines: list[str] = []
+    for error in errors[:MAX_ERRORS]:
+        where = _location(error["loc"], prefix, union_tags) or "body"
+        lines.append(f"{where}: {_phrase(error)}")
+    if len(errors) > MAX_ERRORS:
+        lines.append(f"and {len(errors) - MAX_ERRORS} more")
+    return "; ".join(lines)

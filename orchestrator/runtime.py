@@ -1,0 +1,403 @@
+"""The processes: `run_dev` (everything in one process tree), `run_worker` and `run_api` (the parts alone).
+
+Owns the order things start and stop in: servers first, then the platform, then the worker and the HTTP
+API; on Ctrl-C or SIGTERM the reverse, so nothing in flight loses the thing under it. A part that fails
+stops the rest and its error is raised once everything is down. What the lane engine adds comes from
+`engine_wiring.platform_components`; the command-line parsing lives in `cli`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from starlette.types import ASGIApp
+from temporalio.client import Client as TemporalClient
+
+from orchestrator.api import create_app
+from orchestrator.app_loader import UserApp, load_app
+from orchestrator.config import Settings
+from orchestrator.embedded import preferred_port, start_postgres, start_temporal
+from orchestrator.engine_wiring import platform_components
+from orchestrator.platform import Platform
+from orchestrator.worker import build_worker, connect_temporal
+
+log = logging.getLogger(__name__)
+
+Announce = Callable[[str], None]
+
+# The example app `orchestrator dev` runs when no --app is given; without it the platform runs alone.
+DEFAULT_APP = "examples.missions.app"
+# Temporal's usual gRPC port; taken only when free, so a second platform on the machine still starts.
+TEMPORAL_DEFAULT_PORT = 7233
+
+
+class ConfigurationError(Exception):
+    """The settings do not say enough to run this part (e.g. `worker` without a database URL)."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where the running parts are, as printed by `orchestrator dev`."""
+
+    database_url: str
+    temporal_address: str
+    temporal_namespace: str
+    temporal_ui_url: str | None
+    api_url: str | None
+
+
+def _log_announce(line: str) -> None:
+    log.info("%s", line)
+
+
+# The HTTP server
+
+
+class _QuietSignalsServer(uvicorn.Server):
+    """uvicorn's server without its own signal handlers: the runtime decides when the API stops."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def api_url(host: str, port: int) -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+
+
+class ApiServer:
+    """uvicorn serving an ASGI app on this event loop.
+
+    The socket is bound here, not by uvicorn, so a port in use fails with a clear OSError instead of
+    uvicorn's `sys.exit`, and port 0 gives a free port whose number is known before the first request.
+    """
+
+    def __init__(self, app: ASGIApp, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", log_level="warning")
+        self._server = _QuietSignalsServer(config)
+        self._socket: socket.socket | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return api_url(self.host, self.port)
+
+    async def start(self) -> str:
+        try:
+            self._socket = socket.create_server((self.host, self.port))
+        except OSError as err:
+            raise OSError(
+                err.errno, f"the HTTP API cannot listen on {self.host}:{self.port}: {err.strerror}"
+            ) from err
+        self.port = self._socket.getsockname()[1]
+        self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]), name="http-api")
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()
+                raise RuntimeError("the HTTP API stopped while starting")
+            await asyncio.sleep(0.01)
+        return self.url
+
+    async def wait(self) -> None:
+        """Until the server stops: a part of its own, so a crash of the API stops the process."""
+        if self._task is not None:
+            await asyncio.shield(self._task)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            self._server.should_exit = True
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+
+@contextlib.asynccontextmanager
+async def serve_api(app: ASGIApp, host: str, port: int) -> AsyncIterator[str]:
+    """Serve `app` until the block exits; yields the base URL (port 0 picks a free port)."""
+    server = ApiServer(app, host, port)
+    url = await server.start()
+    try:
+        yield url
+    finally:
+        await server.stop()
+
+
+# Signals
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM set `stop`; a second one cancels the main task, for when a clean stop hangs."""
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+
+    def on_signal() -> None:
+        if stop.is_set() and main is not None:
+            main.cancel()
+        stop.set()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+# The shared steps
+
+
+def _load_app(spec: str | None, announce: Announce) -> UserApp | None:
+    if spec is not None:
+        return load_app(spec)
+    try:
+        return load_app(DEFAULT_APP)
+    except Exception as err:
+        cause = err.__cause__
+        if (
+            isinstance(cause, ModuleNotFoundError)
+            and cause.name is not None
+            and DEFAULT_APP.startswith(cause.name)
+        ):
+            announce(f"app          none ({DEFAULT_APP} is not here; pass --app MODULE)")
+            return None
+        raise
+
+
+async def save_app_listeners(platform: Platform, app: UserApp, announce: Announce) -> None:
+    """Save the app's declared listeners, announcing each reply; a refused one does not stop the rest."""
+    for body in app.listeners:
+        reply = await platform.command({"command": "save_listener", "listener": body})
+        announce(f"save_listener {body.get('name', '?')}: {json.dumps(reply)}")
+
+
+async def _run_parts(
+    stop: asyncio.Event,
+    parts: dict[str, Callable[[], Awaitable[Any]]],
+    graceful: list[Callable[[], Awaitable[None]]],
+) -> None:
+    """Run `parts` until `stop` is set or one of them ends, then stop them all.
+
+    `graceful` stops go first (the worker finishes its in-flight tasks); whatever still runs is cancelled.
+    A part that failed re-raises its error once everything is down.
+    """
+    tasks = {asyncio.ensure_future(part()): name for name, part in parts.items()}
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    for task in done:
+        if task in tasks and not task.cancelled() and task.exception() is not None:
+            log.error("%s failed; stopping the rest", tasks[task], exc_info=task.exception())
+    for shutdown in graceful:
+        try:
+            await shutdown()
+        except Exception:
+            log.exception("a graceful stop failed")
+    for task in tasks:
+        task.cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    for result in results:
+        if isinstance(result, Exception):
+            raise result
+
+
+async def _run_worker_and_api(
+    stop: asyncio.Event,
+    platform: Platform,
+    temporal: TemporalClient,
+    settings: Settings,
+    app: UserApp | None,
+    *,
+    serve_http: bool,
+    announce: Announce,
+    on_ready: Callable[[str | None], None],
+) -> None:
+    components = platform_components(platform, temporal)
+    user_app = app if app is not None else UserApp(name="(none)")
+    async with contextlib.AsyncExitStack() as stack:
+        parts: dict[str, Callable[[], Awaitable[Any]]] = {}
+        graceful: list[Callable[[], Awaitable[None]]] = []
+        try:
+            worker = build_worker(temporal, settings, user_app, components.workflows, components.activities)
+        except ValueError:
+            announce("worker       nothing to run (no app workflows and no platform workflows)")
+        else:
+            parts["worker"] = worker.run
+            graceful.append(worker.shutdown)
+        for index, background in enumerate(components.background_tasks):
+            parts[f"background-{index}"] = background
+        url = None
+        if serve_http:
+            api = ApiServer(create_app(platform, settings), settings.http_host, settings.http_port)
+            url = await api.start()
+            stack.push_async_callback(api.stop)
+            parts["api"] = api.wait
+            # The API stops first, so no command arrives while the worker drains.
+            graceful.insert(0, api.stop)
+        on_ready(url)
+        await _run_parts(stop, parts, graceful)
+
+
+# The three processes
+
+
+async def run_dev(
+    settings: Settings, app_spec: str | None = None, *, announce: Announce = _log_announce
+) -> None:
+    """The whole platform in one process tree: embedded servers where the settings name none.
+
+    Servers: PostgreSQL under `settings.data_dir / "postgres"` unless `database_url` is set, and the
+    Temporal dev server (with its UI) on `settings.data_dir / "temporal.sqlite"` unless `temporal_address`
+    is set. Then the platform, the app's listeners saved, the worker and the HTTP API, until Ctrl-C.
+    """
+    stop = asyncio.Event()
+    app = _load_app(app_spec, announce)
+    with _stop_on_signals(stop):
+        async with contextlib.AsyncExitStack() as stack:
+            data_dir = settings.data_dir.resolve()
+            if settings.database_url:
+                database_url = settings.database_url
+            else:
+                postgres = await start_postgres(data_dir)
+                stack.push_async_callback(postgres.stop)
+                database_url = postgres.url
+            if stop.is_set():
+                return
+            ui_url = None
+            if settings.temporal_address:
+                temporal_address = settings.temporal_address
+            else:
+                server = await start_temporal(
+                    data_dir,
+                    port=preferred_port(TEMPORAL_DEFAULT_PORT),
+                    ui_port=preferred_port(settings.temporal_ui_port),
+                    namespace=settings.temporal_namespace,
+                )
+                stack.push_async_callback(server.stop)
+                temporal_address, ui_url = server.address, server.ui_url
+            if stop.is_set():
+                return
+            temporal = await connect_temporal(temporal_address, settings.temporal_namespace)
+            platform = await Platform.connect(settings, database_url, temporal=temporal)
+            stack.push_async_callback(platform.close)
+            if app is not None:
+                counts = f"{len(app.workflows)} workflows, {len(app.activities)} activities"
+                announce(f"app          {app.name}: {counts}, {len(app.listeners)} listeners")
+                await save_app_listeners(platform, app, announce)
+
+            def ready(url: str | None) -> None:
+                endpoints = Endpoints(
+                    database_url, temporal_address, settings.temporal_namespace, ui_url, url
+                )
+                for line in describe(endpoints, settings):
+                    announce(line)
+                announce("Ready. Press Ctrl-C to stop.")
+
+            await _run_worker_and_api(
+                stop, platform, temporal, settings, app, serve_http=True, announce=announce, on_ready=ready
+            )
+            announce("Stopping...")
+    announce("Stopped.")
+
+
+def describe(endpoints: Endpoints, settings: Settings) -> list[str]:
+    lines = [
+        f"database     {endpoints.database_url}",
+        f"temporal     {endpoints.temporal_address} (namespace {endpoints.temporal_namespace}, "
+        f"task queue {settings.task_queue})",
+    ]
+    if endpoints.temporal_ui_url is not None:
+        lines.append(f"temporal ui  {endpoints.temporal_ui_url}")
+    if endpoints.api_url is not None:
+        lines.append(f"api          {endpoints.api_url}/v1/commands")
+    return lines
+
+
+def _require_external(settings: Settings, part: str) -> tuple[str, str]:
+    missing = [
+        f"ORCHESTRATOR_{name.upper()}"
+        for name in ("database_url", "temporal_address")
+        if not getattr(settings, name)
+    ]
+    if missing:
+        raise ConfigurationError(
+            f"`orchestrator {part}` runs against external servers: set {' and '.join(missing)} "
+            "(or use `orchestrator dev` for embedded ones)"
+        )
+    assert settings.database_url is not None and settings.temporal_address is not None
+    return settings.database_url, settings.temporal_address
+
+
+async def run_worker(settings: Settings, app_spec: str, *, announce: Announce = _log_announce) -> None:
+    """The worker alone: the app's and the platform's workflows and activities, against external servers."""
+    database_url, temporal_address = _require_external(settings, "worker")
+    app = load_app(app_spec)
+    stop = asyncio.Event()
+    with _stop_on_signals(stop):
+        temporal = await connect_temporal(temporal_address, settings.temporal_namespace)
+        platform = await Platform.connect(settings, database_url, temporal=temporal)
+        try:
+            await save_app_listeners(platform, app, announce)
+
+            def ready(url: str | None) -> None:
+                announce(f"worker       {temporal_address} task queue {settings.task_queue}, app {app.name}")
+                announce("Ready. Press Ctrl-C to stop.")
+
+            await _run_worker_and_api(
+                stop, platform, temporal, settings, app, serve_http=False, announce=announce, on_ready=ready
+            )
+        finally:
+            await platform.close()
+
+
+async def run_api(settings: Settings, *, announce: Announce = _log_announce) -> None:
+    """The HTTP API alone, against external servers."""
+    database_url, temporal_address = _require_external(settings, "api")
+    stop = asyncio.Event()
+    with _stop_on_signals(stop):
+        temporal = await connect_temporal(temporal_address, settings.temporal_namespace)
+        platform = await Platform.connect(settings, database_url, temporal=temporal)
+        try:
+            async with serve_api(
+                create_app(platform, settings), settings.http_host, settings.http_port
+            ) as url:
+                announce(f"api          {url}/v1/commands")
+                announce("Ready. Press Ctrl-C to stop.")
+                await stop.wait()
+        finally:
+            await platform.close()
+
+
+async def run_local_command(settings: Settings, body: Any) -> dict[str, Any]:
+    """One command in this process against `settings.database_url`, with no API in between."""
+    if not settings.database_url:
+        raise ConfigurationError("--local needs ORCHESTRATOR_DATABASE_URL")
+    temporal = None
+    if settings.temporal_address:
+        temporal = await connect_temporal(settings.temporal_address, settings.temporal_namespace)
+    platform = await Platform.connect(settings, settings.database_url, temporal=temporal)
+    try:
+        return await platform.command(body)
+    finally:
+        await platform.close()

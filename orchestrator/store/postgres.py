@@ -1,0 +1,512 @@
+"""The PostgreSQL store (asyncpg): sessions, objects, threads, listeners and the event stream.
+
+Owns every SQL statement of the command surface. Every change appends its event in the same transaction;
+`_locked_session` takes the session row lock first, so ids within a session are drawn in commit order (see
+0001_init.sql) and `list_events(after=...)` can never skip an event that commits late. Engine-side records
+(executions, outcomes, lanes, router positions) live in `engine_store.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, Self
+
+import asyncpg
+
+from orchestrator.core.errors import CommandError
+from orchestrator.core.events import Event, EventItem, preview
+from orchestrator.store.migrate import migrate
+
+EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, created_at"
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(10)}"
+
+
+def event_from_row(row: asyncpg.Record) -> Event:
+    return Event.model_validate(
+        {
+            "id": row["id"],
+            "session_id": row["session_id"],
+            "type": row["type"],
+            "alias": row["alias"],
+            "item": row["item"],
+            "execution": row["execution"],
+            "source": row["source"] or {},
+            "depth": row["depth"],
+            "data": row["data"],
+            "created_at": row["created_at"],
+        }
+    )
+
+
+def _clean_source(source: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (source or {}).items() if v is not None}
+
+
+def _type_regex(pattern: str) -> str:
+    """A POSIX regex for a type glob (`*` one dotted segment, `**` any), for filtering in SQL."""
+    parts: list[str] = []
+    for segment in pattern.split("."):
+        if segment == "**":
+            parts.append("\x00")
+        else:
+            parts.append("".join("[^.]*" if ch == "*" else ("\\" + ch if not ch.isalnum() else ch)
+                                 for ch in segment))
+    body = "\\.".join(parts).replace("\\.\x00", "(\\.[^.]+)*").replace("\x00\\.", "([^.]+\\.)*")
+    return "^" + body.replace("\x00", ".*") + "$"
+
+
+class PostgresStore:
+    """The store on one asyncpg pool."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    @classmethod
+    async def open(cls, database_url: str, *, pool_size: int = 10) -> Self:
+        conn = await asyncpg.connect(database_url)
+        try:
+            await migrate(conn)
+        finally:
+            await conn.close()
+        pool = await asyncpg.create_pool(
+            database_url, min_size=1, max_size=pool_size, init=_init_connection
+        )
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+        async with self.pool.acquire() as conn, conn.transaction():
+            yield conn
+
+    # -- sessions ------------------------------------------------------------------------------------
+
+    async def open_session(self, alias: str | None) -> dict[str, Any]:
+        async with self.transaction() as conn:
+            if alias is not None:
+                row = await conn.fetchrow("SELECT id, alias, status FROM sessions WHERE alias = $1", alias)
+                if row is not None:
+                    return dict(row)
+            row = await conn.fetchrow(
+                "INSERT INTO sessions (id, alias) VALUES ($1, $2)"
+                " ON CONFLICT (alias) DO UPDATE SET alias = EXCLUDED.alias"
+                " RETURNING id, alias, status",
+                new_id("ses"),
+                alias,
+            )
+            assert row is not None
+            await conn.execute(
+                "INSERT INTO routing_cursors (session_id) VALUES ($1) ON CONFLICT DO NOTHING", row["id"]
+            )
+            return dict(row)
+
+    async def get_session(self, session_id: str) -> dict[str, Any]:
+        row = await self.pool.fetchrow("SELECT id, alias, status FROM sessions WHERE id = $1", session_id)
+        if row is None:
+            raise CommandError("not_found", f"session_id: no session {session_id!r}")
+        return dict(row)
+
+    async def set_session_status(self, session_id: str, status: str) -> dict[str, Any]:
+        row = await self.pool.fetchrow(
+            "UPDATE sessions SET status = $2,"
+            " closed_at = CASE WHEN $2 = 'closed' THEN clock_timestamp() END"
+            " WHERE id = $1 RETURNING id, alias, status",
+            session_id,
+            status,
+        )
+        if row is None:
+            raise CommandError("not_found", f"session_id: no session {session_id!r}")
+        return dict(row)
+
+    # -- the stream ----------------------------------------------------------------------------------
+
+    @staticmethod
+    async def _locked_session(conn: asyncpg.Connection, session_id: str, *, require_open: bool) -> None:
+        """Lock the session's row until commit: this is what keeps its event ids in commit order."""
+        status = await conn.fetchval("SELECT status FROM sessions WHERE id = $1 FOR UPDATE", session_id)
+        if status is None:
+            raise CommandError("not_found", f"session_id: no session {session_id!r}")
+        if require_open and status != "open":
+            raise CommandError("session_not_open", f"session_id: session {session_id!r} is {status}")
+
+    @staticmethod
+    async def _replayed(conn: asyncpg.Connection, session_id: str, key: str | None) -> Event | None:
+        if key is None:
+            return None
+        row = await conn.fetchrow(
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND idempotency_key = $2",
+            session_id,
+            key,
+        )
+        return None if row is None else event_from_row(row)
+
+    @staticmethod
+    async def _append(
+        conn: asyncpg.Connection,
+        session_id: str,
+        type_: str,
+        *,
+        alias: str | None = None,
+        item: dict[str, Any] | None = None,
+        execution: dict[str, Any] | None = None,
+        source: dict[str, Any] | None = None,
+        depth: int = 0,
+        data: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Event:
+        """Append one event; the caller holds the session lock (`_locked_session`)."""
+        row = await conn.fetchrow(
+            "WITH e AS ("
+            f" INSERT INTO events ({EVENT_COLUMNS.replace(', created_at', '')}, idempotency_key)"
+            " VALUES (nextval('event_ids'), $1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            f" RETURNING {EVENT_COLUMNS}),"
+            " s AS (UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1)"
+            " SELECT * FROM e",
+            session_id,
+            type_,
+            alias,
+            item,
+            execution,
+            _clean_source(source),
+            depth,
+            data,
+            idempotency_key,
+        )
+        assert row is not None
+        return event_from_row(row)
+
+    async def append_event(
+        self,
+        session_id: str,
+        type_: str,
+        *,
+        require_open: bool = False,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> Event:
+        """Append an event that no object or thread change carries (execution.*, listener.failed, ...)."""
+        async with self.transaction() as conn:
+            await self._locked_session(conn, session_id, require_open=require_open)
+            replayed = await self._replayed(conn, session_id, idempotency_key)
+            if replayed is not None:
+                return replayed
+            return await self._append(conn, session_id, type_, idempotency_key=idempotency_key, **fields)
+
+    async def list_events(
+        self,
+        session_id: str,
+        *,
+        after: int | None = None,
+        before: int | None = None,
+        limit: int = 100,
+        types: Sequence[str] | None = None,
+    ) -> list[Event]:
+        await self.get_session(session_id)
+        patterns = [_type_regex(t) for t in types] if types else None
+        rows = await self.pool.fetch(
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1"
+            " AND id > $2 AND ($3::bigint IS NULL OR id < $3)"
+            " AND ($4::text[] IS NULL OR type ~ ANY($4))"
+            " ORDER BY id LIMIT $5",
+            session_id,
+            after or 0,
+            before,
+            patterns,
+            limit,
+        )
+        return [event_from_row(r) for r in rows]
+
+    # -- objects -------------------------------------------------------------------------------------
+
+    async def write_object(
+        self,
+        session_id: str,
+        alias: str,
+        value: dict[str, Any],
+        *,
+        if_rev: int | None = None,
+        source: dict[str, Any] | None = None,
+        depth: int = 0,
+        idempotency_key: str | None = None,
+    ) -> tuple[dict[str, Any], int]:
+        """Replace the value at `alias`, raising rev by one; `if_rev` 0 means "only if absent"."""
+        async with self.transaction() as conn:
+            await self._locked_session(conn, session_id, require_open=True)
+            replayed = await self._replayed(conn, session_id, idempotency_key)
+            if replayed is not None:
+                return {"alias": alias, "rev": (replayed.data or {}).get("rev")}, replayed.id
+            current = await conn.fetchval(
+                "SELECT rev FROM objects WHERE session_id = $1 AND alias = $2", session_id, alias
+            )
+            if if_rev is not None and (current or 0) != if_rev:
+                raise CommandError(
+                    "rev_conflict", f"if_rev: {alias!r} is at rev {current or 0}, not {if_rev}"
+                )
+            rev = await conn.fetchval(
+                "INSERT INTO objects (session_id, alias, value, rev) VALUES ($1, $2, $3, 1)"
+                " ON CONFLICT (session_id, alias) DO UPDATE"
+                " SET value = EXCLUDED.value, rev = objects.rev + 1, updated_at = clock_timestamp()"
+                " RETURNING rev",
+                session_id,
+                alias,
+                value,
+            )
+            event = await self._append(
+                conn,
+                session_id,
+                "object.written",
+                alias=alias,
+                source=source,
+                depth=depth,
+                data={"rev": rev},
+                idempotency_key=idempotency_key,
+            )
+            return {"alias": alias, "rev": rev}, event.id
+
+    async def read_object(self, session_id: str, alias: str) -> dict[str, Any]:
+        await self.get_session(session_id)
+        row = await self.pool.fetchrow(
+            "SELECT alias, value, rev, updated_at FROM objects WHERE session_id = $1 AND alias = $2",
+            session_id,
+            alias,
+        )
+        if row is None:
+            raise CommandError("not_found", f"alias: no object at {alias!r}")
+        return _object_json(row)
+
+    async def delete_object(
+        self,
+        session_id: str,
+        alias: str,
+        *,
+        source: dict[str, Any] | None = None,
+        depth: int = 0,
+        idempotency_key: str | None = None,
+    ) -> tuple[dict[str, Any], int]:
+        async with self.transaction() as conn:
+            await self._locked_session(conn, session_id, require_open=True)
+            replayed = await self._replayed(conn, session_id, idempotency_key)
+            if replayed is not None:
+                return {"alias": alias, "rev": (replayed.data or {}).get("rev")}, replayed.id
+            rev = await conn.fetchval(
+                "DELETE FROM objects WHERE session_id = $1 AND alias = $2 RETURNING rev", session_id, alias
+            )
+            if rev is None:
+                raise CommandError("not_found", f"alias: no object at {alias!r}")
+            event = await self._append(
+                conn,
+                session_id,
+                "object.deleted",
+                alias=alias,
+                source=source,
+                depth=depth,
+                data={"rev": rev},
+                idempotency_key=idempotency_key,
+            )
+            return {"alias": alias, "rev": rev, "deleted": True}, event.id
+
+    async def list_objects(self, session_id: str, prefix: str | None) -> list[dict[str, Any]]:
+        await self.get_session(session_id)
+        rows = await self.pool.fetch(
+            "SELECT alias, value, rev, updated_at FROM objects WHERE session_id = $1"
+            " AND ($2::text IS NULL OR alias LIKE $2 || '%') ORDER BY alias",
+            session_id,
+            None if prefix is None else prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_"),
+        )
+        return [_object_json(r) for r in rows]
+
+    # -- threads -------------------------------------------------------------------------------------
+
+    async def post_thread_item(
+        self,
+        session_id: str,
+        alias: str,
+        item: dict[str, Any],
+        *,
+        source: dict[str, Any] | None = None,
+        depth: int = 0,
+        idempotency_key: str | None = None,
+    ) -> tuple[dict[str, Any], int]:
+        """Append an item; an item id that is already there answers the first post (items never change)."""
+        item_id = item.get("id") or new_id("itm")
+        async with self.transaction() as conn:
+            await self._locked_session(conn, session_id, require_open=True)
+            replayed = await self._replayed(conn, session_id, idempotency_key)
+            if replayed is not None and replayed.item is not None:
+                return {"id": replayed.item.id, "alias": alias}, replayed.id
+            existing = await conn.fetchval(
+                "SELECT event_id FROM thread_items WHERE session_id = $1 AND alias = $2 AND id = $3",
+                session_id,
+                alias,
+                item_id,
+            )
+            if existing is not None:
+                return {"id": item_id, "alias": alias}, existing
+            event = await self._append(
+                conn,
+                session_id,
+                "thread.item_posted",
+                alias=alias,
+                item=EventItem(
+                    id=item_id, type=item["type"], role=item.get("role"), message=preview(item.get("message"))
+                ).model_dump(exclude_none=True),
+                source=source,
+                depth=depth,
+                idempotency_key=idempotency_key,
+            )
+            await conn.execute(
+                "INSERT INTO thread_items (session_id, alias, id, type, role, message, metadata, source,"
+                " event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                session_id,
+                alias,
+                item_id,
+                item["type"],
+                item.get("role"),
+                item.get("message"),
+                item.get("metadata"),
+                _clean_source(source),
+                event.id,
+            )
+            return {"id": item_id, "alias": alias}, event.id
+
+    async def list_thread_items(
+        self, session_id: str, alias: str, *, after: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        await self.get_session(session_id)
+        after_seq = 0
+        if after is not None:
+            found = await self.pool.fetchval(
+                "SELECT seq FROM thread_items WHERE session_id = $1 AND alias = $2 AND id = $3",
+                session_id,
+                alias,
+                after,
+            )
+            if found is None:
+                raise CommandError("not_found", f"after: no item {after!r} in thread {alias!r}")
+            after_seq = found
+        rows = await self.pool.fetch(
+            "SELECT id, type, role, message, metadata, source, event_id, created_at FROM thread_items"
+            " WHERE session_id = $1 AND alias = $2 AND seq > $3 ORDER BY seq LIMIT $4",
+            session_id,
+            alias,
+            after_seq,
+            limit,
+        )
+        return [_item_json(r) for r in rows]
+
+    # -- listeners -----------------------------------------------------------------------------------
+
+    async def save_listener(self, name: str, body: dict[str, Any], delay_seconds: float) -> dict[str, Any]:
+        async with self.transaction() as conn:
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext('listener:' || $1))", name)
+            version = await conn.fetchval(
+                "SELECT coalesce(max(version), 0) + 1 FROM listener_versions WHERE name = $1", name
+            )
+            row = await conn.fetchrow(
+                "INSERT INTO listener_versions (name, version, body, effective_at)"
+                " VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))"
+                " RETURNING name, version, effective_at",
+                name,
+                version,
+                body,
+                delay_seconds,
+            )
+            await conn.execute(
+                "INSERT INTO listeners (name, version) VALUES ($1, $2)"
+                " ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version, deleted_at = NULL",
+                name,
+                version,
+            )
+            assert row is not None
+            return _listener_json(row)
+
+    async def get_listener(self, name: str) -> dict[str, Any]:
+        row = await self.pool.fetchrow(
+            "SELECT v.name, v.version, v.effective_at, v.saved_at, v.body FROM listeners l"
+            " JOIN listener_versions v USING (name, version) WHERE l.name = $1 AND l.deleted_at IS NULL",
+            name,
+        )
+        if row is None:
+            raise CommandError("not_found", f"name: no listener {name!r}")
+        return _listener_json(row)
+
+    async def list_listeners(self) -> list[dict[str, Any]]:
+        rows = await self.pool.fetch(
+            "SELECT v.name, v.version, v.effective_at, v.saved_at, v.body FROM listeners l"
+            " JOIN listener_versions v USING (name, version) WHERE l.deleted_at IS NULL ORDER BY l.name"
+        )
+        return [_listener_json(r) for r in rows]
+
+    async def listener_versions(self) -> list[dict[str, Any]]:
+        """Every version of every listener not deleted, oldest first: what routing matches against."""
+        rows = await self.pool.fetch(
+            "SELECT v.name, v.version, v.effective_at, v.saved_at, v.body FROM listeners l"
+            " JOIN listener_versions v USING (name) WHERE l.deleted_at IS NULL ORDER BY v.name, v.version"
+        )
+        return [_listener_json(r) for r in rows]
+
+    async def delete_listener(self, name: str) -> dict[str, Any]:
+        listener = await self.get_listener(name)
+        await self.pool.execute(
+            "UPDATE listeners SET deleted_at = clock_timestamp() WHERE name = $1 AND deleted_at IS NULL", name
+        )
+        return listener
+
+    async def switch_listener(self, session_id: str, name: str, enabled: bool) -> bool:
+        await self.get_session(session_id)
+        await self.get_listener(name)
+        await self.pool.execute(
+            "INSERT INTO listener_switches (session_id, name, enabled) VALUES ($1, $2, $3)"
+            " ON CONFLICT (session_id, name) DO UPDATE"
+            " SET enabled = EXCLUDED.enabled, changed_at = clock_timestamp()",
+            session_id,
+            name,
+            enabled,
+        )
+        return enabled
+
+    async def disabled_listeners(self, session_id: str) -> set[str]:
+        rows = await self.pool.fetch(
+            "SELECT name FROM listener_switches WHERE session_id = $1 AND NOT enabled", session_id
+        )
+        return {r["name"] for r in rows}
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _object_json(row: asyncpg.Record) -> dict[str, Any]:
+    return {"alias": row["alias"], "value": row["value"], "rev": row["rev"], "updated_at": _iso(row["updated_at"])}
+
+
+def _item_json(row: asyncpg.Record) -> dict[str, Any]:
+    item: dict[str, Any] = {"id": row["id"], "type": row["type"], "role": row["role"], "message": row["message"]}
+    if row["metadata"] is not None:
+        item["metadata"] = row["metadata"]
+    item["source"] = row["source"]
+    item["event_id"] = row["event_id"]
+    item["created_at"] = _iso(row["created_at"])
+    return item
+
+
+def _listener_json(row: asyncpg.Record) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": row["name"], "version": row["version"], "effective_at": _iso(row["effective_at"])}
+    if "body" in row.keys():  # noqa: SIM118 - asyncpg.Record has keys() but no __contains__ for names
+        out["body"] = row["body"]
+        out["saved_at"] = _iso(row["saved_at"])
+    return out

@@ -1,0 +1,63 @@
+"""The composition root of the Temporal worker: one place wires the user's app and the platform's parts.
+
+Owns the Temporal client settings (the pydantic data converter, always, so models cross every boundary
+the same way) and the worker's registrations. What the platform contributes (the lane engine's workflows
+and activities) comes in as arguments from `engine_wiring`, so this module never imports the engine.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from orchestrator.app_loader import UserApp
+from orchestrator.config import Settings
+
+# Threads for the user's synchronous activities; async activities run on the event loop and need none.
+SYNC_ACTIVITY_THREADS = 8
+
+
+async def connect_temporal(address: str, namespace: str) -> Client:
+    """A Temporal client that serializes with pydantic, as every part of the platform expects."""
+    return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter)
+
+
+def build_worker(
+    temporal_client: Client,
+    settings: Settings,
+    app: UserApp,
+    platform_workflows: Sequence[type] = (),
+    platform_activities: Sequence[Callable[..., Any]] = (),
+) -> Worker:
+    """The worker on `settings.task_queue` running the platform's workflows and activities and the app's.
+
+    Raises:
+        ValueError: there is nothing to run (no workflow and no activity at all).
+    """
+    workflows = [*platform_workflows, *app.workflows]
+    activities = [*platform_activities, *app.activities]
+    if not workflows and not activities:
+        raise ValueError(
+            f"app {app.name!r} declares no workflows or activities, so a worker has nothing to run"
+        )
+    executor = None
+    if any(not _is_async(activity) for activity in activities):
+        executor = ThreadPoolExecutor(max_workers=SYNC_ACTIVITY_THREADS, thread_name_prefix="activity")
+    return Worker(
+        temporal_client,
+        task_queue=settings.task_queue,
+        workflows=workflows,
+        activities=activities,
+        activity_executor=executor,
+    )
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    call = getattr(fn, "__call__", None)  # noqa: B004 - callable class instances define async __call__
+    return inspect.iscoroutinefunction(fn) or (call is not None and inspect.iscoroutinefunction(call))

@@ -1,0 +1,144 @@
+"""Shared fixtures: one embedded PostgreSQL per test session, a fresh database per test, and Temporal.
+
+`--temporal=time-skipping` (the default) runs workflow tests on Temporal's time-skipping test server;
+`--temporal=dev` runs the same tests on the dev server. Tests marked `devserver` need what only the dev
+server has (visibility, search attributes, schedules) and always get it through `dev_env`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from temporalio.common import SearchAttributeKey
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.client import Client
+from orchestrator.config import Settings
+from orchestrator.core.limits import Limits
+from orchestrator.embedded import SEARCH_ATTRIBUTES, EmbeddedPostgres, start_postgres
+from orchestrator.platform import Platform
+
+# Low, so that long-lived workflows really continue-as-new within a test instead of only in production.
+SUGGEST_CONTINUE_AS_NEW_AFTER = 200
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--temporal",
+        choices=["time-skipping", "dev"],
+        default="time-skipping",
+        help="which Temporal server runs workflow tests (default: time-skipping)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A workflow that exits with a signal or update handler still running loses that work; fail the test.
+    config.addinivalue_line("filterwarnings", "error::temporalio.workflow.UnfinishedUpdateHandlersWarning")
+    config.addinivalue_line("filterwarnings", "error::temporalio.workflow.UnfinishedSignalHandlersWarning")
+
+
+def _binary(name: str) -> str:
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"{name} not found; install the dev extras (pip install -e '.[dev]')")
+    return found
+
+
+# PostgreSQL
+
+
+@pytest.fixture(scope="session")
+async def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedPostgres]:
+    server = await start_postgres(tmp_path_factory.mktemp("pg"))
+    yield server
+    await server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_url(embedded_pg: EmbeddedPostgres) -> str:
+    """The URL of the embedded server's `postgres` database (shared; tests use `fresh_db`)."""
+    return embedded_pg.url
+
+
+@pytest.fixture
+async def fresh_db(embedded_pg: EmbeddedPostgres) -> AsyncIterator[str]:
+    """The URL of a new, empty database on the session's server, dropped after the test."""
+    name = f"t_{uuid.uuid4().hex}"
+    admin = await asyncpg.connect(embedded_pg.url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield embedded_pg.url_for(name)
+    admin = await asyncpg.connect(embedded_pg.url)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture
+def settings() -> Settings:
+    """Settings for tests: listeners take effect at once, nothing read from the environment's servers."""
+    return Settings(database_url=None, temporal_address=None, limits=Limits(activation_delay_seconds=0))
+
+
+@pytest.fixture
+async def platform(fresh_db: str, settings: Settings) -> AsyncIterator[Platform]:
+    platform = await Platform.connect(settings, fresh_db)
+    yield platform
+    await platform.close()
+
+
+@pytest.fixture
+async def local_client(platform: Platform) -> AsyncIterator[Client]:
+    async with Client.local(platform) as client:
+        yield client
+
+
+# Temporal
+
+
+@pytest.fixture(scope="session")
+async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The Temporal dev server (in memory), whatever `--temporal` says."""
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=_binary("temporal"),
+        data_converter=pydantic_data_converter,
+        search_attributes=[SearchAttributeKey.for_keyword(name) for name in SEARCH_ATTRIBUTES],
+        dev_server_extra_args=[
+            "--dynamic-config-value",
+            f"limit.historyCount.suggestContinueAsNew={SUGGEST_CONTINUE_AS_NEW_AFTER}",
+            "--dynamic-config-value",
+            "matching.numTaskqueueReadPartitions=1",
+            "--dynamic-config-value",
+            "matching.numTaskqueueWritePartitions=1",
+        ],
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+async def temporal_env(request: pytest.FixtureRequest) -> AsyncIterator[WorkflowEnvironment]:
+    """The Temporal server chosen by `--temporal`."""
+    if request.config.getoption("--temporal") == "dev":
+        env: WorkflowEnvironment = request.getfixturevalue("dev_env")
+        yield env
+        return
+    env = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=_binary("temporal-test-server"),
+        data_converter=pydantic_data_converter,
+    )
+    yield env
+    await env.shutdown()

@@ -1,0 +1,139 @@
+"""Listener declarations: the SPEC's example parses, and every bad field is refused by its dotted path."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from orchestrator.core.declaration import (
+    Concurrency,
+    ObjectAction,
+    WorkflowAction,
+    effective_max_parallel,
+    parse_declaration,
+)
+from orchestrator.core.errors import CommandError
+from orchestrator.core.limits import Limits
+
+EXAMPLE: dict[str, Any] = {
+    "name": "orchestrate",
+    "filter": {
+        "types": ["object.**", "thread.item_posted", "graph.changed"],
+        "aliases": ["missions/**", "app/missions/sweep"],
+        "where": [{"path": "item.type", "op": "not_in", "value": ["text", "thinking"]}],
+    },
+    "concurrency": {"mode": "serial"},
+    "batch": {"window_seconds": 2, "max_events": 100, "distinct_by": None},
+    "action": {"type": "workflow", "workflow": "orchestrator", "input": {"events": "{{ batch.messages }}"}},
+    "retry": {"attempts": 2, "delay_seconds": 30},
+    "receipt": {"alias": "ops/receipts"},
+}
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    body = copy.deepcopy(EXAMPLE)
+    *parents, last = path.split(".")
+    target: Any = body
+    for part in parents:
+        target = target[int(part)] if isinstance(target, list) else target[part]
+    target[last] = value
+    return body
+
+
+def _refusal(body: Any, limits: Limits | None = None) -> str:
+    with pytest.raises(CommandError) as caught:
+        parse_declaration(body, limits or Limits())
+    assert caught.value.code == "invalid_request"
+    return caught.value.message
+
+
+def test_the_specification_example_parses() -> None:
+    decl = parse_declaration(EXAMPLE, Limits())
+    assert decl.name == "orchestrate"
+    assert isinstance(decl.action, WorkflowAction)
+    assert decl.concurrency.mode == "serial"
+    assert decl.batch.max_events == 100
+    assert decl.filter.where[0].op == "not_in"
+
+
+def test_defaults_for_a_minimal_body() -> None:
+    decl = parse_declaration(
+        {"name": "views", "filter": {}, "action": {"type": "object", "alias": "views/x", "value": {}}},
+        Limits(),
+    )
+    assert decl.filter.types is None and decl.filter.aliases is None and decl.filter.where == []
+    assert decl.concurrency == Concurrency()
+    assert decl.batch.window_seconds == 0 and decl.batch.max_events == 100
+    assert isinstance(decl.action, ObjectAction)
+    assert decl.retry is None and decl.receipt is None and decl.idle is None and decl.owns is None
+
+
+def test_exists_defaults_to_true() -> None:
+    decl = parse_declaration(_with("filter.where", [{"path": "alias", "op": "exists"}]), Limits())
+    assert decl.filter.where[0].value is True
+
+
+def test_template_aliases_are_kept_and_literal_ones_checked() -> None:
+    action = {"type": "thread_item", "alias": "chats/{{ event.alias }}", "item": {"type": "text"}}
+    assert parse_declaration(_with("action", action), Limits()).action.alias == "chats/{{ event.alias }}"  # type: ignore[union-attr]
+    message = _refusal(_with("action", {**action, "alias": "chats//x"}))
+    assert message.startswith("listener.action.alias: ")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("batch.max_events", 5000, "listener.batch.max_events: must be at most 1000"),
+        ("batch.max_events", 0, "listener.batch.max_events: must be at least 1"),
+        ("batch.window_seconds", 301, "listener.batch.window_seconds: must be at most 300"),
+        ("batch.distinct_by", "a..b", "listener.batch.distinct_by: path"),
+        ("filter.where.0.op", "like", "listener.filter.where.0.op: must be one of"),
+        ("filter.where.0.value", "text", "listener.filter.where.0.value: op not_in needs a list value"),
+        ("filter.types", ["object.***"], "listener.filter.types.0: type glob"),
+        ("filter.types", [], "listener.filter.types: "),
+        ("filter.aliases", ["a//b"], "listener.filter.aliases.0: alias glob"),
+        ("name", "Orchestrate", "listener.name: "),
+        ("concurrency", {"mode": "keyed"}, "listener.concurrency: mode keyed needs a key"),
+        ("concurrency", {"mode": "serial", "max_parallel": 2}, "listener.concurrency: max_parallel"),
+        ("concurrency", {"mode": "parallel", "key": "alias"}, "listener.concurrency: key and key_segments"),
+        ("concurrency", {"mode": "keyed", "key": "alias", "key_segments": 0}, "concurrency.key_segments"),
+        ("action", {"type": "workflow"}, "listener.action.workflow: is required"),
+        ("action", {"type": "shell", "cmd": "rm"}, "listener.action: type must be one of"),
+        ("action", {"type": "object", "alias": "a", "value": {}, "x": 1}, "listener.action.x: is not known"),
+        ("retry", {"attempts": 21, "delay_seconds": 1}, "listener.retry.attempts: must be at most 20"),
+        ("retry", {"attempts": 1, "delay_seconds": 901}, "listener.retry.delay_seconds: must be at most 900"),
+        ("receipt", {"alias": "ops/*"}, "listener.receipt.alias: alias must not contain"),
+        ("idle", {"after_seconds": 0}, "listener.idle.after_seconds: must be greater than 0"),
+        ("owns", ["views/**", "bad glob"], "listener.owns.1: alias glob"),
+        ("unknown", 1, "listener.unknown: is not known"),
+    ],
+)
+def test_bad_fields_are_named_by_their_path(path: str, value: Any, expected: str) -> None:
+    assert expected in _refusal(_with(path, value))
+
+
+def test_the_deployment_limits_apply() -> None:
+    limits = Limits(max_events_per_batch=50, max_window_seconds=5)
+    message = _refusal(_with("batch", {"window_seconds": 10, "max_events": 60}), limits)
+    assert "listener.batch.window_seconds: must be at most 5" in message
+    assert "listener.batch.max_events: must be at most 50" in message
+
+
+@pytest.mark.parametrize("body", ["text", None, [], 3])
+def test_a_body_that_is_not_an_object_is_refused(body: Any) -> None:
+    assert _refusal(body).startswith("listener: must be a JSON object")
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "expected"),
+    [
+        (Concurrency(), 1),
+        (Concurrency(mode="parallel"), 4),
+        (Concurrency(mode="parallel", max_parallel=64), 16),
+        (Concurrency(mode="keyed", key="alias", max_parallel=2), 2),
+    ],
+)
+def test_max_parallel_is_capped_by_the_limit(concurrency: Concurrency, expected: int) -> None:
+    assert effective_max_parallel(concurrency, Limits()) == expected

@@ -1,0 +1,117 @@
+"""Filter matching: types, aliases, `where` ops on present and missing paths, and never waking oneself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.core.declaration import ListenerFilter, WhereCondition, parse_declaration
+from orchestrator.core.filters import json_equal, listener_accepts, matches
+from orchestrator.core.limits import Limits
+
+POSTED: dict[str, Any] = {
+    "id": 5,
+    "session_id": "s1",
+    "type": "thread.item_posted",
+    "alias": "chats/7",
+    "item": {"id": "i1", "type": "request", "role": "user"},
+    "source": {"client": "web"},
+    "depth": 0,
+    "created_at": "2025-01-01T00:00:00Z",
+}
+STARTED: dict[str, Any] = {"id": 6, "session_id": "s1", "type": "execution.started", "source": {}, "depth": 0}
+
+
+def _where(path: str, op: str, value: Any = None) -> ListenerFilter:
+    return ListenerFilter(where=[WhereCondition.model_validate({"path": path, "op": op, "value": value})])
+
+
+def test_absent_types_and_aliases_match_everything() -> None:
+    assert matches(ListenerFilter(), POSTED)
+    assert matches(ListenerFilter(), STARTED)
+
+
+def test_type_globs() -> None:
+    assert matches(ListenerFilter(types=["thread.*"]), POSTED)
+    assert not matches(ListenerFilter(types=["object.**"]), POSTED)
+    assert matches(ListenerFilter(types=["object.**", "**.item_posted"]), POSTED)
+
+
+def test_an_event_without_alias_matches_only_when_aliases_is_absent() -> None:
+    assert not matches(ListenerFilter(aliases=["**"]), STARTED)
+    assert matches(ListenerFilter(aliases=["**"]), POSTED)
+    assert matches(ListenerFilter(aliases=["chats/*"]), POSTED)
+    assert not matches(ListenerFilter(aliases=["missions/**"]), POSTED)
+
+
+@pytest.mark.parametrize(
+    ("path", "op", "value", "expected"),
+    [
+        ("item.role", "eq", "user", True),
+        ("item.role", "eq", "system", False),
+        ("item.role", "neq", "system", True),
+        ("item.type", "in", ["request", "text"], True),
+        ("item.type", "not_in", ["text", "thinking"], True),
+        ("item.type", "not_in", ["request"], False),
+        ("depth", "eq", False, False),
+        ("depth", "eq", 0.0, True),
+        ("id", "gt", 4, True),
+        ("id", "gte", 5, True),
+        ("id", "lt", 5, False),
+        ("id", "lte", 5.5, True),
+        ("alias", "gt", "chats/6", True),
+        ("id", "gt", "4", False),
+        ("item", "gt", 1, False),
+        ("alias", "exists", True, True),
+        ("alias", "exists", False, False),
+        ("source", "eq", {"client": "web"}, True),
+    ],
+)
+def test_where_on_present_paths(path: str, op: str, value: Any, expected: bool) -> None:
+    assert matches(_where(path, op, value), POSTED) is expected
+
+
+@pytest.mark.parametrize(
+    ("op", "value", "expected"),
+    [
+        ("eq", "x", False),
+        ("in", ["x"], False),
+        ("gt", 0, False),
+        ("gte", 0, False),
+        ("lt", 0, False),
+        ("lte", 0, False),
+        ("exists", True, False),
+        ("neq", "x", True),
+        ("not_in", ["x"], True),
+        ("exists", False, True),
+    ],
+)
+def test_a_missing_path_never_equals_anything(op: str, value: Any, expected: bool) -> None:
+    assert matches(_where("source.client", op, value), STARTED) is expected
+
+
+def test_all_conditions_must_hold() -> None:
+    flt = ListenerFilter(
+        where=[
+            WhereCondition(path="item.role", op="eq", value="user"),
+            WhereCondition(path="source.client", op="neq", value="web"),
+        ]
+    )
+    assert not matches(flt, POSTED)
+
+
+def test_json_equality_keeps_booleans_apart_from_numbers() -> None:
+    assert not json_equal(True, 1)
+    assert not json_equal([1], [True])
+    assert json_equal({"a": [1, 2.0]}, {"a": [1.0, 2]})
+    assert not json_equal("1", 1)
+
+
+def test_a_listener_never_accepts_its_own_writes() -> None:
+    action = {"type": "workflow", "workflow": "w"}
+    body = {"name": "answer", "filter": {"types": ["thread.*"]}, "action": action}
+    decl = parse_declaration(body, Limits())
+    assert listener_accepts(decl, POSTED)
+    assert not listener_accepts(decl, {**POSTED, "source": {"listener": "answer"}})
+    assert listener_accepts(decl, {**POSTED, "source": {"listener": "other"}})

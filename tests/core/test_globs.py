@@ -1,0 +1,127 @@
+"""Type and alias globs: one-segment `*`, any-segment `**`, in-segment `*`, validation, alias syntax."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.core.globs import compile_alias_glob, compile_type_glob, validate_alias, validate_glob
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name", "expected"),
+    [
+        ("object.written", "object.written", True),
+        ("object.written", "object.deleted", False),
+        ("object.*", "object.written", True),
+        ("object.*", "object", False),
+        ("object.*", "object.a.b", False),
+        ("object.**", "object.written", True),
+        ("object.**", "object.a.b", True),
+        ("object.**", "object", True),
+        ("object.**", "objects.written", False),
+        ("**", "anything.at.all", True),
+        ("**.idle", "lane.idle", True),
+        ("**.idle", "idle", True),
+        ("a.**.b", "a.b", True),
+        ("a.**.b", "a.x.y.b", True),
+        ("a.**.b", "a.x.y.c", False),
+        ("thread.item_*", "thread.item_posted", True),
+        ("thread.item_*", "thread.item_", True),
+        ("thread.item_*", "thread.other", False),
+    ],
+)
+def test_type_globs(pattern: str, name: str, expected: bool) -> None:
+    assert bool(compile_type_glob(pattern).match(name)) is expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "alias", "expected"),
+    [
+        ("missions/**", "missions/1/cells/2/meta", True),
+        ("missions/**", "missions", True),
+        ("missions/*/cells/*/meta", "missions/1/cells/2/meta", True),
+        ("missions/*/cells/*/meta", "missions/1/cells/meta", False),
+        ("chats/**", "chat/1", False),
+        ("chat-*", "chat-42", True),
+        ("chat-*", "chat-42/x", False),
+        ("app/missions/sweep", "app/missions/sweep", True),
+        ("tickets/*.json", "tickets/a.json", True),
+        ("tickets/*.json", "tickets/a.jsonx", False),
+    ],
+)
+def test_alias_globs(pattern: str, alias: str, expected: bool) -> None:
+    assert bool(compile_alias_glob(pattern).match(alias)) is expected
+
+
+def test_dot_is_literal_in_alias_globs() -> None:
+    assert not compile_alias_glob("a.b").match("axb")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "kind", "problem"),
+    [
+        ("", "type", "empty"),
+        ("a..b", "type", "empty segment"),
+        ("a//b", "alias", "empty segment"),
+        ("a.***", "type", r"'\*\*\*'"),
+        ("a.b**", "type", "whole segment"),
+        ("a/**x/b", "alias", "whole segment"),
+        ("a b", "alias", "whitespace"),
+        ("/a", "alias", "start or end"),
+        ("a.", "type", "start or end"),
+        ("a/b", "type", "not allowed"),
+        ("a?", "alias", "not allowed"),
+    ],
+)
+def test_bad_globs_are_refused_with_the_reason(pattern: str, kind: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        validate_glob(pattern, kind)  # type: ignore[arg-type]
+    compile_ = compile_type_glob if kind == "type" else compile_alias_glob
+    with pytest.raises(ValueError):
+        compile_(pattern)
+
+
+@pytest.mark.parametrize("alias", ["tickets/42/meta", "a", "user@x.org/inbox:1", "a-b_c.d"])
+def test_good_aliases(alias: str) -> None:
+    assert validate_alias(alias) == alias
+
+
+@pytest.mark.parametrize(
+    ("alias", "problem"),
+    [
+        ("", "empty"),
+        ("a" * 257, "at most 256"),
+        ("a/*", r"'\*'"),
+        ("/a", "start or end"),
+        ("a/", "start or end"),
+        ("a//b", "empty segment"),
+        ("a b", "may hold only"),
+    ],
+)
+def test_bad_aliases_name_the_problem(alias: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        validate_alias(alias)
+
+
+def _reference(pattern: list[str], name: list[str]) -> bool:
+    if not pattern:
+        return not name
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        return any(_reference(rest, name[i:]) for i in range(len(name) + 1))
+    return bool(name) and fnmatchcase(name[0], head) and _reference(rest, name[1:])
+
+
+_pattern_segments = st.sampled_from(["a", "b", "*", "**", "a*", "*b"])
+_name_segments = st.sampled_from(["a", "b", "ab", "ba", "c"])
+
+
+@given(st.lists(_pattern_segments, min_size=1, max_size=5), st.lists(_name_segments, min_size=1, max_size=6))
+def test_glob_matching_agrees_with_a_reference(pattern: list[str], name: list[str]) -> None:
+    expected = _reference(pattern, name)
+    assert bool(compile_type_glob(".".join(pattern)).match(".".join(name))) is expected
+    assert bool(compile_alias_glob("/".join(pattern)).match("/".join(name))) is expected

@@ -1,0 +1,132 @@
+"""Templates: whole-value holes keep their type, inline holes become text, unknown paths fail."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.core.templates import TemplateError, batch_context, message_of, render
+
+POSTED: dict[str, Any] = {
+    "id": 4,
+    "session_id": "s1",
+    "type": "thread.item_posted",
+    "alias": "chats/7",
+    "item": {"id": "i9", "type": "request", "role": "user", "message": "hi"},
+    "source": {},
+    "depth": 0,
+}
+WRITTEN: dict[str, Any] = {"id": 2, "session_id": "s1", "type": "object.written", "alias": "cells/1"}
+ENDED: dict[str, Any] = {
+    "id": 3,
+    "session_id": "s1",
+    "type": "execution.ended",
+    "execution": {"id": "e1", "workflow": "w", "status": "failed"},
+}
+
+
+def _context(entries: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return batch_context(
+        entries=entries,
+        retry=1,
+        lane="chats/7",
+        listener={"name": "answer", "version": 3},
+        session={"id": "s1", "alias": "demo"},
+        **extra,
+    )
+
+
+def test_the_batch_context() -> None:
+    context = _context([WRITTEN, ENDED, POSTED])
+    assert context["batch"]["first_id"] == 2 and context["batch"]["last_id"] == 4
+    assert context["batch"]["count"] == 3 and context["batch"]["retry"] == 1
+    assert context["batch"]["lane"] == "chats/7"
+    assert context["batch"]["messages"] == [
+        {"id": 2, "type": "object.written", "alias": "cells/1"},
+        {"id": 3, "type": "execution.ended", "execution_id": "e1"},
+        {"id": 4, "type": "thread.item_posted", "alias": "chats/7", "item_id": "i9"},
+    ]
+    assert context["event"] == POSTED and context["item"] == POSTED["item"]
+
+
+def test_consumed_ids_widen_the_batch_span() -> None:
+    context = _context([POSTED], consumed_ids=[1, 4])
+    assert context["batch"]["first_id"] == 1 and context["batch"]["last_id"] == 4
+
+
+def test_an_event_without_item_leaves_item_unknown() -> None:
+    context = _context([WRITTEN])
+    with pytest.raises(TemplateError) as caught:
+        render("{{ item.id }}", context)
+    assert caught.value.path == "item.id"
+
+
+def test_an_empty_batch_has_no_context() -> None:
+    with pytest.raises(ValueError):
+        _context([])
+
+
+def test_rendering_the_specification_example() -> None:
+    context = _context([WRITTEN, POSTED])
+    rendered = render({"events": "{{ batch.messages }}", "n": "{{batch.count}}"}, context)
+    assert rendered == {"events": context["batch"]["messages"], "n": 2}
+
+
+def test_inline_holes_are_text() -> None:
+    context = _context([POSTED])
+    template = "{{ listener.name }} saw {{ batch.count }} on {{ event.alias }}: {{ item }}"
+    assert render(template, context) == (
+        'answer saw 1 on chats/7: {"id":"i9","type":"request","role":"user","message":"hi"}'
+    )
+
+
+def test_containers_render_recursively_but_keys_do_not() -> None:
+    rendered = render({"{{ x }}": ["{{ session.id }}", 3, None, True]}, _context([POSTED]))
+    assert rendered == {"{{ x }}": ["s1", 3, None, True]}
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["{{ nothing }}", "a {{ batch.nope }} b", "{{ }}", ["{{ session.x }}"], "{{ batch.count.more }}"],
+)
+def test_unknown_paths_fail(template: Any) -> None:
+    with pytest.raises(TemplateError):
+        render(template, _context([POSTED]))
+
+
+@pytest.mark.parametrize("text", ["{{ not closed", "plain", "{ { a } }", "__import__('os')"])
+def test_text_without_holes_is_left_alone(text: str) -> None:
+    assert render(text, {}) == text
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=10,
+)
+
+
+@given(value=_json.filter(lambda v: v is not None), spaces=st.sampled_from(["", " ", "  "]))
+def test_whole_value_holes_keep_their_type(value: Any, spaces: str) -> None:
+    rendered = render("{{" + spaces + "v" + spaces + "}}", {"v": value})
+    assert type(rendered) is type(value)
+    assert rendered == value
+
+
+def test_message_of_agrees_with_the_event_model() -> None:
+    from datetime import UTC, datetime
+
+    from orchestrator.core.events import Event, EventItem
+
+    event = Event(
+        id=4,
+        session_id="s1",
+        type="thread.item_posted",
+        alias="chats/7",
+        item=EventItem(id="i9", type="request"),
+        created_at=datetime(2025, 1, 1, tzinfo=UTC),
+    )
+    assert message_of(event.envelope()) == event.message()

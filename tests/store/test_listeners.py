@@ -1,0 +1,62 @@
+"""Listener declarations are stored by version with effective_at; switches are per session."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from orchestrator.platform import Platform
+from tests.store.helpers import ok, refused
+
+BODY = {
+    "name": "orchestrate",
+    "filter": {"types": ["object.**", "thread.item_posted"], "aliases": ["missions/**"]},
+    "concurrency": {"mode": "serial"},
+    "batch": {"window_seconds": 2, "max_events": 100},
+    "action": {"type": "workflow", "workflow": "orchestrator", "input": {"events": "{{ batch.messages }}"}},
+    "retry": {"attempts": 2, "delay_seconds": 30},
+}
+
+
+async def test_save_get_list_and_versions(platform: Platform) -> None:
+    saved = await ok(platform, "save_listener", listener=BODY)
+    assert saved["listener"]["name"] == "orchestrate"
+    assert saved["listener"]["version"] == 1
+    datetime.fromisoformat(saved["listener"]["effective_at"])
+    again = await ok(platform, "save_listener", listener={**BODY, "batch": {"window_seconds": 1}})
+    assert again["listener"]["version"] == 2
+    got = await ok(platform, "get_listener", name="orchestrate")
+    assert got["listener"]["version"] == 2
+    assert got["listener"]["body"]["batch"]["window_seconds"] == 1
+    listed = await ok(platform, "list_listeners")
+    assert [item["name"] for item in listed["listeners"]] == ["orchestrate"]
+
+
+async def test_delete_listener(platform: Platform) -> None:
+    await ok(platform, "save_listener", listener=BODY)
+    await ok(platform, "delete_listener", name="orchestrate")
+    await refused(platform, "not_found", "name", "get_listener", name="orchestrate")
+    await refused(platform, "not_found", "name", "delete_listener", name="orchestrate")
+    assert (await ok(platform, "list_listeners"))["listeners"] == []
+    resaved = await ok(platform, "save_listener", listener=BODY)
+    assert resaved["listener"]["version"] == 2
+
+
+async def test_switch_listener_per_session(platform: Platform) -> None:
+    await ok(platform, "save_listener", listener=BODY)
+    sid = (await ok(platform, "open_session"))["session"]["id"]
+    off = await ok(platform, "switch_listener", session_id=sid, name="orchestrate", enabled=False)
+    assert off == {"status": "success", "enabled": False}
+    assert await platform.store.disabled_listeners(sid) == {"orchestrate"}
+    await ok(platform, "switch_listener", session_id=sid, name="orchestrate", enabled=True)
+    assert await platform.store.disabled_listeners(sid) == set()
+    await refused(platform, "not_found", "name", "switch_listener", session_id=sid, name="nope", enabled=True)
+
+
+async def test_an_invalid_declaration_is_refused_and_not_stored(platform: Platform) -> None:
+    bad = {**BODY, "batch": {"window_seconds": 2, "max_events": 5000}}
+    await refused(platform, "invalid_request", "listener.batch.max_events", "save_listener", listener=bad)
+    bad_op = {**BODY, "filter": {"where": [{"path": "item.type", "op": "like", "value": "x"}]}}
+    await refused(platform, "invalid_request", "listener.filter.where.0.op", "save_listener", listener=bad_op)
+    await refused(platform, "invalid_request", "listener.action", "save_listener",
+                  listener={**BODY, "action": {"type": "email"}})
+    assert (await ok(platform, "list_listeners"))["listeners"] == []

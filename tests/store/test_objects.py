@@ -1,0 +1,88 @@
+"""Objects: every write raises rev by one and appends its event in the same transaction; if_rev guards."""
+
+from __future__ import annotations
+
+from orchestrator.platform import Platform
+from tests.store.helpers import all_events, ok, refused
+
+
+async def _session(platform: Platform) -> str:
+    return str((await ok(platform, "open_session"))["session"]["id"])
+
+
+async def test_write_read_and_rev(platform: Platform) -> None:
+    sid = await _session(platform)
+    first = await ok(platform, "write_object", session_id=sid, alias="tickets/42/meta",
+                     value={"type": "ticket", "n": 1}, client="ui")
+    assert first["object"] == {"alias": "tickets/42/meta", "rev": 1}
+    second = await ok(platform, "write_object", session_id=sid, alias="tickets/42/meta",
+                      value={"type": "ticket", "n": 2})
+    assert second["object"]["rev"] == 2
+    assert second["event_id"] > first["event_id"]
+    read = await ok(platform, "read_object", session_id=sid, alias="tickets/42/meta")
+    assert read["object"]["value"] == {"type": "ticket", "n": 2}
+    assert read["object"]["rev"] == 2
+    events = await all_events(platform, sid)
+    assert [e["type"] for e in events] == ["object.written", "object.written"]
+    assert events[0]["id"] == first["event_id"]
+    assert events[0]["alias"] == "tickets/42/meta"
+    assert events[0]["source"] == {"client": "ui"}
+    assert events[0]["depth"] == 0
+    assert events[0]["session_id"] == sid
+    assert "value" not in events[0], "an event never carries the object's value"
+
+
+async def test_if_rev_conflict_changes_nothing(platform: Platform) -> None:
+    sid = await _session(platform)
+    await ok(platform, "write_object", session_id=sid, alias="a/b", value={"type": "t", "v": 1})
+    await refused(platform, "rev_conflict", "if_rev", "write_object", session_id=sid, alias="a/b",
+                  value={"type": "t", "v": 2}, if_rev=5)
+    read = await ok(platform, "read_object", session_id=sid, alias="a/b")
+    assert read["object"]["value"]["v"] == 1
+    assert len(await all_events(platform, sid)) == 1
+    await ok(platform, "write_object", session_id=sid, alias="a/b", value={"type": "t", "v": 2}, if_rev=1)
+
+
+async def test_if_rev_zero_means_only_if_absent(platform: Platform) -> None:
+    sid = await _session(platform)
+    await ok(platform, "write_object", session_id=sid, alias="x", value={"type": "t"}, if_rev=0)
+    await refused(platform, "rev_conflict", "if_rev", "write_object", session_id=sid, alias="x",
+                  value={"type": "t"}, if_rev=0)
+
+
+async def test_delete_removes_and_writes_its_event(platform: Platform) -> None:
+    sid = await _session(platform)
+    await ok(platform, "write_object", session_id=sid, alias="a/b", value={"type": "t"})
+    deleted = await ok(platform, "delete_object", session_id=sid, alias="a/b")
+    assert deleted["object"]["alias"] == "a/b"
+    await refused(platform, "not_found", "alias", "read_object", session_id=sid, alias="a/b")
+    await refused(platform, "not_found", "alias", "delete_object", session_id=sid, alias="a/b")
+    types = [e["type"] for e in await all_events(platform, sid)]
+    assert types == ["object.written", "object.deleted"]
+
+
+async def test_list_objects_by_prefix(platform: Platform) -> None:
+    sid = await _session(platform)
+    for alias in ["missions/1/meta", "missions/2/meta", "other/1", "missions_x"]:
+        await ok(platform, "write_object", session_id=sid, alias=alias, value={"type": "t"})
+    listed = await ok(platform, "list_objects", session_id=sid, prefix="missions/")
+    assert [o["alias"] for o in listed["objects"]] == ["missions/1/meta", "missions/2/meta"]
+    everything = await ok(platform, "list_objects", session_id=sid)
+    assert len(everything["objects"]) == 4
+
+
+async def test_a_retried_write_finds_the_same_event(platform: Platform) -> None:
+    sid = await _session(platform)
+    args = {"session_id": sid, "alias": "a/b", "value": {"type": "t"}, "idempotency_key": "req-1"}
+    first = await ok(platform, "write_object", **args)
+    again = await ok(platform, "write_object", **args)
+    assert again["event_id"] == first["event_id"]
+    assert again["object"]["rev"] == first["object"]["rev"] == 1
+    assert len(await all_events(platform, sid)) == 1
+
+
+async def test_objects_are_scoped_to_their_session(platform: Platform) -> None:
+    one, two = await _session(platform), await _session(platform)
+    await ok(platform, "write_object", session_id=one, alias="a", value={"type": "t"})
+    await refused(platform, "not_found", "alias", "read_object", session_id=two, alias="a")
+    assert await all_events(platform, two) == []

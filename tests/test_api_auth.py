@@ -1,0 +1,83 @@
+"""The bearer token: every /v1 request needs it when one is set; a refused request changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestrator.api import create_app
+from orchestrator.client import Client
+from orchestrator.config import Settings
+from orchestrator.core.errors import CommandError
+from orchestrator.platform import Platform
+from orchestrator.runtime import serve_api
+
+TOKEN = "s3cret-token"
+WRONG = "not-the-token"
+
+
+@pytest.fixture
+async def api_url(platform: Platform, settings: Settings) -> AsyncIterator[str]:
+    guarded = settings.model_copy(update={"api_token": TOKEN})
+    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
+        yield url
+
+
+async def post(url: str, body: dict[str, Any], authorization: str | None) -> httpx.Response:
+    headers = {"Authorization": authorization} if authorization is not None else {}
+    async with httpx.AsyncClient(base_url=url) as http:
+        return await http.post("/v1/commands", json=body, headers=headers)
+
+
+async def test_no_token_is_401(api_url: str) -> None:
+    response = await post(api_url, {"command": "list_listeners"}, None)
+
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.json()["status"] == "error"
+    assert response.json()["error"] == "unauthorized"
+
+
+@pytest.mark.parametrize("authorization", [f"Bearer {WRONG}", f"Basic {TOKEN}", "Bearer", f"Bearer {TOKEN}x"])
+async def test_a_wrong_token_is_403_and_never_echoed(api_url: str, authorization: str) -> None:
+    response = await post(api_url, {"command": "list_listeners"}, authorization)
+
+    assert response.status_code == 403
+    assert response.json()["error"] == "unauthorized"
+    assert WRONG not in response.text
+    assert TOKEN not in response.text
+
+
+async def test_the_right_token_is_200(api_url: str) -> None:
+    response = await post(api_url, {"command": "list_listeners"}, f"Bearer {TOKEN}")
+
+    assert response.status_code == 200
+    assert response.json()["status"] == "success"
+
+
+async def test_an_unauthorized_write_changes_nothing(api_url: str) -> None:
+    async with Client.http(api_url, TOKEN) as client:
+        session_id = (await client.open_session())["session"]["id"]
+        write = {
+            "command": "write_object",
+            "session_id": session_id,
+            "alias": "guarded/one",
+            "value": {"type": "t"},
+        }
+
+        for authorization in (None, f"Bearer {WRONG}"):
+            assert (await post(api_url, write, authorization)).status_code in (401, 403)
+
+        assert (await client.list_session_events(session_id))["events"] == []
+        with pytest.raises(CommandError) as caught:
+            await client.read_object(session_id, "guarded/one")
+        assert caught.value.code == "not_found"
+
+
+async def test_the_probes_need_no_token(api_url: str) -> None:
+    async with httpx.AsyncClient(base_url=api_url) as http:
+        assert (await http.get("/healthz")).status_code == 200
+        assert (await http.get("/readyz")).json() == {"status": "ready"}

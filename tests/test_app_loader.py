@@ -1,0 +1,127 @@
+"""The `--app` contract: module-level `workflows` (required), `activities` and `listeners` (optional)."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from orchestrator.app_loader import AppLoadError, UserApp, load_app
+
+GOOD_APP = """
+from temporalio import activity, workflow
+
+
+@workflow.defn
+class Greet:
+    @workflow.run
+    async def run(self, name: str) -> str:
+        return name
+
+
+@activity.defn
+async def shout(text: str) -> str:
+    return text.upper()
+
+
+workflows = [Greet]
+activities = [shout]
+listeners = [{"name": "greeter"}]
+"""
+
+
+def write_app(folder: Path, source: str) -> Path:
+    path = folder / f"app_{uuid.uuid4().hex}.py"
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def test_a_py_path_loads_its_three_lists(tmp_path: Path) -> None:
+    path = write_app(tmp_path, GOOD_APP)
+
+    app = load_app(str(path))
+
+    assert isinstance(app, UserApp)
+    assert app.name == path.stem
+    assert [w.__name__ for w in app.workflows] == ["Greet"]
+    assert [a.__name__ for a in app.activities] == ["shout"]
+    assert app.listeners == [{"name": "greeter"}]
+
+
+def test_a_module_name_loads_and_the_workflow_module_is_importable_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_app(tmp_path, GOOD_APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    app = load_app(path.stem)
+
+    # Temporal's sandbox re-imports each workflow by its module name.
+    assert app.workflows[0].__module__ == path.stem
+
+
+def test_loading_the_same_file_twice_answers_the_same_module(tmp_path: Path) -> None:
+    path = write_app(tmp_path, GOOD_APP)
+
+    assert load_app(str(path)).workflows == load_app(str(path)).workflows
+
+
+def test_activities_and_listeners_are_optional(tmp_path: Path) -> None:
+    path = write_app(
+        tmp_path,
+        """
+        from temporalio import workflow
+
+        @workflow.defn
+        class Only:
+            @workflow.run
+            async def run(self) -> None:
+                return None
+
+        workflows = [Only]
+        """,
+    )
+
+    app = load_app(str(path))
+
+    assert (app.activities, app.listeners) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("activities = []", "has no `workflows` list"),
+        ("workflows = 'Greet'", "`workflows` must be a list, not str"),
+        ("workflows = [42]", "workflows[0] must be a workflow class"),
+        ("class Plain: ...\nworkflows = [Plain]", "workflows[0] (Plain) is not decorated with @workflow.defn"),
+        ("workflows = []\nactivities = [print]", "activities[0] (print) is not decorated with @activity.defn"),
+        ("workflows = []\nactivities = [1]", "activities[0] must be an activity function"),
+        ("workflows = []\nlisteners = ['orchestrate']", "listeners[0] must be a declaration body (a dict), not str"),
+        ("workflows = []\nlisteners = {}", "`listeners` must be a list, not dict"),
+        ("raise RuntimeError('boom')", "importing it failed: RuntimeError: boom"),
+    ],
+)
+def test_a_broken_app_is_refused_naming_what_is_wrong(tmp_path: Path, source: str, message: str) -> None:
+    path = write_app(tmp_path, source)
+
+    with pytest.raises(AppLoadError) as caught:
+        load_app(str(path))
+
+    assert message in str(caught.value)
+
+
+def test_a_missing_module_names_the_module() -> None:
+    name = f"no_such_app_{uuid.uuid4().hex}"
+
+    with pytest.raises(AppLoadError, match=f"no module named '{name}'"):
+        load_app(name)
+
+
+def test_a_missing_file_or_a_non_py_path_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(AppLoadError, match="no such file"):
+        load_app(str(tmp_path / "absent.py"))
+    (tmp_path / "app.txt").write_text("workflows = []")
+    with pytest.raises(AppLoadError, match=r"must name a \.py file"):
+        load_app(str(tmp_path / "app.txt"))

@@ -1,0 +1,5 @@
+"""The platform's Temporal workflows: lanes, listener runs and keyed permits.
+
+Workflow files run no code on import beyond definitions; everything they call is the pure core or an
+activity. `PLATFORM_WORKFLOWS` is what the worker registers beside the application's workflows.
+"""

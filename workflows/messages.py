@@ -1,0 +1,181 @@
+"""The values that cross between the router, the lane workflows, the run workflows and the activities.
+
+All pydantic, carried by Temporal's pydantic data converter; `LaneState` is the whole of a lane's state,
+so continue-as-new hands it over in one piece.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from orchestrator.core.batch_windows import LaneBuffer
+from orchestrator.core.outcomes import Outcome, OutcomeLog
+from orchestrator.core.throttle import FireWindow
+
+# Signal names: the router and the activities address lanes by these.
+DELIVER_SIGNAL = "deliver"
+RUN_FINISHED_SIGNAL = "run_finished"
+PERMIT_GRANTED_SIGNAL = "permit_granted"
+ACQUIRE_SIGNAL = "acquire"
+RELEASE_SIGNAL = "release"
+
+
+class LaneAddress(BaseModel):
+    session_id: str
+    listener: str
+    lane: str
+
+
+class Delivery(BaseModel):
+    """What the router sends a lane: the listener as it stands now, and the lane's new events."""
+
+    version: int
+    declaration: dict[str, Any]
+    events: list[dict[str, Any]]
+
+
+class InFlight(BaseModel):
+    """A run that holds one of the lane's slots until its `run_finished` signal arrives."""
+
+    run_key: str
+    first_id: int
+    last_id: int
+    count: int
+    started_at: float
+
+
+class LaneState(BaseModel):
+    address: LaneAddress
+    version: int = 0
+    declaration: dict[str, Any] = Field(default_factory=dict)
+    buffer: LaneBuffer = Field(default_factory=LaneBuffer)
+    in_flight: list[InFlight] = Field(default_factory=list)
+    outcomes: OutcomeLog = Field(default_factory=OutcomeLog)
+    fires: FireWindow = Field(default_factory=FireWindow)
+    batches: int = 0
+    last_event_at: float | None = None
+    last_event_id: int = 0
+    idle_fired_for: int | None = None
+    has_permit: bool = False
+    # The deployment's cap on max_parallel (limit listener_parallel_runs), learnt from check_batch.
+    parallel_cap: int | None = None
+    permit_requested: bool = False
+    last_batch: list[int] = Field(default_factory=list)
+
+
+class LaneView(BaseModel):
+    """The answer of the lane's `state` query."""
+
+    address: LaneAddress
+    version: int
+    pending: int
+    pending_ids: list[int]
+    in_flight: list[InFlight]
+    high_water: int
+    batches: int
+    last_batch_first_id: int | None
+    last_batch_last_id: int | None
+    has_permit: bool
+
+
+class BatchInfo(BaseModel):
+    """`batch` as a run and templates see it."""
+
+    first_id: int
+    last_id: int
+    count: int
+    retry: int
+    lane: str
+    event_ids: list[int]
+    messages: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+
+
+class RunInput(BaseModel):
+    """The one argument of a workflow started by a listener. Its JSON form is what a `dict` run receives."""
+
+    session_id: str
+    listener: str
+    batch: BatchInfo
+    input: Any = None
+    execution_id: str | None = None
+    depth: int = 0
+
+
+class BatchCheck(BaseModel):
+    """What the lane asks before it fires a batch."""
+
+    address: LaneAddress
+    version: int
+    event_ids: list[int]
+    entries: list[dict[str, Any]]
+    depth: int
+
+
+class BatchVerdict(BaseModel):
+    """The answer: fire (with the listener as it stands now and the session), or an outcome instead."""
+
+    fire: bool
+    consumed_silently: bool = False
+    status: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    version: int = 0
+    declaration: dict[str, Any] = Field(default_factory=dict)
+    session: dict[str, Any] = Field(default_factory=dict)
+    max_parallel: int = 1
+    search_attributes: bool = True
+
+
+class RunPlan(BaseModel):
+    """What a lane hands the run workflow it starts for a workflow action."""
+
+    address: LaneAddress
+    lane_workflow_id: str | None
+    run_key: str
+    workflow: str
+    input: RunInput
+    retry_attempts: int = 0
+    retry_delay_seconds: float = 0
+    receipt_alias: str | None = None
+    version: int = 0
+    task_queue: str
+    # Off on servers without the custom search attributes registered (the time-skipping test server).
+    search_attributes: bool = True
+
+
+class RunFinished(BaseModel):
+    run_key: str
+    status: str
+    outcomes: list[Outcome] = Field(default_factory=list)
+
+
+class WriteAction(BaseModel):
+    """A rendered thread_item or object action, applied by an activity."""
+
+    address: LaneAddress
+    kind: str
+    alias: str
+    body: dict[str, Any]
+    depth: int
+    idempotency_key: str
+    owns: list[str] | None = None
+
+
+class ExecutionRecord(BaseModel):
+    execution_id: str
+    session_id: str
+    workflow: str
+    listener: str | None
+    lane: str | None
+    status: str
+    batch: dict[str, Any] | None = None
+    error: str | None = None
+    depth: int = 0
+
+
+class PermitRequest(BaseModel):
+    lane_workflow_id: str
+    max_parallel: int

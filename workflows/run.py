@@ -1,0 +1,97 @@
+"""The run workflow: one per listener batch with a workflow action (and one per `start_execution`).
+
+Owns a run from the start of the application's workflow to its end: it records `execution.started` and the
+batch's `success` outcome once the child has started, `execution.ended` when it ends, repeats a failed run
+after `min(delay * 2^n, 900)` seconds up to `attempts` times (the lane's slot stays held: the lane only
+frees it on `run_finished`), writes `listener.failed` when the last attempt fails, and then tells the lane.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ChildWorkflowError, TerminatedError, CancelledError
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.core.backoff import retry_delay
+    from orchestrator.core.outcomes import Outcome
+    from workflows.messages import RUN_FINISHED_SIGNAL, ExecutionRecord, RunFinished, RunPlan
+
+SESSION_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorSession")
+LISTENER_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorListener")
+ACTIVITY_TIMEOUT = timedelta(seconds=30)
+ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+
+
+def search_attributes(session_id: str, listener: str | None) -> TypedSearchAttributes:
+    pairs = [SearchAttributePair(SESSION_ATTRIBUTE, session_id)]
+    if listener is not None:
+        pairs.append(SearchAttributePair(LISTENER_ATTRIBUTE, listener))
+    return TypedSearchAttributes(pairs)
+
+
+@workflow.defn(name="OrchestratorRun")
+class RunWorkflow:
+    @workflow.run
+    async def run(self, plan: RunPlan) -> str:
+        retry = plan.input.batch.retry
+        outcomes: list[Outcome] = []
+        listener = plan.input.listener or None
+        while True:
+            execution_id = f"{plan.run_key}.{retry}".replace("run:", "exe:", 1)
+            run_input = plan.input.model_copy(
+                update={"batch": plan.input.batch.model_copy(update={"retry": retry}), "execution_id": execution_id}
+            )
+            record = ExecutionRecord(
+                execution_id=execution_id,
+                session_id=plan.address.session_id,
+                workflow=plan.workflow,
+                listener=listener,
+                lane=plan.address.lane if listener else None,
+                status="running",
+                batch=run_input.batch.model_dump(mode="json", exclude={"events", "messages"}) if listener else None,
+                depth=plan.input.depth,
+            )
+            handle = await workflow.start_child_workflow(
+                plan.workflow,
+                run_input,
+                id=execution_id,
+                task_queue=plan.task_queue,
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                typed_search_attributes=search_attributes(plan.address.session_id, listener)
+                if plan.search_attributes
+                else None,
+            )
+            outcomes += await workflow.execute_activity(
+                "orchestrator.execution_started",
+                args=[record, plan.receipt_alias],
+                result_type=list[Outcome],
+                start_to_close_timeout=ACTIVITY_TIMEOUT,
+                retry_policy=ACTIVITY_RETRY,
+            )
+            status, error = "completed", None
+            try:
+                await handle
+            except ChildWorkflowError as err:
+                cause = err.cause
+                status = "stopped" if isinstance(cause, TerminatedError | CancelledError) else "failed"
+                error = str(cause or err)
+            last = retry >= plan.retry_attempts or status != "failed"
+            await workflow.execute_activity(
+                "orchestrator.execution_ended",
+                args=[record.model_copy(update={"status": status, "error": error}), last and status == "failed"],
+                start_to_close_timeout=ACTIVITY_TIMEOUT,
+                retry_policy=ACTIVITY_RETRY,
+            )
+            if last:
+                break
+            await workflow.sleep(retry_delay(plan.retry_delay_seconds, retry))
+            retry += 1
+        if plan.lane_workflow_id is not None:
+            await workflow.get_external_workflow_handle(plan.lane_workflow_id).signal(
+                RUN_FINISHED_SIGNAL, RunFinished(run_key=plan.run_key, status=status, outcomes=outcomes)
+            )
+        return status
