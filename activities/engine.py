@@ -71,7 +71,9 @@ class EngineActivities:
             self.release_permit,
         ]
 
-    async def _keep(self, session_id: str, outcome: Outcome, version: int | None, receipt: str | None) -> None:
+    async def _keep(
+        self, session_id: str, outcome: Outcome, version: int | None, receipt: str | None
+    ) -> None:
         """Record an outcome and, when declared and due, post its receipt (both once per batch)."""
         await self.store.record_outcome(session_id, outcome, version)
         if receipt is not None and wants_receipt(outcome):
@@ -125,7 +127,9 @@ class EngineActivities:
         action = decl.action
         if isinstance(action, WorkflowAction):
             if self.registered_workflows and action.workflow not in self.registered_workflows:
-                return await refuse("invocation_error", None, f"action.workflow: {action.workflow!r} is not registered")
+                return await refuse(
+                    "invocation_error", None, f"action.workflow: {action.workflow!r} is not registered"
+                )
             running = await self.store.running_executions(address.session_id)
             if running >= limits.executions_per_session:
                 return await refuse("refused", None, f"executions_per_session: {running} running")
@@ -144,22 +148,35 @@ class EngineActivities:
         try:
             validate_alias(write.alias)
         except ValueError as err:
-            outcome = success.model_copy(update={"status": "invocation_error", "message": f"action.alias: {err}"})
+            outcome = success.model_copy(
+                update={"status": "invocation_error", "message": f"action.alias: {err}"}
+            )
         else:
             if not may_write(write.owns, write.alias):
                 outcome = success.model_copy(
-                    update={"status": "access_error", "message": f"action.alias: {write.alias!r} is outside owns"}
+                    update={
+                        "status": "access_error",
+                        "message": f"action.alias: {write.alias!r} is outside owns",
+                    }
                 )
         if outcome.status == "success":
             try:
                 if write.kind == "thread_item":
                     await self.store.post_thread_item(
-                        address.session_id, write.alias, write.body, source=source, depth=write.depth,
+                        address.session_id,
+                        write.alias,
+                        write.body,
+                        source=source,
+                        depth=write.depth,
                         idempotency_key=write.idempotency_key,
                     )
                 else:
                     await self.store.write_object(
-                        address.session_id, write.alias, write.body, source=source, depth=write.depth,
+                        address.session_id,
+                        write.alias,
+                        write.body,
+                        source=source,
+                        depth=write.depth,
                         idempotency_key=write.idempotency_key,
                     )
             except (CommandError, KeyError, TypeError) as err:
@@ -168,7 +185,9 @@ class EngineActivities:
                 outcome = success.model_copy(update={"status": status, "message": str(err)})
         listener = await self.store.get_listener(address.listener)
         decl = ListenerDeclaration.model_validate(listener["body"])
-        await self._keep(address.session_id, outcome, listener["version"], decl.receipt.alias if decl.receipt else None)
+        await self._keep(
+            address.session_id, outcome, listener["version"], decl.receipt.alias if decl.receipt else None
+        )
         return outcome
 
     @activity.defn(name="orchestrator.execution_started")

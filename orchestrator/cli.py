@@ -16,9 +16,8 @@ from typing import Any
 
 import httpx
 
-from orchestrator.client import Client
+from orchestrator.client import Client, api_url
 from orchestrator.config import Settings
-from orchestrator.embedded import EmbeddedServerError
 
 EXIT_SUCCESS = 0
 EXIT_ERROR_REPLY = 1
@@ -36,18 +35,12 @@ def _print_reply(reply: dict[str, Any]) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="orchestrator", description="Declared listeners on Temporal and PostgreSQL."
-    )
+    parser = argparse.ArgumentParser(prog="orchestrator", description="Declared listeners on Temporal and PostgreSQL.")
     sub = parser.add_subparsers(dest="subcommand", required=True, metavar="{call,dev,worker,api}")
 
     call = sub.add_parser("call", help="send one JSON command and print the reply")
-    call.add_argument(
-        "json", metavar="JSON", help='the command, e.g. \'{"command": "open_session"}\'; - reads stdin'
-    )
-    call.add_argument(
-        "--url", help="the API's base URL (default: http://HTTP_HOST:HTTP_PORT from the settings)"
-    )
+    call.add_argument("json", metavar="JSON", help='the command, e.g. \'{"command": "open_session"}\'; - reads stdin')
+    call.add_argument("--url", help="the API's base URL (default: http://HTTP_HOST:HTTP_PORT from the settings)")
     call.add_argument("--token", help="bearer token (default: ORCHESTRATOR_API_TOKEN)")
     call.add_argument(
         "--local", action="store_true", help="run in this process against ORCHESTRATOR_DATABASE_URL, no API"
@@ -55,9 +48,7 @@ def _parser() -> argparse.ArgumentParser:
 
     dev = sub.add_parser("dev", help="run the whole platform: embedded servers, worker and HTTP API")
     dev.add_argument("--app", help="the app module or .py file (default: examples.missions.app when present)")
-    dev.add_argument(
-        "--data-dir", type=Path, help="where the embedded servers keep state (default: .orchestrator)"
-    )
+    dev.add_argument("--data-dir", type=Path, help="where the embedded servers keep state (default: .orchestrator)")
     dev.add_argument("--http-port", type=int, help="the HTTP API's port (default: 8700)")
 
     worker = sub.add_parser("worker", help="run the worker alone against external servers")
@@ -70,25 +61,25 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _call(args: argparse.Namespace, settings: Settings) -> int:
-    from orchestrator.runtime import ConfigurationError, api_url, run_local_command
-
     text = sys.stdin.read() if args.json == "-" else args.json
     try:
         body = json.loads(text)
     except ValueError as err:
-        _print_reply(
-            {"status": "error", "error": "invalid_request", "message": f"command: not valid JSON ({err})"}
-        )
+        _print_reply({"status": "error", "error": "invalid_request", "message": f"command: not valid JSON ({err})"})
         return EXIT_USAGE
     try:
         if args.local:
-            reply = asyncio.run(run_local_command(settings, body))
+            # Imported here: the platform and its store are needed only in-process.
+            from orchestrator.runtime import ConfigurationError, run_local_command
+
+            try:
+                reply = asyncio.run(run_local_command(settings, body))
+            except ConfigurationError as err:
+                print(f"orchestrator call: {err}", file=sys.stderr)
+                return EXIT_USAGE
         else:
             url = args.url or api_url(settings.http_host, settings.http_port)
             reply = asyncio.run(_call_http(url, args.token or settings.api_token, body))
-    except ConfigurationError as err:
-        print(f"orchestrator call: {err}", file=sys.stderr)
-        return EXIT_USAGE
     except httpx.TransportError as err:
         print(f"orchestrator call: cannot reach the API: {err!r}", file=sys.stderr)
         return EXIT_UNREACHABLE
@@ -108,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return _call(args, settings)
 
     from orchestrator.app_loader import AppLoadError
+    from orchestrator.embedded import EmbeddedServerError
     from orchestrator.runtime import ConfigurationError, run_api, run_dev, run_worker
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
 DEFAULT_TIMEOUT_SECONDS = 30.0
 
 
+def api_url(host: str, port: int) -> str:
+    """The base URL of an API listening on `host:port` (a wildcard host is reached on loopback)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
+
+
 class _Transport(Protocol):
     async def send(self, body: Any) -> dict[str, Any]: ...
 
@@ -141,9 +147,7 @@ class Client:
     async def list_listeners(self, **extra: Any) -> dict[str, Any]:
         return await self._call("list_listeners", **extra)
 
-    async def switch_listener(
-        self, session_id: str, name: str, enabled: bool, **extra: Any
-    ) -> dict[str, Any]:
+    async def switch_listener(self, session_id: str, name: str, enabled: bool, **extra: Any) -> dict[str, Any]:
         return await self._call("switch_listener", session_id=session_id, name=name, enabled=enabled, **extra)
 
     # Objects
@@ -194,12 +198,8 @@ class Client:
 
     # Executions and the stream
 
-    async def start_execution(
-        self, session_id: str, workflow: str, input: Any = None, **extra: Any
-    ) -> dict[str, Any]:
-        return await self._call(
-            "start_execution", session_id=session_id, workflow=workflow, input=input, **extra
-        )
+    async def start_execution(self, session_id: str, workflow: str, input: Any = None, **extra: Any) -> dict[str, Any]:
+        return await self._call("start_execution", session_id=session_id, workflow=workflow, input=input, **extra)
 
     async def list_session_events(
         self,
@@ -226,18 +226,14 @@ class Client:
     async def list_executions(
         self, session_id: str, listener: str | None = None, status: str | None = None, **extra: Any
     ) -> dict[str, Any]:
-        return await self._call(
-            "list_executions", session_id=session_id, listener=listener, status=status, **extra
-        )
+        return await self._call("list_executions", session_id=session_id, listener=listener, status=status, **extra)
 
     # Schedules (SPEC section 6): the fields pass through as given.
 
     async def create_schedule(self, **fields: Any) -> dict[str, Any]:
         return await self._call("create_schedule", **fields)
 
-    async def delete_schedule(
-        self, alias: str, session_id: str | None = None, **extra: Any
-    ) -> dict[str, Any]:
+    async def delete_schedule(self, alias: str, session_id: str | None = None, **extra: Any) -> dict[str, Any]:
         return await self._call("delete_schedule", alias=alias, session_id=session_id, **extra)
 
     async def list_schedules(self, session_id: str | None = None, **extra: Any) -> dict[str, Any]:

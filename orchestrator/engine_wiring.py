@@ -3,7 +3,6 @@
 Owns the list of platform workflows, activities and background tasks (the router that reads the event
 stream and signals lanes). The runtime calls `platform_components` once per process and passes the
 workflows and activities to `build_worker`; each background task runs until it is cancelled at shutdown.
-Until the lane engine lands, the platform contributes nothing.
 """
 
 from __future__ import annotations
@@ -11,11 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NamedTuple
 
+from temporalio import workflow as temporal_workflow
 from temporalio.client import Client
 
+from activities.engine import EngineActivities
+from orchestrator.app_loader import UserApp
 from orchestrator.platform import Platform
+from orchestrator.router import Router
+from workflows.lane import LaneWorkflow
+from workflows.permits import PermitsWorkflow
+from workflows.run import RunWorkflow
 
 BackgroundTask = Callable[[], Coroutine[Any, Any, None]]
+PLATFORM_WORKFLOWS: tuple[type, ...] = (LaneWorkflow, RunWorkflow, PermitsWorkflow)
 
 
 class PlatformComponents(NamedTuple):
@@ -23,8 +30,34 @@ class PlatformComponents(NamedTuple):
     activities: Sequence[Callable[..., Any]] = ()
     # Long-running coroutines (started once, cancelled on shutdown), e.g. the event router.
     background_tasks: Sequence[BackgroundTask] = ()
+    router: Router | None = None
 
 
-def platform_components(platform: Platform, temporal_client: Client) -> PlatformComponents:
+def workflow_names(workflows: Sequence[type]) -> list[str]:
+    """The registered names of workflow classes (what a listener's `action.workflow` refers to)."""
+    names = []
+    for cls in workflows:
+        defn = temporal_workflow._Definition.from_class(cls)
+        if defn is not None and defn.name is not None:
+            names.append(defn.name)
+    return names
+
+
+def platform_components(
+    platform: Platform, temporal_client: Client, app: UserApp, *, search_attributes: bool = True
+) -> PlatformComponents:
     """The platform's own workflows, activities and background tasks for one worker process."""
-    return PlatformComponents()
+    engine = EngineActivities(
+        platform.store,
+        platform.settings,
+        temporal_client,
+        workflow_names(app.workflows),
+        search_attributes=search_attributes,
+    )
+    router = Router(platform.store, temporal_client, platform.database_url, platform.settings.task_queue)
+    return PlatformComponents(
+        workflows=PLATFORM_WORKFLOWS,
+        activities=engine.all(),
+        background_tasks=(router.run,),
+        router=router,
+    )

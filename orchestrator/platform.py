@@ -21,16 +21,20 @@ log = logging.getLogger(__name__)
 class Platform:
     """What a command needs: the store, Temporal (None where no command needs it), the settings."""
 
-    def __init__(self, store: EngineRecords, settings: Settings, temporal: Any | None = None) -> None:
+    def __init__(
+        self, store: EngineRecords, settings: Settings, temporal: Any | None = None, database_url: str = ""
+    ) -> None:
         self.store = store
         self.settings = settings
         self.temporal = temporal
+        # The router listens for NOTIFY on a connection of its own, outside the pool.
+        self.database_url = database_url
 
     @classmethod
     async def connect(cls, settings: Settings, database_url: str, temporal: Any | None = None) -> Platform:
         """Open the store (applying migrations) for a database that is already running."""
         store = await EngineRecords.open(database_url, pool_size=settings.database_pool_size)
-        return cls(store, settings, temporal)
+        return cls(store, settings, temporal, database_url)
 
     async def close(self) -> None:
         await self.store.close()

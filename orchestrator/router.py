@@ -77,17 +77,17 @@ class Router:
             with contextlib.suppress(Exception):
                 await listen.close()
 
-    def _on_notify(self, _conn: object, _pid: int, channel: str, payload: str) -> None:
+    def _on_notify(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
         if channel == "orchestrator_events":
-            self._dirty.add(payload)
+            self._dirty.add(str(payload))
         self._wake.set()
 
     async def _drain(self) -> None:
         """Route every dirty session, a few at a time, until none is dirty."""
+        gate = asyncio.Semaphore(CONCURRENT_ROUNDS)
         while self._dirty:
             batch = sorted(self._dirty)[: CONCURRENT_ROUNDS * 8]
             self._dirty.difference_update(batch)
-            gate = asyncio.Semaphore(CONCURRENT_ROUNDS)
 
             async def one(session_id: str) -> None:
                 async with gate:

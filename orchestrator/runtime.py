@@ -24,6 +24,7 @@ from temporalio.client import Client as TemporalClient
 
 from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp, load_app
+from orchestrator.client import api_url
 from orchestrator.config import Settings
 from orchestrator.embedded import preferred_port, start_postgres, start_temporal
 from orchestrator.engine_wiring import platform_components
@@ -70,11 +71,6 @@ class _QuietSignalsServer(uvicorn.Server):
         yield
 
 
-def api_url(host: str, port: int) -> str:
-    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
-
-
 class ApiServer:
     """uvicorn serving an ASGI app on this event loop.
 
@@ -98,9 +94,7 @@ class ApiServer:
         try:
             self._socket = socket.create_server((self.host, self.port))
         except OSError as err:
-            raise OSError(
-                err.errno, f"the HTTP API cannot listen on {self.host}:{self.port}: {err.strerror}"
-            ) from err
+            raise OSError(err.errno, f"the HTTP API cannot listen on {self.host}:{self.port}: {err.strerror}") from err
         self.port = self._socket.getsockname()[1]
         self._task = asyncio.create_task(self._server.serve(sockets=[self._socket]), name="http-api")
         while not self._server.started:
@@ -173,11 +167,7 @@ def _load_app(spec: str | None, announce: Announce) -> UserApp | None:
         return load_app(DEFAULT_APP)
     except Exception as err:
         cause = err.__cause__
-        if (
-            isinstance(cause, ModuleNotFoundError)
-            and cause.name is not None
-            and DEFAULT_APP.startswith(cause.name)
-        ):
+        if isinstance(cause, ModuleNotFoundError) and cause.name is not None and DEFAULT_APP.startswith(cause.name):
             announce(f"app          none ({DEFAULT_APP} is not here; pass --app MODULE)")
             return None
         raise
@@ -233,8 +223,8 @@ async def _run_worker_and_api(
     announce: Announce,
     on_ready: Callable[[str | None], None],
 ) -> None:
-    components = platform_components(platform, temporal)
     user_app = app if app is not None else UserApp(name="(none)")
+    components = platform_components(platform, temporal, user_app)
     async with contextlib.AsyncExitStack() as stack:
         parts: dict[str, Callable[[], Awaitable[Any]]] = {}
         graceful: list[Callable[[], Awaitable[None]]] = []
@@ -262,9 +252,7 @@ async def _run_worker_and_api(
 # The three processes
 
 
-async def run_dev(
-    settings: Settings, app_spec: str | None = None, *, announce: Announce = _log_announce
-) -> None:
+async def run_dev(settings: Settings, app_spec: str | None = None, *, announce: Announce = _log_announce) -> None:
     """The whole platform in one process tree: embedded servers where the settings name none.
 
     Servers: PostgreSQL under `settings.data_dir / "postgres"` unless `database_url` is set, and the
@@ -307,9 +295,7 @@ async def run_dev(
                 await save_app_listeners(platform, app, announce)
 
             def ready(url: str | None) -> None:
-                endpoints = Endpoints(
-                    database_url, temporal_address, settings.temporal_namespace, ui_url, url
-                )
+                endpoints = Endpoints(database_url, temporal_address, settings.temporal_namespace, ui_url, url)
                 for line in describe(endpoints, settings):
                     announce(line)
                 announce("Ready. Press Ctrl-C to stop.")
@@ -336,9 +322,7 @@ def describe(endpoints: Endpoints, settings: Settings) -> list[str]:
 
 def _require_external(settings: Settings, part: str) -> tuple[str, str]:
     missing = [
-        f"ORCHESTRATOR_{name.upper()}"
-        for name in ("database_url", "temporal_address")
-        if not getattr(settings, name)
+        f"ORCHESTRATOR_{name.upper()}" for name in ("database_url", "temporal_address") if not getattr(settings, name)
     ]
     if missing:
         raise ConfigurationError(
@@ -379,9 +363,7 @@ async def run_api(settings: Settings, *, announce: Announce = _log_announce) -> 
         temporal = await connect_temporal(temporal_address, settings.temporal_namespace)
         platform = await Platform.connect(settings, database_url, temporal=temporal)
         try:
-            async with serve_api(
-                create_app(platform, settings), settings.http_host, settings.http_port
-            ) as url:
+            async with serve_api(create_app(platform, settings), settings.http_host, settings.http_port) as url:
                 announce(f"api          {url}/v1/commands")
                 announce("Ready. Press Ctrl-C to stop.")
                 await stop.wait()

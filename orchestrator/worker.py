@@ -15,9 +15,26 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from orchestrator.app_loader import UserApp
 from orchestrator.config import Settings
+
+# Modules the workflow sandbox shares with the worker instead of importing afresh for every workflow run:
+# the platform's own (deterministic where workflows use them) and libraries with C extensions, which must
+# never be loaded twice in one process (asyncpg segfaults when it is).
+PASSTHROUGH_MODULES = (
+    "orchestrator",
+    "workflows",
+    "activities",
+    "pydantic",
+    "pydantic_core",
+    "asyncpg",
+    "httpx",
+    "starlette",
+    "uvicorn",
+    "opentelemetry",
+)
 
 # Threads for the user's synchronous activities; async activities run on the event loop and need none.
 SYNC_ACTIVITY_THREADS = 8
@@ -55,6 +72,9 @@ def build_worker(
         workflows=workflows,
         activities=activities,
         activity_executor=executor,
+        workflow_runner=SandboxedWorkflowRunner(
+            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+        ),
     )
 
 

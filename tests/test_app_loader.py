@@ -95,10 +95,19 @@ def test_activities_and_listeners_are_optional(tmp_path: Path) -> None:
         ("activities = []", "has no `workflows` list"),
         ("workflows = 'Greet'", "`workflows` must be a list, not str"),
         ("workflows = [42]", "workflows[0] must be a workflow class"),
-        ("class Plain: ...\nworkflows = [Plain]", "workflows[0] (Plain) is not decorated with @workflow.defn"),
-        ("workflows = []\nactivities = [print]", "activities[0] (print) is not decorated with @activity.defn"),
+        (
+            "class Plain: ...\nworkflows = [Plain]",
+            "workflows[0] (Plain) is not decorated with @workflow.defn",
+        ),
+        (
+            "workflows = []\nactivities = [print]",
+            "activities[0] (print) is not decorated with @activity.defn",
+        ),
         ("workflows = []\nactivities = [1]", "activities[0] must be an activity function"),
-        ("workflows = []\nlisteners = ['orchestrate']", "listeners[0] must be a declaration body (a dict), not str"),
+        (
+            "workflows = []\nlisteners = ['orchestrate']",
+            "listeners[0] must be a declaration body (a dict), not str",
+        ),
         ("workflows = []\nlisteners = {}", "`listeners` must be a list, not dict"),
         ("raise RuntimeError('boom')", "importing it failed: RuntimeError: boom"),
     ],

@@ -72,7 +72,12 @@ async def test_the_three_doors_answer_the_same_json(doors: dict[str, Door]) -> N
     assert opened["status"] == "success"
     session_id = opened["session"]["id"]
 
-    write = {"command": "write_object", "session_id": session_id, "alias": "doors/one", "value": {"type": "t"}}
+    write = {
+        "command": "write_object",
+        "session_id": session_id,
+        "alias": "doors/one",
+        "value": {"type": "t"},
+    }
     writes = await through_all(doors, write)
     assert shape(writes["http"]) == shape(writes["cli"]) == shape(writes["local"])
     assert [writes[name]["object"]["rev"] for name in ("local", "http", "cli")] == [1, 2, 3]

@@ -9,7 +9,7 @@ reaches whichever run of this lane is current, so continue-as-new never strands 
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +20,12 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.core.batch_windows import cut_batch, receive, window_closes_at
-    from orchestrator.core.declaration import ListenerDeclaration, ObjectAction, ThreadItemAction, WorkflowAction
+    from orchestrator.core.declaration import (
+        ListenerDeclaration,
+        ObjectAction,
+        ThreadItemAction,
+        WorkflowAction,
+    )
     from orchestrator.core.lane_keys import lane_workflow_id
     from orchestrator.core.outcomes import Outcome, record
     from orchestrator.core.templates import TemplateError, batch_context, message_of, render
@@ -49,7 +54,9 @@ IDLE_EXIT_SECONDS = 300.0
 # about 17 history events, so this is some 150 batches per run.
 MAX_HISTORY_EVENTS = 2_500
 ACTIVITY_TIMEOUT = timedelta(seconds=30)
-ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+ACTIVITY_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
+)
 
 
 @workflow.defn(name="OrchestratorLane")
@@ -130,10 +137,8 @@ class LaneWorkflow:
                 if self._idle_for_good():
                     return
             self._wake = False
-            try:
+            with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: self._wake, timeout=self._next_wake())
-            except asyncio.TimeoutError:
-                pass
 
     def _declaration(self) -> ListenerDeclaration:
         return ListenerDeclaration.model_validate(self.state.declaration)
@@ -183,7 +188,9 @@ class LaneWorkflow:
         if decl.concurrency.mode == "keyed" and not state.has_permit:
             await self._request_permit(decl)
             return False
-        cut = cut_batch(state.buffer, now, decl.batch.window_seconds, decl.batch.max_events, decl.batch.distinct_by)
+        cut = cut_batch(
+            state.buffer, now, decl.batch.window_seconds, decl.batch.max_events, decl.batch.distinct_by
+        )
         if cut is None:
             return False
         entries, consumed, state.buffer = cut
@@ -198,8 +205,12 @@ class LaneWorkflow:
         self.state.permit_requested = True
         await workflow.execute_activity(
             "orchestrator.request_permit",
-            args=[self.state.address, PermitRequest(lane_workflow_id=workflow.info().workflow_id,
-                                                    max_parallel=self._max_parallel(decl))],
+            args=[
+                self.state.address,
+                PermitRequest(
+                    lane_workflow_id=workflow.info().workflow_id, max_parallel=self._max_parallel(decl)
+                ),
+            ],
             start_to_close_timeout=ACTIVITY_TIMEOUT,
             retry_policy=ACTIVITY_RETRY,
         )
@@ -220,8 +231,9 @@ class LaneWorkflow:
         depth = max(int(e.get("depth", 0)) for e in entries)
         verdict: BatchVerdict = await workflow.execute_activity(
             "orchestrator.check_batch",
-            BatchCheck(address=state.address, version=state.version, event_ids=consumed, entries=entries,
-                       depth=depth),
+            BatchCheck(
+                address=state.address, version=state.version, event_ids=consumed, entries=entries, depth=depth
+            ),
             result_type=BatchVerdict,
             start_to_close_timeout=ACTIVITY_TIMEOUT,
             retry_policy=ACTIVITY_RETRY,
@@ -229,9 +241,12 @@ class LaneWorkflow:
         state.parallel_cap = verdict.max_parallel
         if not verdict.fire:
             if verdict.status is not None:
-                state.outcomes = record(state.outcomes, self._outcome(verdict.status, consumed, entries,
-                                                                      reason=verdict.reason,
-                                                                      message=verdict.message))
+                state.outcomes = record(
+                    state.outcomes,
+                    self._outcome(
+                        verdict.status, consumed, entries, reason=verdict.reason, message=verdict.message
+                    ),
+                )
             return
         decl = ListenerDeclaration.model_validate(verdict.declaration)
         context = batch_context(
@@ -249,11 +264,15 @@ class LaneWorkflow:
             else:
                 rendered_input = render(action.input, context)
         except TemplateError as err:
-            await self._record(self._outcome("invocation_error", consumed, entries,
-                                             message=f"template: unknown path {err}"), verdict)
+            await self._record(
+                self._outcome("invocation_error", consumed, entries, message=f"template: unknown path {err}"),
+                verdict,
+            )
             return
         except ValueError as err:
-            await self._record(self._outcome("invocation_error", consumed, entries, message=str(err)), verdict)
+            await self._record(
+                self._outcome("invocation_error", consumed, entries, message=str(err)), verdict
+            )
             return
         if isinstance(action, ThreadItemAction | ObjectAction):
             outcome: Outcome = await workflow.execute_activity(
@@ -268,15 +287,21 @@ class LaneWorkflow:
         await self._start_run(decl, verdict, entries, consumed, rendered_input, depth)
 
     def _write_action(
-        self, action: ThreadItemAction | ObjectAction, context: dict[str, Any], depth: int, consumed: list[int]
+        self,
+        action: ThreadItemAction | ObjectAction,
+        context: dict[str, Any],
+        depth: int,
+        consumed: list[int],
     ) -> WriteAction:
         alias = render(action.alias, context)
         body = render(action.item if isinstance(action, ThreadItemAction) else action.value, context)
         if not isinstance(alias, str):
             raise ValueError("action.alias: must render to a string")
         if not isinstance(body, dict):
-            raise ValueError(f"action.{'item' if isinstance(action, ThreadItemAction) else 'value'}: "
-                             "must render to a JSON object")
+            raise ValueError(
+                f"action.{'item' if isinstance(action, ThreadItemAction) else 'value'}: "
+                "must render to a JSON object"
+            )
         state = self.state
         return WriteAction(
             address=state.address,
@@ -298,9 +323,11 @@ class LaneWorkflow:
         depth: int,
     ) -> None:
         state = self.state
-        run_key = f"{lane_workflow_id(state.address.session_id, state.address.listener, state.address.lane)}" \
-                  f":{consumed[0]}"
-        run_key = "run" + run_key[len("lane"):]
+        run_key = (
+            f"{lane_workflow_id(state.address.session_id, state.address.listener, state.address.lane)}"
+            f":{consumed[0]}"
+        )
+        run_key = "run" + run_key[len("lane") :]
         batch = BatchInfo(
             first_id=min(consumed),
             last_id=max(consumed),
@@ -316,8 +343,13 @@ class LaneWorkflow:
             lane_workflow_id=workflow.info().workflow_id,
             run_key=run_key,
             workflow=decl.action.workflow if isinstance(decl.action, WorkflowAction) else "",
-            input=RunInput(session_id=state.address.session_id, listener=decl.name, batch=batch,
-                           input=rendered_input, depth=depth),
+            input=RunInput(
+                session_id=state.address.session_id,
+                listener=decl.name,
+                batch=batch,
+                input=rendered_input,
+                depth=depth,
+            ),
             retry_attempts=decl.retry.attempts if decl.retry else 0,
             retry_delay_seconds=decl.retry.delay_seconds if decl.retry else 0,
             receipt_alias=decl.receipt.alias if decl.receipt else None,
@@ -325,9 +357,17 @@ class LaneWorkflow:
             task_queue=workflow.info().task_queue,
             search_attributes=verdict.search_attributes,
         )
-        state.in_flight.append(InFlight(run_key=run_key, first_id=batch.first_id, last_id=batch.last_id,
-                                        count=batch.count, started_at=workflow.time()))
-        try:
+        state.in_flight.append(
+            InFlight(
+                run_key=run_key,
+                first_id=batch.first_id,
+                last_id=batch.last_id,
+                count=batch.count,
+                started_at=workflow.time(),
+            )
+        )
+        # A batch delivered again after a crash maps onto the run it already started.
+        with contextlib.suppress(WorkflowAlreadyStartedError):
             await workflow.start_child_workflow(
                 "OrchestratorRun",
                 plan,
@@ -335,9 +375,6 @@ class LaneWorkflow:
                 task_queue=workflow.info().task_queue,
                 parent_close_policy=ParentClosePolicy.ABANDON,
             )
-        except WorkflowAlreadyStartedError:
-            # A batch delivered again after a crash maps onto the run it already started.
-            pass
 
     async def _record(self, outcome: Outcome, verdict: BatchVerdict) -> None:
         decl = ListenerDeclaration.model_validate(verdict.declaration)

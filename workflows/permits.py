@@ -9,8 +9,6 @@ long before its history grows large.
 
 from __future__ import annotations
 
-import asyncio
-
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -80,7 +78,7 @@ class PermitsWorkflow:
                 workflow.continue_as_new(self.state)
             try:
                 await workflow.wait_condition(lambda: bool(self.state.to_grant), timeout=IDLE_EXIT_SECONDS)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if not self.state.holders and not self.state.waiting and not self.state.to_grant:
                     await workflow.wait_condition(workflow.all_handlers_finished)
                     if not self.state.holders and not self.state.waiting:

@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ChildWorkflowError, TerminatedError, CancelledError
+from temporalio.exceptions import CancelledError, ChildWorkflowError, TerminatedError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
@@ -23,7 +23,9 @@ with workflow.unsafe.imports_passed_through():
 SESSION_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorSession")
 LISTENER_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorListener")
 ACTIVITY_TIMEOUT = timedelta(seconds=30)
-ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+ACTIVITY_RETRY = RetryPolicy(
+    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
+)
 
 
 def search_attributes(session_id: str, listener: str | None) -> TypedSearchAttributes:
@@ -43,7 +45,10 @@ class RunWorkflow:
         while True:
             execution_id = f"{plan.run_key}.{retry}".replace("run:", "exe:", 1)
             run_input = plan.input.model_copy(
-                update={"batch": plan.input.batch.model_copy(update={"retry": retry}), "execution_id": execution_id}
+                update={
+                    "batch": plan.input.batch.model_copy(update={"retry": retry}),
+                    "execution_id": execution_id,
+                }
             )
             record = ExecutionRecord(
                 execution_id=execution_id,
@@ -52,7 +57,9 @@ class RunWorkflow:
                 listener=listener,
                 lane=plan.address.lane if listener else None,
                 status="running",
-                batch=run_input.batch.model_dump(mode="json", exclude={"events", "messages"}) if listener else None,
+                batch=run_input.batch.model_dump(mode="json", exclude={"events", "messages"})
+                if listener
+                else None,
                 depth=plan.input.depth,
             )
             handle = await workflow.start_child_workflow(
@@ -61,7 +68,7 @@ class RunWorkflow:
                 id=execution_id,
                 task_queue=plan.task_queue,
                 parent_close_policy=ParentClosePolicy.ABANDON,
-                typed_search_attributes=search_attributes(plan.address.session_id, listener)
+                search_attributes=search_attributes(plan.address.session_id, listener)
                 if plan.search_attributes
                 else None,
             )
@@ -82,7 +89,10 @@ class RunWorkflow:
             last = retry >= plan.retry_attempts or status != "failed"
             await workflow.execute_activity(
                 "orchestrator.execution_ended",
-                args=[record.model_copy(update={"status": status, "error": error}), last and status == "failed"],
+                args=[
+                    record.model_copy(update={"status": status, "error": error}),
+                    last and status == "failed",
+                ],
                 start_to_close_timeout=ACTIVITY_TIMEOUT,
                 retry_policy=ACTIVITY_RETRY,
             )

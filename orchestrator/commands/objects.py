@@ -6,7 +6,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from orchestrator.commands.fields import Alias, ClientId, IdempotencyKey, ObjectValue, SessionId, check_payload
+from orchestrator.commands.fields import (
+    Alias,
+    ClientId,
+    IdempotencyKey,
+    ObjectValue,
+    SessionId,
+    check_payload,
+)
 from orchestrator.commands.registry import Request, command
 
 if TYPE_CHECKING:
@@ -57,7 +64,9 @@ async def read_object(platform: Platform, req: ObjectRef) -> dict[str, Any]:
 
 @command("delete_object", ObjectRef)
 async def delete_object(platform: Platform, req: ObjectRef) -> dict[str, Any]:
-    obj, event_id = await platform.store.delete_object(req.session_id, req.alias, source={"client": req.client})
+    obj, event_id = await platform.store.delete_object(
+        req.session_id, req.alias, source={"client": req.client}
+    )
     return {"object": obj, "event_id": event_id}
 
 

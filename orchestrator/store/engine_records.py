@@ -11,10 +11,9 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import asyncpg
-
 from orchestrator.core.events import Event
 from orchestrator.core.outcomes import Outcome
+from orchestrator.store.connection import Connection
 from orchestrator.store.postgres import EVENT_COLUMNS, PostgresStore, event_from_row
 
 
@@ -24,7 +23,7 @@ class EngineRecords(PostgresStore):
     # -- routing ---------------------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def routing_round(self, session_id: str) -> AsyncIterator[tuple[asyncpg.Connection, int] | None]:
+    async def routing_round(self, session_id: str) -> AsyncIterator[tuple[Connection, int] | None]:
         """Hold the session's routing position for one round, or yield None if another worker holds it."""
         async with self.pool.acquire() as conn, conn.transaction():
             position = await conn.fetchval(
@@ -34,7 +33,7 @@ class EngineRecords(PostgresStore):
             yield (None if position is None else (conn, int(position)))
 
     @staticmethod
-    async def events_after(conn: asyncpg.Connection, session_id: str, after: int, limit: int) -> list[Event]:
+    async def events_after(conn: Connection, session_id: str, after: int, limit: int) -> list[Event]:
         rows = await conn.fetch(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3",
             session_id,
@@ -44,7 +43,7 @@ class EngineRecords(PostgresStore):
         return [event_from_row(r) for r in rows]
 
     @staticmethod
-    async def save_position(conn: asyncpg.Connection, session_id: str, position: int) -> None:
+    async def save_position(conn: Connection, session_id: str, position: int) -> None:
         await conn.execute(
             "UPDATE routing_cursors SET routed_event_id = $2 WHERE session_id = $1", session_id, position
         )
@@ -192,7 +191,11 @@ class EngineRecords(PostgresStore):
                 conn,
                 record["session_id"],
                 "execution.ended",
-                execution={"id": record["execution_id"], "workflow": record["workflow"], "status": record["status"]},
+                execution={
+                    "id": record["execution_id"],
+                    "workflow": record["workflow"],
+                    "status": record["status"],
+                },
                 source={"listener": record["listener"], "execution": record["execution_id"]},
                 depth=record["depth"],
             )
@@ -211,6 +214,9 @@ class EngineRecords(PostgresStore):
             limit,
         )
         return [
-            {k: (v.isoformat() if k in ("started_at", "ended_at") and v is not None else v) for k, v in dict(r).items()}
+            {
+                k: (v.isoformat() if k in ("started_at", "ended_at") and v is not None else v)
+                for k, v in dict(r).items()
+            }
             for r in rows
         ]

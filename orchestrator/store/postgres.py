@@ -19,12 +19,13 @@ import asyncpg
 
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Event, EventItem, preview
+from orchestrator.store.connection import Connection
 from orchestrator.store.migrate import migrate
 
 EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, created_at"
 
 
-async def _init_connection(conn: asyncpg.Connection) -> None:
+async def _init_connection(conn: Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
@@ -61,8 +62,9 @@ def _type_regex(pattern: str) -> str:
         if segment == "**":
             parts.append("\x00")
         else:
-            parts.append("".join("[^.]*" if ch == "*" else ("\\" + ch if not ch.isalnum() else ch)
-                                 for ch in segment))
+            parts.append(
+                "".join("[^.]*" if ch == "*" else ("\\" + ch if not ch.isalnum() else ch) for ch in segment)
+            )
     body = "\\.".join(parts).replace("\\.\x00", "(\\.[^.]+)*").replace("\x00\\.", "([^.]+\\.)*")
     return "^" + body.replace("\x00", ".*") + "$"
 
@@ -80,16 +82,14 @@ class PostgresStore:
             await migrate(conn)
         finally:
             await conn.close()
-        pool = await asyncpg.create_pool(
-            database_url, min_size=1, max_size=pool_size, init=_init_connection
-        )
+        pool = await asyncpg.create_pool(database_url, min_size=1, max_size=pool_size, init=_init_connection)
         return cls(pool)
 
     async def close(self) -> None:
         await self.pool.close()
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
+    async def transaction(self) -> AsyncIterator[Connection]:
         async with self.pool.acquire() as conn, conn.transaction():
             yield conn
 
@@ -135,7 +135,7 @@ class PostgresStore:
     # -- the stream ----------------------------------------------------------------------------------
 
     @staticmethod
-    async def _locked_session(conn: asyncpg.Connection, session_id: str, *, require_open: bool) -> None:
+    async def _locked_session(conn: Connection, session_id: str, *, require_open: bool) -> None:
         """Lock the session's row until commit: this is what keeps its event ids in commit order."""
         status = await conn.fetchval("SELECT status FROM sessions WHERE id = $1 FOR UPDATE", session_id)
         if status is None:
@@ -144,7 +144,7 @@ class PostgresStore:
             raise CommandError("session_not_open", f"session_id: session {session_id!r} is {status}")
 
     @staticmethod
-    async def _replayed(conn: asyncpg.Connection, session_id: str, key: str | None) -> Event | None:
+    async def _replayed(conn: Connection, session_id: str, key: str | None) -> Event | None:
         if key is None:
             return None
         row = await conn.fetchrow(
@@ -156,7 +156,7 @@ class PostgresStore:
 
     @staticmethod
     async def _append(
-        conn: asyncpg.Connection,
+        conn: Connection,
         session_id: str,
         type_: str,
         *,
@@ -491,11 +491,21 @@ def _iso(value: datetime) -> str:
 
 
 def _object_json(row: asyncpg.Record) -> dict[str, Any]:
-    return {"alias": row["alias"], "value": row["value"], "rev": row["rev"], "updated_at": _iso(row["updated_at"])}
+    return {
+        "alias": row["alias"],
+        "value": row["value"],
+        "rev": row["rev"],
+        "updated_at": _iso(row["updated_at"]),
+    }
 
 
 def _item_json(row: asyncpg.Record) -> dict[str, Any]:
-    item: dict[str, Any] = {"id": row["id"], "type": row["type"], "role": row["role"], "message": row["message"]}
+    item: dict[str, Any] = {
+        "id": row["id"],
+        "type": row["type"],
+        "role": row["role"],
+        "message": row["message"],
+    }
     if row["metadata"] is not None:
         item["metadata"] = row["metadata"]
     item["source"] = row["source"]
@@ -505,7 +515,11 @@ def _item_json(row: asyncpg.Record) -> dict[str, Any]:
 
 
 def _listener_json(row: asyncpg.Record) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": row["name"], "version": row["version"], "effective_at": _iso(row["effective_at"])}
+    out: dict[str, Any] = {
+        "name": row["name"],
+        "version": row["version"],
+        "effective_at": _iso(row["effective_at"]),
+    }
     if "body" in row.keys():  # noqa: SIM118 - asyncpg.Record has keys() but no __contains__ for names
         out["body"] = row["body"]
         out["saved_at"] = _iso(row["saved_at"])

@@ -19,8 +19,13 @@ async def test_paging_with_after_before_limit_and_types(platform: Platform) -> N
     ids = []
     for n in range(25):
         if n % 5 == 0:
-            reply = await ok(platform, "post_thread_item", session_id=sid, alias="chats/1",
-                             item={"type": "text", "message": str(n)})
+            reply = await ok(
+                platform,
+                "post_thread_item",
+                session_id=sid,
+                alias="chats/1",
+                item={"type": "text", "message": str(n)},
+            )
         else:
             reply = await ok(platform, "write_object", session_id=sid, alias=f"o/{n}", value={"type": "t"})
         ids.append(reply["event_id"])
@@ -59,7 +64,7 @@ async def test_a_transaction_held_open_is_never_skipped(platform: Platform) -> N
         seen.extend(e["id"] for e in page["events"])
 
     await ok(platform, "write_object", session_id=sid, alias="before", value={"type": "t"})
-    release = asyncio.Event()
+    release, holding = asyncio.Event(), asyncio.Event()
     held_id: list[int] = []
 
     async def held_writer() -> None:
@@ -67,14 +72,16 @@ async def test_a_transaction_held_open_is_never_skipped(platform: Platform) -> N
             await store._locked_session(conn, sid, require_open=True)
             event = await store._append(conn, sid, "object.written", alias="held")
             held_id.append(event.id)
+            holding.set()
             await release.wait()
 
     holder = asyncio.create_task(held_writer())
-    while not held_id:
-        await asyncio.sleep(0.01)
+    await holding.wait()
     # Writers in the same session queue behind the open transaction; another session commits freely.
     blocked = [
-        asyncio.create_task(ok(platform, "write_object", session_id=sid, alias=f"late/{n}", value={"type": "t"}))
+        asyncio.create_task(
+            ok(platform, "write_object", session_id=sid, alias=f"late/{n}", value={"type": "t"})
+        )
         for n in range(3)
     ]
     free = await ok(platform, "write_object", session_id=other, alias="free", value={"type": "t"})

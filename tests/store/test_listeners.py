@@ -57,6 +57,11 @@ async def test_an_invalid_declaration_is_refused_and_not_stored(platform: Platfo
     await refused(platform, "invalid_request", "listener.batch.max_events", "save_listener", listener=bad)
     bad_op = {**BODY, "filter": {"where": [{"path": "item.type", "op": "like", "value": "x"}]}}
     await refused(platform, "invalid_request", "listener.filter.where.0.op", "save_listener", listener=bad_op)
-    await refused(platform, "invalid_request", "listener.action", "save_listener",
-                  listener={**BODY, "action": {"type": "email"}})
+    await refused(
+        platform,
+        "invalid_request",
+        "listener.action",
+        "save_listener",
+        listener={**BODY, "action": {"type": "email"}},
+    )
     assert (await ok(platform, "list_listeners"))["listeners"] == []

@@ -12,11 +12,18 @@ async def _session(platform: Platform) -> str:
 
 async def test_write_read_and_rev(platform: Platform) -> None:
     sid = await _session(platform)
-    first = await ok(platform, "write_object", session_id=sid, alias="tickets/42/meta",
-                     value={"type": "ticket", "n": 1}, client="ui")
+    first = await ok(
+        platform,
+        "write_object",
+        session_id=sid,
+        alias="tickets/42/meta",
+        value={"type": "ticket", "n": 1},
+        client="ui",
+    )
     assert first["object"] == {"alias": "tickets/42/meta", "rev": 1}
-    second = await ok(platform, "write_object", session_id=sid, alias="tickets/42/meta",
-                      value={"type": "ticket", "n": 2})
+    second = await ok(
+        platform, "write_object", session_id=sid, alias="tickets/42/meta", value={"type": "ticket", "n": 2}
+    )
     assert second["object"]["rev"] == 2
     assert second["event_id"] > first["event_id"]
     read = await ok(platform, "read_object", session_id=sid, alias="tickets/42/meta")
@@ -35,8 +42,16 @@ async def test_write_read_and_rev(platform: Platform) -> None:
 async def test_if_rev_conflict_changes_nothing(platform: Platform) -> None:
     sid = await _session(platform)
     await ok(platform, "write_object", session_id=sid, alias="a/b", value={"type": "t", "v": 1})
-    await refused(platform, "rev_conflict", "if_rev", "write_object", session_id=sid, alias="a/b",
-                  value={"type": "t", "v": 2}, if_rev=5)
+    await refused(
+        platform,
+        "rev_conflict",
+        "if_rev",
+        "write_object",
+        session_id=sid,
+        alias="a/b",
+        value={"type": "t", "v": 2},
+        if_rev=5,
+    )
     read = await ok(platform, "read_object", session_id=sid, alias="a/b")
     assert read["object"]["value"]["v"] == 1
     assert len(await all_events(platform, sid)) == 1
@@ -46,8 +61,16 @@ async def test_if_rev_conflict_changes_nothing(platform: Platform) -> None:
 async def test_if_rev_zero_means_only_if_absent(platform: Platform) -> None:
     sid = await _session(platform)
     await ok(platform, "write_object", session_id=sid, alias="x", value={"type": "t"}, if_rev=0)
-    await refused(platform, "rev_conflict", "if_rev", "write_object", session_id=sid, alias="x",
-                  value={"type": "t"}, if_rev=0)
+    await refused(
+        platform,
+        "rev_conflict",
+        "if_rev",
+        "write_object",
+        session_id=sid,
+        alias="x",
+        value={"type": "t"},
+        if_rev=0,
+    )
 
 
 async def test_delete_removes_and_writes_its_event(platform: Platform) -> None:

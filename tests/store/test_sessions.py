@@ -23,10 +23,24 @@ async def test_a_closed_session_refuses_writes_and_reopens(platform: Platform) -
     sid = (await ok(platform, "open_session"))["session"]["id"]
     closed = await ok(platform, "close_session", session_id=sid)
     assert closed["session"]["status"] == "closed"
-    await refused(platform, "session_not_open", "session_id", "write_object", session_id=sid,
-                  alias="a/b", value={"type": "x"})
-    await refused(platform, "session_not_open", "session_id", "post_thread_item", session_id=sid,
-                  alias="chats/1", item={"type": "text", "message": "hi"})
+    await refused(
+        platform,
+        "session_not_open",
+        "session_id",
+        "write_object",
+        session_id=sid,
+        alias="a/b",
+        value={"type": "x"},
+    )
+    await refused(
+        platform,
+        "session_not_open",
+        "session_id",
+        "post_thread_item",
+        session_id=sid,
+        alias="chats/1",
+        item={"type": "text", "message": "hi"},
+    )
     assert await all_events(platform, sid) == []
     reopened = await ok(platform, "reopen_session", session_id=sid)
     assert reopened["session"]["status"] == "open"
@@ -35,6 +49,13 @@ async def test_a_closed_session_refuses_writes_and_reopens(platform: Platform) -
 
 async def test_unknown_session_is_not_found(platform: Platform) -> None:
     await refused(platform, "not_found", "session_id", "close_session", session_id="ses_nope")
-    await refused(platform, "not_found", "session_id", "write_object", session_id="ses_nope",
-                  alias="a", value={"type": "x"})
+    await refused(
+        platform,
+        "not_found",
+        "session_id",
+        "write_object",
+        session_id="ses_nope",
+        alias="a",
+        value={"type": "x"},
+    )
     await refused(platform, "not_found", "session_id", "list_session_events", session_id="ses_nope")

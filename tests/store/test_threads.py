@@ -10,8 +10,13 @@ async def test_post_and_list_items_in_order(platform: Platform) -> None:
     sid = (await ok(platform, "open_session"))["session"]["id"]
     ids = []
     for n in range(3):
-        reply = await ok(platform, "post_thread_item", session_id=sid, alias="chats/7",
-                         item={"type": "text", "role": "user", "message": f"m{n}", "metadata": {"n": n}})
+        reply = await ok(
+            platform,
+            "post_thread_item",
+            session_id=sid,
+            alias="chats/7",
+            item={"type": "text", "role": "user", "message": f"m{n}", "metadata": {"n": n}},
+        )
         ids.append(reply["item"]["id"])
     listed = await ok(platform, "list_thread_items", session_id=sid, alias="chats/7")
     assert [i["id"] for i in listed["items"]] == ids
@@ -25,10 +30,20 @@ async def test_post_and_list_items_in_order(platform: Platform) -> None:
 
 async def test_an_item_id_is_posted_once(platform: Platform) -> None:
     sid = (await ok(platform, "open_session"))["session"]["id"]
-    first = await ok(platform, "post_thread_item", session_id=sid, alias="chats/1",
-                     item={"id": "r1", "type": "request", "role": "request", "message": "help"})
-    again = await ok(platform, "post_thread_item", session_id=sid, alias="chats/1",
-                     item={"id": "r1", "type": "request", "role": "request", "message": "help"})
+    first = await ok(
+        platform,
+        "post_thread_item",
+        session_id=sid,
+        alias="chats/1",
+        item={"id": "r1", "type": "request", "role": "request", "message": "help"},
+    )
+    again = await ok(
+        platform,
+        "post_thread_item",
+        session_id=sid,
+        alias="chats/1",
+        item={"id": "r1", "type": "request", "role": "request", "message": "help"},
+    )
     assert again["event_id"] == first["event_id"]
     listed = await ok(platform, "list_thread_items", session_id=sid, alias="chats/1")
     assert len(listed["items"]) == 1
@@ -37,7 +52,9 @@ async def test_an_item_id_is_posted_once(platform: Platform) -> None:
 async def test_the_event_carries_only_a_preview(platform: Platform) -> None:
     sid = (await ok(platform, "open_session"))["session"]["id"]
     long = "x" * 5000
-    await ok(platform, "post_thread_item", session_id=sid, alias="chats/1", item={"type": "text", "message": long})
+    await ok(
+        platform, "post_thread_item", session_id=sid, alias="chats/1", item={"type": "text", "message": long}
+    )
     event = (await all_events(platform, sid))[0]
     assert len(event["item"]["message"]) < 300
     item = (await ok(platform, "list_thread_items", session_id=sid, alias="chats/1"))["items"][0]
@@ -46,5 +63,6 @@ async def test_the_event_carries_only_a_preview(platform: Platform) -> None:
 
 async def test_list_after_an_unknown_item_is_not_found(platform: Platform) -> None:
     sid = (await ok(platform, "open_session"))["session"]["id"]
-    await refused(platform, "not_found", "after", "list_thread_items", session_id=sid, alias="chats/1",
-                  after="nope")
+    await refused(
+        platform, "not_found", "after", "list_thread_items", session_id=sid, alias="chats/1", after="nope"
+    )

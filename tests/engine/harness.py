@@ -1,0 +1,139 @@
+"""The lane engine under test: a worker with the platform's parts and test workflows, and the router.
+
+`RunLog` is what the test workflows report to (through an activity in the same process): each run's
+input, and when it started and ended, so tests can assert what ran, with what, and never two at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from orchestrator.app_loader import UserApp
+from orchestrator.engine_wiring import platform_components
+from orchestrator.platform import Platform
+from orchestrator.worker import build_worker
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.messages import RunInput
+
+
+@dataclass
+class RunRecord:
+    input: dict[str, Any]
+    started: float
+    ended: float | None = None
+
+
+@dataclass
+class RunLog:
+    runs: list[RunRecord] = field(default_factory=list)
+    open: dict[str, RunRecord] = field(default_factory=dict)
+    most_at_once: dict[str, int] = field(default_factory=dict)
+
+    @activity.defn(name="test.run_started")
+    async def run_started(self, run: RunInput) -> None:
+        data = run.model_dump(mode="json")
+        record = RunRecord(input=data, started=time.monotonic())
+        assert run.execution_id is not None
+        if run.execution_id in self.open or any(r.input["execution_id"] == run.execution_id for r in self.runs):
+            return  # an activity retried: the same run
+        self.runs.append(record)
+        self.open[run.execution_id] = record
+        lane = f"{run.listener}:{run.batch.lane}"
+        at_once = sum(1 for r in self.open.values() if f"{r.input['listener']}:{r.input['batch']['lane']}" == lane)
+        self.most_at_once[lane] = max(self.most_at_once.get(lane, 0), at_once)
+        listener_total = sum(1 for r in self.open.values() if r.input["listener"] == run.listener)
+        key = f"{run.listener}:*"
+        self.most_at_once[key] = max(self.most_at_once.get(key, 0), listener_total)
+
+    @activity.defn(name="test.run_ended")
+    async def run_ended(self, execution_id: str) -> None:
+        record = self.open.pop(execution_id, None)
+        if record is not None:
+            record.ended = time.monotonic()
+
+    def event_ids(self, listener: str | None = None) -> list[int]:
+        return [
+            i
+            for r in self.runs
+            if listener is None or r.input["listener"] == listener
+            for i in r.input["batch"]["event_ids"]
+        ]
+
+
+@workflow.defn(name="recorder")
+class Recorder:
+    """Reports its start and end; sleeps `input.sleep` seconds between; fails when `input.fail` is set."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> str:
+        timeout = timedelta(seconds=10)
+        await workflow.execute_activity("test.run_started", run, start_to_close_timeout=timeout)
+        options = run.input if isinstance(run.input, dict) else {}
+        if options.get("sleep"):
+            await workflow.sleep(float(options["sleep"]))
+        await workflow.execute_activity("test.run_ended", run.execution_id, start_to_close_timeout=timeout)
+        if options.get("fail"):
+            raise ApplicationError("asked to fail", non_retryable=True)
+        return "done"
+
+
+@dataclass
+class Engine:
+    platform: Platform
+    client: Client
+    log: RunLog
+    task_queue: str
+
+    async def command(self, command: str, **args: Any) -> dict[str, Any]:
+        reply = await self.platform.command({"command": command, **args})
+        assert reply["status"] == "success", reply
+        return reply
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@asynccontextmanager
+async def running_engine(
+    platform: Platform, client: Client, *, search_attributes: bool, workers: int = 1
+) -> AsyncIterator[Engine]:
+    """A worker (or several) with the platform's parts, the recorder, and a router each."""
+    task_queue = f"tq-{uuid.uuid4().hex[:12]}"
+    platform.settings = platform.settings.model_copy(update={"task_queue": task_queue})
+    log = RunLog()
+    app = UserApp(name="tests", workflows=[Recorder], activities=[log.run_started, log.run_ended])
+    started: list[Worker] = []
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        for _ in range(workers):
+            components = platform_components(platform, client, app, search_attributes=search_attributes)
+            worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
+            tasks.append(asyncio.create_task(worker.run()))
+            started.append(worker)
+            tasks.extend(asyncio.create_task(background()) for background in components.background_tasks)
+        yield Engine(platform, client, log, task_queue)
+    finally:
+        for worker in started:
+            await worker.shutdown()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
