@@ -14,6 +14,7 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy
 
 from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, effective_max_parallel
@@ -30,6 +31,7 @@ from workflows.messages import (
     ExecutionRecord,
     LaneAddress,
     PermitRequest,
+    RunPlan,
     WriteAction,
 )
 
@@ -51,14 +53,11 @@ class EngineActivities:
         settings: Settings,
         temporal: Client | None,
         registered_workflows: Collection[str],
-        *,
-        search_attributes: bool = True,
     ) -> None:
         self.store = store
         self.settings = settings
         self.temporal = temporal
         self.registered_workflows = frozenset(registered_workflows)
-        self.search_attributes = search_attributes
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -67,13 +66,12 @@ class EngineActivities:
             self.apply_write,
             self.execution_started,
             self.execution_ended,
+            self.start_run,
             self.request_permit,
             self.release_permit,
         ]
 
-    async def _keep(
-        self, session_id: str, outcome: Outcome, version: int | None, receipt: str | None
-    ) -> None:
+    async def _keep(self, session_id: str, outcome: Outcome, version: int | None, receipt: str | None) -> None:
         """Record an outcome and, when declared and due, post its receipt (both once per batch)."""
         await self.store.record_outcome(session_id, outcome, version)
         if receipt is not None and wants_receipt(outcome):
@@ -104,7 +102,7 @@ class EngineActivities:
             declaration=listener["body"],
             session={k: v for k, v in session.items() if k in ("id", "alias") and v is not None},
             max_parallel=effective_max_parallel(decl.concurrency, limits),
-            search_attributes=self.search_attributes,
+            search_attributes=self.settings.search_attributes,
         )
         receipt = decl.receipt.alias if decl.receipt else None
 
@@ -127,9 +125,7 @@ class EngineActivities:
         action = decl.action
         if isinstance(action, WorkflowAction):
             if self.registered_workflows and action.workflow not in self.registered_workflows:
-                return await refuse(
-                    "invocation_error", None, f"action.workflow: {action.workflow!r} is not registered"
-                )
+                return await refuse("invocation_error", None, f"action.workflow: {action.workflow!r} is not registered")
             running = await self.store.running_executions(address.session_id)
             if running >= limits.executions_per_session:
                 return await refuse("refused", None, f"executions_per_session: {running} running")
@@ -148,9 +144,7 @@ class EngineActivities:
         try:
             validate_alias(write.alias)
         except ValueError as err:
-            outcome = success.model_copy(
-                update={"status": "invocation_error", "message": f"action.alias: {err}"}
-            )
+            outcome = success.model_copy(update={"status": "invocation_error", "message": f"action.alias: {err}"})
         else:
             if not may_write(write.owns, write.alias):
                 outcome = success.model_copy(
@@ -185,9 +179,7 @@ class EngineActivities:
                 outcome = success.model_copy(update={"status": status, "message": str(err)})
         listener = await self.store.get_listener(address.listener)
         decl = ListenerDeclaration.model_validate(listener["body"])
-        await self._keep(
-            address.session_id, outcome, listener["version"], decl.receipt.alias if decl.receipt else None
-        )
+        await self._keep(address.session_id, outcome, listener["version"], decl.receipt.alias if decl.receipt else None)
         return outcome
 
     @activity.defn(name="orchestrator.execution_started")
@@ -235,6 +227,18 @@ class EngineActivities:
                 },
                 idempotency_key=f"failed:{record.execution_id}",
             )
+
+    @activity.defn(name="orchestrator.start_run")
+    async def start_run(self, plan: RunPlan) -> None:
+        """Start the run workflow of a batch; a run with this id already going is that batch's run."""
+        assert self.temporal is not None
+        await self.temporal.start_workflow(
+            "OrchestratorRun",
+            plan,
+            id=plan.run_key,
+            task_queue=plan.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
 
     @activity.defn(name="orchestrator.request_permit")
     async def request_permit(self, address: LaneAddress, request: PermitRequest) -> None:

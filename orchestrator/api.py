@@ -105,9 +105,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         try:
             body = json.loads(raw, parse_constant=_reject_constant)
         except (ValueError, UnicodeDecodeError) as err:
-            return JSONResponse(
-                error_reply("invalid_request", f"body: not valid JSON ({err})"), status_code=400
-            )
+            return JSONResponse(error_reply("invalid_request", f"body: not valid JSON ({err})"), status_code=400)
         reply = await platform.command(body)
         return JSONResponse(reply, status_code=status_for(reply))
 

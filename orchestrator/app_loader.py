@@ -76,9 +76,7 @@ def _import_path(spec: str) -> ModuleType:
         loaded_file = getattr(loaded, "__file__", None)
         if loaded_file is not None and Path(loaded_file).resolve() == path:
             return loaded
-        raise AppLoadError(
-            f"app {spec!r}: a different module named {name!r} is already imported; rename the file"
-        )
+        raise AppLoadError(f"app {spec!r}: a different module named {name!r} is already imported; rename the file")
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)
@@ -115,14 +113,10 @@ def _activities(spec: str, module: ModuleType) -> list[Callable[..., Any]]:
     activities = _as_list(spec, module, "activities", required=False)
     for index, item in enumerate(activities):
         if not callable(item):
-            raise AppLoadError(
-                f"app {spec!r}: activities[{index}] must be an activity function, not {item!r}"
-            )
+            raise AppLoadError(f"app {spec!r}: activities[{index}] must be an activity function, not {item!r}")
         if getattr(item, "__temporal_activity_definition", None) is None:
             name = getattr(item, "__name__", repr(item))
-            raise AppLoadError(
-                f"app {spec!r}: activities[{index}] ({name}) is not decorated with @activity.defn"
-            )
+            raise AppLoadError(f"app {spec!r}: activities[{index}] ({name}) is not decorated with @activity.defn")
     return activities
 
 
@@ -131,7 +125,6 @@ def _listeners(spec: str, module: ModuleType) -> list[dict[str, Any]]:
     for index, item in enumerate(listeners):
         if not isinstance(item, dict):
             raise AppLoadError(
-                f"app {spec!r}: listeners[{index}] must be a declaration body (a dict), not "
-                f"{type(item).__name__}"
+                f"app {spec!r}: listeners[{index}] must be a declaration body (a dict), not {type(item).__name__}"
             )
     return listeners

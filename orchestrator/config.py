@@ -30,4 +30,11 @@ class Settings(BaseSettings):
     api_token: str | None = None
     max_request_bytes: int = 1024 * 1024
     database_pool_size: int = 10
+    # Whether runs carry the OrchestratorSession/OrchestratorListener search attributes (the dev server
+    # and real clusters have them registered; the time-skipping test server does not).
+    search_attributes: bool = True
+    # A lane continues as new after this many history events (Temporal's hard limit is 51,200).
+    lane_history_limit: int = 2_500
+    # A lane with nothing pending or in flight for this long completes; the next event starts it again.
+    lane_idle_exit_seconds: float = 300.0
     limits: Limits = Field(default_factory=Limits)

@@ -239,9 +239,7 @@ class TemporalDevServer:
             try:
                 client = await temporalio.client.Client.connect(self.address, namespace=self.namespace)
                 # Connecting proves the frontend is up; describing the namespace proves it can serve it.
-                await client.workflow_service.describe_namespace(
-                    DescribeNamespaceRequest(namespace=self.namespace)
-                )
+                await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=self.namespace))
                 return
             except Exception as err:
                 last_error = err

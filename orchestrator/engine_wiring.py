@@ -43,18 +43,15 @@ def workflow_names(workflows: Sequence[type]) -> list[str]:
     return names
 
 
-def platform_components(
-    platform: Platform, temporal_client: Client, app: UserApp, *, search_attributes: bool = True
-) -> PlatformComponents:
+def platform_components(platform: Platform, temporal_client: Client, app: UserApp) -> PlatformComponents:
     """The platform's own workflows, activities and background tasks for one worker process."""
     engine = EngineActivities(
         platform.store,
         platform.settings,
         temporal_client,
         workflow_names(app.workflows),
-        search_attributes=search_attributes,
     )
-    router = Router(platform.store, temporal_client, platform.database_url, platform.settings.task_queue)
+    router = Router(platform.store, temporal_client, platform.database_url, platform.settings)
     return PlatformComponents(
         workflows=PLATFORM_WORKFLOWS,
         activities=engine.all(),

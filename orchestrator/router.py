@@ -21,6 +21,7 @@ import asyncpg
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 
+from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.routing import LaneDelivery, ListenerVersion, route
@@ -45,14 +46,14 @@ class Router:
         store: EngineRecords,
         temporal: Client,
         database_url: str,
-        task_queue: str,
+        settings: Settings,
         *,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self.store = store
         self.temporal = temporal
         self.database_url = database_url
-        self.task_queue = task_queue
+        self.settings = settings
         self.poll_seconds = poll_seconds
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
@@ -148,9 +149,13 @@ class Router:
         for start in range(0, len(delivery.events), EVENTS_PER_SIGNAL):
             await self.temporal.start_workflow(
                 "OrchestratorLane",
-                LaneState(address=address),
+                LaneState(
+                    address=address,
+                    history_limit=self.settings.lane_history_limit,
+                    idle_exit_seconds=self.settings.lane_idle_exit_seconds,
+                ),
                 id=workflow_id,
-                task_queue=self.task_queue,
+                task_queue=self.settings.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 start_signal=DELIVER_SIGNAL,
                 start_signal_args=[

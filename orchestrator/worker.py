@@ -60,9 +60,7 @@ def build_worker(
     workflows = [*platform_workflows, *app.workflows]
     activities = [*platform_activities, *app.activities]
     if not workflows and not activities:
-        raise ValueError(
-            f"app {app.name!r} declares no workflows or activities, so a worker has nothing to run"
-        )
+        raise ValueError(f"app {app.name!r} declares no workflows or activities, so a worker has nothing to run")
     executor = None
     if any(not _is_async(activity) for activity in activities):
         executor = ThreadPoolExecutor(max_workers=SYNC_ACTIVITY_THREADS, thread_name_prefix="activity")

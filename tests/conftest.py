@@ -130,15 +130,19 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
 
 
 @pytest.fixture(scope="session")
-async def temporal_env(request: pytest.FixtureRequest) -> AsyncIterator[WorkflowEnvironment]:
-    """The Temporal server chosen by `--temporal`."""
-    if request.config.getoption("--temporal") == "dev":
-        env: WorkflowEnvironment = request.getfixturevalue("dev_env")
-        yield env
-        return
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """Temporal's time-skipping test server."""
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=_binary("temporal-test-server"),
         data_converter=pydantic_data_converter,
     )
     yield env
     await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+def temporal_env(request: pytest.FixtureRequest) -> WorkflowEnvironment:
+    """The Temporal server chosen by `--temporal` (a plain fixture, so it can pick an async one by name)."""
+    name = "dev_env" if request.config.getoption("--temporal") == "dev" else "time_skipping_env"
+    env: WorkflowEnvironment = request.getfixturevalue(name)
+    return env

@@ -9,14 +9,12 @@ reaches whichever run of this lane is current, so continue-as-new never strands 
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.core.batch_windows import cut_batch, receive, window_closes_at
@@ -47,16 +45,12 @@ with workflow.unsafe.imports_passed_through():
         WriteAction,
     )
 
-# A lane with nothing pending and nothing in flight for this long completes; the next event starts it
-# again. Long enough that a steady trickle keeps one run, short enough that idle sessions cost nothing.
-IDLE_EXIT_SECONDS = 300.0
-# Continue as new well before Temporal's limits (51,200 events hard, 4,096 suggested); a cut batch costs
-# about 17 history events, so this is some 150 batches per run.
-MAX_HISTORY_EVENTS = 2_500
+# How long a lane lingers with nothing to do, and how much history it gathers before it continues as new,
+# come in its state (settings `lane_idle_exit_seconds`, `lane_history_limit`): 300 s by default, so that a
+# steady trickle keeps one run while idle sessions cost nothing, and 2,500 events, well before Temporal's
+# limits (51,200 hard, 4,096 suggested; a cut batch costs about 17 history events).
 ACTIVITY_TIMEOUT = timedelta(seconds=30)
-ACTIVITY_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
-)
+ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 
 
 @workflow.defn(name="OrchestratorLane")
@@ -65,6 +59,7 @@ class LaneWorkflow:
     def __init__(self, state: LaneState) -> None:
         self.state = state
         self._wake = False
+        self._alarms: list[float] = []
 
     # -- signals: synchronous, core reducers only --------------------------------------------------------
 
@@ -137,8 +132,10 @@ class LaneWorkflow:
                 if self._idle_for_good():
                     return
             self._wake = False
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(lambda: self._wake, timeout=self._next_wake())
+            deadline = self._next_deadline()
+            if deadline is not None:
+                self._alarm_at(deadline)
+            await workflow.wait_condition(lambda: self._wake)
 
     def _declaration(self) -> ListenerDeclaration:
         return ListenerDeclaration.model_validate(self.state.declaration)
@@ -152,8 +149,26 @@ class LaneWorkflow:
         # The verdict of the last batch carries the deployment's cap; until then the declared value.
         return min(decl.concurrency.max_parallel, self.state.parallel_cap or decl.concurrency.max_parallel)
 
-    def _next_wake(self) -> float | None:
-        """Seconds until something is due on a timer: a window closing or the idle exit."""
+    def _alarm_at(self, deadline: float) -> None:
+        """Wake the loop at `deadline` (workflow time), unless an alarm already rings at or before it.
+
+        Alarms are never cancelled: one that rings early only makes the loop look again and set the next.
+        Cancelling a timer in the activation it fires in is what a workflow must not ask of the server,
+        and it would cost a history event per signal besides.
+        """
+        if any(alarm <= deadline for alarm in self._alarms):
+            return
+        self._alarms.append(deadline)
+
+        async def ring() -> None:
+            await asyncio.sleep(max(deadline - workflow.time(), 0.001))
+            self._alarms.remove(deadline)
+            self._wake = True
+
+        asyncio.create_task(ring())  # noqa: RUF006 - a workflow task runs until its timer fires
+
+    def _next_deadline(self) -> float | None:
+        """When something is next due on a timer (workflow time): a window closing or the idle exit."""
         state, now = self.state, workflow.time()
         deadlines: list[float] = []
         if state.declaration:
@@ -161,19 +176,17 @@ class LaneWorkflow:
             if closes is not None:
                 deadlines.append(closes)
         if not state.buffer.pending and not state.in_flight:
-            deadlines.append((state.last_event_at or now) + IDLE_EXIT_SECONDS)
-        if not deadlines:
-            return None
-        return max(0.001, min(deadlines) - now)
+            deadlines.append((state.last_event_at or now) + self.state.idle_exit_seconds)
+        return min(deadlines) if deadlines else None
 
     def _idle_for_good(self) -> bool:
         state = self.state
-        quiet = workflow.time() - (state.last_event_at or 0) >= IDLE_EXIT_SECONDS
+        quiet = workflow.time() - (state.last_event_at or 0) >= self.state.idle_exit_seconds
         return quiet and not state.buffer.pending and not state.in_flight and not state.has_permit
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= MAX_HISTORY_EVENTS
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= self.state.history_limit
 
     async def _fire_if_due(self) -> bool:
         """Cut and fire one batch if its window has closed and a slot is free; answer whether it did."""
@@ -188,9 +201,7 @@ class LaneWorkflow:
         if decl.concurrency.mode == "keyed" and not state.has_permit:
             await self._request_permit(decl)
             return False
-        cut = cut_batch(
-            state.buffer, now, decl.batch.window_seconds, decl.batch.max_events, decl.batch.distinct_by
-        )
+        cut = cut_batch(state.buffer, now, decl.batch.window_seconds, decl.batch.max_events, decl.batch.distinct_by)
         if cut is None:
             return False
         entries, consumed, state.buffer = cut
@@ -207,9 +218,7 @@ class LaneWorkflow:
             "orchestrator.request_permit",
             args=[
                 self.state.address,
-                PermitRequest(
-                    lane_workflow_id=workflow.info().workflow_id, max_parallel=self._max_parallel(decl)
-                ),
+                PermitRequest(lane_workflow_id=workflow.info().workflow_id, max_parallel=self._max_parallel(decl)),
             ],
             start_to_close_timeout=ACTIVITY_TIMEOUT,
             retry_policy=ACTIVITY_RETRY,
@@ -231,9 +240,7 @@ class LaneWorkflow:
         depth = max(int(e.get("depth", 0)) for e in entries)
         verdict: BatchVerdict = await workflow.execute_activity(
             "orchestrator.check_batch",
-            BatchCheck(
-                address=state.address, version=state.version, event_ids=consumed, entries=entries, depth=depth
-            ),
+            BatchCheck(address=state.address, version=state.version, event_ids=consumed, entries=entries, depth=depth),
             result_type=BatchVerdict,
             start_to_close_timeout=ACTIVITY_TIMEOUT,
             retry_policy=ACTIVITY_RETRY,
@@ -243,9 +250,7 @@ class LaneWorkflow:
             if verdict.status is not None:
                 state.outcomes = record(
                     state.outcomes,
-                    self._outcome(
-                        verdict.status, consumed, entries, reason=verdict.reason, message=verdict.message
-                    ),
+                    self._outcome(verdict.status, consumed, entries, reason=verdict.reason, message=verdict.message),
                 )
             return
         decl = ListenerDeclaration.model_validate(verdict.declaration)
@@ -270,9 +275,7 @@ class LaneWorkflow:
             )
             return
         except ValueError as err:
-            await self._record(
-                self._outcome("invocation_error", consumed, entries, message=str(err)), verdict
-            )
+            await self._record(self._outcome("invocation_error", consumed, entries, message=str(err)), verdict)
             return
         if isinstance(action, ThreadItemAction | ObjectAction):
             outcome: Outcome = await workflow.execute_activity(
@@ -299,8 +302,7 @@ class LaneWorkflow:
             raise ValueError("action.alias: must render to a string")
         if not isinstance(body, dict):
             raise ValueError(
-                f"action.{'item' if isinstance(action, ThreadItemAction) else 'value'}: "
-                "must render to a JSON object"
+                f"action.{'item' if isinstance(action, ThreadItemAction) else 'value'}: must render to a JSON object"
             )
         state = self.state
         return WriteAction(
@@ -324,8 +326,7 @@ class LaneWorkflow:
     ) -> None:
         state = self.state
         run_key = (
-            f"{lane_workflow_id(state.address.session_id, state.address.listener, state.address.lane)}"
-            f":{consumed[0]}"
+            f"{lane_workflow_id(state.address.session_id, state.address.listener, state.address.lane)}:{consumed[0]}"
         )
         run_key = "run" + run_key[len("lane") :]
         batch = BatchInfo(
@@ -366,15 +367,15 @@ class LaneWorkflow:
                 started_at=workflow.time(),
             )
         )
-        # A batch delivered again after a crash maps onto the run it already started.
-        with contextlib.suppress(WorkflowAlreadyStartedError):
-            await workflow.start_child_workflow(
-                "OrchestratorRun",
-                plan,
-                id=run_key,
-                task_queue=workflow.info().task_queue,
-                parent_close_policy=ParentClosePolicy.ABANDON,
-            )
+        # Started by an activity rather than as a child: the lane never waits on the run's result (its
+        # `run_finished` signal frees the slot), so no child events grow the lane's history, and a batch
+        # delivered again after a crash maps onto the run it already started (same id).
+        await workflow.execute_activity(
+            "orchestrator.start_run",
+            plan,
+            start_to_close_timeout=ACTIVITY_TIMEOUT,
+            retry_policy=ACTIVITY_RETRY,
+        )
 
     async def _record(self, outcome: Outcome, verdict: BatchVerdict) -> None:
         decl = ListenerDeclaration.model_validate(verdict.declaration)

@@ -48,6 +48,9 @@ class InFlight(BaseModel):
 
 class LaneState(BaseModel):
     address: LaneAddress
+    # Continue as new after this many history events; complete after this long with nothing to do.
+    history_limit: int = 2_500
+    idle_exit_seconds: float = 300.0
     version: int = 0
     declaration: dict[str, Any] = Field(default_factory=dict)
     buffer: LaneBuffer = Field(default_factory=LaneBuffer)

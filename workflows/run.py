@@ -23,9 +23,7 @@ with workflow.unsafe.imports_passed_through():
 SESSION_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorSession")
 LISTENER_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorListener")
 ACTIVITY_TIMEOUT = timedelta(seconds=30)
-ACTIVITY_RETRY = RetryPolicy(
-    initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
-)
+ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 
 
 def search_attributes(session_id: str, listener: str | None) -> TypedSearchAttributes:
@@ -57,9 +55,7 @@ class RunWorkflow:
                 listener=listener,
                 lane=plan.address.lane if listener else None,
                 status="running",
-                batch=run_input.batch.model_dump(mode="json", exclude={"events", "messages"})
-                if listener
-                else None,
+                batch=run_input.batch.model_dump(mode="json", exclude={"events", "messages"}) if listener else None,
                 depth=plan.input.depth,
             )
             handle = await workflow.start_child_workflow(

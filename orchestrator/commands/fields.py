@@ -34,10 +34,6 @@ ObjectValue = Annotated[dict[str, Any], AfterValidator(_json_object_with_type)]
 
 def check_payload(field: str, value: Any, max_bytes: int) -> None:
     """Refuse a payload larger than the deployment's limit, naming the field."""
-    size = (
-        len(json.dumps(value, separators=(",", ":")).encode())
-        if not isinstance(value, str)
-        else len(value.encode())
-    )
+    size = len(json.dumps(value, separators=(",", ":")).encode()) if not isinstance(value, str) else len(value.encode())
     if size > max_bytes:
         raise CommandError("limit_exceeded", f"{field}: {size} bytes is over the limit of {max_bytes}")

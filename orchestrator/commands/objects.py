@@ -64,9 +64,7 @@ async def read_object(platform: Platform, req: ObjectRef) -> dict[str, Any]:
 
 @command("delete_object", ObjectRef)
 async def delete_object(platform: Platform, req: ObjectRef) -> dict[str, Any]:
-    obj, event_id = await platform.store.delete_object(
-        req.session_id, req.alias, source={"client": req.client}
-    )
+    obj, event_id = await platform.store.delete_object(req.session_id, req.alias, source={"client": req.client})
     return {"object": obj, "event_id": event_id}
 
 

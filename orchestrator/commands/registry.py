@@ -40,9 +40,7 @@ class CommandSpec:
 COMMANDS: dict[str, CommandSpec] = {}
 
 
-def command(
-    name: str, model: type[R]
-) -> Callable[[Callable[[Platform, R], Awaitable[dict[str, Any]]]], Handler]:
+def command(name: str, model: type[R]) -> Callable[[Callable[[Platform, R], Awaitable[dict[str, Any]]]], Handler]:
     """Register the decorated handler for `name`, its arguments validated by `model`."""
 
     def register(handler: Callable[[Platform, R], Awaitable[dict[str, Any]]]) -> Handler:

@@ -61,7 +61,5 @@ async def post_thread_item(platform: Platform, req: PostThreadItem) -> dict[str,
 
 @command("list_thread_items", ListThreadItems)
 async def list_thread_items(platform: Platform, req: ListThreadItems) -> dict[str, Any]:
-    items = await platform.store.list_thread_items(
-        req.session_id, req.alias, after=req.after, limit=req.limit
-    )
+    items = await platform.store.list_thread_items(req.session_id, req.alias, after=req.after, limit=req.limit)
     return {"items": items}

@@ -74,9 +74,7 @@ def requeue(buf: LaneBuffer, envelopes: Sequence[dict[str, Any]], now: float) ->
             pending_ids.add(event_id)
             added.append(envelope)
     pending = sorted([*buf.pending, *added], key=_event_id)
-    return buf.model_copy(
-        update={"pending": pending, "window_opened_at": _window_after_adding(buf, pending, now)}
-    )
+    return buf.model_copy(update={"pending": pending, "window_opened_at": _window_after_adding(buf, pending, now)})
 
 
 def _window_after_adding(buf: LaneBuffer, pending: list[dict[str, Any]], now: float) -> float | None:

@@ -16,9 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 OutcomeStatus = Literal["success", "invocation_error", "refused", "throttled", "skipped", "access_error"]
 SkipReason = Literal["depth", "session_not_open", "unmatched"]
 
-RECEIPT_STATUSES: frozenset[OutcomeStatus] = frozenset(
-    {"success", "invocation_error", "refused", "throttled"}
-)
+RECEIPT_STATUSES: frozenset[OutcomeStatus] = frozenset({"success", "invocation_error", "refused", "throttled"})
 RECENT_OUTCOMES = 50
 
 
@@ -74,8 +72,7 @@ def receipt_item(outcome: Outcome) -> dict[str, Any]:
         "type": "json",
         "role": "system",
         "message": (
-            f"{outcome.status} {outcome.listener} batch {outcome.first_id}-{outcome.last_id} "
-            f"retry {outcome.retry}"
+            f"{outcome.status} {outcome.listener} batch {outcome.first_id}-{outcome.last_id} retry {outcome.retry}"
         ),
         "metadata": metadata,
     }

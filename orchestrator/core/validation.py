@@ -71,9 +71,7 @@ def _location(loc: Sequence[int | str], prefix: str, union_tags: Collection[str]
     return ".".join(parts)
 
 
-def field_errors_message(
-    exc: pydantic.ValidationError, prefix: str, *, union_tags: Collection[str] = ()
-) -> str:
+def field_errors_message(exc: pydantic.ValidationError, prefix: str, *, union_tags: Collection[str] = ()) -> str:
     """`prefix.loc: message; ...` for each error in `exc` (at most MAX_ERRORS, then a count of the rest).
 
     `union_tags` are the tag values of discriminated unions inside the model, left out of locations.

@@ -127,8 +127,7 @@ class EngineRecords(PostgresStore):
             limit,
         )
         return [
-            {k: (v.isoformat() if k == "created_at" else v) for k, v in dict(r).items() if v is not None}
-            for r in rows
+            {k: (v.isoformat() if k == "created_at" else v) for k, v in dict(r).items() if v is not None} for r in rows
         ]
 
     async def outcome_counts(self, session_id: str) -> dict[str, dict[str, int]]:
@@ -214,9 +213,6 @@ class EngineRecords(PostgresStore):
             limit,
         )
         return [
-            {
-                k: (v.isoformat() if k in ("started_at", "ended_at") and v is not None else v)
-                for k, v in dict(r).items()
-            }
+            {k: (v.isoformat() if k in ("started_at", "ended_at") and v is not None else v) for k, v in dict(r).items()}
             for r in rows
         ]

@@ -43,9 +43,7 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
                 continue
             async with conn.transaction():
                 await conn.execute(sql)
-                await conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name
-                )
+                await conn.execute("INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", version, name)
             applied.append(name)
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)

@@ -62,9 +62,7 @@ def _type_regex(pattern: str) -> str:
         if segment == "**":
             parts.append("\x00")
         else:
-            parts.append(
-                "".join("[^.]*" if ch == "*" else ("\\" + ch if not ch.isalnum() else ch) for ch in segment)
-            )
+            parts.append("".join("[^.]*" if ch == "*" else ("\\" + ch if not ch.isalnum() else ch) for ch in segment))
     body = "\\.".join(parts).replace("\\.\x00", "(\\.[^.]+)*").replace("\x00\\.", "([^.]+\\.)*")
     return "^" + body.replace("\x00", ".*") + "$"
 
@@ -109,9 +107,7 @@ class PostgresStore:
                 alias,
             )
             assert row is not None
-            await conn.execute(
-                "INSERT INTO routing_cursors (session_id) VALUES ($1) ON CONFLICT DO NOTHING", row["id"]
-            )
+            await conn.execute("INSERT INTO routing_cursors (session_id) VALUES ($1) ON CONFLICT DO NOTHING", row["id"])
             return dict(row)
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
@@ -253,9 +249,7 @@ class PostgresStore:
                 "SELECT rev FROM objects WHERE session_id = $1 AND alias = $2", session_id, alias
             )
             if if_rev is not None and (current or 0) != if_rev:
-                raise CommandError(
-                    "rev_conflict", f"if_rev: {alias!r} is at rev {current or 0}, not {if_rev}"
-                )
+                raise CommandError("rev_conflict", f"if_rev: {alias!r} is at rev {current or 0}, not {if_rev}")
             rev = await conn.fetchval(
                 "INSERT INTO objects (session_id, alias, value, rev) VALUES ($1, $2, $3, 1)"
                 " ON CONFLICT (session_id, alias) DO UPDATE"

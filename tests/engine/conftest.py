@@ -13,7 +13,8 @@ from tests.engine.harness import Engine, running_engine
 
 @pytest.fixture
 async def engine(platform: Platform, temporal_env: WorkflowEnvironment) -> AsyncIterator[Engine]:
-    async with running_engine(
-        platform, temporal_env.client, search_attributes=temporal_env.supports_time_skipping is False
-    ) as running:
+    platform.settings = platform.settings.model_copy(
+        update={"search_attributes": not temporal_env.supports_time_skipping}
+    )
+    async with running_engine(platform, temporal_env.client) as running:
         yield running

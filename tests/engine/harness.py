@@ -103,8 +103,8 @@ class Engine:
         return reply
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
+async def eventually(check: Callable[[], Awaitable[bool]], within: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if await check():
             return
@@ -113,19 +113,18 @@ async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 30.0
 
 
 @asynccontextmanager
-async def running_engine(
-    platform: Platform, client: Client, *, search_attributes: bool, workers: int = 1
-) -> AsyncIterator[Engine]:
+async def running_engine(platform: Platform, client: Client, *, workers: int = 1) -> AsyncIterator[Engine]:
     """A worker (or several) with the platform's parts, the recorder, and a router each."""
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
     platform.settings = platform.settings.model_copy(update={"task_queue": task_queue})
+    platform.temporal = client
     log = RunLog()
     app = UserApp(name="tests", workflows=[Recorder], activities=[log.run_started, log.run_ended])
     started: list[Worker] = []
     tasks: list[asyncio.Task[None]] = []
     try:
         for _ in range(workers):
-            components = platform_components(platform, client, app, search_attributes=search_attributes)
+            components = platform_components(platform, client, app)
             worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
             tasks.append(asyncio.create_task(worker.run()))
             started.append(worker)
@@ -137,3 +136,35 @@ async def running_engine(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def recorder_listener(name: str = "orchestrate", **overrides: Any) -> dict[str, Any]:
+    """A listener on `missions/**` objects whose action is the recorder workflow."""
+    body: dict[str, Any] = {
+        "name": name,
+        "filter": {"types": ["object.**"], "aliases": ["missions/**"]},
+        "batch": {"window_seconds": 0.5, "max_events": 100},
+        "action": {"type": "workflow", "workflow": "recorder", "input": {"events": "{{ batch.messages }}"}},
+    }
+    body.update(overrides)
+    return body
+
+
+async def write_many(engine: Engine, session_id: str, aliases: list[str]) -> list[int]:
+    ids = []
+    for alias in aliases:
+        reply = await engine.command("write_object", session_id=session_id, alias=alias, value={"type": "m"})
+        ids.append(reply["event_id"])
+    return ids
+
+
+async def new_session(engine: Engine) -> str:
+    return str((await engine.command("open_session"))["session"]["id"])
+
+
+async def lane_outcomes(engine: Engine, session_id: str, listener: str) -> list[dict[str, Any]]:
+    reply = await engine.command("list_session_listeners", session_id=session_id)
+    for item in reply["listeners"]:
+        if item["name"] == listener:
+            return list(item["recent_outcomes"])
+    return []

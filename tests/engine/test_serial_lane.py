@@ -2,29 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.engine.harness import Engine, eventually
-
-
-def recorder_listener(name: str = "orchestrate", **overrides: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "name": name,
-        "filter": {"types": ["object.**"], "aliases": ["missions/**"]},
-        "batch": {"window_seconds": 1, "max_events": 100},
-        "action": {"type": "workflow", "workflow": "recorder", "input": {"events": "{{ batch.messages }}"}},
-    }
-    body.update(overrides)
-    return body
+from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
 
 
 async def test_a_burst_in_one_window_is_one_run(engine: Engine) -> None:
-    await engine.command("save_listener", listener=recorder_listener())
-    sid = (await engine.command("open_session"))["session"]["id"]
-    ids = []
-    for n in range(5):
-        ids.append((await engine.command("write_object", session_id=sid, alias=f"missions/{n}", value={"type": "m"}))["event_id"])
-    await engine.command("write_object", session_id=sid, alias="elsewhere/1", value={"type": "m"})
+    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 1}))
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, [f"missions/{n}" for n in range(5)])
+    await write_many(engine, sid, ["elsewhere/1"])
 
     async def ran() -> bool:
         return len(engine.log.event_ids()) >= 5
@@ -36,3 +21,65 @@ async def test_a_burst_in_one_window_is_one_run(engine: Engine) -> None:
     assert run["session_id"] == sid
     assert [m["id"] for m in run["input"]["events"]] == ids
     assert run["batch"]["retry"] == 0
+
+
+async def test_max_events_splits_a_burst_and_loses_nothing(engine: Engine) -> None:
+    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.5, "max_events": 7}))
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, [f"missions/{n}" for n in range(30)])
+
+    async def all_ran() -> bool:
+        return len(engine.log.event_ids()) >= 30
+
+    await eventually(all_ran, what="every event in a run")
+    assert engine.log.event_ids() == ids, "every event exactly once, in order"
+    assert all(len(r.input["batch"]["event_ids"]) <= 7 for r in engine.log.runs)
+    assert engine.log.most_at_once["orchestrate:_"] == 1
+
+
+async def test_distinct_by_alias_makes_200_writes_one_entry(engine: Engine) -> None:
+    await engine.command(
+        "save_listener",
+        listener=recorder_listener(batch={"window_seconds": 3, "max_events": 10, "distinct_by": "alias"}),
+    )
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, ["missions/hot"] * 200 + ["missions/cold"])
+
+    async def ran() -> bool:
+        return bool(engine.log.runs)
+
+    await eventually(ran, what="the run")
+    run = engine.log.runs[0].input
+    entries = run["input"]["events"]
+    if len(engine.log.runs) == 1:
+        assert [e["id"] for e in entries] == [ids[199], ids[200]]
+        assert run["batch"]["event_ids"] == ids
+        assert run["batch"]["count"] == 2
+    assert len({e["alias"] for r in engine.log.runs for e in r.input["input"]["events"]}) == 2
+    newest_hot = [e for r in engine.log.runs for e in r.input["input"]["events"] if e["alias"] == "missions/hot"]
+    assert newest_hot[-1]["id"] == ids[199]
+
+
+async def test_events_during_a_run_wait_for_the_next_batch(engine: Engine) -> None:
+    listener = recorder_listener(
+        batch={"window_seconds": 0.2},
+        action={"type": "workflow", "workflow": "recorder", "input": {"sleep": 2}},
+    )
+    await engine.command("save_listener", listener=listener)
+    sid = await new_session(engine)
+    first = await write_many(engine, sid, ["missions/a"])
+
+    async def started() -> bool:
+        return bool(engine.log.runs)
+
+    await eventually(started, what="the first run")
+    during = await write_many(engine, sid, [f"missions/{n}" for n in range(10)])
+
+    async def both() -> bool:
+        return len(engine.log.runs) >= 2 and engine.log.runs[1].ended is not None
+
+    await eventually(both, what="the second run")
+    assert engine.log.runs[0].input["batch"]["event_ids"] == first
+    assert engine.log.runs[1].input["batch"]["event_ids"] == during
+    assert engine.log.runs[1].started >= (engine.log.runs[0].ended or 0)
+    assert engine.log.most_at_once["orchestrate:_"] == 1

@@ -13,9 +13,7 @@ async def ok(platform: Platform, command: str, **args: Any) -> dict[str, Any]:
     return reply
 
 
-async def refused(
-    platform: Platform, code: str, field: str | None, command: str, **args: Any
-) -> dict[str, Any]:
+async def refused(platform: Platform, code: str, field: str | None, command: str, **args: Any) -> dict[str, Any]:
     reply = await platform.command({"command": command, **args})
     assert reply["status"] == "error", reply
     assert reply["error"] == code, reply

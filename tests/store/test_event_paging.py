@@ -79,9 +79,7 @@ async def test_a_transaction_held_open_is_never_skipped(platform: Platform) -> N
     await holding.wait()
     # Writers in the same session queue behind the open transaction; another session commits freely.
     blocked = [
-        asyncio.create_task(
-            ok(platform, "write_object", session_id=sid, alias=f"late/{n}", value={"type": "t"})
-        )
+        asyncio.create_task(ok(platform, "write_object", session_id=sid, alias=f"late/{n}", value={"type": "t"}))
         for n in range(3)
     ]
     free = await ok(platform, "write_object", session_id=other, alias="free", value={"type": "t"})

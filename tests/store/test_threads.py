@@ -52,9 +52,7 @@ async def test_an_item_id_is_posted_once(platform: Platform) -> None:
 async def test_the_event_carries_only_a_preview(platform: Platform) -> None:
     sid = (await ok(platform, "open_session"))["session"]["id"]
     long = "x" * 5000
-    await ok(
-        platform, "post_thread_item", session_id=sid, alias="chats/1", item={"type": "text", "message": long}
-    )
+    await ok(platform, "post_thread_item", session_id=sid, alias="chats/1", item={"type": "text", "message": long})
     event = (await all_events(platform, sid))[0]
     assert len(event["item"]["message"]) < 300
     item = (await ok(platform, "list_thread_items", session_id=sid, alias="chats/1"))["items"][0]
@@ -63,6 +61,4 @@ async def test_the_event_carries_only_a_preview(platform: Platform) -> None:
 
 async def test_list_after_an_unknown_item_is_not_found(platform: Platform) -> None:
     sid = (await ok(platform, "open_session"))["session"]["id"]
-    await refused(
-        platform, "not_found", "after", "list_thread_items", session_id=sid, alias="chats/1", after="nope"
-    )
+    await refused(platform, "not_found", "after", "list_thread_items", session_id=sid, alias="chats/1", after="nope")

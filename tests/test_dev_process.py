@@ -1,0 +1,88 @@
+"""`orchestrator dev` starts the whole platform, answers on its API, and leaves nothing behind on Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from orchestrator.embedded import free_port
+
+CLI = str(Path(sys.executable).parent / "orchestrator")
+START_SECONDS = 90
+
+
+async def wait_for_line(stream: asyncio.StreamReader, text: str, seen: list[str]) -> None:
+    while True:
+        line = (await stream.readline()).decode()
+        if not line:
+            raise AssertionError(f"the process ended before printing {text!r}:\n{''.join(seen)}")
+        seen.append(line)
+        if text in line:
+            return
+
+
+async def test_dev_serves_then_stops_everything_on_sigint(tmp_path: Path) -> None:
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        CLI,
+        "dev",
+        "--app",
+        str(tmp_path / "missing_app_is_refused_later.py"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    # An --app that is not there is refused before anything starts.
+    assert await asyncio.wait_for(process.wait(), START_SECONDS) == 2
+
+    process = await asyncio.create_subprocess_exec(
+        CLI,
+        "dev",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--http-port",
+        str(port),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        cwd=tmp_path,  # no example app here, so the platform runs alone
+    )
+    assert process.stdout is not None
+    seen: list[str] = []
+    try:
+        await asyncio.wait_for(wait_for_line(process.stdout, "Ready.", seen), START_SECONDS)
+        children = psutil.Process(process.pid).children(recursive=True)
+        postmaster = int((tmp_path / "data" / "postgres" / "postmaster.pid").read_text().split()[0])
+        assert any("temporal" in child.name() for child in children), children
+
+        call = await asyncio.create_subprocess_exec(
+            CLI,
+            "call",
+            "--url",
+            f"http://127.0.0.1:{port}",
+            '{"command": "open_session", "alias": "dev"}',
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await call.communicate()
+        assert call.returncode == 0
+        assert json.loads(out)["session"]["alias"] == "dev"
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        rest, _ = await asyncio.wait_for(process.communicate(), START_SECONDS)
+    output = "".join(seen) + rest.decode()
+
+    assert process.returncode == 0, output
+    assert "Stopped." in output
+    deadline = time.monotonic() + 10
+    leftovers = [p for p in children if p.is_running()] + ([postmaster] if psutil.pid_exists(postmaster) else [])
+    while leftovers and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        leftovers = [p for p in children if p.is_running()]
+        if psutil.pid_exists(postmaster) and psutil.Process(postmaster).status() != psutil.STATUS_ZOMBIE:
+            leftovers.append(postmaster)
+    assert leftovers == [], output
