@@ -18,7 +18,7 @@ from typing import Any, Self
 import asyncpg
 
 from orchestrator.core.errors import CommandError
-from orchestrator.core.events import Event, EventItem, preview
+from orchestrator.core.events import Event, preview
 from orchestrator.store.connection import Connection
 from orchestrator.store.migrate import migrate
 
@@ -28,6 +28,18 @@ EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, da
 async def _init_connection(conn: Connection) -> None:
     await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]
+    """A pooled connection that skips the reset round trip on release.
+
+    The store keeps no session state on pooled connections (advisory locks are transaction-scoped, LISTEN
+    runs on connections of its own), so asyncpg's `RESET ALL; UNLISTEN *; ...` would only cost a round trip
+    per command: half the latency of a write.
+    """
+
+    def get_reset_query(self) -> str:
+        return ""
 
 
 def new_id(prefix: str) -> str:
@@ -80,7 +92,13 @@ class PostgresStore:
             await migrate(conn)
         finally:
             await conn.close()
-        pool = await asyncpg.create_pool(database_url, min_size=1, max_size=pool_size, init=_init_connection)
+        pool = await asyncpg.create_pool(
+            database_url,
+            min_size=1,
+            max_size=pool_size,
+            init=_init_connection,
+            connection_class=_PooledConnection,
+        )
         return cls(pool)
 
     async def close(self) -> None:
@@ -240,36 +258,22 @@ class PostgresStore:
         idempotency_key: str | None = None,
     ) -> tuple[dict[str, Any], int]:
         """Replace the value at `alias`, raising rev by one; `if_rev` 0 means "only if absent"."""
-        async with self.transaction() as conn:
-            await self._locked_session(conn, session_id, require_open=True)
-            replayed = await self._replayed(conn, session_id, idempotency_key)
-            if replayed is not None:
-                return {"alias": alias, "rev": (replayed.data or {}).get("rev")}, replayed.id
-            current = await conn.fetchval(
-                "SELECT rev FROM objects WHERE session_id = $1 AND alias = $2", session_id, alias
-            )
-            if if_rev is not None and (current or 0) != if_rev:
-                raise CommandError("rev_conflict", f"if_rev: {alias!r} is at rev {current or 0}, not {if_rev}")
-            rev = await conn.fetchval(
-                "INSERT INTO objects (session_id, alias, value, rev) VALUES ($1, $2, $3, 1)"
-                " ON CONFLICT (session_id, alias) DO UPDATE"
-                " SET value = EXCLUDED.value, rev = objects.rev + 1, updated_at = clock_timestamp()"
-                " RETURNING rev",
-                session_id,
-                alias,
-                value,
-            )
-            event = await self._append(
-                conn,
-                session_id,
-                "object.written",
-                alias=alias,
-                source=source,
-                depth=depth,
-                data={"rev": rev},
-                idempotency_key=idempotency_key,
-            )
-            return {"alias": alias, "rev": rev}, event.id
+        row = await self.pool.fetchrow(
+            "SELECT o_outcome, o_rev, o_event FROM orchestrator_write_object($1, $2, $3, $4, $5, $6, $7)",
+            session_id,
+            alias,
+            value,
+            if_rev,
+            _clean_source(source),
+            depth,
+            idempotency_key,
+        )
+        assert row is not None
+        outcome, rev = row["o_outcome"], row["o_rev"]
+        if outcome == "rev_conflict":
+            raise CommandError("rev_conflict", f"if_rev: {alias!r} is at rev {rev}, not {if_rev}")
+        _refuse_write(outcome, session_id)
+        return {"alias": alias, "rev": rev}, int(row["o_event"])
 
     async def read_object(self, session_id: str, alias: str) -> dict[str, Any]:
         await self.get_session(session_id)
@@ -336,46 +340,24 @@ class PostgresStore:
         idempotency_key: str | None = None,
     ) -> tuple[dict[str, Any], int]:
         """Append an item; an item id that is already there answers the first post (items never change)."""
-        item_id = item.get("id") or new_id("itm")
-        async with self.transaction() as conn:
-            await self._locked_session(conn, session_id, require_open=True)
-            replayed = await self._replayed(conn, session_id, idempotency_key)
-            if replayed is not None and replayed.item is not None:
-                return {"id": replayed.item.id, "alias": alias}, replayed.id
-            existing = await conn.fetchval(
-                "SELECT event_id FROM thread_items WHERE session_id = $1 AND alias = $2 AND id = $3",
-                session_id,
-                alias,
-                item_id,
-            )
-            if existing is not None:
-                return {"id": item_id, "alias": alias}, existing
-            event = await self._append(
-                conn,
-                session_id,
-                "thread.item_posted",
-                alias=alias,
-                item=EventItem(
-                    id=item_id, type=item["type"], role=item.get("role"), message=preview(item.get("message"))
-                ).model_dump(exclude_none=True),
-                source=source,
-                depth=depth,
-                idempotency_key=idempotency_key,
-            )
-            await conn.execute(
-                "INSERT INTO thread_items (session_id, alias, id, type, role, message, metadata, source,"
-                " event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                session_id,
-                alias,
-                item_id,
-                item["type"],
-                item.get("role"),
-                item.get("message"),
-                item.get("metadata"),
-                _clean_source(source),
-                event.id,
-            )
-            return {"id": item_id, "alias": alias}, event.id
+        row = await self.pool.fetchrow(
+            "SELECT o_outcome, o_item, o_event FROM orchestrator_post_thread_item("
+            "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            session_id,
+            alias,
+            item.get("id") or new_id("itm"),
+            item["type"],
+            item.get("role"),
+            item.get("message"),
+            preview(item.get("message")),
+            item.get("metadata"),
+            _clean_source(source),
+            depth,
+            idempotency_key,
+        )
+        assert row is not None
+        _refuse_write(row["o_outcome"], session_id)
+        return {"id": row["o_item"], "alias": alias}, int(row["o_event"])
 
     async def list_thread_items(
         self, session_id: str, alias: str, *, after: str | None = None, limit: int = 100
@@ -478,6 +460,14 @@ class PostgresStore:
             "SELECT name FROM listener_switches WHERE session_id = $1 AND NOT enabled", session_id
         )
         return {r["name"] for r in rows}
+
+
+def _refuse_write(outcome: str, session_id: str) -> None:
+    """Turn a write function's refusal into the command error it stands for."""
+    if outcome == "not_found":
+        raise CommandError("not_found", f"session_id: no session {session_id!r}")
+    if outcome == "session_not_open":
+        raise CommandError("session_not_open", f"session_id: session {session_id!r} is closed")
 
 
 def _iso(value: datetime) -> str:
