@@ -3,8 +3,9 @@
 Both run in one process on one embedded PostgreSQL, side by side, so the ratio is what matters on a shared
 machine. The client path is the whole command: validation, the session lock, the object upsert, the event
 and its NOTIFY, in one transaction. Writes to one session are serialized by its lock (that is what keeps
-its ids in commit order), so concurrent writers are measured on one session and on a session each. The raw path inserts the same event rows into a bare table, one
-statement per row (autocommit), over the same number of connections.
+its ids in commit order), so concurrent writers are measured on one session and on a session each. The
+raw path inserts the same event rows into a bare table, one statement per row (autocommit), over the same
+number of connections.
 
 Run: .venv/bin/python -m bench.write_events [--events 10000] [--writers 1 8]
 """

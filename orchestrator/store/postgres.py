@@ -30,7 +30,7 @@ async def _init_connection(conn: Connection) -> None:
     await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
 
 
-class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]
+class _PooledConnection(asyncpg.Connection):
     """A pooled connection that skips the reset round trip on release.
 
     The store keeps no session state on pooled connections (advisory locks are transaction-scoped, LISTEN
