@@ -27,6 +27,7 @@ PASSTHROUGH_MODULES = (
     "orchestrator",
     "workflows",
     "activities",
+    "bench",
     "pydantic",
     "pydantic_core",
     "asyncpg",
@@ -70,9 +71,14 @@ def build_worker(
         workflows=workflows,
         activities=activities,
         activity_executor=executor,
-        workflow_runner=SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-        ),
+        workflow_runner=sandbox_runner(),
+    )
+
+
+def sandbox_runner() -> SandboxedWorkflowRunner:
+    """Temporal's workflow sandbox, sharing `PASSTHROUGH_MODULES` with the worker process."""
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
     )
 
 
