@@ -1,9 +1,11 @@
-"""The lane engine's activities: the checks before a batch fires, outcomes, receipts, writes and runs.
+"""The lane engine's activities: firing a batch, and recording a run's start and end.
 
-Owns the I/O the workflows ask for; every decision that needs no I/O is the pure core's. Activities are
-methods of one class that receives the store, the settings, the Temporal client and the names of the
-registered workflows in its constructor (the worker's composition root builds it). Each is idempotent:
-outcomes are keyed by batch, writes carry an idempotency key, executions by id.
+Owns the I/O the workflows ask for; every decision that needs no I/O is the pure core's (filters,
+templates, outcomes, backoff). `fire_batch` is one round trip for the lane: the checks of SPEC section 5 in
+order, the key slot of a keyed listener, the templates, then the write or the run's start, and the outcome
+with its receipt. Activities are methods of one class that receives the store, the settings, the Temporal
+client and the registered workflow names (the worker's composition root builds it). Each is idempotent:
+outcomes are keyed by batch, writes carry an idempotency key, runs and executions by id.
 """
 
 from __future__ import annotations
@@ -17,33 +19,37 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy
 
 from orchestrator.config import Settings
-from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, effective_max_parallel
+from orchestrator.core.declaration import ListenerDeclaration, ThreadItemAction, WorkflowAction, effective_max_parallel
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import listener_accepts
 from orchestrator.core.globs import compile_alias_glob, validate_alias
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
+from orchestrator.core.templates import TemplateError, batch_context, message_of, render
 from orchestrator.store.engine_records import EngineRecords
 from workflows.messages import (
-    ACQUIRE_SIGNAL,
-    RELEASE_SIGNAL,
-    BatchCheck,
-    BatchVerdict,
+    KEY_SLOT_SIGNAL,
+    BatchInfo,
     ExecutionRecord,
-    LaneAddress,
-    PermitRequest,
+    FireRequest,
+    FireResult,
+    RunInput,
     RunPlan,
-    WriteAction,
 )
 
 log = logging.getLogger(__name__)
 
 
-def permits_workflow_id(session_id: str, listener: str) -> str:
-    return f"permits:{session_id}:{listener}"
-
-
 def may_write(owns: list[str] | None, alias: str) -> bool:
+    """Whether a listener that declares `owns` may write `alias` (no `owns`: anywhere)."""
     return owns is None or any(compile_alias_glob(glob).match(alias) for glob in owns)
+
+
+def run_key(request: FireRequest) -> str:
+    """The run workflow id of a batch: the lane's id with the batch's first event id.
+
+    A batch delivered again after a crash has the same first id, so it maps onto the run already started.
+    """
+    return "run" + request.lane_workflow_id.removeprefix("lane") + f":{min(request.event_ids)}"
 
 
 class EngineActivities:
@@ -60,16 +66,7 @@ class EngineActivities:
         self.registered_workflows = frozenset(registered_workflows)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [
-            self.check_batch,
-            self.record_outcome,
-            self.apply_write,
-            self.execution_started,
-            self.execution_ended,
-            self.start_run,
-            self.request_permit,
-            self.release_permit,
-        ]
+        return [self.fire_batch, self.execution_started, self.execution_ended]
 
     async def _keep(self, session_id: str, outcome: Outcome, version: int | None, receipt: str | None) -> None:
         """Record an outcome and, when declared and due, post its receipt (both once per batch)."""
@@ -84,103 +81,192 @@ class EngineActivities:
                 f"{outcome.last_id}:{outcome.retry}",
             )
 
-    @activity.defn(name="orchestrator.check_batch")
-    async def check_batch(self, check: BatchCheck) -> BatchVerdict:
-        """Decide whether a cut batch fires, or which outcome it ends with instead (recorded here)."""
-        address = check.address
+    @activity.defn(name="orchestrator.fire_batch")
+    async def fire_batch(self, request: FireRequest) -> FireResult:
+        """Check a cut batch, then write or start its run; answer what became of it."""
+        address = request.address
         limits = self.settings.limits
         try:
             listener = await self.store.get_listener(address.listener)
         except CommandError:
-            # Deleted since the events were routed: consumed with no run and nothing to report to.
-            return BatchVerdict(fire=False, consumed_silently=True)
+            return FireResult()  # deleted since its events were routed: consumed, nobody to report to
         decl = ListenerDeclaration.model_validate(listener["body"])
-        session = await self.store.get_session(address.session_id)
-        verdict = BatchVerdict(
-            fire=False,
-            version=listener["version"],
-            declaration=listener["body"],
-            session={k: v for k, v in session.items() if k in ("id", "alias") and v is not None},
-            max_parallel=effective_max_parallel(decl.concurrency, limits),
-            search_attributes=self.settings.search_attributes,
-        )
+        version = int(listener["version"])
+        max_parallel = effective_max_parallel(decl.concurrency, limits)
         receipt = decl.receipt.alias if decl.receipt else None
 
-        async def refuse(status: str, reason: str | None = None, message: str | None = None) -> BatchVerdict:
-            outcome = _outcome(check, status, reason, message)
-            await self._keep(address.session_id, outcome, listener["version"], receipt)
-            return verdict.model_copy(update={"status": status, "reason": reason, "message": message})
+        async def ends(status: str, reason: str | None = None, message: str | None = None) -> FireResult:
+            outcome = _outcome(request, status, reason, message)
+            await self._keep(address.session_id, outcome, version, receipt)
+            return FireResult(outcome=outcome, max_parallel=max_parallel)
 
         if address.listener in await self.store.disabled_listeners(address.session_id):
-            return verdict.model_copy(update={"consumed_silently": True})
+            return FireResult(max_parallel=max_parallel)  # switched off: consumed with no run, no outcome
+        session = await self.store.get_session(address.session_id)
         if session["status"] != "open":
-            return await refuse("skipped", "session_not_open")
-        if not any(listener_accepts(decl, entry) for entry in check.entries):
-            return await refuse("skipped", "unmatched")
-        if check.depth >= limits.listener_chain_depth:
-            return await refuse("skipped", "depth", f"depth {check.depth} reached listener_chain_depth")
+            return await ends("skipped", "session_not_open")
+        if not any(listener_accepts(decl, entry) for entry in request.entries):
+            return await ends("skipped", "unmatched")
+        depth = max(int(entry.get("depth", 0)) for entry in request.entries)
+        if depth >= limits.listener_chain_depth:
+            return await ends("skipped", "depth", f"depth {depth} reached listener_chain_depth")
         fired = await self.store.fires_in_last_minute(address.session_id, address.listener)
         if fired >= limits.listener_fires_per_minute:
-            return await refuse("throttled", None, f"{fired} fires in the last minute")
-        action = decl.action
-        if isinstance(action, WorkflowAction):
-            if self.registered_workflows and action.workflow not in self.registered_workflows:
-                return await refuse("invocation_error", None, f"action.workflow: {action.workflow!r} is not registered")
-            running = await self.store.running_executions(address.session_id)
-            if running >= limits.executions_per_session:
-                return await refuse("refused", None, f"executions_per_session: {running} running")
-        return verdict.model_copy(update={"fire": True})
+            return await ends("throttled", None, f"{fired} fires in the last minute")
 
-    @activity.defn(name="orchestrator.record_outcome")
-    async def record_outcome(self, address: LaneAddress, outcome: Outcome, receipt: str | None) -> None:
-        await self._keep(address.session_id, outcome, None, receipt)
-
-    @activity.defn(name="orchestrator.apply_write")
-    async def apply_write(self, write: WriteAction, success: Outcome) -> Outcome:
-        """Post the thread item or write the object an action rendered, and record the outcome."""
-        address = write.address
-        source = {"listener": address.listener}
-        outcome = success
+        keyed = decl.concurrency.mode == "keyed"
+        if keyed and not await self.store.acquire_key_slot(
+            address.session_id, address.listener, address.lane, request.lane_workflow_id, max_parallel
+        ):
+            return FireResult(waiting_for_key_slot=True, max_parallel=max_parallel)
+        started = False
         try:
-            validate_alias(write.alias)
+            context = batch_context(
+                entries=request.entries,
+                retry=0,
+                lane=address.lane,
+                listener={"name": decl.name, "version": version},
+                session={k: v for k, v in session.items() if k in ("id", "alias") and v is not None},
+                consumed_ids=request.event_ids,
+            )
+            action = decl.action
+            if isinstance(action, WorkflowAction):
+                try:
+                    rendered = render(action.input, context)
+                except TemplateError as err:
+                    return await ends("invocation_error", None, f"action.input: unknown template path {err}")
+                if self.registered_workflows and action.workflow not in self.registered_workflows:
+                    return await ends(
+                        "invocation_error", None, f"action.workflow: {action.workflow!r} is not registered"
+                    )
+                running = await self.store.running_executions(address.session_id)
+                if running >= limits.executions_per_session:
+                    return await ends("refused", None, f"executions_per_session: {running} running")
+                plan = self._plan(request, decl, version, rendered, depth, max_parallel if keyed else None)
+                await self._start_run(plan)
+                started = True
+                return FireResult(run_key=plan.run_key, max_parallel=max_parallel)
+            return await self._write(request, decl, version, context, depth, receipt, max_parallel)
+        finally:
+            if keyed and not started:
+                await self.release_key_slot(address.session_id, address.listener, address.lane, max_parallel)
+
+    async def _write(
+        self,
+        request: FireRequest,
+        decl: ListenerDeclaration,
+        version: int,
+        context: dict[str, Any],
+        depth: int,
+        receipt: str | None,
+        max_parallel: int,
+    ) -> FireResult:
+        """A thread_item or object action: render, check the alias, write with the listener as the source."""
+        action = decl.action
+        assert not isinstance(action, WorkflowAction)
+        body_field = "item" if isinstance(action, ThreadItemAction) else "value"
+        status, message = "success", None
+        try:
+            alias = render(action.alias, context)
+            body = render(action.item if isinstance(action, ThreadItemAction) else action.value, context)
+            if not isinstance(alias, str):
+                raise ValueError("action.alias: must render to a string")
+            validate_alias(alias)
+            if not isinstance(body, dict):
+                raise ValueError(f"action.{body_field}: must render to a JSON object")
+        except TemplateError as err:
+            status, message = "invocation_error", f"action: unknown template path {err}"
         except ValueError as err:
-            outcome = success.model_copy(update={"status": "invocation_error", "message": f"action.alias: {err}"})
+            status, message = "invocation_error", str(err)
         else:
-            if not may_write(write.owns, write.alias):
-                outcome = success.model_copy(
-                    update={
-                        "status": "access_error",
-                        "message": f"action.alias: {write.alias!r} is outside owns",
-                    }
+            if not may_write(decl.owns, alias):
+                status, message = "access_error", f"action.alias: {alias!r} is outside what the listener owns"
+            else:
+                status, message = await self._apply(request, action, alias, body, depth)
+        outcome = _outcome(request, status, None, message)
+        await self._keep(request.address.session_id, outcome, version, receipt)
+        return FireResult(outcome=outcome, max_parallel=max_parallel)
+
+    async def _apply(
+        self, request: FireRequest, action: Any, alias: str, body: dict[str, Any], depth: int
+    ) -> tuple[str, str | None]:
+        address = request.address
+        source = {"listener": address.listener}
+        key = f"{request.lane_workflow_id}:{min(request.event_ids)}:{max(request.event_ids)}"
+        limit = self.settings.limits.max_payload_bytes
+        try:
+            if len(str(body)) > limit:
+                return "refused", f"payload: over the limit of {limit} bytes"
+            if isinstance(action, ThreadItemAction):
+                if not isinstance(body.get("type"), str):
+                    return "invocation_error", "action.item: must have a string field 'type'"
+                await self.store.post_thread_item(
+                    address.session_id, alias, body, source=source, depth=depth + 1, idempotency_key=key
                 )
-        if outcome.status == "success":
+            else:
+                if not isinstance(body.get("type"), str):
+                    return "invocation_error", "action.value: must have a string field 'type'"
+                await self.store.write_object(
+                    address.session_id, alias, body, source=source, depth=depth + 1, idempotency_key=key
+                )
+        except CommandError as err:
+            return ("refused" if err.code in ("limit_exceeded", "session_not_open") else "invocation_error"), str(err)
+        return "success", None
+
+    def _plan(
+        self,
+        request: FireRequest,
+        decl: ListenerDeclaration,
+        version: int,
+        rendered: Any,
+        depth: int,
+        key_slot_max_parallel: int | None,
+    ) -> RunPlan:
+        address, entries, ids = request.address, request.entries, request.event_ids
+        assert isinstance(decl.action, WorkflowAction)
+        batch = BatchInfo(
+            first_id=min(ids),
+            last_id=max(ids),
+            count=len(entries),
+            retry=0,
+            lane=address.lane,
+            event_ids=ids,
+            messages=[message_of(e) for e in entries],
+            events=entries,
+        )
+        return RunPlan(
+            address=address,
+            lane_workflow_id=request.lane_workflow_id,
+            run_key=run_key(request),
+            workflow=decl.action.workflow,
+            input=RunInput(session_id=address.session_id, listener=decl.name, batch=batch, input=rendered, depth=depth),
+            retry_attempts=decl.retry.attempts if decl.retry else 0,
+            retry_delay_seconds=decl.retry.delay_seconds if decl.retry else 0,
+            receipt_alias=decl.receipt.alias if decl.receipt else None,
+            version=version,
+            task_queue=request.task_queue,
+            search_attributes=self.settings.search_attributes,
+            key_slot_max_parallel=key_slot_max_parallel,
+        )
+
+    async def _start_run(self, plan: RunPlan) -> None:
+        assert self.temporal is not None
+        await self.temporal.start_workflow(
+            "OrchestratorRun",
+            plan,
+            id=plan.run_key,
+            task_queue=plan.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+
+    async def release_key_slot(self, session_id: str, listener: str, lane: str, max_parallel: int) -> None:
+        """Give a key slot back, and tell the lane it went to (if any) that it may fire."""
+        granted = await self.store.release_key_slot(session_id, listener, lane, max_parallel)
+        if granted is not None and self.temporal is not None:
             try:
-                if write.kind == "thread_item":
-                    await self.store.post_thread_item(
-                        address.session_id,
-                        write.alias,
-                        write.body,
-                        source=source,
-                        depth=write.depth,
-                        idempotency_key=write.idempotency_key,
-                    )
-                else:
-                    await self.store.write_object(
-                        address.session_id,
-                        write.alias,
-                        write.body,
-                        source=source,
-                        depth=write.depth,
-                        idempotency_key=write.idempotency_key,
-                    )
-            except (CommandError, KeyError, TypeError) as err:
-                code = getattr(err, "code", None)
-                status = "refused" if code in ("limit_exceeded", "session_not_open") else "invocation_error"
-                outcome = success.model_copy(update={"status": status, "message": str(err)})
-        listener = await self.store.get_listener(address.listener)
-        decl = ListenerDeclaration.model_validate(listener["body"])
-        await self._keep(address.session_id, outcome, listener["version"], decl.receipt.alias if decl.receipt else None)
-        return outcome
+                await self.temporal.get_workflow_handle(granted).signal(KEY_SLOT_SIGNAL)
+            except Exception:  # the lane asks again on its own within seconds
+                log.warning("could not tell lane %s that it holds a key slot", granted, exc_info=True)
 
     @activity.defn(name="orchestrator.execution_started")
     async def execution_started(self, record: ExecutionRecord, receipt: str | None) -> list[Outcome]:
@@ -205,8 +291,11 @@ class EngineActivities:
         return [outcome]
 
     @activity.defn(name="orchestrator.execution_ended")
-    async def execution_ended(self, record: ExecutionRecord, gave_up: bool) -> None:
-        """Record the run's end and its event; after the last failed attempt, `listener.failed` too."""
+    async def execution_ended(self, record: ExecutionRecord, gave_up: bool, key_slot_max_parallel: int | None) -> None:
+        """Record the run's end and its event; after the last failed attempt, `listener.failed` too.
+
+        A keyed run that will not be repeated also gives its lane's key slot back here.
+        """
         await self.store.execution_ended(record.model_dump())
         if gave_up and record.listener is not None and record.batch is not None:
             batch = record.batch
@@ -227,51 +316,21 @@ class EngineActivities:
                 },
                 idempotency_key=f"failed:{record.execution_id}",
             )
-
-    @activity.defn(name="orchestrator.start_run")
-    async def start_run(self, plan: RunPlan) -> None:
-        """Start the run workflow of a batch; a run with this id already going is that batch's run."""
-        assert self.temporal is not None
-        await self.temporal.start_workflow(
-            "OrchestratorRun",
-            plan,
-            id=plan.run_key,
-            task_queue=plan.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
-
-    @activity.defn(name="orchestrator.request_permit")
-    async def request_permit(self, address: LaneAddress, request: PermitRequest) -> None:
-        from workflows.permits import PermitState
-
-        assert self.temporal is not None
-        await self.temporal.start_workflow(
-            "OrchestratorKeyPermits",
-            PermitState(max_parallel=request.max_parallel),
-            id=permits_workflow_id(address.session_id, address.listener),
-            task_queue=activity.info().task_queue,
-            start_signal=ACQUIRE_SIGNAL,
-            start_signal_args=[request],
-        )
-
-    @activity.defn(name="orchestrator.release_permit")
-    async def release_permit(self, address: LaneAddress, lane_workflow_id: str) -> None:
-        assert self.temporal is not None
-        handle = self.temporal.get_workflow_handle(permits_workflow_id(address.session_id, address.listener))
-        await handle.signal(RELEASE_SIGNAL, lane_workflow_id)
+        if key_slot_max_parallel is not None and record.listener is not None and record.lane is not None:
+            await self.release_key_slot(record.session_id, record.listener, record.lane, key_slot_max_parallel)
 
 
-def _outcome(check: BatchCheck, status: Any, reason: Any, message: str | None) -> Outcome:
-    ids = check.event_ids
+def _outcome(request: FireRequest, status: Any, reason: Any, message: str | None) -> Outcome:
+    ids = request.event_ids
     return Outcome(
         status=status,
         reason=reason,
-        listener=check.address.listener,
-        lane=check.address.lane,
+        listener=request.address.listener,
+        lane=request.address.lane,
         first_id=min(ids),
         last_id=max(ids),
         event_ids=ids,
-        count=len(check.entries),
+        count=len(request.entries),
         message=message,
         at=activity.info().started_time,
     )

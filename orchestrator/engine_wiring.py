@@ -18,11 +18,10 @@ from orchestrator.app_loader import UserApp
 from orchestrator.platform import Platform
 from orchestrator.router import Router
 from workflows.lane import LaneWorkflow
-from workflows.permits import PermitsWorkflow
 from workflows.run import RunWorkflow
 
 BackgroundTask = Callable[[], Coroutine[Any, Any, None]]
-PLATFORM_WORKFLOWS: tuple[type, ...] = (LaneWorkflow, RunWorkflow, PermitsWorkflow)
+PLATFORM_WORKFLOWS: tuple[type, ...] = (LaneWorkflow, RunWorkflow)
 
 
 class PlatformComponents(NamedTuple):

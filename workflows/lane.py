@@ -1,56 +1,48 @@
 """The lane workflow: one per (session, listener, lane key), fed by the router with `deliver` signals.
 
-Owns the lane's timers, slots, the runs it starts and continue-as-new; what goes into a batch is the pure
-core's (`batch_windows`), what is allowed to fire is the `check_batch` activity's, and what a workflow run
-does between its start and its end is `RunWorkflow`'s. Signal handlers are synchronous and only call core
-reducers. A lane holds a slot per run in flight until the run's `run_finished` signal arrives, which
-reaches whichever run of this lane is current, so continue-as-new never strands a slot.
+Owns the lane's timers, slots and continue-as-new. What goes into a batch is the pure core's
+(`batch_windows`); whether and how a batch fires (checks, templates, the write or the run's start, the
+outcome) is the `orchestrator.fire_batch` activity's; what a run does until it ends is `RunWorkflow`'s.
+Signal handlers are synchronous and only call core reducers. A run holds its slot until its `run_finished`
+signal arrives, which reaches whichever run of this lane is current, so continue-as-new never strands one.
+
+How long a lane lingers with nothing to do and how much history it gathers before it continues as new come
+in its state (settings `lane_idle_exit_seconds`, `lane_history_limit`): 300 s by default, so a steady
+trickle keeps one run while idle sessions cost nothing, and 2,500 events, well before Temporal's limits
+(51,200 hard, 4,096 suggested; a batch costs about 10 history events).
 """
 
 from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.core.batch_windows import cut_batch, receive, window_closes_at
-    from orchestrator.core.declaration import (
-        ListenerDeclaration,
-        ObjectAction,
-        ThreadItemAction,
-        WorkflowAction,
-    )
-    from orchestrator.core.lane_keys import lane_workflow_id
+    from orchestrator.core.declaration import ListenerDeclaration
     from orchestrator.core.outcomes import Outcome, record
-    from orchestrator.core.templates import TemplateError, batch_context, message_of, render
     from workflows.messages import (
         DELIVER_SIGNAL,
-        PERMIT_GRANTED_SIGNAL,
+        KEY_SLOT_SIGNAL,
         RUN_FINISHED_SIGNAL,
-        BatchCheck,
-        BatchInfo,
-        BatchVerdict,
         Delivery,
+        FireRequest,
+        FireResult,
+        HeldBatch,
         InFlight,
         LaneState,
         LaneView,
-        PermitRequest,
         RunFinished,
-        RunInput,
-        RunPlan,
-        WriteAction,
     )
 
-# How long a lane lingers with nothing to do, and how much history it gathers before it continues as new,
-# come in its state (settings `lane_idle_exit_seconds`, `lane_history_limit`): 300 s by default, so that a
-# steady trickle keeps one run while idle sessions cost nothing, and 2,500 events, well before Temporal's
-# limits (51,200 hard, 4,096 suggested; a cut batch costs about 17 history events).
 ACTIVITY_TIMEOUT = timedelta(seconds=30)
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+# A keyed lane waiting for a key slot is told when one frees; it also asks again this often, so a lost
+# hand-over (a worker that died between freeing the slot and signalling) costs seconds, not the batch.
+KEY_SLOT_RETRY_SECONDS = 5.0
 
 
 @workflow.defn(name="OrchestratorLane")
@@ -73,8 +65,6 @@ class LaneWorkflow:
         state.buffer = receive(state.buffer, delivery.events, now)
         if state.buffer.high_water > before:
             state.last_event_at = now
-            state.last_event_id = state.buffer.high_water
-            state.idle_fired_for = None
         self._wake = True
 
     @workflow.signal(name=RUN_FINISHED_SIGNAL)
@@ -85,10 +75,8 @@ class LaneWorkflow:
             state.outcomes = record(state.outcomes, outcome)
         self._wake = True
 
-    @workflow.signal(name=PERMIT_GRANTED_SIGNAL)
-    def permit_granted(self) -> None:
-        self.state.has_permit = True
-        self.state.permit_requested = False
+    @workflow.signal(name=KEY_SLOT_SIGNAL)
+    def key_slot_granted(self) -> None:
         self._wake = True
 
     # -- queries ---------------------------------------------------------------------------------------------
@@ -99,14 +87,14 @@ class LaneWorkflow:
         return LaneView(
             address=state.address,
             version=state.version,
-            pending=len(state.buffer.pending),
+            pending=len(state.buffer.pending) + (len(state.held.event_ids) if state.held else 0),
             pending_ids=[int(e["id"]) for e in state.buffer.pending],
             in_flight=list(state.in_flight),
+            waiting_for_key_slot=state.held is not None,
             high_water=state.buffer.high_water,
             batches=state.batches,
-            last_batch_first_id=state.last_batch[0] if state.last_batch else None,
-            last_batch_last_id=state.last_batch[-1] if state.last_batch else None,
-            has_permit=state.has_permit,
+            last_batch_first_id=min(state.last_batch) if state.last_batch else None,
+            last_batch_last_id=max(state.last_batch) if state.last_batch else None,
         )
 
     @workflow.query(name="outcomes")
@@ -119,10 +107,6 @@ class LaneWorkflow:
     async def run(self, state: LaneState) -> None:
         while True:
             if await self._fire_if_due():
-                continue
-            if self.state.has_permit and not self.state.in_flight:
-                # Give the key's permit back after every run, so that busy keys cannot starve quiet ones.
-                await self._release_permit()
                 continue
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -142,19 +126,16 @@ class LaneWorkflow:
 
     def _slot_free(self, decl: ListenerDeclaration) -> bool:
         if decl.concurrency.mode == "parallel":
-            return len(self.state.in_flight) < self._max_parallel(decl)
+            cap = self.state.parallel_cap or decl.concurrency.max_parallel
+            return len(self.state.in_flight) < min(decl.concurrency.max_parallel, cap)
         return not self.state.in_flight
-
-    def _max_parallel(self, decl: ListenerDeclaration) -> int:
-        # The verdict of the last batch carries the deployment's cap; until then the declared value.
-        return min(decl.concurrency.max_parallel, self.state.parallel_cap or decl.concurrency.max_parallel)
 
     def _alarm_at(self, deadline: float) -> None:
         """Wake the loop at `deadline` (workflow time), unless an alarm already rings at or before it.
 
         Alarms are never cancelled: one that rings early only makes the loop look again and set the next.
         Cancelling a timer in the activation it fires in is what a workflow must not ask of the server,
-        and it would cost a history event per signal besides.
+        and it would cost history events for every signal besides.
         """
         if any(alarm <= deadline for alarm in self._alarms):
             return
@@ -168,245 +149,85 @@ class LaneWorkflow:
         asyncio.create_task(ring())  # noqa: RUF006 - a workflow task runs until its timer fires
 
     def _next_deadline(self) -> float | None:
-        """When something is next due on a timer (workflow time): a window closing or the idle exit."""
+        """When something is next due on a timer (workflow time): a window, a key slot retry, the idle exit."""
         state, now = self.state, workflow.time()
         deadlines: list[float] = []
-        if state.declaration:
+        if state.held is not None:
+            deadlines.append(now + KEY_SLOT_RETRY_SECONDS)
+        elif state.declaration:
             closes = window_closes_at(state.buffer, self._declaration().batch.window_seconds)
             if closes is not None:
                 deadlines.append(closes)
-        if not state.buffer.pending and not state.in_flight:
-            deadlines.append((state.last_event_at or now) + self.state.idle_exit_seconds)
+        if self._nothing_to_do():
+            deadlines.append((state.last_event_at or now) + state.idle_exit_seconds)
         return min(deadlines) if deadlines else None
 
-    def _idle_for_good(self) -> bool:
+    def _nothing_to_do(self) -> bool:
         state = self.state
-        quiet = workflow.time() - (state.last_event_at or 0) >= self.state.idle_exit_seconds
-        return quiet and not state.buffer.pending and not state.in_flight and not state.has_permit
+        return not state.buffer.pending and not state.in_flight and state.held is None
+
+    def _idle_for_good(self) -> bool:
+        quiet = workflow.time() - (self.state.last_event_at or 0) >= self.state.idle_exit_seconds
+        return quiet and self._nothing_to_do()
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
         return info.is_continue_as_new_suggested() or info.get_current_history_length() >= self.state.history_limit
 
     async def _fire_if_due(self) -> bool:
-        """Cut and fire one batch if its window has closed and a slot is free; answer whether it did."""
+        """Fire the held batch, or cut and fire the next one if its window has closed and a slot is free."""
         state = self.state
-        if not state.declaration or not state.buffer.pending:
+        if not state.declaration:
             return False
         decl = self._declaration()
-        now = workflow.time()
-        closes = window_closes_at(state.buffer, decl.batch.window_seconds)
-        if closes is None or now < closes or not self._slot_free(decl):
+        if not self._slot_free(decl):
             return False
-        if decl.concurrency.mode == "keyed" and not state.has_permit:
-            await self._request_permit(decl)
-            return False
-        cut = cut_batch(state.buffer, now, decl.batch.window_seconds, decl.batch.max_events, decl.batch.distinct_by)
+        if state.held is not None:
+            return await self._fire(state.held)
+        cut = cut_batch(
+            state.buffer, workflow.time(), decl.batch.window_seconds, decl.batch.max_events, decl.batch.distinct_by
+        )
         if cut is None:
             return False
         entries, consumed, state.buffer = cut
         state.batches += 1
         state.last_batch = consumed
-        await self._fire(entries, consumed)
-        return True
+        return await self._fire(HeldBatch(entries=entries, event_ids=consumed))
 
-    async def _request_permit(self, decl: ListenerDeclaration) -> None:
-        if self.state.permit_requested:
-            return
-        self.state.permit_requested = True
-        await workflow.execute_activity(
-            "orchestrator.request_permit",
-            args=[
-                self.state.address,
-                PermitRequest(lane_workflow_id=workflow.info().workflow_id, max_parallel=self._max_parallel(decl)),
-            ],
-            start_to_close_timeout=ACTIVITY_TIMEOUT,
-            retry_policy=ACTIVITY_RETRY,
-        )
-
-    async def _release_permit(self) -> None:
-        if not self.state.has_permit:
-            return
-        self.state.has_permit = False
-        await workflow.execute_activity(
-            "orchestrator.release_permit",
-            args=[self.state.address, workflow.info().workflow_id],
-            start_to_close_timeout=ACTIVITY_TIMEOUT,
-            retry_policy=ACTIVITY_RETRY,
-        )
-
-    async def _fire(self, entries: list[dict[str, Any]], consumed: list[int]) -> None:
+    async def _fire(self, batch: HeldBatch) -> bool:
+        """Hand the batch to the fire activity; answer whether it left the lane (False: it waits for a key)."""
         state = self.state
-        depth = max(int(e.get("depth", 0)) for e in entries)
-        verdict: BatchVerdict = await workflow.execute_activity(
-            "orchestrator.check_batch",
-            BatchCheck(address=state.address, version=state.version, event_ids=consumed, entries=entries, depth=depth),
-            result_type=BatchVerdict,
-            start_to_close_timeout=ACTIVITY_TIMEOUT,
-            retry_policy=ACTIVITY_RETRY,
-        )
-        state.parallel_cap = verdict.max_parallel
-        if not verdict.fire:
-            if verdict.status is not None:
-                state.outcomes = record(
-                    state.outcomes,
-                    self._outcome(verdict.status, consumed, entries, reason=verdict.reason, message=verdict.message),
-                )
-            return
-        decl = ListenerDeclaration.model_validate(verdict.declaration)
-        context = batch_context(
-            entries=entries,
-            retry=0,
-            lane=state.address.lane,
-            listener={"name": decl.name, "version": verdict.version},
-            session=verdict.session,
-            consumed_ids=consumed,
-        )
-        action = decl.action
-        try:
-            if isinstance(action, ThreadItemAction | ObjectAction):
-                write = self._write_action(action, context, depth, consumed)
-            else:
-                rendered_input = render(action.input, context)
-        except TemplateError as err:
-            await self._record(
-                self._outcome("invocation_error", consumed, entries, message=f"template: unknown path {err}"),
-                verdict,
-            )
-            return
-        except ValueError as err:
-            await self._record(self._outcome("invocation_error", consumed, entries, message=str(err)), verdict)
-            return
-        if isinstance(action, ThreadItemAction | ObjectAction):
-            outcome: Outcome = await workflow.execute_activity(
-                "orchestrator.apply_write",
-                args=[write, self._outcome("success", consumed, entries)],
-                result_type=Outcome,
-                start_to_close_timeout=ACTIVITY_TIMEOUT,
-                retry_policy=ACTIVITY_RETRY,
-            )
-            state.outcomes = record(state.outcomes, outcome)
-            return
-        await self._start_run(decl, verdict, entries, consumed, rendered_input, depth)
-
-    def _write_action(
-        self,
-        action: ThreadItemAction | ObjectAction,
-        context: dict[str, Any],
-        depth: int,
-        consumed: list[int],
-    ) -> WriteAction:
-        alias = render(action.alias, context)
-        body = render(action.item if isinstance(action, ThreadItemAction) else action.value, context)
-        if not isinstance(alias, str):
-            raise ValueError("action.alias: must render to a string")
-        if not isinstance(body, dict):
-            raise ValueError(
-                f"action.{'item' if isinstance(action, ThreadItemAction) else 'value'}: must render to a JSON object"
-            )
-        state = self.state
-        return WriteAction(
-            address=state.address,
-            kind="thread_item" if isinstance(action, ThreadItemAction) else "object",
-            alias=alias,
-            body=body,
-            depth=depth + 1,
-            idempotency_key=f"{workflow.info().workflow_id}:{consumed[0]}:{consumed[-1]}",
-            owns=self._declaration().owns,
-        )
-
-    async def _start_run(
-        self,
-        decl: ListenerDeclaration,
-        verdict: BatchVerdict,
-        entries: list[dict[str, Any]],
-        consumed: list[int],
-        rendered_input: Any,
-        depth: int,
-    ) -> None:
-        state = self.state
-        run_key = (
-            f"{lane_workflow_id(state.address.session_id, state.address.listener, state.address.lane)}:{consumed[0]}"
-        )
-        run_key = "run" + run_key[len("lane") :]
-        batch = BatchInfo(
-            first_id=min(consumed),
-            last_id=max(consumed),
-            count=len(entries),
-            retry=0,
-            lane=state.address.lane,
-            event_ids=consumed,
-            messages=[message_of(e) for e in entries],
-            events=entries,
-        )
-        plan = RunPlan(
-            address=state.address,
-            lane_workflow_id=workflow.info().workflow_id,
-            run_key=run_key,
-            workflow=decl.action.workflow if isinstance(decl.action, WorkflowAction) else "",
-            input=RunInput(
-                session_id=state.address.session_id,
-                listener=decl.name,
-                batch=batch,
-                input=rendered_input,
-                depth=depth,
+        info = workflow.info()
+        result: FireResult = await workflow.execute_activity(
+            "orchestrator.fire_batch",
+            FireRequest(
+                address=state.address,
+                lane_workflow_id=info.workflow_id,
+                version=state.version,
+                entries=batch.entries,
+                event_ids=batch.event_ids,
+                task_queue=info.task_queue,
             ),
-            retry_attempts=decl.retry.attempts if decl.retry else 0,
-            retry_delay_seconds=decl.retry.delay_seconds if decl.retry else 0,
-            receipt_alias=decl.receipt.alias if decl.receipt else None,
-            version=verdict.version,
-            task_queue=workflow.info().task_queue,
-            search_attributes=verdict.search_attributes,
+            result_type=FireResult,
+            start_to_close_timeout=ACTIVITY_TIMEOUT,
+            retry_policy=ACTIVITY_RETRY,
         )
-        state.in_flight.append(
-            InFlight(
-                run_key=run_key,
-                first_id=batch.first_id,
-                last_id=batch.last_id,
-                count=batch.count,
-                started_at=workflow.time(),
+        state.parallel_cap = result.max_parallel
+        if result.waiting_for_key_slot:
+            state.held = batch
+            return False
+        state.held = None
+        if result.outcome is not None:
+            state.outcomes = record(state.outcomes, result.outcome)
+        if result.run_key is not None:
+            ids = batch.event_ids
+            state.in_flight.append(
+                InFlight(
+                    run_key=result.run_key,
+                    first_id=min(ids),
+                    last_id=max(ids),
+                    count=len(batch.entries),
+                    started_at=workflow.time(),
+                )
             )
-        )
-        # Started by an activity rather than as a child: the lane never waits on the run's result (its
-        # `run_finished` signal frees the slot), so no child events grow the lane's history, and a batch
-        # delivered again after a crash maps onto the run it already started (same id).
-        await workflow.execute_activity(
-            "orchestrator.start_run",
-            plan,
-            start_to_close_timeout=ACTIVITY_TIMEOUT,
-            retry_policy=ACTIVITY_RETRY,
-        )
-
-    async def _record(self, outcome: Outcome, verdict: BatchVerdict) -> None:
-        decl = ListenerDeclaration.model_validate(verdict.declaration)
-        await workflow.execute_activity(
-            "orchestrator.record_outcome",
-            args=[self.state.address, outcome, decl.receipt.alias if decl.receipt else None],
-            start_to_close_timeout=ACTIVITY_TIMEOUT,
-            retry_policy=ACTIVITY_RETRY,
-        )
-        self.state.outcomes = record(self.state.outcomes, outcome)
-
-    def _outcome(
-        self,
-        status: Any,
-        consumed: list[int],
-        entries: list[dict[str, Any]],
-        *,
-        reason: Any = None,
-        message: str | None = None,
-        retry: int = 0,
-    ) -> Outcome:
-        return Outcome(
-            status=status,
-            reason=reason,
-            listener=self.state.address.listener,
-            lane=self.state.address.lane,
-            first_id=min(consumed),
-            last_id=max(consumed),
-            event_ids=consumed,
-            count=len(entries),
-            retry=retry,
-            message=message,
-            at=workflow.now(),
-        )
+        return True

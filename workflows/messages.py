@@ -12,14 +12,11 @@ from pydantic import BaseModel, Field
 
 from orchestrator.core.batch_windows import LaneBuffer
 from orchestrator.core.outcomes import Outcome, OutcomeLog
-from orchestrator.core.throttle import FireWindow
 
 # Signal names: the router and the activities address lanes by these.
 DELIVER_SIGNAL = "deliver"
 RUN_FINISHED_SIGNAL = "run_finished"
-PERMIT_GRANTED_SIGNAL = "permit_granted"
-ACQUIRE_SIGNAL = "acquire"
-RELEASE_SIGNAL = "release"
+KEY_SLOT_SIGNAL = "key_slot_granted"
 
 
 class LaneAddress(BaseModel):
@@ -46,6 +43,13 @@ class InFlight(BaseModel):
     started_at: float
 
 
+class HeldBatch(BaseModel):
+    """A cut batch of a keyed lane waiting for one of the listener's key slots."""
+
+    entries: list[dict[str, Any]]
+    event_ids: list[int]
+
+
 class LaneState(BaseModel):
     address: LaneAddress
     # Continue as new after this many history events; complete after this long with nothing to do.
@@ -55,17 +59,13 @@ class LaneState(BaseModel):
     declaration: dict[str, Any] = Field(default_factory=dict)
     buffer: LaneBuffer = Field(default_factory=LaneBuffer)
     in_flight: list[InFlight] = Field(default_factory=list)
+    held: HeldBatch | None = None
     outcomes: OutcomeLog = Field(default_factory=OutcomeLog)
-    fires: FireWindow = Field(default_factory=FireWindow)
     batches: int = 0
     last_event_at: float | None = None
-    last_event_id: int = 0
-    idle_fired_for: int | None = None
-    has_permit: bool = False
-    # The deployment's cap on max_parallel (limit listener_parallel_runs), learnt from check_batch.
-    parallel_cap: int | None = None
-    permit_requested: bool = False
     last_batch: list[int] = Field(default_factory=list)
+    # The deployment's cap on max_parallel (limit listener_parallel_runs), learnt from the last fire.
+    parallel_cap: int | None = None
 
 
 class LaneView(BaseModel):
@@ -76,11 +76,11 @@ class LaneView(BaseModel):
     pending: int
     pending_ids: list[int]
     in_flight: list[InFlight]
+    waiting_for_key_slot: bool
     high_water: int
     batches: int
     last_batch_first_id: int | None
     last_batch_last_id: int | None
-    has_permit: bool
 
 
 class BatchInfo(BaseModel):
@@ -107,33 +107,28 @@ class RunInput(BaseModel):
     depth: int = 0
 
 
-class BatchCheck(BaseModel):
-    """What the lane asks before it fires a batch."""
+class FireRequest(BaseModel):
+    """A cut batch the lane asks to fire."""
 
     address: LaneAddress
+    lane_workflow_id: str
     version: int
-    event_ids: list[int]
     entries: list[dict[str, Any]]
-    depth: int
+    event_ids: list[int]
+    task_queue: str
 
 
-class BatchVerdict(BaseModel):
-    """The answer: fire (with the listener as it stands now and the session), or an outcome instead."""
+class FireResult(BaseModel):
+    """What became of a batch: an outcome (already recorded), a run holding a slot, or a wait for a key slot."""
 
-    fire: bool
-    consumed_silently: bool = False
-    status: str | None = None
-    reason: str | None = None
-    message: str | None = None
-    version: int = 0
-    declaration: dict[str, Any] = Field(default_factory=dict)
-    session: dict[str, Any] = Field(default_factory=dict)
+    outcome: Outcome | None = None
+    run_key: str | None = None
+    waiting_for_key_slot: bool = False
     max_parallel: int = 1
-    search_attributes: bool = True
 
 
 class RunPlan(BaseModel):
-    """What a lane hands the run workflow it starts for a workflow action."""
+    """What the fire activity hands the run workflow it starts for a workflow action."""
 
     address: LaneAddress
     lane_workflow_id: str | None
@@ -147,24 +142,14 @@ class RunPlan(BaseModel):
     task_queue: str
     # Off on servers without the custom search attributes registered (the time-skipping test server).
     search_attributes: bool = True
+    # Keyed listeners: the run gives its lane's key slot back when it ends (max_parallel for the hand-over).
+    key_slot_max_parallel: int | None = None
 
 
 class RunFinished(BaseModel):
     run_key: str
     status: str
     outcomes: list[Outcome] = Field(default_factory=list)
-
-
-class WriteAction(BaseModel):
-    """A rendered thread_item or object action, applied by an activity."""
-
-    address: LaneAddress
-    kind: str
-    alias: str
-    body: dict[str, Any]
-    depth: int
-    idempotency_key: str
-    owns: list[str] | None = None
 
 
 class ExecutionRecord(BaseModel):
@@ -177,8 +162,3 @@ class ExecutionRecord(BaseModel):
     batch: dict[str, Any] | None = None
     error: str | None = None
     depth: int = 0
-
-
-class PermitRequest(BaseModel):
-    lane_workflow_id: str
-    max_parallel: int

@@ -88,6 +88,7 @@ class RunWorkflow:
                 args=[
                     record.model_copy(update={"status": status, "error": error}),
                     last and status == "failed",
+                    plan.key_slot_max_parallel if last else None,
                 ],
                 start_to_close_timeout=ACTIVITY_TIMEOUT,
                 retry_policy=ACTIVITY_RETRY,

@@ -216,3 +216,67 @@ class EngineRecords(PostgresStore):
             {k: (v.isoformat() if k in ("started_at", "ended_at") and v is not None else v) for k, v in dict(r).items()}
             for r in rows
         ]
+
+    # -- keyed slots -----------------------------------------------------------------------------------------
+
+    async def acquire_key_slot(
+        self, session_id: str, listener: str, lane: str, lane_workflow_id: str, max_parallel: int
+    ) -> bool:
+        """Take one of the listener's `max_parallel` key slots for `lane`, or queue the lane for one."""
+        async with self.transaction() as conn:
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('keys:' || $1 || ':' || $2))", session_id, listener
+            )
+            holding = await conn.fetchval(
+                "SELECT holding FROM key_slots WHERE session_id = $1 AND listener = $2 AND lane = $3",
+                session_id,
+                listener,
+                lane,
+            )
+            if holding:
+                return True
+            held = await conn.fetchval(
+                "SELECT count(*) FROM key_slots WHERE session_id = $1 AND listener = $2 AND holding",
+                session_id,
+                listener,
+            )
+            granted = held < max_parallel
+            await conn.execute(
+                "INSERT INTO key_slots (session_id, listener, lane, lane_workflow_id, holding)"
+                " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_id, listener, lane) DO UPDATE"
+                " SET holding = EXCLUDED.holding",
+                session_id,
+                listener,
+                lane,
+                lane_workflow_id,
+                granted,
+            )
+            return bool(granted)
+
+    async def release_key_slot(self, session_id: str, listener: str, lane: str, max_parallel: int) -> str | None:
+        """Free `lane`'s slot; hand it to the longest waiter, whose lane workflow id is answered."""
+        async with self.transaction() as conn:
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('keys:' || $1 || ':' || $2))", session_id, listener
+            )
+            await conn.execute(
+                "DELETE FROM key_slots WHERE session_id = $1 AND listener = $2 AND lane = $3 AND holding",
+                session_id,
+                listener,
+                lane,
+            )
+            held = await conn.fetchval(
+                "SELECT count(*) FROM key_slots WHERE session_id = $1 AND listener = $2 AND holding",
+                session_id,
+                listener,
+            )
+            if held >= max_parallel:
+                return None
+            granted: str | None = await conn.fetchval(
+                "UPDATE key_slots SET holding = true, since = clock_timestamp() WHERE (session_id, listener, lane) ="
+                " (SELECT session_id, listener, lane FROM key_slots WHERE session_id = $1 AND listener = $2"
+                "  AND NOT holding ORDER BY since LIMIT 1) RETURNING lane_workflow_id",
+                session_id,
+                listener,
+            )
+            return granted
