@@ -106,6 +106,9 @@ class LaneWorkflow:
     @workflow.run
     async def run(self, state: LaneState) -> None:
         while True:
+            # Cleared before the work, not after: a signal that lands while an activity runs must still
+            # wake the next wait (a key slot handed over mid-fire, a run that finished meanwhile).
+            self._wake = False
             if await self._fire_if_due():
                 continue
             if self._should_continue_as_new():
@@ -115,7 +118,6 @@ class LaneWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._idle_for_good():
                     return
-            self._wake = False
             deadline = self._next_deadline()
             if deadline is not None:
                 self._alarm_at(deadline)
@@ -198,7 +200,7 @@ class LaneWorkflow:
         """Hand the batch to the fire activity; answer whether it left the lane (False: it waits for a key)."""
         state = self.state
         info = workflow.info()
-        result: FireResult = await workflow.execute_activity(
+        result: FireResult = await workflow.execute_local_activity(
             "orchestrator.fire_batch",
             FireRequest(
                 address=state.address,

@@ -68,7 +68,7 @@ class RunWorkflow:
                 if plan.search_attributes
                 else None,
             )
-            outcomes += await workflow.execute_activity(
+            outcomes += await workflow.execute_local_activity(
                 "orchestrator.execution_started",
                 args=[record, plan.receipt_alias],
                 result_type=list[Outcome],
@@ -83,7 +83,7 @@ class RunWorkflow:
                 status = "stopped" if isinstance(cause, TerminatedError | CancelledError) else "failed"
                 error = str(cause or err)
             last = retry >= plan.retry_attempts or status != "failed"
-            await workflow.execute_activity(
+            await workflow.execute_local_activity(
                 "orchestrator.execution_ended",
                 args=[
                     record.model_copy(update={"status": status, "error": error}),
