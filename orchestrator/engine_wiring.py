@@ -14,6 +14,7 @@ from temporalio import workflow as temporal_workflow
 from temporalio.client import Client
 
 from activities.engine import EngineActivities
+from activities.session import SessionActivities
 from orchestrator.app_loader import UserApp
 from orchestrator.platform import Platform
 from orchestrator.router import Router
@@ -53,7 +54,7 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
     router = Router(platform.store, temporal_client, platform.database_url, platform.settings)
     return PlatformComponents(
         workflows=PLATFORM_WORKFLOWS,
-        activities=engine.all(),
+        activities=[*engine.all(), *SessionActivities(platform.store, platform.settings).all()],
         background_tasks=(router.run,),
         router=router,
     )

@@ -104,6 +104,8 @@ class RunInput(BaseModel):
     batch: BatchInfo
     input: Any = None
     execution_id: str | None = None
+    # The batch's run, the same across its retries: what makes a retried batch's writes rewrite, not repeat.
+    run_key: str | None = None
     depth: int = 0
 
 

@@ -46,6 +46,7 @@ class RunWorkflow:
                 update={
                     "batch": plan.input.batch.model_copy(update={"retry": retry}),
                     "execution_id": execution_id,
+                    "run_key": plan.run_key,
                 }
             )
             record = ExecutionRecord(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -113,19 +113,33 @@ async def eventually(check: Callable[[], Awaitable[bool]], within: float = 30.0,
 
 
 @asynccontextmanager
-async def running_engine(platform: Platform, client: Client, *, workers: int = 1) -> AsyncIterator[Engine]:
-    """A worker (or several) with the platform's parts, the recorder, and a router each."""
+async def running_engine(
+    platform: Platform,
+    client: Client,
+    *,
+    workers: int = 1,
+    workflows: Sequence[type] = (),
+    wrap: Callable[[list[Callable[..., Any]]], list[Callable[..., Any]]] | None = None,
+) -> AsyncIterator[Engine]:
+    """A worker (or several) with the platform's parts, the recorder, and a router each.
+
+    `workflows` adds test workflows beside the recorder; `wrap` may replace platform activities by
+    stand-ins with the same registered names (to inject failures).
+    """
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
     platform.settings = platform.settings.model_copy(update={"task_queue": task_queue})
     platform.temporal = client
     log = RunLog()
-    app = UserApp(name="tests", workflows=[Recorder], activities=[log.run_started, log.run_ended])
+    app = UserApp(name="tests", workflows=[Recorder, *workflows], activities=[log.run_started, log.run_ended])
     started: list[Worker] = []
     tasks: list[asyncio.Task[None]] = []
     try:
         for _ in range(workers):
             components = platform_components(platform, client, app)
-            worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
+            activities = list(components.activities)
+            worker = build_worker(
+                client, platform.settings, app, components.workflows, wrap(activities) if wrap else activities
+            )
             tasks.append(asyncio.create_task(worker.run()))
             started.append(worker)
             tasks.extend(asyncio.create_task(background()) for background in components.background_tasks)

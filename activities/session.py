@@ -1,0 +1,140 @@
+"""The session activities a run calls through the run-side SDK (`orchestrator.sdk.RunSession`).
+
+Owns reading and writing a session on a run's behalf. Every write carries the run's `source.listener` and
+`source.execution` (so it never wakes the run's own listener) and `depth` one more than the batch's
+deepest event, and an idempotency key from the SDK (the run, the call's place among its calls, a hash of
+its input), so an activity retried after its write committed, or a batch retried after a failed run,
+finds its earlier write instead of writing twice. A listener that declares `owns` may write only there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from orchestrator.commands.fields import check_payload
+from orchestrator.config import Settings
+from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.errors import CommandError
+from orchestrator.core.globs import validate_alias
+from orchestrator.store.engine_records import EngineRecords
+
+
+class SessionCall(BaseModel):
+    """One call of a run on its session: the operation, its arguments, and who is calling."""
+
+    op: str
+    args: dict[str, Any]
+    session_id: str
+    listener: str | None = None
+    execution_id: str | None = None
+    depth: int = 0
+    idempotency_key: str | None = None
+
+
+WRITES = frozenset({"write_object", "delete_object", "post_thread_item"})
+ALIAS_OPS = WRITES | {"read_object", "list_thread_items"}
+
+
+def refusal(err: CommandError) -> ApplicationError:
+    """A refusal crosses back into the workflow as a non-retryable error whose type is the error code."""
+    return ApplicationError(err.message, type=err.code, non_retryable=True)
+
+
+class SessionActivities:
+    def __init__(self, store: EngineRecords, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.session_call]
+
+    async def _check_owns(self, call: SessionCall, alias: str) -> None:
+        if call.listener is None:
+            return
+        from activities.engine import may_write
+
+        try:
+            listener = await self.store.get_listener(call.listener)
+        except CommandError:
+            return
+        owns = ListenerDeclaration.model_validate(listener["body"]).owns
+        if not may_write(owns, alias):
+            raise CommandError("access_denied", f"alias: {alias!r} is outside what listener {call.listener!r} owns")
+
+    @activity.defn(name="orchestrator.session")
+    async def session_call(self, call: SessionCall) -> Any:
+        try:
+            return await self._call(call)
+        except CommandError as err:
+            raise refusal(err) from None
+        except ValueError as err:
+            raise refusal(CommandError("invalid_request", str(err))) from None
+
+    async def _call(self, call: SessionCall) -> Any:
+        store, args, session = self.store, call.args, call.session_id
+        alias = ""
+        if call.op in ALIAS_OPS:
+            alias = validate_alias(str(args.get("alias", "")))
+        if call.op in WRITES:
+            await self._check_owns(call, alias)
+        source = {"listener": call.listener, "execution": call.execution_id}
+        depth = call.depth + 1
+        limit = self.settings.limits.max_payload_bytes
+        if call.op == "read_object":
+            try:
+                return await store.read_object(session, alias)
+            except CommandError as err:
+                if err.code == "not_found" and "alias" in err.message:
+                    return None
+                raise
+        if call.op == "write_object":
+            value = args["value"]
+            if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+                raise CommandError("invalid_request", "value: must be a JSON object with a string field 'type'")
+            check_payload("value", value, limit)
+            obj, event_id = await store.write_object(
+                session,
+                alias,
+                value,
+                if_rev=args.get("if_rev"),
+                source=source,
+                depth=depth,
+                idempotency_key=call.idempotency_key,
+            )
+            return {**obj, "event_id": event_id}
+        if call.op == "delete_object":
+            obj, event_id = await store.delete_object(
+                session, alias, source=source, depth=depth, idempotency_key=call.idempotency_key
+            )
+            return {**obj, "event_id": event_id}
+        if call.op == "list_objects":
+            return await store.list_objects(session, args.get("prefix"))
+        if call.op == "post_thread_item":
+            item = args["item"]
+            if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+                raise CommandError("invalid_request", "item: must be a JSON object with a string field 'type'")
+            if item.get("message") is not None:
+                check_payload("item.message", item["message"], limit)
+            posted, event_id = await store.post_thread_item(
+                session, alias, item, source=source, depth=depth, idempotency_key=call.idempotency_key
+            )
+            return {**posted, "event_id": event_id}
+        if call.op == "list_thread_items":
+            return await store.list_thread_items(
+                session, alias, after=args.get("after"), limit=args.get("limit") or 100
+            )
+        if call.op == "list_session_events":
+            events = await store.list_events(
+                session,
+                after=args.get("after"),
+                before=args.get("before"),
+                limit=args.get("limit") or 100,
+                types=args.get("types"),
+            )
+            return [e.envelope() for e in events]
+        raise CommandError("invalid_request", f"op: unknown session call {call.op!r}")

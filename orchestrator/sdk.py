@@ -1,0 +1,121 @@
+"""The run-side SDK: what a workflow started by a listener uses to read and write its session.
+
+A run gets one argument, `RunInput` (its session, listener, batch and rendered input). `RunSession` wraps
+it and turns each read or write into the `orchestrator.session` activity, so the workflow stays
+deterministic and every write is durable, attributed to the run (`source.listener`, `source.execution`,
+`depth`) and idempotent: its key is the batch's run, the call's place among the run's calls and a hash of
+its arguments, so a retried activity or a retried batch rewrites what it wrote instead of writing twice.
+
+    @workflow.defn(name="orchestrator")
+    class Orchestrator:
+        @workflow.run
+        async def run(self, run: RunInput) -> None:
+            session = RunSession(run)
+            for message in run.batch.messages:
+                meta = await session.read_object(message["alias"])
+                ...
+            await session.write_object("views/status", {"type": "status", "ok": True})
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from workflows.messages import BatchInfo, RunInput
+
+__all__ = ["BatchInfo", "RunInput", "RunSession", "SessionError"]
+
+CALL_TIMEOUT = timedelta(seconds=30)
+CALL_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+
+
+class SessionError(Exception):
+    """A refusal from the session (`rev_conflict`, `not_found`, `access_denied`, ...), with its code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class RunSession:
+    """A run's door to its session. Use it only inside the workflow the listener started."""
+
+    def __init__(self, run: RunInput | dict[str, Any]) -> None:
+        self.run = run if isinstance(run, RunInput) else RunInput.model_validate(run)
+        self._calls = 0
+
+    async def _call(self, op: str, write: bool = False, **args: Any) -> Any:
+        run = self.run
+        self._calls += 1
+        key = None
+        if write:
+            digest = hashlib.sha256(json.dumps([op, args], sort_keys=True, default=str).encode()).hexdigest()[:16]
+            key = f"{run.run_key or run.execution_id}:{self._calls}:{digest}"
+        call = {
+            "op": op,
+            "args": {k: v for k, v in args.items() if v is not None},
+            "session_id": run.session_id,
+            "listener": run.listener or None,
+            "execution_id": run.execution_id,
+            "depth": run.depth,
+            "idempotency_key": key,
+        }
+        try:
+            return await workflow.execute_activity(
+                "orchestrator.session", call, start_to_close_timeout=CALL_TIMEOUT, retry_policy=CALL_RETRY
+            )
+        except ActivityError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type:
+                raise SessionError(cause.type, cause.message) from None
+            raise
+
+    async def read_object(self, alias: str) -> dict[str, Any] | None:
+        """The object at `alias` (`value`, `rev`, ...), or None if there is none."""
+        result: dict[str, Any] | None = await self._call("read_object", alias=alias)
+        return result
+
+    async def write_object(self, alias: str, value: dict[str, Any], if_rev: int | None = None) -> dict[str, Any]:
+        """Write the object; answers `{alias, rev, event_id}`. `if_rev` refuses with `rev_conflict`."""
+        result: dict[str, Any] = await self._call("write_object", True, alias=alias, value=value, if_rev=if_rev)
+        return result
+
+    async def delete_object(self, alias: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._call("delete_object", True, alias=alias)
+        return result
+
+    async def list_objects(self, prefix: str | None = None) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self._call("list_objects", prefix=prefix)
+        return result
+
+    async def post_thread_item(self, alias: str, item: dict[str, Any]) -> dict[str, Any]:
+        """Post an item (`type`, `role`, `message`, `metadata`); answers `{id, alias, event_id}`."""
+        result: dict[str, Any] = await self._call("post_thread_item", True, alias=alias, item=item)
+        return result
+
+    async def list_thread_items(
+        self, alias: str, after: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self._call("list_thread_items", alias=alias, after=after, limit=limit)
+        return result
+
+    async def list_events(
+        self,
+        after: int | None = None,
+        before: int | None = None,
+        limit: int | None = None,
+        types: list[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The session's stream; pass `batch.first_id - 1` / `batch.last_id + 1` to read around the batch."""
+        result: list[dict[str, Any]] = await self._call(
+            "list_session_events", after=after, before=before, limit=limit, types=types
+        )
+        return result

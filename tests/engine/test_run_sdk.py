@@ -1,0 +1,119 @@
+"""The run-side SDK: a run reads and writes its session, attributed to it, idempotent across retries."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio import activity, workflow
+from temporalio.testing import WorkflowEnvironment
+
+from activities.session import SessionCall
+from orchestrator.platform import Platform
+from tests.engine.harness import Engine, eventually, new_session, running_engine
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.sdk import RunInput, RunSession, SessionError
+
+
+@workflow.defn(name="sdk_writer")
+class SdkWriter:
+    """Reads what woke it, writes a summary object and a thread item, and checks if_rev refusals."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> dict[str, Any]:
+        session = RunSession(run)
+        seen = [await session.read_object(m["alias"]) for m in run.batch.messages]
+        missing = await session.read_object("nothing/here")
+        written = await session.write_object("out/summary", {"type": "summary", "count": len(seen)})
+        posted = await session.post_thread_item("out/thread", {"type": "text", "role": "assistant", "message": "hi"})
+        try:
+            await session.write_object("out/summary", {"type": "summary"}, if_rev=99)
+            conflict = None
+        except SessionError as err:
+            conflict = err.code
+        events = await session.list_events(after=run.batch.first_id - 1, before=run.batch.last_id + 1)
+        await workflow.execute_activity(
+            "test.note", [written, posted, conflict, missing, len(events)], start_to_close_timeout=timedelta(seconds=10)
+        )
+        return {"written": written, "posted": posted}
+
+
+class Notes:
+    def __init__(self) -> None:
+        self.notes: list[Any] = []
+
+    @activity.defn(name="test.note")
+    async def note(self, value: Any) -> None:
+        self.notes.append(value)
+
+
+class FailAfterCommit:
+    """Stands in for the session activity: the write commits, then the reply is lost once per key."""
+
+    def __init__(self, real: Callable[..., Any]) -> None:
+        self.real = real
+        self.failed: set[str] = set()
+
+    @activity.defn(name="orchestrator.session")
+    async def call(self, call: SessionCall) -> Any:
+        result = await self.real(call)
+        if call.idempotency_key is not None and call.idempotency_key not in self.failed:
+            self.failed.add(call.idempotency_key)
+            raise RuntimeError("the reply was lost after the write committed")
+        return result
+
+
+@pytest.fixture
+async def sdk_engine(platform: Platform, temporal_env: WorkflowEnvironment) -> AsyncIterator[tuple[Engine, Notes]]:
+    notes = Notes()
+    platform.settings = platform.settings.model_copy(
+        update={"search_attributes": not temporal_env.supports_time_skipping}
+    )
+
+    def wrap(activities: list[Callable[..., Any]]) -> list[Callable[..., Any]]:
+        out: list[Callable[..., Any]] = [notes.note]
+        for fn in activities:
+            name = getattr(fn, "__temporal_activity_definition").name
+            out.append(FailAfterCommit(fn).call if name == "orchestrator.session" else fn)
+        return out
+
+    async with running_engine(platform, temporal_env.client, workflows=[SdkWriter], wrap=wrap) as engine:
+        yield engine, notes
+
+
+async def test_a_run_reads_and_writes_its_session_once_despite_retries(sdk_engine: tuple[Engine, Notes]) -> None:
+    engine, notes = sdk_engine
+    listener = {
+        "name": "writer",
+        "filter": {"types": ["object.written"], "aliases": ["missions/**"]},
+        "batch": {"window_seconds": 0.2},
+        "action": {"type": "workflow", "workflow": "sdk_writer"},
+    }
+    await engine.command("save_listener", listener=listener)
+    sid = await new_session(engine)
+    first = await engine.command("write_object", session_id=sid, alias="missions/1", value={"type": "m"})
+
+    async def noted() -> bool:
+        return bool(notes.notes)
+
+    await eventually(noted, what="the run's note")
+    written, posted, conflict, missing, seen_events = notes.notes[0]
+    assert written["rev"] == 1, "the retried write found its first write instead of writing again"
+    assert conflict == "rev_conflict"
+    assert missing is None
+    assert seen_events == 1
+    summary = await engine.command("read_object", session_id=sid, alias="out/summary")
+    assert summary["object"]["rev"] == 1
+    items = await engine.command("list_thread_items", session_id=sid, alias="out/thread")
+    assert [i["id"] for i in items["items"]] == [posted["id"]]
+    events = (await engine.command("list_session_events", session_id=sid, limit=1000))["events"]
+    own = [e for e in events if e.get("alias") in ("out/summary", "out/thread")]
+    assert [e["type"] for e in own] == ["object.written", "thread.item_posted"]
+    for event in own:
+        assert event["source"]["listener"] == "writer"
+        assert event["source"]["execution"].startswith("exe:")
+        assert event["depth"] == 1
+    assert first["event_id"] < own[0]["id"]
