@@ -32,6 +32,7 @@ from workflows.messages import (
     ExecutionRecord,
     FireRequest,
     FireResult,
+    IdleNotice,
     RunInput,
     RunPlan,
 )
@@ -66,7 +67,29 @@ class EngineActivities:
         self.registered_workflows = frozenset(registered_workflows)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.fire_batch, self.execution_started, self.execution_ended]
+        return [self.fire_batch, self.execution_started, self.execution_ended, self.lane_idle]
+
+    @activity.defn(name="orchestrator.lane_idle")
+    async def lane_idle(self, notice: IdleNotice) -> dict[str, Any]:
+        """Write a lane's `lane.idle` event (once per silence) and answer its envelope.
+
+        It carries the listener as its source, so it never reaches that listener through the router (the
+        lane batches it itself), while other listeners that want `lane.idle` events get it like any other.
+        """
+        address = notice.address
+        event = await self.store.append_event(
+            address.session_id,
+            "lane.idle",
+            source={"listener": address.listener},
+            data={
+                "listener": address.listener,
+                "lane": address.lane,
+                "last_event_id": notice.last_event_id,
+                "after_seconds": notice.after_seconds,
+            },
+            idempotency_key=f"idle:{notice.lane_workflow_id}:{notice.last_event_id}",
+        )
+        return event.envelope()
 
     async def _keep(self, session_id: str, outcome: Outcome, version: int | None, receipt: str | None) -> None:
         """Record an outcome and, when declared and due, post its receipt (both once per batch)."""
@@ -105,7 +128,7 @@ class EngineActivities:
         session = await self.store.get_session(address.session_id)
         if session["status"] != "open":
             return await ends("skipped", "session_not_open")
-        if not any(listener_accepts(decl, entry) for entry in request.entries):
+        if not any(listener_accepts(decl, entry) or _own_silence(entry, request) for entry in request.entries):
             return await ends("skipped", "unmatched")
         depth = max(int(entry.get("depth", 0)) for entry in request.entries)
         if depth >= limits.listener_chain_depth:
@@ -318,6 +341,17 @@ class EngineActivities:
             )
         if key_slot_max_parallel is not None and record.listener is not None and record.lane is not None:
             await self.release_key_slot(record.session_id, record.listener, record.lane, key_slot_max_parallel)
+
+
+def _own_silence(envelope: dict[str, Any], request: FireRequest) -> bool:
+    """A `lane.idle` event this lane announced itself: it is the lane's to batch, whatever the filter says."""
+    data = envelope.get("data") or {}
+    address = request.address
+    return (
+        envelope.get("type") == "lane.idle"
+        and data.get("listener") == address.listener
+        and (data.get("lane") == address.lane)
+    )
 
 
 def _outcome(request: FireRequest, status: Any, reason: Any, message: str | None) -> Outcome:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.core.batch_windows import cut_batch, receive, window_closes_at
+    from orchestrator.core.batch_windows import cut_batch, receive, requeue, window_closes_at
     from orchestrator.core.declaration import ListenerDeclaration
     from orchestrator.core.outcomes import Outcome, record
     from workflows.messages import (
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         FireRequest,
         FireResult,
         HeldBatch,
+        IdleNotice,
         InFlight,
         LaneState,
         LaneView,
@@ -111,6 +113,9 @@ class LaneWorkflow:
             self._wake = False
             if await self._fire_if_due():
                 continue
+            if self._silence_due():
+                await self._announce_silence()
+                continue
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self.state)
@@ -160,9 +165,47 @@ class LaneWorkflow:
             closes = window_closes_at(state.buffer, self._declaration().batch.window_seconds)
             if closes is not None:
                 deadlines.append(closes)
-        if self._nothing_to_do():
+        silence = self._silence_deadline()
+        if silence is not None:
+            deadlines.append(silence)
+        elif self._nothing_to_do():
             deadlines.append((state.last_event_at or now) + state.idle_exit_seconds)
         return min(deadlines) if deadlines else None
+
+    def _silence_deadline(self) -> float | None:
+        """When this lane's silence is due to be announced (declared `idle`), or None."""
+        state = self.state
+        if not state.declaration or state.last_event_at is None:
+            return None
+        idle = self._declaration().idle
+        if idle is None or state.idle_announced_after == state.buffer.high_water:
+            return None  # not declared, or this silence was announced already: wait for a new event
+        return state.last_event_at + idle.after_seconds
+
+    def _silence_due(self) -> bool:
+        deadline = self._silence_deadline()
+        return deadline is not None and workflow.time() >= deadline
+
+    async def _announce_silence(self) -> None:
+        """Write the `lane.idle` event and put it into this lane's own batching, like any other event."""
+        state = self.state
+        idle = self._declaration().idle
+        assert idle is not None
+        last = state.buffer.high_water
+        envelope: dict[str, Any] = await workflow.execute_local_activity(
+            "orchestrator.lane_idle",
+            IdleNotice(
+                address=state.address,
+                lane_workflow_id=workflow.info().workflow_id,
+                last_event_id=last,
+                after_seconds=idle.after_seconds,
+            ),
+            result_type=dict,
+            start_to_close_timeout=ACTIVITY_TIMEOUT,
+            retry_policy=ACTIVITY_RETRY,
+        )
+        state.idle_announced_after = last
+        state.buffer = requeue(state.buffer, [envelope], workflow.time())
 
     def _nothing_to_do(self) -> bool:
         state = self.state
@@ -170,7 +213,8 @@ class LaneWorkflow:
 
     def _idle_for_good(self) -> bool:
         quiet = workflow.time() - (self.state.last_event_at or 0) >= self.state.idle_exit_seconds
-        return quiet and self._nothing_to_do()
+        # A lane that still owes a `lane.idle` announcement stays to make it.
+        return quiet and self._nothing_to_do() and self._silence_deadline() is None
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()

@@ -63,6 +63,8 @@ class LaneState(BaseModel):
     outcomes: OutcomeLog = Field(default_factory=OutcomeLog)
     batches: int = 0
     last_event_at: float | None = None
+    # The router event id after which this lane's silence was already announced with `lane.idle`.
+    idle_announced_after: int | None = None
     last_batch: list[int] = Field(default_factory=list)
     # The deployment's cap on max_parallel (limit listener_parallel_runs), learnt from the last fire.
     parallel_cap: int | None = None
@@ -107,6 +109,15 @@ class RunInput(BaseModel):
     # The batch's run, the same across its retries: what makes a retried batch's writes rewrite, not repeat.
     run_key: str | None = None
     depth: int = 0
+
+
+class IdleNotice(BaseModel):
+    """A lane's silence, to be written as a `lane.idle` event."""
+
+    address: LaneAddress
+    lane_workflow_id: str
+    last_event_id: int
+    after_seconds: float
 
 
 class FireRequest(BaseModel):
