@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
+from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
@@ -26,8 +27,10 @@ from orchestrator.core.globs import compile_alias_glob, validate_alias
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, message_of, render
 from orchestrator.store.engine_records import EngineRecords
+from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
 from workflows.messages import (
     KEY_SLOT_SIGNAL,
+    TRACE_KEY,
     BatchInfo,
     ExecutionRecord,
     FireRequest,
@@ -93,7 +96,8 @@ class EngineActivities:
 
     async def _keep(self, session_id: str, outcome: Outcome, version: int | None, receipt: str | None) -> None:
         """Record an outcome and, when declared and due, post its receipt (both once per batch)."""
-        await self.store.record_outcome(session_id, outcome, version)
+        if await self.store.record_outcome(session_id, outcome, version):
+            METRICS.outcomes.add(1, {"listener": outcome.listener, "status": outcome.status})
         if receipt is not None and wants_receipt(outcome):
             await self.store.post_thread_item(
                 session_id,
@@ -106,7 +110,35 @@ class EngineActivities:
 
     @activity.defn(name="orchestrator.fire_batch")
     async def fire_batch(self, request: FireRequest) -> FireResult:
-        """Check a cut batch, then write or start its run; answer what became of it."""
+        """Check a cut batch, then write or start its run; answer what became of it.
+
+        The batch's span continues the trace of its first event and links to the others' traces; the run it
+        starts and the writes it makes are in that span.
+        """
+        traces = [entry.get(TRACE_KEY) for entry in request.entries]
+        entries = [{k: v for k, v in entry.items() if k != TRACE_KEY} for entry in request.entries]
+        request = request.model_copy(update={"entries": entries})
+        address, ids = request.address, request.event_ids
+        parent, links = parent_and_links(traces)
+        fields = log_fields(address.session_id, address.listener, address.lane, ids)
+        attributes = {f"orchestrator.{k}": v for k, v in fields.items()} | {"orchestrator.events": len(ids)}
+        with TRACER.start_as_current_span("batch", context=parent, links=links, attributes=attributes) as span:
+            result = await self._fire_batch(request)
+            if result.outcome is not None:
+                span.set_attribute("orchestrator.outcome", result.outcome.status)
+        if result.waiting_for_key_slot:
+            log.info("batch waits for a key slot", extra=fields)
+            return result
+        labels = {"listener": address.listener, "lane": address.lane}
+        METRICS.batches_cut.add(1, {"listener": address.listener})
+        # Only what the router delivered was counted in; a lane's own `lane.idle` event never was.
+        delivered = len(ids) - sum(1 for entry in entries if _own_silence(entry, request))
+        METRICS.lane_pending.add(-delivered, labels)
+        status = result.outcome.status if result.outcome is not None else ("running" if result.run_key else "consumed")
+        log.info("batch %s", status, extra={**fields, "status": status})
+        return result
+
+    async def _fire_batch(self, request: FireRequest) -> FireResult:
         address = request.address
         limits = self.settings.limits
         try:
@@ -165,7 +197,9 @@ class EngineActivities:
                 running = await self.store.running_executions(address.session_id)
                 if running >= limits.executions_per_session:
                     return await ends("refused", None, f"executions_per_session: {running} running")
-                plan = self._plan(request, decl, version, rendered, depth, max_parallel if keyed else None)
+                plan = self._plan(
+                    request, decl, version, rendered, depth, max_parallel if keyed else None, context["session"]
+                )
                 await self._start_run(plan)
                 started = True
                 return FireResult(run_key=plan.run_key, max_parallel=max_parallel)
@@ -244,6 +278,7 @@ class EngineActivities:
         rendered: Any,
         depth: int,
         key_slot_max_parallel: int | None,
+        session: dict[str, Any],
     ) -> RunPlan:
         address, entries, ids = request.address, request.entries, request.event_ids
         assert isinstance(decl.action, WorkflowAction)
@@ -270,6 +305,8 @@ class EngineActivities:
             task_queue=request.task_queue,
             search_attributes=self.settings.search_attributes,
             key_slot_max_parallel=key_slot_max_parallel,
+            input_template=decl.action.input,
+            session=session,
         )
 
     async def _start_run(self, plan: RunPlan) -> None:
@@ -281,6 +318,8 @@ class EngineActivities:
             task_queue=plan.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
+        commits = [datetime.fromisoformat(e["created_at"]) for e in plan.input.batch.events if "created_at" in e]
+        METRICS.run_started(plan.input.listener, min(commits, default=None), datetime.now(UTC))
 
     async def release_key_slot(self, session_id: str, listener: str, lane: str, max_parallel: int) -> None:
         """Give a key slot back, and tell the lane it went to (if any) that it may fire."""
@@ -294,10 +333,12 @@ class EngineActivities:
     @activity.defn(name="orchestrator.execution_started")
     async def execution_started(self, record: ExecutionRecord, receipt: str | None) -> list[Outcome]:
         """Record the run's start, its event and (for a listener's batch) the batch's `success` outcome."""
-        await self.store.execution_started(record.model_dump())
+        first_time = await self.store.execution_started(record.model_dump()) is not None
         if record.listener is None or record.batch is None:
             return []
         batch = record.batch
+        if first_time and batch["retry"] > 0:
+            METRICS.retries_waiting.add(-1, {"listener": record.listener})
         outcome = Outcome(
             status="success",
             listener=record.listener,
@@ -319,7 +360,12 @@ class EngineActivities:
 
         A keyed run that will not be repeated also gives its lane's key slot back here.
         """
-        await self.store.execution_ended(record.model_dump())
+        first_time = await self.store.execution_ended(record.model_dump()) is not None
+        fields = log_fields(record.session_id, record.listener, record.lane, execution=record.execution_id)
+        log.info("run %s", record.status, extra={**fields, "status": record.status})
+        if first_time and record.status == "failed" and not gave_up and record.listener and record.batch:
+            # The run repeats after its backoff; the repeat's `execution_started` counts it out again.
+            METRICS.retries_waiting.add(1, {"listener": record.listener})
         if gave_up and record.listener is not None and record.batch is not None:
             batch = record.batch
             await self.store.append_event(

@@ -22,6 +22,7 @@ from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import validate_alias
 from orchestrator.store.engine_records import EngineRecords
+from orchestrator.telemetry import TRACER
 
 
 class SessionCall(BaseModel):
@@ -69,6 +70,16 @@ class SessionActivities:
     @activity.defn(name="orchestrator.session")
     async def session_call(self, call: SessionCall) -> Any:
         try:
+            if call.op in WRITES:
+                # The write's event keeps this span's traceparent: what the run wrote continues the batch's trace.
+                attributes = {
+                    "orchestrator.session": call.session_id,
+                    "orchestrator.alias": str(call.args.get("alias")),
+                }
+                if call.execution_id is not None:
+                    attributes["orchestrator.execution"] = call.execution_id
+                with TRACER.start_as_current_span(f"session.{call.op}", attributes=attributes):
+                    return await self._call(call)
             return await self._call(call)
         except CommandError as err:
             raise refusal(err) from None

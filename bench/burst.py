@@ -47,10 +47,14 @@ class Starts:
     """When each run started (wall clock), with its batch: what the bench workflow reports."""
 
     runs: list[tuple[float, list[int]]] = field(default_factory=list)
+    expected: int = 0
+    all_started: asyncio.Event = field(default_factory=asyncio.Event)
 
     @activity.defn(name="bench.run_started")
     async def run_started(self, event_ids: list[int]) -> None:
         self.runs.append((time.time(), event_ids))
+        if sum(len(ids) for _, ids in self.runs) >= self.expected:
+            self.all_started.set()
 
 
 @workflow.defn(name="bench_run")
@@ -111,13 +115,13 @@ async def lanes_case(
     assert reply["status"] == "success", reply
     session = (await platform.command({"command": "open_session"}))["session"]["id"]
     starts.runs.clear()
+    starts.expected = events
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(components.router.run())]
     try:
         aliases = [f"bench/{n % keys}" for n in range(events)]
         began = (await write_burst(platform, session, aliases, writers=8))[0]
-        deadline = time.time() + 600
-        while sum(len(ids) for _, ids in starts.runs) < events and time.time() < deadline:
-            await asyncio.sleep(0.2)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(starts.all_started.wait(), timeout=600)
         delivered = sum(len(ids) for _, ids in starts.runs)
         last = max(t for t, _ in starts.runs)
         commits = {

@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from orchestrator.config import Settings
 from orchestrator.platform import Platform
+from orchestrator.telemetry import continuing
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,9 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             body = json.loads(raw, parse_constant=_reject_constant)
         except (ValueError, UnicodeDecodeError) as err:
             return JSONResponse(error_reply("invalid_request", f"body: not valid JSON ({err})"), status_code=400)
-        reply = await platform.command(body)
+        # A caller's W3C `traceparent` makes its trace the parent of what this command writes.
+        with continuing(request.headers.get("traceparent")):
+            reply = await platform.command(body)
         return JSONResponse(reply, status_code=status_for(reply))
 
     async def healthz(request: Request) -> Response:

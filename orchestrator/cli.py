@@ -1,7 +1,10 @@
-"""The command line: `orchestrator call | dev | worker | api`. Argument parsing only; `runtime` runs things.
+"""The command line: `orchestrator call | status | events | dev | worker | api`. Argument parsing only;
+`runtime` runs things and `inspect` builds what `status` and `events` show.
 
-Exit codes of `call`: 0 for a success reply, 1 for an error reply, 2 for bad usage or a command that is
-not JSON, 3 when the API cannot be reached. The reply is printed as one line of JSON on stdout.
+Exit codes of `call`, `status` and `events`: 0 for a success reply, 1 for an error reply, 2 for bad usage
+or a command that is not JSON, 3 when the API cannot be reached. `call` prints the reply as one line of JSON
+on stdout; `status` prints a table (or one JSON document with `--json`); `events` prints one line per event
+(one JSON object per line with `--json`).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def _print_reply(reply: dict[str, Any]) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orchestrator", description="Declared listeners on Temporal and PostgreSQL.")
-    sub = parser.add_subparsers(dest="subcommand", required=True, metavar="{call,dev,worker,api}")
+    sub = parser.add_subparsers(dest="subcommand", required=True, metavar="{call,status,events,dev,worker,api}")
 
     call = sub.add_parser("call", help="send one JSON command and print the reply")
     call.add_argument("json", metavar="JSON", help='the command, e.g. \'{"command": "open_session"}\'; - reads stdin')
@@ -46,6 +49,19 @@ def _parser() -> argparse.ArgumentParser:
         "--local", action="store_true", help="run in this process against ORCHESTRATOR_DATABASE_URL, no API"
     )
 
+    status = sub.add_parser("status", help="show a session's listeners: lanes, pending, runs, retries, outcomes")
+    status.add_argument("--session", required=True, metavar="ID", help="the session's id")
+    status.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    _add_door_arguments(status)
+
+    events = sub.add_parser("events", help="print a session's events, and with --follow keep tailing them")
+    events.add_argument("--session", required=True, metavar="ID", help="the session's id")
+    events.add_argument("--after", type=int, default=0, metavar="N", help="start after event id N (default: 0)")
+    events.add_argument("--types", nargs="+", metavar="GLOB", help="only these event types (globs, e.g. object.**)")
+    events.add_argument("--follow", "-f", action="store_true", help="keep polling for new events until Ctrl-C")
+    events.add_argument("--json", action="store_true", help="print each event as one line of JSON")
+    _add_door_arguments(events)
+
     dev = sub.add_parser("dev", help="run the whole platform: embedded servers, worker and HTTP API")
     dev.add_argument("--app", help="the app module or .py file (default: examples.missions.app when present)")
     dev.add_argument("--data-dir", type=Path, help="where the embedded servers keep state (default: .orchestrator)")
@@ -53,11 +69,62 @@ def _parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run the worker alone against external servers")
     worker.add_argument("--app", required=True, help="the app module or .py file")
+    worker.add_argument(
+        "--health-port", type=int, metavar="N", help="serve GET /healthz on HTTP_HOST:N (for liveness probes)"
+    )
 
     api = sub.add_parser("api", help="run the HTTP API alone against external servers")
     api.add_argument("--host", help="the interface to listen on (default: 127.0.0.1)")
     api.add_argument("--http-port", type=int, help="the port (default: 8700)")
     return parser
+
+
+def _add_door_arguments(parser: argparse.ArgumentParser) -> None:
+    door = parser.add_mutually_exclusive_group()
+    door.add_argument("--url", help="the API's base URL (default: http://HTTP_HOST:HTTP_PORT from the settings)")
+    door.add_argument(
+        "--local", action="store_true", help="run in this process against ORCHESTRATOR_DATABASE_URL, no API"
+    )
+    parser.add_argument("--token", help="bearer token (default: ORCHESTRATOR_API_TOKEN)")
+
+
+def _inspect(args: argparse.Namespace, settings: Settings) -> int:
+    """`status` and `events`: the same door choice and exit codes as `call`."""
+    from orchestrator.core.errors import CommandError
+    from orchestrator.inspect import command_client, format_event, format_status, session_status, tail_events
+
+    # Only the in-process door can be misconfigured; the HTTP one stays free of the runtime's imports.
+    misconfigured: tuple[type[Exception], ...] = ()
+    if args.local:
+        from orchestrator.runtime import ConfigurationError
+
+        misconfigured = (ConfigurationError,)
+
+    def emit(event: dict[str, Any]) -> None:
+        print(json.dumps(event, ensure_ascii=False) if args.json else format_event(event), flush=True)
+
+    async def run() -> None:
+        async with command_client(settings, url=args.url, token=args.token, local=args.local) as client:
+            if args.subcommand == "status":
+                status = await session_status(client, args.session)
+                print(json.dumps(status, ensure_ascii=False, indent=2) if args.json else format_status(status))
+            else:
+                await tail_events(client, args.session, emit, after=args.after, types=args.types, follow=args.follow)
+
+    try:
+        asyncio.run(run())
+    except CommandError as err:
+        _print_reply(err.reply())
+        return EXIT_ERROR_REPLY
+    except misconfigured as err:
+        print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except httpx.TransportError as err:
+        print(f"orchestrator {args.subcommand}: cannot reach the API: {err!r}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return EXIT_SUCCESS
 
 
 def _call(args: argparse.Namespace, settings: Settings) -> int:
@@ -97,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings()
     if args.subcommand == "call":
         return _call(args, settings)
+    if args.subcommand in ("status", "events"):
+        return _inspect(args, settings)
 
     from orchestrator.app_loader import AppLoadError
     from orchestrator.embedded import EmbeddedServerError
@@ -115,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.subcommand == "dev":
             asyncio.run(run_dev(settings, args.app, announce=_announce))
         elif args.subcommand == "worker":
-            asyncio.run(run_worker(settings, args.app, announce=_announce))
+            asyncio.run(run_worker(settings, args.app, announce=_announce, health_port=args.health_port))
         else:
             asyncio.run(run_api(settings, announce=_announce))
     except (ConfigurationError, AppLoadError, EmbeddedServerError, OSError) as err:

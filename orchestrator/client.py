@@ -238,3 +238,14 @@ class Client:
 
     async def list_schedules(self, session_id: str | None = None, **extra: Any) -> dict[str, Any]:
         return await self._call("list_schedules", session_id=session_id, **extra)
+
+    async def get_schedule(self, alias: str, session_id: str | None = None, **extra: Any) -> dict[str, Any]:
+        return await self._call("get_schedule", alias=alias, session_id=session_id, **extra)
+
+    async def update_schedule(self, alias: str, session_id: str | None = None, **fields: Any) -> dict[str, Any]:
+        return await self._call("update_schedule", alias=alias, session_id=session_id, **fields)
+
+    async def list_schedule_runs(
+        self, alias: str, session_id: str | None = None, limit: int | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call("list_schedule_runs", alias=alias, session_id=session_id, limit=limit, **extra)

@@ -22,6 +22,12 @@ class Settings(BaseSettings):
     # Empty means embedded: start `temporal server start-dev` with its SQLite file under data_dir.
     temporal_address: str | None = None
     temporal_namespace: str = "default"
+    # Temporal Cloud and other TLS clusters: mTLS with a client certificate and key (PEM file paths), an
+    # API key, or both. A server CA file is needed only for a private CA. TLS is on when any of them is set.
+    temporal_tls_cert: Path | None = None
+    temporal_tls_key: Path | None = None
+    temporal_tls_server_ca: Path | None = None
+    temporal_api_key: str | None = None
     task_queue: str = "orchestrator"
     data_dir: Path = Path(".orchestrator")
     http_host: str = "127.0.0.1"
@@ -30,6 +36,12 @@ class Settings(BaseSettings):
     api_token: str | None = None
     max_request_bytes: int = 1024 * 1024
     database_pool_size: int = 10
+    # On SIGTERM the worker stops polling and gives in-flight activities this long to finish before
+    # cancelling them (Temporal retries a cancelled activity elsewhere); the deploy files set it below the
+    # pod's termination grace period. 0 cancels them at once.
+    worker_graceful_shutdown_seconds: float = 0.0
+    # Alias globs schedules may write (object targets); None means any alias in the schedule's session.
+    schedule_owns: list[str] | None = None
     # Whether runs carry the OrchestratorSession/OrchestratorListener search attributes (the dev server
     # and real clusters have them registered; the time-skipping test server does not).
     search_attributes: bool = True

@@ -14,15 +14,17 @@ from temporalio import workflow as temporal_workflow
 from temporalio.client import Client
 
 from activities.engine import EngineActivities
+from activities.schedules import ScheduleActivities
 from activities.session import SessionActivities
 from orchestrator.app_loader import UserApp
 from orchestrator.platform import Platform
 from orchestrator.router import Router
 from workflows.lane import LaneWorkflow
 from workflows.run import RunWorkflow
+from workflows.schedule_fire import ScheduleFireWorkflow
 
 BackgroundTask = Callable[[], Coroutine[Any, Any, None]]
-PLATFORM_WORKFLOWS: tuple[type, ...] = (LaneWorkflow, RunWorkflow)
+PLATFORM_WORKFLOWS: tuple[type, ...] = (LaneWorkflow, RunWorkflow, ScheduleFireWorkflow)
 
 
 class PlatformComponents(NamedTuple):
@@ -54,7 +56,13 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
     router = Router(platform.store, temporal_client, platform.database_url, platform.settings)
     return PlatformComponents(
         workflows=PLATFORM_WORKFLOWS,
-        activities=[*engine.all(), *SessionActivities(platform.store, platform.settings).all()],
+        activities=[
+            *engine.all(),
+            *SessionActivities(platform.store, platform.settings).all(),
+            *ScheduleActivities(
+                platform.store, platform.settings, temporal_client, workflow_names(app.workflows)
+            ).all(),
+        ],
         background_tasks=(router.run,),
         router=router,
     )

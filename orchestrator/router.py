@@ -7,6 +7,8 @@ LOCKED), so exactly one worker routes a session at a time and a worker that dies
 back with its connection. A round reads the events after the position, signals each lane with
 signal-with-start (everything waiting for a lane packed into one signal, one signal in flight per lane),
 then saves the position. A crash between signalling and saving re-delivers; the lane drops what it has.
+Each event written under a trace gets a `route` span in that trace, and its lane gets the span's traceparent
+with the event, so the batch that takes it continues the trace.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import asyncpg
+from opentelemetry import trace
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 
 from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.events import Event
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.routing import LaneDelivery, ListenerVersion, route
 from orchestrator.store.engine_records import EngineRecords
+from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links, traceparent_of
 from workflows.messages import DELIVER_SIGNAL, Delivery, LaneAddress, LaneState
 
 log = logging.getLogger(__name__)
@@ -36,6 +41,8 @@ ROUND_EVENTS = 2_000
 EVENTS_PER_SIGNAL = 500
 # How often the router looks for sessions behind without being told (a lost NOTIFY, a restart).
 POLL_SECONDS = 2.0
+# How long the router waits before it tries a lost database again.
+RECONNECT_SECONDS = 1.0
 # Sessions routed at once by one worker; each round holds a pooled connection while it signals.
 CONCURRENT_ROUNDS = 4
 
@@ -63,22 +70,38 @@ class Router:
         self.signals = 0
 
     async def run(self) -> None:
-        """Route until cancelled."""
-        listen = await asyncpg.connect(self.database_url)
+        """Route until cancelled; a database that goes away is waited for, not fatal."""
+        listen: asyncpg.Connection | None = None
         try:
-            await listen.add_listener("orchestrator_events", self._on_notify)
-            await listen.add_listener("orchestrator_listeners", self._on_notify)
-            self._dirty.update(await self.store.sessions_behind())
             while True:
-                await self._drain()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self.poll_seconds)
-                if not self._wake.is_set():
-                    self._dirty.update(await self.store.sessions_behind())
-                self._wake.clear()
+                try:
+                    if listen is None or listen.is_closed():
+                        listen = await self._listen()
+                    await self._drain()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), timeout=self.poll_seconds)
+                    if not self._wake.is_set():
+                        self._dirty.update(await self.store.sessions_behind())
+                    self._wake.clear()
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
+                    log.warning("the router lost the database (%s); trying again", err)
+                    if listen is not None:
+                        with contextlib.suppress(Exception):
+                            await listen.close()
+                    listen = None
+                    await asyncio.sleep(RECONNECT_SECONDS)
         finally:
-            with contextlib.suppress(Exception):
-                await listen.close()
+            if listen is not None:
+                with contextlib.suppress(Exception):
+                    await listen.close()
+
+    async def _listen(self) -> asyncpg.Connection:
+        """A connection of its own that LISTENs; while it was gone notifications were lost, so look at all."""
+        listen = await asyncpg.connect(self.database_url)
+        await listen.add_listener("orchestrator_events", self._on_notify)
+        await listen.add_listener("orchestrator_listeners", self._on_notify)
+        self._dirty.update(await self.store.sessions_behind())
+        return listen
 
     def _on_notify(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
         if channel == "orchestrator_events":
@@ -98,7 +121,9 @@ class Router:
                         while await self.route_session(session_id) >= ROUND_EVENTS:
                             pass
                     except Exception:
-                        log.exception("routing session %s failed; it will be retried", session_id)
+                        log.exception(
+                            "routing session %s failed; it will be retried", session_id, extra=log_fields(session_id)
+                        )
                         await asyncio.sleep(0.5)
                         self._dirty.add(session_id)
 
@@ -124,14 +149,23 @@ class Router:
             if held is None:
                 return 0
             conn, position = held
-            events = await self.store.events_after(conn, session_id, position, ROUND_EVENTS)
+            events, traces = await self.store.traced_events_after(conn, session_id, position, ROUND_EVENTS)
             if not events:
                 return 0
             listeners = await self._listeners()
             deliveries = route([(e.envelope(), e.created_at) for e in events], listeners)
-            await self._note_lanes(session_id, deliveries)
-            await asyncio.gather(*(self._deliver(session_id, d) for d in deliveries))
-            await self.store.save_position(conn, session_id, events[-1].id)
+            spans = _route_spans(session_id, events, traces, deliveries)
+            try:
+                await self._note_lanes(session_id, deliveries)
+                await asyncio.gather(*(self._deliver(session_id, d, spans) for d in deliveries))
+                await self.store.save_position(conn, session_id, events[-1].id)
+            except Exception as err:
+                for span in spans.values():
+                    span.set_status(trace.StatusCode.ERROR, f"routing failed: {err}")
+                raise
+            finally:
+                for span in spans.values():
+                    span.end()
             self.routed += len(events)
             return len(events)
 
@@ -145,27 +179,59 @@ class Router:
             await self.store.note_lanes(new)
             self._known_lanes.update(row[3] for row in new)
 
-    async def _deliver(self, session_id: str, delivery: LaneDelivery) -> None:
+    async def _deliver(self, session_id: str, delivery: LaneDelivery, spans: dict[int, trace.Span]) -> None:
         address = LaneAddress(session_id=session_id, listener=delivery.listener, lane=delivery.lane)
         workflow_id = lane_workflow_id(session_id, delivery.listener, delivery.lane)
         for start in range(0, len(delivery.events), EVENTS_PER_SIGNAL):
-            await self.temporal.start_workflow(
-                "OrchestratorLane",
-                LaneState(
-                    address=address,
-                    history_limit=self.settings.lane_history_limit,
-                    idle_exit_seconds=self.settings.lane_idle_exit_seconds,
-                ),
-                id=workflow_id,
-                task_queue=self.settings.task_queue,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                start_signal=DELIVER_SIGNAL,
-                start_signal_args=[
-                    Delivery(
-                        version=delivery.version,
-                        declaration=delivery.body,
-                        events=delivery.events[start : start + EVENTS_PER_SIGNAL],
-                    )
-                ],
-            )
+            events = delivery.events[start : start + EVENTS_PER_SIGNAL]
+            traces = {e["id"]: tp for e in events if (tp := traceparent_of(spans.get(e["id"], trace.INVALID_SPAN)))}
+            # The signal goes out under the routing span of its first traced event, so the event's trace shows
+            # the delivery (the lane itself starts untraced: see orchestrator.telemetry.LANE_WORKFLOW).
+            first = next((spans[e["id"]] for e in events if e["id"] in spans), trace.INVALID_SPAN)
+            with trace.use_span(first, end_on_exit=False):
+                await self.temporal.start_workflow(
+                    "OrchestratorLane",
+                    LaneState(
+                        address=address,
+                        history_limit=self.settings.lane_history_limit,
+                        idle_exit_seconds=self.settings.lane_idle_exit_seconds,
+                    ),
+                    id=workflow_id,
+                    task_queue=self.settings.task_queue,
+                    id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                    start_signal=DELIVER_SIGNAL,
+                    start_signal_args=[
+                        Delivery(version=delivery.version, declaration=delivery.body, events=events, traces=traces)
+                    ],
+                )
             self.signals += 1
+            METRICS.events_routed.add(len(events), {"listener": delivery.listener})
+            METRICS.lane_pending.add(len(events), {"listener": delivery.listener, "lane": delivery.lane})
+
+
+def _route_spans(
+    session_id: str, events: Sequence[Event], traces: dict[int, str], deliveries: Sequence[LaneDelivery]
+) -> dict[int, trace.Span]:
+    """A `route` span for each traced event, a child of its write's span, open until the round ends."""
+    if not traces:
+        return {}
+    lanes: dict[int, int] = {}
+    for delivery in deliveries:
+        for envelope in delivery.events:
+            lanes[envelope["id"]] = lanes.get(envelope["id"], 0) + 1
+    spans: dict[int, trace.Span] = {}
+    for event in events:
+        parent, _ = parent_and_links([traces.get(event.id)])
+        if parent is None:
+            continue
+        spans[event.id] = TRACER.start_span(
+            "route",
+            context=parent,
+            attributes={
+                "orchestrator.session": session_id,
+                "orchestrator.event_id": event.id,
+                "orchestrator.event_type": event.type,
+                "orchestrator.lanes": lanes.get(event.id, 0),
+            },
+        )
+    return spans

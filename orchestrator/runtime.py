@@ -17,8 +17,13 @@ import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp
 from temporalio.client import Client as TemporalClient
 
@@ -29,6 +34,7 @@ from orchestrator.config import Settings
 from orchestrator.embedded import preferred_port, start_postgres, start_temporal
 from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
+from orchestrator.telemetry import install as install_telemetry
 from orchestrator.worker import build_worker, connect_temporal
 
 log = logging.getLogger(__name__)
@@ -259,6 +265,7 @@ async def run_dev(settings: Settings, app_spec: str | None = None, *, announce: 
     Temporal dev server (with its UI) on `settings.data_dir / "temporal.sqlite"` unless `temporal_address`
     is set. Then the platform, the app's listeners saved, the worker and the HTTP API, until Ctrl-C.
     """
+    install_telemetry()
     stop = asyncio.Event()
     app = _load_app(app_spec, announce)
     with _stop_on_signals(stop):
@@ -286,7 +293,7 @@ async def run_dev(settings: Settings, app_spec: str | None = None, *, announce: 
                 temporal_address, ui_url = server.address, server.ui_url
             if stop.is_set():
                 return
-            temporal = await connect_temporal(temporal_address, settings.temporal_namespace)
+            temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
             platform = await Platform.connect(settings, database_url, temporal=temporal)
             stack.push_async_callback(platform.close)
             if app is not None:
@@ -307,9 +314,18 @@ async def run_dev(settings: Settings, app_spec: str | None = None, *, announce: 
     announce("Stopped.")
 
 
+def redact_url(url: str) -> str:
+    """`url` with its password replaced by `***`: announcements and logs never carry a secret."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
 def describe(endpoints: Endpoints, settings: Settings) -> list[str]:
     lines = [
-        f"database     {endpoints.database_url}",
+        f"database     {redact_url(endpoints.database_url)}",
         f"temporal     {endpoints.temporal_address} (namespace {endpoints.temporal_namespace}, "
         f"task queue {settings.task_queue})",
     ]
@@ -333,34 +349,59 @@ def _require_external(settings: Settings, part: str) -> tuple[str, str]:
     return settings.database_url, settings.temporal_address
 
 
-async def run_worker(settings: Settings, app_spec: str, *, announce: Announce = _log_announce) -> None:
-    """The worker alone: the app's and the platform's workflows and activities, against external servers."""
+def health_app() -> Starlette:
+    """`GET /healthz` for a process with no API: it answers while the event loop runs."""
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    return Starlette(routes=[Route("/healthz", healthz, methods=["GET"])])
+
+
+async def run_worker(
+    settings: Settings,
+    app_spec: str,
+    *,
+    announce: Announce = _log_announce,
+    health_port: int | None = None,
+) -> None:
+    """The worker alone: the app's and the platform's workflows and activities, against external servers.
+
+    With `health_port`, `GET /healthz` is served on `settings.http_host` once the worker's servers answer,
+    for a liveness probe: a part that fails stops the process, so an answer means a live event loop.
+    """
+    install_telemetry()
     database_url, temporal_address = _require_external(settings, "worker")
     app = load_app(app_spec)
     stop = asyncio.Event()
     with _stop_on_signals(stop):
-        temporal = await connect_temporal(temporal_address, settings.temporal_namespace)
+        temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
         platform = await Platform.connect(settings, database_url, temporal=temporal)
         try:
             await save_app_listeners(platform, app, announce)
+            async with contextlib.AsyncExitStack() as stack:
+                if health_port is not None:
+                    url = await stack.enter_async_context(serve_api(health_app(), settings.http_host, health_port))
+                    announce(f"health       {url}/healthz")
 
-            def ready(url: str | None) -> None:
-                announce(f"worker       {temporal_address} task queue {settings.task_queue}, app {app.name}")
-                announce("Ready. Press Ctrl-C to stop.")
+                def ready(url: str | None) -> None:
+                    announce(f"worker       {temporal_address} task queue {settings.task_queue}, app {app.name}")
+                    announce("Ready. Press Ctrl-C to stop.")
 
-            await _run_worker_and_api(
-                stop, platform, temporal, settings, app, serve_http=False, announce=announce, on_ready=ready
-            )
+                await _run_worker_and_api(
+                    stop, platform, temporal, settings, app, serve_http=False, announce=announce, on_ready=ready
+                )
         finally:
             await platform.close()
 
 
 async def run_api(settings: Settings, *, announce: Announce = _log_announce) -> None:
     """The HTTP API alone, against external servers."""
+    install_telemetry()
     database_url, temporal_address = _require_external(settings, "api")
     stop = asyncio.Event()
     with _stop_on_signals(stop):
-        temporal = await connect_temporal(temporal_address, settings.temporal_namespace)
+        temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
         platform = await Platform.connect(settings, database_url, temporal=temporal)
         try:
             async with serve_api(create_app(platform, settings), settings.http_host, settings.http_port) as url:
@@ -377,7 +418,7 @@ async def run_local_command(settings: Settings, body: Any) -> dict[str, Any]:
         raise ConfigurationError("--local needs ORCHESTRATOR_DATABASE_URL")
     temporal = None
     if settings.temporal_address:
-        temporal = await connect_temporal(settings.temporal_address, settings.temporal_namespace)
+        temporal = await connect_temporal(settings.temporal_address, settings.temporal_namespace, settings)
     platform = await Platform.connect(settings, settings.database_url, temporal=temporal)
     try:
         return await platform.command(body)

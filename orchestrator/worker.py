@@ -1,8 +1,9 @@
 """The composition root of the Temporal worker: one place wires the user's app and the platform's parts.
 
 Owns the Temporal client settings (the pydantic data converter, always, so models cross every boundary
-the same way) and the worker's registrations. What the platform contributes (the lane engine's workflows
-and activities) comes in as arguments from `engine_wiring`, so this module never imports the engine.
+the same way; the tracing interceptor, so runs continue their batch's trace) and the worker's
+registrations. What the platform contributes (the lane engine's workflows and activities) comes in as
+arguments from `engine_wiring`, so this module never imports the engine.
 """
 
 from __future__ import annotations
@@ -10,15 +11,19 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import TLSConfig
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from orchestrator.app_loader import UserApp
 from orchestrator.config import Settings
+from orchestrator.telemetry import tracing_interceptor
 
 # Modules the workflow sandbox shares with the worker instead of importing afresh for every workflow run:
 # the platform's own (deterministic where workflows use them) and libraries with C extensions, which must
@@ -41,9 +46,41 @@ PASSTHROUGH_MODULES = (
 SYNC_ACTIVITY_THREADS = 8
 
 
-async def connect_temporal(address: str, namespace: str) -> Client:
-    """A Temporal client that serializes with pydantic, as every part of the platform expects."""
-    return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter)
+async def connect_temporal(address: str, namespace: str, settings: Settings | None = None) -> Client:
+    """A Temporal client that serializes with pydantic, as every part of the platform expects.
+
+    With `settings`, its TLS files and API key are used (Temporal Cloud); without, a plain connection.
+    """
+    # None: TLS exactly when an API key is given (the SDK's rule); a client certificate always means TLS.
+    tls: TLSConfig | None = None
+    api_key = None
+    if settings is not None:
+        api_key = settings.temporal_api_key or None
+        files = (settings.temporal_tls_cert, settings.temporal_tls_key, settings.temporal_tls_server_ca)
+        if any(files):
+            cert, key, ca = (path.read_bytes() if path is not None else None for path in files)
+            tls = TLSConfig(client_cert=cert, client_private_key=key, server_root_ca_cert=ca)
+    return await Client.connect(
+        address,
+        namespace=namespace,
+        data_converter=pydantic_data_converter,
+        tls=tls,
+        api_key=api_key,
+        interceptors=[tracing_interceptor()],
+    )
+
+
+def _traced(client: Client) -> bool:
+    return any(isinstance(i, TracingInterceptor) for i in client.config()["interceptors"])
+
+
+def with_tracing(client: Client) -> Client:
+    """`client`'s connection with the platform's tracing interceptor (`client` itself if it has one)."""
+    if _traced(client):
+        return client
+    config = client.config()
+    config["interceptors"] = [*config["interceptors"], tracing_interceptor()]
+    return Client(**config)
 
 
 def build_worker(
@@ -72,6 +109,9 @@ def build_worker(
         activities=activities,
         activity_executor=executor,
         workflow_runner=sandbox_runner(),
+        # A client's tracing interceptor applies to its workers too; one without gets it here.
+        interceptors=[] if _traced(temporal_client) else [tracing_interceptor()],
+        graceful_shutdown_timeout=timedelta(seconds=settings.worker_graceful_shutdown_seconds),
     )
 
 

@@ -41,6 +41,8 @@ with workflow.unsafe.imports_passed_through():
     )
 
 ACTIVITY_TIMEOUT = timedelta(seconds=30)
+# The timer between cutting a batch and firing it: only its workflow task boundary matters.
+CUT_SETTLE = timedelta(milliseconds=1)
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 # A keyed lane waiting for a key slot is told when one frees; it also asks again this often, so a lost
 # hand-over (a worker that died between freeing the slot and signalling) costs seconds, not the batch.
@@ -64,7 +66,7 @@ class LaneWorkflow:
             state.version, state.declaration = delivery.version, delivery.declaration
         now = workflow.time()
         before = state.buffer.high_water
-        state.buffer = receive(state.buffer, delivery.events, now)
+        state.buffer = receive(state.buffer, delivery.traced_events(), now)
         if state.buffer.high_water > before:
             state.last_event_at = now
         self._wake = True
@@ -111,14 +113,16 @@ class LaneWorkflow:
             # Cleared before the work, not after: a signal that lands while an activity runs must still
             # wake the next wait (a key slot handed over mid-fire, a run that finished meanwhile).
             self._wake = False
+            # Continue as new before firing, not after: a task that ran a local activity is long, and a
+            # signal landing meanwhile makes the server refuse the hand-over, again and again under a stream.
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self.state)
             if await self._fire_if_due():
                 continue
             if self._silence_due():
                 await self._announce_silence()
                 continue
-            if self._should_continue_as_new():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(self.state)
             if self._idle_for_good():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 if self._idle_for_good():
@@ -162,8 +166,12 @@ class LaneWorkflow:
         if state.held is not None:
             deadlines.append(now + KEY_SLOT_RETRY_SECONDS)
         elif state.declaration:
-            closes = window_closes_at(state.buffer, self._declaration().batch.window_seconds)
-            if closes is not None:
+            decl = self._declaration()
+            closes = window_closes_at(state.buffer, decl.batch.window_seconds)
+            # A window matters only once a slot is free: while every slot is taken, `run_finished` wakes the
+            # loop. An alarm for a window that closed meanwhile would ring at once, again and again, for as
+            # long as the run lasts (a timer and a workflow task every millisecond).
+            if closes is not None and self._slot_free(decl):
                 deadlines.append(closes)
         silence = self._silence_deadline()
         if silence is not None:
@@ -238,7 +246,14 @@ class LaneWorkflow:
         entries, consumed, state.buffer = cut
         state.batches += 1
         state.last_batch = consumed
-        return await self._fire(HeldBatch(entries=entries, event_ids=consumed))
+        state.held = HeldBatch(entries=entries, event_ids=consumed)
+        # The batch fires in the next workflow task, once this one (and so the cut) is in the history. The
+        # fire is a local activity: the run starts before its task is recorded. Were that task to fail (a
+        # signal landing while it continues as new, a worker dying), its replay would apply the later
+        # signals first and cut a larger batch under the same run key, and the run already started would
+        # stand for events it never got. Cut in a task of its own, every replay fires this same batch.
+        await workflow.sleep(CUT_SETTLE)
+        return True
 
     async def _fire(self, batch: HeldBatch) -> bool:
         """Hand the batch to the fire activity; answer whether it left the lane (False: it waits for a key)."""

@@ -17,6 +17,9 @@ from orchestrator.core.outcomes import Outcome, OutcomeLog
 DELIVER_SIGNAL = "deliver"
 RUN_FINISHED_SIGNAL = "run_finished"
 KEY_SLOT_SIGNAL = "key_slot_granted"
+# Where a pending envelope keeps its event's traceparent; the fire activity takes it off before anything
+# the listener declared (filters, templates, the run's `batch`) sees the envelope.
+TRACE_KEY = "_traceparent"
 
 
 class LaneAddress(BaseModel):
@@ -31,6 +34,14 @@ class Delivery(BaseModel):
     version: int
     declaration: dict[str, Any]
     events: list[dict[str, Any]]
+    # The W3C traceparent of each event's routing span, by event id (events written untraced have none).
+    traces: dict[int, str] = Field(default_factory=dict)
+
+    def traced_events(self) -> list[dict[str, Any]]:
+        """The events, each carrying its traceparent under `TRACE_KEY` while it waits in the lane."""
+        if not self.traces:
+            return self.events
+        return [{**e, TRACE_KEY: self.traces[e["id"]]} if e["id"] in self.traces else e for e in self.events]
 
 
 class InFlight(BaseModel):
@@ -157,6 +168,10 @@ class RunPlan(BaseModel):
     search_attributes: bool = True
     # Keyed listeners: the run gives its lane's key slot back when it ends (max_parallel for the hand-over).
     key_slot_max_parallel: int | None = None
+    # The action's input template and the session part of its context: a repeat is a batch of its own with
+    # `batch.retry` = n+1, so its input is rendered again rather than copied from the first attempt.
+    input_template: Any = None
+    session: dict[str, Any] = Field(default_factory=dict)
 
 
 class RunFinished(BaseModel):

@@ -9,6 +9,7 @@ frees it on `run_finished`), writes `listener.failed` when the last attempt fail
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
@@ -18,7 +19,8 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from orchestrator.core.backoff import retry_delay
     from orchestrator.core.outcomes import Outcome
-    from workflows.messages import RUN_FINISHED_SIGNAL, ExecutionRecord, RunFinished, RunPlan
+    from orchestrator.core.templates import batch_context, render
+    from workflows.messages import RUN_FINISHED_SIGNAL, BatchInfo, ExecutionRecord, RunFinished, RunPlan
 
 SESSION_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorSession")
 LISTENER_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorListener")
@@ -42,9 +44,11 @@ class RunWorkflow:
         listener = plan.input.listener or None
         while True:
             execution_id = f"{plan.run_key}.{retry}".replace("run:", "exe:", 1)
+            batch = plan.input.batch.model_copy(update={"retry": retry})
             run_input = plan.input.model_copy(
                 update={
-                    "batch": plan.input.batch.model_copy(update={"retry": retry}),
+                    "batch": batch,
+                    "input": self._input(plan, batch) if retry != plan.input.batch.retry else plan.input.input,
                     "execution_id": execution_id,
                     "run_key": plan.run_key,
                 }
@@ -103,3 +107,22 @@ class RunWorkflow:
                 RUN_FINISHED_SIGNAL, RunFinished(run_key=plan.run_key, status=status, outcomes=outcomes)
             )
         return status
+
+    @staticmethod
+    def _input(plan: RunPlan, batch: BatchInfo) -> Any:
+        """The action's input rendered for a repeat: the first attempt's context with this `batch.retry`.
+
+        It cannot fail: the template rendered for the first attempt, and a repeat changes only the value of
+        `batch.retry`. A plan without a template (a `start_execution` run) keeps its input as it is.
+        """
+        if plan.input_template is None:
+            return plan.input.input
+        context = batch_context(
+            entries=batch.events,
+            retry=batch.retry,
+            lane=batch.lane,
+            listener={"name": plan.input.listener, "version": plan.version},
+            session=plan.session,
+            consumed_ids=batch.event_ids,
+        )
+        return render(plan.input_template, context)

@@ -15,6 +15,7 @@ from orchestrator.commands.fields import (
     check_payload,
 )
 from orchestrator.commands.registry import Request, command
+from orchestrator.telemetry import TRACER
 
 if TYPE_CHECKING:
     from orchestrator.platform import Platform
@@ -46,14 +47,18 @@ class ListObjects(Request):
 @command("write_object", WriteObject)
 async def write_object(platform: Platform, req: WriteObject) -> dict[str, Any]:
     check_payload("value", req.value, platform.settings.limits.max_payload_bytes)
-    obj, event_id = await platform.store.write_object(
-        req.session_id,
-        req.alias,
-        req.value,
-        if_rev=req.if_rev,
-        source={"client": req.client},
-        idempotency_key=req.idempotency_key,
-    )
+    # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
+    attributes = {"orchestrator.session": req.session_id, "orchestrator.alias": req.alias}
+    with TRACER.start_as_current_span("write_object", attributes=attributes) as span:
+        obj, event_id = await platform.store.write_object(
+            req.session_id,
+            req.alias,
+            req.value,
+            if_rev=req.if_rev,
+            source={"client": req.client},
+            idempotency_key=req.idempotency_key,
+        )
+        span.set_attribute("orchestrator.event_id", event_id)
     return {"object": obj, "event_id": event_id}
 
 

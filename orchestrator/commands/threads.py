@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from orchestrator.commands.fields import Alias, ClientId, IdempotencyKey, Limit, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
+from orchestrator.telemetry import TRACER
 
 if TYPE_CHECKING:
     from orchestrator.platform import Platform
@@ -49,13 +50,17 @@ async def post_thread_item(platform: Platform, req: PostThreadItem) -> dict[str,
         check_payload("item.message", req.item.message, limit)
     if req.item.metadata is not None:
         check_payload("item.metadata", req.item.metadata, limit)
-    item, event_id = await platform.store.post_thread_item(
-        req.session_id,
-        req.alias,
-        req.item.model_dump(exclude_none=True),
-        source={"client": req.client},
-        idempotency_key=req.idempotency_key,
-    )
+    # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
+    attributes = {"orchestrator.session": req.session_id, "orchestrator.alias": req.alias}
+    with TRACER.start_as_current_span("post_thread_item", attributes=attributes) as span:
+        item, event_id = await platform.store.post_thread_item(
+            req.session_id,
+            req.alias,
+            req.item.model_dump(exclude_none=True),
+            source={"client": req.client},
+            idempotency_key=req.idempotency_key,
+        )
+        span.set_attribute("orchestrator.event_id", event_id)
     return {"item": item, "event_id": event_id}
 
 

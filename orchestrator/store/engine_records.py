@@ -15,9 +15,10 @@ from orchestrator.core.events import Event
 from orchestrator.core.outcomes import Outcome
 from orchestrator.store.connection import Connection
 from orchestrator.store.postgres import EVENT_COLUMNS, PostgresStore, event_from_row
+from orchestrator.store.schedule_records import ScheduleRecords
 
 
-class EngineRecords(PostgresStore):
+class EngineRecords(ScheduleRecords, PostgresStore):
     """The store with the engine's statements added."""
 
     # -- routing ---------------------------------------------------------------------------------------------
@@ -41,6 +42,19 @@ class EngineRecords(PostgresStore):
             limit,
         )
         return [event_from_row(r) for r in rows]
+
+    @staticmethod
+    async def traced_events_after(
+        conn: Connection, session_id: str, after: int, limit: int
+    ) -> tuple[list[Event], dict[int, str]]:
+        """`events_after`, with the traceparent of each event that has one (by event id)."""
+        rows = await conn.fetch(
+            f"SELECT {EVENT_COLUMNS}, traceparent FROM events WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+            session_id,
+            after,
+            limit,
+        )
+        return [event_from_row(r) for r in rows], {r["id"]: r["traceparent"] for r in rows if r["traceparent"]}
 
     @staticmethod
     async def save_position(conn: Connection, session_id: str, position: int) -> None:

@@ -2,7 +2,8 @@
 
 Owns every SQL statement of the command surface. Every change appends its event in the same transaction;
 `_locked_session` takes the session row lock first, so ids within a session are drawn in commit order (see
-0001_init.sql) and `list_events(after=...)` can never skip an event that commits late. Engine-side records
+0001_init.sql) and `list_events(after=...)` can never skip an event that commits late. Each event also keeps the
+traceparent of the span current at its write (`orchestrator.telemetry`), outside its envelope. Engine-side records
 (executions, outcomes, lanes, router positions) live in `engine_store.py`.
 """
 
@@ -21,6 +22,7 @@ from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Event, preview
 from orchestrator.store.connection import Connection
 from orchestrator.store.migrate import migrate
+from orchestrator.telemetry import current_traceparent
 
 EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, created_at"
 
@@ -185,8 +187,8 @@ class PostgresStore:
         """Append one event; the caller holds the session lock (`_locked_session`)."""
         row = await conn.fetchrow(
             "WITH e AS ("
-            f" INSERT INTO events ({EVENT_COLUMNS.replace(', created_at', '')}, idempotency_key)"
-            " VALUES (nextval('event_ids'), $1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            f" INSERT INTO events ({EVENT_COLUMNS.replace(', created_at', '')}, idempotency_key, traceparent)"
+            " VALUES (nextval('event_ids'), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
             f" RETURNING {EVENT_COLUMNS}),"
             " s AS (UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1)"
             " SELECT * FROM e",
@@ -199,6 +201,7 @@ class PostgresStore:
             depth,
             data,
             idempotency_key,
+            current_traceparent(),
         )
         assert row is not None
         return event_from_row(row)
@@ -259,7 +262,7 @@ class PostgresStore:
     ) -> tuple[dict[str, Any], int]:
         """Replace the value at `alias`, raising rev by one; `if_rev` 0 means "only if absent"."""
         row = await self.pool.fetchrow(
-            "SELECT o_outcome, o_rev, o_event FROM orchestrator_write_object($1, $2, $3, $4, $5, $6, $7)",
+            "SELECT o_outcome, o_rev, o_event FROM orchestrator_write_object($1, $2, $3, $4, $5, $6, $7, $8)",
             session_id,
             alias,
             value,
@@ -267,6 +270,7 @@ class PostgresStore:
             _clean_source(source),
             depth,
             idempotency_key,
+            current_traceparent(),
         )
         assert row is not None
         outcome, rev = row["o_outcome"], row["o_rev"]
@@ -342,7 +346,7 @@ class PostgresStore:
         """Append an item; an item id that is already there answers the first post (items never change)."""
         row = await self.pool.fetchrow(
             "SELECT o_outcome, o_item, o_event FROM orchestrator_post_thread_item("
-            "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             session_id,
             alias,
             item.get("id") or new_id("itm"),
@@ -354,6 +358,7 @@ class PostgresStore:
             _clean_source(source),
             depth,
             idempotency_key,
+            current_traceparent(),
         )
         assert row is not None
         _refuse_write(row["o_outcome"], session_id)
@@ -389,6 +394,15 @@ class PostgresStore:
     async def save_listener(self, name: str, body: dict[str, Any], delay_seconds: float) -> dict[str, Any]:
         async with self.transaction() as conn:
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('listener:' || $1))", name)
+            # Saving the body already in effect changes nothing: workers that save their app's listeners at
+            # every start must not pile up versions (or restart activation delays).
+            current = await conn.fetchrow(
+                "SELECT v.version, v.effective_at, v.body FROM listeners l"
+                " JOIN listener_versions v USING (name, version) WHERE l.name = $1 AND l.deleted_at IS NULL",
+                name,
+            )
+            if current is not None and current["body"] == body:
+                return {"name": name, "version": current["version"], "effective_at": _iso(current["effective_at"])}
             version = await conn.fetchval(
                 "SELECT coalesce(max(version), 0) + 1 FROM listener_versions WHERE name = $1", name
             )

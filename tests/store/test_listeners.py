@@ -65,3 +65,11 @@ async def test_an_invalid_declaration_is_refused_and_not_stored(platform: Platfo
         listener={**BODY, "action": {"type": "email"}},
     )
     assert (await ok(platform, "list_listeners"))["listeners"] == []
+
+
+async def test_saving_an_unchanged_body_keeps_the_version(platform: Platform) -> None:
+    first = await ok(platform, "save_listener", listener=BODY)
+    again = await ok(platform, "save_listener", listener=BODY)
+    assert again["listener"] == first["listener"]
+    changed = await ok(platform, "save_listener", listener={**BODY, "batch": {"window_seconds": 3}})
+    assert changed["listener"]["version"] == 2

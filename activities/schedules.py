@@ -1,0 +1,144 @@
+"""The schedule activity: what one firing of a schedule does, and the record of what it did.
+
+Owns performing a schedule's target for one scheduled time: an `object` target is written through the
+store's ordinary write path (so a tick is an `object.written` that the router delivers to lanes like any
+other write), with `source.client` = `schedule:<alias>` and an idempotency key made of the schedule and the
+scheduled time; a `workflow` target is started in the session as `start_execution` starts one, under a run
+id made of the same two, so a retried firing neither writes nor starts twice. The result is recorded once
+per scheduled time: `success`, `invocation_error` (closed or missing session, unregistered workflow, value
+over the payload limit, too many executions) or `access_error` (an alias outside `schedule_owns`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from orchestrator.commands.fields import check_payload
+from orchestrator.commands.schedules import schedule_owns
+from orchestrator.config import Settings
+from orchestrator.core.errors import CommandError
+from orchestrator.core.schedule_spec import (
+    ObjectTarget,
+    ScheduleDefinition,
+    WorkflowTarget,
+    firing_key,
+    schedule_may_write,
+)
+from orchestrator.store.engine_records import EngineRecords
+from workflows.messages import BatchInfo, LaneAddress, RunInput, RunPlan
+from workflows.schedule_fire import SCHEDULE_FIRE_ACTIVITY, ScheduleFiring, ScheduleRunResult
+
+
+def schedule_run_key(session_id: str, alias: str, scheduled_at: datetime) -> str:
+    """The run workflow id of a workflow target's firing: one per schedule and scheduled time."""
+    return f"run:{session_id}:schedule:{alias}:{scheduled_at.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+
+
+class ScheduleActivities:
+    def __init__(
+        self,
+        store: EngineRecords,
+        settings: Settings,
+        temporal: Client | None,
+        registered_workflows: Collection[str],
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.temporal = temporal
+        self.registered_workflows = frozenset(registered_workflows)
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.fire_schedule]
+
+    @activity.defn(name=SCHEDULE_FIRE_ACTIVITY)
+    async def fire_schedule(self, firing: ScheduleFiring) -> ScheduleRunResult:
+        row = await self.store.find_schedule(firing.session_id, firing.alias)
+        if row is None or row["schedule_id"] != firing.schedule_id:
+            # Deleted after Temporal started this firing: nothing to do and nobody to report to.
+            return ScheduleRunResult(status="skipped", message="the schedule no longer exists")
+        definition = ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields})
+        scheduled_at = firing.scheduled_at or datetime.now(UTC)
+        if definition.invocation_target_type == "object":
+            result = await self._write(firing, definition.object_target(), scheduled_at)
+        else:
+            result = await self._start(firing, definition.workflow_target(), scheduled_at)
+        await self.store.record_schedule_run(
+            firing.session_id,
+            firing.alias,
+            scheduled_at,
+            result.status,
+            result.message,
+            result.event_id,
+            result.execution_id,
+        )
+        return result
+
+    async def _write(self, firing: ScheduleFiring, target: ObjectTarget, scheduled_at: datetime) -> ScheduleRunResult:
+        if not schedule_may_write(schedule_owns(self.settings), target.alias):
+            return ScheduleRunResult(
+                status="access_error", message=f"target.alias: {target.alias!r} is outside schedule_owns"
+            )
+        try:
+            check_payload("target.value", target.value, self.settings.limits.max_payload_bytes)
+            _, event_id = await self.store.write_object(
+                firing.session_id,
+                target.alias,
+                target.value,
+                source={"client": f"schedule:{firing.alias}"},
+                idempotency_key=firing_key(firing.schedule_id, scheduled_at),
+            )
+        except CommandError as err:
+            return ScheduleRunResult(status="invocation_error", message=err.message)
+        return ScheduleRunResult(status="success", event_id=event_id)
+
+    async def _start(self, firing: ScheduleFiring, target: WorkflowTarget, scheduled_at: datetime) -> ScheduleRunResult:
+        session_id = firing.session_id
+        try:
+            session = await self.store.get_session(session_id)
+        except CommandError as err:
+            return ScheduleRunResult(status="invocation_error", message=err.message)
+        if session["status"] != "open":
+            message = f"session_id: session {session_id!r} is {session['status']}"
+            return ScheduleRunResult(status="invocation_error", message=message)
+        if self.registered_workflows and target.workflow not in self.registered_workflows:
+            return ScheduleRunResult(
+                status="invocation_error", message=f"target.workflow: {target.workflow!r} is not registered"
+            )
+        limit = self.settings.limits.executions_per_session
+        if await self.store.running_executions(session_id) >= limit:
+            return ScheduleRunResult(status="invocation_error", message=f"executions_per_session: {limit} running")
+        assert self.temporal is not None
+        run_key = schedule_run_key(session_id, firing.alias, scheduled_at)
+        plan = RunPlan(
+            address=LaneAddress(session_id=session_id, listener="", lane=""),
+            lane_workflow_id=None,
+            run_key=run_key,
+            workflow=target.workflow,
+            input=RunInput(
+                session_id=session_id,
+                listener="",
+                batch=BatchInfo(first_id=0, last_id=0, count=0, retry=0, lane="", event_ids=[], messages=[], events=[]),
+                input=target.input,
+            ),
+            task_queue=self.settings.task_queue,
+            search_attributes=self.settings.search_attributes,
+        )
+        # A retried firing whose run already ran to its end finds it there: started once.
+        with contextlib.suppress(WorkflowAlreadyStartedError):
+            await self.temporal.start_workflow(
+                "OrchestratorRun",
+                plan,
+                id=run_key,
+                task_queue=self.settings.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        return ScheduleRunResult(status="success", execution_id=run_key.replace("run:", "exe:", 1) + ".0")

@@ -1,0 +1,269 @@
+"""Commands on schedules (SPEC section 6): create, get, list, update, delete, and a schedule's runs.
+
+A schedule belongs to a session and is addressed by its `alias` there, so two sessions may each have a
+`clock`. Its definition lives in PostgreSQL (what a firing performs); the Temporal Schedule
+`schedule:<session>:<alias>` decides when it fires, starting `OrchestratorScheduleFire` with overlapping
+firings skipped. The body is checked by the pure core (`schedule_spec`) and translated here into Temporal's
+`ScheduleSpec`. A refused body changes nothing: validation comes before the row, and the row is removed
+again when Temporal refuses the schedule.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleCalendarSpec,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleRange,
+    ScheduleSpec,
+    ScheduleState,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from orchestrator.commands.fields import Alias, Limit, SessionId, check_payload
+from orchestrator.commands.registry import Request, command
+from orchestrator.core.errors import CommandError
+from orchestrator.core.schedule_spec import (
+    Calendar,
+    ScheduleDefinition,
+    ScheduleTiming,
+    Span,
+    parse_schedule,
+    schedule_id,
+    schedule_may_write,
+    schedule_timing,
+)
+
+if TYPE_CHECKING:
+    from orchestrator.config import Settings
+    from orchestrator.platform import Platform
+
+BODY_FIELDS = ("repeat", "start_date", "end_date", "invocation_target_type", "target")
+TIMING_FIELDS = ("repeat", "start_date", "end_date")
+# get_schedule shows this many of the next firing times Temporal has computed.
+NEXT_INVOCATIONS = 5
+
+
+class CreateSchedule(Request):
+    command: Literal["create_schedule"]
+    session_id: SessionId
+    alias: Alias
+    # Checked by the core's `parse_schedule`, which names nested fields as the caller wrote them.
+    repeat: Any
+    start_date: Any = None
+    end_date: Any = None
+    invocation_target_type: Any
+    target: Any
+    enabled: bool = True
+
+
+class UpdateSchedule(Request):
+    command: Literal["update_schedule"]
+    session_id: SessionId
+    alias: Alias
+    repeat: Any = None
+    start_date: Any = None
+    end_date: Any = None
+    invocation_target_type: Any = None
+    target: Any = None
+    enabled: bool | None = None
+
+
+class ScheduleRef(Request):
+    command: Literal["get_schedule", "delete_schedule"]
+    session_id: SessionId
+    alias: Alias
+
+
+class ListSchedules(Request):
+    command: Literal["list_schedules"]
+    session_id: SessionId
+
+
+class ListScheduleRuns(Request):
+    command: Literal["list_schedule_runs"]
+    session_id: SessionId
+    alias: Alias
+    limit: Limit = 100
+
+
+def schedule_owns(settings: Settings) -> list[str] | None:
+    """The deployment's `schedule_owns` globs, the aliases schedules may write (unset: any alias)."""
+    owns = settings.schedule_owns
+    return None if owns is None else [str(glob) for glob in owns]
+
+
+def _check_target(platform: Platform, definition: ScheduleDefinition) -> None:
+    if definition.invocation_target_type != "object":
+        return
+    target = definition.object_target()
+    if not schedule_may_write(schedule_owns(platform.settings), target.alias):
+        raise CommandError("access_denied", f"target.alias: {target.alias!r} is outside what schedules may write")
+    check_payload("target.value", target.value, platform.settings.limits.max_payload_bytes)
+
+
+def _ranges(spans: tuple[Span, ...]) -> list[ScheduleRange]:
+    return [ScheduleRange(span.start, span.end, span.step) for span in spans]
+
+
+def _calendar(calendar: Calendar) -> ScheduleCalendarSpec:
+    return ScheduleCalendarSpec(
+        second=_ranges(calendar.second),
+        minute=_ranges(calendar.minute),
+        hour=_ranges(calendar.hour),
+        day_of_month=_ranges(calendar.day_of_month),
+        month=_ranges(calendar.month),
+        day_of_week=_ranges(calendar.day_of_week),
+        year=_ranges(calendar.year),
+    )
+
+
+def temporal_spec(timing: ScheduleTiming) -> ScheduleSpec:
+    """Temporal's `ScheduleSpec` for the core's description of a schedule's times."""
+    return ScheduleSpec(
+        calendars=[_calendar(c) for c in timing.calendars],
+        intervals=[]
+        if timing.every_seconds is None
+        else [ScheduleIntervalSpec(every=timedelta(seconds=timing.every_seconds))],
+        start_at=timing.start_at,
+        end_at=timing.end_at,
+        time_zone_name=timing.time_zone,
+    )
+
+
+def temporal_schedule(
+    platform: Platform, session_id: str, alias: str, timing: ScheduleTiming, enabled: bool
+) -> Schedule:
+    from workflows.schedule_fire import SCHEDULE_FIRE_WORKFLOW, ScheduleFiring
+
+    firing = ScheduleFiring(session_id=session_id, alias=alias, schedule_id=schedule_id(session_id, alias))
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            SCHEDULE_FIRE_WORKFLOW,
+            firing,
+            id=f"fire:{session_id}:{alias}",
+            task_queue=platform.settings.task_queue,
+        ),
+        spec=temporal_spec(timing),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+        state=ScheduleState(
+            paused=not enabled,
+            limited_actions=timing.fires_once,
+            remaining_actions=1 if timing.fires_once else 0,
+        ),
+    )
+
+
+def _temporal(platform: Platform) -> Client:
+    if platform.temporal is None:
+        raise CommandError("internal_error", "schedules need Temporal, and this door has none")
+    client: Client = platform.temporal
+    return client
+
+
+def _refused(err: RPCError) -> Exception:
+    """A schedule Temporal refuses as invalid is the caller's error; any other failure stays what it is."""
+    if err.status == RPCStatusCode.INVALID_ARGUMENT:
+        return CommandError("invalid_request", f"repeat: Temporal refused the schedule: {err.message}")
+    return err
+
+
+async def _open_session(platform: Platform, session_id: str) -> None:
+    session = await platform.store.get_session(session_id)
+    if session["status"] != "open":
+        raise CommandError("session_not_open", f"session_id: session {session_id!r} is {session['status']}")
+
+
+@command("create_schedule", CreateSchedule)
+async def create_schedule(platform: Platform, req: CreateSchedule) -> dict[str, Any]:
+    await _open_session(platform, req.session_id)
+    body = {name: getattr(req, name) for name in BODY_FIELDS}
+    definition = parse_schedule(body, now=datetime.now(UTC))
+    _check_target(platform, definition)
+    temporal = _temporal(platform)
+    sid = schedule_id(req.session_id, req.alias)
+    stored = definition.model_dump(mode="json")
+    row = await platform.store.insert_schedule(req.session_id, req.alias, sid, stored, req.enabled)
+    schedule = temporal_schedule(platform, req.session_id, req.alias, schedule_timing(definition), req.enabled)
+    try:
+        try:
+            await temporal.create_schedule(sid, schedule)
+        except ScheduleAlreadyRunningError:
+            # Left behind by a schedule whose row is gone (the row is the truth): replace it.
+            await temporal.get_schedule_handle(sid).delete()
+            await temporal.create_schedule(sid, schedule)
+    except Exception as err:
+        await platform.store.delete_schedule(req.session_id, req.alias)
+        if isinstance(err, RPCError):
+            raise _refused(err) from None
+        raise
+    return {"schedule": row}
+
+
+@command("update_schedule", UpdateSchedule)
+async def update_schedule(platform: Platform, req: UpdateSchedule) -> dict[str, Any]:
+    row = await platform.store.get_schedule(req.session_id, req.alias)
+    given = req.model_fields_set
+    body = {name: (getattr(req, name) if name in given else row.get(name)) for name in BODY_FIELDS}
+    retimed = any(name in given for name in TIMING_FIELDS)
+    definition = parse_schedule(body, now=datetime.now(UTC) if retimed else None)
+    _check_target(platform, definition)
+    enabled = row["enabled"] if req.enabled is None else req.enabled
+    schedule = temporal_schedule(platform, req.session_id, req.alias, schedule_timing(definition), enabled)
+
+    def replace(_: ScheduleUpdateInput) -> ScheduleUpdate:
+        return ScheduleUpdate(schedule=schedule)
+
+    try:
+        await _temporal(platform).get_schedule_handle(row["schedule_id"]).update(replace)
+    except RPCError as err:
+        raise _refused(err) from None
+    stored = definition.model_dump(mode="json")
+    return {"schedule": await platform.store.update_schedule(req.session_id, req.alias, stored, enabled)}
+
+
+@command("get_schedule", ScheduleRef)
+async def get_schedule(platform: Platform, req: ScheduleRef) -> dict[str, Any]:
+    row = await platform.store.get_schedule(req.session_id, req.alias)
+    if platform.temporal is not None:
+        try:
+            described = await platform.temporal.get_schedule_handle(row["schedule_id"]).describe()
+        except RPCError:
+            row["next_invocations"] = []
+        else:
+            times = described.info.next_action_times[:NEXT_INVOCATIONS]
+            row["next_invocations"] = [t.astimezone(UTC).isoformat() for t in times]
+            row["invocations"] = described.info.num_actions
+    return {"schedule": row}
+
+
+@command("list_schedules", ListSchedules)
+async def list_schedules(platform: Platform, req: ListSchedules) -> dict[str, Any]:
+    await platform.store.get_session(req.session_id)
+    return {"schedules": await platform.store.list_schedules(req.session_id)}
+
+
+@command("delete_schedule", ScheduleRef)
+async def delete_schedule(platform: Platform, req: ScheduleRef) -> dict[str, Any]:
+    row = await platform.store.get_schedule(req.session_id, req.alias)
+    try:
+        await _temporal(platform).get_schedule_handle(row["schedule_id"]).delete()
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+    return {"schedule": await platform.store.delete_schedule(req.session_id, req.alias)}
+
+
+@command("list_schedule_runs", ListScheduleRuns)
+async def list_schedule_runs(platform: Platform, req: ListScheduleRuns) -> dict[str, Any]:
+    return {"runs": await platform.store.list_schedule_runs(req.session_id, req.alias, req.limit)}

@@ -1,0 +1,297 @@
+"""Inspection of one session: what `orchestrator status` shows and how `orchestrator events` tails the stream.
+
+Owns turning the replies of `list_session_listeners`, `list_listeners`, `list_executions` and
+`list_session_events` into a status view and a stream tail, and their text form. Everything goes through a
+`Client` (HTTP or in-process), so the view is exactly what the command surface answers; the command line
+parsing is `cli`'s.
+
+Retries waiting are derived, not stored: a run that still holds its lane's slot and whose latest attempt
+ended `failed` with attempts left is in its backoff wait, due `min(delay * 2^n, 900)` seconds after that
+attempt ended. Without live lane counts (no Temporal behind the door) a failed latest attempt with attempts
+left is taken as waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from orchestrator.client import Client, api_url
+from orchestrator.config import Settings
+from orchestrator.core.backoff import retry_delay
+
+# `orchestrator events` pages with the largest page the command allows, so a backlog drains in few calls.
+EVENTS_PAGE = 1000
+# How often `--follow` asks again when the stream had nothing new: quick enough to feel live, and one
+# indexed read per second per follower is nothing to the database.
+FOLLOW_POLL_SECONDS = 1.0
+# A message preview in the table is cut to this many characters.
+PREVIEW_CHARS = 40
+
+
+# Status
+
+
+def _run_key(execution_id: str) -> tuple[str, int] | None:
+    """`exe:S:K.N` -> (`run:S:K`, N): an execution's run (the same across its retries) and its attempt."""
+    if not execution_id.startswith("exe:"):
+        return None
+    head, _, attempt = execution_id.rpartition(".")
+    if not attempt.isdigit():
+        return None
+    return "run:" + head.removeprefix("exe:"), int(attempt)
+
+
+def _body(listener: dict[str, Any]) -> dict[str, Any]:
+    body = listener.get("body")
+    if isinstance(body, str):
+        body = json.loads(body)
+    return body if isinstance(body, dict) else {}
+
+
+def _retries_waiting(
+    executions: Sequence[dict[str, Any]], retry: dict[str, Any] | None, in_flight: set[str] | None
+) -> list[dict[str, Any]]:
+    latest: dict[str, tuple[int, dict[str, Any]]] = {}
+    for execution in executions:
+        parsed = _run_key(str(execution.get("id", "")))
+        if parsed is None:
+            continue
+        run_key, attempt = parsed
+        if run_key not in latest or attempt > latest[run_key][0]:
+            latest[run_key] = (attempt, execution)
+    attempts = int(retry.get("attempts", 0)) if retry else None
+    delay = float(retry.get("delay_seconds", 0)) if retry else None
+    waiting = []
+    for run_key, (attempt, execution) in sorted(latest.items()):
+        if execution.get("status") != "failed":
+            continue
+        if in_flight is not None and run_key not in in_flight:
+            continue  # the run gave its slot back: no repeat is coming
+        if attempts is not None and attempt >= attempts:
+            continue  # the last attempt failed; `listener.failed` answers for it
+        due_at = None
+        ended_at = execution.get("ended_at")
+        if delay is not None and isinstance(ended_at, str):
+            due_at = (datetime.fromisoformat(ended_at) + timedelta(seconds=retry_delay(delay, attempt))).isoformat()
+        waiting.append(
+            {
+                "run_key": run_key,
+                "failed_execution": execution["id"],
+                "lane": execution.get("lane"),
+                "next_retry": attempt + 1,
+                "attempts": attempts,
+                "due_at": due_at,
+            }
+        )
+    return waiting
+
+
+async def session_status(client: Client, session_id: str) -> dict[str, Any]:
+    """The status of every listener in `session_id`, from three commands.
+
+    Raises:
+        CommandError: a command was refused (an unknown session is `not_found`).
+    """
+    listeners = (await client.list_session_listeners(session_id))["listeners"]
+    declarations = {item["name"]: _body(item) for item in (await client.list_listeners())["listeners"]}
+    executions = (await client.list_executions(session_id))["executions"]
+    view = []
+    for listener in listeners:
+        name = listener["name"]
+        lanes = []
+        live = True
+        in_flight_keys: set[str] = set()
+        for lane in listener.get("lanes", []):
+            runs = lane.get("runs_in_flight")
+            live = live and runs is not None
+            in_flight_keys.update(run["run_key"] for run in runs or [])
+            lanes.append(
+                {
+                    "lane": lane["lane"],
+                    "workflow_id": lane["workflow_id"],
+                    "live": runs is not None,
+                    "pending": lane.get("pending", 0),
+                    "in_flight": lane.get("in_flight", 0),
+                    "runs_in_flight": [run["run_key"] for run in runs or []],
+                    "batches": lane.get("batches"),
+                }
+            )
+        mine = [e for e in executions if e.get("listener") == name]
+        declaration = declarations.get(name, {})
+        view.append(
+            {
+                "name": name,
+                "version": listener.get("version"),
+                "enabled": listener.get("enabled", True),
+                "lanes": lanes,
+                "pending": sum(lane["pending"] for lane in lanes),
+                "runs_in_flight": sum(lane["in_flight"] for lane in lanes),
+                "executions_running": sum(1 for e in mine if e.get("status") == "running"),
+                "retries_waiting": _retries_waiting(mine, declaration.get("retry"), in_flight_keys if live else None),
+                "recent_outcomes": listener.get("recent_outcomes", []),
+                "counts": listener.get("counts", {}),
+            }
+        )
+    return {"session_id": session_id, "listeners": view}
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(headers)]
+    lines = [indent + "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += [indent + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    return lines
+
+
+def format_status(status: dict[str, Any]) -> str:
+    """The status as a readable text table, one block per listener."""
+    lines = [f"session {status['session_id']}"]
+    if not status["listeners"]:
+        lines.append("no listeners declared")
+    for listener in status["listeners"]:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(listener["counts"].items())) or "none"
+        lines += [
+            "",
+            f"listener {listener['name']}  v{listener['version']}  {'enabled' if listener['enabled'] else 'disabled'}",
+            f"  pending {listener['pending']}  runs in flight {listener['runs_in_flight']}  "
+            f"executions running {listener['executions_running']}  retries waiting {len(listener['retries_waiting'])}",
+            f"  outcomes: {counts}",
+        ]
+        if listener["lanes"]:
+            rows = [
+                [
+                    lane["lane"] or "(one lane)",
+                    lane["pending"] if lane["live"] else "?",
+                    lane["in_flight"] if lane["live"] else "?",
+                    ", ".join(lane["runs_in_flight"]),
+                ]
+                for lane in listener["lanes"]
+            ]
+            lines += _table(["lane", "pending", "in flight", "runs"], rows)
+            if not all(lane["live"] for lane in listener["lanes"]):
+                lines.append("  (? = the lane did not answer its state query, or this door has no Temporal)")
+        if listener["retries_waiting"]:
+            lines.append("  retries waiting:")
+            rows = [
+                [w["run_key"], w["next_retry"], w["attempts"], w["failed_execution"], w["due_at"]]
+                for w in listener["retries_waiting"]
+            ]
+            lines += _table(["run", "retry", "of", "after failed", "due at"], rows, indent="    ")
+        if listener["recent_outcomes"]:
+            lines.append("  recent outcomes (newest first):")
+            rows = [
+                [
+                    o.get("created_at"),
+                    o.get("status") + (f" ({o['reason']})" if o.get("reason") else ""),
+                    o.get("lane") or "(one lane)",
+                    f"{o.get('first_id')}..{o.get('last_id')}",
+                    o.get("retry"),
+                    o.get("execution_id") or o.get("message"),
+                ]
+                for o in listener["recent_outcomes"]
+            ]
+            lines += _table(["at", "status", "lane", "events", "retry", "execution / message"], rows, indent="    ")
+    return "\n".join(lines)
+
+
+# Events
+
+
+def format_event(event: dict[str, Any]) -> str:
+    """One event as one line: id, commit time, type, alias and what caused it."""
+    parts = [str(event.get("id", "")).rjust(6), str(event.get("created_at", "")), str(event.get("type", ""))]
+    if event.get("alias"):
+        parts.append(str(event["alias"]))
+    item = event.get("item")
+    if isinstance(item, dict):
+        preview = str(item.get("message") or "")
+        if len(preview) > PREVIEW_CHARS:
+            preview = preview[: PREVIEW_CHARS - 1] + "…"
+        parts.append(f"item {item.get('type')}/{item.get('role')} {preview!r}")
+    execution = event.get("execution")
+    if isinstance(execution, dict):
+        parts.append(f"execution {execution.get('id')} {execution.get('workflow')} {execution.get('status')}")
+    source = event.get("source")
+    if isinstance(source, dict) and source:
+        parts.append("by " + ",".join(f"{k}={v}" for k, v in sorted(source.items())))
+    if event.get("depth"):
+        parts.append(f"depth {event['depth']}")
+    return "  ".join(parts)
+
+
+async def tail_events(
+    client: Client,
+    session_id: str,
+    emit: Callable[[dict[str, Any]], None],
+    *,
+    after: int = 0,
+    types: list[str] | None = None,
+    follow: bool = False,
+    poll_seconds: float = FOLLOW_POLL_SECONDS,
+) -> int:
+    """Emit the session's events after `after`, in id order; with `follow`, keep polling until cancelled.
+
+    Returns the last id emitted (or `after`). Paging by id never skips a late commit: within a session ids
+    are drawn in commit order (see docs/architecture.md, "The stream").
+
+    Raises:
+        CommandError: the command was refused (an unknown session is `not_found`).
+    """
+    position = after
+    while True:
+        reply = await client.list_session_events(session_id, after=position, limit=EVENTS_PAGE, types=types)
+        for event in reply["events"]:
+            emit(event)
+        position = int(reply["last_id"])
+        if len(reply["events"]) == EVENTS_PAGE:
+            continue
+        if not follow:
+            return position
+        await asyncio.sleep(poll_seconds)
+
+
+# The door
+
+
+@contextlib.asynccontextmanager
+async def command_client(
+    settings: Settings, *, url: str | None = None, token: str | None = None, local: bool = False
+) -> AsyncIterator[Client]:
+    """A client of the HTTP API (the default, like `orchestrator call`), or of a platform in this process.
+
+    In-process (`local`) needs `settings.database_url`; lanes show live counts only when
+    `settings.temporal_address` is set too, since those come from each lane's `state` query.
+
+    Raises:
+        ConfigurationError: `local` without a database URL.
+    """
+    if not local:
+        async with Client.http(
+            url or api_url(settings.http_host, settings.http_port), token or settings.api_token
+        ) as c:
+            yield c
+        return
+    # Imported here: the platform, its store and Temporal are needed only in-process.
+    from orchestrator.platform import Platform
+    from orchestrator.runtime import ConfigurationError
+    from orchestrator.worker import connect_temporal
+
+    if not settings.database_url:
+        raise ConfigurationError("--local needs ORCHESTRATOR_DATABASE_URL")
+    temporal = None
+    if settings.temporal_address:
+        temporal = await connect_temporal(settings.temporal_address, settings.temporal_namespace, settings)
+    platform = await Platform.connect(settings, settings.database_url, temporal=temporal)
+    try:
+        yield Client.local(platform)
+    finally:
+        await platform.close()

@@ -1,0 +1,147 @@
+"""Schedules in PostgreSQL: each session's schedule definitions and the results of their firings.
+
+Owns the SQL of `schedules` and `schedule_runs` (0004_schedules.sql); when a schedule fires is Temporal's.
+A run is kept once per scheduled time and only while its schedule exists, so a firing retried after it
+recorded, or one finishing after `delete_schedule`, adds nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from orchestrator.core.errors import CommandError
+from orchestrator.store.postgres import PostgresStore
+
+_SCHEDULE_COLUMNS = "session_id, alias, schedule_id, body, enabled, created_at, updated_at"
+RECENT_RUNS = 100
+
+
+def _schedule_json(row: asyncpg.Record) -> dict[str, Any]:
+    return {
+        "session_id": row["session_id"],
+        "alias": row["alias"],
+        "schedule_id": row["schedule_id"],
+        **row["body"],
+        "enabled": row["enabled"],
+        "created_at": row["created_at"].isoformat(),
+        "updated_at": row["updated_at"].isoformat(),
+    }
+
+
+def _missing(session_id: str, alias: str) -> CommandError:
+    return CommandError("not_found", f"alias: no schedule {alias!r} in session {session_id!r}")
+
+
+class ScheduleRecords(PostgresStore):
+    """The store's schedule statements (mixed into `EngineRecords`)."""
+
+    async def insert_schedule(
+        self, session_id: str, alias: str, schedule_id: str, body: dict[str, Any], enabled: bool
+    ) -> dict[str, Any]:
+        try:
+            row = await self.pool.fetchrow(
+                f"INSERT INTO schedules (session_id, alias, schedule_id, body, enabled) VALUES ($1, $2, $3, $4, $5)"
+                f" RETURNING {_SCHEDULE_COLUMNS}",
+                session_id,
+                alias,
+                schedule_id,
+                body,
+                enabled,
+            )
+        except asyncpg.UniqueViolationError:
+            raise CommandError(
+                "invalid_request", f"alias: session {session_id!r} already has a schedule {alias!r}"
+            ) from None
+        except asyncpg.ForeignKeyViolationError:
+            raise CommandError("not_found", f"session_id: no session {session_id!r}") from None
+        assert row is not None
+        return _schedule_json(row)
+
+    async def find_schedule(self, session_id: str, alias: str) -> dict[str, Any] | None:
+        row = await self.pool.fetchrow(
+            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE session_id = $1 AND alias = $2", session_id, alias
+        )
+        return None if row is None else _schedule_json(row)
+
+    async def get_schedule(self, session_id: str, alias: str) -> dict[str, Any]:
+        found = await self.find_schedule(session_id, alias)
+        if found is None:
+            raise _missing(session_id, alias)
+        return found
+
+    async def list_schedules(self, session_id: str) -> list[dict[str, Any]]:
+        rows = await self.pool.fetch(
+            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE session_id = $1 ORDER BY alias", session_id
+        )
+        return [_schedule_json(r) for r in rows]
+
+    async def update_schedule(self, session_id: str, alias: str, body: dict[str, Any], enabled: bool) -> dict[str, Any]:
+        row = await self.pool.fetchrow(
+            "UPDATE schedules SET body = $3, enabled = $4, updated_at = clock_timestamp()"
+            f" WHERE session_id = $1 AND alias = $2 RETURNING {_SCHEDULE_COLUMNS}",
+            session_id,
+            alias,
+            body,
+            enabled,
+        )
+        if row is None:
+            raise _missing(session_id, alias)
+        return _schedule_json(row)
+
+    async def delete_schedule(self, session_id: str, alias: str) -> dict[str, Any]:
+        """Remove the schedule and its runs' records."""
+        async with self.transaction() as conn:
+            row = await conn.fetchrow(
+                f"DELETE FROM schedules WHERE session_id = $1 AND alias = $2 RETURNING {_SCHEDULE_COLUMNS}",
+                session_id,
+                alias,
+            )
+            if row is None:
+                raise _missing(session_id, alias)
+            await conn.execute("DELETE FROM schedule_runs WHERE session_id = $1 AND alias = $2", session_id, alias)
+        return _schedule_json(row)
+
+    async def record_schedule_run(
+        self,
+        session_id: str,
+        alias: str,
+        scheduled_at: datetime,
+        status: str,
+        message: str | None = None,
+        event_id: int | None = None,
+        execution_id: str | None = None,
+    ) -> bool:
+        """Keep a firing's result once per scheduled time, while the schedule exists; True if kept now."""
+        kept = await self.pool.fetchval(
+            "INSERT INTO schedule_runs (session_id, alias, scheduled_at, status, message, event_id, execution_id)"
+            " SELECT $1, $2, $3, $4, $5, $6, $7"
+            " WHERE EXISTS (SELECT 1 FROM schedules WHERE session_id = $1 AND alias = $2)"
+            " ON CONFLICT (session_id, alias, scheduled_at) DO NOTHING RETURNING id",
+            session_id,
+            alias,
+            scheduled_at,
+            status,
+            message,
+            event_id,
+            execution_id,
+        )
+        return kept is not None
+
+    async def list_schedule_runs(self, session_id: str, alias: str, limit: int = RECENT_RUNS) -> list[dict[str, Any]]:
+        """The schedule's most recent runs, oldest first."""
+        await self.get_schedule(session_id, alias)
+        rows = await self.pool.fetch(
+            "SELECT scheduled_at, status, message, event_id, execution_id, created_at FROM ("
+            " SELECT * FROM schedule_runs WHERE session_id = $1 AND alias = $2 ORDER BY id DESC LIMIT $3"
+            ") recent ORDER BY scheduled_at, id",
+            session_id,
+            alias,
+            limit,
+        )
+        return [
+            {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in dict(r).items() if v is not None}
+            for r in rows
+        ]

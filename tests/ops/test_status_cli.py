@@ -1,0 +1,200 @@
+"""`orchestrator status` and `orchestrator events` against a finished workload, over HTTP and in-process.
+
+The commands run as the real console script in a subprocess, so the argument parsing, the door choice and
+the exit codes are what a user gets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from orchestrator.api import create_app
+from orchestrator.runtime import serve_api
+from tests.ops.conftest import FLAKY_DELAY_SECONDS, Workload
+
+pytestmark = pytest.mark.devserver
+
+ORCHESTRATOR = str(Path(sys.executable).parent / "orchestrator")
+TOKEN = "status-token"
+# A CLI call answers in about a second; the margin is for a loaded machine.
+CLI_SECONDS = 30
+
+
+@pytest.fixture(scope="module")
+async def api(workload: Workload) -> AsyncIterator[str]:
+    platform = workload.engine.platform
+    guarded = platform.settings.model_copy(update={"api_token": TOKEN})
+    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
+        yield url
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    env.update(extra)
+    return env
+
+
+async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        ORCHESTRATOR,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env if env is not None else _env(),
+    )
+    out, err = await asyncio.wait_for(process.communicate(), CLI_SECONDS)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_status_json_shows_lanes_outcomes_and_the_retry_waiting(workload: Workload, api: str) -> None:
+    code, out, err = await run_cli("status", "--session", workload.session_id, "--json", "--url", api, "--token", TOKEN)
+
+    assert code == 0, err
+    status = json.loads(out)
+    assert status["session_id"] == workload.session_id
+    listeners = {item["name"]: item for item in status["listeners"]}
+    assert set(listeners) == {"orchestrate", "flaky"}
+
+    orchestrate = listeners["orchestrate"]
+    assert orchestrate["enabled"] is True
+    assert [lane["live"] for lane in orchestrate["lanes"]] == [True]
+    assert orchestrate["lanes"][0]["workflow_id"].startswith(f"lane:{workload.session_id}:orchestrate:")
+    assert orchestrate["pending"] == 0
+    assert orchestrate["runs_in_flight"] == 0
+    assert orchestrate["retries_waiting"] == []
+    assert orchestrate["counts"].get("success", 0) >= 1
+    assert {o["status"] for o in orchestrate["recent_outcomes"]} == {"success"}
+
+    flaky = listeners["flaky"]
+    # The failed first run holds the lane's slot through its 60 s backoff.
+    assert flaky["runs_in_flight"] == 1
+    [waiting] = flaky["retries_waiting"]
+    assert waiting["next_retry"] == 1
+    assert waiting["attempts"] == 2
+    assert waiting["failed_execution"].startswith(f"exe:{workload.session_id}:")
+    assert waiting["run_key"] in flaky["lanes"][0]["runs_in_flight"]
+    [failed] = [e for e in await workload.executions("flaky") if e["status"] == "failed"]
+    assert waiting["failed_execution"] == failed["id"]
+    due = datetime.fromisoformat(failed["ended_at"]) + timedelta(seconds=FLAKY_DELAY_SECONDS)
+    assert datetime.fromisoformat(waiting["due_at"]) == due
+
+
+async def test_status_table_is_readable(workload: Workload, api: str) -> None:
+    code, out, err = await run_cli("status", "--session", workload.session_id, "--url", api, "--token", TOKEN)
+
+    assert code == 0, err
+    assert out.startswith(f"session {workload.session_id}")
+    assert "listener orchestrate  v1  enabled" in out
+    assert "listener flaky  v1  enabled" in out
+    assert "retries waiting 1" in out
+    assert "retries waiting:" in out
+    assert "recent outcomes (newest first):" in out
+    assert "success" in out
+
+
+async def test_status_of_an_unknown_session_is_an_error_reply(workload: Workload, api: str) -> None:
+    code, out, _ = await run_cli("status", "--session", "ses_nope", "--url", api, "--token", TOKEN)
+
+    assert code == 1
+    assert json.loads(out)["error"] == "not_found"
+
+
+async def test_status_without_the_token_is_refused_and_the_token_is_not_printed(workload: Workload, api: str) -> None:
+    code, out, err = await run_cli("status", "--session", workload.session_id, "--url", api, "--token", "wrong-one")
+
+    assert code == 1
+    assert json.loads(out)["error"] == "unauthorized"
+    assert "wrong-one" not in out + err
+    assert TOKEN not in out + err
+
+
+async def test_unreachable_api_exits_3(workload: Workload) -> None:
+    code, _, err = await run_cli("status", "--session", workload.session_id, "--url", "http://127.0.0.1:9")
+
+    assert code == 3
+    assert "cannot reach the API" in err
+
+
+async def test_status_local_reads_the_database_and_queries_the_lanes(workload: Workload) -> None:
+    env = _env(
+        ORCHESTRATOR_DATABASE_URL=workload.database_url,
+        ORCHESTRATOR_TEMPORAL_ADDRESS=workload.temporal_address,
+    )
+
+    code, out, err = await run_cli("status", "--session", workload.session_id, "--json", "--local", env=env)
+
+    assert code == 0, err
+    listeners = {item["name"]: item for item in json.loads(out)["listeners"]}
+    assert all(lane["live"] for lane in listeners["flaky"]["lanes"])
+    assert len(listeners["flaky"]["retries_waiting"]) == 1
+
+
+async def test_status_local_without_a_database_url_is_a_usage_error() -> None:
+    code, _, err = await run_cli("status", "--session", "ses_x", "--local")
+
+    assert code == 2
+    assert "ORCHESTRATOR_DATABASE_URL" in err
+
+
+async def test_events_prints_the_stream_in_order_and_filters_by_type(workload: Workload, api: str) -> None:
+    auth = ("--url", api, "--token", TOKEN)
+    code, out, err = await run_cli("events", "--session", workload.session_id, "--json", *auth)
+
+    assert code == 0, err
+    events = [json.loads(line) for line in out.splitlines()]
+    ids = [e["id"] for e in events]
+    assert ids == sorted(ids)
+    assert set(workload.event_ids) <= set(ids)
+    assert {"object.written", "execution.started", "execution.ended"} <= {e["type"] for e in events}
+
+    code, out, _ = await run_cli(
+        "events", "--session", workload.session_id, "--types", "object.*", "--after", str(workload.event_ids[0]), *auth
+    )
+    assert code == 0
+    lines = out.splitlines()
+    assert [int(line.split()[0]) for line in lines[: len(workload.event_ids) - 1]] == workload.event_ids[1:]
+    assert all("object.written" in line for line in lines)
+
+
+async def test_events_follow_tails_new_events_until_interrupted(workload: Workload, api: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        ORCHESTRATOR,
+        "events",
+        "--session",
+        workload.session_id,
+        "--follow",
+        "--types",
+        "object.written",
+        "--url",
+        api,
+        "--token",
+        TOKEN,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(),
+    )
+    assert process.stdout is not None
+    try:
+        seen = [await asyncio.wait_for(process.stdout.readline(), 20) for _ in workload.event_ids]
+        assert [int(line.split()[0]) for line in seen] == workload.event_ids
+
+        reply = await workload.engine.command(
+            "write_object", session_id=workload.session_id, alias="ops/late", value={"type": "late"}
+        )
+        line = await asyncio.wait_for(process.stdout.readline(), 20)
+        assert line.split()[0] == str(reply["event_id"]).encode()
+        assert b"ops/late" in line
+    finally:
+        process.send_signal(signal.SIGINT)
+        code = await asyncio.wait_for(process.wait(), 20)
+    assert code == 130

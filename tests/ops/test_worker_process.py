@@ -1,0 +1,68 @@
+"""`orchestrator worker --health-port`: the probe the Kubernetes manifests use, and the stop on SIGTERM.
+
+The worker runs as the real console script against the dev server and a fresh database, as it does in a
+pod: it answers `/healthz` once its servers answer, and SIGTERM drains it and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from tests.ops.conftest import temporal_address
+
+pytestmark = pytest.mark.devserver
+
+ORCHESTRATOR = str(Path(sys.executable).parent / "orchestrator")
+REPO = Path(__file__).resolve().parents[2]
+# Start-up connects to both servers, migrates a fresh database and saves the example app's listeners.
+START_SECONDS = 30
+
+
+async def test_the_worker_serves_healthz_and_stops_cleanly_on_sigterm(
+    fresh_db: str, dev_env: WorkflowEnvironment
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    env |= {
+        "ORCHESTRATOR_DATABASE_URL": fresh_db,
+        "ORCHESTRATOR_TEMPORAL_ADDRESS": temporal_address(dev_env),
+        "ORCHESTRATOR_TASK_QUEUE": f"tq-{uuid.uuid4().hex[:12]}",
+        "ORCHESTRATOR_WORKER_GRACEFUL_SHUTDOWN_SECONDS": "5",
+    }
+    process = await asyncio.create_subprocess_exec(
+        ORCHESTRATOR,
+        "worker",
+        "--app",
+        "examples.missions.app",
+        "--health-port",
+        "0",
+        cwd=REPO,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    try:
+        url = None
+        async with asyncio.timeout(START_SECONDS):
+            while url is None:
+                line = (await process.stdout.readline()).decode()
+                assert line, f"the worker stopped: {(await process.stderr.read()).decode()}"  # type: ignore[union-attr]
+                found = re.match(r"health\s+(\S+)/healthz", line)
+                url = found.group(1) if found else None
+        assert url is not None and url.startswith("http://127.0.0.1:")  # loopback unless HTTP_HOST says otherwise
+        async with httpx.AsyncClient(base_url=url) as http:
+            assert (await http.get("/healthz")).json() == {"status": "ok"}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(process.wait(), START_SECONDS)
+    assert code == 0

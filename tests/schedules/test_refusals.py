@@ -1,0 +1,103 @@
+"""Bad schedules are refused with the field named, and a refused schedule leaves nothing behind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.service import RPCError, RPCStatusCode
+
+from orchestrator.core.schedule_spec import schedule_id
+from tests.engine.harness import Engine, new_session
+from tests.schedules.conftest import refused
+
+pytestmark = pytest.mark.devserver
+
+GOOD: dict[str, Any] = {
+    "alias": "clock",
+    "repeat": {"type": "recurring_cron", "cron_expression": "*/15 * * * *", "timezone": "Europe/Paris"},
+    "invocation_target_type": "object",
+    "target": {"alias": "ops/clock", "value": {"type": "tick"}},
+}
+
+
+def bad(**changes: Any) -> dict[str, Any]:
+    body = {**GOOD, **changes}
+    return {k: v for k, v in body.items() if v is not None}
+
+
+async def test_bad_schedules_are_refused_naming_the_field_and_nothing_is_created(engine: Engine) -> None:
+    sid = await new_session(engine)
+    cases: list[tuple[dict[str, Any], str, str]] = [
+        (
+            bad(repeat={"type": "recurring_cron", "cron_expression": "0 25 * * *"}),
+            "invalid_request",
+            "repeat.cron_expression: hour: 25 is out of range 0-23",
+        ),
+        (
+            bad(repeat={"type": "recurring_cron", "cron_expression": "0 9 * * *", "timezone": "Mars/Base"}),
+            "invalid_request",
+            "repeat.timezone: unknown time zone 'Mars/Base'",
+        ),
+        (bad(target={"value": {"type": "tick"}}), "invalid_request", "target.alias: is required"),
+        (bad(target={"alias": "ops/clock"}), "invalid_request", "target.value: is required"),
+        (
+            bad(invocation_target_type="workflow", target={"input": {}}),
+            "invalid_request",
+            "target.workflow: is required",
+        ),
+        (bad(target=None), "invalid_request", "target: is required"),
+        (bad(repeat={"type": "interval"}), "invalid_request", "repeat.every_seconds: is required"),
+        (bad(alias="ops//clock"), "invalid_request", "alias: "),
+    ]
+    for body, code, message in cases:
+        reply = await refused(engine, "create_schedule", session_id=sid, **body)
+        assert (reply["error"], reply["message"][: len(message)]) == (code, message), body
+
+    unknown = await refused(engine, "create_schedule", session_id="ses_nope", **GOOD)
+    assert (unknown["error"], unknown["message"]) == ("not_found", "session_id: no session 'ses_nope'")
+
+    assert (await engine.command("list_schedules", session_id=sid))["schedules"] == []
+    for session in (sid, "ses_nope"):
+        with pytest.raises(RPCError) as caught:
+            await engine.client.get_schedule_handle(schedule_id(session, "clock")).describe()
+        assert caught.value.status == RPCStatusCode.NOT_FOUND
+
+
+async def test_an_alias_outside_schedule_owns_a_taken_alias_and_a_closed_session_are_refused(engine: Engine) -> None:
+    sid = await new_session(engine)
+    engine.platform.settings.schedule_owns = ["ops/**"]
+    outside = await refused(
+        engine, "create_schedule", session_id=sid, **bad(target={"alias": "missions/1", "value": {"type": "t"}})
+    )
+    assert (outside["error"], outside["message"]) == (
+        "access_denied",
+        "target.alias: 'missions/1' is outside what schedules may write",
+    )
+    await engine.command("create_schedule", session_id=sid, **GOOD)
+    taken = await refused(engine, "create_schedule", session_id=sid, **GOOD)
+    assert (taken["error"], taken["message"]) == (
+        "invalid_request",
+        f"alias: session {sid!r} already has a schedule 'clock'",
+    )
+    other = await new_session(engine)
+    await engine.command("create_schedule", session_id=other, **GOOD)  # aliases are per session
+    listed = (await engine.command("list_schedules", session_id=sid))["schedules"]
+    assert [(s["alias"], s["repeat"]["timezone"]) for s in listed] == [("clock", "Europe/Paris")]
+
+    await engine.command("close_session", session_id=other)
+    closed = await refused(engine, "create_schedule", session_id=other, **bad(alias="later"))
+    assert closed["error"] == "session_not_open"
+
+    update = await refused(
+        engine,
+        "update_schedule",
+        session_id=sid,
+        alias="clock",
+        repeat={"type": "recurring_cron", "cron_expression": "x * * * *"},
+    )
+    assert update["message"].startswith("repeat.cron_expression: minute: 'x' is not a number")
+    kept = (await engine.command("get_schedule", session_id=sid, alias="clock"))["schedule"]
+    assert kept["repeat"] == GOOD["repeat"], "a refused update changes nothing"
+    missing = await refused(engine, "get_schedule", session_id=sid, alias="nope")
+    assert (missing["error"], missing["message"]) == ("not_found", f"alias: no schedule 'nope' in session {sid!r}")

@@ -1,0 +1,90 @@
+"""The platform's metrics after a known workload: what was routed, cut, started, and how it ended."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from opentelemetry.sdk.metrics.export import DataPointT, HistogramDataPoint, NumberDataPoint
+
+from tests.engine.harness import Engine, eventually, lane_outcomes, new_session, write_many
+from tests.telemetry.conftest import Captured
+from workflows.messages import TRACE_KEY
+
+
+def listener(name: str, prefix: str, workflow: str, **more: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "filter": {"types": ["object.written"], "aliases": [f"{prefix}/**"]},
+        "batch": {"window_seconds": 0.1, "max_events": 1},
+        "action": {"type": "workflow", "workflow": workflow, **more},
+    }
+
+
+def points(captured: Captured, metric: str) -> Iterator[tuple[dict[str, Any], DataPointT]]:
+    data = captured.metrics.get_metrics_data()
+    for resource in data.resource_metrics if data is not None else ():
+        for scope in resource.scope_metrics:
+            for found in scope.metrics:
+                if found.name == metric:
+                    for point in found.data.data_points:
+                        yield dict(point.attributes or {}), point
+
+
+def total(captured: Captured, metric: str, **attributes: str) -> float:
+    """The sum of a counter's points whose attributes include `attributes` (a histogram: its count)."""
+    found = 0.0
+    for labels, point in points(captured, metric):
+        if attributes.items() <= labels.items():
+            if isinstance(point, HistogramDataPoint):
+                found += point.count
+            elif isinstance(point, NumberDataPoint):
+                found += point.value
+    return found
+
+
+async def test_counters_match_a_known_workload(traced_engine: Engine, captured: Captured) -> None:
+    engine = traced_engine
+    suffix = uuid.uuid4().hex[:8]
+    ok, bad, retried = f"ok-{suffix}", f"bad-{suffix}", f"retried-{suffix}"
+    await engine.command("save_listener", listener=listener(ok, "ok", "recorder"))
+    await engine.command("save_listener", listener=listener(bad, "bad", "nowhere"))
+    await engine.command(
+        "save_listener",
+        listener={
+            **listener(retried, "retried", "recorder", input={"fail": True}),
+            "retry": {"attempts": 1, "delay_seconds": 600},
+        },
+    )
+    sid = await new_session(engine)
+    await write_many(engine, sid, ["ok/1", "ok/2", "ok/3", "bad/1", "bad/2", "retried/1"])
+
+    async def settled() -> bool:
+        ended = [r for r in engine.log.runs if r.ended is not None and r.input["listener"] == ok]
+        refused = [o for o in await lane_outcomes(engine, sid, bad) if o["status"] == "invocation_error"]
+        waiting = total(captured, "orchestrator.retries.waiting", listener=retried)
+        return len(ended) == 3 and len(refused) == 2 and waiting == 1
+
+    await eventually(settled, what="three runs, two refusals and one retry waiting")
+    events = [e for r in engine.log.runs for e in r.input["batch"]["events"]]
+    assert events and not [e for e in events if TRACE_KEY in e], "a run's batch never shows the lane's trace key"
+
+    routed = {name: total(captured, "orchestrator.events.routed", listener=name) for name in (ok, bad, retried)}
+    assert routed == {ok: 3, bad: 2, retried: 1}
+    cut = {name: total(captured, "orchestrator.batches.cut", listener=name) for name in (ok, bad, retried)}
+    assert cut == {ok: 3, bad: 2, retried: 1}
+    started = {name: total(captured, "orchestrator.runs.started", listener=name) for name in (ok, bad, retried)}
+    assert started == {ok: 3, bad: 0, retried: 1}
+    outcomes = {
+        (labels["listener"], labels["status"]): point.value
+        for labels, point in points(captured, "orchestrator.outcomes")
+        if labels["listener"] in (ok, bad, retried) and isinstance(point, NumberDataPoint)
+    }
+    assert outcomes == {(ok, "success"): 3, (bad, "invocation_error"): 2, (retried, "success"): 1}
+    pending = {name: total(captured, "orchestrator.lane.pending", listener=name) for name in (ok, bad, retried)}
+    assert pending == {ok: 0, bad: 0, retried: 0}, "every delivered event left its lane in a batch"
+    assert total(captured, "orchestrator.retries.waiting", listener=retried) == 1
+    delays = [point for labels, point in points(captured, "orchestrator.run.start_delay") if labels["listener"] == ok]
+    assert len(delays) == 1 and isinstance(delays[0], HistogramDataPoint)
+    assert delays[0].count == 3 and 0 <= delays[0].sum < 30

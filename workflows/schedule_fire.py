@@ -1,0 +1,55 @@
+"""The workflow a Temporal Schedule starts at each firing: perform the schedule's target once.
+
+Owns only the hand-off from Temporal's clock to the `orchestrator.schedule_fire` activity, which reads the
+schedule's definition, writes or starts the target and records the result. The firing carries its scheduled
+time (Temporal's `TemporalScheduledStartTime` search attribute), which keys the write and the run record, so
+a retried firing writes and records once. The schedule skips a firing while the previous one still runs;
+the activity gives up after `FIRING_DEADLINE`, so a long outage ends in one missed tick, not a stuck clock.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+
+SCHEDULE_FIRE_WORKFLOW = "OrchestratorScheduleFire"
+SCHEDULE_FIRE_ACTIVITY = "orchestrator.schedule_fire"
+SCHEDULED_START = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+FIRING_DEADLINE = timedelta(minutes=5)
+ATTEMPT_TIMEOUT = timedelta(seconds=30)
+RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+
+
+class ScheduleFiring(BaseModel):
+    """Which schedule fires (the action's argument), and for which scheduled time (set by the workflow)."""
+
+    session_id: str
+    alias: str
+    schedule_id: str
+    scheduled_at: datetime | None = None
+
+
+class ScheduleRunResult(BaseModel):
+    status: str
+    message: str | None = None
+    event_id: int | None = None
+    execution_id: str | None = None
+
+
+@workflow.defn(name=SCHEDULE_FIRE_WORKFLOW)
+class ScheduleFireWorkflow:
+    @workflow.run
+    async def run(self, firing: ScheduleFiring) -> ScheduleRunResult:
+        scheduled = workflow.info().typed_search_attributes.get(SCHEDULED_START) or workflow.now()
+        result: ScheduleRunResult = await workflow.execute_activity(
+            SCHEDULE_FIRE_ACTIVITY,
+            firing.model_copy(update={"scheduled_at": scheduled}),
+            result_type=ScheduleRunResult,
+            start_to_close_timeout=ATTEMPT_TIMEOUT,
+            schedule_to_close_timeout=FIRING_DEADLINE,
+            retry_policy=RETRY,
+        )
+        return result
