@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration, ThreadItemAction, WorkflowAction, effective_max_parallel
@@ -36,6 +37,7 @@ from workflows.messages import (
     FireRequest,
     FireResult,
     IdleNotice,
+    LaneAddress,
     RunInput,
     RunPlan,
 )
@@ -70,7 +72,33 @@ class EngineActivities:
         self.registered_workflows = frozenset(registered_workflows)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.fire_batch, self.execution_started, self.execution_ended, self.lane_idle]
+        return [self.fire_batch, self.execution_started, self.execution_ended, self.lane_idle, self.runs_gone]
+
+    @activity.defn(name="orchestrator.runs_gone")
+    async def runs_gone(self, address: LaneAddress, run_keys: list[str]) -> list[str]:
+        """Which of these runs have ended (their workflow closed) without telling their lane.
+
+        A keyed lane's slot that such a run held is given back here too.
+        """
+        assert self.temporal is not None
+        gone = []
+        for key in run_keys:
+            try:
+                description = await self.temporal.get_workflow_handle(key).describe()
+            except RPCError as err:
+                if err.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                gone.append(key)
+                continue
+            if description.status not in (None, WorkflowExecutionStatus.RUNNING):
+                gone.append(key)
+        if gone:
+            listener = await self.store.get_listener(address.listener)
+            decl = ListenerDeclaration.model_validate(listener["body"])
+            if decl.concurrency.mode == "keyed":
+                max_parallel = effective_max_parallel(decl.concurrency, self.settings.limits)
+                await self.release_key_slot(address.session_id, address.listener, address.lane, max_parallel)
+        return gone
 
     @activity.defn(name="orchestrator.lane_idle")
     async def lane_idle(self, notice: IdleNotice) -> dict[str, Any]:

@@ -129,9 +129,13 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
-    """Temporal's time-skipping test server."""
+    """Temporal's time-skipping test server, one per test (it starts in a tenth of a second).
+
+    Shared, one test's leftover workflow waiting on a task queue nobody polls any more would hold time
+    skipping back for every later test.
+    """
     env = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=_binary("temporal-test-server"),
         data_converter=pydantic_data_converter,
@@ -140,7 +144,7 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     await env.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def temporal_env(request: pytest.FixtureRequest) -> WorkflowEnvironment:
     """The Temporal server chosen by `--temporal` (a plain fixture, so it can pick an async one by name)."""
     name = "dev_env" if request.config.getoption("--temporal") == "dev" else "time_skipping_env"

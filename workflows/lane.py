@@ -47,6 +47,9 @@ ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maxim
 # A keyed lane waiting for a key slot is told when one frees; it also asks again this often, so a lost
 # hand-over (a worker that died between freeing the slot and signalling) costs seconds, not the batch.
 KEY_SLOT_RETRY_SECONDS = 5.0
+# A run's `run_finished` signal frees its slot; a run terminated from outside never sends it. The lane looks
+# this often at the runs it is waiting for, so such a slot is stranded for minutes, not for ever.
+RUNS_CHECK_SECONDS = 300.0
 
 
 @workflow.defn(name="OrchestratorLane")
@@ -120,6 +123,9 @@ class LaneWorkflow:
                 workflow.continue_as_new(self.state)
             if await self._fire_if_due():
                 continue
+            if self.state.in_flight and workflow.time() >= self._runs_check_due():
+                await self._free_slots_of_gone_runs()
+                continue
             if self._silence_due():
                 await self._announce_silence()
                 continue
@@ -173,12 +179,32 @@ class LaneWorkflow:
             # long as the run lasts (a timer and a workflow task every millisecond).
             if closes is not None and self._slot_free(decl):
                 deadlines.append(closes)
+        if state.in_flight:
+            deadlines.append(self._runs_check_due())
         silence = self._silence_deadline()
         if silence is not None:
             deadlines.append(silence)
         elif self._nothing_to_do():
             deadlines.append((state.last_event_at or now) + state.idle_exit_seconds)
         return min(deadlines) if deadlines else None
+
+    def _runs_check_due(self) -> float:
+        state = self.state
+        since = state.runs_checked_at or min(run.started_at for run in state.in_flight)
+        return max(since, min(run.started_at for run in state.in_flight)) + RUNS_CHECK_SECONDS
+
+    async def _free_slots_of_gone_runs(self) -> None:
+        """Free the slots of runs that ended without telling the lane (terminated by an operator)."""
+        state = self.state
+        gone: list[str] = await workflow.execute_local_activity(
+            "orchestrator.runs_gone",
+            args=[state.address, [run.run_key for run in state.in_flight]],
+            result_type=list[str],
+            start_to_close_timeout=ACTIVITY_TIMEOUT,
+            retry_policy=ACTIVITY_RETRY,
+        )
+        state.runs_checked_at = workflow.time()
+        state.in_flight = [run for run in state.in_flight if run.run_key not in gone]
 
     def _silence_deadline(self) -> float | None:
         """When this lane's silence is due to be announced (declared `idle`), or None."""
