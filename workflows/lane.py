@@ -41,8 +41,6 @@ with workflow.unsafe.imports_passed_through():
     )
 
 ACTIVITY_TIMEOUT = timedelta(seconds=30)
-# The timer between cutting a batch and firing it: only its workflow task boundary matters.
-CUT_SETTLE = timedelta(milliseconds=1)
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 # A keyed lane waiting for a key slot is told when one frees; it also asks again this often, so a lost
 # hand-over (a worker that died between freeing the slot and signalling) costs seconds, not the batch.
@@ -196,7 +194,7 @@ class LaneWorkflow:
     async def _free_slots_of_gone_runs(self) -> None:
         """Free the slots of runs that ended without telling the lane (terminated by an operator)."""
         state = self.state
-        gone: list[str] = await workflow.execute_local_activity(
+        gone: list[str] = await workflow.execute_activity(
             "orchestrator.runs_gone",
             args=[state.address, [run.run_key for run in state.in_flight]],
             result_type=list[str],
@@ -221,12 +219,17 @@ class LaneWorkflow:
         return deadline is not None and workflow.time() >= deadline
 
     async def _announce_silence(self) -> None:
-        """Write the `lane.idle` event and put it into this lane's own batching, like any other event."""
+        """Write the `lane.idle` event and put it into this lane's own batching, like any other event.
+
+        A regular activity, not a local one, like every lane activity with an effect: its input is in the
+        history before it runs, so a workflow task that fails and replays with newer signals cannot make it
+        announce a different silence.
+        """
         state = self.state
         idle = self._declaration().idle
         assert idle is not None
         last = state.buffer.high_water
-        envelope: dict[str, Any] = await workflow.execute_local_activity(
+        envelope: dict[str, Any] = await workflow.execute_activity(
             "orchestrator.lane_idle",
             IdleNotice(
                 address=state.address,
@@ -272,20 +275,18 @@ class LaneWorkflow:
         entries, consumed, state.buffer = cut
         state.batches += 1
         state.last_batch = consumed
-        state.held = HeldBatch(entries=entries, event_ids=consumed)
-        # The batch fires in the next workflow task, once this one (and so the cut) is in the history. The
-        # fire is a local activity: the run starts before its task is recorded. Were that task to fail (a
-        # signal landing while it continues as new, a worker dying), its replay would apply the later
-        # signals first and cut a larger batch under the same run key, and the run already started would
-        # stand for events it never got. Cut in a task of its own, every replay fires this same batch.
-        await workflow.sleep(CUT_SETTLE)
-        return True
+        return await self._fire(HeldBatch(entries=entries, event_ids=consumed))
 
     async def _fire(self, batch: HeldBatch) -> bool:
         """Hand the batch to the fire activity; answer whether it left the lane (False: it waits for a key)."""
         state = self.state
         info = workflow.info()
-        result: FireResult = await workflow.execute_local_activity(
+        # A regular activity, not a local one: a local activity starts the run (or writes) before its
+        # workflow task is recorded. Were that task to fail (a worker dying, a completion refused because a
+        # signal landed meanwhile), its replay would apply the later signals first and cut a larger batch
+        # under the same run key, and the run already started would stand for events it never got. A
+        # scheduled activity's input is in the history before it runs, so every attempt fires this batch.
+        result: FireResult = await workflow.execute_activity(
             "orchestrator.fire_batch",
             FireRequest(
                 address=state.address,

@@ -207,7 +207,9 @@ def parse_declaration(body: Any, limits: Limits) -> ListenerDeclaration:
     Raises CommandError("invalid_request") whose message names each bad field as `listener.<path>`.
     """
     try:
-        return ListenerDeclaration.model_validate(body, context={"limits": limits})
+        # Strict, like every command's arguments: a declaration is JSON a person wrote, and `"100"` or `true`
+        # where a number belongs is a mistake to name, not a value to guess (lax parsing made `true` one).
+        return ListenerDeclaration.model_validate(body, strict=True, context={"limits": limits})
     except pydantic.ValidationError as exc:
         message = field_errors_message(exc, "listener", union_tags=ACTION_TYPES)
         raise CommandError("invalid_request", message) from None

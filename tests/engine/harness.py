@@ -7,6 +7,7 @@ input, and when it started and ended, so tests can assert what ran, with what, a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -145,11 +146,34 @@ async def running_engine(
             tasks.extend(asyncio.create_task(background()) for background in components.background_tasks)
         yield Engine(platform, client, log, task_queue)
     finally:
+        # The recorder knows runs whose execution record may not be written yet.
+        await stop_leftovers(platform, client, [str(r.input["execution_id"]) for r in log.runs])
         for worker in started:
             await worker.shutdown()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def stop_leftovers(platform: Platform, client: Client, known: Sequence[str] = ()) -> None:
+    """Terminate the lanes and runs a test leaves behind (its database knows them all).
+
+    On the time-skipping server a workflow task waiting on a task queue nobody polls any more (a lane's idle
+    timer, a sleeping run's timer) locks time skipping for every later test of the session.
+    """
+    pool = getattr(platform.store, "pool", None)
+    if pool is None:
+        return
+    try:
+        lanes = [r["workflow_id"] for r in await pool.fetch("SELECT workflow_id FROM lanes")]
+        executions = [r["id"] for r in await pool.fetch("SELECT id FROM executions")]
+        executions = sorted({*executions, *known})
+    except Exception:  # a test that closed its store or never migrated it: nothing to stop
+        return
+    runs = {"run:" + e.removeprefix("exe:").rsplit(".", 1)[0] for e in executions}
+    for workflow_id in [*lanes, *sorted(runs), *executions]:
+        with contextlib.suppress(Exception):  # already closed, or never started
+            await client.get_workflow_handle(workflow_id).terminate("the test is over")
 
 
 def recorder_listener(name: str = "orchestrate", **overrides: Any) -> dict[str, Any]:

@@ -1,0 +1,104 @@
+"""A keyed listener: a lane per key value, one run in flight per lane, at most `max_parallel` keys at once."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
+
+
+def keyed_listener(*, key: str = "alias", sleep: float = 0, window: float = 0.3, **concurrency: Any) -> dict[str, Any]:
+    return recorder_listener(
+        concurrency={"mode": "keyed", "key": key, **concurrency},
+        batch={"window_seconds": window, "max_events": 100},
+        action={"type": "workflow", "workflow": "recorder", "input": {"sleep": sleep}},
+    )
+
+
+def runs_of_lane(engine: Engine, lane: str) -> list[dict[str, Any]]:
+    return [r.input for r in engine.log.runs if r.input["batch"]["lane"] == lane]
+
+
+async def all_ended(engine: Engine, count: int) -> bool:
+    return len(engine.log.event_ids()) >= count and all(r.ended is not None for r in engine.log.runs)
+
+
+async def test_a_lane_per_alias_and_events_during_a_run_wait_for_its_next_batch(engine: Engine) -> None:
+    await engine.command("save_listener", listener=keyed_listener(sleep=1.5))
+    sid = await new_session(engine)
+    first_a = await write_many(engine, sid, ["missions/a", "missions/a"])
+    first_b = await write_many(engine, sid, ["missions/b"])
+
+    async def a_running() -> bool:
+        return any(r.input["batch"]["lane"] == "missions/a" and r.ended is None for r in engine.log.runs)
+
+    await eventually(a_running, what="the first run of lane missions/a")
+    during_a = await write_many(engine, sid, ["missions/a", "missions/a", "missions/a"])
+
+    async def done() -> bool:
+        return await all_ended(engine, 6)
+
+    await eventually(done, what="every event in a run")
+    a_runs = runs_of_lane(engine, "missions/a")
+    assert [r["batch"]["event_ids"] for r in a_runs] == [first_a, during_a]
+    assert [r["batch"]["event_ids"] for r in runs_of_lane(engine, "missions/b")] == [first_b]
+    assert engine.log.most_at_once["orchestrate:missions/a"] == 1
+    assert engine.log.most_at_once["orchestrate:missions/b"] == 1
+    a_records = [r for r in engine.log.runs if r.input["batch"]["lane"] == "missions/a"]
+    assert a_records[1].started >= (a_records[0].ended or float("inf")), "the lane's second run began after its first"
+    # The two keys ran side by side: lanes are independent below the cross-key cap.
+    assert engine.log.most_at_once["orchestrate:*"] == 2
+
+
+async def test_key_segments_cut_an_alias_key_to_its_first_segments(engine: Engine) -> None:
+    await engine.command("save_listener", listener=keyed_listener(key_segments=2))
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, ["missions/a/1", "missions/b/1", "missions/a/2/x", "missions/b"])
+
+    async def done() -> bool:
+        return await all_ended(engine, 4)
+
+    await eventually(done, what="every event in a run")
+    by_lane = {r.input["batch"]["lane"]: r.input["batch"]["event_ids"] for r in engine.log.runs}
+    assert by_lane == {"missions/a": [ids[0], ids[2]], "missions/b": [ids[1], ids[3]]}
+    assert len(engine.log.runs) == 2
+
+
+async def test_the_cross_key_cap_holds_across_six_keys(engine: Engine) -> None:
+    await engine.command("save_listener", listener=keyed_listener(sleep=1.5, window=0.2, max_parallel=2))
+    sid = await new_session(engine)
+    aliases = [f"missions/k{n}" for n in range(6)]
+    ids = await write_many(engine, sid, aliases + aliases)
+
+    async def done() -> bool:
+        return await all_ended(engine, len(ids))
+
+    await eventually(done, within=60, what="every event in a run")
+    assert engine.log.most_at_once["orchestrate:*"] <= 2, "never more than max_parallel keys running"
+    assert engine.log.most_at_once["orchestrate:*"] == 2, "the cap is a cap, not serial"
+    assert sorted(engine.log.event_ids()) == sorted(ids)
+    assert not [i for i, n in Counter(engine.log.event_ids()).items() if n > 1], "no event ran twice"
+    assert {r.input["batch"]["lane"] for r in engine.log.runs} == {a for a in aliases}
+    assert all(v == 1 for k, v in engine.log.most_at_once.items() if not k.endswith(":*"))
+
+
+async def test_an_event_without_the_key_falls_in_the_shared_lane(engine: Engine) -> None:
+    listener = keyed_listener(key="item.role")
+    listener["filter"] = {"types": ["thread.item_posted"], "aliases": ["missions/**"]}
+    await engine.command("save_listener", listener=listener)
+    sid = await new_session(engine)
+    ids = []
+    for role in ["pilot", None, "pilot", "crew", None]:
+        item: dict[str, Any] = {"type": "text", "message": "hello"}
+        if role is not None:
+            item["role"] = role
+        reply = await engine.command("post_thread_item", session_id=sid, alias="missions/log", item=item)
+        ids.append(reply["event_id"])
+
+    async def done() -> bool:
+        return await all_ended(engine, 5)
+
+    await eventually(done, what="every event in a run")
+    by_lane = {r.input["batch"]["lane"]: r.input["batch"]["event_ids"] for r in engine.log.runs}
+    assert by_lane == {"pilot": [ids[0], ids[2]], "crew": [ids[3]], "~": [ids[1], ids[4]]}

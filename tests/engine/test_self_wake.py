@@ -1,0 +1,101 @@
+"""Never woken by itself: what a listener writes, and its own `execution.ended`, never match it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.core.lane_keys import lane_workflow_id
+from tests.engine.harness import Engine, eventually, lane_outcomes, new_session, recorder_listener, write_many
+
+
+async def session_events(engine: Engine, sid: str) -> list[dict[str, Any]]:
+    reply = await engine.command("list_session_events", session_id=sid, limit=1000)
+    return list(reply["events"])
+
+
+async def lane_view(engine: Engine, sid: str, listener: str, lane: str = "_") -> dict[str, Any]:
+    state = await engine.client.get_workflow_handle(lane_workflow_id(sid, listener, lane)).query("state")
+    return state if isinstance(state, dict) else state.model_dump(mode="json")
+
+
+async def test_an_object_action_writing_inside_its_own_filter_runs_once_per_outside_burst(engine: Engine) -> None:
+    echo = {
+        "name": "echo",
+        "filter": {"types": ["object.**"], "aliases": ["missions/**"]},
+        "batch": {"window_seconds": 0.3},
+        "action": {
+            "type": "object",
+            "alias": "missions/echo",
+            "value": {"type": "echo", "last": "{{ batch.last_id }}"},
+        },
+    }
+    await engine.command("save_listener", listener=echo)
+    sid = await new_session(engine)
+
+    for burst in range(2):
+        outside = await write_many(engine, sid, [f"missions/{burst}/{n}" for n in range(3)])
+
+        async def answered(last: int = outside[-1]) -> bool:
+            return any(o["last_id"] == last for o in await lane_outcomes(engine, sid, "echo"))
+
+        await eventually(answered, what=f"echo's answer to burst {burst}")
+
+    # A sentinel from outside: once its batch is done, any echo write routed back to `echo` would have been
+    # pending before it (smaller id), so it would show in some outcome's events.
+    sentinel = await write_many(engine, sid, ["missions/sentinel"])
+
+    async def sentinel_done() -> bool:
+        return any(sentinel[0] in o["event_ids"] for o in await lane_outcomes(engine, sid, "echo"))
+
+    await eventually(sentinel_done, what="the sentinel's batch")
+    events = await session_events(engine, sid)
+    echoes = [e for e in events if e.get("alias") == "missions/echo"]
+    assert len(echoes) == 3, "one write per outside batch"
+    assert all(e["source"].get("listener") == "echo" for e in echoes)
+    outcomes = await lane_outcomes(engine, sid, "echo")
+    assert len(outcomes) == 3
+    assert all(o["status"] == "success" for o in outcomes)
+    consumed = {i for o in outcomes for i in o["event_ids"]}
+    assert not consumed & {e["id"] for e in echoes}, "echo never consumed its own write"
+    view = await lane_view(engine, sid, "echo")
+    assert view["pending"] == 0
+    assert view["high_water"] == sentinel[0]
+
+
+async def test_a_runs_own_execution_events_wake_other_listeners_but_not_its_own(engine: Engine) -> None:
+    watcher = recorder_listener("watcher", filter={"types": ["execution.*"]}, batch={"window_seconds": 0.3})
+    noter = {
+        "name": "noter",
+        "filter": {"types": ["execution.ended"]},
+        "batch": {"window_seconds": 0.3},
+        "action": {"type": "object", "alias": "notes/ended", "value": {"type": "echo", "last": "{{ batch.last_id }}"}},
+    }
+    await engine.command("save_listener", listener=watcher)
+    await engine.command("save_listener", listener=noter)
+    sid = await new_session(engine)
+    await engine.command("start_execution", session_id=sid, workflow="recorder", input={})
+
+    async def watcher_ended() -> bool:
+        return any(
+            e["type"] == "execution.ended" and e["source"].get("listener") == "watcher"
+            for e in await session_events(engine, sid)
+        )
+
+    await eventually(watcher_ended, what="the watcher's run to end")
+    events = await session_events(engine, sid)
+    own = [e["id"] for e in events if e["source"].get("listener") == "watcher"]
+    own_ended = next(e["id"] for e in events if e["type"] == "execution.ended" and e["id"] in own)
+
+    async def noted() -> bool:
+        return any(own_ended in o["event_ids"] for o in await lane_outcomes(engine, sid, "noter"))
+
+    # The noter hears the watcher's end; the router routed that event to every lane in the same round.
+    await eventually(noted, what="the noter to hear the watcher's end")
+    watcher_runs = [r.input for r in engine.log.runs if r.input["listener"] == "watcher"]
+    outside = [e["id"] for e in events if e["type"].startswith("execution.") and not e["source"].get("listener")]
+    assert len(outside) == 2
+    assert sorted(i for r in watcher_runs for i in r["batch"]["event_ids"]) == outside
+    view = await lane_view(engine, sid, "watcher")
+    assert view["high_water"] < min(own), "the watcher's lane never received its own execution events"
+    assert view["pending"] == 0
+    assert all(e["source"].get("listener") == "watcher" for e in events if e["id"] in own)
