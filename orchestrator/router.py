@@ -98,9 +98,15 @@ class Router:
     async def _listen(self) -> asyncpg.Connection:
         """A connection of its own that LISTENs; while it was gone notifications were lost, so look at all."""
         listen = await asyncpg.connect(self.database_url)
-        await listen.add_listener("orchestrator_events", self._on_notify)
-        await listen.add_listener("orchestrator_listeners", self._on_notify)
-        self._dirty.update(await self.store.sessions_behind())
+        try:
+            await listen.add_listener("orchestrator_events", self._on_notify)
+            await listen.add_listener("orchestrator_listeners", self._on_notify)
+            self._dirty.update(await self.store.sessions_behind())
+        except BaseException:
+            # Not yet the caller's to close: a router stopped (or failing) here would leak it. `terminate`
+            # needs no await, so a cancellation cannot interrupt it.
+            listen.terminate()
+            raise
         return listen
 
     def _on_notify(self, _conn: object, _pid: int, channel: str, payload: object) -> None:

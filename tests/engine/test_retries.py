@@ -154,7 +154,8 @@ async def test_a_failing_run_is_repeated_then_reported_with_listener_failed(
     clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment
 ) -> None:
     engine, clock = clocked
-    await engine.command("save_listener", listener=flaky(attempts=2, delay=0.5, batch={"window_seconds": 0.5}))
+    # A window long enough that both writes land in it even on a loaded machine.
+    await engine.command("save_listener", listener=flaky(attempts=2, delay=0.5, batch={"window_seconds": 2}))
     inbox = {
         "name": "inbox",
         "filter": {"types": ["listener.failed"]},
@@ -333,6 +334,11 @@ async def test_completed_runs_and_batches_that_started_no_run_are_not_retried(
     [outcome] = await lane_outcomes(engine, sid, "norun")
     assert (outcome["status"], outcome["retry"], outcome["event_ids"]) == ("invocation_error", 0, none_ids)
     assert not await events_of(engine, sid, "listener.failed"), "only a failed last attempt is reported"
+    receipts = (await engine.command("list_thread_items", session_id=sid, alias="ops/receipts"))["items"]
+    assert sorted((r["metadata"]["listener"], r["metadata"]["status"]) for r in receipts) == [
+        ("completes", "success"),
+        ("norun", "invocation_error"),
+    ], "an invocation_error has its receipt too"
 
 
 async def _over(handle: Any) -> bool:

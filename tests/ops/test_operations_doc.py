@@ -90,7 +90,7 @@ EXPECTED: list[tuple[str, Check]] = [
         r"query --workflow-id '<lane>' --type outcomes",
         lambda out, ids: "success" in out and any(e in out for e in ids.completed),
     ),
-    (r"workflow show --workflow-id '<lane>'", _all("WorkflowExecutionSignaled", "MarkerRecorded")),
+    (r"workflow show --workflow-id '<lane>'", _all("WorkflowExecutionSignaled", "ActivityTaskCompleted")),
     (r"task-queue describe --task-queue '<task-queue>'", lambda out, ids: "workflow" in out.lower()),
     (r"describe --workflow-id '<failed-execution>'", _all("FAILED", "asked to fail")),
     (r"show --workflow-id '<failed-execution>'", _all("WorkflowExecutionFailed", "asked to fail")),
