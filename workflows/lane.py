@@ -48,6 +48,9 @@ KEY_SLOT_RETRY_SECONDS = 5.0
 # A run's `run_finished` signal frees its slot; a run terminated from outside never sends it. The lane looks
 # this often at the runs it is waiting for, so such a slot is stranded for minutes, not for ever.
 RUNS_CHECK_SECONDS = 300.0
+# How many runs that finished before their start was reported the lane remembers (a handful at most are
+# ever in that window at once).
+FINISHED_EARLY_KEPT = 32
 
 
 @workflow.defn(name="OrchestratorLane")
@@ -75,6 +78,10 @@ class LaneWorkflow:
     @workflow.signal(name=RUN_FINISHED_SIGNAL)
     def run_finished(self, finished: RunFinished) -> None:
         state = self.state
+        if all(run.run_key != finished.run_key for run in state.in_flight):
+            # The run ended before the activity that started it reported back (a worker died in between and
+            # the activity was retried, or the run was simply quicker): remember it, or its slot stays held.
+            state.finished_early = [*state.finished_early, finished.run_key][-FINISHED_EARLY_KEPT:]
         state.in_flight = [run for run in state.in_flight if run.run_key != finished.run_key]
         for outcome in finished.outcomes:
             state.outcomes = record(state.outcomes, outcome)
@@ -307,7 +314,9 @@ class LaneWorkflow:
         state.held = None
         if result.outcome is not None:
             state.outcomes = record(state.outcomes, result.outcome)
-        if result.run_key is not None:
+        if result.run_key is not None and result.run_key in state.finished_early:
+            state.finished_early = [key for key in state.finished_early if key != result.run_key]
+        elif result.run_key is not None:
             ids = batch.event_ids
             state.in_flight.append(
                 InFlight(

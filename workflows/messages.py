@@ -70,6 +70,8 @@ class LaneState(BaseModel):
     declaration: dict[str, Any] = Field(default_factory=dict)
     buffer: LaneBuffer = Field(default_factory=LaneBuffer)
     in_flight: list[InFlight] = Field(default_factory=list)
+    # Runs whose `run_finished` arrived before the result of the activity that started them.
+    finished_early: list[str] = Field(default_factory=list)
     # When the lane last looked for runs that ended without a `run_finished` signal.
     runs_checked_at: float | None = None
     held: HeldBatch | None = None
