@@ -126,7 +126,7 @@ async def lanes_case(
         last = max(t for t, _ in starts.runs)
         commits = {
             e.id: e.created_at.timestamp()
-            for page in [await platform.store.list_events(session, limit=events + 10)]
+            for page in [await platform.store.list_events(session, limit=events + 10, types=["object.written"])]
             for e in page
         }
         window = float(listener["batch"]["window_seconds"])
