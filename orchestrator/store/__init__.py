@@ -1,1 +1,1 @@
-"""The store: PostgreSQL behind one protocol. Commands and activities talk to `Store`, never to asyncpg."""
+"""The store: PostgreSQL through asyncpg. Commands and activities call its methods, never asyncpg directly."""
