@@ -1,7 +1,8 @@
 """The missions app (`orchestrator dev --app examples.missions.app`): the listeners of SPEC section 10.
 
 - `orchestrate`: any change under `missions/**` (objects, thread items other than chatter, graph
-  changes) or a sweep request at `app/missions/sweep`, one run at a time, a burst gathered for 2 s;
+  changes), a sweep request at `app/missions/sweep` or a clock tick at `ops/clock` (a schedule that writes
+  it every 15 minutes: a time rule with no event of its own), one run at a time, a burst gathered for 2 s;
   the `orchestrator` workflow writes each changed mission's status to `views/missions/<id>/status`. Its
   `events` input is SPEC section 10's; the run reads the same list as `batch.messages`.
   A failed run is repeated twice, 30 s and then 60 s later.
@@ -27,7 +28,7 @@ ORCHESTRATE: dict[str, Any] = {
     "description": "Move every mission on any change, or on a sweep request.",
     "filter": {
         "types": ["object.**", "thread.item_posted", "graph.changed"],
-        "aliases": ["missions/**", "app/missions/sweep"],
+        "aliases": ["missions/**", "app/missions/sweep", "ops/clock"],
         "where": [{"path": "item.type", "op": "not_in", "value": ["text", "thinking"]}],
     },
     "concurrency": {"mode": "serial"},

@@ -22,16 +22,18 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.sdk import RunInput, RunSession
 
 SWEEP_ALIAS = "app/missions/sweep"
+# A schedule writes the clock; a tick is a sweep that nobody asked for, in the same lane as every change.
+CLOCK_ALIAS = "ops/clock"
 # A page of thread items while looking for a request; most threads fit in one.
 PAGE = 1000
 
 
 def changed_missions(messages: list[dict[str, Any]]) -> list[str] | None:
-    """The ids of the missions a batch points at, or None (all of them) for a sweep or a graph change."""
+    """The ids of the missions a batch points at, or None (all of them) for a sweep, a tick or a graph change."""
     ids: dict[str, None] = {}
     for message in messages:
         alias = message.get("alias") or ""
-        if alias == SWEEP_ALIAS or message["type"] == "graph.changed":
+        if alias in (SWEEP_ALIAS, CLOCK_ALIAS) or message["type"] == "graph.changed":
             return None
         if alias.startswith("missions/"):
             ids[alias.split("/")[1]] = None
