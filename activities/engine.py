@@ -345,6 +345,9 @@ class EngineActivities:
             id=plan.run_key,
             task_queue=plan.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # The run's first workflow task comes back with the start when this worker has room for it,
+            # saving a round trip through the server's matching on every batch.
+            request_eager_start=True,
         )
         commits = [datetime.fromisoformat(e["created_at"]) for e in plan.input.batch.events if "created_at" in e]
         METRICS.run_started(plan.input.listener, min(commits, default=None), datetime.now(UTC))
