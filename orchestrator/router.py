@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -41,6 +42,10 @@ ROUND_EVENTS = 2_000
 EVENTS_PER_SIGNAL = 500
 # How often the router looks for sessions behind without being told (a lost NOTIFY, a restart).
 POLL_SECONDS = 2.0
+# The shortest time between two routing rounds of one session. A burst's events wait at most this long
+# before they go out, far less than a typical window, and each lane gets one signal per round instead of one
+# per commit (signals, not the database, bound throughput: each is a workflow task).
+ROUND_INTERVAL_SECONDS = 0.2
 # How long the router waits before it tries a lost database again.
 RECONNECT_SECONDS = 1.0
 # Sessions routed at once by one worker; each round holds a pooled connection while it signals.
@@ -56,6 +61,7 @@ class Router:
         settings: Settings,
         *,
         poll_seconds: float = POLL_SECONDS,
+        round_interval: float = ROUND_INTERVAL_SECONDS,
     ) -> None:
         self.store = store
         self.temporal = temporal
@@ -65,6 +71,8 @@ class Router:
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         self._known_lanes: set[str] = set()
+        self._last_round: dict[str, float] = {}
+        self.round_interval = round_interval
         # What this router has done, for benchmarks and status: events read, and signals sent to lanes.
         self.routed = 0
         self.signals = 0
@@ -123,6 +131,12 @@ class Router:
 
             async def one(session_id: str) -> None:
                 async with gate:
+                    # Rounds of one session at most this often: under a burst, what waits for a lane is
+                    # packed into one signal instead of a signal per commit.
+                    wait = self._last_round.get(session_id, 0.0) + self.round_interval - time.monotonic()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    self._last_round[session_id] = time.monotonic()
                     try:
                         while await self.route_session(session_id) >= ROUND_EVENTS:
                             pass
