@@ -5,7 +5,7 @@ partition) and an embedded PostgreSQL:
 - lanes: 20,000 events written by 8 writers to a serial listener (window 1 s, max_events 1000), then to a
   keyed listener (100 keys by alias, max_parallel 16); events/s from the first write to the last batch's
   run starting, the delay the platform adds beyond the window (from when a batch was due, its first
-  commit plus the window or, for events a full batch left behind, the previous batch's start, to its run's
+  commit plus the window or, for events a full batch left behind, the previous batch of its lane, to its run's
   start: p50 and p99 over batches), the commit-to-run-start delay of every event, and
   signals and workflow executions per 1,000 events;
 - naive: one workflow (running one trivial local activity) started per event, 4 in flight.
@@ -125,19 +125,19 @@ async def lanes_case(
             await asyncio.wait_for(starts.all_started.wait(), timeout=600)
         delivered = sum(len(ids) for _, ids in starts.runs)
         last = max(t for t, _ in starts.runs)
-        commits = {
-            e.id: e.created_at.timestamp()
-            for page in [await platform.store.list_events(session, limit=events + 10, types=["object.written"])]
-            for e in page
-        }
+        written = await platform.store.list_events(session, limit=events + 10, types=["object.written"])
+        commits = {e.id: e.created_at.timestamp() for e in written}
+        lanes_of = {e.id: (e.alias if keys > 1 else "_") for e in written}
         window = float(listener["batch"]["window_seconds"])
         # A batch is due when its first event's window closes, or, for what a full batch left behind (those
         # events keep their window), when the batch before it started: the added delay is the time after that.
-        added, previous = [], 0.0
+        added: list[float] = []
+        previous: dict[str | None, float] = {}
         for t, ids in sorted(starts.runs):
-            due = max(min(commits[i] for i in ids) + window, previous)
+            lane = lanes_of[ids[0]]
+            due = max(min(commits[i] for i in ids) + window, previous.get(lane, 0.0))
             added.append(t - due)
-            previous = t
+            previous[lane] = t
         per_event = [t - commits[i] for t, ids in starts.runs for i in ids]
         lanes = len({a for a in aliases}) if keys > 1 else 1
         executions = lanes + 2 * len(starts.runs)  # each lane, and per batch a run workflow and the app's run
