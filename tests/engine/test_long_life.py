@@ -82,7 +82,9 @@ async def test_an_idle_lane_completes_and_the_next_event_starts_it_again(
         assert engine.log.event_ids() == ids
         description = await handle.describe()
         assert description.run_id != first_run_id
-        assert [r.input["batch"]["event_ids"] for r in engine.log.runs] == [ids[:2], ids[2:]]
+        # The first two may share a batch or not (two writes, two routing rounds); the one after the restart
+        # is a batch of its own, in the lane's new run.
+        assert engine.log.runs[-1].input["batch"]["event_ids"] == ids[2:]
 
 
 async def test_events_written_at_the_idle_exit_moment_are_not_lost(
