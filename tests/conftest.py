@@ -11,6 +11,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -70,21 +71,30 @@ def pg_url(embedded_pg: EmbeddedPostgres) -> str:
     return embedded_pg.url
 
 
-@pytest.fixture
-async def fresh_db(embedded_pg: EmbeddedPostgres) -> AsyncIterator[str]:
-    """The URL of a new, empty database on the session's server, dropped after the test."""
-    name = f"t_{uuid.uuid4().hex}"
-    admin = await asyncpg.connect(embedded_pg.url)
+@asynccontextmanager
+async def scratch_database(server: EmbeddedPostgres, prefix: str) -> AsyncIterator[str]:
+    """A new, empty database on `server` (its URL), dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex}"
+    admin = await asyncpg.connect(server.url)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
-    yield embedded_pg.url_for(name)
-    admin = await asyncpg.connect(embedded_pg.url)
     try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        yield server.url_for(name)
     finally:
-        await admin.close()
+        admin = await asyncpg.connect(server.url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+@pytest.fixture
+async def fresh_db(embedded_pg: EmbeddedPostgres) -> AsyncIterator[str]:
+    """The URL of a new, empty database on the session's server, dropped after the test."""
+    async with scratch_database(embedded_pg, "t") as url:
+        yield url
 
 
 @pytest.fixture

@@ -7,12 +7,10 @@ while a test uses the workload, so lanes answer their `state` and `outcomes` que
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import asyncpg
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
@@ -20,6 +18,7 @@ from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
 from orchestrator.embedded import EmbeddedPostgres
 from orchestrator.platform import Platform
+from tests.conftest import scratch_database
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, running_engine, write_many
 
 # Long enough that the repeat never comes while this folder's tests run.
@@ -51,18 +50,8 @@ def temporal_address(env: WorkflowEnvironment) -> str:
 @pytest.fixture(scope="package")
 async def ops_database(embedded_pg: EmbeddedPostgres) -> AsyncIterator[str]:
     """A database of its own for this folder's workload, which every test here reads."""
-    name = f"ops_{uuid.uuid4().hex}"
-    admin = await asyncpg.connect(embedded_pg.url)
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    yield embedded_pg.url_for(name)
-    admin = await asyncpg.connect(embedded_pg.url)
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with scratch_database(embedded_pg, "ops") as url:
+        yield url
 
 
 @pytest.fixture(scope="package")
