@@ -23,10 +23,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration, ThreadItemAction, WorkflowAction, effective_max_parallel
 from orchestrator.core.errors import CommandError
+from orchestrator.core.events import message_of
 from orchestrator.core.filters import listener_accepts
 from orchestrator.core.globs import compile_alias_glob, validate_alias
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
-from orchestrator.core.templates import TemplateError, batch_context, message_of, render
+from orchestrator.core.templates import TemplateError, batch_context, render
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
 from workflows.messages import (

@@ -19,6 +19,7 @@ Alias = Annotated[str, AfterValidator(validate_alias)]
 ClientId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Limit = Annotated[int, Field(ge=1, le=1000)]
+ListenerName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 def _json_object_with_type(value: Any) -> dict[str, Any]:

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import StringConstraints
-
-from orchestrator.commands.fields import SessionId
+from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import parse_declaration
 
 if TYPE_CHECKING:
     from orchestrator.platform import Platform
-
-ListenerName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 class SaveListener(Request):

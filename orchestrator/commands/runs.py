@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import StringConstraints
 
-from orchestrator.commands.fields import SessionId
+from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 
 if TYPE_CHECKING:
     from orchestrator.platform import Platform
 
-ListenerName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 WorkflowName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 # A lane that does not answer its query in this time is shown without live counts.
 LANE_QUERY_SECONDS = 3.0

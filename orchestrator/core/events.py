@@ -65,14 +65,21 @@ class Event(BaseModel):
 
     def message(self) -> dict[str, Any]:
         """The compact pointer a run gets in `batch.messages`: where to look, not what is there."""
-        pointer: dict[str, Any] = {"id": self.id, "type": self.type}
-        if self.alias is not None:
-            pointer["alias"] = self.alias
-        if self.item is not None:
-            pointer["item_id"] = self.item.id
-        if self.execution is not None:
-            pointer["execution_id"] = self.execution.id
-        return pointer
+        return message_of(self.envelope())
+
+
+def message_of(envelope: dict[str, Any]) -> dict[str, Any]:
+    """The compact pointer of an envelope, where to look, not what is there."""
+    pointer: dict[str, Any] = {"id": envelope["id"], "type": envelope["type"]}
+    if envelope.get("alias") is not None:
+        pointer["alias"] = envelope["alias"]
+    item = envelope.get("item")
+    if isinstance(item, dict) and item.get("id") is not None:
+        pointer["item_id"] = item["id"]
+    execution = envelope.get("execution")
+    if isinstance(execution, dict) and execution.get("id") is not None:
+        pointer["execution_id"] = execution["id"]
+    return pointer
 
 
 def preview(message: str | None) -> str | None:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from orchestrator.core.events import message_of
 from orchestrator.core.paths import MISSING, resolve
 
 _HOLE = r"\{\{\s*([^{}]*?)\s*\}\}"
@@ -55,20 +56,6 @@ def render(template: Any, context: dict[str, Any]) -> Any:
     if isinstance(template, list):
         return [render(value, context) for value in template]
     return template
-
-
-def message_of(envelope: dict[str, Any]) -> dict[str, Any]:
-    """The compact pointer of an envelope, as `Event.message()` gives it: where to look, not what is there."""
-    pointer: dict[str, Any] = {"id": envelope["id"], "type": envelope["type"]}
-    if envelope.get("alias") is not None:
-        pointer["alias"] = envelope["alias"]
-    item = envelope.get("item")
-    if isinstance(item, dict) and item.get("id") is not None:
-        pointer["item_id"] = item["id"]
-    execution = envelope.get("execution")
-    if isinstance(execution, dict) and execution.get("id") is not None:
-        pointer["execution_id"] = execution["id"]
-    return pointer
 
 
 def batch_context(

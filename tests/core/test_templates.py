@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.core.templates import TemplateError, batch_context, message_of, render
+from orchestrator.core.events import message_of
+from orchestrator.core.templates import TemplateError, batch_context, render
 
 POSTED: dict[str, Any] = {
     "id": 4,
