@@ -20,6 +20,7 @@ import asyncpg
 
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Event, preview
+from orchestrator.core.globs import compile_type_glob
 from orchestrator.store.connection import Connection
 from orchestrator.store.migrate import migrate
 from orchestrator.telemetry import current_traceparent
@@ -67,18 +68,6 @@ def event_from_row(row: asyncpg.Record) -> Event:
 
 def _clean_source(source: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (source or {}).items() if v is not None}
-
-
-def _type_regex(pattern: str) -> str:
-    """A POSIX regex for a type glob (`*` one dotted segment, `**` any), for filtering in SQL."""
-    parts: list[str] = []
-    for segment in pattern.split("."):
-        if segment == "**":
-            parts.append("\x00")
-        else:
-            parts.append("".join("[^.]*" if ch == "*" else ("\\" + ch if not ch.isalnum() else ch) for ch in segment))
-    body = "\\.".join(parts).replace("\\.\x00", "(\\.[^.]+)*").replace("\x00\\.", "([^.]+\\.)*")
-    return "^" + body.replace("\x00", ".*") + "$"
 
 
 class PostgresStore:
@@ -233,7 +222,9 @@ class PostgresStore:
         types: Sequence[str] | None = None,
     ) -> list[Event]:
         await self.get_session(session_id)
-        patterns = [_type_regex(t) for t in types] if types else None
+        # The core's compiled globs are plain enough for PostgreSQL's regular expressions (\A, \Z, (?:), [^.]),
+        # so the stream is filtered with exactly the globs listeners use.
+        patterns = [compile_type_glob(t).pattern for t in types] if types else None
         rows = await self.pool.fetch(
             f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1"
             " AND id > $2 AND ($3::bigint IS NULL OR id < $3)"
