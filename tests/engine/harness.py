@@ -189,11 +189,31 @@ def recorder_listener(name: str = "orchestrate", **overrides: Any) -> dict[str, 
 
 
 async def write_many(engine: Engine, session_id: str, aliases: list[str]) -> list[int]:
+    """Write one object per alias and return once the router has delivered them all.
+
+    On the time-skipping server a test's next `env.sleep` jumps workflow time at once; without the wait a
+    write the router takes up in its next round (rounds are 200 ms apart) could land after the window it
+    was meant to share.
+    """
     ids = []
     for alias in aliases:
         reply = await engine.command("write_object", session_id=session_id, alias=alias, value={"type": "m"})
         ids.append(reply["event_id"])
+    await routed(engine, session_id, ids[-1])
     return ids
+
+
+async def routed(engine: Engine, session_id: str, event_id: int) -> None:
+    """Wait (in real time) until the router has signalled every lane up to `event_id` of the session."""
+
+    async def passed() -> bool:
+        async with engine.platform.store.transaction() as conn:
+            position = await conn.fetchval(
+                "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session_id
+            )
+        return position is not None and int(position) >= event_id
+
+    await eventually(passed, what=f"the router to pass event {event_id}")
 
 
 async def new_session(engine: Engine) -> str:
