@@ -195,6 +195,12 @@ class TemporalDevServer:
             "matching.numTaskqueueReadPartitions=1",
             "--dynamic-config-value",
             "matching.numTaskqueueWritePartitions=1",
+            # A worker with room runs the activity its workflow task schedules and the run it starts at
+            # once, without a trip through matching (the lane's fire and the run's start, on every batch).
+            "--dynamic-config-value",
+            "system.enableActivityEagerExecution=true",
+            "--dynamic-config-value",
+            "system.enableEagerWorkflowStart=true",
         ]
         for name in SEARCH_ATTRIBUTES:
             args += ["--search-attribute", f"{name}=Keyword"]

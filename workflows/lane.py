@@ -22,7 +22,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.core.batch_windows import cut_batch, receive, requeue, window_closes_at
+    from orchestrator.core.batch_windows import cut_batch, receive, regather, requeue, window_closes_at
     from orchestrator.core.declaration import ListenerDeclaration
     from orchestrator.core.outcomes import Outcome, record
     from workflows.messages import (
@@ -42,9 +42,10 @@ with workflow.unsafe.imports_passed_through():
 
 ACTIVITY_TIMEOUT = timedelta(seconds=30)
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
-# A keyed lane waiting for a key slot is told when one frees; it also asks again this often, so a lost
-# hand-over (a worker that died between freeing the slot and signalling) costs seconds, not the batch.
-KEY_SLOT_RETRY_SECONDS = 5.0
+# A keyed lane waiting for a key slot is told when one is handed to it, and asks again only then or after
+# this long: a lost hand-over (a worker that died between freeing the slot and signalling) costs half a
+# minute, while a hundred waiting lanes asking every few seconds would cost a fire activity each time.
+KEY_SLOT_RETRY_SECONDS = 30.0
 # A run's `run_finished` signal frees its slot; a run terminated from outside never sends it. The lane looks
 # this often at the runs it is waiting for, so such a slot is stranded for minutes, not for ever.
 RUNS_CHECK_SECONDS = 300.0
@@ -53,7 +54,7 @@ RUNS_CHECK_SECONDS = 300.0
 FINISHED_EARLY_KEPT = 32
 
 
-@workflow.defn(name="OrchestratorLane")
+@workflow.defn(name="OrchestratorLane", sandboxed=False)
 class LaneWorkflow:
     @workflow.init
     def __init__(self, state: LaneState) -> None:
@@ -89,6 +90,7 @@ class LaneWorkflow:
 
     @workflow.signal(name=KEY_SLOT_SIGNAL)
     def key_slot_granted(self) -> None:
+        self.state.key_slot_offered = True
         self._wake = True
 
     # -- queries ---------------------------------------------------------------------------------------------
@@ -175,7 +177,7 @@ class LaneWorkflow:
         state, now = self.state, workflow.time()
         deadlines: list[float] = []
         if state.held is not None:
-            deadlines.append(now + KEY_SLOT_RETRY_SECONDS)
+            deadlines.append(state.key_slot_retry_at or now)
         elif state.declaration:
             decl = self._declaration()
             closes = window_closes_at(state.buffer, decl.batch.window_seconds)
@@ -273,7 +275,18 @@ class LaneWorkflow:
         if not self._slot_free(decl):
             return False
         if state.held is not None:
-            return await self._fire(state.held)
+            if not state.key_slot_offered and workflow.time() < (state.key_slot_retry_at or 0.0):
+                return False  # still queued for a key slot: events arriving meanwhile do not ask again
+            entries, consumed, state.buffer = regather(
+                state.held.entries,
+                state.held.event_ids,
+                state.buffer,
+                workflow.time(),
+                decl.batch.max_events,
+                decl.batch.distinct_by,
+            )
+            state.last_batch = consumed
+            return await self._fire(HeldBatch(entries=entries, event_ids=consumed))
         cut = cut_batch(
             state.buffer, workflow.time(), decl.batch.window_seconds, decl.batch.max_events, decl.batch.distinct_by
         )
@@ -288,6 +301,8 @@ class LaneWorkflow:
         """Hand the batch to the fire activity; answer whether it left the lane (False: it waits for a key)."""
         state = self.state
         info = workflow.info()
+        # Before the activity, not after: a hand-over signalled while it runs must make the lane ask again.
+        state.key_slot_offered = False
         # A regular activity, not a local one: a local activity starts the run (or writes) before its
         # workflow task is recorded. Were that task to fail (a worker dying, a completion refused because a
         # signal landed meanwhile), its replay would apply the later signals first and cut a larger batch
@@ -310,6 +325,7 @@ class LaneWorkflow:
         state.parallel_cap = result.max_parallel
         if result.waiting_for_key_slot:
             state.held = batch
+            state.key_slot_retry_at = workflow.time() + KEY_SLOT_RETRY_SECONDS
             return False
         state.held = None
         if result.outcome is not None:

@@ -75,6 +75,9 @@ class LaneState(BaseModel):
     # When the lane last looked for runs that ended without a `run_finished` signal.
     runs_checked_at: float | None = None
     held: HeldBatch | None = None
+    # A held batch asks for a key slot again when one was handed to this lane, or at `key_slot_retry_at`.
+    key_slot_offered: bool = False
+    key_slot_retry_at: float | None = None
     outcomes: OutcomeLog = Field(default_factory=OutcomeLog)
     batches: int = 0
     last_event_at: float | None = None

@@ -35,7 +35,7 @@ def search_attributes(session_id: str, listener: str | None) -> TypedSearchAttri
     return TypedSearchAttributes(pairs)
 
 
-@workflow.defn(name="OrchestratorRun")
+@workflow.defn(name="OrchestratorRun", sandboxed=False)
 class RunWorkflow:
     @workflow.run
     async def run(self, plan: RunPlan) -> str:

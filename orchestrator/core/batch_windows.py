@@ -109,6 +109,33 @@ def cut_batch(
     closes_at = window_closes_at(buf, window_seconds)
     if closes_at is None or now < closes_at or not buf.pending:
         return None
+    return _take(buf, max_events, distinct_by)
+
+
+def regather(
+    held_entries: Sequence[dict[str, Any]],
+    held_ids: Sequence[int],
+    buf: LaneBuffer,
+    now: float,
+    max_events: int,
+    distinct_by: str | None,
+) -> tuple[list[dict[str, Any]], list[int], LaneBuffer]:
+    """A batch that waited for a key slot, grown by what arrived meanwhile (as one cut would have taken it).
+
+    A keyed lane cuts when its window closes but may then wait for one of the listener's key slots; what
+    arrives during that wait belongs in the same batch rather than one more wait behind it. The held
+    entries go back among the pending and the batch is cut again at once (whatever the window says), under
+    the same `max_events` and `distinct_by`. Events the held batch had consumed as superseded stay consumed.
+    Its first id is unchanged (the held events are the oldest), so the batch keeps its run key.
+    """
+    superseded = set(held_ids) - {_event_id(entry) for entry in held_entries}
+    entries, consumed, new_buf = _take(requeue(buf, held_entries, now), max_events, distinct_by)
+    return entries, sorted(superseded.union(consumed)), new_buf
+
+
+def _take(
+    buf: LaneBuffer, max_events: int, distinct_by: str | None
+) -> tuple[list[dict[str, Any]], list[int], LaneBuffer]:
     entries: dict[str, dict[str, Any]] = {}
     consumed: list[int] = []
     taken = 0

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.core.batch_windows import LaneBuffer, cut_batch, receive, requeue, window_closes_at
+from orchestrator.core.batch_windows import LaneBuffer, cut_batch, receive, regather, requeue, window_closes_at
 
 
 def _event(event_id: int, alias: str = "a") -> dict[str, Any]:
@@ -76,6 +76,31 @@ def test_distinct_by_keeps_the_newest_and_consumes_the_rest() -> None:
     assert _ids(buf.pending) == [4, 5, 6]
 
 
+def test_a_held_batch_takes_in_what_arrived_while_it_waited() -> None:
+    buf = receive(LaneBuffer(), [_event(1, "x"), _event(2, "x"), _event(3, "y")], now=0.0)
+    cut = cut_batch(buf, 1.0, 1.0, 3, "alias")
+    assert cut is not None
+    held, held_ids, buf = cut
+    assert _ids(held) == [2, 3] and held_ids == [1, 2, 3]
+    # While it waits for a key slot: a newer x, two new values, then more than max_events allows.
+    buf = receive(buf, [_event(4, "x"), _event(5, "z"), _event(6, "w"), _event(7, "v")], now=1.5)
+    entries, consumed, after = regather(held, held_ids, buf, 2.0, 3, "alias")
+    assert _ids(entries) == [3, 4, 5], "x's newest entry replaces the held one; z fills the batch"
+    assert consumed == [1, 2, 3, 4, 5], "the superseded events stay consumed, and the first id is the held one"
+    assert _ids(after.pending) == [6, 7]
+    assert after.window_opened_at == 1.5, "what is left keeps the window it opened"
+
+
+def test_regather_with_nothing_new_fires_the_held_batch_as_it_was() -> None:
+    buf = receive(LaneBuffer(), [_event(1), _event(2)], now=0.0)
+    cut = cut_batch(buf, 0.0, 0.0, 10, None)
+    assert cut is not None
+    held, held_ids, buf = cut
+    entries, consumed, after = regather(held, held_ids, buf, 9.0, 10, None)
+    assert (_ids(entries), consumed) == ([1, 2], [1, 2])
+    assert after.pending == [] and after.window_opened_at is None
+
+
 def test_distinct_by_keeps_events_without_the_value_apart() -> None:
     buf = receive(LaneBuffer(), [{"id": 1, "type": "t"}, {"id": 2, "type": "t"}, _event(3)], now=0.0)
     cut = cut_batch(buf, 0.0, 0.0, 10, "alias")
@@ -105,6 +130,8 @@ _steps = st.lists(
     st.one_of(
         st.tuples(st.just("receive"), st.integers(0, 5), st.integers(0, 3)),
         st.tuples(st.just("cut"), st.integers(0, 3), st.just(0)),
+        # A cut batch held back (waiting for a key slot), or a held one held again after taking in more.
+        st.tuples(st.just("hold"), st.integers(0, 3), st.just(0)),
     ),
     max_size=40,
 )
@@ -146,6 +173,7 @@ def test_the_batcher_never_loses_or_duplicates_an_event(
         consumed_all.extend(consumed)
         return after
 
+    held: tuple[list[dict[str, Any]], list[int]] | None = None
     for kind, count, repeats in steps:
         now += 0.5
         if kind == "receive":
@@ -153,11 +181,22 @@ def test_the_batcher_never_loses_or_duplicates_an_event(
             delivered.extend(fresh)
             again = [seed.choice(delivered) for _ in range(repeats)] if delivered else []
             buf = receive(buf, [*again, *fresh, *again], now)
+            continue
+        now += count
+        if held is not None:
+            cut = regather(*held, buf, now, max_events, distinct_by)
+            assert min(cut[1]) == min(held[1]), "a held batch keeps its first id, and so its run key"
+            held = None
         else:
-            now += count
             cut = cut_batch(buf, now, window, max_events, distinct_by)
-            if cut is not None:
-                buf = take(cut)
+        if cut is None:
+            continue
+        if kind == "hold":
+            held, buf = (cut[0], cut[1]), cut[2]
+        else:
+            buf = take(cut)
+    if held is not None:
+        buf = take(regather(*held, buf, now, max_events, distinct_by))
     while buf.pending:
         now += window
         cut = cut_batch(buf, now, window, max_events, distinct_by)

@@ -83,6 +83,28 @@ async def test_the_cross_key_cap_holds_across_six_keys(engine: Engine) -> None:
     assert all(v == 1 for k, v in engine.log.most_at_once.items() if not k.endswith(":*"))
 
 
+async def test_a_batch_waiting_for_a_key_slot_takes_in_what_arrives_meanwhile(engine: Engine) -> None:
+    await engine.command("save_listener", listener=keyed_listener(sleep=2.0, window=0.2, max_parallel=1))
+    sid = await new_session(engine)
+    first = await write_many(engine, sid, ["missions/a"])
+
+    async def a_running() -> bool:
+        return bool(engine.log.open)
+
+    await eventually(a_running, what="key a's run")
+    # Key b is cut and held behind a's slot; three more b events arrive one by one while it waits.
+    later = []
+    for _ in range(4):
+        later += await write_many(engine, sid, ["missions/b"])
+
+    async def done() -> bool:
+        return await all_ended(engine, len(first) + len(later))
+
+    await eventually(done, within=60, what="every event in a run")
+    assert [r["batch"]["event_ids"] for r in runs_of_lane(engine, "missions/b")] == [later], "one batch for b"
+    assert engine.log.most_at_once["orchestrate:*"] == 1
+
+
 async def test_an_event_without_the_key_falls_in_the_shared_lane(engine: Engine) -> None:
     listener = keyed_listener(key="item.role")
     listener["filter"] = {"types": ["thread.item_posted"], "aliases": ["missions/**"]}
