@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 from opentelemetry import trace
@@ -26,6 +27,7 @@ from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
 
 from orchestrator.config import Settings
+from orchestrator.core.batch_windows import envelope_bytes
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.events import Event
 from orchestrator.core.lane_keys import lane_workflow_id
@@ -38,8 +40,10 @@ log = logging.getLogger(__name__)
 
 # The most events one round reads; what is left is read by the next round at once.
 ROUND_EVENTS = 2_000
-# The most events packed into one signal: keeps a signal's payload far below Temporal's 2 MB limit.
+# The most events, and bytes of events, packed into one signal: a signal's payload stays far below
+# Temporal's 2 MB limit (over it the server refuses the signal, and the session would stop routing).
 EVENTS_PER_SIGNAL = 500
+SIGNAL_BYTES = 512 * 1024
 # How often the router looks for sessions behind without being told (a lost NOTIFY, a restart).
 POLL_SECONDS = 2.0
 # The shortest time between two routing rounds of one session. A burst's events wait at most this long
@@ -202,8 +206,7 @@ class Router:
     async def _deliver(self, session_id: str, delivery: LaneDelivery, spans: dict[int, trace.Span]) -> None:
         address = LaneAddress(session_id=session_id, listener=delivery.listener, lane=delivery.lane)
         workflow_id = lane_workflow_id(session_id, delivery.listener, delivery.lane)
-        for start in range(0, len(delivery.events), EVENTS_PER_SIGNAL):
-            events = delivery.events[start : start + EVENTS_PER_SIGNAL]
+        for events in signal_chunks(delivery.events):
             traces = {e["id"]: tp for e in events if (tp := traceparent_of(spans.get(e["id"], trace.INVALID_SPAN)))}
             # The signal goes out under the routing span of its first traced event, so the event's trace shows
             # the delivery (the lane itself starts untraced: see orchestrator.telemetry.LANE_WORKFLOW).
@@ -227,6 +230,20 @@ class Router:
             self.signals += 1
             METRICS.events_routed.add(len(events), {"listener": delivery.listener})
             METRICS.lane_pending.add(len(events), {"listener": delivery.listener, "lane": delivery.lane})
+
+
+def signal_chunks(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """`events` in order, cut into signals of at most EVENTS_PER_SIGNAL events and SIGNAL_BYTES (one at least)."""
+    chunks: list[list[dict[str, Any]]] = []
+    size = 0
+    for envelope in events:
+        weight = envelope_bytes(envelope)
+        if not chunks or len(chunks[-1]) >= EVENTS_PER_SIGNAL or size + weight > SIGNAL_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(envelope)
+        size += weight
+    return chunks
 
 
 def _route_spans(

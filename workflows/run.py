@@ -25,6 +25,9 @@ with workflow.unsafe.imports_passed_through():
 SESSION_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorSession")
 LISTENER_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorListener")
 ACTIVITY_TIMEOUT = timedelta(seconds=30)
+# How much of a failed run's error its execution record and events keep: an event says what happened, and
+# it travels in signals and batches that Temporal limits to 2 MB; the full failure stays in the run's history.
+ERROR_CHARS = 4_000
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 
 
@@ -86,7 +89,7 @@ class RunWorkflow:
             except ChildWorkflowError as err:
                 cause = err.cause
                 status = "stopped" if isinstance(cause, TerminatedError | CancelledError) else "failed"
-                error = str(cause or err)
+                error = str(cause or err)[:ERROR_CHARS]
             last = retry >= plan.retry_attempts or status != "failed"
             await workflow.execute_local_activity(
                 "orchestrator.execution_ended",

@@ -15,12 +15,19 @@ window, so the next batch is due as soon as a slot is free rather than one more 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from orchestrator.core.distinct import distinct_value
+
+# The most bytes of events (as JSON) one batch carries. A batch travels whole through Temporal (the fire
+# activity's input, then the run's and the application workflow's), whose payloads stop at 2 MB and warn at
+# 512 KiB; with `messages` beside `events` a run's input is about twice its events. A batch always takes
+# its first entry, and one event is at most 256 KiB of payload (the write limit), so no batch is refused.
+BATCH_BYTES = 512 * 1024
 
 
 class LaneBuffer(BaseModel):
@@ -96,12 +103,14 @@ def cut_batch(
     window_seconds: float,
     max_events: int,
     distinct_by: str | None,
+    max_bytes: int = BATCH_BYTES,
 ) -> tuple[list[dict[str, Any]], list[int], LaneBuffer] | None:
     """Cut the next batch if its window has closed at `now`, else None.
 
     Takes pending events in id order. With `distinct_by`, a later event whose value is already in the
     batch replaces that entry (the earlier one is consumed with it). The batch stops at the first event
-    that would be a new entry beyond `max_events`; it and everything after it stay pending.
+    that would be a new entry beyond `max_events`, or that would take its entries past `max_bytes` (JSON);
+    it and everything after it stay pending.
 
     Returns the entries (ordered by id), the ids of every consumed event (superseded ones included,
     ascending) and the new buffer.
@@ -109,7 +118,7 @@ def cut_batch(
     closes_at = window_closes_at(buf, window_seconds)
     if closes_at is None or now < closes_at or not buf.pending:
         return None
-    return _take(buf, max_events, distinct_by)
+    return _take(buf, max_events, distinct_by, max_bytes)
 
 
 def regather(
@@ -119,35 +128,46 @@ def regather(
     now: float,
     max_events: int,
     distinct_by: str | None,
+    max_bytes: int = BATCH_BYTES,
 ) -> tuple[list[dict[str, Any]], list[int], LaneBuffer]:
     """A batch that waited for a key slot, grown by what arrived meanwhile (as one cut would have taken it).
 
     A keyed lane cuts when its window closes but may then wait for one of the listener's key slots; what
     arrives during that wait belongs in the same batch rather than one more wait behind it. The held
     entries go back among the pending and the batch is cut again at once (whatever the window says), under
-    the same `max_events` and `distinct_by`. Events the held batch had consumed as superseded stay consumed.
-    Its first id is unchanged (the held events are the oldest), so the batch keeps its run key.
+    the same `max_events`, `distinct_by` and `max_bytes`. Events the held batch had consumed as superseded
+    stay consumed. Its first id is unchanged (the held events are the oldest), so it keeps its run key.
     """
     superseded = set(held_ids) - {_event_id(entry) for entry in held_entries}
-    entries, consumed, new_buf = _take(requeue(buf, held_entries, now), max_events, distinct_by)
+    entries, consumed, new_buf = _take(requeue(buf, held_entries, now), max_events, distinct_by, max_bytes)
     return entries, sorted(superseded.union(consumed)), new_buf
 
 
+def envelope_bytes(envelope: dict[str, Any]) -> int:
+    """An event's size as compact JSON, what it weighs in a batch."""
+    return len(json.dumps(envelope, separators=(",", ":"), default=str).encode())
+
+
 def _take(
-    buf: LaneBuffer, max_events: int, distinct_by: str | None
+    buf: LaneBuffer, max_events: int, distinct_by: str | None, max_bytes: int
 ) -> tuple[list[dict[str, Any]], list[int], LaneBuffer]:
     entries: dict[str, dict[str, Any]] = {}
+    sizes: dict[str, int] = {}
+    total = 0
     consumed: list[int] = []
     taken = 0
     for envelope in buf.pending:
         value = distinct_value(envelope, distinct_by) if distinct_by is not None else None
-        if value is not None and value in entries:
-            entries[value] = envelope
-        elif len(entries) >= max_events:
+        # An entry with no distinct value is keyed by its id, which no value can equal.
+        key = value if value is not None else f"#{_event_id(envelope)}"
+        replaces = value is not None and value in entries
+        if not replaces and len(entries) >= max_events:
             break
-        else:
-            # An entry with no distinct value is keyed by its id, which no value can equal.
-            entries[value if value is not None else f"#{_event_id(envelope)}"] = envelope
+        size = envelope_bytes(envelope)
+        if entries and total - sizes.get(key, 0) + size > max_bytes:
+            break
+        total += size - sizes.get(key, 0)
+        entries[key], sizes[key] = envelope, size
         consumed.append(_event_id(envelope))
         taken += 1
     remaining = buf.pending[taken:]

@@ -7,7 +7,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.core.batch_windows import LaneBuffer, cut_batch, receive, regather, requeue, window_closes_at
+from orchestrator.core.batch_windows import (
+    BATCH_BYTES,
+    LaneBuffer,
+    cut_batch,
+    envelope_bytes,
+    receive,
+    regather,
+    requeue,
+    window_closes_at,
+)
 
 
 def _event(event_id: int, alias: str = "a") -> dict[str, Any]:
@@ -101,6 +110,27 @@ def test_regather_with_nothing_new_fires_the_held_batch_as_it_was() -> None:
     assert after.pending == [] and after.window_opened_at is None
 
 
+def test_a_batch_stops_before_its_events_pass_max_bytes_but_always_takes_one() -> None:
+    big = [{**_event(n), "value": "x" * 300} for n in range(1, 6)]
+    size = envelope_bytes(big[0])
+    buf = receive(LaneBuffer(), big, now=0.0)
+    cut = cut_batch(buf, 0.0, 0.0, 100, None, max_bytes=2 * size + 10)
+    assert cut is not None
+    entries, consumed, buf = cut
+    assert (_ids(entries), consumed) == ([1, 2], [1, 2])
+    assert buf.window_opened_at == 0.0, "what a full batch left behind is due at once"
+    cut = cut_batch(buf, 0.0, 0.0, 100, None, max_bytes=1)
+    assert cut is not None and _ids(cut[0]) == [3], "an event bigger than the budget still goes, alone"
+
+
+def test_a_newer_distinct_entry_is_weighed_in_place_of_the_one_it_replaces() -> None:
+    events = [{**_event(1, "x"), "v": "a" * 100}, {**_event(2, "x"), "v": "b" * 100}, _event(3, "y")]
+    budget = envelope_bytes(events[1]) + envelope_bytes(events[2])
+    cut = cut_batch(receive(LaneBuffer(), events, now=0.0), 0.0, 0.0, 10, "alias", max_bytes=budget)
+    assert cut is not None
+    assert (_ids(cut[0]), cut[1]) == ([2, 3], [1, 2, 3])
+
+
 def test_distinct_by_keeps_events_without_the_value_apart() -> None:
     buf = receive(LaneBuffer(), [{"id": 1, "type": "t"}, {"id": 2, "type": "t"}, _event(3)], now=0.0)
     cut = cut_batch(buf, 0.0, 0.0, 10, "alias")
@@ -143,6 +173,7 @@ _steps = st.lists(
     window=st.sampled_from([0.0, 1.0, 2.5]),
     max_events=st.integers(1, 4),
     distinct_by=st.sampled_from([None, "alias"]),
+    max_bytes=st.sampled_from([BATCH_BYTES, 120, 250]),
     aliases=st.lists(st.sampled_from(["a", "b", "c"]), min_size=200, max_size=200),
     seed=st.randoms(use_true_random=False),
 )
@@ -151,6 +182,7 @@ def test_the_batcher_never_loses_or_duplicates_an_event(
     window: float,
     max_events: int,
     distinct_by: str | None,
+    max_bytes: int,
     aliases: list[str],
     seed: Any,
 ) -> None:
@@ -162,6 +194,7 @@ def test_the_batcher_never_loses_or_duplicates_an_event(
     def take(cut: tuple[list[dict[str, Any]], list[int], LaneBuffer]) -> LaneBuffer:
         entries, consumed, after = cut
         assert 1 <= len(entries) <= max_events
+        assert len(entries) == 1 or sum(envelope_bytes(e) for e in entries) <= max_bytes
         assert set(_ids(entries)) <= set(consumed)
         assert consumed == sorted(consumed)
         if distinct_by is not None:
@@ -184,11 +217,11 @@ def test_the_batcher_never_loses_or_duplicates_an_event(
             continue
         now += count
         if held is not None:
-            cut = regather(*held, buf, now, max_events, distinct_by)
+            cut = regather(*held, buf, now, max_events, distinct_by, max_bytes)
             assert min(cut[1]) == min(held[1]), "a held batch keeps its first id, and so its run key"
             held = None
         else:
-            cut = cut_batch(buf, now, window, max_events, distinct_by)
+            cut = cut_batch(buf, now, window, max_events, distinct_by, max_bytes)
         if cut is None:
             continue
         if kind == "hold":
@@ -196,10 +229,10 @@ def test_the_batcher_never_loses_or_duplicates_an_event(
         else:
             buf = take(cut)
     if held is not None:
-        buf = take(regather(*held, buf, now, max_events, distinct_by))
+        buf = take(regather(*held, buf, now, max_events, distinct_by, max_bytes))
     while buf.pending:
         now += window
-        cut = cut_batch(buf, now, window, max_events, distinct_by)
+        cut = cut_batch(buf, now, window, max_events, distinct_by, max_bytes)
         assert cut is not None
         buf = take(cut)
 
