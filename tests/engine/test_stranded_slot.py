@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
@@ -25,6 +27,15 @@ async def test_a_terminated_run_does_not_hold_its_slot_for_ever(
         return len(engine.log.runs) >= n
 
     await eventually(lambda: runs(1), what="the first run")
+
+    async def run_recorded() -> bool:
+        reply = await engine.command("list_session_events", session_id=sid, types=["execution.started"])
+        return bool(reply["events"])
+
+    # Terminated once its start is recorded: the time-skipping server can keep time locked for ever when a
+    # workflow is terminated in the middle of a workflow task (here, the run's task that records the start).
+    await eventually(run_recorded, what="the run's execution.started")
+    await asyncio.sleep(0.5)
     await engine.client.get_workflow_handle(f"run:{sid}:orchestrate:_:{first}").terminate("operator")
     [second] = await write_many(engine, sid, ["missions/b"])
     await temporal_env.sleep(60)
