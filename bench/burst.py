@@ -2,22 +2,25 @@
 
 Measures, side by side in one run on the Temporal dev server (SQLite in WAL mode, one task-queue
 partition) and an embedded PostgreSQL:
-- lanes: 20,000 events written by 8 writers to a serial listener (window 1 s, max_events 1000), then to a
-  keyed listener (100 keys by alias, max_parallel 16); events/s from the first write to the last batch's
-  run starting, the delay the platform adds beyond the window (from when a batch was due, its first
-  commit plus the window or, for events a full batch left behind, the previous batch of its lane, to its run's
-  start: p50 and p99 over batches), the commit-to-run-start delay of every event, and
-  signals and workflow executions per 1,000 events;
+- lanes: 20,000 events written by 8 writers (in a process of their own, as the API is) to a serial listener
+  (window 1 s, max_events 1000), then to a keyed listener (100 keys by alias, max_parallel 16); events/s
+  from the first write to the last batch's run starting, the writers' own pace, the delay the platform adds
+  beyond the window (from when a batch was due, its first commit plus the window or, for events a full
+  batch left behind, the previous batch of its lane, to its run's start: p50 and p99 over batches), the
+  commit-to-run-start delay of every event, signals and workflow executions per 1,000 events, and the CPU
+  time the Temporal server and the worker process spent per 1,000 events;
 - naive: one workflow (running one trivial local activity) started per event, 4 in flight.
 
-Run: .venv/bin/python -m bench.burst [--events 20000] [--naive-events 1000]
+Run: .venv/bin/python -m bench.burst [--events 20000] [--naive-events 1000] [--cases naive,serial,keyed]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
+import multiprocessing
 import tempfile
 import time
 import uuid
@@ -30,7 +33,7 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench.common import percentile, row, scratch_database
+from bench.common import cpu_seconds, percentile, row, scratch_database
 from orchestrator.app_loader import UserApp
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
@@ -83,25 +86,58 @@ async def noop(n: int) -> int:
     return n
 
 
-async def write_burst(platform: Platform, session: str, aliases: list[str], writers: int) -> tuple[float, float]:
-    """Write one object per alias with `writers` concurrent writers; answer when the first began and the last ended."""
-    began = time.time()
-    queue = list(enumerate(aliases))
+def write_burst(
+    database_url: str, settings: Settings, session: str, aliases: list[str], writers: int
+) -> tuple[float, float]:
+    """Write one object per alias with `writers` concurrent writers, from a process of their own.
 
-    async def writer() -> None:
-        while queue:
-            n, alias = queue.pop()
-            reply = await platform.command(
-                {"command": "write_object", "session_id": session, "alias": alias, "value": {"type": "b", "n": n}}
-            )
-            assert reply["status"] == "success", reply
+    As in a deployment, the writers (the API) and the worker are separate processes: sharing one event
+    loop, every write would wait behind the worker's activities and signals and the burst would measure
+    that loop rather than the platform. Answers when the first write began and the last ended.
+    """
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_write_burst, database_url, settings.model_dump_json(), session, aliases, writers).result()
 
-    await asyncio.gather(*(writer() for _ in range(writers)))
-    return began, time.time()
+
+def _write_burst(
+    database_url: str, settings_json: str, session: str, aliases: list[str], writers: int
+) -> tuple[float, float]:
+    return asyncio.run(
+        _write_burst_async(database_url, Settings.model_validate_json(settings_json), session, aliases, writers)
+    )
+
+
+async def _write_burst_async(
+    database_url: str, settings: Settings, session: str, aliases: list[str], writers: int
+) -> tuple[float, float]:
+    platform = await Platform.connect(settings, database_url)
+    try:
+        queue = list(enumerate(aliases))
+        began = time.time()
+
+        async def writer() -> None:
+            while queue:
+                n, alias = queue.pop()
+                reply = await platform.command(
+                    {"command": "write_object", "session_id": session, "alias": alias, "value": {"type": "b", "n": n}}
+                )
+                assert reply["status"] == "success", reply
+
+        await asyncio.gather(*(writer() for _ in range(writers)))
+        return began, time.time()
+    finally:
+        await platform.close()
 
 
 async def lanes_case(
-    platform: Platform, client: Client, starts: Starts, label: str, listener: dict[str, Any], events: int, keys: int
+    platform: Platform,
+    client: Client,
+    server_pid: int | None,
+    starts: Starts,
+    label: str,
+    listener: dict[str, Any],
+    events: int,
+    keys: int,
 ) -> None:
     components = platform_components(platform, client, UserApp(name="bench", workflows=[BenchRun]))
     assert components.router is not None
@@ -120,9 +156,13 @@ async def lanes_case(
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(components.router.run())]
     try:
         aliases = [f"bench/{n % keys}" for n in range(events)]
-        began, written_at = await write_burst(platform, session, aliases, writers=8)
+        cpu_before = cpu_seconds(server_pid), cpu_seconds()
+        began, written_at = await asyncio.to_thread(
+            write_burst, platform.database_url, platform.settings, session, aliases, 8
+        )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(starts.all_started.wait(), timeout=600)
+        server_cpu, worker_cpu = (cpu_seconds(server_pid) - cpu_before[0], cpu_seconds() - cpu_before[1])
         delivered = sum(len(ids) for _, ids in starts.runs)
         last = max(t for t, _ in starts.runs)
         written = await platform.store.list_events(session, limit=events + 10, types=["object.written"])
@@ -151,6 +191,8 @@ async def lanes_case(
         row("commit to run start, p99 (per event)", 1000 * percentile(per_event, 99), "ms")
         row("signals per 1,000 events", 1000 * components.router.signals / events, "signals")
         row("workflow executions per 1,000 events", 1000 * executions / events, "executions")
+        row("Temporal server CPU per 1,000 events", 1000 * server_cpu / events, "s")
+        row("worker and router CPU per 1,000 events", 1000 * worker_cpu / events, "s")
         return None
     finally:
         await worker.shutdown()
@@ -205,7 +247,7 @@ async def main(events: int, naive_events: int, cases: set[str]) -> None:
                         "action": {"type": "workflow", "workflow": "bench_run"},
                     }
                     if "serial" in cases:
-                        await lanes_case(platform, client, Starts(), "serial", serial, events, 1)
+                        await lanes_case(platform, client, server.pid, Starts(), "serial", serial, events, 1)
                     await platform.command({"command": "delete_listener", "name": "burst_serial"})
                     keyed = {
                         "name": "burst_keyed",
@@ -215,7 +257,7 @@ async def main(events: int, naive_events: int, cases: set[str]) -> None:
                         "action": {"type": "workflow", "workflow": "bench_run"},
                     }
                     if "keyed" in cases:
-                        await lanes_case(platform, client, Starts(), "keyed (100 keys)", keyed, events, 100)
+                        await lanes_case(platform, client, server.pid, Starts(), "keyed (100 keys)", keyed, events, 100)
                 finally:
                     await platform.close()
         finally:

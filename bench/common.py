@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 from collections.abc import AsyncIterator
@@ -37,3 +38,10 @@ def percentile(values: list[float], q: float) -> float:
 
 def row(label: str, value: float, unit: str) -> None:
     print(f"  {label:<58} {value:>12,.1f} {unit}")
+
+
+def cpu_seconds(pid: int | None = None) -> float:
+    """User plus system CPU time a process has used so far (this one by default), from /proc."""
+    with open(f"/proc/{pid or os.getpid()}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

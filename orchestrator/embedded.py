@@ -168,6 +168,11 @@ class TemporalDevServer:
         return f"{self.host}:{self.port}"
 
     @property
+    def pid(self) -> int | None:
+        """The dev server's process id while it runs (benchmarks read its CPU time)."""
+        return self._process.pid if self._process is not None else None
+
+    @property
     def ui_url(self) -> str | None:
         return f"http://{self.host}:{self.ui_port}" if self.ui else None
 
