@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +40,8 @@ from workflows.messages import (
     FireResult,
     IdleNotice,
     LaneAddress,
+    RepeatCheck,
+    RepeatVerdict,
     RunInput,
     RunPlan,
 )
@@ -73,7 +76,14 @@ class EngineActivities:
         self.registered_workflows = frozenset(registered_workflows)
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.fire_batch, self.execution_started, self.execution_ended, self.lane_idle, self.runs_gone]
+        return [
+            self.fire_batch,
+            self.check_repeat,
+            self.execution_started,
+            self.execution_ended,
+            self.lane_idle,
+            self.runs_gone,
+        ]
 
     @activity.defn(name="orchestrator.runs_gone")
     async def runs_gone(self, address: LaneAddress, run_keys: list[str]) -> list[str]:
@@ -161,7 +171,7 @@ class EngineActivities:
         labels = {"listener": address.listener, "lane": address.lane}
         METRICS.batches_cut.add(1, {"listener": address.listener})
         # Only what the router delivered was counted in; a lane's own `lane.idle` event never was.
-        delivered = len(ids) - sum(1 for entry in entries if _own_silence(entry, request))
+        delivered = len(ids) - sum(1 for entry in entries if _own_silence(entry, request.address))
         METRICS.lane_pending.add(-delivered, labels)
         status = result.outcome.status if result.outcome is not None else ("running" if result.run_key else "consumed")
         log.info("batch %s", status, extra={**fields, "status": status})
@@ -180,23 +190,17 @@ class EngineActivities:
         receipt = decl.receipt.alias if decl.receipt else None
 
         async def ends(status: str, reason: str | None = None, message: str | None = None) -> FireResult:
-            outcome = _outcome(request, status, reason, message)
+            outcome = _outcome(address, request.event_ids, len(request.entries), status, reason, message)
             await self._keep(address.session_id, outcome, version, receipt)
             return FireResult(outcome=outcome, max_parallel=max_parallel)
 
-        if address.listener in await self.store.disabled_listeners(address.session_id):
-            return FireResult(max_parallel=max_parallel)  # switched off: consumed with no run, no outcome
         session = await self.store.get_session(address.session_id)
-        if session["status"] != "open":
-            return await ends("skipped", "session_not_open")
-        if not any(listener_accepts(decl, entry) or _own_silence(entry, request) for entry in request.entries):
-            return await ends("skipped", "unmatched")
+        stop = await self._batch_guards(address, decl, request.entries, session)
+        if stop is CONSUMED:
+            return FireResult(max_parallel=max_parallel)  # switched off: consumed with no run, no outcome
+        if isinstance(stop, Stop):
+            return await ends(stop.status, stop.reason, stop.message)
         depth = max(int(entry.get("depth", 0)) for entry in request.entries)
-        if depth >= limits.listener_chain_depth:
-            return await ends("skipped", "depth", f"depth {depth} reached listener_chain_depth")
-        fired = await self.store.fires_in_last_minute(address.session_id, address.listener)
-        if fired >= limits.listener_fires_per_minute:
-            return await ends("throttled", None, f"{fired} fires in the last minute")
 
         keyed = decl.concurrency.mode == "keyed"
         if keyed and not await self.store.acquire_key_slot(
@@ -219,13 +223,9 @@ class EngineActivities:
                     rendered = render(action.input, context)
                 except TemplateError as err:
                     return await ends("invocation_error", None, f"action.input: unknown template path {err}")
-                if self.registered_workflows and action.workflow not in self.registered_workflows:
-                    return await ends(
-                        "invocation_error", None, f"action.workflow: {action.workflow!r} is not registered"
-                    )
-                running = await self.store.running_executions(address.session_id)
-                if running >= limits.executions_per_session:
-                    return await ends("refused", None, f"executions_per_session: {running} running")
+                start_stop = await self._start_guards(address, action)
+                if start_stop is not None:
+                    return await ends(start_stop.status, start_stop.reason, start_stop.message)
                 plan = self._plan(
                     request, decl, version, rendered, depth, max_parallel if keyed else None, context["session"]
                 )
@@ -236,6 +236,70 @@ class EngineActivities:
         finally:
             if keyed and not started:
                 await self.release_key_slot(address.session_id, address.listener, address.lane, max_parallel)
+
+    async def _batch_guards(
+        self, address: LaneAddress, decl: ListenerDeclaration, entries: list[dict[str, Any]], session: dict[str, Any]
+    ) -> Stop | _Consumed | None:
+        """The checks of SPEC section 5 every batch passes, a repeat included, before its action: in order."""
+        limits = self.settings.limits
+        if address.listener in await self.store.disabled_listeners(address.session_id):
+            return CONSUMED
+        if session["status"] != "open":
+            return Stop("skipped", "session_not_open")
+        if not any(listener_accepts(decl, entry) or _own_silence(entry, address) for entry in entries):
+            return Stop("skipped", "unmatched")
+        depth = max(int(entry.get("depth", 0)) for entry in entries)
+        if depth >= limits.listener_chain_depth:
+            return Stop("skipped", "depth", f"depth {depth} reached listener_chain_depth")
+        fired = await self.store.fires_in_last_minute(address.session_id, address.listener)
+        if fired >= limits.listener_fires_per_minute:
+            return Stop("throttled", None, f"{fired} fires in the last minute")
+        return None
+
+    async def _start_guards(self, address: LaneAddress, action: WorkflowAction) -> Stop | None:
+        """The checks before a workflow action starts its run (a repeat's too): registered, and room for it."""
+        if self.registered_workflows and action.workflow not in self.registered_workflows:
+            return Stop("invocation_error", None, f"action.workflow: {action.workflow!r} is not registered")
+        running = await self.store.running_executions(address.session_id)
+        if running >= self.settings.limits.executions_per_session:
+            return Stop("refused", None, f"executions_per_session: {running} running")
+        return None
+
+    @activity.defn(name="orchestrator.check_repeat")
+    async def check_repeat(self, check: RepeatCheck) -> RepeatVerdict:
+        """Whether a failed run's batch may be delivered again: a repeat is a batch of its own, so it passes
+        the same guards first (the session may have closed during the wait, the listener been switched off,
+        re-saved or deleted, the fires of the last minute or the running executions reached their limits).
+
+        A repeat a guard stops records its outcome and receipt; the failure then stands as the last one, so
+        `listener.failed` is written (unless the session is closed, or the listener is gone or switched off),
+        and a keyed run's key slot is given back.
+        """
+        plan, failed = check.plan, check.failed
+        address, batch = plan.address, plan.input.batch
+        try:
+            listener = await self.store.get_listener(address.listener)
+        except CommandError:
+            stop: Stop | _Consumed | None = CONSUMED  # deleted during the wait: nobody to report to
+        else:
+            decl = ListenerDeclaration.model_validate(listener["body"])
+            session = await self.store.get_session(address.session_id)
+            stop = await self._batch_guards(address, decl, batch.events, session)
+            if stop is None and isinstance(decl.action, WorkflowAction):
+                stop = await self._start_guards(address, decl.action)
+        if stop is None:
+            return RepeatVerdict(go=True)
+        METRICS.retries_waiting.add(-1, {"listener": address.listener})
+        outcome = None
+        if isinstance(stop, Stop):
+            outcome = _outcome(address, batch.event_ids, batch.count, stop.status, stop.reason, stop.message)
+            outcome = outcome.model_copy(update={"retry": check.retry})
+            await self._keep(address.session_id, outcome, plan.version, plan.receipt_alias)
+            if stop.reason != "session_not_open":
+                await self._report_failure(failed)
+        if plan.key_slot_max_parallel is not None:
+            await self.release_key_slot(address.session_id, address.listener, address.lane, plan.key_slot_max_parallel)
+        return RepeatVerdict(go=False, outcome=outcome)
 
     async def _write(
         self,
@@ -269,7 +333,7 @@ class EngineActivities:
                 status, message = "access_error", f"action.alias: {alias!r} is outside what the listener owns"
             else:
                 status, message = await self._apply(request, action, alias, body, depth)
-        outcome = _outcome(request, status, None, message)
+        outcome = _outcome(request.address, request.event_ids, len(request.entries), status, None, message)
         await self._keep(request.address.session_id, outcome, version, receipt)
         return FireResult(outcome=outcome, max_parallel=max_parallel)
 
@@ -398,33 +462,38 @@ class EngineActivities:
         if first_time and record.status == "failed" and not gave_up and record.listener and record.batch:
             # The run repeats after its backoff; the repeat's `execution_started` counts it out again.
             METRICS.retries_waiting.add(1, {"listener": record.listener})
-        if gave_up and record.listener is not None and record.batch is not None:
-            batch = record.batch
-            await self.store.append_event(
-                record.session_id,
-                "listener.failed",
-                source={"listener": record.listener, "execution": record.execution_id},
-                depth=record.depth,
-                data={
-                    "listener": record.listener,
-                    "lane": record.lane,
-                    "first_id": batch["first_id"],
-                    "last_id": batch["last_id"],
-                    "event_ids": batch["event_ids"],
-                    "retry": batch["retry"],
-                    "execution_id": record.execution_id,
-                    "error": record.error,
-                },
-                idempotency_key=f"failed:{record.execution_id}",
-            )
+        if gave_up:
+            await self._report_failure(record)
         if key_slot_max_parallel is not None and record.listener is not None and record.lane is not None:
             await self.release_key_slot(record.session_id, record.listener, record.lane, key_slot_max_parallel)
 
+    async def _report_failure(self, record: ExecutionRecord) -> None:
+        """Write `listener.failed` for a listener's run that failed with no attempt left (once per run)."""
+        if record.listener is None or record.batch is None:
+            return
+        batch = record.batch
+        await self.store.append_event(
+            record.session_id,
+            "listener.failed",
+            source={"listener": record.listener, "execution": record.execution_id},
+            depth=record.depth,
+            data={
+                "listener": record.listener,
+                "lane": record.lane,
+                "first_id": batch["first_id"],
+                "last_id": batch["last_id"],
+                "event_ids": batch["event_ids"],
+                "retry": batch["retry"],
+                "execution_id": record.execution_id,
+                "error": record.error,
+            },
+            idempotency_key=f"failed:{record.execution_id}",
+        )
 
-def _own_silence(envelope: dict[str, Any], request: FireRequest) -> bool:
+
+def _own_silence(envelope: dict[str, Any], address: LaneAddress) -> bool:
     """A `lane.idle` event this lane announced itself: it is the lane's to batch, whatever the filter says."""
     data = envelope.get("data") or {}
-    address = request.address
     return (
         envelope.get("type") == "lane.idle"
         and data.get("listener") == address.listener
@@ -432,17 +501,34 @@ def _own_silence(envelope: dict[str, Any], request: FireRequest) -> bool:
     )
 
 
-def _outcome(request: FireRequest, status: Any, reason: Any, message: str | None) -> Outcome:
-    ids = request.event_ids
+def _outcome(
+    address: LaneAddress, ids: list[int], count: int, status: Any, reason: Any, message: str | None
+) -> Outcome:
     return Outcome(
         status=status,
         reason=reason,
-        listener=request.address.listener,
-        lane=request.address.lane,
+        listener=address.listener,
+        lane=address.lane,
         first_id=min(ids),
         last_id=max(ids),
         event_ids=ids,
-        count=len(request.entries),
+        count=count,
         message=message,
         at=activity.info().started_time,
     )
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A guard that stops a batch before its action: the outcome it gets."""
+
+    status: str
+    reason: str | None = None
+    message: str | None = None
+
+
+class _Consumed:
+    """A guard that consumes a batch with no run and no outcome (the listener switched off or deleted)."""
+
+
+CONSUMED = _Consumed()

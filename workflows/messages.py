@@ -197,3 +197,18 @@ class ExecutionRecord(BaseModel):
     batch: dict[str, Any] | None = None
     error: str | None = None
     depth: int = 0
+
+
+class RepeatCheck(BaseModel):
+    """A failed run's batch about to be delivered again: the run's plan, the repeat's number, the failure."""
+
+    plan: RunPlan
+    retry: int
+    failed: ExecutionRecord
+
+
+class RepeatVerdict(BaseModel):
+    """Whether the repeat runs; when a guard stops it, the repeat's outcome (None: consumed with none)."""
+
+    go: bool
+    outcome: Outcome | None = None

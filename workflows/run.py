@@ -20,7 +20,15 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.core.backoff import retry_delay
     from orchestrator.core.outcomes import Outcome
     from orchestrator.core.templates import batch_context, render
-    from workflows.messages import RUN_FINISHED_SIGNAL, BatchInfo, ExecutionRecord, RunFinished, RunPlan
+    from workflows.messages import (
+        RUN_FINISHED_SIGNAL,
+        BatchInfo,
+        ExecutionRecord,
+        RepeatCheck,
+        RepeatVerdict,
+        RunFinished,
+        RunPlan,
+    )
 
 SESSION_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorSession")
 LISTENER_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorListener")
@@ -45,7 +53,21 @@ class RunWorkflow:
         retry = plan.input.batch.retry
         outcomes: list[Outcome] = []
         listener = plan.input.listener or None
+        ended: ExecutionRecord | None = None
         while True:
+            # A repeat is a batch of its own: it passes the batch guards again, which may stop it here. (Runs
+            # that were waiting to repeat when this check was deployed go on without it.)
+            if ended is not None and workflow.patched("repeat-guards"):
+                verdict = await workflow.execute_local_activity(
+                    "orchestrator.check_repeat",
+                    RepeatCheck(plan=plan, retry=retry, failed=ended),
+                    result_type=RepeatVerdict,
+                    start_to_close_timeout=ACTIVITY_TIMEOUT,
+                    retry_policy=ACTIVITY_RETRY,
+                )
+                if not verdict.go:
+                    outcomes += [verdict.outcome] if verdict.outcome is not None else []
+                    break
             execution_id = f"{plan.run_key}.{retry}".replace("run:", "exe:", 1)
             batch = plan.input.batch.model_copy(update={"retry": retry})
             run_input = plan.input.model_copy(
@@ -91,10 +113,11 @@ class RunWorkflow:
                 status = "stopped" if isinstance(cause, TerminatedError | CancelledError) else "failed"
                 error = str(cause or err)[:ERROR_CHARS]
             last = retry >= plan.retry_attempts or status != "failed"
+            ended = record.model_copy(update={"status": status, "error": error})
             await workflow.execute_local_activity(
                 "orchestrator.execution_ended",
                 args=[
-                    record.model_copy(update={"status": status, "error": error}),
+                    ended,
                     last and status == "failed",
                     plan.key_slot_max_parallel if last else None,
                 ],

@@ -390,3 +390,86 @@ async def test_a_stopped_run_is_not_retried(
     assert not await events_of(engine, sid, "listener.failed")
     view = await lane_view(engine, sid, "sleeper")
     assert not view["in_flight"], "a stopped run frees its slot at once"
+
+
+async def _failed_once(clock: Clock, event_id: int) -> bool:
+    runs = clock.of(event_id)
+    return bool(runs) and runs[0].failed is not None
+
+
+@pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="a 30 s wait needs time skipping")
+async def test_a_repeat_after_the_session_closed_is_skipped_and_frees_the_slot(
+    clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment
+) -> None:
+    engine, clock = clocked
+    await engine.command("save_listener", listener=flaky(attempts=2, delay=30))
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, ["missions/bad"])
+    await eventually(lambda: _failed_once(clock, ids[0]), what="the first run to fail")
+    await engine.command("close_session", session_id=sid)
+
+    handle = engine.client.get_workflow_handle(run_id(sid, "flaky", ids[0]))
+    await advance(temporal_env, lambda: _over(handle), 10, "the run workflow to end")
+    assert await handle.result() == "failed"
+    assert [t.retry for t in clock.of(ids[0])] == [0], "the repeat never ran"
+    outcomes = sorted(await lane_outcomes(engine, sid, "flaky"), key=lambda o: o["retry"])
+    assert [(o["status"], o.get("reason"), o["retry"], o["event_ids"]) for o in outcomes] == [
+        ("success", None, 0, ids),
+        ("skipped", "session_not_open", 1, ids),
+    ], "the repeat is a batch of its own, with its own outcome"
+    assert not await events_of(engine, sid, "listener.failed"), "a closed session takes no more events"
+
+    async def slot_free() -> bool:
+        return not (await lane_view(engine, sid, "flaky"))["in_flight"]
+
+    await eventually(slot_free, what="the lane to free the run's slot")
+
+
+@pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="a 30 s wait needs time skipping")
+async def test_a_repeat_after_the_listener_was_switched_off_is_consumed_and_the_next_batch_runs(
+    clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment
+) -> None:
+    engine, clock = clocked
+    await engine.command("save_listener", listener=flaky(attempts=2, delay=30))
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, ["missions/bad"])
+    await eventually(lambda: _failed_once(clock, ids[0]), what="the first run to fail")
+    await engine.command("switch_listener", session_id=sid, name="flaky", enabled=False)
+
+    handle = engine.client.get_workflow_handle(run_id(sid, "flaky", ids[0]))
+    await advance(temporal_env, lambda: _over(handle), 10, "the run workflow to end")
+    assert [t.retry for t in clock.of(ids[0])] == [0], "the repeat never ran"
+    assert [o["retry"] for o in await lane_outcomes(engine, sid, "flaky")] == [0], "consumed with no outcome"
+    assert not await events_of(engine, sid, "listener.failed")
+
+    await engine.command("switch_listener", session_id=sid, name="flaky", enabled=True)
+    later = await write_many(engine, sid, ["missions/ok"])
+    await advance(temporal_env, lambda: _started(clock, later[0]), 1, "the next batch's run")
+    assert [(t.retry, t.event_ids) for t in clock.of(later[0])] == [(0, later)]
+
+
+@pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="a 30 s wait needs time skipping")
+async def test_a_throttled_repeat_reports_the_failure_with_listener_failed(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    limits = platform.settings.limits.model_copy(update={"listener_fires_per_minute": 1})
+    platform.settings = platform.settings.model_copy(update={"limits": limits})
+    async with clocked_engine(platform, temporal_env) as (engine, clock):
+        await engine.command("save_listener", listener=flaky(attempts=3, delay=5))
+        sid = await new_session(engine)
+        ids = await write_many(engine, sid, ["missions/bad"])
+
+        async def reported() -> bool:
+            return bool(await events_of(engine, sid, "listener.failed"))
+
+        await advance(temporal_env, reported, 1, "listener.failed")
+        assert [t.retry for t in clock.of(ids[0])] == [0], "one fire a minute: the repeat 5 s later is throttled"
+        outcomes = sorted(await lane_outcomes(engine, sid, "flaky"), key=lambda o: o["retry"])
+        assert [(o["status"], o["retry"]) for o in outcomes] == [("success", 0), ("throttled", 1)]
+        [failed] = await events_of(engine, sid, "listener.failed")
+        assert (failed["data"]["retry"], failed["data"]["event_ids"]) == (0, ids), "the last run that failed"
+        receipts = (await engine.command("list_thread_items", session_id=sid, alias="ops/receipts"))["items"]
+        assert sorted((r["metadata"]["status"], r["metadata"]["retry"]) for r in receipts) == [
+            ("success", 0),
+            ("throttled", 1),
+        ]
