@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from orchestrator.config import Settings
+from orchestrator.config import Settings, reveal
 from orchestrator.platform import Platform
 from orchestrator.telemetry import continuing
 
@@ -60,7 +60,7 @@ def _reject_constant(name: str) -> Any:
 
 def create_app(platform: Platform, settings: Settings) -> Starlette:
     """The ASGI app serving `platform` under the token and size limit of `settings`."""
-    token = settings.api_token
+    token = reveal(settings.api_token)
     max_bytes = settings.max_request_bytes
 
     def refuse_unauthorized(request: Request) -> Response | None:

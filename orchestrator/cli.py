@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from orchestrator.client import Client, api_url
-from orchestrator.config import Settings
+from orchestrator.config import Settings, reveal
 
 EXIT_SUCCESS = 0
 EXIT_ERROR_REPLY = 1
@@ -146,7 +146,7 @@ def _call(args: argparse.Namespace, settings: Settings) -> int:
                 return EXIT_USAGE
         else:
             url = args.url or api_url(settings.http_host, settings.http_port)
-            reply = asyncio.run(_call_http(url, args.token or settings.api_token, body))
+            reply = asyncio.run(_call_http(url, args.token or reveal(settings.api_token), body))
     except httpx.TransportError as err:
         print(f"orchestrator call: cannot reach the API: {err!r}", file=sys.stderr)
         return EXIT_UNREACHABLE

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.core.limits import Limits
@@ -27,13 +27,14 @@ class Settings(BaseSettings):
     temporal_tls_cert: Path | None = None
     temporal_tls_key: Path | None = None
     temporal_tls_server_ca: Path | None = None
-    temporal_api_key: str | None = None
+    # Secrets are SecretStr: a printed or logged Settings shows "**********", never the value.
+    temporal_api_key: SecretStr | None = None
     task_queue: str = "orchestrator"
     data_dir: Path = Path(".orchestrator")
     http_host: str = "127.0.0.1"
     http_port: int = 8700
     temporal_ui_port: int = 8233
-    api_token: str | None = None
+    api_token: SecretStr | None = None
     max_request_bytes: int = 1024 * 1024
     database_pool_size: int = 10
     # On SIGTERM the worker stops polling and gives in-flight activities this long to finish before
@@ -50,3 +51,8 @@ class Settings(BaseSettings):
     # A lane with nothing pending or in flight for this long completes; the next event starts it again.
     lane_idle_exit_seconds: float = 300.0
     limits: Limits = Field(default_factory=Limits)
+
+
+def reveal(secret: SecretStr | None) -> str | None:
+    """A secret setting's value, for the one place that hands it on (a header, a connection)."""
+    return secret.get_secret_value() if secret is not None else None

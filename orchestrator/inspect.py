@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from orchestrator.client import Client, api_url
-from orchestrator.config import Settings
+from orchestrator.config import Settings, reveal
 from orchestrator.core.backoff import retry_delay
 
 # `orchestrator events` pages with the largest page the command allows, so a backlog drains in few calls.
@@ -276,7 +276,8 @@ async def command_client(
     """
     if not local:
         async with Client.http(
-            url or api_url(settings.http_host, settings.http_port), token or settings.api_token
+            url or api_url(settings.http_host, settings.http_port),
+            token or reveal(settings.api_token),
         ) as c:
             yield c
         return

@@ -22,7 +22,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from orchestrator.app_loader import UserApp
-from orchestrator.config import Settings
+from orchestrator.config import Settings, reveal
 from orchestrator.telemetry import tracing_interceptor
 
 # Modules the workflow sandbox shares with the worker instead of importing afresh for every workflow run:
@@ -55,7 +55,7 @@ async def connect_temporal(address: str, namespace: str, settings: Settings | No
     tls: TLSConfig | None = None
     api_key = None
     if settings is not None:
-        api_key = settings.temporal_api_key or None
+        api_key = reveal(settings.temporal_api_key)
         files = (settings.temporal_tls_cert, settings.temporal_tls_key, settings.temporal_tls_server_ca)
         if any(files):
             cert, key, ca = (path.read_bytes() if path is not None else None for path in files)

@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from orchestrator.api import create_app
 from orchestrator.client import Client
@@ -21,7 +22,7 @@ WRONG = "not-the-token"
 
 @pytest.fixture
 async def api_url(platform: Platform, settings: Settings) -> AsyncIterator[str]:
-    guarded = settings.model_copy(update={"api_token": TOKEN})
+    guarded = settings.model_copy(update={"api_token": SecretStr(TOKEN)})
     async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
         yield url
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from orchestrator.api import create_app
 from orchestrator.cli import _parser
@@ -25,7 +26,7 @@ LIMIT = 2048
 
 @pytest.fixture
 async def guarded(platform: Platform, settings: Settings) -> AsyncIterator[str]:
-    strict = settings.model_copy(update={"api_token": TOKEN, "max_request_bytes": LIMIT})
+    strict = settings.model_copy(update={"api_token": SecretStr(TOKEN), "max_request_bytes": LIMIT})
     async with serve_api(create_app(platform, strict), "127.0.0.1", 0) as url:
         yield url
 
@@ -132,3 +133,12 @@ def test_the_announced_database_url_hides_its_password(settings: Settings) -> No
     assert DB_PASSWORD not in "\n".join(lines)
     assert "postgresql://app:***@db.internal:5432/app?sslmode=require" in lines[0]
     assert redact_url("postgresql://postgres:@/postgres?host=/tmp") == "postgresql://postgres:@/postgres?host=/tmp"
+
+
+def test_secret_settings_never_show_in_a_printed_or_dumped_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCHESTRATOR_API_TOKEN", TOKEN)
+    monkeypatch.setenv("ORCHESTRATOR_TEMPORAL_API_KEY", "key-" + TOKEN)
+    settings = Settings()
+    for shown in (repr(settings), str(settings), settings.model_dump_json()):
+        assert TOKEN not in shown
+    assert settings.api_token is not None and settings.api_token.get_secret_value() == TOKEN

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
 from orchestrator.api import create_app
 from orchestrator.runtime import serve_api
@@ -32,7 +33,7 @@ CLI_SECONDS = 30
 @pytest.fixture(scope="module")
 async def api(workload: Workload) -> AsyncIterator[str]:
     platform = workload.engine.platform
-    guarded = platform.settings.model_copy(update={"api_token": TOKEN})
+    guarded = platform.settings.model_copy(update={"api_token": SecretStr(TOKEN)})
     async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
         yield url
 
