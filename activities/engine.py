@@ -133,8 +133,14 @@ class EngineActivities:
         )
         return event.envelope()
 
-    async def _keep(self, session_id: str, outcome: Outcome, version: int | None, receipt: str | None) -> None:
-        """Record an outcome and, when declared and due, post its receipt (both once per batch)."""
+    async def _keep(
+        self, session_id: str, outcome: Outcome, version: int | None, receipt: str | None, depth: int
+    ) -> None:
+        """Record an outcome and, when declared and due, post its receipt (both once per batch).
+
+        The receipt is the batch's doing, so it is `depth` deep, one more than the batch's deepest event: a
+        listener woken by receipts is bounded by `listener_chain_depth` like any other chain.
+        """
         if await self.store.record_outcome(session_id, outcome, version):
             METRICS.outcomes.add(1, {"listener": outcome.listener, "status": outcome.status})
         if receipt is not None and wants_receipt(outcome):
@@ -143,6 +149,7 @@ class EngineActivities:
                 receipt,
                 receipt_item(outcome),
                 source={"listener": outcome.listener},
+                depth=depth,
                 idempotency_key=f"receipt:{outcome.listener}:{outcome.lane}:{outcome.first_id}:"
                 f"{outcome.last_id}:{outcome.retry}",
             )
@@ -189,9 +196,11 @@ class EngineActivities:
         max_parallel = effective_max_parallel(decl.concurrency, limits)
         receipt = decl.receipt.alias if decl.receipt else None
 
+        depth = max(int(entry.get("depth", 0)) for entry in request.entries)
+
         async def ends(status: str, reason: str | None = None, message: str | None = None) -> FireResult:
             outcome = _outcome(address, request.event_ids, len(request.entries), status, reason, message)
-            await self._keep(address.session_id, outcome, version, receipt)
+            await self._keep(address.session_id, outcome, version, receipt, depth + 1)
             return FireResult(outcome=outcome, max_parallel=max_parallel)
 
         session = await self.store.get_session(address.session_id)
@@ -200,7 +209,6 @@ class EngineActivities:
             return FireResult(max_parallel=max_parallel)  # switched off: consumed with no run, no outcome
         if isinstance(stop, Stop):
             return await ends(stop.status, stop.reason, stop.message)
-        depth = max(int(entry.get("depth", 0)) for entry in request.entries)
 
         keyed = decl.concurrency.mode == "keyed"
         if keyed and not await self.store.acquire_key_slot(
@@ -294,7 +302,7 @@ class EngineActivities:
         if isinstance(stop, Stop):
             outcome = _outcome(address, batch.event_ids, batch.count, stop.status, stop.reason, stop.message)
             outcome = outcome.model_copy(update={"retry": check.retry})
-            await self._keep(address.session_id, outcome, plan.version, plan.receipt_alias)
+            await self._keep(address.session_id, outcome, plan.version, plan.receipt_alias, plan.input.depth + 1)
             if stop.reason != "session_not_open":
                 await self._report_failure(failed)
         if plan.key_slot_max_parallel is not None:
@@ -334,7 +342,7 @@ class EngineActivities:
             else:
                 status, message = await self._apply(request, action, alias, body, depth)
         outcome = _outcome(request.address, request.event_ids, len(request.entries), status, None, message)
-        await self._keep(request.address.session_id, outcome, version, receipt)
+        await self._keep(request.address.session_id, outcome, version, receipt, depth + 1)
         return FireResult(outcome=outcome, max_parallel=max_parallel)
 
     async def _apply(
@@ -447,7 +455,7 @@ class EngineActivities:
             execution_id=record.execution_id,
             at=activity.info().started_time,
         )
-        await self._keep(record.session_id, outcome, None, receipt)
+        await self._keep(record.session_id, outcome, None, receipt, record.depth)
         return [outcome]
 
     @activity.defn(name="orchestrator.execution_ended")

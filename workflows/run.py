@@ -86,7 +86,9 @@ class RunWorkflow:
                 lane=plan.address.lane if listener else None,
                 status="running",
                 batch=run_input.batch.model_dump(mode="json", exclude={"events", "messages"}) if listener else None,
-                depth=plan.input.depth,
+                # What a listener's run causes (its execution events, receipts, listener.failed) is one deeper
+                # than its batch, as its writes are: a chain through them stops at listener_chain_depth.
+                depth=plan.input.depth + 1 if listener else plan.input.depth,
             )
             handle = await workflow.start_child_workflow(
                 plan.workflow,

@@ -143,6 +143,49 @@ async def test_two_listeners_that_wake_each_other_stop_at_the_chain_depth(
         assert [e["status"] for e in executions] == ["completed"]
 
 
+async def test_listeners_that_wake_each_other_through_execution_events_and_receipts_stop_at_the_chain_depth(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    async with guarded(platform, temporal_env, listener_chain_depth=4) as (engine, _):
+        # `runner` runs on any ended execution that is not its own (it never sees its own), with a receipt;
+        # `echo` answers each receipt with an execution of its own. Neither writes anything else: the chain
+        # runs only through what the platform writes for them, which must grow deeper at every step.
+        runner = recorder_listener(
+            "runner",
+            filter={"types": ["execution.ended"]},
+            batch={"window_seconds": 0.1},
+            receipt={"alias": "ops/receipts"},
+        )
+        echo = recorder_listener(
+            "echo",
+            filter={"types": ["thread.item_posted"], "aliases": ["ops/receipts"]},
+            batch={"window_seconds": 0.1},
+        )
+        await engine.command("save_listener", listener=runner)
+        await engine.command("save_listener", listener=echo)
+        sid = await new_session(engine)
+        await engine.command("start_execution", session_id=sid, workflow="recorder", input={})
+
+        async def stopped() -> bool:
+            outcomes = await lane_outcomes(engine, sid, "runner") + await lane_outcomes(engine, sid, "echo")
+            return any(o.get("reason") == "depth" for o in outcomes)
+
+        await eventually(stopped, within=60, what="the chain to reach listener_chain_depth")
+        await asyncio.sleep(1.0)
+        runs = len(engine.log.runs)
+        await asyncio.sleep(1.0)
+        assert len(engine.log.runs) == runs, "nothing runs after the skip: the chain has stopped"
+        assert runs <= 6
+        events = await session_events(engine, sid)
+        by_type = {
+            t: sorted({e["depth"] for e in events if e["type"] == t and e["source"].get("listener")})
+            for t in ("execution.started", "execution.ended", "thread.item_posted")
+        }
+        assert by_type["execution.ended"][0] == 1, "a listener's run's execution events are one deeper than its batch"
+        assert by_type["thread.item_posted"][0] == 1, "a receipt is one deeper than its batch"
+        assert max(max(d) for d in by_type.values()) <= 4
+
+
 async def test_fires_past_the_limit_per_minute_are_throttled_with_a_receipt(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:
