@@ -392,9 +392,25 @@ async def test_a_stopped_run_is_not_retried(
     assert not view["in_flight"], "a stopped run frees its slot at once"
 
 
-async def _failed_once(clock: Clock, event_id: int) -> bool:
-    runs = clock.of(event_id)
-    return bool(runs) and runs[0].failed is not None
+async def failed_once(engine: Engine, clock: Clock) -> tuple[str, list[int]]:
+    """A session whose `missions/bad` batch has failed once and waits 30 s for its repeat."""
+    await engine.command("save_listener", listener=flaky(attempts=2, delay=30))
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, ["missions/bad"])
+
+    async def failed() -> bool:
+        runs = clock.of(ids[0])
+        return bool(runs) and runs[0].failed is not None
+
+    await eventually(failed, what="the first run to fail")
+    return sid, ids
+
+
+async def run_over(engine: Engine, env: WorkflowEnvironment, sid: str, first_id: int) -> Any:
+    """The handle of the batch's run workflow, once it has ended (time skipped as it waits)."""
+    handle = engine.client.get_workflow_handle(run_id(sid, "flaky", first_id))
+    await advance(env, lambda: _over(handle), 10, "the run workflow to end")
+    return handle
 
 
 @pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="a 30 s wait needs time skipping")
@@ -402,14 +418,9 @@ async def test_a_repeat_after_the_session_closed_is_skipped_and_frees_the_slot(
     clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment
 ) -> None:
     engine, clock = clocked
-    await engine.command("save_listener", listener=flaky(attempts=2, delay=30))
-    sid = await new_session(engine)
-    ids = await write_many(engine, sid, ["missions/bad"])
-    await eventually(lambda: _failed_once(clock, ids[0]), what="the first run to fail")
+    sid, ids = await failed_once(engine, clock)
     await engine.command("close_session", session_id=sid)
-
-    handle = engine.client.get_workflow_handle(run_id(sid, "flaky", ids[0]))
-    await advance(temporal_env, lambda: _over(handle), 10, "the run workflow to end")
+    handle = await run_over(engine, temporal_env, sid, ids[0])
     assert await handle.result() == "failed"
     assert [t.retry for t in clock.of(ids[0])] == [0], "the repeat never ran"
     outcomes = sorted(await lane_outcomes(engine, sid, "flaky"), key=lambda o: o["retry"])
@@ -430,14 +441,10 @@ async def test_a_repeat_after_the_listener_was_switched_off_is_consumed_and_the_
     clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment
 ) -> None:
     engine, clock = clocked
-    await engine.command("save_listener", listener=flaky(attempts=2, delay=30))
-    sid = await new_session(engine)
-    ids = await write_many(engine, sid, ["missions/bad"])
-    await eventually(lambda: _failed_once(clock, ids[0]), what="the first run to fail")
+    sid, ids = await failed_once(engine, clock)
     await engine.command("switch_listener", session_id=sid, name="flaky", enabled=False)
-
-    handle = engine.client.get_workflow_handle(run_id(sid, "flaky", ids[0]))
-    await advance(temporal_env, lambda: _over(handle), 10, "the run workflow to end")
+    handle = await run_over(engine, temporal_env, sid, ids[0])
+    assert await handle.result() == "failed"
     assert [t.retry for t in clock.of(ids[0])] == [0], "the repeat never ran"
     assert [o["retry"] for o in await lane_outcomes(engine, sid, "flaky")] == [0], "consumed with no outcome"
     assert not await events_of(engine, sid, "listener.failed")
