@@ -190,13 +190,26 @@ class EngineActivities:
         try:
             listener = await self.store.get_listener(address.listener)
         except CommandError:
-            return FireResult()  # deleted since its events were routed: consumed, nobody to report to
+            # Deleted since its events were routed: consumed, nobody to report to. A keyed lane may have been
+            # queued for a slot (or handed one): it gives that back, to nobody (the listener is gone).
+            await self.store.release_key_slot(address.session_id, address.listener, address.lane, 0)
+            return FireResult()
         decl = ListenerDeclaration.model_validate(listener["body"])
         version = int(listener["version"])
         max_parallel = effective_max_parallel(decl.concurrency, limits)
         receipt = decl.receipt.alias if decl.receipt else None
 
         depth = max(int(entry.get("depth", 0)) for entry in request.entries)
+
+        if (
+            activity.info().attempt > 1
+            and isinstance(decl.action, WorkflowAction)
+            and await self._run_exists(run_key(request))
+        ):
+            # An earlier attempt started this batch's run and died before it could answer: the batch has
+            # fired (the run holds whatever slot it took). Without this, a retry that found no key slot free
+            # would hold the batch and later start a second run under the same run key.
+            return FireResult(run_key=run_key(request), max_parallel=max_parallel)
 
         async def ends(status: str, reason: str | None = None, message: str | None = None) -> FireResult:
             outcome = _outcome(address, request.event_ids, len(request.entries), status, reason, message)
@@ -205,12 +218,16 @@ class EngineActivities:
 
         session = await self.store.get_session(address.session_id)
         stop = await self._batch_guards(address, decl, request.entries, session)
+        keyed = decl.concurrency.mode == "keyed"
+        if stop is not None and keyed:
+            # A batch that waited for a key slot may have been handed one (or still be queued for one): a
+            # batch that goes no further gives it back, or the slot stays taken until the key's next batch.
+            await self.release_key_slot(address.session_id, address.listener, address.lane, max_parallel)
         if stop is CONSUMED:
             return FireResult(max_parallel=max_parallel)  # switched off: consumed with no run, no outcome
         if isinstance(stop, Stop):
             return await ends(stop.status, stop.reason, stop.message)
 
-        keyed = decl.concurrency.mode == "keyed"
         if keyed and not await self.store.acquire_key_slot(
             address.session_id, address.listener, address.lane, request.lane_workflow_id, max_parallel
         ):
@@ -231,7 +248,7 @@ class EngineActivities:
                     rendered = render(action.input, context)
                 except TemplateError as err:
                     return await ends("invocation_error", None, f"action.input: unknown template path {err}")
-                start_stop = await self._start_guards(address, action)
+                start_stop = await self._start_guards(address, action.workflow)
                 if start_stop is not None:
                     return await ends(start_stop.status, start_stop.reason, start_stop.message)
                 plan = self._plan(
@@ -264,10 +281,10 @@ class EngineActivities:
             return Stop("throttled", None, f"{fired} fires in the last minute")
         return None
 
-    async def _start_guards(self, address: LaneAddress, action: WorkflowAction) -> Stop | None:
-        """The checks before a workflow action starts its run (a repeat's too): registered, and room for it."""
-        if self.registered_workflows and action.workflow not in self.registered_workflows:
-            return Stop("invocation_error", None, f"action.workflow: {action.workflow!r} is not registered")
+    async def _start_guards(self, address: LaneAddress, workflow: str) -> Stop | None:
+        """The checks before a run of `workflow` starts (a repeat's too): registered, and room for it."""
+        if self.registered_workflows and workflow not in self.registered_workflows:
+            return Stop("invocation_error", None, f"action.workflow: {workflow!r} is not registered")
         running = await self.store.running_executions(address.session_id)
         if running >= self.settings.limits.executions_per_session:
             return Stop("refused", None, f"executions_per_session: {running} running")
@@ -293,11 +310,11 @@ class EngineActivities:
             decl = ListenerDeclaration.model_validate(listener["body"])
             session = await self.store.get_session(address.session_id)
             stop = await self._batch_guards(address, decl, batch.events, session)
-            if stop is None and isinstance(decl.action, WorkflowAction):
-                stop = await self._start_guards(address, decl.action)
+            if stop is None:
+                # The repeat runs the workflow its plan names, whatever a re-save declared since.
+                stop = await self._start_guards(address, plan.workflow)
         if stop is None:
             return RepeatVerdict(go=True)
-        METRICS.retries_waiting.add(-1, {"listener": address.listener})
         outcome = None
         if isinstance(stop, Stop):
             outcome = _outcome(address, batch.event_ids, batch.count, stop.status, stop.reason, stop.message)
@@ -307,6 +324,8 @@ class EngineActivities:
                 await self._report_failure(failed)
         if plan.key_slot_max_parallel is not None:
             await self.release_key_slot(address.session_id, address.listener, address.lane, plan.key_slot_max_parallel)
+        # Last, so that an attempt that failed above and is retried counts the repeat out once.
+        METRICS.retries_waiting.add(-1, {"listener": address.listener})
         return RepeatVerdict(go=False, outcome=outcome)
 
     async def _write(
@@ -409,6 +428,16 @@ class EngineActivities:
             input_template=decl.action.input,
             session=session,
         )
+
+    async def _run_exists(self, key: str) -> bool:
+        assert self.temporal is not None
+        try:
+            await self.temporal.get_workflow_handle(key).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
 
     async def _start_run(self, plan: RunPlan) -> None:
         assert self.temporal is not None

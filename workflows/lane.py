@@ -46,6 +46,10 @@ ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maxim
 # this long: a lost hand-over (a worker that died between freeing the slot and signalling) costs half a
 # minute, while a hundred waiting lanes asking every few seconds would cost a fire activity each time.
 KEY_SLOT_RETRY_SECONDS = 30.0
+# Lane runs recorded before that rule re-fired a held batch on every wake and every 5 s; they replay so
+# (`workflow.patched(KEY_SLOT_OFFERS)`) until they continue as new.
+KEY_SLOT_OFFERS = "key-slot-offers"
+LEGACY_KEY_SLOT_RETRY_SECONDS = 5.0
 # A run's `run_finished` signal frees its slot; a run terminated from outside never sends it. The lane looks
 # this often at the runs it is waiting for, so such a slot is stranded for minutes, not for ever.
 RUNS_CHECK_SECONDS = 300.0
@@ -177,7 +181,8 @@ class LaneWorkflow:
         state, now = self.state, workflow.time()
         deadlines: list[float] = []
         if state.held is not None:
-            deadlines.append(state.key_slot_retry_at or now)
+            offers = workflow.patched(KEY_SLOT_OFFERS)
+            deadlines.append((state.key_slot_retry_at or now) if offers else now + LEGACY_KEY_SLOT_RETRY_SECONDS)
         elif state.declaration:
             decl = self._declaration()
             closes = window_closes_at(state.buffer, decl.batch.window_seconds)
@@ -275,6 +280,8 @@ class LaneWorkflow:
         if not self._slot_free(decl):
             return False
         if state.held is not None:
+            if not workflow.patched(KEY_SLOT_OFFERS):
+                return await self._fire(state.held)
             if not state.key_slot_offered and workflow.time() < (state.key_slot_retry_at or 0.0):
                 return False  # still queued for a key slot: events arriving meanwhile do not ask again
             entries, consumed, state.buffer = regather(

@@ -55,8 +55,8 @@ class RunWorkflow:
         listener = plan.input.listener or None
         ended: ExecutionRecord | None = None
         while True:
-            # A repeat is a batch of its own: it passes the batch guards again, which may stop it here. (Runs
-            # that were waiting to repeat when this check was deployed go on without it.)
+            # A repeat is a batch of its own: it passes the batch guards again, which may stop it here. (The
+            # patch keeps histories recorded before this check replaying as they ran.)
             if ended is not None and workflow.patched("repeat-guards"):
                 verdict = await workflow.execute_local_activity(
                     "orchestrator.check_repeat",

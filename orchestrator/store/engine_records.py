@@ -268,13 +268,14 @@ class EngineRecords(ScheduleRecords, PostgresStore):
             return bool(granted)
 
     async def release_key_slot(self, session_id: str, listener: str, lane: str, max_parallel: int) -> str | None:
-        """Free `lane`'s slot; hand it to the longest waiter, whose lane workflow id is answered."""
+        """Free `lane`'s slot, or its place in the queue for one; hand a free slot to the longest waiter, whose
+        lane workflow id is answered (none with `max_parallel` 0: the listener is gone)."""
         async with self.transaction() as conn:
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtext('keys:' || $1 || ':' || $2))", session_id, listener
             )
             await conn.execute(
-                "DELETE FROM key_slots WHERE session_id = $1 AND listener = $2 AND lane = $3 AND holding",
+                "DELETE FROM key_slots WHERE session_id = $1 AND listener = $2 AND lane = $3",
                 session_id,
                 listener,
                 lane,

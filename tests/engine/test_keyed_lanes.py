@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
+from orchestrator.core.lane_keys import lane_workflow_id
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
 
 
@@ -103,6 +105,41 @@ async def test_a_batch_waiting_for_a_key_slot_takes_in_what_arrives_meanwhile(en
     await eventually(done, within=60, what="every event in a run")
     assert [r["batch"]["event_ids"] for r in runs_of_lane(engine, "missions/b")] == [later], "one batch for b"
     assert engine.log.most_at_once["orchestrate:*"] == 1
+
+
+async def test_a_key_slot_handed_to_a_batch_that_goes_no_further_is_given_back(engine: Engine) -> None:
+    await engine.command("save_listener", listener=keyed_listener(sleep=1.5, window=0.2, max_parallel=1))
+    sid = await new_session(engine)
+    await write_many(engine, sid, ["missions/a"])
+
+    async def a_running() -> bool:
+        return bool(engine.log.open)
+
+    await eventually(a_running, what="key a's run")
+    # b is cut and queued behind a's slot; switched off meanwhile, it is consumed when the slot comes to it.
+    await write_many(engine, sid, ["missions/b"])
+
+    async def b_queued() -> bool:
+        handle = engine.client.get_workflow_handle(lane_workflow_id(sid, "orchestrate", "missions/b"))
+        state = await handle.query("state")
+        return bool((state if isinstance(state, dict) else state.model_dump())["waiting_for_key_slot"])
+
+    await eventually(b_queued, what="key b's batch to queue for the slot")
+    await engine.command("switch_listener", session_id=sid, name="orchestrate", enabled=False)
+
+    async def a_ended() -> bool:
+        return all(r.ended is not None for r in engine.log.runs)
+
+    await eventually(a_ended, what="key a's run to end")
+    await asyncio.sleep(1.0)
+    await engine.command("switch_listener", session_id=sid, name="orchestrate", enabled=True)
+    [c] = await write_many(engine, sid, ["missions/c"])
+
+    async def c_ran() -> bool:
+        return c in engine.log.event_ids()
+
+    await eventually(c_ran, within=20, what="key c's run: the slot b was handed must not stay taken")
+    assert not runs_of_lane(engine, "missions/b"), "b was consumed while switched off"
 
 
 async def test_an_event_without_the_key_falls_in_the_shared_lane(engine: Engine) -> None:
