@@ -11,17 +11,17 @@ outcomes are keyed by batch, writes carry an idempotency key, runs and execution
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from orchestrator.config import Settings
+from activities.base import PlatformActivities
 from orchestrator.core.declaration import ListenerDeclaration, ThreadItemAction, WorkflowAction, effective_max_parallel
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import message_of
@@ -29,7 +29,6 @@ from orchestrator.core.filters import listener_accepts
 from orchestrator.core.globs import compile_alias_glob, validate_alias
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, render
-from orchestrator.store.engine_records import EngineRecords
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
 from workflows.messages import (
     KEY_SLOT_SIGNAL,
@@ -62,19 +61,7 @@ def run_key(request: FireRequest) -> str:
     return "run" + request.lane_workflow_id.removeprefix("lane") + f":{min(request.event_ids)}"
 
 
-class EngineActivities:
-    def __init__(
-        self,
-        store: EngineRecords,
-        settings: Settings,
-        temporal: Client | None,
-        registered_workflows: Collection[str],
-    ) -> None:
-        self.store = store
-        self.settings = settings
-        self.temporal = temporal
-        self.registered_workflows = frozenset(registered_workflows)
-
+class EngineActivities(PlatformActivities):
     def all(self) -> list[Callable[..., Any]]:
         return [
             self.fire_batch,

@@ -12,18 +12,17 @@ over the payload limit, too many executions) or `access_error` (an alias outside
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from activities.base import PlatformActivities
 from orchestrator.commands.fields import check_payload
 from orchestrator.commands.schedules import schedule_owns
-from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
 from orchestrator.core.schedule_spec import (
     ObjectTarget,
@@ -32,7 +31,6 @@ from orchestrator.core.schedule_spec import (
     firing_key,
     schedule_may_write,
 )
-from orchestrator.store.engine_records import EngineRecords
 from workflows.messages import BatchInfo, LaneAddress, RunInput, RunPlan
 from workflows.schedule_fire import SCHEDULE_FIRE_ACTIVITY, ScheduleFiring, ScheduleRunResult
 
@@ -42,19 +40,7 @@ def schedule_run_key(session_id: str, alias: str, scheduled_at: datetime) -> str
     return f"run:{session_id}:schedule:{alias}:{scheduled_at.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
 
 
-class ScheduleActivities:
-    def __init__(
-        self,
-        store: EngineRecords,
-        settings: Settings,
-        temporal: Client | None,
-        registered_workflows: Collection[str],
-    ) -> None:
-        self.store = store
-        self.settings = settings
-        self.temporal = temporal
-        self.registered_workflows = frozenset(registered_workflows)
-
+class ScheduleActivities(PlatformActivities):
     def all(self) -> list[Callable[..., Any]]:
         return [self.fire_schedule]
 

@@ -16,12 +16,11 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.base import PlatformActivities
 from orchestrator.commands.fields import check_payload
-from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import validate_alias
-from orchestrator.store.engine_records import EngineRecords
 from orchestrator.telemetry import TRACER
 
 
@@ -46,11 +45,7 @@ def refusal(err: CommandError) -> ApplicationError:
     return ApplicationError(err.message, type=err.code, non_retryable=True)
 
 
-class SessionActivities:
-    def __init__(self, store: EngineRecords, settings: Settings) -> None:
-        self.store = store
-        self.settings = settings
-
+class SessionActivities(PlatformActivities):
     def all(self) -> list[Callable[..., Any]]:
         return [self.session_call]
 
