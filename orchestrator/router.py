@@ -217,6 +217,7 @@ class Router:
                     LaneState(
                         address=address,
                         history_limit=self.settings.lane_history_limit,
+                        handover_bytes=self.settings.lane_handover_bytes,
                         idle_exit_seconds=self.settings.lane_idle_exit_seconds,
                     ),
                     id=workflow_id,

@@ -56,6 +56,12 @@ RUNS_CHECK_SECONDS = 300.0
 # How many runs that finished before their start was reported the lane remembers (a handful at most are
 # ever in that window at once).
 FINISHED_EARLY_KEPT = 32
+# A lane whose state is too large to continue as new goes on in the same run (its history can grow far past
+# the hand-over's 2 MB, up to 50 MB), and weighs its state again after this many more history events.
+# Past HANDOVER_LAST_CHANCE events it tries anyway, before Temporal's hard limits (51,200 events, 10,000
+# signals a run) would end it for good.
+HANDOVER_REWEIGH_EVENTS = 200
+HANDOVER_LAST_CHANCE = 30_000
 
 
 @workflow.defn(name="OrchestratorLane", sandboxed=False)
@@ -65,6 +71,8 @@ class LaneWorkflow:
         self.state = state
         self._wake = False
         self._alarms: list[float] = []
+        # History length before which the state is not weighed again (it was too large to hand over).
+        self._handover_weighed_until = 0
 
     # -- signals: synchronous, core reducers only --------------------------------------------------------
 
@@ -269,7 +277,20 @@ class LaneWorkflow:
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
-        return info.is_continue_as_new_suggested() or info.get_current_history_length() >= self.state.history_limit
+        length = info.get_current_history_length()
+        if not (info.is_continue_as_new_suggested() or length >= self.state.history_limit):
+            return False
+        if length >= HANDOVER_LAST_CHANCE:
+            return True
+        if length < self._handover_weighed_until:
+            return False
+        # The whole state crosses as one payload: while a stuck run lets pending events pile up past what
+        # Temporal accepts, the lane stays in this run and keeps firing, and hands over once it has shrunk.
+        if len(self.state.model_dump_json()) <= self.state.handover_bytes:
+            return True
+        self._handover_weighed_until = length + HANDOVER_REWEIGH_EVENTS
+        workflow.logger.warning("lane state too large to continue as new; staying in this run for now")
+        return False
 
     async def _fire_if_due(self) -> bool:
         """Fire the held batch, or cut and fire the next one if its window has closed and a slot is free."""

@@ -65,6 +65,7 @@ class LaneState(BaseModel):
     address: LaneAddress
     # Continue as new after this many history events; complete after this long with nothing to do.
     history_limit: int = 2_500
+    handover_bytes: int = 1_536 * 1024
     idle_exit_seconds: float = 300.0
     version: int = 0
     declaration: dict[str, Any] = Field(default_factory=dict)

@@ -138,3 +138,41 @@ async def test_an_event_landing_as_a_write_fires_and_the_lane_exits_is_neither_l
         outcomes = await engine.platform.store.recent_outcomes(sid, "tally", limit=1000)
         consumed = [i for o in outcomes for i in o["event_ids"]]
         assert sorted(consumed) == ids, "every event in exactly one batch"
+
+
+async def test_a_lane_too_large_to_hand_over_stays_in_its_run_and_hands_over_once_it_shrinks(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    # A hand-over limit of 4 KB stands for Temporal's 2 MB: a slow run lets a few dozen events pile up.
+    async with engine_with(platform, temporal_env, lane_history_limit=30, lane_handover_bytes=4_000) as engine:
+        listener = recorder_listener(
+            batch={"window_seconds": 0.1},
+            action={"type": "workflow", "workflow": "recorder", "input": {"sleep": 3}},
+        )
+        await engine.command("save_listener", listener=listener)
+        sid = await new_session(engine)
+        handle = engine.client.get_workflow_handle(lane_workflow_id(sid, "orchestrate", "_"))
+        ids = await write_many(engine, sid, ["missions/first"])
+
+        async def running() -> bool:
+            return bool(engine.log.open)
+
+        await eventually(running, what="the first run")
+        first_run_id = (await handle.describe()).run_id
+        for burst in range(12):
+            ids += await write_many(engine, sid, [f"missions/{burst}/{n}" for n in range(5)])
+        state = await handle.query("state")
+        view = state if isinstance(state, dict) else state.model_dump()
+        assert view["pending"] >= 60, "the events wait behind the slow run"
+        assert (await handle.describe()).run_id == first_run_id, "too large to hand over: still the same run"
+
+        await all_ran(engine, len(ids), within=60)
+        # Small again: further events take the history past the next weighing, and the lane hands over.
+        for n in range(40):
+            ids += await write_many(engine, sid, [f"missions/after/{n}"])
+            if (await handle.describe()).run_id != first_run_id:
+                break
+        await all_ran(engine, len(ids), within=120)
+        assert (await handle.describe()).run_id != first_run_id, "it continued as new once it had shrunk"
+        assert engine.log.event_ids() == ids, "every event exactly once, in order"
+        assert engine.log.most_at_once["orchestrate:_"] == 1
