@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+
+from orchestrator.store.postgres import PostgresStore
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
 
 
@@ -83,3 +86,49 @@ async def test_events_during_a_run_wait_for_the_next_batch(engine: Engine) -> No
     assert engine.log.runs[1].input["batch"]["event_ids"] == during
     assert engine.log.runs[1].started >= (engine.log.runs[0].ended or 0)
     assert engine.log.most_at_once["orchestrate:_"] == 1
+
+
+async def test_an_event_whose_transaction_commits_after_later_ids_still_reaches_its_lane(engine: Engine) -> None:
+    # Event ids are drawn from one sequence for every session: while one transaction of session `held` stays
+    # open with its id, another session commits later ids and the router routes them. The held event must
+    # still reach its lane when it commits, and the writes queued behind it in its session after it.
+    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.2}))
+    store = engine.platform.store
+    assert isinstance(store, PostgresStore)
+    held, other = await new_session(engine), await new_session(engine)
+    release, holding = asyncio.Event(), asyncio.Event()
+    held_ids: list[int] = []
+
+    async def held_writer() -> None:
+        async with store.transaction() as conn:
+            await store._locked_session(conn, held, require_open=True)
+            event = await store._append(conn, held, "object.written", alias="missions/held")
+            held_ids.append(event.id)
+            holding.set()
+            await release.wait()
+
+    holder = asyncio.create_task(held_writer())
+    await holding.wait()
+    queued = [
+        asyncio.create_task(
+            engine.command("write_object", session_id=held, alias=f"missions/late/{n}", value={"type": "m"})
+        )
+        for n in range(3)
+    ]
+    others = await write_many(engine, other, ["missions/free/1", "missions/free/2"])
+    assert min(others) > held_ids[0], "the other session committed later ids first"
+
+    async def others_ran() -> bool:
+        return set(others) <= set(engine.log.event_ids())
+
+    await eventually(others_ran, what="the other session's run")
+    release.set()
+    await holder
+    late = [(await task)["event_id"] for task in queued]
+
+    async def held_ran() -> bool:
+        return {held_ids[0], *late} <= set(engine.log.event_ids())
+
+    await eventually(held_ran, what="the held event and those queued behind it in their runs")
+    runs_of_held = [r.input for r in engine.log.runs if r.input["session_id"] == held]
+    assert sorted(i for r in runs_of_held for i in r["batch"]["event_ids"]) == sorted([held_ids[0], *late])
