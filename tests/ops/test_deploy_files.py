@@ -20,6 +20,7 @@ from orchestrator.api import create_app
 from orchestrator.cli import _parser
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
+from orchestrator.embedded import TemporalDevServer
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = DEPLOY / "k8s"
@@ -81,6 +82,19 @@ def test_compose_runs_every_part() -> None:
     assert services["temporal"]["environment"]["POSTGRES_SEEDS"] == "postgres"
     assert services["temporal-ui"]["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
     assert "replicas" in services["worker"]["deploy"]
+
+
+def test_compose_gives_temporal_the_dynamic_config_the_dev_server_gets() -> None:
+    temporal = _compose()["services"]["temporal"]
+    path = temporal["environment"]["DYNAMIC_CONFIG_FILE_PATH"]
+    [mount] = temporal["volumes"]
+    source, target, _mode = mount.split(":")
+    assert target == f"/etc/temporal/{path}"
+    config = yaml.safe_load((DEPLOY / source).read_text())
+    embedded = " ".join(TemporalDevServer(Path("unused"), port=1, ui_port=2).command())
+    for key in ("system.enableActivityEagerExecution", "system.enableEagerWorkflowStart"):
+        assert config[key] == [{"value": True}]
+        assert f"{key}=true" in embedded
 
 
 def test_compose_commands_are_real_subcommands() -> None:
