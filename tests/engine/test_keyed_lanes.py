@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from typing import Any
 
@@ -131,7 +130,14 @@ async def test_a_key_slot_handed_to_a_batch_that_goes_no_further_is_given_back(e
         return all(r.ended is not None for r in engine.log.runs)
 
     await eventually(a_ended, what="key a's run to end")
-    await asyncio.sleep(1.0)
+
+    async def b_consumed() -> bool:
+        handle = engine.client.get_workflow_handle(lane_workflow_id(sid, "orchestrate", "missions/b"))
+        state = await handle.query("state")
+        view = state if isinstance(state, dict) else state.model_dump()
+        return not view["waiting_for_key_slot"] and view["pending"] == 0
+
+    await eventually(b_consumed, what="key b's batch to be handed the slot and consumed")
     await engine.command("switch_listener", session_id=sid, name="orchestrate", enabled=True)
     [c] = await write_many(engine, sid, ["missions/c"])
 
