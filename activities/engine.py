@@ -219,7 +219,7 @@ class EngineActivities(PlatformActivities):
             address.session_id, address.listener, address.lane, request.lane_workflow_id, max_parallel
         ):
             return FireResult(waiting_for_key_slot=True, max_parallel=max_parallel)
-        started = False
+        started = start_attempted = False
         try:
             context = batch_context(
                 entries=request.entries,
@@ -241,12 +241,15 @@ class EngineActivities(PlatformActivities):
                 plan = self._plan(
                     request, decl, version, rendered, depth, max_parallel if keyed else None, context["session"]
                 )
+                start_attempted = True
                 await self._start_run(plan)
                 started = True
                 return FireResult(run_key=plan.run_key, max_parallel=max_parallel)
             return await self._write(request, decl, version, context, depth, receipt, max_parallel)
         finally:
-            if keyed and not started:
+            # A start that raised may still have started the run (a deadline passed after the server took
+            # it): the slot stays, and the retried fire finds the run holding it or takes the slot again.
+            if keyed and not started and not start_attempted:
                 await self.release_key_slot(address.session_id, address.listener, address.lane, max_parallel)
 
     async def _batch_guards(

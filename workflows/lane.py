@@ -58,10 +58,12 @@ RUNS_CHECK_SECONDS = 300.0
 FINISHED_EARLY_KEPT = 32
 # A lane whose state is too large to continue as new goes on in the same run (its history can grow far past
 # the hand-over's 2 MB, up to 50 MB), and weighs its state again after this many more history events.
-# Past HANDOVER_LAST_CHANCE events it tries anyway, before Temporal's hard limits (51,200 events, 10,000
-# signals a run) would end it for good.
-HANDOVER_REWEIGH_EVENTS = 200
-HANDOVER_LAST_CHANCE = 30_000
+# Should it reach Temporal's 10,000 signals a run first, the router's deliveries to it are refused and the
+# session's routing waits (nothing is lost) until the lane has drained and handed over. Past
+# HANDOVER_LAST_CHANCE events it tries anyway: a refused hand-over leaves the lane stuck but whole, while
+# the hard limit of 51,200 events would end it and lose what it holds.
+HANDOVER_REWEIGH_EVENTS = 50
+HANDOVER_LAST_CHANCE = 45_000
 
 
 @workflow.defn(name="OrchestratorLane", sandboxed=False)
@@ -286,7 +288,7 @@ class LaneWorkflow:
             return False
         # The whole state crosses as one payload: while a stuck run lets pending events pile up past what
         # Temporal accepts, the lane stays in this run and keeps firing, and hands over once it has shrunk.
-        if len(self.state.model_dump_json()) <= self.state.handover_bytes:
+        if len(self.state.model_dump_json().encode()) <= self.state.handover_bytes:
             return True
         self._handover_weighed_until = length + HANDOVER_REWEIGH_EVENTS
         workflow.logger.warning("lane state too large to continue as new; staying in this run for now")

@@ -107,7 +107,8 @@ async def test_a_batch_waiting_for_a_key_slot_takes_in_what_arrives_meanwhile(en
 
 
 async def test_a_key_slot_handed_to_a_batch_that_goes_no_further_is_given_back(engine: Engine) -> None:
-    await engine.command("save_listener", listener=keyed_listener(sleep=1.5, window=0.2, max_parallel=1))
+    # a's run lasts long enough for b to queue and the listener to be switched off, even on a loaded machine.
+    await engine.command("save_listener", listener=keyed_listener(sleep=5, window=0.2, max_parallel=1))
     sid = await new_session(engine)
     await write_many(engine, sid, ["missions/a"])
 

@@ -147,7 +147,7 @@ async def test_a_lane_too_large_to_hand_over_stays_in_its_run_and_hands_over_onc
     async with engine_with(platform, temporal_env, lane_history_limit=30, lane_handover_bytes=4_000) as engine:
         listener = recorder_listener(
             batch={"window_seconds": 0.1},
-            action={"type": "workflow", "workflow": "recorder", "input": {"sleep": 3}},
+            action={"type": "workflow", "workflow": "recorder", "input": {"sleep": 8}},
         )
         await engine.command("save_listener", listener=listener)
         sid = await new_session(engine)
@@ -159,16 +159,16 @@ async def test_a_lane_too_large_to_hand_over_stays_in_its_run_and_hands_over_onc
 
         await eventually(running, what="the first run")
         first_run_id = (await handle.describe()).run_id
-        for burst in range(12):
-            ids += await write_many(engine, sid, [f"missions/{burst}/{n}" for n in range(5)])
+        for burst in range(4):
+            ids += await write_many(engine, sid, [f"missions/{burst}/{n}" for n in range(15)])
         state = await handle.query("state")
         view = state if isinstance(state, dict) else state.model_dump()
-        assert view["pending"] >= 60, "the events wait behind the slow run"
+        assert view["pending"] == 60, "the events wait behind the slow run"
         assert (await handle.describe()).run_id == first_run_id, "too large to hand over: still the same run"
 
         await all_ran(engine, len(ids), within=60)
         # Small again: further events take the history past the next weighing, and the lane hands over.
-        for n in range(40):
+        for n in range(60):
             ids += await write_many(engine, sid, [f"missions/after/{n}"])
             if (await handle.describe()).run_id != first_run_id:
                 break

@@ -109,26 +109,30 @@ async def test_an_event_whose_transaction_commits_after_later_ids_still_reaches_
 
     holder = asyncio.create_task(held_writer())
     await holding.wait()
-    queued = [
-        asyncio.create_task(
-            engine.command("write_object", session_id=held, alias=f"missions/late/{n}", value={"type": "m"})
-        )
-        for n in range(3)
-    ]
-    others = await write_many(engine, other, ["missions/free/1", "missions/free/2"])
-    assert min(others) > held_ids[0], "the other session committed later ids first"
+    try:
+        queued = [
+            asyncio.create_task(
+                engine.command("write_object", session_id=held, alias=f"missions/late/{n}", value={"type": "m"})
+            )
+            for n in range(3)
+        ]
+        others = await write_many(engine, other, ["missions/free/1", "missions/free/2"])
+        assert min(others) > held_ids[0], "the other session committed later ids first"
 
-    async def others_ran() -> bool:
-        return set(others) <= set(engine.log.event_ids())
+        async def others_ran() -> bool:
+            return set(others) <= set(engine.log.event_ids())
 
-    await eventually(others_ran, what="the other session's run")
-    release.set()
-    await holder
-    late = [(await task)["event_id"] for task in queued]
+        await eventually(others_ran, what="the other session's run")
+        release.set()
+        await holder
+        late = [(await task)["event_id"] for task in queued]
 
-    async def held_ran() -> bool:
-        return {held_ids[0], *late} <= set(engine.log.event_ids())
+        async def held_ran() -> bool:
+            return {held_ids[0], *late} <= set(engine.log.event_ids())
 
-    await eventually(held_ran, what="the held event and those queued behind it in their runs")
+        await eventually(held_ran, what="the held event and those queued behind it in their runs")
+    finally:
+        release.set()  # a failed wait above must not leave the session row locked for the teardown
+        await holder
     runs_of_held = [r.input for r in engine.log.runs if r.input["session_id"] == held]
     assert sorted(i for r in runs_of_held for i in r["batch"]["event_ids"]) == sorted([held_ids[0], *late])
