@@ -127,6 +127,27 @@ def waits(runs: list[Tick]) -> list[float]:
     return [after.started - (before.failed or 0) for before, after in pairwise(runs)]
 
 
+async def failed_once(engine: Engine, clock: Clock) -> tuple[str, list[int]]:
+    """A session whose `missions/bad` batch has failed once and waits 30 s for its repeat."""
+    await engine.command("save_listener", listener=flaky(attempts=2, delay=30))
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, ["missions/bad"])
+
+    async def failed() -> bool:
+        runs = clock.of(ids[0])
+        return bool(runs) and runs[0].failed is not None
+
+    await eventually(failed, what="the first run to fail")
+    return sid, ids
+
+
+async def run_over(engine: Engine, env: WorkflowEnvironment, sid: str, first_id: int) -> Any:
+    """The handle of the batch's run workflow, once it has ended (time skipped as it waits)."""
+    handle = engine.client.get_workflow_handle(run_id(sid, "flaky", first_id))
+    await advance(env, lambda: _over(handle), 10, "the run workflow to end")
+    return handle
+
+
 async def advance(env: WorkflowEnvironment, done: Callable[[], Awaitable[bool]], step: float, what: str) -> None:
     """Let workflow time pass in steps of `step` seconds until `done` (the dev server's clock is the wall's)."""
     deadline = time.monotonic() + 60
@@ -237,15 +258,7 @@ async def test_repeats_wait_30_then_60_seconds_and_hold_the_slot(
     clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment
 ) -> None:
     engine, clock = clocked
-    await engine.command("save_listener", listener=flaky(attempts=2, delay=30))
-    sid = await new_session(engine)
-    ids = await write_many(engine, sid, ["missions/bad"])
-
-    async def first_failed() -> bool:
-        runs = clock.of(ids[0])
-        return bool(runs) and runs[0].failed is not None
-
-    await eventually(first_failed, what="the first run to fail")
+    sid, ids = await failed_once(engine, clock)
     late = await write_many(engine, sid, ["missions/late"])
 
     async def late_pending() -> bool:
@@ -390,27 +403,6 @@ async def test_a_stopped_run_is_not_retried(
     assert not await events_of(engine, sid, "listener.failed")
     view = await lane_view(engine, sid, "sleeper")
     assert not view["in_flight"], "a stopped run frees its slot at once"
-
-
-async def failed_once(engine: Engine, clock: Clock) -> tuple[str, list[int]]:
-    """A session whose `missions/bad` batch has failed once and waits 30 s for its repeat."""
-    await engine.command("save_listener", listener=flaky(attempts=2, delay=30))
-    sid = await new_session(engine)
-    ids = await write_many(engine, sid, ["missions/bad"])
-
-    async def failed() -> bool:
-        runs = clock.of(ids[0])
-        return bool(runs) and runs[0].failed is not None
-
-    await eventually(failed, what="the first run to fail")
-    return sid, ids
-
-
-async def run_over(engine: Engine, env: WorkflowEnvironment, sid: str, first_id: int) -> Any:
-    """The handle of the batch's run workflow, once it has ended (time skipped as it waits)."""
-    handle = engine.client.get_workflow_handle(run_id(sid, "flaky", first_id))
-    await advance(env, lambda: _over(handle), 10, "the run workflow to end")
-    return handle
 
 
 @pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="a 30 s wait needs time skipping")
