@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from orchestrator.store.postgres import PostgresStore
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
+from tests.store.helpers import write_held_open
 
 
 async def test_a_burst_in_one_window_is_one_run(engine: Engine) -> None:
@@ -93,23 +93,8 @@ async def test_an_event_whose_transaction_commits_after_later_ids_still_reaches_
     # open with its id, another session commits later ids and the router routes them. The held event must
     # still reach its lane when it commits, and the writes queued behind it in its session after it.
     await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.2}))
-    store = engine.platform.store
-    assert isinstance(store, PostgresStore)
     held, other = await new_session(engine), await new_session(engine)
-    release, holding = asyncio.Event(), asyncio.Event()
-    held_ids: list[int] = []
-
-    async def held_writer() -> None:
-        async with store.transaction() as conn:
-            await store._locked_session(conn, held, require_open=True)
-            event = await store._append(conn, held, "object.written", alias="missions/held")
-            held_ids.append(event.id)
-            holding.set()
-            await release.wait()
-
-    holder = asyncio.create_task(held_writer())
-    await holding.wait()
-    try:
+    async with write_held_open(engine.platform, held, "missions/held") as held_id:
         queued = [
             asyncio.create_task(
                 engine.command("write_object", session_id=held, alias=f"missions/late/{n}", value={"type": "m"})
@@ -117,22 +102,17 @@ async def test_an_event_whose_transaction_commits_after_later_ids_still_reaches_
             for n in range(3)
         ]
         others = await write_many(engine, other, ["missions/free/1", "missions/free/2"])
-        assert min(others) > held_ids[0], "the other session committed later ids first"
+        assert min(others) > held_id, "the other session committed later ids first"
 
         async def others_ran() -> bool:
             return set(others) <= set(engine.log.event_ids())
 
         await eventually(others_ran, what="the other session's run")
-        release.set()
-        await holder
-        late = [(await task)["event_id"] for task in queued]
+    late = [(await task)["event_id"] for task in queued]
 
-        async def held_ran() -> bool:
-            return {held_ids[0], *late} <= set(engine.log.event_ids())
+    async def held_ran() -> bool:
+        return {held_id, *late} <= set(engine.log.event_ids())
 
-        await eventually(held_ran, what="the held event and those queued behind it in their runs")
-    finally:
-        release.set()  # a failed wait above must not leave the session row locked for the teardown
-        await holder
+    await eventually(held_ran, what="the held event and those queued behind it in their runs")
     runs_of_held = [r.input for r in engine.log.runs if r.input["session_id"] == held]
-    assert sorted(i for r in runs_of_held for i in r["batch"]["event_ids"]) == sorted([held_ids[0], *late])
+    assert sorted(i for r in runs_of_held for i in r["batch"]["event_ids"]) == sorted([held_id, *late])

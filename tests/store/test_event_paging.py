@@ -7,7 +7,7 @@ import random
 
 from orchestrator.platform import Platform
 from orchestrator.store.postgres import PostgresStore
-from tests.store.helpers import ok
+from tests.store.helpers import ok, write_held_open
 
 
 async def _session(platform: Platform) -> str:
@@ -53,8 +53,6 @@ async def test_paging_with_after_before_limit_and_types(platform: Platform) -> N
 
 async def test_a_transaction_held_open_is_never_skipped(platform: Platform) -> None:
     """One writer holds its transaction open; others commit; a reader paging by id misses nothing."""
-    store = platform.store
-    assert isinstance(store, PostgresStore)
     sid, other = await _session(platform), await _session(platform)
     seen: list[int] = []
 
@@ -64,39 +62,25 @@ async def test_a_transaction_held_open_is_never_skipped(platform: Platform) -> N
         seen.extend(e["id"] for e in page["events"])
 
     await ok(platform, "write_object", session_id=sid, alias="before", value={"type": "t"})
-    release, holding = asyncio.Event(), asyncio.Event()
-    held_id: list[int] = []
+    async with write_held_open(platform, sid, "held") as held_id:
+        # Writers in the same session queue behind the open transaction; another session commits freely.
+        blocked = [
+            asyncio.create_task(ok(platform, "write_object", session_id=sid, alias=f"late/{n}", value={"type": "t"}))
+            for n in range(3)
+        ]
+        free = await ok(platform, "write_object", session_id=other, alias="free", value={"type": "t"})
+        assert free["event_id"] > held_id, "the other session drew a later id and committed first"
+        await asyncio.sleep(0.2)
+        await read_new()
+        assert held_id not in seen
+        assert not any(t.done() for t in blocked)
 
-    async def held_writer() -> None:
-        async with store.transaction() as conn:
-            await store._locked_session(conn, sid, require_open=True)
-            event = await store._append(conn, sid, "object.written", alias="held")
-            held_id.append(event.id)
-            holding.set()
-            await release.wait()
-
-    holder = asyncio.create_task(held_writer())
-    await holding.wait()
-    # Writers in the same session queue behind the open transaction; another session commits freely.
-    blocked = [
-        asyncio.create_task(ok(platform, "write_object", session_id=sid, alias=f"late/{n}", value={"type": "t"}))
-        for n in range(3)
-    ]
-    free = await ok(platform, "write_object", session_id=other, alias="free", value={"type": "t"})
-    assert free["event_id"] > held_id[0], "the other session drew a later id and committed first"
-    await asyncio.sleep(0.2)
-    await read_new()
-    assert held_id[0] not in seen
-    assert not any(t.done() for t in blocked)
-
-    release.set()
-    await holder
     late = [(await t)["event_id"] for t in blocked]
     await read_new()
-    assert held_id[0] in seen
+    assert held_id in seen
     assert all(i in seen for i in late)
     assert seen == sorted(seen)
-    assert min(late) > held_id[0]
+    assert min(late) > held_id
 
 
 async def test_concurrent_writers_and_a_tailing_reader_agree(platform: Platform) -> None:
