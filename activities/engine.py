@@ -204,7 +204,7 @@ class EngineActivities(PlatformActivities):
             return FireResult(outcome=outcome, max_parallel=max_parallel)
 
         session = await self.store.get_session(address.session_id)
-        stop = await self._batch_guards(address, decl, request.entries, session)
+        stop = await self._batch_guards(address, decl, request.entries, depth, session)
         keyed = decl.concurrency.mode == "keyed"
         if stop is not None and keyed:
             # A batch that waited for a key slot may have been handed one (or still be queued for one): a
@@ -253,9 +253,17 @@ class EngineActivities(PlatformActivities):
                 await self.release_key_slot(address.session_id, address.listener, address.lane, max_parallel)
 
     async def _batch_guards(
-        self, address: LaneAddress, decl: ListenerDeclaration, entries: list[dict[str, Any]], session: dict[str, Any]
+        self,
+        address: LaneAddress,
+        decl: ListenerDeclaration,
+        entries: list[dict[str, Any]],
+        depth: int,
+        session: dict[str, Any],
     ) -> Stop | _Consumed | None:
-        """The checks of SPEC section 5 every batch passes, a repeat included, before its action: in order."""
+        """The checks of SPEC section 5 every batch passes, a repeat included, before its action: in order.
+
+        `depth` is the batch's deepest event's.
+        """
         limits = self.settings.limits
         if address.listener in await self.store.disabled_listeners(address.session_id):
             return CONSUMED
@@ -263,7 +271,6 @@ class EngineActivities(PlatformActivities):
             return Stop("skipped", "session_not_open")
         if not any(listener_accepts(decl, entry) or _own_silence(entry, address) for entry in entries):
             return Stop("skipped", "unmatched")
-        depth = max(int(entry.get("depth", 0)) for entry in entries)
         if depth >= limits.listener_chain_depth:
             return Stop("skipped", "depth", f"depth {depth} reached listener_chain_depth")
         fired = await self.store.fires_in_last_minute(address.session_id, address.listener)
@@ -299,7 +306,7 @@ class EngineActivities(PlatformActivities):
         else:
             decl = ListenerDeclaration.model_validate(listener["body"])
             session = await self.store.get_session(address.session_id)
-            stop = await self._batch_guards(address, decl, batch.events, session)
+            stop = await self._batch_guards(address, decl, batch.events, plan.input.depth, session)
             if stop is None:
                 # The repeat runs the workflow its plan names, whatever a re-save declared since.
                 stop = await self._start_guards(address, plan.workflow)
