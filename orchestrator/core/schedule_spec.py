@@ -18,7 +18,7 @@ Years run 1970-2199 (EventBridge's range). `L`, `W` and `#` have no calendar equ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from itertools import pairwise
@@ -235,20 +235,17 @@ def _cron(expression: str) -> str:
     return expression
 
 
-def _iso_datetime(text: str) -> str:
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not an ISO 8601 date-time (2025-06-01T09:30:00)") from None
-    return text
+def _iso(expected: str) -> Callable[[str], str]:
+    """A validator that keeps text `datetime.fromisoformat` reads, and names `expected` for anything else."""
 
+    def check(text: str) -> str:
+        try:
+            datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not {expected}") from None
+        return text
 
-def _iso_date_or_datetime(text: str) -> str:
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not an ISO 8601 date (2025-06-01) or date-time") from None
-    return text
+    return check
 
 
 def _date_only(text: str) -> bool:
@@ -278,8 +275,8 @@ def local_instant(text: str, zone_name: str, *, end_of_day: bool = False) -> dat
 
 
 Timezone = Annotated[str, AfterValidator(validate_timezone)]
-IsoDateTime = Annotated[str, AfterValidator(_iso_datetime)]
-IsoDate = Annotated[str, AfterValidator(_iso_date_or_datetime)]
+IsoDateTime = Annotated[str, AfterValidator(_iso("an ISO 8601 date-time (2025-06-01T09:30:00)"))]
+IsoDate = Annotated[str, AfterValidator(_iso("an ISO 8601 date (2025-06-01) or date-time"))]
 
 
 # -- the body --------------------------------------------------------------------------------------------------
