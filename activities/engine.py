@@ -32,6 +32,7 @@ from orchestrator.core.templates import TemplateError, batch_context, render
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
 from workflows.messages import (
     KEY_SLOT_SIGNAL,
+    RUN_FINISHED_SIGNAL,
     TRACE_KEY,
     BatchInfo,
     ExecutionRecord,
@@ -41,6 +42,7 @@ from workflows.messages import (
     LaneAddress,
     RepeatCheck,
     RepeatVerdict,
+    RunFinished,
     RunInput,
     RunPlan,
 )
@@ -68,6 +70,7 @@ class EngineActivities(PlatformActivities):
             self.check_repeat,
             self.execution_started,
             self.execution_ended,
+            self.run_finished,
             self.lane_idle,
             self.runs_gone,
         ]
@@ -162,6 +165,8 @@ class EngineActivities(PlatformActivities):
         if result.waiting_for_key_slot:
             log.info("batch waits for a key slot", extra=fields)
             return result
+        # The router may hold events back from this lane until it has fired (orchestrator.core.pacing).
+        await self.store.lane_fired(address.session_id, address.listener, address.lane, max(ids))
         labels = {"listener": address.listener, "lane": address.lane}
         METRICS.batches_cut.add(1, {"listener": address.listener})
         # Only what the router delivered was counted in; a lane's own `lane.idle` event never was.
@@ -459,6 +464,18 @@ class EngineActivities(PlatformActivities):
                 await self.temporal.get_workflow_handle(granted).signal(KEY_SLOT_SIGNAL)
             except Exception:  # the lane asks again on its own within seconds
                 log.warning("could not tell lane %s that it holds a key slot", granted, exc_info=True)
+
+    @activity.defn(name="orchestrator.run_finished")
+    async def run_finished(self, lane_workflow_id: str, finished: RunFinished) -> None:
+        """Tell a lane that its run has ended, which frees the run's slot there."""
+        assert self.temporal is not None
+        try:
+            await self.temporal.get_workflow_handle(lane_workflow_id).signal(RUN_FINISHED_SIGNAL, finished)
+        except RPCError as err:
+            # A lane that is gone (terminated from outside) holds no slot: there is nobody to tell.
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            log.warning("lane %s is gone; run %s finished unreported", lane_workflow_id, finished.run_key)
 
     @activity.defn(name="orchestrator.execution_started")
     async def execution_started(self, record: ExecutionRecord, receipt: str | None) -> list[Outcome]:

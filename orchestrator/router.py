@@ -4,9 +4,11 @@ Owns the path from the stream to the lane workflows. Each worker process runs on
 PostgreSQL NOTIFY (one per committing session) and on a slow poll that catches anything a lost
 notification missed. A routing round for a session holds that session's position row (FOR UPDATE SKIP
 LOCKED), so exactly one worker routes a session at a time and a worker that dies mid-round gives the row
-back with its connection. A round reads the events after the position, signals each lane with
-signal-with-start (everything waiting for a lane packed into one signal, one signal in flight per lane),
-then saves the position. A crash between signalling and saving re-delivers; the lane drops what it has.
+back with its connection. A round reads the events after what it has read, signals each lane that is due
+with signal-with-start (everything waiting for a lane packed into one signal, one signal in flight per
+lane; `orchestrator.core.pacing` decides which lanes are due and holds the others' events back), then saves
+the position, which never passes an event held back. A crash between signalling and saving re-delivers;
+the lane drops what it has.
 Each event written under a trace gets a `route` span in that trace, and its lane gets the span's traceparent
 with the event, so the batch that takes it continues the trace.
 """
@@ -18,10 +20,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import asyncpg
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
@@ -31,6 +35,7 @@ from orchestrator.core.batch_windows import envelope_bytes
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.events import Event
 from orchestrator.core.lane_keys import lane_workflow_id
+from orchestrator.core.pacing import Pacing, first_held_id, next_due, pace, unfired
 from orchestrator.core.routing import LaneDelivery, ListenerVersion, route
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links, traceparent_of
@@ -76,6 +81,8 @@ class Router:
         self._wake = asyncio.Event()
         self._known_lanes: set[str] = set()
         self._last_round: dict[str, float] = {}
+        self._paced: dict[str, _SessionPacing] = {}
+        self._flush_timers: dict[str, asyncio.TimerHandle] = {}
         self.round_interval = round_interval
         # What this router has done, for benchmarks and status: events read, and signals sent to lanes.
         self.routed = 0
@@ -113,6 +120,7 @@ class Router:
         try:
             await listen.add_listener("orchestrator_events", self._on_notify)
             await listen.add_listener("orchestrator_listeners", self._on_notify)
+            await listen.add_listener("orchestrator_lanes", self._on_notify)
             self._dirty.update(await self.store.sessions_behind())
         except BaseException:
             # Not yet the caller's to close: a router stopped (or failing) here would leak it. `terminate`
@@ -122,7 +130,7 @@ class Router:
         return listen
 
     def _on_notify(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
-        if channel == "orchestrator_events":
+        if channel in ("orchestrator_events", "orchestrator_lanes"):
             self._dirty.add(str(payload))
         self._wake.set()
 
@@ -168,30 +176,71 @@ class Router:
         return versions
 
     async def route_session(self, session_id: str) -> int:
-        """One round for one session; answers how many events it read (0 if another worker holds it)."""
+        """One round for one session; answers how many events it read (0 if another worker holds it).
+
+        Lanes signalled less than their pace ago keep this round's events back (`orchestrator.core.pacing`);
+        the saved position stays before the first event held, so holding back is never a way to lose one.
+        """
         async with self.store.routing_round(session_id) as held:
             if held is None:
                 return 0
-            conn, position = held
-            events, traces = await self.store.traced_events_after(conn, session_id, position, ROUND_EVENTS)
-            if not events:
+            conn, position, generation = held
+            paced = self._paced.get(session_id)
+            if paced is None or paced.generation != generation:
+                # First round here, or another worker routed the session meanwhile: what this router holds
+                # is forgotten (the other one delivered it, or its position is still before it).
+                paced = _SessionPacing(generation=generation, read_to=position)
+            events, traces = await self.store.traced_events_after(conn, session_id, paced.read_to, ROUND_EVENTS)
+            if not events and not paced.pacing.held:
                 return 0
-            listeners = await self._listeners()
+            listeners = await self._listeners() if events else {}
             deliveries = route([(e.envelope(), e.created_at) for e in events], listeners)
             spans = _route_spans(session_id, events, traces, deliveries)
+            for delivery in deliveries:
+                delivery.traces = {
+                    e["id"]: tp for e in delivery.events if (tp := traceparent_of(spans.get(e["id"], _UNTRACED)))
+                }
             try:
                 await self._note_lanes(session_id, deliveries)
-                await asyncio.gather(*(self._deliver(session_id, d, spans) for d in deliveries))
-                await self.store.save_position(conn, session_id, events[-1].id)
+                fired = await self.store.fired_through(conn, session_id) if unfired(paced.pacing) else None
+                due, pacing = pace(paced.pacing, deliveries, time.monotonic(), fired)
+                await asyncio.gather(*(self._deliver(session_id, d.delivery, d.held_seconds) for d in due))
+                read_to = events[-1].id if events else paced.read_to
+                first_held = first_held_id(pacing)
+                saved = read_to if first_held is None else first_held - 1
+                if due or saved != position:
+                    generation = await self.store.save_position(conn, session_id, saved)
             except Exception as err:
+                self._paced.pop(session_id, None)
                 for span in spans.values():
                     span.set_status(trace.StatusCode.ERROR, f"routing failed: {err}")
                 raise
             finally:
                 for span in spans.values():
                     span.end()
+            self._hold(session_id, _SessionPacing(generation=generation, read_to=read_to, pacing=pacing))
             self.routed += len(events)
             return len(events)
+
+    def _hold(self, session_id: str, paced: _SessionPacing) -> None:
+        """Keep what a round held back for the session, and route it again when the first lane falls due."""
+        timer = self._flush_timers.pop(session_id, None)
+        if timer is not None:
+            timer.cancel()
+        due = next_due(paced.pacing)
+        if due is None and not paced.pacing.next_at:
+            self._paced.pop(session_id, None)  # nothing held, no lane paced: nothing worth remembering
+            return
+        self._paced[session_id] = paced
+        if due is not None:
+            self._flush_timers[session_id] = asyncio.get_running_loop().call_later(
+                max(due - time.monotonic(), 0.0), self._flush, session_id
+            )
+
+    def _flush(self, session_id: str) -> None:
+        self._flush_timers.pop(session_id, None)
+        self._dirty.add(session_id)
+        self._wake.set()
 
     async def _note_lanes(self, session_id: str, deliveries: Sequence[LaneDelivery]) -> None:
         new = []
@@ -203,15 +252,16 @@ class Router:
             await self.store.note_lanes(new)
             self._known_lanes.update(row[3] for row in new)
 
-    async def _deliver(self, session_id: str, delivery: LaneDelivery, spans: dict[int, trace.Span]) -> None:
+    async def _deliver(self, session_id: str, delivery: LaneDelivery, held_seconds: float) -> None:
         address = LaneAddress(session_id=session_id, listener=delivery.listener, lane=delivery.lane)
         workflow_id = lane_workflow_id(session_id, delivery.listener, delivery.lane)
         for events in signal_chunks(delivery.events):
-            traces = {e["id"]: tp for e in events if (tp := traceparent_of(spans.get(e["id"], trace.INVALID_SPAN)))}
+            traces = {e["id"]: delivery.traces[e["id"]] for e in events if e["id"] in delivery.traces}
             # The signal goes out under the routing span of its first traced event, so the event's trace shows
             # the delivery (the lane itself starts untraced: see orchestrator.telemetry.LANE_WORKFLOW).
-            first = next((spans[e["id"]] for e in events if e["id"] in spans), trace.INVALID_SPAN)
-            with trace.use_span(first, end_on_exit=False):
+            parent, _ = parent_and_links(traces.values())
+            token = otel_context.attach(parent) if parent is not None else None
+            try:
                 await self.temporal.start_workflow(
                     "OrchestratorLane",
                     LaneState(
@@ -225,12 +275,34 @@ class Router:
                     id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                     start_signal=DELIVER_SIGNAL,
                     start_signal_args=[
-                        Delivery(version=delivery.version, declaration=delivery.body, events=events, traces=traces)
+                        Delivery(
+                            version=delivery.version,
+                            declaration=delivery.body,
+                            events=events,
+                            traces=traces,
+                            held_seconds=held_seconds,
+                        )
                     ],
                 )
+            finally:
+                if token is not None:
+                    otel_context.detach(token)
             self.signals += 1
             METRICS.events_routed.add(len(events), {"listener": delivery.listener})
             METRICS.lane_pending.add(len(events), {"listener": delivery.listener, "lane": delivery.lane})
+
+
+@dataclass(frozen=True)
+class _SessionPacing:
+    """What the router holds for one session between rounds: the routing generation its last round left, how
+    far it has read (beyond the saved position when it holds events back), and the lanes' pacing."""
+
+    generation: int
+    read_to: int
+    pacing: Pacing = field(default_factory=Pacing)
+
+
+_UNTRACED = trace.INVALID_SPAN
 
 
 def signal_chunks(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:

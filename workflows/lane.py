@@ -64,6 +64,9 @@ FINISHED_EARLY_KEPT = 32
 # the hard limit of 51,200 events would end it and lose what it holds.
 HANDOVER_REWEIGH_EVENTS = 50
 HANDOVER_LAST_CHANCE = 45_000
+# Deliveries that say how long the router held them back open their window as of then; lane runs recorded
+# before that replay as they ran.
+HELD_DELIVERIES = "held-deliveries"
 
 
 @workflow.defn(name="OrchestratorLane", sandboxed=False)
@@ -85,7 +88,9 @@ class LaneWorkflow:
             state.version, state.declaration = delivery.version, delivery.declaration
         now = workflow.time()
         before = state.buffer.high_water
-        state.buffer = receive(state.buffer, delivery.traced_events(), now)
+        # A window these events open, opened when the router first had them (it may have held them back).
+        opened = now - delivery.held_seconds if delivery.held_seconds and workflow.patched(HELD_DELIVERIES) else now
+        state.buffer = receive(state.buffer, delivery.traced_events(), opened)
         if state.buffer.high_water > before:
             state.last_event_at = now
         self._wake = True
@@ -93,6 +98,9 @@ class LaneWorkflow:
     @workflow.signal(name=RUN_FINISHED_SIGNAL)
     def run_finished(self, finished: RunFinished) -> None:
         state = self.state
+        if finished.run_key in state.finished_lately:
+            return
+        state.finished_lately = [*state.finished_lately, finished.run_key][-FINISHED_EARLY_KEPT:]
         if all(run.run_key != finished.run_key for run in state.in_flight):
             # The run ended before the activity that started it reported back (a worker died in between and
             # the activity was retried, or the run was simply quicker): remember it, or its slot stays held.

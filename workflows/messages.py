@@ -36,6 +36,9 @@ class Delivery(BaseModel):
     events: list[dict[str, Any]]
     # The W3C traceparent of each event's routing span, by event id (events written untraced have none).
     traces: dict[int, str] = Field(default_factory=dict)
+    # How long the router held the oldest of these events back (`orchestrator.core.pacing`): a window they
+    # open is opened as of then.
+    held_seconds: float = Field(default=0.0, ge=0.0)
 
     def traced_events(self) -> list[dict[str, Any]]:
         """The events, each carrying its traceparent under `TRACE_KEY` while it waits in the lane."""
@@ -73,6 +76,9 @@ class LaneState(BaseModel):
     in_flight: list[InFlight] = Field(default_factory=list)
     # Runs whose `run_finished` arrived before the result of the activity that started them.
     finished_early: list[str] = Field(default_factory=list)
+    # Runs of this lane that finished lately: a `run_finished` told again (a run's task replayed after its
+    # local activity had told the lane) changes nothing.
+    finished_lately: list[str] = Field(default_factory=list)
     # When the lane last looked for runs that ended without a `run_finished` signal.
     runs_checked_at: float | None = None
     held: HeldBatch | None = None

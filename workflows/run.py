@@ -37,6 +37,8 @@ ACTIVITY_TIMEOUT = timedelta(seconds=30)
 # it travels in signals and batches that Temporal limits to 2 MB; the full failure stays in the run's history.
 ERROR_CHARS = 4_000
 ACTIVITY_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+# Runs tell their lane they finished from a local activity; runs recorded before replay the external signal.
+FINISH_BY_ACTIVITY = "finish-by-activity"
 
 
 def search_attributes(session_id: str, listener: str | None) -> TypedSearchAttributes:
@@ -131,9 +133,19 @@ class RunWorkflow:
             await workflow.sleep(retry_delay(plan.retry_delay_seconds, retry))
             retry += 1
         if plan.lane_workflow_id is not None:
-            await workflow.get_external_workflow_handle(plan.lane_workflow_id).signal(
-                RUN_FINISHED_SIGNAL, RunFinished(run_key=plan.run_key, status=status, outcomes=outcomes)
-            )
+            finished = RunFinished(run_key=plan.run_key, status=status, outcomes=outcomes)
+            if workflow.patched(FINISH_BY_ACTIVITY):
+                # In the task that records the end, not in one more: an external signal costs the run a
+                # workflow task and two history events per batch. A replayed task may send it again; the
+                # lane takes a second `run_finished` for a run it no longer holds as a no-op.
+                await workflow.execute_local_activity(
+                    "orchestrator.run_finished",
+                    args=[plan.lane_workflow_id, finished],
+                    start_to_close_timeout=ACTIVITY_TIMEOUT,
+                    retry_policy=ACTIVITY_RETRY,
+                )
+            else:
+                await workflow.get_external_workflow_handle(plan.lane_workflow_id).signal(RUN_FINISHED_SIGNAL, finished)
         return status
 
     @staticmethod

@@ -36,6 +36,8 @@ class LaneDelivery:
     version: int
     body: dict[str, Any]
     events: list[dict[str, Any]] = field(default_factory=list)
+    # The W3C traceparent of each traced event's routing span, by event id (the router fills it in).
+    traces: dict[int, str] = field(default_factory=dict)
 
 
 def in_effect(versions: Sequence[ListenerVersion], created_at: datetime) -> ListenerVersion | None:

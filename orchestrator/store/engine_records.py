@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from orchestrator.core.events import Event
 from orchestrator.core.outcomes import Outcome
@@ -18,20 +18,28 @@ from orchestrator.store.postgres import EVENT_COLUMNS, PostgresStore, event_from
 from orchestrator.store.schedule_records import ScheduleRecords
 
 
+class RoutingRound(NamedTuple):
+    """A session's routing row, held for one round: the connection holding it, the position, the generation."""
+
+    conn: Connection
+    position: int
+    generation: int
+
+
 class EngineRecords(ScheduleRecords, PostgresStore):
     """The store with the engine's statements added."""
 
     # -- routing ---------------------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def routing_round(self, session_id: str) -> AsyncIterator[tuple[Connection, int] | None]:
+    async def routing_round(self, session_id: str) -> AsyncIterator[RoutingRound | None]:
         """Hold the session's routing position for one round, or yield None if another worker holds it."""
         async with self.pool.acquire() as conn, conn.transaction():
-            position = await conn.fetchval(
-                "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1 FOR UPDATE SKIP LOCKED",
+            row = await conn.fetchrow(
+                "SELECT routed_event_id, generation FROM routing_cursors WHERE session_id = $1 FOR UPDATE SKIP LOCKED",
                 session_id,
             )
-            yield (None if position is None else (conn, int(position)))
+            yield (None if row is None else RoutingRound(conn, int(row["routed_event_id"]), int(row["generation"])))
 
     @staticmethod
     async def events_after(conn: Connection, session_id: str, after: int, limit: int) -> list[Event]:
@@ -57,9 +65,15 @@ class EngineRecords(ScheduleRecords, PostgresStore):
         return [event_from_row(r) for r in rows], {r["id"]: r["traceparent"] for r in rows if r["traceparent"]}
 
     @staticmethod
-    async def save_position(conn: Connection, session_id: str, position: int) -> None:
-        await conn.execute(
-            "UPDATE routing_cursors SET routed_event_id = $2 WHERE session_id = $1", session_id, position
+    async def save_position(conn: Connection, session_id: str, position: int) -> int:
+        """Save the position after a round that signalled or moved it; answer the round's generation."""
+        return int(
+            await conn.fetchval(
+                "UPDATE routing_cursors SET routed_event_id = $2, generation = generation + 1"
+                " WHERE session_id = $1 RETURNING generation",
+                session_id,
+                position,
+            )
         )
 
     async def sessions_behind(self, limit: int = 1000) -> list[str]:
@@ -78,6 +92,24 @@ class EngineRecords(ScheduleRecords, PostgresStore):
             " ON CONFLICT (session_id, listener, lane) DO NOTHING",
             rows,
         )
+
+    async def lane_fired(self, session_id: str, listener: str, lane: str, through: int) -> None:
+        """Record that a lane has fired its events up to `through`, and wake the routers for its session."""
+        await self.pool.execute(
+            "WITH fired AS (UPDATE lanes SET fired_through = GREATEST(fired_through, $4)"
+            " WHERE session_id = $1 AND listener = $2 AND lane = $3)"
+            " SELECT pg_notify('orchestrator_lanes', $1)",
+            session_id,
+            listener,
+            lane,
+            through,
+        )
+
+    @staticmethod
+    async def fired_through(conn: Connection, session_id: str) -> dict[tuple[str, str], int]:
+        """How far each lane of a session has fired, by (listener, lane)."""
+        rows = await conn.fetch("SELECT listener, lane, fired_through FROM lanes WHERE session_id = $1", session_id)
+        return {(r["listener"], r["lane"]): int(r["fired_through"]) for r in rows}
 
     async def lanes_of(self, session_id: str) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(

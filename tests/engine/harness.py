@@ -121,11 +121,13 @@ async def running_engine(
     workers: int = 1,
     workflows: Sequence[type] = (),
     wrap: Callable[[list[Callable[..., Any]]], list[Callable[..., Any]]] | None = None,
+    routers: bool = True,
 ) -> AsyncIterator[Engine]:
     """A worker (or several) with the platform's parts, the recorder, and a router each.
 
     `workflows` adds test workflows beside the recorder; `wrap` may replace platform activities by
-    stand-ins with the same registered names (to inject failures).
+    stand-ins with the same registered names (to inject failures); without `routers` the test routes
+    itself (`orchestrator.router.Router.route_session`).
     """
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
     platform.settings = platform.settings.model_copy(update={"task_queue": task_queue})
@@ -143,7 +145,8 @@ async def running_engine(
             )
             tasks.append(asyncio.create_task(worker.run()))
             started.append(worker)
-            tasks.extend(asyncio.create_task(background()) for background in components.background_tasks)
+            if routers:
+                tasks.extend(asyncio.create_task(background()) for background in components.background_tasks)
         yield Engine(platform, client, log, task_queue)
     finally:
         # The recorder knows runs whose execution record may not be written yet.
