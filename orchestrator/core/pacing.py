@@ -8,15 +8,19 @@ all in one signal. A lane not signalled lately gets its first event at once, so 
 lane shows, and every quiet stream are as prompt as without pacing.
 
 The pace of a lane is its window less a margin, at most PACE_CAP: the events held back reach the lane
-before the window that should take them closes. Each signal says how long its oldest event was held, and
-the lane opens a window for it as of then, not as of the signal: holding back never makes an event wait
-longer than its window.
+before the window that should take them closes. Pacing stops when that window is over: the lane then cuts
+the moment its slot is free, and should have everything by then. Each signal says how long its oldest
+event was held, and the lane opens a window for it as of then, not as of the signal: holding back never
+makes an event wait longer than its window.
 
-A lane that has events it has not fired although their window has closed is blocked: its slot is taken (a
-run in flight, or every key slot of a keyed listener). New events would only wake it to wait, so they are
-held until the lane fires (the fire activity records how far it has fired, `lanes.fired_through`, and
-tells the router), and then go in one signal, or after BLOCKED_HOLD_SECONDS at the latest. Under a burst
-behind a few slots this turns a signal per lane per pace into about one per batch.
+A lane that has events it has not fired BLOCKED_AFTER_SECONDS after their window closed is blocked: its
+slot has been taken for a while (a slow run in flight, or every key slot of a keyed listener). New events
+would only wake it to wait, so they are held until the lane fires (the fire activity records how far it
+has fired, `lanes.fired_through`, and tells the router), and then go in one signal, or after
+BLOCKED_HOLD_SECONDS at the latest. Under a burst behind a few slots this turns a signal per lane per pace
+into a few per batch. What a blocked lane is not sent, its next batch does not take: that is why a
+lane is blocked only after a while, so a lane whose runs are short (a serial lane under a burst) keeps
+getting its events before its run ends, and its next batch takes them all.
 
 Nothing here is durable; the router saves its position only before the first event it holds
 (`first_held_id`), so a router that stops while holding events lets the next one deliver them again. Pure:
@@ -37,6 +41,8 @@ PACE_MARGIN_SECONDS = 0.25
 # The longest a lane's new events are held: what a lane's `state` may lag behind the stream, and what the
 # router holds in memory and delivers again after a restart.
 PACE_CAP_SECONDS = 2.0
+# How long after its window closed a lane that has not fired counts as blocked.
+BLOCKED_AFTER_SECONDS = 1.0
 # The longest a blocked lane's new events are held (what its `state` may lag behind the stream while a long
 # run holds its slot).
 BLOCKED_HOLD_SECONDS = 5.0
@@ -116,9 +122,11 @@ def pace(
             next_at.pop(lane, None)
     due: list[DueSignal] = []
     for lane, waiting in sorted(held.items()):
-        window = lane_window(waiting.delivery.body)
-        blocked = lane in unfired_since and now >= unfired_since[lane] + window + PACE_MARGIN_SECONDS
-        if (blocked or lane in next_at) and now < waiting.since + BLOCKED_HOLD_SECONDS:
+        # Since when the lane's window is over: it cuts as soon as its slot is free, with what it has by then.
+        closed = unfired_since[lane] + lane_window(waiting.delivery.body) if lane in unfired_since else None
+        blocked = closed is not None and now >= closed + BLOCKED_AFTER_SECONDS
+        paced = lane in next_at and (closed is None or now < closed)
+        if (blocked or paced) and now < waiting.since + BLOCKED_HOLD_SECONDS:
             continue
         due.append(DueSignal(waiting.delivery, max(now - waiting.since, 0.0)))
         del held[lane]

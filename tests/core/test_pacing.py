@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.core.pacing import (
+    BLOCKED_AFTER_SECONDS,
     BLOCKED_HOLD_SECONDS,
     PACE_CAP_SECONDS,
     PACE_MARGIN_SECONDS,
@@ -75,19 +76,31 @@ def test_a_lane_without_a_window_is_never_held_and_lanes_are_paced_apart() -> No
     assert first_held_id(pacing) == 4
 
 
+def test_pacing_stops_once_the_window_is_over_so_the_lane_has_everything_when_its_slot_frees() -> None:
+    _, pacing = pace(Pacing(), [delivery([1])], now=0.0)
+    due, pacing = pace(pacing, [delivery([2])], now=0.8)
+    assert len(due) == 1
+    due, pacing = pace(pacing, [delivery([3])], now=0.9)
+    assert due == [], "the window (opened at 0.0) is still open: paced"
+    due, pacing = pace(pacing, [delivery([4])], now=1.1)
+    assert [e["id"] for e in due[0].delivery.events] == [3, 4], "the window is over: at once"
+
+
 def test_a_lane_whose_window_closed_unfired_holds_new_events_until_it_fires() -> None:
     lane = ("l", "_")
     due, pacing = pace(Pacing(), [delivery([1, 2])], now=0.0)
     assert unfired(pacing)
-    # Its window (1 s) has closed and the lane has not fired: its slot is taken.
-    due, pacing = pace(pacing, [delivery([3])], now=1.5, fired={lane: 0})
+    blocked_at = 1.0 + BLOCKED_AFTER_SECONDS  # its window (1 s) closed a while ago: its slot is taken
+    due, pacing = pace(pacing, [delivery([3])], now=blocked_at - 0.1, fired={lane: 0})
+    assert [e["id"] for e in due[0].delivery.events] == [3], "not blocked yet: only paced"
+    due, pacing = pace(pacing, [delivery([4])], now=blocked_at, fired={lane: 0})
     assert due == []
-    due, pacing = pace(pacing, [delivery([4])], now=3.0, fired={lane: 0})
+    due, pacing = pace(pacing, [delivery([5])], now=blocked_at + 1.5, fired={lane: 0})
     assert due == [], "paced or not, a blocked lane waits"
-    due, pacing = pace(pacing, [], now=3.1, fired={lane: 2})
-    assert [e["id"] for e in due[0].delivery.events] == [3, 4], "fired: what waited goes at once"
+    due, pacing = pace(pacing, [], now=blocked_at + 1.6, fired={lane: 3})
+    assert [e["id"] for e in due[0].delivery.events] == [4, 5], "fired: what waited goes at once"
     assert abs(due[0].held_seconds - 1.6) < 1e-9
-    assert pacing.sent_through[lane] == 4
+    assert pacing.sent_through[lane] == 5
 
 
 def test_a_lane_in_its_window_is_not_blocked_and_a_blocked_one_waits_at_most_the_hold() -> None:
@@ -95,9 +108,10 @@ def test_a_lane_in_its_window_is_not_blocked_and_a_blocked_one_waits_at_most_the
     _, pacing = pace(Pacing(), [delivery([1])], now=0.0)
     due, pacing = pace(pacing, [delivery([2])], now=0.8, fired={lane: 0})
     assert [e["id"] for e in due[0].delivery.events] == [2], "window still open: paced, not blocked"
-    due, pacing = pace(pacing, [delivery([3])], now=2.0, fired={lane: 0})
+    blocked_at = 1.0 + BLOCKED_AFTER_SECONDS
+    due, pacing = pace(pacing, [delivery([3])], now=blocked_at, fired={lane: 0})
     assert due == []
-    due, pacing = pace(pacing, [], now=2.0 + BLOCKED_HOLD_SECONDS, fired={lane: 0})
+    due, pacing = pace(pacing, [], now=blocked_at + BLOCKED_HOLD_SECONDS, fired={lane: 0})
     assert [e["id"] for e in due[0].delivery.events] == [3]
     assert next_due(pacing) is None
 
@@ -105,9 +119,10 @@ def test_a_lane_in_its_window_is_not_blocked_and_a_blocked_one_waits_at_most_the
 def test_a_lane_that_fired_only_part_of_what_it_got_stays_blocked() -> None:
     lane = ("l", "_")
     _, pacing = pace(Pacing(), [delivery([1, 2, 3])], now=0.0)
-    due, pacing = pace(pacing, [delivery([4])], now=2.0, fired={lane: 2})
+    blocked_at = 1.0 + BLOCKED_AFTER_SECONDS
+    due, pacing = pace(pacing, [delivery([4])], now=blocked_at, fired={lane: 2})
     assert due == []
-    due, pacing = pace(pacing, [], now=2.1, fired={lane: 3})
+    due, pacing = pace(pacing, [], now=blocked_at + 0.1, fired={lane: 3})
     assert [e["id"] for e in due[0].delivery.events] == [4]
 
 
