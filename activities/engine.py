@@ -133,7 +133,9 @@ class EngineActivities(PlatformActivities):
         """
         if await self.store.record_outcome(session_id, outcome, version):
             METRICS.outcomes.add(1, {"listener": outcome.listener, "status": outcome.status})
-        if receipt is not None and wants_receipt(outcome):
+        if receipt is None or not wants_receipt(outcome):
+            return
+        try:
             await self.store.post_thread_item(
                 session_id,
                 receipt,
@@ -143,6 +145,12 @@ class EngineActivities(PlatformActivities):
                 idempotency_key=f"receipt:{outcome.listener}:{outcome.lane}:{outcome.first_id}:"
                 f"{outcome.last_id}:{outcome.retry}",
             )
+        except CommandError as err:
+            # The session closed since the batch fired (a closed session takes no more thread items). The
+            # outcome is kept; refusing the record would retry it for ever and wedge the run in its slot.
+            if err.code != "session_not_open":
+                raise
+            log.info("no receipt: the session has closed", extra=log_fields(session_id, outcome.listener))
 
     @activity.defn(name="orchestrator.fire_batch")
     async def fire_batch(self, request: FireRequest) -> FireResult:

@@ -4,11 +4,12 @@ Owns the path from the stream to the lane workflows. Each worker process runs on
 PostgreSQL NOTIFY (one per committing session) and on a slow poll that catches anything a lost
 notification missed. A routing round for a session holds that session's position row (FOR UPDATE SKIP
 LOCKED), so exactly one worker routes a session at a time and a worker that dies mid-round gives the row
-back with its connection. A round reads the events after what it has read, signals each lane that is due
-with signal-with-start (everything waiting for a lane packed into one signal, one signal in flight per
-lane; `orchestrator.core.pacing` decides which lanes are due and holds the others' events back), then saves
-the position, which never passes an event held back. A crash between signalling and saving re-delivers;
-the lane drops what it has.
+back with its connection. Each round also renews the router's lease on the session, so a session stays with
+one router while it is busy, and another takes it over once the lease runs out. A round reads the events
+after what it has read, signals each lane that is due with signal-with-start (everything waiting for a lane
+packed into one signal, one signal in flight per lane; `orchestrator.core.pacing` decides which lanes are
+due and holds the others' events back), then saves the position, which never passes an event held back. A
+crash between signalling and saving re-delivers; the lane drops what it has.
 Each event written under a trace gets a `route` span in that trace, and its lane gets the span's traceparent
 with the event, so the batch that takes it continues the trace.
 """
@@ -18,7 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -57,6 +61,10 @@ POLL_SECONDS = 2.0
 ROUND_INTERVAL_SECONDS = 0.2
 # How long the router waits before it tries a lost database again.
 RECONNECT_SECONDS = 1.0
+# How long a session stays with the router that routed it last: another router takes it over only once this
+# has passed since that router's last round (it died, or the session went quiet). Longer than the gaps
+# between the rounds of a session with work waiting (the poll, the pace, the hold for a blocked lane).
+LEASE_SECONDS = 6.0
 # Sessions routed at once by one worker; each round holds a pooled connection while it signals.
 CONCURRENT_ROUNDS = 4
 
@@ -71,6 +79,7 @@ class Router:
         *,
         poll_seconds: float = POLL_SECONDS,
         round_interval: float = ROUND_INTERVAL_SECONDS,
+        lease_seconds: float = LEASE_SECONDS,
     ) -> None:
         self.store = store
         self.temporal = temporal
@@ -84,6 +93,8 @@ class Router:
         self._paced: dict[str, _SessionPacing] = {}
         self._flush_timers: dict[str, asyncio.TimerHandle] = {}
         self.round_interval = round_interval
+        self.lease_seconds = lease_seconds
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # What this router has done, for benchmarks and status: events read, and signals sent to lanes.
         self.routed = 0
         self.signals = 0
@@ -181,7 +192,7 @@ class Router:
         Lanes signalled less than their pace ago keep this round's events back (`orchestrator.core.pacing`);
         the saved position stays before the first event held, so holding back is never a way to lose one.
         """
-        async with self.store.routing_round(session_id) as held:
+        async with self.store.routing_round(session_id, self.id, self.lease_seconds) as held:
             if held is None:
                 return 0
             conn, position, generation = held

@@ -32,12 +32,23 @@ class EngineRecords(ScheduleRecords, PostgresStore):
     # -- routing ---------------------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def routing_round(self, session_id: str) -> AsyncIterator[RoutingRound | None]:
-        """Hold the session's routing position for one round, or yield None if another worker holds it."""
+    async def routing_round(
+        self, session_id: str, router: str, lease_seconds: float
+    ) -> AsyncIterator[RoutingRound | None]:
+        """Hold the session's routing position for one round as `router`, renewing its lease on the session.
+
+        Yields None when another worker holds the row now, or another router's lease on it has not run out.
+        """
         async with self.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
-                "SELECT routed_event_id, generation FROM routing_cursors WHERE session_id = $1 FOR UPDATE SKIP LOCKED",
+                "WITH free AS (SELECT session_id FROM routing_cursors WHERE session_id = $1"
+                " AND (router IS NULL OR router = $2 OR router_until < clock_timestamp()) FOR UPDATE SKIP LOCKED)"
+                " UPDATE routing_cursors c"
+                " SET router = $2, router_until = clock_timestamp() + make_interval(secs => $3)"
+                " FROM free WHERE c.session_id = free.session_id RETURNING c.routed_event_id, c.generation",
                 session_id,
+                router,
+                lease_seconds,
             )
             yield (None if row is None else RoutingRound(conn, int(row["routed_event_id"]), int(row["generation"])))
 

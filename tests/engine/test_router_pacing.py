@@ -5,6 +5,7 @@ These tests drive routers by hand (`route_session`), one round at a time: the ha
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -24,13 +25,31 @@ async def engine(platform: Platform, temporal_env: WorkflowEnvironment) -> Async
         yield running
 
 
+# A short lease, so that a test can outlive it.
+LEASE = 0.5
+
+
 def router(engine: Engine) -> Router:
-    return Router(engine.platform.store, engine.client, engine.platform.database_url, engine.platform.settings)
+    platform = engine.platform
+    return Router(platform.store, engine.client, platform.database_url, platform.settings, lease_seconds=LEASE)
 
 
 async def write(engine: Engine, session_id: str, alias: str) -> int:
     reply = await engine.command("write_object", session_id=session_id, alias=alias, value={"type": "m"})
     return int(reply["event_id"])
+
+
+async def session_for(engine: Engine, window_seconds: float) -> str:
+    """A new session, with the recorder listening to `missions/**` in windows of `window_seconds`."""
+    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": window_seconds}))
+    return await new_session(engine)
+
+
+async def all_in_runs(engine: Engine, count: int) -> None:
+    async def ran() -> bool:
+        return len(engine.log.event_ids()) >= count
+
+    await eventually(ran, what=f"{count} events in runs")
 
 
 async def position(engine: Engine, session_id: str) -> int:
@@ -39,8 +58,7 @@ async def position(engine: Engine, session_id: str) -> int:
 
 
 async def test_a_router_that_stops_while_holding_events_back_loses_none_and_none_goes_twice(engine: Engine) -> None:
-    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 3}))
-    sid = await new_session(engine)
+    sid = await session_for(engine, 3)
     first = router(engine)
 
     ids = [await write(engine, sid, "missions/1")]
@@ -51,26 +69,26 @@ async def test_a_router_that_stops_while_holding_events_back_loses_none_and_none
     assert first.signals == 1, "the next ones wait for the lane's pace"
     assert await position(engine, sid) == ids[0], "the saved position stays before what is held back"
 
-    # The first router stops here (its memory is gone); another one takes the session over.
+    # The first router stops here (its memory is gone); another one takes the session over once its lease on
+    # the session has run out.
     second = router(engine)
+    assert await second.route_session(sid) == 0
+    await asyncio.sleep(LEASE * 1.5)
     await second.route_session(sid)
     assert second.signals == 1
     assert await position(engine, sid) == ids[-1]
     # The first one, were it still alive, sees that another worker routed meanwhile and forgets what it held.
+    await asyncio.sleep(LEASE * 1.5)
     await first.route_session(sid)
     assert first.signals == 1, "what another router delivered meanwhile is not sent again"
 
-    async def ran() -> bool:
-        return len(engine.log.event_ids()) >= 3
-
-    await eventually(ran, what="the batch's run")
+    await all_in_runs(engine, len(ids))
     assert engine.log.event_ids() == ids, "each event once, in one batch (the window opened with the first)"
     assert len(engine.log.runs) == 1
 
 
 async def test_held_events_go_in_one_signal_once_the_pace_has_passed(engine: Engine) -> None:
-    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 1}))
-    sid = await new_session(engine)
+    sid = await session_for(engine, 1)
     paced = router(engine)
     ids = [await write(engine, sid, "missions/0")]
     await paced.route_session(sid)
@@ -86,8 +104,27 @@ async def test_held_events_go_in_one_signal_once_the_pace_has_passed(engine: Eng
     await eventually(flushed, within=5, what="the held events to go out")
     assert paced.signals == 2, "everything held back went in one signal"
 
-    async def ran() -> bool:
-        return len(engine.log.event_ids()) >= len(ids)
+    await all_in_runs(engine, len(ids))
+    assert sorted(engine.log.event_ids()) == ids, "each event exactly once"
 
-    await eventually(ran, what="the runs")
+
+async def test_a_busy_session_stays_with_its_router_until_that_router_stops_renewing_its_lease(
+    engine: Engine,
+) -> None:
+    sid = await session_for(engine, 0.1)
+    owner, other = router(engine), router(engine)
+    ids = [await write(engine, sid, "missions/1")]
+    await owner.route_session(sid)
+    ids.append(await write(engine, sid, "missions/2"))
+    assert await other.route_session(sid) == 0, "the session is the owner's while its lease runs"
+    assert other.signals == 0
+    await owner.route_session(sid)
+    assert owner.signals == 2 and await position(engine, sid) >= ids[-1]
+
+    ids.append(await write(engine, sid, "missions/3"))
+    await asyncio.sleep(LEASE * 1.5)  # the owner stopped: its lease runs out
+    assert await other.route_session(sid) > 0
+    assert other.signals == 1 and await position(engine, sid) >= ids[-1]
+
+    await all_in_runs(engine, len(ids))
     assert sorted(engine.log.event_ids()) == ids, "each event exactly once"

@@ -7,3 +7,8 @@ ALTER TABLE lanes ADD COLUMN fired_through bigint NOT NULL DEFAULT 0;
 -- held back between its rounds only while the generation is the one it left: a round of another worker in
 -- between may have delivered those events already.
 ALTER TABLE routing_cursors ADD COLUMN generation bigint NOT NULL DEFAULT 0;
+
+-- A session sticks to the router that routed it last for as long as it keeps routing it (a lease renewed by
+-- every round), so what one router holds back is not delivered by another the moment it looks. A router that
+-- dies lets its sessions go when the lease runs out.
+ALTER TABLE routing_cursors ADD COLUMN router text, ADD COLUMN router_until timestamptz;
