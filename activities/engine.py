@@ -173,8 +173,12 @@ class EngineActivities(PlatformActivities):
         if result.waiting_for_key_slot:
             log.info("batch waits for a key slot", extra=fields)
             return result
-        # The router may hold events back from this lane until it has fired (orchestrator.core.pacing).
-        await self.store.lane_fired(address.session_id, address.listener, address.lane, max(ids))
+        # The router may hold events back from this lane until it has fired (orchestrator.core.pacing). Best
+        # effort: the batch has fired, and a failure here must not fire it again; the router's hold is capped.
+        try:
+            await self.store.lane_fired(address.session_id, address.listener, address.lane, max(ids))
+        except Exception:
+            log.warning("could not record how far lane %s fired", address.lane, exc_info=True, extra=fields)
         labels = {"listener": address.listener, "lane": address.lane}
         METRICS.batches_cut.add(1, {"listener": address.listener})
         # Only what the router delivered was counted in; a lane's own `lane.idle` event never was.

@@ -41,7 +41,7 @@ from orchestrator.core.events import Event
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.pacing import Pacing, first_held_id, next_due, pace, unfired
 from orchestrator.core.routing import LaneDelivery, ListenerVersion, route
-from orchestrator.store.engine_records import EngineRecords
+from orchestrator.store.engine_records import EngineRecords, RoutingRound
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links, traceparent_of
 from workflows.messages import DELIVER_SIGNAL, Delivery, LaneAddress, LaneState
 
@@ -92,6 +92,7 @@ class Router:
         self._last_round: dict[str, float] = {}
         self._paced: dict[str, _SessionPacing] = {}
         self._flush_timers: dict[str, asyncio.TimerHandle] = {}
+        self._polled_at = 0.0
         self.round_interval = round_interval
         self.lease_seconds = lease_seconds
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -110,7 +111,10 @@ class Router:
                     await self._drain()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), timeout=self.poll_seconds)
-                    if not self._wake.is_set():
+                    # On a clock of its own, not only when nothing woke the router: on a busy database
+                    # something always does, and a session whose router died must still be found.
+                    if time.monotonic() >= self._polled_at + self.poll_seconds:
+                        self._polled_at = time.monotonic()
                         self._dirty.update(await self.store.sessions_behind())
                     self._wake.clear()
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
@@ -121,6 +125,10 @@ class Router:
                     listen = None
                     await asyncio.sleep(RECONNECT_SECONDS)
         finally:
+            for timer in self._flush_timers.values():
+                timer.cancel()
+            with contextlib.suppress(Exception):  # best effort: otherwise the leases simply run out
+                await asyncio.shield(self.store.release_routing_leases(self.id))
             if listen is not None:
                 with contextlib.suppress(Exception):
                     await listen.close()
@@ -192,61 +200,83 @@ class Router:
         Lanes signalled less than their pace ago keep this round's events back (`orchestrator.core.pacing`);
         the saved position stays before the first event held, so holding back is never a way to lose one.
         """
-        async with self.store.routing_round(session_id, self.id, self.lease_seconds) as held:
-            if held is None:
-                return 0
-            conn, position, generation = held
-            paced = self._paced.get(session_id)
-            if paced is None or paced.generation != generation:
-                # First round here, or another worker routed the session meanwhile: what this router holds
-                # is forgotten (the other one delivered it, or its position is still before it).
-                paced = _SessionPacing(generation=generation, read_to=position)
-            events, traces = await self.store.traced_events_after(conn, session_id, paced.read_to, ROUND_EVENTS)
-            if not events and not paced.pacing.held:
-                return 0
-            listeners = await self._listeners() if events else {}
-            deliveries = route([(e.envelope(), e.created_at) for e in events], listeners)
-            spans = _route_spans(session_id, events, traces, deliveries)
-            for delivery in deliveries:
-                delivery.traces = {
-                    e["id"]: tp for e in delivery.events if (tp := traceparent_of(spans.get(e["id"], _UNTRACED)))
-                }
-            try:
-                await self._note_lanes(session_id, deliveries)
-                fired = await self.store.fired_through(conn, session_id) if unfired(paced.pacing) else None
-                due, pacing = pace(paced.pacing, deliveries, time.monotonic(), fired)
-                await asyncio.gather(*(self._deliver(session_id, d.delivery, d.held_seconds) for d in due))
-                read_to = events[-1].id if events else paced.read_to
-                first_held = first_held_id(pacing)
-                saved = read_to if first_held is None else first_held - 1
-                if due or saved != position:
-                    generation = await self.store.save_position(conn, session_id, saved)
-            except Exception as err:
-                self._paced.pop(session_id, None)
-                for span in spans.values():
-                    span.set_status(trace.StatusCode.ERROR, f"routing failed: {err}")
-                raise
-            finally:
-                for span in spans.values():
-                    span.end()
-            self._hold(session_id, _SessionPacing(generation=generation, read_to=read_to, pacing=pacing))
-            self.routed += len(events)
-            return len(events)
+        try:
+            async with self.store.routing_round(session_id, self.id, self.lease_seconds) as held:
+                if held is None:
+                    # Another worker holds the row now, or another router's lease: look again once a lease
+                    # would have run out, in case that router has died.
+                    self._flush_later(session_id, self.lease_seconds)
+                    return 0
+                kept = await self._round(session_id, held)
+        except Exception:
+            # Whatever this round held or read is forgotten: the next one starts from the saved position.
+            self._paced.pop(session_id, None)
+            raise
+        # Only once the round's transaction has committed: its generation is the session's now.
+        if kept is None:
+            return 0
+        read, paced = kept
+        self._hold(session_id, paced)
+        self.routed += read
+        return read
+
+    async def _round(self, session_id: str, held: RoutingRound) -> tuple[int, _SessionPacing] | None:
+        """Read, route, signal the lanes that are due and save the position; answer what to keep, or None."""
+        conn, position, generation = held
+        paced = self._paced.get(session_id)
+        if paced is None or paced.generation != generation:
+            # First round here, or another worker routed the session meanwhile: what this router holds
+            # is forgotten (the other one delivered it, or its position is still before it).
+            paced = _SessionPacing(generation=generation, read_to=position)
+        events, traces = await self.store.traced_events_after(conn, session_id, paced.read_to, ROUND_EVENTS)
+        if not events and not paced.pacing.held:
+            return None
+        listeners = await self._listeners() if events else {}
+        deliveries = route([(e.envelope(), e.created_at) for e in events], listeners)
+        spans = _route_spans(session_id, events, traces, deliveries)
+        for delivery in deliveries:
+            delivery.traces = {
+                e["id"]: tp for e in delivery.events if (tp := traceparent_of(spans.get(e["id"], _UNTRACED)))
+            }
+        try:
+            await self._note_lanes(session_id, deliveries)
+            fired = await self.store.fired_through(conn, session_id) if unfired(paced.pacing) else None
+            due, pacing = pace(paced.pacing, deliveries, time.monotonic(), fired)
+            await asyncio.gather(*(self._deliver(session_id, d.delivery, d.held_seconds) for d in due))
+            read_to = events[-1].id if events else paced.read_to
+            first_held = first_held_id(pacing)
+            saved = read_to if first_held is None else first_held - 1
+            if due or saved != position:
+                generation = await self.store.save_position(conn, session_id, saved)
+        except Exception as err:
+            for span in spans.values():
+                span.set_status(trace.StatusCode.ERROR, f"routing failed: {err}")
+            raise
+        finally:
+            for span in spans.values():
+                span.end()
+        return len(events), _SessionPacing(generation=generation, read_to=read_to, pacing=pacing)
 
     def _hold(self, session_id: str, paced: _SessionPacing) -> None:
         """Keep what a round held back for the session, and route it again when the first lane falls due."""
         timer = self._flush_timers.pop(session_id, None)
         if timer is not None:
             timer.cancel()
-        due = next_due(paced.pacing)
+        now = time.monotonic()
+        due = next_due(paced.pacing, now)
         if due is None and not paced.pacing.next_at:
             self._paced.pop(session_id, None)  # nothing held, no lane paced: nothing worth remembering
             return
         self._paced[session_id] = paced
         if due is not None:
-            self._flush_timers[session_id] = asyncio.get_running_loop().call_later(
-                max(due - time.monotonic(), 0.0), self._flush, session_id
-            )
+            self._flush_later(session_id, due - now)
+
+    def _flush_later(self, session_id: str, delay: float) -> None:
+        """Route the session again in `delay` seconds (a timer already set for it is replaced)."""
+        timer = self._flush_timers.pop(session_id, None)
+        if timer is not None:
+            timer.cancel()
+        self._flush_timers[session_id] = asyncio.get_running_loop().call_later(max(delay, 0.0), self._flush, session_id)
 
     def _flush(self, session_id: str) -> None:
         self._flush_timers.pop(session_id, None)

@@ -122,10 +122,9 @@ def pace(
             next_at.pop(lane, None)
     due: list[DueSignal] = []
     for lane, waiting in sorted(held.items()):
-        # Since when the lane's window is over: it cuts as soon as its slot is free, with what it has by then.
-        closed = unfired_since[lane] + lane_window(waiting.delivery.body) if lane in unfired_since else None
+        closed = _window_over_at(lane, waiting, unfired_since)
         blocked = closed is not None and now >= closed + BLOCKED_AFTER_SECONDS
-        paced = lane in next_at and (closed is None or now < closed)
+        paced = lane in next_at and now < _paced_until(next_at[lane], closed)
         if (blocked or paced) and now < waiting.since + BLOCKED_HOLD_SECONDS:
             continue
         due.append(DueSignal(waiting.delivery, max(now - waiting.since, 0.0)))
@@ -136,6 +135,18 @@ def pace(
         if every > 0:
             next_at[lane] = now + every
     return due, Pacing(held=held, next_at=next_at, sent_through=sent_through, unfired_since=unfired_since)
+
+
+def _window_over_at(lane: LaneId, waiting: HeldLane, unfired_since: Mapping[LaneId, float]) -> float | None:
+    """When the lane's open window is over (it cuts as soon as its slot is free, with what it has by then)."""
+    if lane not in unfired_since:
+        return None
+    return unfired_since[lane] + lane_window(waiting.delivery.body)
+
+
+def _paced_until(next_at: float, window_over_at: float | None) -> float:
+    """Until when pacing holds a lane's events: its next signal, but never past its window (less the margin)."""
+    return next_at if window_over_at is None else min(next_at, window_over_at - PACE_MARGIN_SECONDS)
 
 
 def unfired(pacing: Pacing) -> bool:
@@ -149,13 +160,17 @@ def first_held_id(pacing: Pacing) -> int | None:
     return min(ids, default=None)
 
 
-def next_due(pacing: Pacing) -> float | None:
-    """When the next held lane falls due on the clock (router's), or None when nothing is held.
+def next_due(pacing: Pacing, now: float) -> float | None:
+    """When a held lane may next fall due on the clock (router's), or None when nothing is held.
 
     A blocked lane falls due when it has fired too, which the router learns by a notification.
     """
-    times = [
-        min(pacing.next_at.get(lane, held.since + BLOCKED_HOLD_SECONDS), held.since + BLOCKED_HOLD_SECONDS)
-        for lane, held in pacing.held.items()
-    ]
-    return min(times, default=None)
+    times = []
+    for lane, held in pacing.held.items():
+        times.append(held.since + BLOCKED_HOLD_SECONDS)
+        if lane in pacing.next_at:
+            times.append(_paced_until(pacing.next_at[lane], _window_over_at(lane, held, pacing.unfired_since)))
+    # A time already past is left out (a blocked lane's pace, say: the lane waits for its fire, not the clock),
+    # unless nothing is left: then a lane held its longest while the round was signalling, and is due now.
+    later = [t for t in times if t > now]
+    return min(later, default=now if times else None)

@@ -52,6 +52,10 @@ class EngineRecords(ScheduleRecords, PostgresStore):
             )
             yield (None if row is None else RoutingRound(conn, int(row["routed_event_id"]), int(row["generation"])))
 
+    async def release_routing_leases(self, router: str) -> None:
+        """Give up a stopping router's leases, so that other routers take its sessions over at once."""
+        await self.pool.execute("UPDATE routing_cursors SET router_until = NULL WHERE router = $1", router)
+
     @staticmethod
     async def events_after(conn: Connection, session_id: str, after: int, limit: int) -> list[Event]:
         rows = await conn.fetch(

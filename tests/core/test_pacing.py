@@ -47,7 +47,7 @@ def test_the_first_events_go_at_once_and_later_ones_wait_for_the_pace() -> None:
     due, pacing = pace(pacing, [delivery([3])], now=10.2)
     assert due == []
     assert first_held_id(pacing) == 3
-    assert next_due(pacing) == 10.0 + lane_pace(body(1.0))
+    assert next_due(pacing, 10.2) == 10.0 + lane_pace(body(1.0))
 
     due, pacing = pace(pacing, [delivery([4, 5])], now=10.5)
     assert due == []
@@ -57,7 +57,7 @@ def test_the_first_events_go_at_once_and_later_ones_wait_for_the_pace() -> None:
     assert due[0].delivery.traces == {3: "tp3", 4: "tp4", 5: "tp5"}
     assert abs(due[0].held_seconds - (lane_pace(body(1.0)) - 0.2)) < 1e-9, "since the oldest was held"
     assert first_held_id(pacing) is None
-    assert next_due(pacing) is None
+    assert next_due(pacing, 10.0 + lane_pace(body(1.0))) is None
 
 
 def test_held_events_go_with_the_newest_listener_version_seen() -> None:
@@ -78,12 +78,27 @@ def test_a_lane_without_a_window_is_never_held_and_lanes_are_paced_apart() -> No
 
 def test_pacing_stops_once_the_window_is_over_so_the_lane_has_everything_when_its_slot_frees() -> None:
     _, pacing = pace(Pacing(), [delivery([1])], now=0.0)
-    due, pacing = pace(pacing, [delivery([2])], now=0.8)
+    due, pacing = pace(pacing, [delivery([2])], now=0.5)
+    assert due == [], "the window (opened at 0.0) is open: paced"
+    due, pacing = pace(pacing, [], now=0.8)
     assert len(due) == 1
-    due, pacing = pace(pacing, [delivery([3])], now=0.9)
-    assert due == [], "the window (opened at 0.0) is still open: paced"
-    due, pacing = pace(pacing, [delivery([4])], now=1.1)
-    assert [e["id"] for e in due[0].delivery.events] == [3, 4], "the window is over: at once"
+    due, pacing = pace(pacing, [delivery([3])], now=1.1)
+    assert [e["id"] for e in due[0].delivery.events] == [3], "the window is over: at once"
+
+
+def test_held_events_never_wait_past_the_window_they_arrived_in() -> None:
+    window = 2.0
+    closes_less_margin = window - PACE_MARGIN_SECONDS
+    _, pacing = pace(Pacing(), [delivery([1], window=window)], now=0.0)
+    due, pacing = pace(pacing, [delivery([2], window=window)], now=0.2)
+    assert due == []
+    assert next_due(pacing, 0.2) == min(lane_pace(body(window)), closes_less_margin)
+    due, pacing = pace(pacing, [], now=closes_less_margin)
+    assert [e["id"] for e in due[0].delivery.events] == [2]
+    # The lane's next signal would wait a whole pace (to 3.5 s), past the window (opened at 0.0, closing at
+    # 2.0) that should take this event: it goes at once instead.
+    due, _ = pace(pacing, [delivery([3], window=window)], now=closes_less_margin + 0.01)
+    assert [e["id"] for e in due[0].delivery.events] == [3]
 
 
 def test_a_lane_whose_window_closed_unfired_holds_new_events_until_it_fires() -> None:
@@ -111,9 +126,10 @@ def test_a_lane_in_its_window_is_not_blocked_and_a_blocked_one_waits_at_most_the
     blocked_at = 1.0 + BLOCKED_AFTER_SECONDS
     due, pacing = pace(pacing, [delivery([3])], now=blocked_at, fired={lane: 0})
     assert due == []
+    assert next_due(pacing, blocked_at) == blocked_at + BLOCKED_HOLD_SECONDS, "blocked: the hold's end, or a fire"
     due, pacing = pace(pacing, [], now=blocked_at + BLOCKED_HOLD_SECONDS, fired={lane: 0})
     assert [e["id"] for e in due[0].delivery.events] == [3]
-    assert next_due(pacing) is None
+    assert next_due(pacing, blocked_at + BLOCKED_HOLD_SECONDS) is None
 
 
 def test_a_lane_that_fired_only_part_of_what_it_got_stays_blocked() -> None:
