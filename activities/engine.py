@@ -49,6 +49,9 @@ from workflows.messages import (
 
 log = logging.getLogger(__name__)
 
+# How many times a run tells a lane it cannot find that it finished before it takes the lane for gone.
+LANE_GONE_ATTEMPTS = 5
+
 
 def may_write(owns: list[str] | None, alias: str) -> bool:
     """Whether a listener that declares `owns` may write `alias` (no `owns`: anywhere)."""
@@ -481,11 +484,16 @@ class EngineActivities(PlatformActivities):
     async def run_finished(self, lane_workflow_id: str, finished: RunFinished) -> None:
         """Tell a lane that its run has ended, which frees the run's slot there."""
         assert self.temporal is not None
+        lane = self.temporal.get_workflow_handle(lane_workflow_id)
         try:
-            await self.temporal.get_workflow_handle(lane_workflow_id).signal(RUN_FINISHED_SIGNAL, finished)
+            await lane.signal(RUN_FINISHED_SIGNAL, finished)
         except RPCError as err:
-            # A lane that is gone (terminated from outside) holds no slot: there is nobody to tell.
             if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            # A lane in the middle of continuing as new can be found with no current run for a moment: try
+            # again (the activity's retry) while its latest run is running, and a few times in any case. Only
+            # a lane that is gone for good (terminated from outside) holds no slot and has nobody to tell.
+            if activity.info().attempt < LANE_GONE_ATTEMPTS or await _running(lane):
                 raise
             log.warning("lane %s is gone; run %s finished unreported", lane_workflow_id, finished.run_key)
 
@@ -552,6 +560,15 @@ class EngineActivities(PlatformActivities):
             },
             idempotency_key=f"failed:{record.execution_id}",
         )
+
+
+async def _running(handle: Any) -> bool:
+    try:
+        return bool((await handle.describe()).status == WorkflowExecutionStatus.RUNNING)
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return False
 
 
 def _own_silence(envelope: dict[str, Any], address: LaneAddress) -> bool:
