@@ -85,17 +85,7 @@ class EngineActivities(PlatformActivities):
         A keyed lane's slot that such a run held is given back here too.
         """
         assert self.temporal is not None
-        gone = []
-        for key in run_keys:
-            try:
-                description = await self.temporal.get_workflow_handle(key).describe()
-            except RPCError as err:
-                if err.status != RPCStatusCode.NOT_FOUND:
-                    raise
-                gone.append(key)
-                continue
-            if description.status not in (None, WorkflowExecutionStatus.RUNNING):
-                gone.append(key)
+        gone = [key for key in run_keys if not await _running(self.temporal.get_workflow_handle(key))]
         if gone:
             listener = await self.store.get_listener(address.listener)
             decl = ListenerDeclaration.model_validate(listener["body"])
@@ -563,12 +553,14 @@ class EngineActivities(PlatformActivities):
 
 
 async def _running(handle: Any) -> bool:
+    """Whether the workflow (its latest run) still runs: not found, or closed in any way, is not."""
     try:
-        return bool((await handle.describe()).status == WorkflowExecutionStatus.RUNNING)
+        status = (await handle.describe()).status
     except RPCError as err:
         if err.status != RPCStatusCode.NOT_FOUND:
             raise
         return False
+    return status in (None, WorkflowExecutionStatus.RUNNING)
 
 
 def _own_silence(envelope: dict[str, Any], address: LaneAddress) -> bool:

@@ -259,24 +259,26 @@ class Router:
 
     def _hold(self, session_id: str, paced: _SessionPacing) -> None:
         """Keep what a round held back for the session, and route it again when the first lane falls due."""
-        timer = self._flush_timers.pop(session_id, None)
-        if timer is not None:
-            timer.cancel()
         now = time.monotonic()
         due = next_due(paced.pacing, now)
+        if due is None:
+            self._cancel_flush(session_id)
+        else:
+            self._flush_later(session_id, due - now)
         if due is None and not paced.pacing.next_at:
             self._paced.pop(session_id, None)  # nothing held, no lane paced: nothing worth remembering
-            return
-        self._paced[session_id] = paced
-        if due is not None:
-            self._flush_later(session_id, due - now)
+        else:
+            self._paced[session_id] = paced
 
     def _flush_later(self, session_id: str, delay: float) -> None:
         """Route the session again in `delay` seconds (a timer already set for it is replaced)."""
+        self._cancel_flush(session_id)
+        self._flush_timers[session_id] = asyncio.get_running_loop().call_later(max(delay, 0.0), self._flush, session_id)
+
+    def _cancel_flush(self, session_id: str) -> None:
         timer = self._flush_timers.pop(session_id, None)
         if timer is not None:
             timer.cancel()
-        self._flush_timers[session_id] = asyncio.get_running_loop().call_later(max(delay, 0.0), self._flush, session_id)
 
     def _flush(self, session_id: str) -> None:
         self._flush_timers.pop(session_id, None)

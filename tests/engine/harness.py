@@ -30,6 +30,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.messages import RunInput
 
 
+# Replaces platform activities by stand-ins with the same registered names (to inject failures).
+Wrap = Callable[[list[Callable[..., Any]]], list[Callable[..., Any]]]
+
+
 @dataclass
 class RunRecord:
     input: dict[str, Any]
@@ -120,7 +124,7 @@ async def running_engine(
     *,
     workers: int = 1,
     workflows: Sequence[type] = (),
-    wrap: Callable[[list[Callable[..., Any]]], list[Callable[..., Any]]] | None = None,
+    wrap: Wrap | None = None,
     routers: bool = True,
 ) -> AsyncIterator[Engine]:
     """A worker (or several) with the platform's parts, the recorder, and a router each.
@@ -177,6 +181,18 @@ async def stop_leftovers(platform: Platform, client: Client, known: Sequence[str
     for workflow_id in [*lanes, *sorted(runs), *executions]:
         with contextlib.suppress(Exception):  # already closed, or never started
             await client.get_workflow_handle(workflow_id).terminate("the test is over")
+
+
+def replacing(name: str, stand_in: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Wrap:
+    """A `running_engine(wrap=...)` that replaces the platform activity `name` by `stand_in(the real one)`."""
+
+    def wrap(activities: list[Callable[..., Any]]) -> list[Callable[..., Any]]:
+        def named(fn: Callable[..., Any]) -> str:
+            return str(fn.__temporal_activity_definition.name)  # type: ignore[attr-defined]
+
+        return [stand_in(fn) if named(fn) == name else fn for fn in activities]
+
+    return wrap
 
 
 def recorder_listener(name: str = "orchestrate", **overrides: Any) -> dict[str, Any]:

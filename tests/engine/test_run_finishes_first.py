@@ -11,7 +11,15 @@ from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.platform import Platform
-from tests.engine.harness import Engine, eventually, new_session, recorder_listener, running_engine, write_many
+from tests.engine.harness import (
+    Engine,
+    eventually,
+    new_session,
+    recorder_listener,
+    replacing,
+    running_engine,
+    write_many,
+)
 from workflows.messages import FireRequest, FireResult
 
 
@@ -34,12 +42,7 @@ async def slow_engine(platform: Platform, temporal_env: WorkflowEnvironment) -> 
         update={"search_attributes": not temporal_env.supports_time_skipping}
     )
 
-    def wrap(activities: list[Callable[..., Any]]) -> list[Callable[..., Any]]:
-        return [
-            SlowToReport(fn).fire if fn.__temporal_activity_definition.name == "orchestrator.fire_batch" else fn  # type: ignore[attr-defined]
-            for fn in activities
-        ]
-
+    wrap = replacing("orchestrator.fire_batch", lambda real: SlowToReport(real).fire)
     async with running_engine(platform, temporal_env.client, wrap=wrap) as engine:
         yield engine
 

@@ -12,7 +12,15 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.outcomes import Outcome
 from orchestrator.platform import Platform
-from tests.engine.harness import Engine, eventually, lane_outcomes, new_session, recorder_listener, running_engine
+from tests.engine.harness import (
+    Engine,
+    eventually,
+    lane_outcomes,
+    new_session,
+    recorder_listener,
+    replacing,
+    running_engine,
+)
 from workflows.messages import ExecutionRecord
 
 
@@ -35,15 +43,7 @@ async def engine(platform: Platform, temporal_env: WorkflowEnvironment) -> Async
         update={"search_attributes": not temporal_env.supports_time_skipping}
     )
 
-    def wrap(activities: list[Callable[..., Any]]) -> list[Callable[..., Any]]:
-        def named(fn: Callable[..., Any]) -> str:
-            return str(fn.__temporal_activity_definition.name)  # type: ignore[attr-defined]
-
-        return [
-            ClosesFirst(fn, platform).started if named(fn) == "orchestrator.execution_started" else fn
-            for fn in activities
-        ]
-
+    wrap = replacing("orchestrator.execution_started", lambda real: ClosesFirst(real, platform).started)
     async with running_engine(platform, temporal_env.client, wrap=wrap) as running:
         yield running
 
