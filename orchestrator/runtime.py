@@ -98,7 +98,7 @@ class ApiServer:
 
     async def start(self) -> str:
         try:
-            self._socket = socket.create_server((self.host, self.port))
+            self._socket = listening_socket(self.host, self.port)
         except OSError as err:
             raise OSError(err.errno, f"the HTTP API cannot listen on {self.host}:{self.port}: {err.strerror}") from err
         self.port = self._socket.getsockname()[1]
@@ -109,6 +109,16 @@ class ApiServer:
                 raise RuntimeError("the HTTP API stopped while starting")
             await asyncio.sleep(0.01)
         return self.url
+
+    def connections(self) -> list[socket.socket]:
+        """The sockets of the connections open now (for checks of their options)."""
+        found = []
+        for protocol in self._server.server_state.connections:
+            transport = getattr(protocol, "transport", None)
+            sock = transport.get_extra_info("socket") if transport is not None else None
+            if sock is not None:
+                found.append(sock)
+        return found
 
     async def wait(self) -> None:
         """Until the server stops: a part of its own, so a crash of the API stops the process."""
@@ -124,6 +134,28 @@ class ApiServer:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket listening on `host:port` whose accepted connections send small replies at once.
+
+    asyncio turns Nagle's algorithm off (TCP_NODELAY) only on sockets whose protocol is IPPROTO_TCP, and a
+    socket made with protocol 0 (as `socket.create_server` makes it) passes that on to every accepted one:
+    a keep-alive client then waits for the delayed ACK, about 40 ms, on every request.
+    """
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host or None, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(address)
+        sock.listen(socket.SOMAXCONN)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 @contextlib.asynccontextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from typing import get_args
 
@@ -12,7 +13,7 @@ from orchestrator.api import STATUS_BY_ERROR, create_app, status_for
 from orchestrator.config import Settings
 from orchestrator.core.errors import ErrorCode
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
+from orchestrator.runtime import ApiServer, serve_api
 
 MAX_BYTES = 4096
 
@@ -71,3 +72,23 @@ def test_every_error_code_has_a_status() -> None:
     assert status_for({"status": "error", "error": "limit_exceeded"}) == 422
     assert status_for({"status": "error", "error": "something_new"}) == 400
     assert set(get_args(ErrorCode)) <= set(STATUS_BY_ERROR)
+
+
+async def test_accepted_connections_send_replies_at_once_without_waiting_for_an_ack(
+    platform: Platform, settings: Settings
+) -> None:
+    """Nagle's algorithm off on every accepted socket: with it on, a keep-alive client waits for the
+    delayed ACK (about 40 ms) on every request. asyncio sets TCP_NODELAY only on sockets whose protocol
+    is IPPROTO_TCP, so the listening socket must be made with it."""
+    app = create_app(platform, settings)
+    server = ApiServer(app, "127.0.0.1", 0)
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url) as client:
+            assert (await client.get("/healthz")).status_code == 200
+            connections = list(server.connections())
+            assert connections, "the server keeps the keep-alive connection open"
+            for sock in connections:
+                assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        await server.stop()
