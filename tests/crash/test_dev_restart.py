@@ -1,0 +1,162 @@
+"""`orchestrator dev` SIGKILLed mid-burst, the whole process tree at once, and started again at once on the
+same data folder: it comes up, and every write it acknowledged before the kill still reaches a run.
+
+The kill takes everything a crash of the machine's user space would: the CLI process, the worker and API
+in it, the Temporal dev server and the embedded PostgreSQL (whose postmaster is not a child of the CLI:
+pg_ctl detaches it). What they leave (a zombie postmaster not yet reaped, its pid and lock files, ports)
+must not keep the second start from coming up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from orchestrator.embedded import free_port
+
+pytestmark = pytest.mark.devserver
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = str(Path(sys.executable).parent / "orchestrator")
+START_SECONDS = 90.0
+SETTLE_SECONDS = 90.0
+WRITERS = 8
+
+
+class Dev:
+    """One `orchestrator dev` process tree on a data folder, its output in a log file."""
+
+    def __init__(self, data_dir: Path, port: int, log_path: Path) -> None:
+        self.data_dir, self.port, self.log_path = data_dir, port, log_path
+        env = {
+            **os.environ,
+            "ORCHESTRATOR_LIMITS__ACTIVATION_DELAY_SECONDS": "0",
+            "ORCHESTRATOR_LIMITS__LISTENER_FIRES_PER_MINUTE": "100000",
+            "PYTHONUNBUFFERED": "1",
+        }
+        with log_path.open("ab") as out:
+            self.process = subprocess.Popen(
+                [CLI, "dev", "--app", "tests.crash.dev_app", "--data-dir", str(data_dir), "--http-port", str(port)],
+                cwd=REPO,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    async def ready(self) -> None:
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"dev exited with {self.process.returncode}:\n{self.output()}")
+            if "Ready." in self.output():
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"dev not ready within {START_SECONDS:.0f} s:\n{self.output()}")
+
+    def tree(self) -> list[psutil.Process]:
+        """Every process of this platform: the CLI's descendants and the detached postmaster."""
+        found = [psutil.Process(self.process.pid)]
+        found += found[0].children(recursive=True)
+        pid_file = self.data_dir / "postgres" / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, psutil.Error):
+            postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
+            found += [postmaster, *postmaster.children(recursive=True)]
+        return found
+
+    def kill(self) -> None:
+        """SIGKILL the whole tree at once: no process gets to clean anything up."""
+        for process in self.tree():
+            with contextlib.suppress(psutil.Error):
+                process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    async def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(asyncio.to_thread(self.process.wait), 60)
+            except TimeoutError:
+                self.kill()
+
+
+async def command(http: httpx.AsyncClient, body: dict[str, object]) -> dict[str, object]:
+    reply: dict[str, object] = (await http.post("/v1/commands", json=body)).json()
+    return reply
+
+
+async def test_dev_killed_mid_burst_starts_again_at_once_and_loses_no_acknowledged_write(tmp_path: Path) -> None:
+    data_dir, port = tmp_path / "data", free_port()
+    first = Dev(data_dir, port, tmp_path / "first.log")
+    second: Dev | None = None
+    try:
+        await first.ready()
+        acknowledged: list[int] = []
+        async with httpx.AsyncClient(base_url=first.url, timeout=10) as http:
+            opened = await command(http, {"command": "open_session", "alias": "burst"})
+            session = opened["session"]["id"]  # type: ignore[index]
+            stop_writing = asyncio.Event()
+
+            async def writer(n: int) -> None:
+                i = 0
+                while not stop_writing.is_set():
+                    body = {
+                        "command": "write_object",
+                        "session_id": session,
+                        "alias": f"burst/{n}/{i}",
+                        "value": {"type": "burst"},
+                    }
+                    try:
+                        reply = await command(http, body)
+                    except (httpx.HTTPError, ValueError):
+                        return  # the platform died under this request: not acknowledged
+                    if reply.get("status") == "success":
+                        acknowledged.append(int(reply["event_id"]))  # type: ignore[call-overload]
+                    i += 1
+
+            writers = [asyncio.create_task(writer(n)) for n in range(WRITERS)]
+            # Mid-burst: some batches have run, others are in their windows or in flight.
+            while len(acknowledged) < 300:
+                await asyncio.sleep(0.05)
+            first.kill()
+            stop_writing.set()
+            await asyncio.gather(*writers)
+
+        second = Dev(data_dir, port, tmp_path / "second.log")
+        await second.ready()
+        # Up means up: still running a few seconds later, and answering.
+        await asyncio.sleep(3)
+        assert second.process.poll() is None, second.output()
+
+        async with httpx.AsyncClient(base_url=second.url, timeout=10) as http:
+            missing: set[int] = set(acknowledged)
+            deadline = time.monotonic() + SETTLE_SECONDS
+            while missing and time.monotonic() < deadline:
+                reply = await command(http, {"command": "list_executions", "session_id": session})
+                assert reply["status"] == "success", reply
+                for execution in reply["executions"]:  # type: ignore[attr-defined]
+                    missing.difference_update((execution.get("batch") or {}).get("event_ids", []))
+                await asyncio.sleep(0.5)
+        assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged writes reached no run"
+    finally:
+        for dev in (second, first):
+            if dev is not None:
+                await dev.stop()
