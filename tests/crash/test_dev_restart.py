@@ -113,7 +113,7 @@ async def test_dev_killed_mid_burst_starts_again_at_once_and_loses_no_acknowledg
         async with httpx.AsyncClient(base_url=first.url, timeout=10) as http:
             opened = await command(http, {"command": "open_session", "alias": "burst"})
             session = opened["session"]["id"]  # type: ignore[index]
-            stop_writing = asyncio.Event()
+            stop_writing, enough = asyncio.Event(), asyncio.Event()
 
             async def writer(n: int) -> None:
                 i = 0
@@ -130,12 +130,13 @@ async def test_dev_killed_mid_burst_starts_again_at_once_and_loses_no_acknowledg
                         return  # the platform died under this request: not acknowledged
                     if reply.get("status") == "success":
                         acknowledged.append(int(reply["event_id"]))  # type: ignore[call-overload]
+                        if len(acknowledged) >= 300:
+                            enough.set()
                     i += 1
 
             writers = [asyncio.create_task(writer(n)) for n in range(WRITERS)]
             # Mid-burst: some batches have run, others are in their windows or in flight.
-            while len(acknowledged) < 300:
-                await asyncio.sleep(0.05)
+            await asyncio.wait_for(enough.wait(), 60)
             first.kill()
             stop_writing.set()
             await asyncio.gather(*writers)
