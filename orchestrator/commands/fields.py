@@ -12,10 +12,12 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, StringConstraints
 
 from orchestrator.core.errors import CommandError
-from orchestrator.core.globs import validate_alias
+from orchestrator.core.globs import MAX_ALIAS_CHARS, validate_alias
 
 SessionId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Alias = Annotated[str, AfterValidator(validate_alias)]
+# The start of an alias: what an alias may hold, cut anywhere (so a trailing `/` is fine).
+AliasPrefix = Annotated[str, StringConstraints(max_length=MAX_ALIAS_CHARS, pattern=r"^[A-Za-z0-9_.:@/-]*$")]
 ClientId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Limit = Annotated[int, Field(ge=1, le=1000)]

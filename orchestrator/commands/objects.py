@@ -8,6 +8,7 @@ from pydantic import Field
 
 from orchestrator.commands.fields import (
     Alias,
+    AliasPrefix,
     ClientId,
     IdempotencyKey,
     ObjectValue,
@@ -41,7 +42,7 @@ class ObjectRef(Request):
 class ListObjects(Request):
     command: Literal["list_objects"]
     session_id: SessionId
-    prefix: str | None = None
+    prefix: AliasPrefix | None = None
 
 
 @command("write_object", WriteObject)

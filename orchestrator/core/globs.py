@@ -6,7 +6,8 @@ matches one segment; exactly `**` matches any number of segments, zero included 
 matches `missions`, and `a/**/b` matches `a/b`); a `*` inside a longer segment (`chat-*`) matches any run of
 characters, possibly empty, within that segment. Compiled patterns are cached: a router matches every event
 against every listener, and the number of distinct globs is small. An alias is at most 256 characters so
-that it fits an index and a workflow id comfortably.
+that it fits an index and a workflow id comfortably, and has no `.` or `..` segment: aliases are compared
+segment by segment, never resolved like paths.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ GlobKind = Literal["type", "alias"]
 MAX_ALIAS_CHARS = 256
 _ALIAS_SEGMENT = r"[A-Za-z0-9_.:@-]+"
 ALIAS_RE = re.compile(rf"^{_ALIAS_SEGMENT}(?:/{_ALIAS_SEGMENT})*$")
+
+# Path-like segments that would give one place two spellings (`a/../b` is `b` to a reader, not to a glob).
+_DOT_SEGMENTS = (".", "..")
 
 _SEPARATOR: dict[GlobKind, str] = {"type": ".", "alias": "/"}
 # The characters a glob segment may hold besides `*`: an alias segment's, or a type name segment's.
@@ -43,6 +47,8 @@ def validate_alias(alias: str) -> str:
         raise ValueError("alias must not contain an empty segment ('//')")
     if not ALIAS_RE.match(alias):
         raise ValueError("alias segments may hold only letters, digits and '_', '.', ':', '@', '-'")
+    if any(segment in _DOT_SEGMENTS for segment in alias.split("/")):
+        raise ValueError("alias must not have a '.' or '..' segment (one place, one spelling)")
     return alias
 
 
@@ -66,6 +72,8 @@ def validate_glob(pattern: str, kind: GlobKind) -> str:
             raise ValueError(f"{kind} glob {pattern!r}: '**' must be a whole segment")
         if not _SEGMENT_CHARS[kind].match(segment):
             raise ValueError(f"{kind} glob {pattern!r} has a character not allowed in a {kind}")
+        if kind == "alias" and segment in _DOT_SEGMENTS:
+            raise ValueError(f"alias glob {pattern!r} has a '.' or '..' segment, which no alias has")
     return pattern
 
 

@@ -75,6 +75,8 @@ def test_dot_is_literal_in_alias_globs() -> None:
         ("a.", "type", "start or end"),
         ("a/b", "type", "not allowed"),
         ("a?", "alias", "not allowed"),
+        ("a/../b", "alias", r"'\.\.' segment"),
+        ("./**", "alias", r"'\.\.' segment"),
     ],
 )
 def test_bad_globs_are_refused_with_the_reason(pattern: str, kind: str, problem: str) -> None:
@@ -85,7 +87,7 @@ def test_bad_globs_are_refused_with_the_reason(pattern: str, kind: str, problem:
         compile_(pattern)
 
 
-@pytest.mark.parametrize("alias", ["tickets/42/meta", "a", "user@x.org/inbox:1", "a-b_c.d"])
+@pytest.mark.parametrize("alias", ["tickets/42/meta", "a", "user@x.org/inbox:1", "a-b_c.d", "a/.hidden/b..c"])
 def test_good_aliases(alias: str) -> None:
     assert validate_alias(alias) == alias
 
@@ -100,6 +102,13 @@ def test_good_aliases(alias: str) -> None:
         ("a/", "start or end"),
         ("a//b", "empty segment"),
         ("a b", "may hold only"),
+        ("a/../b", r"'\.' or '\.\.' segment"),
+        ("..", r"'\.' or '\.\.' segment"),
+        ("a/./b", r"'\.' or '\.\.' segment"),
+        ("a/b/.", r"'\.' or '\.\.' segment"),
+        ("a\x00b", "may hold only"),
+        ("a\nb", "may hold only"),
+        ("a/\u202eb", "may hold only"),
     ],
 )
 def test_bad_aliases_name_the_problem(alias: str, problem: str) -> None:

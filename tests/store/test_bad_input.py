@@ -64,6 +64,24 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
         "alias",
     ),
     (
+        "write: alias with a '..' segment",
+        {"command": "write_object", "session_id": S, "alias": "a/../b", "value": {"type": "t"}},
+        "invalid_request",
+        "alias",
+    ),
+    (
+        "post: alias with a '.' segment",
+        {"command": "post_thread_item", "session_id": S, "alias": "./chat", "item": {"type": "text"}},
+        "invalid_request",
+        "alias",
+    ),
+    (
+        "list objects: prefix with a control character",
+        {"command": "list_objects", "session_id": S, "prefix": "a\x00"},
+        "invalid_request",
+        "prefix",
+    ),
+    (
         "write: alias empty",
         {"command": "write_object", "session_id": S, "alias": "", "value": {"type": "t"}},
         "invalid_request",
