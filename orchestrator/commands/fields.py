@@ -36,7 +36,13 @@ ObjectValue = Annotated[dict[str, Any], AfterValidator(_json_object_with_type)]
 
 
 def check_payload(field: str, value: Any, max_bytes: int) -> None:
-    """Refuse a payload larger than the deployment's limit, naming the field."""
-    size = len(json.dumps(value, separators=(",", ":")).encode()) if not isinstance(value, str) else len(value.encode())
+    """Refuse a payload that is not JSON, or larger than the deployment's limit, naming the field."""
+    if isinstance(value, str):
+        size = len(value.encode())
+    else:
+        try:
+            size = len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode())
+        except (TypeError, ValueError) as err:
+            raise CommandError("invalid_request", f"{field}: not a JSON value ({err})") from None
     if size > max_bytes:
         raise CommandError("limit_exceeded", f"{field}: {size} bytes is over the limit of {max_bytes}")

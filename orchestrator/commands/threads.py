@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, ConfigDict, JsonValue, StringConstraints, model_validator
 
 from orchestrator.commands.fields import Alias, ClientId, IdempotencyKey, Limit, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
@@ -17,13 +17,33 @@ ItemType = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern
 
 
 class ThreadItem(BaseModel):
+    """An item as posted, by hand or by a listener's `thread_item` action (both are checked by this model).
+
+    A `json` item's message may be any JSON value (the seed's agent inbox posts its failures as one); every
+    other type's message is text.
+    """
+
     model_config = ConfigDict(extra="forbid", strict=True)
 
     id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
     type: ItemType
     role: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
-    message: str | None = None
-    metadata: dict[str, Any] | None = None
+    message: JsonValue = None
+    metadata: dict[str, JsonValue] | None = None
+
+    @model_validator(mode="after")
+    def _text_unless_json(self) -> ThreadItem:
+        if self.type != "json" and self.message is not None and not isinstance(self.message, str):
+            raise ValueError("message: must be a string (only a json item's message may be any JSON value)")
+        return self
+
+
+def check_item(item: ThreadItem, max_bytes: int, field: str = "item") -> None:
+    """The size limits of an item's message and metadata (the model checks their shape)."""
+    if item.message is not None:
+        check_payload(f"{field}.message", item.message, max_bytes)
+    if item.metadata is not None:
+        check_payload(f"{field}.metadata", item.metadata, max_bytes)
 
 
 class PostThreadItem(Request):
@@ -46,10 +66,7 @@ class ListThreadItems(Request):
 @command("post_thread_item", PostThreadItem)
 async def post_thread_item(platform: Platform, req: PostThreadItem) -> dict[str, Any]:
     limit = platform.settings.limits.max_payload_bytes
-    if req.item.message is not None:
-        check_payload("item.message", req.item.message, limit)
-    if req.item.metadata is not None:
-        check_payload("item.metadata", req.item.metadata, limit)
+    check_item(req.item, limit)
     # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
     attributes = {"orchestrator.session": req.session_id, "orchestrator.alias": req.alias}
     with TRACER.start_as_current_span("post_thread_item", attributes=attributes) as span:

@@ -7,6 +7,7 @@ null, so that a `where` condition on a missing path sees it as missing.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -82,10 +83,12 @@ def message_of(envelope: dict[str, Any]) -> dict[str, Any]:
     return pointer
 
 
-def preview(message: str | None) -> str | None:
-    """The short preview of a thread item's message that its event carries."""
+def preview(message: Any) -> str | None:
+    """The short preview of a thread item's message that its event carries (a JSON message as JSON text)."""
     if message is None:
         return None
+    if not isinstance(message, str):
+        message = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
     if len(message) <= MESSAGE_PREVIEW_CHARS:
         return message
     return message[: MESSAGE_PREVIEW_CHARS - 1] + "…"

@@ -334,17 +334,23 @@ class PostgresStore:
         depth: int = 0,
         idempotency_key: str | None = None,
     ) -> tuple[dict[str, Any], int]:
-        """Append an item; an item id that is already there answers the first post (items never change)."""
+        """Append an item; an item id that is already there answers the first post (items never change).
+
+        A message that is not a string (a `json` item's may be any JSON value) is kept as JSON.
+        """
+        message = item.get("message")
+        text = message if isinstance(message, str) or message is None else None
         row = await self.pool.fetchrow(
             "SELECT o_outcome, o_item, o_event FROM orchestrator_post_thread_item("
-            "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+            "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
             session_id,
             alias,
             item.get("id") or new_id("itm"),
             item["type"],
             item.get("role"),
-            item.get("message"),
-            preview(item.get("message")),
+            text,
+            None if text is not None or message is None else message,
+            preview(message),
             item.get("metadata"),
             _clean_source(source),
             depth,
@@ -371,7 +377,8 @@ class PostgresStore:
                 raise CommandError("not_found", f"after: no item {after!r} in thread {alias!r}")
             after_seq = found
         rows = await self.pool.fetch(
-            "SELECT id, type, role, message, metadata, source, event_id, created_at FROM thread_items"
+            "SELECT id, type, role, coalesce(to_jsonb(message), message_json) AS message, metadata, source, event_id,"
+            " created_at FROM thread_items"
             " WHERE session_id = $1 AND alias = $2 AND seq > $3 ORDER BY seq LIMIT $4",
             session_id,
             alias,

@@ -62,3 +62,25 @@ async def test_the_event_carries_only_a_preview(platform: Platform) -> None:
 async def test_list_after_an_unknown_item_is_not_found(platform: Platform) -> None:
     sid = (await ok(platform, "open_session"))["session"]["id"]
     await refused(platform, "not_found", "after", "list_thread_items", session_id=sid, alias="chats/1", after="nope")
+
+
+async def test_a_json_items_message_may_be_any_json_value_and_is_kept_as_json(platform: Platform) -> None:
+    """The seed's agent inbox posts the failures as a json block: a list of envelopes, not a string."""
+    sid = (await ok(platform, "open_session"))["session"]["id"]
+    failures = [{"id": 7, "type": "execution.ended", "execution": {"status": "failed"}}]
+    for message in (failures, {"n": 1}, 3, True, "text is JSON too"):
+        item = {"type": "json", "role": "system", "message": message}
+        await ok(platform, "post_thread_item", session_id=sid, alias="ops/dead", item=item)
+    listed = await ok(platform, "list_thread_items", session_id=sid, alias="ops/dead")
+    assert [i["message"] for i in listed["items"]] == [failures, {"n": 1}, 3, True, "text is JSON too"]
+    # The event's preview of a JSON message is its JSON text.
+    assert (await all_events(platform, sid))[0]["item"]["message"] == (
+        '[{"id":7,"type":"execution.ended","execution":{"status":"failed"}}]'
+    )
+
+
+async def test_only_a_json_item_takes_a_message_that_is_not_text(platform: Platform) -> None:
+    sid = (await ok(platform, "open_session"))["session"]["id"]
+    for item in ({"type": "text", "message": ["a"]}, {"type": "json", "message": float("nan")}):
+        await refused(platform, "invalid_request", "message", "post_thread_item", session_id=sid, alias="c", item=item)
+    assert (await all_events(platform, sid)) == []
