@@ -87,8 +87,7 @@ def preview(message: Any) -> str | None:
     """The short preview of a thread item's message that its event carries (a JSON message as JSON text)."""
     if message is None:
         return None
-    if not isinstance(message, str):
-        message = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-    if len(message) <= MESSAGE_PREVIEW_CHARS:
-        return message
-    return message[: MESSAGE_PREVIEW_CHARS - 1] + "…"
+    text = message if isinstance(message, str) else json.dumps(message, separators=(",", ":"), ensure_ascii=False)
+    if len(text) <= MESSAGE_PREVIEW_CHARS:
+        return text
+    return text[: MESSAGE_PREVIEW_CHARS - 1] + "…"
