@@ -11,14 +11,11 @@ over the payload limit, too many executions) or `access_error` (an alias outside
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from activities.base import PlatformActivities
 from orchestrator.commands.fields import check_payload
@@ -31,13 +28,14 @@ from orchestrator.core.schedule_spec import (
     firing_key,
     schedule_may_write,
 )
-from workflows.messages import BatchInfo, LaneAddress, RunInput, RunPlan
+from orchestrator.executions import start_run
+from workflows.messages import BatchInfo, RunInput, RunTag
 from workflows.schedule_fire import SCHEDULE_FIRE_ACTIVITY, ScheduleFiring, ScheduleRunResult
 
 
-def schedule_run_key(session_id: str, alias: str, scheduled_at: datetime) -> str:
-    """The run workflow id of a workflow target's firing: one per schedule and scheduled time."""
-    return f"run:{session_id}:schedule:{alias}:{scheduled_at.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
+def schedule_execution_id(session_id: str, alias: str, scheduled_at: datetime) -> str:
+    """The execution of a workflow target's firing: one per schedule and scheduled time."""
+    return f"exe:{session_id}:schedule:{alias}:{scheduled_at.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}.0"
 
 
 class ScheduleActivities(PlatformActivities):
@@ -102,29 +100,15 @@ class ScheduleActivities(PlatformActivities):
         if await self.store.running_executions(session_id) >= limit:
             return ScheduleRunResult(status="invocation_error", message=f"executions_per_session: {limit} running")
         assert self.temporal is not None
-        run_key = schedule_run_key(session_id, firing.alias, scheduled_at)
-        plan = RunPlan(
-            address=LaneAddress(session_id=session_id, listener="", lane=""),
-            lane_workflow_id=None,
-            run_key=run_key,
-            workflow=target.workflow,
-            input=RunInput(
-                session_id=session_id,
-                listener="",
-                batch=BatchInfo(first_id=0, last_id=0, count=0, retry=0, lane="", event_ids=[], messages=[], events=[]),
-                input=target.input,
-            ),
-            task_queue=self.settings.task_queue,
-            search_attributes=self.settings.search_attributes,
+        execution_id = schedule_execution_id(session_id, firing.alias, scheduled_at)
+        run_input = RunInput(
+            session_id=session_id,
+            listener="",
+            batch=BatchInfo(first_id=0, last_id=0, count=0, retry=0, lane="", event_ids=[], messages=[], events=[]),
+            input=target.input,
+            execution_id=execution_id,
         )
-        # A retried firing whose run already ran to its end finds it there: started once.
-        with contextlib.suppress(WorkflowAlreadyStartedError):
-            await self.temporal.start_workflow(
-                "OrchestratorRun",
-                plan,
-                id=run_key,
-                task_queue=self.settings.task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            )
-        return ScheduleRunResult(status="success", execution_id=run_key.replace("run:", "exe:", 1) + ".0")
+        # A retried firing whose run already ran finds it under its id: started once.
+        tag = RunTag(execution_id=execution_id, session_id=session_id, workflow=target.workflow)
+        await start_run(self.temporal, self.store, self.settings, tag, run_input)
+        return ScheduleRunResult(status="success", execution_id=execution_id)

@@ -12,15 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pydantic
 from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.base import PlatformActivities
+from activities.writes import may_write
 from orchestrator.commands.fields import check_payload
+from orchestrator.commands.threads import ThreadItem, check_item
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import validate_alias
+from orchestrator.core.validation import field_errors_message
 from orchestrator.telemetry import TRACER
 
 
@@ -52,7 +56,6 @@ class SessionActivities(PlatformActivities):
     async def _check_owns(self, call: SessionCall, alias: str) -> None:
         if call.listener is None:
             return
-        from activities.engine import may_write
 
         try:
             listener = await self.store.get_listener(call.listener)
@@ -121,13 +124,18 @@ class SessionActivities(PlatformActivities):
         if call.op == "list_objects":
             return await store.list_objects(session, args.get("prefix"))
         if call.op == "post_thread_item":
-            item = args["item"]
-            if not isinstance(item, dict) or not isinstance(item.get("type"), str):
-                raise CommandError("invalid_request", "item: must be a JSON object with a string field 'type'")
-            if item.get("message") is not None:
-                check_payload("item.message", item["message"], limit)
+            try:
+                item = ThreadItem.model_validate(args.get("item"))
+            except pydantic.ValidationError as err:
+                raise CommandError("invalid_request", field_errors_message(err, "item")) from None
+            check_item(item, limit)
             posted, event_id = await store.post_thread_item(
-                session, alias, item, source=source, depth=depth, idempotency_key=call.idempotency_key
+                session,
+                alias,
+                item.model_dump(exclude_none=True),
+                source=source,
+                depth=depth,
+                idempotency_key=call.idempotency_key,
             )
             return {**posted, "event_id": event_id}
         if call.op == "list_thread_items":

@@ -48,10 +48,7 @@ class Settings(BaseSettings):
     search_attributes: bool = True
     # A lane continues as new after this many history events (Temporal's hard limit is 51,200).
     lane_history_limit: int = 2_500
-    # A lane whose state (its pending events above all) is larger than this waits to continue as new until
-    # its batches have shrunk it: Temporal refuses payloads over 2 MB, and a refused hand-over stops a lane.
-    lane_handover_bytes: int = 1_536 * 1024
-    # A lane with nothing pending or in flight for this long completes; the next event starts it again.
+    # A lane with nothing waiting and no repeat due for this long completes; the next nudge starts it again.
     lane_idle_exit_seconds: float = 300.0
     limits: Limits = Field(default_factory=Limits)
 

@@ -13,18 +13,17 @@ from typing import Any, NamedTuple
 from temporalio import workflow as temporal_workflow
 from temporalio.client import Client
 
-from activities.engine import EngineActivities
+from activities.runs import RunActivities
 from activities.schedules import ScheduleActivities
 from activities.session import SessionActivities
 from orchestrator.app_loader import UserApp
 from orchestrator.platform import Platform
 from orchestrator.router import Router
 from workflows.lane import LaneWorkflow
-from workflows.run import RunWorkflow
 from workflows.schedule_fire import ScheduleFireWorkflow
 
 BackgroundTask = Callable[[], Coroutine[Any, Any, None]]
-PLATFORM_WORKFLOWS: tuple[type, ...] = (LaneWorkflow, RunWorkflow, ScheduleFireWorkflow)
+PLATFORM_WORKFLOWS: tuple[type, ...] = (LaneWorkflow, ScheduleFireWorkflow)
 
 
 class PlatformComponents(NamedTuple):
@@ -47,13 +46,20 @@ def workflow_names(workflows: Sequence[type]) -> list[str]:
 
 def platform_components(platform: Platform, temporal_client: Client, app: UserApp) -> PlatformComponents:
     """The platform's own workflows, activities and background tasks for one worker process."""
-    engine = EngineActivities(
+    engine = RunActivities(
         platform.store,
         platform.settings,
         temporal_client,
         workflow_names(app.workflows),
     )
-    router = Router(platform.store, temporal_client, platform.database_url, platform.settings)
+    router = Router(
+        platform.store,
+        temporal_client,
+        platform.database_url,
+        platform.settings,
+        run_status=engine.run_status,
+        run_ended=engine.swept,
+    )
     return PlatformComponents(
         workflows=PLATFORM_WORKFLOWS,
         activities=[

@@ -1,17 +1,18 @@
-"""The router: committed events from PostgreSQL to the lanes of every listener that matches them.
+"""The router: committed events from PostgreSQL into the queues of every lane that matches them.
 
-Owns the path from the stream to the lane workflows. Each worker process runs one router. It wakes on
-PostgreSQL NOTIFY (one per committing session) and on a slow poll that catches anything a lost
-notification missed. A routing round for a session holds that session's position row (FOR UPDATE SKIP
-LOCKED), so exactly one worker routes a session at a time and a worker that dies mid-round gives the row
-back with its connection. Each round also renews the router's lease on the session, so a session stays with
-one router while it is busy, and another takes it over once the lease runs out. A round reads the events
-after what it has read, signals each lane that is due with signal-with-start (everything waiting for a lane
-packed into one signal, one signal in flight per lane; `orchestrator.core.pacing` decides which lanes are
-due and holds the others' events back), then saves the position, which never passes an event held back. A
-crash between signalling and saving re-delivers; the lane drops what it has.
-Each event written under a trace gets a `route` span in that trace, and its lane gets the span's traceparent
-with the event, so the batch that takes it continues the trace.
+Owns the path from the stream to the lanes. Each worker process runs one router. It wakes on PostgreSQL
+NOTIFY (one per committing session) and on a slow poll that catches anything a lost notification missed. A
+routing round for a session holds that session's position row (FOR UPDATE SKIP LOCKED), so exactly one
+worker routes a session at a time and a worker that dies mid-round gives the row back with its connection.
+A round reads the events after the position, matches them (`orchestrator.core.routing`), writes each
+lane's queue rows and saves the position in one transaction, then nudges the lanes that were empty. It
+never holds an event: what is committed is queued, and a lane reads its events when it fires.
+
+The same loop keeps the lanes honest about what a crash may lose: every few seconds it nudges lanes whose
+events have waited past their window with nobody nudging them (a nudge lost with a worker, a lane
+terminated from outside), and asks Temporal about runs the records still call running (a run terminated
+from outside never reports its end).
+Each event written under a trace gets a `route` span in that trace.
 """
 
 from __future__ import annotations
@@ -19,54 +20,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import time
-import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import asyncpg
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from temporalio.client import Client
-from temporalio.common import WorkflowIDReusePolicy
 
 from orchestrator.config import Settings
-from orchestrator.core.batch_windows import envelope_bytes
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.events import Event
+from orchestrator.core.lane_clock import Declared
 from orchestrator.core.lane_keys import lane_workflow_id
-from orchestrator.core.pacing import Pacing, first_held_id, next_due, pace, unfired
-from orchestrator.core.routing import LaneDelivery, ListenerVersion, route
-from orchestrator.store.engine_records import EngineRecords, RoutingRound
-from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links, traceparent_of
-from workflows.messages import DELIVER_SIGNAL, Delivery, LaneAddress, LaneState
+from orchestrator.core.routing import LaneDelivery, ListenerVersion, own_silence, route
+from orchestrator.nudges import Nudger
+from orchestrator.store.engine_records import EngineRecords
+from orchestrator.store.lane_queues import QueuedLane
+from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
 
 log = logging.getLogger(__name__)
 
 # The most events one round reads; what is left is read by the next round at once.
 ROUND_EVENTS = 2_000
-# The most events, and bytes of events, packed into one signal: a signal's payload stays far below
-# Temporal's 2 MB limit (over it the server refuses the signal, and the session would stop routing).
-EVENTS_PER_SIGNAL = 500
-SIGNAL_BYTES = 512 * 1024
-# How often the router looks for sessions behind without being told (a lost NOTIFY, a restart).
+# How often the router looks for sessions behind without being told (a lost NOTIFY, a restart), for lanes
+# whose nudge was lost, and for runs that ended without a word.
 POLL_SECONDS = 2.0
-# The shortest time between two routing rounds of one session. A burst's events wait at most this long
-# before they go out, far less than a typical window, and each lane gets one signal per round instead of one
-# per commit (signals, not the database, bound throughput: each is a workflow task).
-ROUND_INTERVAL_SECONDS = 0.2
+SWEEP_SECONDS = 15.0
+# A run is asked about once it has been running this long, and again as often: most runs report their own
+# end within seconds, and one that was terminated from outside holds its slot at most about a minute.
+RUN_CHECK_SECONDS = 45.0
+# The shortest time between two routing rounds of one session: under a burst, each round queues many
+# commits and nudges each lane once, instead of a round and a nudge per commit.
+ROUND_INTERVAL_SECONDS = 0.05
 # How long the router waits before it tries a lost database again.
 RECONNECT_SECONDS = 1.0
-# How long a session stays with the router that routed it last: another router takes it over only once this
-# has passed since that router's last round (it died, or the session went quiet). Longer than the gaps
-# between the rounds of a session with work waiting (the poll, the pace, the hold for a blocked lane).
-LEASE_SECONDS = 6.0
-# Sessions routed at once by one worker; each round holds a pooled connection while it signals.
+# Sessions routed at once by one worker; each round holds a pooled connection while it queues.
 CONCURRENT_ROUNDS = 4
+
+# The sweep's answer for a run found closed: its status, or None while it runs.
+RunStatus = Callable[[str], Awaitable[str | None]]
+# The record of a run's end (the engine's), called by the sweep for runs that ended without reporting.
+RunEnded = Callable[[dict[str, Any], str], Awaitable[None]]
 
 
 class Router:
@@ -77,28 +73,31 @@ class Router:
         database_url: str,
         settings: Settings,
         *,
+        run_status: RunStatus | None = None,
+        run_ended: RunEnded | None = None,
         poll_seconds: float = POLL_SECONDS,
         round_interval: float = ROUND_INTERVAL_SECONDS,
-        lease_seconds: float = LEASE_SECONDS,
     ) -> None:
         self.store = store
-        self.temporal = temporal
+        self.nudger = Nudger(temporal, settings)
         self.database_url = database_url
         self.settings = settings
         self.poll_seconds = poll_seconds
+        self.round_interval = round_interval
+        self.run_status = run_status
+        self.run_ended = run_ended
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
-        self._known_lanes: set[str] = set()
         self._last_round: dict[str, float] = {}
-        self._paced: dict[str, _SessionPacing] = {}
-        self._flush_timers: dict[str, asyncio.TimerHandle] = {}
         self._polled_at = 0.0
-        self.round_interval = round_interval
-        self.lease_seconds = lease_seconds
-        self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        # What this router has done, for benchmarks and status: events read, and signals sent to lanes.
+        self._swept_at = 0.0
+        # What this router has done, for benchmarks and status: events read.
         self.routed = 0
-        self.signals = 0
+
+    @property
+    def signals(self) -> int:
+        """Nudges this router has sent."""
+        return self.nudger.sent
 
     async def run(self) -> None:
         """Route until cancelled; a database that goes away is waited for, not fatal."""
@@ -111,12 +110,17 @@ class Router:
                     await self._drain()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._wake.wait(), timeout=self.poll_seconds)
-                    # On a clock of its own, not only when nothing woke the router: on a busy database
-                    # something always does, and a session whose router died must still be found.
-                    if time.monotonic() >= self._polled_at + self.poll_seconds:
-                        self._polled_at = time.monotonic()
-                        self._dirty.update(await self.store.sessions_behind())
                     self._wake.clear()
+                    # On clocks of their own, not only when nothing woke the router: on a busy database
+                    # something always does.
+                    now = time.monotonic()
+                    if now >= self._polled_at + self.poll_seconds:
+                        self._polled_at = now
+                        self._dirty.update(await self.store.sessions_behind())
+                        await self._nudge_stale_lanes()
+                    if now >= self._swept_at + SWEEP_SECONDS:
+                        self._swept_at = now
+                        await self._sweep_runs()
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
                     log.warning("the router lost the database (%s); trying again", err)
                     if listen is not None:
@@ -125,10 +129,6 @@ class Router:
                     listen = None
                     await asyncio.sleep(RECONNECT_SECONDS)
         finally:
-            for timer in self._flush_timers.values():
-                timer.cancel()
-            with contextlib.suppress(Exception):  # best effort: otherwise the leases simply run out
-                await asyncio.shield(self.store.release_routing_leases(self.id))
             if listen is not None:
                 with contextlib.suppress(Exception):
                     await listen.close()
@@ -139,7 +139,6 @@ class Router:
         try:
             await listen.add_listener("orchestrator_events", self._on_notify)
             await listen.add_listener("orchestrator_listeners", self._on_notify)
-            await listen.add_listener("orchestrator_lanes", self._on_notify)
             self._dirty.update(await self.store.sessions_behind())
         except BaseException:
             # Not yet the caller's to close: a router stopped (or failing) here would leak it. `terminate`
@@ -149,7 +148,7 @@ class Router:
         return listen
 
     def _on_notify(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
-        if channel in ("orchestrator_events", "orchestrator_lanes"):
+        if channel == "orchestrator_events":
             self._dirty.add(str(payload))
         self._wake.set()
 
@@ -162,8 +161,6 @@ class Router:
 
             async def one(session_id: str) -> None:
                 async with gate:
-                    # Rounds of one session at most this often: under a burst, what waits for a lane is
-                    # packed into one signal instead of a signal per commit.
                     wait = self._last_round.get(session_id, 0.0) + self.round_interval - time.monotonic()
                     if wait > 0:
                         await asyncio.sleep(wait)
@@ -195,196 +192,101 @@ class Router:
         return versions
 
     async def route_session(self, session_id: str) -> int:
-        """One round for one session; answers how many events it read (0 if another worker holds it).
-
-        Lanes signalled less than their pace ago keep this round's events back (`orchestrator.core.pacing`);
-        the saved position stays before the first event held, so holding back is never a way to lose one.
-        """
-        try:
-            async with self.store.routing_round(session_id, self.id, self.lease_seconds) as held:
-                if held is None:
-                    # Another worker holds the row now, or another router's lease: look again once a lease
-                    # would have run out, in case that router has died.
-                    self._flush_later(session_id, self.lease_seconds)
-                    return 0
-                kept = await self._round(session_id, held)
-        except Exception:
-            # Whatever this round held or read is forgotten: the next one starts from the saved position.
-            self._paced.pop(session_id, None)
-            raise
-        # Only once the round's transaction has committed: its generation is the session's now.
-        if kept is None:
-            return 0
-        read, paced = kept
-        self._hold(session_id, paced)
-        self.routed += read
-        return read
-
-    async def _round(self, session_id: str, held: RoutingRound) -> tuple[int, _SessionPacing] | None:
-        """Read, route, signal the lanes that are due and save the position; answer what to keep, or None."""
-        conn, position, generation = held
-        paced = self._paced.get(session_id)
-        if paced is None or paced.generation != generation:
-            # First round here, or another worker routed the session meanwhile: what this router holds
-            # is forgotten (the other one delivered it, or its position is still before it).
-            paced = _SessionPacing(generation=generation, read_to=position)
-        events, traces = await self.store.traced_events_after(conn, session_id, paced.read_to, ROUND_EVENTS)
-        if not events and not paced.pacing.held:
-            return None
-        listeners = await self._listeners() if events else {}
-        deliveries = route([(e.envelope(), e.created_at) for e in events], listeners)
-        spans = _route_spans(session_id, events, traces, deliveries)
-        for delivery in deliveries:
-            delivery.traces = {
-                e["id"]: tp for e in delivery.events if (tp := traceparent_of(spans.get(e["id"], _UNTRACED)))
-            }
-        try:
-            await self._note_lanes(session_id, deliveries)
-            fired = await self.store.fired_through(conn, session_id) if unfired(paced.pacing) else None
-            due, pacing = pace(paced.pacing, deliveries, time.monotonic(), fired)
-            await asyncio.gather(*(self._deliver(session_id, d.delivery, d.held_seconds) for d in due))
-            read_to = events[-1].id if events else paced.read_to
-            first_held = first_held_id(pacing)
-            saved = read_to if first_held is None else first_held - 1
-            if due or saved != position:
-                generation = await self.store.save_position(conn, session_id, saved)
-        except Exception as err:
-            for span in spans.values():
-                span.set_status(trace.StatusCode.ERROR, f"routing failed: {err}")
-            raise
-        finally:
-            for span in spans.values():
-                span.end()
-        return len(events), _SessionPacing(generation=generation, read_to=read_to, pacing=pacing)
-
-    def _hold(self, session_id: str, paced: _SessionPacing) -> None:
-        """Keep what a round held back for the session, and route it again when the first lane falls due."""
-        now = time.monotonic()
-        due = next_due(paced.pacing, now)
-        if due is None:
-            self._cancel_flush(session_id)
-        else:
-            self._flush_later(session_id, due - now)
-        if due is None and not paced.pacing.next_at:
-            self._paced.pop(session_id, None)  # nothing held, no lane paced: nothing worth remembering
-        else:
-            self._paced[session_id] = paced
-
-    def _flush_later(self, session_id: str, delay: float) -> None:
-        """Route the session again in `delay` seconds (a timer already set for it is replaced)."""
-        self._cancel_flush(session_id)
-        self._flush_timers[session_id] = asyncio.get_running_loop().call_later(max(delay, 0.0), self._flush, session_id)
-
-    def _cancel_flush(self, session_id: str) -> None:
-        timer = self._flush_timers.pop(session_id, None)
-        if timer is not None:
-            timer.cancel()
-
-    def _flush(self, session_id: str) -> None:
-        self._flush_timers.pop(session_id, None)
-        self._dirty.add(session_id)
-        self._wake.set()
-
-    async def _note_lanes(self, session_id: str, deliveries: Sequence[LaneDelivery]) -> None:
-        new = []
-        for d in deliveries:
-            workflow_id = lane_workflow_id(session_id, d.listener, d.lane)
-            if workflow_id not in self._known_lanes:
-                new.append((session_id, d.listener, d.lane, workflow_id))
-        if new:
-            await self.store.note_lanes(new)
-            self._known_lanes.update(row[3] for row in new)
-
-    async def _deliver(self, session_id: str, delivery: LaneDelivery, held_seconds: float) -> None:
-        address = LaneAddress(session_id=session_id, listener=delivery.listener, lane=delivery.lane)
-        workflow_id = lane_workflow_id(session_id, delivery.listener, delivery.lane)
-        for events in signal_chunks(delivery.events):
-            traces = {e["id"]: delivery.traces[e["id"]] for e in events if e["id"] in delivery.traces}
-            # The signal goes out under the routing span of its first traced event, so the event's trace shows
-            # the delivery (the lane itself starts untraced: see orchestrator.telemetry.LANE_WORKFLOW).
-            parent, _ = parent_and_links(traces.values())
-            token = otel_context.attach(parent) if parent is not None else None
+        """One round for one session; answers how many events it read (0 if another worker holds it)."""
+        async with self.store.routing_round(session_id) as held:
+            if held is None:
+                return 0
+            conn, position = held
+            events, traces = await self.store.traced_events_after(conn, session_id, position, ROUND_EVENTS)
+            if not events:
+                return 0
+            deliveries = route([(e.envelope(), e.created_at) for e in events], await self._listeners())
+            spans = _route_spans(session_id, events, traces, deliveries)
             try:
-                await self.temporal.start_workflow(
-                    "OrchestratorLane",
-                    LaneState(
-                        address=address,
-                        history_limit=self.settings.lane_history_limit,
-                        handover_bytes=self.settings.lane_handover_bytes,
-                        idle_exit_seconds=self.settings.lane_idle_exit_seconds,
-                    ),
-                    id=workflow_id,
-                    task_queue=self.settings.task_queue,
-                    id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-                    start_signal=DELIVER_SIGNAL,
-                    start_signal_args=[
-                        Delivery(
-                            version=delivery.version,
-                            declaration=delivery.body,
-                            events=events,
-                            traces=traces,
-                            held_seconds=held_seconds,
-                        )
-                    ],
-                )
+                created = {e.id: e.created_at for e in events}
+                queued = [_queued(session_id, d, created) for d in deliveries]
+                nudges = await self.store.queue(conn, session_id, queued)
+                await self.store.save_position(conn, session_id, events[-1].id)
+            except Exception as err:
+                for span in spans:
+                    span.set_status(trace.StatusCode.ERROR, f"routing failed: {err}")
+                raise
             finally:
-                if token is not None:
-                    otel_context.detach(token)
-            self.signals += 1
-            METRICS.events_routed.add(len(events), {"listener": delivery.listener})
-            METRICS.lane_pending.add(len(events), {"listener": delivery.listener, "lane": delivery.lane})
+                for span in spans:
+                    span.end()
+        # After the commit, so that a lane's fire finds what it is nudged for. A nudge lost here (the router
+        # dies) is found by the stale-lane poll, once the lane's window and a grace have passed.
+        await asyncio.gather(*(self.nudger.nudge_quietly(n) for n in nudges))
+        for delivery in deliveries:
+            labels = {"listener": delivery.listener}
+            METRICS.events_routed.add(len(delivery.events), labels)
+            METRICS.lane_pending.add(len(delivery.events), {**labels, "lane": delivery.lane})
+        self.routed += len(events)
+        return len(events)
+
+    async def _nudge_stale_lanes(self) -> None:
+        for nudge in await self.store.stale_lanes():
+            log.info("nudging lane %s again: its events waited past their window", nudge.workflow_id)
+            await self.nudger.nudge_quietly(nudge)
+
+    async def _sweep_runs(self) -> None:
+        """Record the end of runs that closed without reporting it (terminated from outside, timed out)."""
+        if self.run_status is None or self.run_ended is None:
+            return
+        for row in await self.store.unchecked_runs(RUN_CHECK_SECONDS):
+            try:
+                status = await self.run_status(row["id"])
+                if status is not None:
+                    log.warning("run %s ended %s without reporting it", row["id"], status)
+                    await self.run_ended(row, status)
+            except Exception:
+                log.warning("could not look at run %s", row["id"], exc_info=True)
 
 
-@dataclass(frozen=True)
-class _SessionPacing:
-    """What the router holds for one session between rounds: the routing generation its last round left, how
-    far it has read (beyond the saved position when it holds events back), and the lanes' pacing."""
-
-    generation: int
-    read_to: int
-    pacing: Pacing = field(default_factory=Pacing)
-
-
-_UNTRACED = trace.INVALID_SPAN
-
-
-def signal_chunks(events: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """`events` in order, cut into signals of at most EVENTS_PER_SIGNAL events and SIGNAL_BYTES (one at least)."""
-    chunks: list[list[dict[str, Any]]] = []
-    size = 0
-    for envelope in events:
-        weight = envelope_bytes(envelope)
-        if not chunks or len(chunks[-1]) >= EVENTS_PER_SIGNAL or size + weight > SIGNAL_BYTES:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(envelope)
-        size += weight
-    return chunks
+def _queued(session_id: str, delivery: LaneDelivery, created: dict[int, datetime]) -> QueuedLane:
+    ids = [int(e["id"]) for e in delivery.events]
+    others = [int(e["id"]) for e in delivery.events if own_silence(e) is None]
+    decl = delivery.declaration
+    return QueuedLane(
+        listener=delivery.listener,
+        lane=delivery.lane,
+        workflow_id=lane_workflow_id(session_id, delivery.listener, delivery.lane),
+        event_ids=ids,
+        declared=Declared(
+            window_seconds=decl.batch.window_seconds,
+            idle_after_seconds=decl.idle.after_seconds if decl.idle else None,
+        ),
+        last_event_id=others[-1] if others else None,
+        last_event_at=created[others[-1]] if others else None,
+        first_event_at=created[ids[0]],
+    )
 
 
 def _route_spans(
     session_id: str, events: Sequence[Event], traces: dict[int, str], deliveries: Sequence[LaneDelivery]
-) -> dict[int, trace.Span]:
+) -> list[trace.Span]:
     """A `route` span for each traced event, a child of its write's span, open until the round ends."""
     if not traces:
-        return {}
+        return []
     lanes: dict[int, int] = {}
     for delivery in deliveries:
         for envelope in delivery.events:
             lanes[envelope["id"]] = lanes.get(envelope["id"], 0) + 1
-    spans: dict[int, trace.Span] = {}
+    spans = []
     for event in events:
         parent, _ = parent_and_links([traces.get(event.id)])
         if parent is None:
             continue
-        spans[event.id] = TRACER.start_span(
-            "route",
-            context=parent,
-            attributes={
-                "orchestrator.session": session_id,
-                "orchestrator.event_id": event.id,
-                "orchestrator.event_type": event.type,
-                "orchestrator.lanes": lanes.get(event.id, 0),
-            },
+        spans.append(
+            TRACER.start_span(
+                "route",
+                context=parent,
+                attributes={
+                    "orchestrator.session": session_id,
+                    "orchestrator.event_id": event.id,
+                    "orchestrator.event_type": event.type,
+                    "orchestrator.lanes": lanes.get(event.id, 0),
+                },
+            )
         )
     return spans

@@ -89,6 +89,11 @@ class Metrics:
         self.retries_waiting = meter.create_up_down_counter(
             "orchestrator.retries.waiting", unit="{run}", description="Failed runs waiting out their backoff."
         )
+        self.fire_failures = meter.create_counter(
+            "orchestrator.fire.failures",
+            unit="{attempt}",
+            description="Fire attempts that failed and will be retried (the database or Temporal out of reach).",
+        )
 
     def run_started(self, listener: str, first_commit: datetime | None, now: datetime) -> None:
         self.runs_started.add(1, {"listener": listener})

@@ -24,6 +24,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from orchestrator.app_loader import UserApp
 from orchestrator.config import Settings, reveal
 from orchestrator.telemetry import tracing_interceptor
+from workflows.run_end import RunEndInterceptor
 
 # Modules the workflow sandbox shares with the worker instead of importing afresh for every workflow run:
 # the platform's own (deterministic where workflows use them) and libraries with C extensions, which must
@@ -109,8 +110,9 @@ def build_worker(
         activities=activities,
         activity_executor=executor,
         workflow_runner=sandbox_runner(),
-        # A client's tracing interceptor applies to its workers too; one without gets it here.
-        interceptors=[] if _traced(temporal_client) else [tracing_interceptor()],
+        # A client's tracing interceptor applies to its workers too; one without gets it here. Runs the
+        # platform started report their own end (workflows.run_end).
+        interceptors=[*([] if _traced(temporal_client) else [tracing_interceptor()]), RunEndInterceptor()],
         graceful_shutdown_timeout=timedelta(seconds=settings.worker_graceful_shutdown_seconds),
     )
 

@@ -1,7 +1,9 @@
-"""The values that cross between the router, the lane workflows, the run workflows and the activities.
+"""The values that cross between the router, the lane workflows, the runs and the activities.
 
-All pydantic, carried by Temporal's pydantic data converter; `LaneState` is the whole of a lane's state,
-so continue-as-new hands it over in one piece.
+All pydantic, carried by Temporal's pydantic data converter. A lane's events never cross: they stay in
+PostgreSQL, and what crosses is the lane's clock (`LaneStart`, the whole of a lane's state, so
+continue-as-new hands it over in one piece), the store's news of the lane (`LaneNews`, in a nudge or a
+fire's report) and, once a batch fires, the run's input.
 """
 
 from __future__ import annotations
@@ -10,16 +12,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from orchestrator.core.batch_windows import LaneBuffer
-from orchestrator.core.outcomes import Outcome, OutcomeLog
+from orchestrator.core.lane_clock import LaneClock, LaneNews
+from orchestrator.core.outcomes import Outcome
 
-# Signal names: the router and the activities address lanes by these.
-DELIVER_SIGNAL = "deliver"
-RUN_FINISHED_SIGNAL = "run_finished"
-KEY_SLOT_SIGNAL = "key_slot_granted"
-# Where a pending envelope keeps its event's traceparent; the fire activity takes it off before anything
-# the listener declared (filters, templates, the run's `batch`) sees the envelope.
-TRACE_KEY = "_traceparent"
+# The one signal a lane takes: the store has news for it (events wait, a slot was freed, a repeat is due).
+NUDGE_SIGNAL = "nudge"
+# The memo key under which a run carries its `RunTag`: what the record of its end needs.
+RUN_MEMO = "orchestrator"
+# How many outcomes a lane keeps for its `outcomes` query (the store keeps them all).
+LANE_OUTCOMES = 20
 
 
 class LaneAddress(BaseModel):
@@ -28,86 +29,59 @@ class LaneAddress(BaseModel):
     lane: str
 
 
-class Delivery(BaseModel):
-    """What the router sends a lane: the listener as it stands now, and the lane's new events."""
+class LaneTrouble(BaseModel):
+    """A lane whose fire keeps failing (the database or Temporal away): since when, and the last error."""
 
-    version: int
-    declaration: dict[str, Any]
-    events: list[dict[str, Any]]
-    # The W3C traceparent of each event's routing span, by event id (events written untraced have none).
-    traces: dict[int, str] = Field(default_factory=dict)
-    # How long the router held the oldest of these events back (`orchestrator.core.pacing`): a window they
-    # open is opened as of then.
-    held_seconds: float = Field(default=0.0, ge=0.0)
-
-    def traced_events(self) -> list[dict[str, Any]]:
-        """The events, each carrying its traceparent under `TRACE_KEY` while it waits in the lane."""
-        if not self.traces:
-            return self.events
-        return [{**e, TRACE_KEY: self.traces[e["id"]]} if e["id"] in self.traces else e for e in self.events]
+    since: float
+    failures: int
+    error: str
+    retry_at: float
 
 
-class InFlight(BaseModel):
-    """A run that holds one of the lane's slots until its `run_finished` signal arrives."""
+class LaneStart(BaseModel):
+    """A lane workflow's input and whole state: its address, its settings and its clock."""
 
-    run_key: str
-    first_id: int
-    last_id: int
-    count: int
-    started_at: float
-
-
-class HeldBatch(BaseModel):
-    """A cut batch of a keyed lane waiting for one of the listener's key slots."""
-
-    entries: list[dict[str, Any]]
-    event_ids: list[int]
-
-
-class LaneState(BaseModel):
     address: LaneAddress
-    # Continue as new after this many history events; complete after this long with nothing to do.
+    # Continue as new after this many history events; end after this long with nothing to do.
     history_limit: int = 2_500
-    handover_bytes: int = 1_536 * 1024
     idle_exit_seconds: float = 300.0
-    version: int = 0
-    declaration: dict[str, Any] = Field(default_factory=dict)
-    buffer: LaneBuffer = Field(default_factory=LaneBuffer)
-    in_flight: list[InFlight] = Field(default_factory=list)
-    # Runs whose `run_finished` arrived before the result of the activity that started them.
-    finished_early: list[str] = Field(default_factory=list)
-    # Runs of this lane that finished lately: a `run_finished` told again (a run's task replayed after its
-    # local activity had told the lane) changes nothing.
-    finished_lately: list[str] = Field(default_factory=list)
-    # When the lane last looked for runs that ended without a `run_finished` signal.
-    runs_checked_at: float | None = None
-    held: HeldBatch | None = None
-    # A held batch asks for a key slot again when one was handed to this lane, or at `key_slot_retry_at`.
-    key_slot_offered: bool = False
-    key_slot_retry_at: float | None = None
-    outcomes: OutcomeLog = Field(default_factory=OutcomeLog)
-    batches: int = 0
-    last_event_at: float | None = None
-    # The router event id after which this lane's silence was already announced with `lane.idle`.
-    idle_announced_after: int | None = None
-    last_batch: list[int] = Field(default_factory=list)
-    # The deployment's cap on max_parallel (limit listener_parallel_runs), learnt from the last fire.
-    parallel_cap: int | None = None
+    clock: LaneClock = Field(default_factory=LaneClock)
+    outcomes: list[Outcome] = Field(default_factory=list)
+    trouble: LaneTrouble | None = None
+
+
+class FireRequest(BaseModel):
+    """A lane asks the store to take its next step (a batch, a due repeat)."""
+
+    address: LaneAddress
+    lane_workflow_id: str
+    task_queue: str
+    # The lane's clock says a failed run's repeat is due: the fire starts the one due first.
+    repeat_due: bool = False
+
+
+class FireReport(BaseModel):
+    """What a fire did (the outcomes it recorded) and what the store now says of the lane."""
+
+    news: LaneNews
+    outcomes: list[Outcome] = Field(default_factory=list)
 
 
 class LaneView(BaseModel):
-    """The answer of the lane's `state` query."""
+    """The answer of a lane's `state` query: its clock as the lane sees it."""
 
     address: LaneAddress
-    version: int
-    pending: int
-    pending_ids: list[int]
-    in_flight: list[InFlight]
-    waiting_for_key_slot: bool
-    high_water: int
-    batches: int
-    last_batch_first_id: int | None
-    last_batch_last_id: int | None
+    clock: LaneClock
+    trouble: LaneTrouble | None = None
+
+
+class IdleNotice(BaseModel):
+    """A lane's silence, to be written as a `lane.idle` event."""
+
+    address: LaneAddress
+    lane_workflow_id: str
+    last_event_id: int
+    after_seconds: float
 
 
 class BatchInfo(BaseModel):
@@ -136,86 +110,21 @@ class RunInput(BaseModel):
     depth: int = 0
 
 
-class IdleNotice(BaseModel):
-    """A lane's silence, to be written as a `lane.idle` event."""
+class RunTag(BaseModel):
+    """Who a run is (its memo): the record of its end finds its slot and its execution by these."""
 
-    address: LaneAddress
-    lane_workflow_id: str
-    last_event_id: int
-    after_seconds: float
-
-
-class FireRequest(BaseModel):
-    """A cut batch the lane asks to fire."""
-
-    address: LaneAddress
-    lane_workflow_id: str
-    version: int
-    entries: list[dict[str, Any]]
-    event_ids: list[int]
-    task_queue: str
-
-
-class FireResult(BaseModel):
-    """What became of a batch: an outcome (already recorded), a run holding a slot, or a wait for a key slot."""
-
-    outcome: Outcome | None = None
-    run_key: str | None = None
-    waiting_for_key_slot: bool = False
-    max_parallel: int = 1
-
-
-class RunPlan(BaseModel):
-    """What the fire activity hands the run workflow it starts for a workflow action."""
-
-    address: LaneAddress
-    lane_workflow_id: str | None
-    run_key: str
-    workflow: str
-    input: RunInput
-    retry_attempts: int = 0
-    retry_delay_seconds: float = 0
-    receipt_alias: str | None = None
-    version: int = 0
-    task_queue: str
-    # Off on servers without the custom search attributes registered (the time-skipping test server).
-    search_attributes: bool = True
-    # Keyed listeners: the run gives its lane's key slot back when it ends (max_parallel for the hand-over).
-    key_slot_max_parallel: int | None = None
-    # The action's input template and the session part of its context: a repeat is a batch of its own with
-    # `batch.retry` = n+1, so its input is rendered again rather than copied from the first attempt.
-    input_template: Any = None
-    session: dict[str, Any] = Field(default_factory=dict)
-
-
-class RunFinished(BaseModel):
-    run_key: str
-    status: str
-    outcomes: list[Outcome] = Field(default_factory=list)
-
-
-class ExecutionRecord(BaseModel):
     execution_id: str
     session_id: str
     workflow: str
-    listener: str | None
-    lane: str | None
-    status: str
-    batch: dict[str, Any] | None = None
-    error: str | None = None
+    run_key: str | None = None
+    listener: str | None = None
+    lane: str | None = None
     depth: int = 0
 
 
-class RepeatCheck(BaseModel):
-    """A failed run's batch about to be delivered again: the run's plan, the repeat's number, the failure."""
+class RunEnd(BaseModel):
+    """A run's end, as the run itself reports it (or the sweep that found it closed)."""
 
-    plan: RunPlan
-    retry: int
-    failed: ExecutionRecord
-
-
-class RepeatVerdict(BaseModel):
-    """Whether the repeat runs; when a guard stops it, the repeat's outcome (None: consumed with none)."""
-
-    go: bool
-    outcome: Outcome | None = None
+    tag: RunTag
+    status: str
+    error: str | None = None

@@ -45,4 +45,4 @@ def check_payload(field: str, value: Any, max_bytes: int) -> None:
         except (TypeError, ValueError) as err:
             raise CommandError("invalid_request", f"{field}: not a JSON value ({err})") from None
     if size > max_bytes:
-        raise CommandError("limit_exceeded", f"{field}: {size} bytes is over the limit of {max_bytes}")
+        raise CommandError("limit_exceeded", f"{field}: {size} bytes is over the payload limit of {max_bytes}")

@@ -1,15 +1,12 @@
 """Commands on what listeners and runs did: `list_session_listeners`, `list_executions`, `start_execution`.
 
-The numbers come from PostgreSQL (outcomes with their counts, executions); a lane's live pending and
-in-flight counts come from the lane workflow's `state` query, read only for the lanes the router has
-delivered to in this session.
+Everything comes from PostgreSQL: outcomes with their counts, executions, and each lane's queue (what
+waits past `fired_through`) and the runs holding its slots.
 """
 
 from __future__ import annotations
 
-import asyncio
 import secrets
-from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import StringConstraints
@@ -22,8 +19,6 @@ if TYPE_CHECKING:
     from orchestrator.platform import Platform
 
 WorkflowName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-# A lane that does not answer its query in this time is shown without live counts.
-LANE_QUERY_SECONDS = 3.0
 
 
 class SessionListeners(Request):
@@ -45,22 +40,22 @@ class StartExecution(Request):
     input: Any = None
 
 
-async def _lane_state(platform: Platform, workflow_id: str) -> dict[str, Any]:
-    if platform.temporal is None:
-        return {}
-    try:
-        handle = platform.temporal.get_workflow_handle(workflow_id)
-        state = await handle.query("state", rpc_timeout=timedelta(seconds=LANE_QUERY_SECONDS))
-    except Exception:  # a lane that finished long ago, or a server that cannot answer now
-        return {}
-    view: dict[str, Any] = state if isinstance(state, dict) else state.model_dump(mode="json")
+def _lane(row: dict[str, Any]) -> dict[str, Any]:
+    """A lane as the store holds it: what waits (pending), the runs holding its slots, its batches."""
+    runs = list(row["runs"])
+    last = row["last_batch"] or {}
     return {
-        "pending": view["pending"],
-        "in_flight": len(view["in_flight"]),
-        "runs_in_flight": view["in_flight"],
-        "batches": view["batches"],
-        "last_batch_first_id": view["last_batch_first_id"],
-        "last_batch_last_id": view["last_batch_last_id"],
+        "lane": row["lane"],
+        "workflow_id": row["workflow_id"],
+        "pending": int(row["pending"]),
+        "in_flight": sum(1 for run in runs if run["state"] == "running"),
+        "runs_in_flight": runs,
+        "waiting_for_slot": row["waiting_slot"],
+        "routed_through": row["routed_through"],
+        "fired_through": row["fired_through"],
+        "batches": int(row["batches"]),
+        "last_batch_first_id": last.get("first_id"),
+        "last_batch_last_id": last.get("last_id"),
     }
 
 
@@ -72,7 +67,6 @@ async def list_session_listeners(platform: Platform, req: SessionListeners) -> d
     disabled = await store.disabled_listeners(req.session_id)
     counts = await store.outcome_counts(req.session_id)
     lanes = await store.lanes_of(req.session_id)
-    states = await asyncio.gather(*(_lane_state(platform, lane["workflow_id"]) for lane in lanes))
     answer = []
     for listener in listeners:
         name = listener["name"]
@@ -82,11 +76,7 @@ async def list_session_listeners(platform: Platform, req: SessionListeners) -> d
                 "version": listener["version"],
                 "enabled": name not in disabled,
                 "effective_at": listener["effective_at"],
-                "lanes": [
-                    {"lane": lane["lane"], "workflow_id": lane["workflow_id"], "pending": 0, "in_flight": 0, **state}
-                    for lane, state in zip(lanes, states, strict=True)
-                    if lane["listener"] == name
-                ],
+                "lanes": [_lane(lane) for lane in lanes if lane["listener"] == name],
                 "recent_outcomes": await store.recent_outcomes(req.session_id, name),
                 "counts": counts.get(name, {}),
             }
@@ -102,7 +92,8 @@ async def list_executions(platform: Platform, req: ListExecutions) -> dict[str, 
 @command("start_execution", StartExecution)
 async def start_execution(platform: Platform, req: StartExecution) -> dict[str, Any]:
     """Start a registered workflow in a session; its start and end are events like a listener's runs."""
-    from workflows.messages import BatchInfo, LaneAddress, RunInput, RunPlan
+    from orchestrator.executions import start_run
+    from workflows.messages import BatchInfo, RunInput, RunTag
 
     session = await platform.store.get_session(req.session_id)
     if session["status"] != "open":
@@ -112,20 +103,14 @@ async def start_execution(platform: Platform, req: StartExecution) -> dict[str, 
     limits = platform.settings.limits
     if await platform.store.running_executions(req.session_id) >= limits.executions_per_session:
         raise CommandError("limit_exceeded", f"executions_per_session: {limits.executions_per_session} running")
-    run_key = f"run:{req.session_id}:{secrets.token_hex(6)}"
-    plan = RunPlan(
-        address=LaneAddress(session_id=req.session_id, listener="", lane=""),
-        lane_workflow_id=None,
-        run_key=run_key,
-        workflow=req.workflow,
-        input=RunInput(
-            session_id=req.session_id,
-            listener="",
-            batch=BatchInfo(first_id=0, last_id=0, count=0, retry=0, lane="", event_ids=[], messages=[], events=[]),
-            input=req.input,
-        ),
-        task_queue=platform.settings.task_queue,
-        search_attributes=platform.settings.search_attributes,
+    execution_id = f"exe:{req.session_id}:{secrets.token_hex(6)}.0"
+    run_input = RunInput(
+        session_id=req.session_id,
+        listener="",
+        batch=BatchInfo(first_id=0, last_id=0, count=0, retry=0, lane="", event_ids=[], messages=[], events=[]),
+        input=req.input,
+        execution_id=execution_id,
     )
-    await platform.temporal.start_workflow("OrchestratorRun", plan, id=run_key, task_queue=platform.settings.task_queue)
-    return {"execution": {"id": run_key.replace("run:", "exe:", 1) + ".0", "workflow": req.workflow}}
+    tag = RunTag(execution_id=execution_id, session_id=req.session_id, workflow=req.workflow)
+    await start_run(platform.temporal, platform.store, platform.settings, tag, run_input)
+    return {"execution": {"id": execution_id, "workflow": req.workflow}}

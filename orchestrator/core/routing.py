@@ -2,8 +2,9 @@
 
 Owns the matching of committed events against every listener version: the version in effect at the
 event's commit (saved listeners take effect after the activation delay; events committed before are not
-theirs), its filter, never a listener named in the event's `source.listener`, and the lane key. Reading
-the stream, positions and signalling are the router's (`orchestrator/router.py`).
+theirs), its filter, never a listener named in the event's `source.listener`, and the lane key. A lane's
+own `lane.idle` event (its silence, which the lane wrote itself) goes back to that lane whatever the filter
+says. Reading the stream, queueing and nudging are the router's (`orchestrator/router.py`).
 """
 
 from __future__ import annotations
@@ -34,10 +35,17 @@ class LaneDelivery:
     listener: str
     lane: str
     version: int
-    body: dict[str, Any]
+    declaration: ListenerDeclaration
     events: list[dict[str, Any]] = field(default_factory=list)
-    # The W3C traceparent of each traced event's routing span, by event id (the router fills it in).
-    traces: dict[int, str] = field(default_factory=dict)
+
+
+def own_silence(envelope: dict[str, Any]) -> tuple[str, str] | None:
+    """The (listener, lane) whose own `lane.idle` event this is, or None for any other event."""
+    data = envelope.get("data")
+    if envelope.get("type") != "lane.idle" or not isinstance(data, dict):
+        return None
+    listener, lane = data.get("listener"), data.get("lane")
+    return (listener, lane) if isinstance(listener, str) and isinstance(lane, str) else None
 
 
 def in_effect(versions: Sequence[ListenerVersion], created_at: datetime) -> ListenerVersion | None:
@@ -55,15 +63,21 @@ def route(
     """Group (envelope, commit time) pairs, in id order, into one delivery per (listener, lane)."""
     deliveries: dict[tuple[str, str], LaneDelivery] = {}
     for envelope, created_at in events:
+        silence = own_silence(envelope)
         for name in sorted(listeners):
             version = in_effect(listeners[name], created_at)
-            if version is None or not listener_accepts(version.declaration, envelope):
+            if version is None:
                 continue
-            lane = lane_key(version.declaration.concurrency, envelope)
+            if silence is not None and silence[0] == name:
+                lane = silence[1]
+            elif listener_accepts(version.declaration, envelope):
+                lane = lane_key(version.declaration.concurrency, envelope)
+            else:
+                continue
             delivery = deliveries.get((name, lane))
             if delivery is None:
-                delivery = deliveries[(name, lane)] = LaneDelivery(name, lane, version.version, version.body)
+                delivery = deliveries[(name, lane)] = LaneDelivery(name, lane, version.version, version.declaration)
             elif version.version > delivery.version:
-                delivery.version, delivery.body = version.version, version.body
+                delivery.version, delivery.declaration = version.version, version.declaration
             delivery.events.append(envelope)
     return list(deliveries.values())

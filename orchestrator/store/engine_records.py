@@ -1,76 +1,52 @@
-"""The engine's records in PostgreSQL: routing positions, lanes, executions and outcomes.
+"""The engine's records in PostgreSQL: routing positions, executions, outcomes and key slots.
 
-Owns every SQL statement of the lane engine, beside the command surface's statements in `postgres.py`
-(whose `_locked_session`/`_append` keep event ids in commit order here too). Outcomes keep a per-status
-count next to the rows so `list_session_listeners` answers at once for a session with thousands of batches.
+Owns the lane engine's statements beside the lanes' queues (`lane_queues.py`) and the command surface's
+(`postgres.py`, whose `_locked_session`/`_append` keep event ids in commit order here too). Outcomes keep a
+per-status count next to the rows so `list_session_listeners` answers at once for a session with thousands
+of batches.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
 
 from orchestrator.core.events import Event
 from orchestrator.core.outcomes import Outcome
 from orchestrator.store.connection import Connection
+from orchestrator.store.lane_queues import LaneQueues
 from orchestrator.store.postgres import EVENT_COLUMNS, PostgresStore, event_from_row
 from orchestrator.store.schedule_records import ScheduleRecords
 
 
 class RoutingRound(NamedTuple):
-    """A session's routing row, held for one round: the connection holding it, the position, the generation."""
+    """A session's routing row, held for one round: the connection holding it, and the position."""
 
     conn: Connection
     position: int
-    generation: int
 
 
-class EngineRecords(ScheduleRecords, PostgresStore):
+class EngineRecords(LaneQueues, ScheduleRecords, PostgresStore):
     """The store with the engine's statements added."""
 
     # -- routing ---------------------------------------------------------------------------------------------
 
     @asynccontextmanager
-    async def routing_round(
-        self, session_id: str, router: str, lease_seconds: float
-    ) -> AsyncIterator[RoutingRound | None]:
-        """Hold the session's routing position for one round as `router`, renewing its lease on the session.
-
-        Yields None when another worker holds the row now, or another router's lease on it has not run out.
-        """
+    async def routing_round(self, session_id: str) -> AsyncIterator[RoutingRound | None]:
+        """Hold the session's routing position for one round (None: another worker holds it now)."""
         async with self.pool.acquire() as conn, conn.transaction():
-            row = await conn.fetchrow(
-                "WITH free AS (SELECT session_id FROM routing_cursors WHERE session_id = $1"
-                " AND (router IS NULL OR router = $2 OR router_until < clock_timestamp()) FOR UPDATE SKIP LOCKED)"
-                " UPDATE routing_cursors c"
-                " SET router = $2, router_until = clock_timestamp() + make_interval(secs => $3)"
-                " FROM free WHERE c.session_id = free.session_id RETURNING c.routed_event_id, c.generation",
+            position = await conn.fetchval(
+                "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1 FOR UPDATE SKIP LOCKED",
                 session_id,
-                router,
-                lease_seconds,
             )
-            yield (None if row is None else RoutingRound(conn, int(row["routed_event_id"]), int(row["generation"])))
-
-    async def release_routing_leases(self, router: str) -> None:
-        """Give up a stopping router's leases, so that other routers take its sessions over at once."""
-        await self.pool.execute("UPDATE routing_cursors SET router_until = NULL WHERE router = $1", router)
-
-    @staticmethod
-    async def events_after(conn: Connection, session_id: str, after: int, limit: int) -> list[Event]:
-        rows = await conn.fetch(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3",
-            session_id,
-            after,
-            limit,
-        )
-        return [event_from_row(r) for r in rows]
+            yield (None if position is None else RoutingRound(conn, int(position)))
 
     @staticmethod
     async def traced_events_after(
         conn: Connection, session_id: str, after: int, limit: int
     ) -> tuple[list[Event], dict[int, str]]:
-        """`events_after`, with the traceparent of each event that has one (by event id)."""
+        """The session's events after `after`, with the traceparent of each that has one (by event id)."""
         rows = await conn.fetch(
             f"SELECT {EVENT_COLUMNS}, traceparent FROM events WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3",
             session_id,
@@ -80,15 +56,9 @@ class EngineRecords(ScheduleRecords, PostgresStore):
         return [event_from_row(r) for r in rows], {r["id"]: r["traceparent"] for r in rows if r["traceparent"]}
 
     @staticmethod
-    async def save_position(conn: Connection, session_id: str, position: int) -> int:
-        """Save the position after a round that signalled or moved it; answer the round's generation."""
-        return int(
-            await conn.fetchval(
-                "UPDATE routing_cursors SET routed_event_id = $2, generation = generation + 1"
-                " WHERE session_id = $1 RETURNING generation",
-                session_id,
-                position,
-            )
+    async def save_position(conn: Connection, session_id: str, position: int) -> None:
+        await conn.execute(
+            "UPDATE routing_cursors SET routed_event_id = $2 WHERE session_id = $1", session_id, position
         )
 
     async def sessions_behind(self, limit: int = 1000) -> list[str]:
@@ -99,39 +69,6 @@ class EngineRecords(ScheduleRecords, PostgresStore):
             limit,
         )
         return [r["id"] for r in rows]
-
-    async def note_lanes(self, rows: Sequence[tuple[str, str, str, str]]) -> None:
-        """Remember lanes the router delivered to: (session, listener, lane, workflow id)."""
-        await self.pool.executemany(
-            "INSERT INTO lanes (session_id, listener, lane, workflow_id) VALUES ($1, $2, $3, $4)"
-            " ON CONFLICT (session_id, listener, lane) DO NOTHING",
-            rows,
-        )
-
-    async def lane_fired(self, session_id: str, listener: str, lane: str, through: int) -> None:
-        """Record that a lane has fired its events up to `through`, and wake the routers for its session."""
-        await self.pool.execute(
-            "WITH fired AS (UPDATE lanes SET fired_through = GREATEST(fired_through, $4)"
-            " WHERE session_id = $1 AND listener = $2 AND lane = $3)"
-            " SELECT pg_notify('orchestrator_lanes', $1)",
-            session_id,
-            listener,
-            lane,
-            through,
-        )
-
-    @staticmethod
-    async def fired_through(conn: Connection, session_id: str) -> dict[tuple[str, str], int]:
-        """How far each lane of a session has fired, by (listener, lane)."""
-        rows = await conn.fetch("SELECT listener, lane, fired_through FROM lanes WHERE session_id = $1", session_id)
-        return {(r["listener"], r["lane"]): int(r["fired_through"]) for r in rows}
-
-    async def lanes_of(self, session_id: str) -> list[dict[str, Any]]:
-        rows = await self.pool.fetch(
-            "SELECT listener, lane, workflow_id FROM lanes WHERE session_id = $1 ORDER BY listener, lane",
-            session_id,
-        )
-        return [dict(r) for r in rows]
 
     # -- outcomes --------------------------------------------------------------------------------------------
 
@@ -169,16 +106,6 @@ class EngineRecords(ScheduleRecords, PostgresStore):
             )
             return True
 
-    async def fires_in_last_minute(self, session_id: str, listener: str) -> int:
-        return int(
-            await self.pool.fetchval(
-                "SELECT count(*) FROM outcomes WHERE session_id = $1 AND listener = $2 AND status = 'success'"
-                " AND created_at > clock_timestamp() - interval '60 seconds'",
-                session_id,
-                listener,
-            )
-        )
-
     async def recent_outcomes(self, session_id: str, listener: str, limit: int = 20) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
             "SELECT status, reason, lane, first_id, last_id, event_ids, retry, execution_id, message, created_at"
@@ -214,14 +141,16 @@ class EngineRecords(ScheduleRecords, PostgresStore):
         async with self.transaction() as conn:
             await self._locked_session(conn, record["session_id"], require_open=False)
             inserted = await conn.fetchval(
-                "INSERT INTO executions (id, session_id, workflow, listener, lane, batch)"
-                " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING RETURNING id",
+                "INSERT INTO executions (id, session_id, workflow, listener, lane, batch, run_key, depth)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING RETURNING id",
                 record["execution_id"],
                 record["session_id"],
                 record["workflow"],
                 record["listener"],
                 record["lane"],
                 record["batch"],
+                record.get("run_key"),
+                record["depth"],
             )
             if inserted is None:
                 return None
@@ -280,65 +209,76 @@ class EngineRecords(ScheduleRecords, PostgresStore):
 
     # -- keyed slots -----------------------------------------------------------------------------------------
 
+    @staticmethod
     async def acquire_key_slot(
-        self, session_id: str, listener: str, lane: str, lane_workflow_id: str, max_parallel: int
+        conn: Connection, session_id: str, listener: str, lane: str, workflow_id: str, max_parallel: int
     ) -> bool:
-        """Take one of the listener's `max_parallel` key slots for `lane`, or queue the lane for one."""
-        async with self.transaction() as conn:
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext('keys:' || $1 || ':' || $2))", session_id, listener
-            )
-            holding = await conn.fetchval(
-                "SELECT holding FROM key_slots WHERE session_id = $1 AND listener = $2 AND lane = $3",
-                session_id,
-                listener,
-                lane,
-            )
-            if holding:
-                return True
-            held = await conn.fetchval(
-                "SELECT count(*) FROM key_slots WHERE session_id = $1 AND listener = $2 AND holding",
-                session_id,
-                listener,
-            )
-            granted = held < max_parallel
-            await conn.execute(
-                "INSERT INTO key_slots (session_id, listener, lane, lane_workflow_id, holding)"
-                " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_id, listener, lane) DO UPDATE"
-                " SET holding = EXCLUDED.holding",
-                session_id,
-                listener,
-                lane,
-                lane_workflow_id,
-                granted,
-            )
-            return bool(granted)
+        """Take one of the listener's `max_parallel` key slots for `lane`, or queue the lane for one (in
+        `conn`'s transaction, under the listener's key lock until it commits)."""
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('keys:' || $1 || ':' || $2))", session_id, listener)
+        holding = await conn.fetchval(
+            "SELECT holding FROM key_slots WHERE session_id = $1 AND listener = $2 AND lane = $3",
+            session_id,
+            listener,
+            lane,
+        )
+        if holding:
+            return True
+        held = await conn.fetchval(
+            "SELECT count(*) FROM key_slots WHERE session_id = $1 AND listener = $2 AND holding", session_id, listener
+        )
+        granted = held < max_parallel
+        # A lane asks again after a nudge: its place in the queue (`since`) is kept from its first ask.
+        await conn.execute(
+            "INSERT INTO key_slots (session_id, listener, lane, lane_workflow_id, holding)"
+            " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_id, listener, lane) DO UPDATE"
+            " SET holding = EXCLUDED.holding",
+            session_id,
+            listener,
+            lane,
+            workflow_id,
+            granted,
+        )
+        return bool(granted)
 
-    async def release_key_slot(self, session_id: str, listener: str, lane: str, max_parallel: int) -> str | None:
-        """Free `lane`'s slot, or its place in the queue for one; hand a free slot to the longest waiter, whose
-        lane workflow id is answered (none with `max_parallel` 0: the listener is gone)."""
-        async with self.transaction() as conn:
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext('keys:' || $1 || ':' || $2))", session_id, listener
-            )
-            await conn.execute(
-                "DELETE FROM key_slots WHERE session_id = $1 AND listener = $2 AND lane = $3",
-                session_id,
-                listener,
-                lane,
-            )
-            held = await conn.fetchval(
-                "SELECT count(*) FROM key_slots WHERE session_id = $1 AND listener = $2 AND holding",
-                session_id,
-                listener,
-            )
-            if held >= max_parallel:
-                return None
-            granted: str | None = await conn.fetchval(
-                "UPDATE key_slots SET holding = true, since = clock_timestamp() WHERE (session_id, listener, lane) ="
-                " (SELECT session_id, listener, lane FROM key_slots WHERE session_id = $1 AND listener = $2"
-                "  AND NOT holding ORDER BY since LIMIT 1) RETURNING lane_workflow_id",
-                session_id,
-                listener,
-            )
-            return granted
+    @staticmethod
+    async def release_key_slot(
+        conn: Connection, session_id: str, listener: str, lane: str, max_parallel: int
+    ) -> tuple[str, str] | None:
+        """Free `lane`'s key slot, or its place in the queue; hand a free slot to the lane that has waited
+        longest, whose (lane key, workflow id) is answered (none with `max_parallel` 0: the listener is gone)."""
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('keys:' || $1 || ':' || $2))", session_id, listener)
+        await conn.execute(
+            "DELETE FROM key_slots WHERE session_id = $1 AND listener = $2 AND lane = $3", session_id, listener, lane
+        )
+        held = await conn.fetchval(
+            "SELECT count(*) FROM key_slots WHERE session_id = $1 AND listener = $2 AND holding", session_id, listener
+        )
+        if held >= max_parallel:
+            return None
+        row = await conn.fetchrow(
+            "UPDATE key_slots SET holding = true WHERE (session_id, listener, lane) ="
+            " (SELECT session_id, listener, lane FROM key_slots WHERE session_id = $1 AND listener = $2"
+            "  AND NOT holding ORDER BY since, lane LIMIT 1) RETURNING lane, lane_workflow_id",
+            session_id,
+            listener,
+        )
+        return None if row is None else (str(row["lane"]), str(row["lane_workflow_id"]))
+
+    # -- the run sweep ---------------------------------------------------------------------------------------
+
+    async def unchecked_runs(self, older_than_seconds: float, limit: int = 50) -> list[dict[str, Any]]:
+        """Executions still running by the records and not looked at for a while: looked at now, by one sweep.
+
+        A run terminated from outside (or timed out) never reports its end; the sweep asks Temporal.
+        """
+        rows = await self.pool.fetch(
+            "WITH due AS (SELECT id FROM executions WHERE status = 'running'"
+            " AND checked_at < clock_timestamp() - make_interval(secs => $1)"
+            " ORDER BY checked_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+            " UPDATE executions x SET checked_at = clock_timestamp() FROM due WHERE x.id = due.id"
+            " RETURNING x.id, x.session_id, x.workflow, x.listener, x.lane, x.run_key, x.depth",
+            older_than_seconds,
+            limit,
+        )
+        return [dict(r) for r in rows]

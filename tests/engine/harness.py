@@ -22,6 +22,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from orchestrator.app_loader import UserApp
+from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.worker import build_worker
@@ -245,3 +246,27 @@ async def lane_outcomes(engine: Engine, session_id: str, listener: str) -> list[
         if item["name"] == listener:
             return list(item["recent_outcomes"])
     return []
+
+
+async def lane_state(engine: Engine, session_id: str, listener: str, lane: str = "_") -> dict[str, Any]:
+    """A lane as `list_session_listeners` shows it: `pending` (events waiting) and `in_flight` (the runs holding
+    its slots, a failed run waiting for its repeat included); empty before the router first queued for it."""
+    reply = await engine.command("list_session_listeners", session_id=session_id)
+    for item in reply["listeners"]:
+        for shown in item["lanes"] if item["name"] == listener else []:
+            if shown["lane"] == lane:
+                return {**shown, "in_flight": shown["runs_in_flight"]}
+    return {"pending": 0, "in_flight": []}
+
+
+async def run_result(engine: Engine, session_id: str, listener: str, first_id: int, lane: str = "_") -> str | None:
+    """How the run of the batch that starts at `first_id` ended, over all its repeats (the last attempt's
+    status), or None while it still holds its slot (running, or waiting for a repeat)."""
+    run_key = "run" + lane_workflow_id(session_id, listener, lane).removeprefix("lane") + f":{first_id}"
+    if any(r["run_key"] == run_key for r in (await lane_state(engine, session_id, listener, lane))["in_flight"]):
+        return None
+    executions = (await engine.command("list_executions", session_id=session_id, listener=listener))["executions"]
+    mine = [e for e in executions if e["id"].startswith(run_key.replace("run:", "exe:", 1) + ".")]
+    if not mine or any(e["status"] == "running" for e in mine):
+        return None
+    return str(max(mine, key=lambda e: e["batch"]["retry"])["status"])

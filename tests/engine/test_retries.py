@@ -16,14 +16,21 @@ from typing import Any
 
 import pytest
 from temporalio import activity, workflow
-from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.platform import Platform
-from tests.engine.harness import Engine, eventually, lane_outcomes, new_session, running_engine, write_many
+from tests.engine.harness import (
+    Engine,
+    eventually,
+    lane_outcomes,
+    lane_state,
+    new_session,
+    run_result,
+    running_engine,
+    write_many,
+)
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.sdk import RunInput
@@ -141,13 +148,6 @@ async def failed_once(engine: Engine, clock: Clock) -> tuple[str, list[int]]:
     return sid, ids
 
 
-async def run_over(engine: Engine, env: WorkflowEnvironment, sid: str, first_id: int) -> Any:
-    """The handle of the batch's run workflow, once it has ended (time skipped as it waits)."""
-    handle = engine.client.get_workflow_handle(run_id(sid, "flaky", first_id))
-    await advance(env, lambda: _over(handle), 10, "the run workflow to end")
-    return handle
-
-
 async def advance(env: WorkflowEnvironment, done: Callable[[], Awaitable[bool]], step: float, what: str) -> None:
     """Let workflow time pass in steps of `step` seconds until `done` (the dev server's clock is the wall's)."""
     deadline = time.monotonic() + 60
@@ -163,12 +163,24 @@ async def events_of(engine: Engine, sid: str, *types: str) -> list[dict[str, Any
 
 
 async def lane_view(engine: Engine, sid: str, listener: str) -> dict[str, Any]:
-    state = await engine.client.get_workflow_handle(lane_workflow_id(sid, listener, "_")).query("state")
-    return state if isinstance(state, dict) else state.model_dump(mode="json")
+    return await lane_state(engine, sid, listener)
 
 
 def run_id(sid: str, listener: str, first_id: int) -> str:
     return "run" + lane_workflow_id(sid, listener, "_").removeprefix("lane") + f":{first_id}"
+
+
+async def result_of(engine: Engine, env: WorkflowEnvironment, sid: str, listener: str, first_id: int) -> str:
+    """How the batch's run ended over all its attempts, once it has (time skipped as it waits)."""
+    ended: list[str] = []
+
+    async def over() -> bool:
+        result = await run_result(engine, sid, listener, first_id)
+        ended.extend([result] if result is not None else [])
+        return result is not None
+
+    await advance(env, over, 1, "the batch's run to end")
+    return ended[-1]
 
 
 async def test_a_failing_run_is_repeated_then_reported_with_listener_failed(
@@ -262,7 +274,7 @@ async def test_repeats_wait_30_then_60_seconds_and_hold_the_slot(
     late = await write_many(engine, sid, ["missions/late"])
 
     async def late_pending() -> bool:
-        return late[0] in (await lane_view(engine, sid, "flaky"))["pending_ids"]
+        return int((await lane_view(engine, sid, "flaky"))["pending"]) == 1
 
     await eventually(late_pending, what="the late event to wait in the lane")
     await temporal_env.sleep(20)
@@ -281,8 +293,7 @@ async def test_repeats_wait_30_then_60_seconds_and_hold_the_slot(
     assert last_failure is not None
     assert late_run.started >= last_failure, "the late batch ran only once the retries ended"
     assert (late_run.retry, late_run.event_ids) == (0, late)
-    handle = engine.client.get_workflow_handle(run_id(sid, "flaky", ids[0]))
-    assert await handle.result() == "failed"
+    assert await result_of(engine, temporal_env, sid, "flaky", ids[0]) == "failed"
 
 
 @pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="waits of up to 900 s need time skipping")
@@ -329,9 +340,7 @@ async def test_completed_runs_and_batches_that_started_no_run_are_not_retried(
     ok_ids = await write_many(engine, sid, ["ok/1"])
     none_ids = await write_many(engine, sid, ["none/1"])
 
-    handle = engine.client.get_workflow_handle(run_id(sid, "completes", ok_ids[0]))
-    await advance(temporal_env, lambda: _over(handle), 1, "the run workflow to end")
-    assert await handle.result() == "completed"
+    assert await result_of(engine, temporal_env, sid, "completes", ok_ids[0]) == "completed"
 
     async def norun_done() -> bool:
         return bool(await lane_outcomes(engine, sid, "norun"))
@@ -352,13 +361,6 @@ async def test_completed_runs_and_batches_that_started_no_run_are_not_retried(
         ("completes", "success"),
         ("norun", "invocation_error"),
     ], "an invocation_error has its receipt too"
-
-
-async def _over(handle: Any) -> bool:
-    try:
-        return bool((await handle.describe()).status == WorkflowExecutionStatus.COMPLETED)
-    except RPCError:  # not started yet
-        return False
 
 
 @pytest.mark.parametrize(
@@ -391,9 +393,7 @@ async def test_a_stopped_run_is_not_retried(
     await eventually(started, what="the run to stop")
     child = engine.client.get_workflow_handle(clock.of(ids[0])[0].execution_id)
     await (child.cancel() if stop == "cancel" else child.terminate("stopped by the test"))
-    handle = engine.client.get_workflow_handle(run_id(sid, "sleeper", ids[0]))
-    await advance(temporal_env, lambda: _over(handle), 1, "the run workflow to end")
-    assert await handle.result() == "stopped"
+    assert await result_of(engine, temporal_env, sid, "sleeper", ids[0]) == "stopped"
     await temporal_env.sleep(2)
 
     assert [t.retry for t in clock.of(ids[0])] == [0]
@@ -412,8 +412,7 @@ async def test_a_repeat_after_the_session_closed_is_skipped_and_frees_the_slot(
     engine, clock = clocked
     sid, ids = await failed_once(engine, clock)
     await engine.command("close_session", session_id=sid)
-    handle = await run_over(engine, temporal_env, sid, ids[0])
-    assert await handle.result() == "failed"
+    assert await result_of(engine, temporal_env, sid, "flaky", ids[0]) == "failed"
     assert [t.retry for t in clock.of(ids[0])] == [0], "the repeat never ran"
     outcomes = sorted(await lane_outcomes(engine, sid, "flaky"), key=lambda o: o["retry"])
     assert [(o["status"], o.get("reason"), o["retry"], o["event_ids"]) for o in outcomes] == [
@@ -435,8 +434,7 @@ async def test_a_repeat_after_the_listener_was_switched_off_is_consumed_and_the_
     engine, clock = clocked
     sid, ids = await failed_once(engine, clock)
     await engine.command("switch_listener", session_id=sid, name="flaky", enabled=False)
-    handle = await run_over(engine, temporal_env, sid, ids[0])
-    assert await handle.result() == "failed"
+    assert await result_of(engine, temporal_env, sid, "flaky", ids[0]) == "failed"
     assert [t.retry for t in clock.of(ids[0])] == [0], "the repeat never ran"
     assert [o["retry"] for o in await lane_outcomes(engine, sid, "flaky")] == [0], "consumed with no outcome"
     assert not await events_of(engine, sid, "listener.failed")

@@ -1,0 +1,85 @@
+"""A listener's write actions (`thread_item`, `object`): rendered, checked as the command would check them,
+written with the listener as their source.
+
+Owns the rule that both doors agree: a rendered item or value passes the same models and limits as a
+`post_thread_item` or `write_object` sent by hand, so what the store would refuse is refused here, named by
+its field, as an `invocation_error` (or `refused` over a limit), never retried. The write's idempotency key
+is the lane and the batch's ids, so a fire that runs again writes once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+from pydantic import TypeAdapter
+
+from orchestrator.commands.fields import ObjectValue, check_payload
+from orchestrator.commands.threads import ThreadItem, check_item
+from orchestrator.core.declaration import ListenerDeclaration, ThreadItemAction
+from orchestrator.core.errors import CommandError
+from orchestrator.core.globs import compile_alias_glob, validate_alias
+from orchestrator.core.templates import TemplateError, render
+from orchestrator.core.validation import field_errors_message
+from orchestrator.store.engine_records import EngineRecords
+
+_OBJECT_VALUE: TypeAdapter[dict[str, Any]] = TypeAdapter(ObjectValue)
+
+
+def may_write(owns: list[str] | None, alias: str) -> bool:
+    """Whether a listener that declares `owns` may write `alias` (no `owns`: anywhere)."""
+    return owns is None or any(compile_alias_glob(glob).match(alias) for glob in owns)
+
+
+async def write_action(
+    store: EngineRecords,
+    decl: ListenerDeclaration,
+    session_id: str,
+    context: dict[str, Any],
+    depth: int,
+    idempotency_key: str,
+    max_payload_bytes: int,
+) -> tuple[str, str | None]:
+    """Render and write the action; answer the outcome's status and message."""
+    action = decl.action
+    assert not isinstance(action, dict)
+    is_item = isinstance(action, ThreadItemAction)
+    field = "action.item" if is_item else "action.value"
+    try:
+        alias = render(action.alias, context)  # type: ignore[union-attr]
+        body = render(action.item if is_item else action.value, context)  # type: ignore[union-attr]
+    except TemplateError as err:
+        return "invocation_error", f"action: unknown template path {err}"
+    if not isinstance(alias, str):
+        return "invocation_error", "action.alias: must render to a string"
+    try:
+        validate_alias(alias)
+    except ValueError as err:
+        return "invocation_error", f"action.alias: {err}"
+    if not may_write(decl.owns, alias):
+        return "access_error", f"action.alias: {alias!r} is outside what the listener owns"
+    source = {"listener": decl.name}
+    try:
+        if is_item:
+            item = ThreadItem.model_validate(body)
+            check_item(item, max_payload_bytes, field)
+            await store.post_thread_item(
+                session_id,
+                alias,
+                item.model_dump(exclude_none=True),
+                source=source,
+                depth=depth,
+                idempotency_key=idempotency_key,
+            )
+        else:
+            value = _OBJECT_VALUE.validate_python(body)
+            check_payload(field, value, max_payload_bytes)
+            await store.write_object(
+                session_id, alias, value, source=source, depth=depth, idempotency_key=idempotency_key
+            )
+    except pydantic.ValidationError as err:
+        return "invocation_error", field_errors_message(err, field)
+    except CommandError as err:
+        refused = err.code in ("limit_exceeded", "session_not_open")
+        return ("refused" if refused else "invocation_error"), err.message
+    return "success", None

@@ -1,0 +1,86 @@
+"""Starting a run of an application's workflow in a session, the one way every door starts one.
+
+Owns the start of a run (a listener's batch, `start_execution`, a schedule's workflow target): the workflow
+is started by its execution id with the platform's memo (`RunTag`, so the run reports its own end, see
+`workflows/run_end.py`), then its start is recorded with its `execution.started` event. A start asked again
+(an activity retried after its start went through) finds the run under its id, running or ended, and starts
+nothing: the id is never reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from orchestrator.config import Settings
+from orchestrator.store.engine_records import EngineRecords
+from orchestrator.telemetry import METRICS
+from workflows.messages import RUN_MEMO, RunInput, RunTag
+
+SESSION_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorSession")
+LISTENER_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorListener")
+
+
+def search_attributes(session_id: str, listener: str | None) -> TypedSearchAttributes:
+    pairs = [SearchAttributePair(SESSION_ATTRIBUTE, session_id)]
+    if listener is not None:
+        pairs.append(SearchAttributePair(LISTENER_ATTRIBUTE, listener))
+    return TypedSearchAttributes(pairs)
+
+
+def run_key_of(lane_workflow_id: str, first_id: int) -> str:
+    """A batch's run, the same across its repeats: the lane's id with the batch's first event id."""
+    return "run" + lane_workflow_id.removeprefix("lane") + f":{first_id}"
+
+
+def execution_id_of(run_key: str, retry: int) -> str:
+    """The execution of a run's attempt `retry` (0 for the first)."""
+    return run_key.replace("run:", "exe:", 1) + f".{retry}"
+
+
+async def start_run(
+    temporal: Client, store: EngineRecords, settings: Settings, tag: RunTag, run_input: RunInput
+) -> None:
+    """Start `tag.workflow` as `tag.execution_id` and record its start (once, however often this is asked).
+
+    Raises whatever Temporal raises when the start cannot be asked (the caller's retry asks again).
+    """
+    # An earlier attempt started it, and it has ended since: started once.
+    with contextlib.suppress(WorkflowAlreadyStartedError):
+        await temporal.start_workflow(
+            tag.workflow,
+            run_input,
+            id=tag.execution_id,
+            task_queue=settings.task_queue,
+            memo={RUN_MEMO: tag},
+            search_attributes=search_attributes(tag.session_id, tag.listener) if settings.search_attributes else None,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            # The run's first workflow task comes back with the start when this worker has room for it.
+            request_eager_start=True,
+        )
+    batch = run_input.batch
+    record: dict[str, Any] = {
+        "execution_id": tag.execution_id,
+        "session_id": tag.session_id,
+        "workflow": tag.workflow,
+        "listener": tag.listener,
+        "lane": tag.lane,
+        "batch": batch.model_dump(mode="json", exclude={"events", "messages"}) if tag.listener else None,
+        "run_key": tag.run_key,
+        "depth": tag.depth,
+    }
+    if await store.execution_started(record) is not None and tag.listener is not None:
+        commits = [datetime.fromisoformat(e["created_at"]) for e in batch.events if "created_at" in e]
+        METRICS.run_started(tag.listener, min(commits, default=None), datetime.now(UTC))

@@ -1,0 +1,52 @@
+"""Nudging a lane: the one signal a lane workflow takes, sent with signal-with-start.
+
+Owns the start of lanes: a nudge starts the lane's workflow when none runs (it ended when idle, was
+terminated, or never ran), so whoever nudges (the router, the record of a run's end, a key slot handed on)
+never needs to know whether the lane lives. What a nudge says comes from the store (`LaneNews`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from temporalio.client import Client
+from temporalio.common import WorkflowIDReusePolicy
+
+from orchestrator.config import Settings
+from orchestrator.store.lane_queues import Nudge
+from orchestrator.telemetry import LANE_WORKFLOW
+from workflows.messages import NUDGE_SIGNAL, LaneAddress, LaneStart
+
+log = logging.getLogger(__name__)
+
+
+class Nudger:
+    """Sends nudges to lanes on one Temporal client, and counts them (for benchmarks and status)."""
+
+    def __init__(self, temporal: Client, settings: Settings) -> None:
+        self.temporal = temporal
+        self.settings = settings
+        self.sent = 0
+
+    async def nudge(self, nudge: Nudge) -> None:
+        await self.temporal.start_workflow(
+            LANE_WORKFLOW,
+            LaneStart(
+                address=LaneAddress(session_id=nudge.session_id, listener=nudge.listener, lane=nudge.lane),
+                history_limit=self.settings.lane_history_limit,
+                idle_exit_seconds=self.settings.lane_idle_exit_seconds,
+            ),
+            id=nudge.workflow_id,
+            task_queue=self.settings.task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            start_signal=NUDGE_SIGNAL,
+            start_signal_args=[nudge.news()],
+        )
+        self.sent += 1
+
+    async def nudge_quietly(self, nudge: Nudge) -> None:
+        """A nudge whose loss costs a delay, not an event (the lane rechecks, the router's poll nudges again)."""
+        try:
+            await self.nudge(nudge)
+        except Exception:
+            log.warning("could not nudge lane %s", nudge.workflow_id, exc_info=True)

@@ -1,0 +1,463 @@
+"""The lanes' queues in PostgreSQL: what the router queues, what a fire takes, the slots runs hold.
+
+Owns every statement on `lanes`, `lane_events`, `batches` and `lane_runs` (see 0008_lane_queues.sql). The
+rule that makes lost wake-ups impossible is the lane's row lock: the router's round and every fire take it
+before they read or move a lane's watermarks, so a lane that goes from empty to pending is seen either by
+the router (which nudges it) or by the fire (which reports that more waits). Ages are measured by the
+database's own clock, so the lanes never compare it with Temporal's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from orchestrator.core.events import Event
+from orchestrator.core.lane_clock import Declared, LaneNews
+from orchestrator.store.connection import Connection
+from orchestrator.store.postgres import EVENT_COLUMNS, event_from_row
+
+# How long an unfired lane may go unnudged past its window before the router's poll nudges it again.
+STALE_GRACE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class QueuedLane:
+    """What one routing round queues for one lane: its events (ascending) and the listener's window."""
+
+    listener: str
+    lane: str
+    workflow_id: str
+    event_ids: list[int]
+    declared: Declared
+    # The newest of them that is not the lane's own `lane.idle`, and its commit (None: only its own).
+    last_event_id: int | None
+    last_event_at: datetime | None
+    first_event_at: datetime
+
+
+@dataclass(frozen=True)
+class Nudge:
+    """A lane to nudge: where it is, and what waits in it (ages in seconds, by the database's clock)."""
+
+    session_id: str
+    listener: str
+    lane: str
+    workflow_id: str
+    pending_age: float | None
+    last_event_id: int | None = None
+    last_event_age: float | None = None
+    retry_due_in: float | None = None
+    slot_freed: bool = False
+    declared: Declared | None = None
+
+    def news(self) -> LaneNews:
+        return LaneNews(
+            declared=self.declared,
+            pending_age=self.pending_age,
+            last_event_id=self.last_event_id,
+            last_event_age=self.last_event_age,
+            retry_due_in=self.retry_due_in,
+            slot_freed=self.slot_freed,
+        )
+
+
+@dataclass(frozen=True)
+class LaneRow:
+    id: int
+    session_id: str
+    listener: str
+    lane: str
+    workflow_id: str
+    routed_through: int
+    fired_through: int
+    waiting_slot: bool
+    last_event_id: int
+    last_event_at: datetime | None
+    now: datetime
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    id: int
+    lane_id: int
+    first_id: int
+    last_id: int
+    event_ids: list[int]
+    entry_ids: list[int]
+    retry: int
+    verdict: dict[str, Any] | None
+    counted: bool
+
+
+@dataclass(frozen=True)
+class RunRow:
+    run_key: str
+    lane_id: int
+    batch_id: int
+    execution_id: str
+    retry: int
+    state: str
+    plan: dict[str, Any]
+
+
+def _age(now: datetime, at: datetime | None) -> float | None:
+    return None if at is None else max((now - at).total_seconds(), 0.0)
+
+
+def _batch(row: asyncpg.Record) -> BatchRow:
+    return BatchRow(
+        id=row["id"],
+        lane_id=row["lane_id"],
+        first_id=row["first_id"],
+        last_id=row["last_id"],
+        event_ids=list(row["event_ids"]),
+        entry_ids=list(row["entry_ids"]),
+        retry=row["retry"],
+        verdict=row["verdict"],
+        counted=row["counted"],
+    )
+
+
+def _run(row: asyncpg.Record) -> RunRow:
+    return RunRow(
+        run_key=row["run_key"],
+        lane_id=row["lane_id"],
+        batch_id=row["batch_id"],
+        execution_id=row["execution_id"],
+        retry=row["retry"],
+        state=row["state"],
+        plan=row["plan"],
+    )
+
+
+_LANE_COLUMNS = (
+    "id, session_id, listener, lane, workflow_id, routed_through, fired_through, waiting_slot, last_event_id,"
+    " last_event_at, clock_timestamp() AS now"
+)
+_BATCH_COLUMNS = "id, lane_id, first_id, last_id, event_ids, entry_ids, retry, verdict, counted"
+_RUN_COLUMNS = "run_key, lane_id, batch_id, execution_id, retry, state, plan"
+
+
+class LaneQueues:
+    """The lane queue statements; mixed into the engine's store, which provides `pool`."""
+
+    pool: asyncpg.Pool
+
+    # -- routing ---------------------------------------------------------------------------------------------
+
+    @staticmethod
+    async def queue(conn: Connection, session_id: str, lanes: Sequence[QueuedLane]) -> list[Nudge]:
+        """Queue a round's events into their lanes; answer the lanes that were empty (they need a nudge).
+
+        Runs in the routing round's transaction, so the queue rows and the router's position commit together.
+        """
+        if not lanes:
+            return []
+        names, keys, ids = [q.listener for q in lanes], [q.lane for q in lanes], [q.workflow_id for q in lanes]
+        await conn.execute(
+            "INSERT INTO lanes (session_id, listener, lane, workflow_id)"
+            " SELECT $1, l, k, w FROM unnest($2::text[], $3::text[], $4::text[]) AS t(l, k, w)"
+            " ON CONFLICT (session_id, listener, lane) DO NOTHING",
+            session_id,
+            names,
+            keys,
+            ids,
+        )
+        rows = await conn.fetch(
+            f"SELECT {_LANE_COLUMNS} FROM lanes WHERE session_id = $1"
+            " AND (listener, lane) IN (SELECT * FROM unnest($2::text[], $3::text[])) ORDER BY id FOR UPDATE",
+            session_id,
+            names,
+            keys,
+        )
+        found = {(r["listener"], r["lane"]): r for r in rows}
+        lane_ids, event_ids = [], []
+        for q in lanes:
+            row = found[(q.listener, q.lane)]
+            lane_ids += [row["id"]] * len(q.event_ids)
+            event_ids += q.event_ids
+        await conn.execute(
+            "INSERT INTO lane_events (lane_id, event_id) SELECT * FROM unnest($1::bigint[], $2::bigint[])"
+            " ON CONFLICT DO NOTHING",
+            lane_ids,
+            event_ids,
+        )
+        nudges: list[Nudge] = []
+        updates: list[tuple[Any, ...]] = []
+        for q in lanes:
+            row = found[(q.listener, q.lane)]
+            empty = row["routed_through"] <= row["fired_through"]
+            newer = q.last_event_id is not None and q.last_event_id > row["last_event_id"]
+            updates.append(
+                (
+                    row["id"],
+                    max(q.event_ids),
+                    q.declared.window_seconds,
+                    q.last_event_id if newer else row["last_event_id"],
+                    q.last_event_at if newer else row["last_event_at"],
+                    empty,
+                )
+            )
+            if empty:
+                nudges.append(
+                    Nudge(
+                        session_id=session_id,
+                        listener=q.listener,
+                        lane=q.lane,
+                        workflow_id=row["workflow_id"],
+                        pending_age=_age(row["now"], q.first_event_at),
+                        last_event_id=q.last_event_id if newer else None,
+                        last_event_age=_age(row["now"], q.last_event_at) if newer else None,
+                        declared=q.declared,
+                    )
+                )
+        await conn.executemany(
+            "UPDATE lanes SET routed_through = GREATEST(routed_through, $2), window_seconds = $3,"
+            " last_event_id = $4, last_event_at = $5,"
+            " nudged_at = CASE WHEN $6 THEN clock_timestamp() ELSE nudged_at END WHERE id = $1",
+            updates,
+        )
+        return nudges
+
+    async def stale_lanes(self, limit: int = 100) -> list[Nudge]:
+        """Lanes with events waiting that nobody has nudged for their window and a grace (a nudge lost with a
+        router, a lane terminated from outside or lost with its history): nudged now, by one router each."""
+        rows = await self.pool.fetch(
+            "WITH stale AS (SELECT id FROM lanes WHERE routed_through > fired_through AND NOT waiting_slot"
+            " AND nudged_at < clock_timestamp() - make_interval(secs => window_seconds + $1)"
+            " ORDER BY nudged_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+            " UPDATE lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
+            " RETURNING l.id, l.session_id, l.listener, l.lane, l.workflow_id, l.fired_through",
+            STALE_GRACE_SECONDS,
+            limit,
+        )
+        nudges = []
+        for row in rows:
+            age = await self.pool.fetchval(
+                "SELECT extract(epoch FROM clock_timestamp() - e.created_at) FROM lane_events q"
+                " JOIN events e ON e.id = q.event_id WHERE q.lane_id = $1 AND q.event_id > $2"
+                " ORDER BY q.event_id LIMIT 1",
+                row["id"],
+                row["fired_through"],
+            )
+            nudges.append(
+                Nudge(
+                    session_id=row["session_id"],
+                    listener=row["listener"],
+                    lane=row["lane"],
+                    workflow_id=row["workflow_id"],
+                    pending_age=float(age) if age is not None else 0.0,
+                )
+            )
+        return nudges
+
+    # -- a fire's statements, in its transaction ---------------------------------------------------------------
+
+    @staticmethod
+    async def lock_lane(conn: Connection, session_id: str, listener: str, lane: str) -> LaneRow | None:
+        row = await conn.fetchrow(
+            f"SELECT {_LANE_COLUMNS} FROM lanes WHERE session_id = $1 AND listener = $2 AND lane = $3 FOR UPDATE",
+            session_id,
+            listener,
+            lane,
+        )
+        return None if row is None else LaneRow(**dict(row))
+
+    @staticmethod
+    async def lock_lane_by_id(conn: Connection, lane_id: int) -> LaneRow:
+        row = await conn.fetchrow(f"SELECT {_LANE_COLUMNS} FROM lanes WHERE id = $1 FOR UPDATE", lane_id)
+        assert row is not None
+        return LaneRow(**dict(row))
+
+    @staticmethod
+    async def claimed_batch(conn: Connection, lane_id: int) -> BatchRow | None:
+        """A batch a fire took and did not finish (its worker died in between): the next fire finishes it."""
+        row = await conn.fetchrow(
+            f"SELECT {_BATCH_COLUMNS} FROM batches WHERE lane_id = $1 AND state = 'claimed' ORDER BY id LIMIT 1",
+            lane_id,
+        )
+        return None if row is None else _batch(row)
+
+    @staticmethod
+    async def batch(conn: Connection, batch_id: int) -> BatchRow:
+        row = await conn.fetchrow(f"SELECT {_BATCH_COLUMNS} FROM batches WHERE id = $1", batch_id)
+        assert row is not None
+        return _batch(row)
+
+    @staticmethod
+    async def waiting_events(conn: Connection, lane_id: int, after: int, limit: int) -> list[tuple[Event, str | None]]:
+        """The lane's queued events after `after`, in id order, each with its write's traceparent."""
+        columns = ", ".join(f"e.{c.strip()}" for c in EVENT_COLUMNS.split(","))
+        rows = await conn.fetch(
+            f"SELECT {columns}, e.traceparent FROM lane_events q JOIN events e ON e.id = q.event_id"
+            " WHERE q.lane_id = $1 AND q.event_id > $2 ORDER BY q.event_id LIMIT $3",
+            lane_id,
+            after,
+            limit,
+        )
+        return [(event_from_row(r), r["traceparent"]) for r in rows]
+
+    @staticmethod
+    async def events_by_id(conn: Connection, ids: Sequence[int]) -> list[tuple[Event, str | None]]:
+        rows = await conn.fetch(
+            f"SELECT {EVENT_COLUMNS}, traceparent FROM events WHERE id = ANY($1::bigint[]) ORDER BY id", list(ids)
+        )
+        return [(event_from_row(r), r["traceparent"]) for r in rows]
+
+    @staticmethod
+    async def runs_holding(conn: Connection, lane_id: int) -> int:
+        return int(await conn.fetchval("SELECT count(*) FROM lane_runs WHERE lane_id = $1", lane_id))
+
+    @staticmethod
+    async def due_repeat(conn: Connection, lane_id: int, due_by_lane: bool) -> RunRow | None:
+        """The lane's run whose repeat is due now (its backoff over), locked, or None. When the lane's own
+        clock says one is due (`due_by_lane`), the one due first is, whatever the database's clock says."""
+        row = await conn.fetchrow(
+            f"SELECT {_RUN_COLUMNS} FROM lane_runs WHERE lane_id = $1 AND state = 'waiting'"
+            " AND ($2 OR due_at <= clock_timestamp()) ORDER BY due_at LIMIT 1 FOR UPDATE",
+            lane_id,
+            due_by_lane,
+        )
+        return None if row is None else _run(row)
+
+    @staticmethod
+    async def fires_in_last_minute(conn: Connection, session_id: str, listener: str) -> int:
+        """The listener's fires in the session in the last minute, under a lock held until commit: the fire
+        that counts itself in next sees this one (the throttle is exact under parallel and keyed lanes)."""
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('fires:' || $1 || ':' || $2))", session_id, listener)
+        return int(
+            await conn.fetchval(
+                "SELECT count(*) FROM batches WHERE session_id = $1 AND listener = $2 AND counted"
+                " AND created_at > clock_timestamp() - interval '60 seconds'",
+                session_id,
+                listener,
+            )
+        )
+
+    @staticmethod
+    async def take_batch(
+        conn: Connection,
+        lane: LaneRow,
+        event_ids: Sequence[int],
+        entry_ids: Sequence[int],
+        retry: int,
+        verdict: dict[str, Any] | None,
+        counted: bool,
+    ) -> BatchRow:
+        """Record a batch (claimed) and, for a new one, move the lane's `fired_through` past it."""
+        row = await conn.fetchrow(
+            "INSERT INTO batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids, retry,"
+            " verdict, counted) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            f" RETURNING {_BATCH_COLUMNS}",
+            lane.id,
+            lane.session_id,
+            lane.listener,
+            min(event_ids),
+            max(event_ids),
+            list(event_ids),
+            list(entry_ids),
+            retry,
+            verdict,
+            counted,
+        )
+        assert row is not None
+        if retry == 0:
+            await conn.execute(
+                "UPDATE lanes SET fired_through = GREATEST(fired_through, $2), waiting_slot = false WHERE id = $1",
+                lane.id,
+                max(event_ids),
+            )
+        return _batch(row)
+
+    @staticmethod
+    async def set_waiting_slot(conn: Connection, lane_id: int, waiting: bool) -> None:
+        await conn.execute("UPDATE lanes SET waiting_slot = $2 WHERE id = $1", lane_id, waiting)
+
+    @staticmethod
+    async def hold_slot(
+        conn: Connection, run_key: str, lane_id: int, batch_id: int, execution_id: str, retry: int, plan: dict[str, Any]
+    ) -> None:
+        """The run's slot, held from its batch's claim until the record of its end (or a stop) releases it."""
+        await conn.execute(
+            "INSERT INTO lane_runs (run_key, lane_id, batch_id, execution_id, retry, plan)"
+            " VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (run_key) DO UPDATE"
+            " SET execution_id = EXCLUDED.execution_id, retry = EXCLUDED.retry, state = 'running', due_at = NULL",
+            run_key,
+            lane_id,
+            batch_id,
+            execution_id,
+            retry,
+            plan,
+        )
+
+    @staticmethod
+    async def lane_run(conn: Connection, run_key: str) -> RunRow | None:
+        row = await conn.fetchrow(f"SELECT {_RUN_COLUMNS} FROM lane_runs WHERE run_key = $1 FOR UPDATE", run_key)
+        return None if row is None else _run(row)
+
+    @staticmethod
+    async def release_slot(conn: Connection, run_key: str) -> None:
+        await conn.execute("DELETE FROM lane_runs WHERE run_key = $1", run_key)
+
+    @staticmethod
+    async def wait_for_repeat(conn: Connection, run_key: str, delay_seconds: float) -> None:
+        """A failed run keeps its slot through its backoff; its repeat is due in `delay_seconds`."""
+        await conn.execute(
+            "UPDATE lane_runs SET state = 'waiting', due_at = clock_timestamp() + make_interval(secs => $2)"
+            " WHERE run_key = $1",
+            run_key,
+            delay_seconds,
+        )
+
+    @staticmethod
+    async def finish_batch(conn: Connection, batch_id: int) -> None:
+        await conn.execute("UPDATE batches SET state = 'done' WHERE id = $1", batch_id)
+
+    async def news(self, session_id: str, listener: str, lane: str) -> dict[str, Any]:
+        """What the lane should know now: the age of its oldest waiting event (None: nothing waits), of its
+        newest event, whether it waits for a slot, and when its next repeat is due."""
+        row = await self.pool.fetchrow(
+            "SELECT l.waiting_slot, l.last_event_id,"
+            " extract(epoch FROM clock_timestamp() - l.last_event_at) AS last_event_age,"
+            " (SELECT extract(epoch FROM clock_timestamp() - e.created_at) FROM lane_events q"
+            "   JOIN events e ON e.id = q.event_id WHERE q.lane_id = l.id AND q.event_id > l.fired_through"
+            "   ORDER BY q.event_id LIMIT 1) AS pending_age,"
+            " (SELECT extract(epoch FROM min(r.due_at) - clock_timestamp()) FROM lane_runs r"
+            "   WHERE r.lane_id = l.id AND r.state = 'waiting') AS retry_due_in"
+            " FROM lanes l WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3",
+            session_id,
+            listener,
+            lane,
+        )
+        if row is None:
+            return {}
+        return {
+            "waiting_slot": row["waiting_slot"],
+            "last_event_id": row["last_event_id"] or None,
+            "last_event_age": None if row["last_event_age"] is None else max(float(row["last_event_age"]), 0.0),
+            "pending_age": None if row["pending_age"] is None else max(float(row["pending_age"]), 0.0),
+            "retry_due_in": None if row["retry_due_in"] is None else max(float(row["retry_due_in"]), 0.0),
+        }
+
+    # -- what status shows -------------------------------------------------------------------------------------
+
+    async def lanes_of(self, session_id: str) -> list[dict[str, Any]]:
+        """Every lane of the session with its pending count, the runs holding its slots and its last batch."""
+        rows = await self.pool.fetch(
+            "SELECT l.listener, l.lane, l.workflow_id, l.fired_through, l.routed_through, l.waiting_slot,"
+            " (SELECT count(*) FROM lane_events q WHERE q.lane_id = l.id AND q.event_id > l.fired_through) AS pending,"
+            " (SELECT coalesce(json_agg(json_build_object('run_key', r.run_key, 'execution_id', r.execution_id,"
+            "   'retry', r.retry, 'state', r.state, 'due_at', r.due_at) ORDER BY r.run_key), '[]')"
+            "   FROM lane_runs r WHERE r.lane_id = l.id) AS runs,"
+            " (SELECT count(*) FROM batches b WHERE b.lane_id = l.id AND b.retry = 0) AS batches,"
+            " (SELECT json_build_object('first_id', b.first_id, 'last_id', b.last_id) FROM batches b"
+            "   WHERE b.lane_id = l.id ORDER BY b.id DESC LIMIT 1) AS last_batch"
+            " FROM lanes l WHERE l.session_id = $1 ORDER BY l.listener, l.lane",
+            session_id,
+        )
+        return [dict(r) for r in rows]

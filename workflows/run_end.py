@@ -1,0 +1,66 @@
+"""A run reports its own end: a worker interceptor around every workflow the platform started.
+
+Owns the last step of a run started by a listener (or by `start_execution`, or a schedule): in the same
+workflow task that completes or fails it, a local activity (`orchestrator.run_ended`) records its end, its
+`execution.ended` event, and frees its slot or sets its repeat's due time. The platform starts runs with a
+memo (`RunTag`) naming them; a workflow without one is left alone. One marker in the run's history replaces
+a wrapper workflow around every run. Only an end that ends the workflow is reported: an error that fails a
+workflow task (a bug in the workflow, retried by Temporal) is not an end, and a run terminated from outside
+(which runs no code) is found by the router's sweep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import CancelledError, FailureError
+from temporalio.worker import (
+    ExecuteWorkflowInput,
+    Interceptor,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.messages import RUN_MEMO, RunEnd, RunTag
+
+RUN_ENDED_ACTIVITY = "orchestrator.run_ended"
+ACTIVITY_TIMEOUT = timedelta(seconds=30)
+RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+# How much of a failed run's error its record and events keep; the full failure stays in its history.
+ERROR_CHARS = 4_000
+
+
+class RunEndInterceptor(Interceptor):
+    """Added to the worker: reports the end of every run that carries the platform's memo."""
+
+    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor]:
+        return _ReportsItsEnd
+
+
+class _ReportsItsEnd(WorkflowInboundInterceptor):
+    async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
+        if RUN_MEMO not in workflow.memo():
+            return await super().execute_workflow(input)
+        tag = workflow.memo_value(RUN_MEMO, type_hint=RunTag)
+        try:
+            result = await super().execute_workflow(input)
+        except (asyncio.CancelledError, CancelledError) as err:
+            await _report(tag, "stopped", str(err) or "cancelled")
+            raise
+        except FailureError as err:
+            await _report(tag, "failed", str(err))
+            raise
+        await _report(tag, "completed", None)
+        return result
+
+
+async def _report(tag: RunTag, status: str, error: str | None) -> None:
+    end = RunEnd(tag=tag, status=status, error=None if error is None else error[:ERROR_CHARS])
+    await workflow.execute_local_activity(
+        RUN_ENDED_ACTIVITY, end, start_to_close_timeout=ACTIVITY_TIMEOUT, retry_policy=RETRY
+    )
