@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     lane_history_limit: int = 2_500
     # A lane with nothing waiting and no repeat due for this long completes; the next nudge starts it again.
     lane_idle_exit_seconds: float = 300.0
+    # A run whose record says `running` this long is looked up in Temporal by the router's sweep, and again
+    # as often: a run terminated from outside never reports its end, and this is how long it may hold its slot.
+    run_check_seconds: float = 45.0
     limits: Limits = Field(default_factory=Limits)
 
 

@@ -47,10 +47,9 @@ ROUND_EVENTS = 2_000
 # How often the router looks for sessions behind without being told (a lost NOTIFY, a restart), for lanes
 # whose nudge was lost, and for runs that ended without a word.
 POLL_SECONDS = 2.0
+# The sweep for runs that ended without a word looks at most this often (and as often as a run is checked,
+# `settings.run_check_seconds`, when that is shorter).
 SWEEP_SECONDS = 15.0
-# A run is asked about once it has been running this long, and again as often: most runs report their own
-# end within seconds, and one that was terminated from outside holds its slot at most about a minute.
-RUN_CHECK_SECONDS = 45.0
 # The shortest time between two routing rounds of one session: under a burst, each round queues many
 # commits and nudges each lane once, instead of a round and a nudge per commit.
 ROUND_INTERVAL_SECONDS = 0.05
@@ -118,7 +117,7 @@ class Router:
                         self._polled_at = now
                         self._dirty.update(await self.store.sessions_behind())
                         await self._nudge_stale_lanes()
-                    if now >= self._swept_at + SWEEP_SECONDS:
+                    if now >= self._swept_at + min(SWEEP_SECONDS, self.settings.run_check_seconds):
                         self._swept_at = now
                         await self._sweep_runs()
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
@@ -233,7 +232,7 @@ class Router:
         """Record the end of runs that closed without reporting it (terminated from outside, timed out)."""
         if self.run_status is None or self.run_ended is None:
             return
-        for row in await self.store.unchecked_runs(RUN_CHECK_SECONDS):
+        for row in await self.store.unchecked_runs(self.settings.run_check_seconds):
             try:
                 status = await self.run_status(row["id"])
                 if status is not None:

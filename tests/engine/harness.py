@@ -81,15 +81,22 @@ class RunLog:
 
 @workflow.defn(name="recorder")
 class Recorder:
-    """Reports its start and end; sleeps `input.sleep` seconds between; fails when `input.fail` is set."""
+    """Reports its start and end; sleeps `input.sleep` seconds between (only when its batch holds the alias
+    `input.sleep_for`, if that is given); fails when `input.fail` is set."""
 
     @workflow.run
     async def run(self, run: RunInput) -> str:
         timeout = timedelta(seconds=10)
         await workflow.execute_activity("test.run_started", run, start_to_close_timeout=timeout)
         options = run.input if isinstance(run.input, dict) else {}
-        if options.get("sleep"):
-            await workflow.sleep(float(options["sleep"]))
+        sleep_for = options.get("sleep_for")
+        if options.get("sleep") and (sleep_for is None or any(m.get("alias") == sleep_for for m in run.batch.messages)):
+            try:
+                await workflow.sleep(float(options["sleep"]))
+            except asyncio.CancelledError:
+                # Cancelled from outside: its end is an end all the same (its slot is free from here on).
+                await workflow.execute_activity("test.run_ended", run.execution_id, start_to_close_timeout=timeout)
+                raise
         await workflow.execute_activity("test.run_ended", run.execution_id, start_to_close_timeout=timeout)
         if options.get("fail"):
             raise ApplicationError("asked to fail", non_retryable=True)
@@ -249,14 +256,15 @@ async def lane_outcomes(engine: Engine, session_id: str, listener: str) -> list[
 
 
 async def lane_state(engine: Engine, session_id: str, listener: str, lane: str = "_") -> dict[str, Any]:
-    """A lane as `list_session_listeners` shows it: `pending` (events waiting) and `in_flight` (the runs holding
-    its slots, a failed run waiting for its repeat included); empty before the router first queued for it."""
+    """A lane as `list_session_listeners` shows it: `pending` (events waiting), `in_flight` (the runs holding
+    its slots, a failed run waiting for its repeat included), `high_water` (the newest event routed to it) and
+    `batches`; empty before the router first queued for it."""
     reply = await engine.command("list_session_listeners", session_id=session_id)
     for item in reply["listeners"]:
         for shown in item["lanes"] if item["name"] == listener else []:
             if shown["lane"] == lane:
-                return {**shown, "in_flight": shown["runs_in_flight"]}
-    return {"pending": 0, "in_flight": []}
+                return {**shown, "in_flight": shown["runs_in_flight"], "high_water": shown["routed_through"]}
+    return {"pending": 0, "in_flight": [], "high_water": 0, "batches": 0, "waiting_for_slot": False}
 
 
 async def run_result(engine: Engine, session_id: str, listener: str, first_id: int, lane: str = "_") -> str | None:

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from orchestrator.core.lane_keys import lane_workflow_id
-from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
+from tests.engine.harness import Engine, eventually, lane_state, new_session, recorder_listener, write_many
 
 
 def keyed_listener(*, key: str = "alias", sleep: float = 0, window: float = 0.3, **concurrency: Any) -> dict[str, Any]:
@@ -38,7 +37,7 @@ async def test_a_lane_per_alias_and_events_during_a_run_wait_for_its_next_batch(
     during_a = await write_many(engine, sid, ["missions/a", "missions/a", "missions/a"])
 
     async def done() -> bool:
-        return await all_ended(engine, 6)
+        return await all_ended(engine, 5)
 
     await eventually(done, what="every event in a run")
     a_runs = runs_of_lane(engine, "missions/a")
@@ -120,9 +119,7 @@ async def test_a_key_slot_handed_to_a_batch_that_goes_no_further_is_given_back(e
     await write_many(engine, sid, ["missions/b"])
 
     async def b_queued() -> bool:
-        handle = engine.client.get_workflow_handle(lane_workflow_id(sid, "orchestrate", "missions/b"))
-        state = await handle.query("state")
-        return bool((state if isinstance(state, dict) else state.model_dump())["waiting_for_key_slot"])
+        return bool((await lane_state(engine, sid, "orchestrate", "missions/b"))["waiting_for_slot"])
 
     await eventually(b_queued, what="key b's batch to queue for the slot")
     await engine.command("switch_listener", session_id=sid, name="orchestrate", enabled=False)
@@ -133,10 +130,8 @@ async def test_a_key_slot_handed_to_a_batch_that_goes_no_further_is_given_back(e
     await eventually(a_ended, what="key a's run to end")
 
     async def b_consumed() -> bool:
-        handle = engine.client.get_workflow_handle(lane_workflow_id(sid, "orchestrate", "missions/b"))
-        state = await handle.query("state")
-        view = state if isinstance(state, dict) else state.model_dump()
-        return not view["waiting_for_key_slot"] and view["pending"] == 0
+        view = await lane_state(engine, sid, "orchestrate", "missions/b")
+        return not view["waiting_for_slot"] and view["pending"] == 0
 
     await eventually(b_consumed, what="key b's batch to be handed the slot and consumed")
     await engine.command("switch_listener", session_id=sid, name="orchestrate", enabled=True)
@@ -168,3 +163,34 @@ async def test_an_event_without_the_key_falls_in_the_shared_lane(engine: Engine)
     await eventually(done, what="every event in a run")
     by_lane = {r.input["batch"]["lane"]: r.input["batch"]["event_ids"] for r in engine.log.runs}
     assert by_lane == {"pilot": [ids[0], ids[2]], "crew": [ids[3]], "~": [ids[1], ids[4]]}
+
+
+async def test_a_freed_key_slot_goes_to_the_key_that_has_waited_longest(engine: Engine) -> None:
+    """With one key slot: b and then c queue behind a's run, and a gets more events meanwhile. When a's
+    slot frees, it goes to b (first to queue), then c, and only then to a's next batch: a busy key does not
+    keep the slot, and no key starves."""
+    await engine.command("save_listener", listener=keyed_listener(sleep=2, window=0.2, max_parallel=1))
+    sid = await new_session(engine)
+    await write_many(engine, sid, ["missions/a"])
+    await eventually(lambda: _running(engine, "missions/a"), what="key a's run")
+
+    async def queued(key: str) -> bool:
+        return bool((await lane_state(engine, sid, "orchestrate", key))["waiting_for_slot"])
+
+    for key in ("missions/b", "missions/c"):
+        await write_many(engine, sid, [key])
+        await eventually(lambda key=key: queued(key), what=f"{key} to queue for the slot")  # type: ignore[misc]
+    await write_many(engine, sid, ["missions/a", "missions/a"])
+    await eventually(lambda: queued("missions/a"), what="a's next batch to queue for the slot")
+
+    async def all_done() -> bool:
+        return await all_ended(engine, 5)
+
+    await eventually(all_done, within=60, what="every batch to run")
+    order = [r.input["batch"]["lane"] for r in sorted(engine.log.runs, key=lambda r: r.started)]
+    assert order == ["missions/a", "missions/b", "missions/c", "missions/a"]
+    assert engine.log.most_at_once["orchestrate:*"] == 1
+
+
+async def _running(engine: Engine, lane: str) -> bool:
+    return any(r.input["batch"]["lane"] == lane for r in engine.log.open.values())

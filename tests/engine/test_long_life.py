@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -140,39 +141,95 @@ async def test_an_event_landing_as_a_write_fires_and_the_lane_exits_is_neither_l
         assert sorted(consumed) == ids, "every event in exactly one batch"
 
 
-async def test_a_lane_too_large_to_hand_over_stays_in_its_run_and_hands_over_once_it_shrinks(
+async def test_a_lane_terminated_from_outside_with_events_waiting_still_delivers_them_all(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:
-    # A hand-over limit of 4 KB stands for Temporal's 2 MB: a slow run lets a few dozen events pile up.
-    async with engine_with(platform, temporal_env, lane_history_limit=30, lane_handover_bytes=4_000) as engine:
-        listener = recorder_listener(
-            batch={"window_seconds": 0.1},
-            action={"type": "workflow", "workflow": "recorder", "input": {"sleep": 8}},
+    """Its events are in the store: the router's poll nudges the lane again, and a new one fires them."""
+    async with engine_with(platform, temporal_env) as engine:
+        body = recorder_listener(
+            batch={"window_seconds": 0.5},
+            action={"type": "workflow", "workflow": "recorder", "input": {"sleep": 1.5}},
         )
-        await engine.command("save_listener", listener=listener)
+        await engine.command("save_listener", listener=body)
         sid = await new_session(engine)
         handle = engine.client.get_workflow_handle(lane_workflow_id(sid, "orchestrate", "_"))
-        ids = await write_many(engine, sid, ["missions/first"])
+        first = await write_many(engine, sid, ["missions/a"])
+        await eventually(lambda: _open(engine), what="the first run")
+        # These wait behind the run; the lane holding them is terminated before it fires them.
+        waiting = await write_many(engine, sid, [f"missions/w{n}" for n in range(5)])
+        await handle.terminate("an operator's mistake")
+        await all_ran(engine, len(first) + len(waiting), within=60)
+        assert engine.log.event_ids() == first + waiting, "every event exactly once, in order"
+        assert engine.log.most_at_once["orchestrate:_"] == 1, "the new lane waited for the run in flight"
 
-        async def running() -> bool:
-            return bool(engine.log.open)
 
-        await eventually(running, what="the first run")
-        first_run_id = (await handle.describe()).run_id
-        for burst in range(4):
-            ids += await write_many(engine, sid, [f"missions/{burst}/{n}" for n in range(15)])
-        state = await handle.query("state")
-        view = state if isinstance(state, dict) else state.model_dump()
-        assert view["pending"] == 60, "the events wait behind the slow run"
-        assert (await handle.describe()).run_id == first_run_id, "too large to hand over: still the same run"
+async def _open(engine: Engine) -> bool:
+    return bool(engine.log.open)
 
-        await all_ran(engine, len(ids), within=60)
-        # Small again: further events take the history past the next weighing, and the lane hands over.
-        for n in range(60):
-            ids += await write_many(engine, sid, [f"missions/after/{n}"])
-            if (await handle.describe()).run_id != first_run_id:
-                break
-        await all_ran(engine, len(ids), within=120)
-        assert (await handle.describe()).run_id != first_run_id, "it continued as new once it had shrunk"
-        assert engine.log.event_ids() == ids, "every event exactly once, in order"
+
+async def test_a_lane_whose_run_is_stuck_keeps_a_constant_state_while_50000_events_arrive(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    """The events wait in the store, not in the lane: its state does not grow, it continues as new as usual,
+    and they all reach the next run once the stuck one ends."""
+    async with engine_with(platform, temporal_env, lane_history_limit=40) as engine:
+        body = recorder_listener(
+            batch={"window_seconds": 0.1, "max_events": 1000},
+            action={
+                "type": "workflow",
+                "workflow": "recorder",
+                "input": {"sleep": 100_000, "sleep_for": "missions/stuck"},
+            },
+        )
+        await engine.command("save_listener", listener=body)
+        sid = await new_session(engine)
+        handle = engine.client.get_workflow_handle(lane_workflow_id(sid, "orchestrate", "_"))
+        # The first run sleeps 100,000 s of workflow time: stuck, for the test.
+        [stuck] = await write_many(engine, sid, ["missions/stuck"])
+        await eventually(lambda: _open(engine), what="the stuck run")
+        sizes = [len(json.dumps(await handle.query("state")))]
+        first_run = (await handle.describe()).run_id
+        total = 50_000
+        await _bulk_write(engine, sid, total)
+        await eventually(lambda: _routed(engine, sid), within=120, what="the router to queue 50,000 events")
+        # The lane hears of them (a nudge when its queue went from empty to pending) and keeps asking for a
+        # slot; time passes for it without a run ending.
+        for _ in range(20):
+            await temporal_env.sleep(30)
+        sizes.append(len(json.dumps(await handle.query("state"))))
+        assert max(sizes) < 4_000, f"the lane's state stays small: {sizes} bytes"
+        assert (await handle.describe()).run_id != first_run, "it continued as new meanwhile"
+        waiting = (await engine.command("list_session_listeners", session_id=sid))["listeners"][0]["lanes"][0]
+        assert waiting["pending"] == total
+        # Once the stuck run ends, everything that waited goes, in batches of max_events.
+        await engine.client.get_workflow_handle(f"exe:{sid}:orchestrate:_:{stuck}.0").cancel()
+
+        async def delivered() -> bool:
+            return len(engine.log.event_ids()) >= total + 1
+
+        await eventually(delivered, within=300, what="every event in a run")
+        async with engine.platform.store.transaction() as conn:
+            written = await conn.fetch("SELECT id FROM events WHERE session_id = $1 AND alias LIKE 'missions/%'", sid)
+        assert sorted(engine.log.event_ids()) == sorted(r["id"] for r in written), "every event exactly once"
         assert engine.log.most_at_once["orchestrate:_"] == 1
+
+
+async def _bulk_write(engine: Engine, sid: str, count: int) -> None:
+    """`count` object writes through the store, many at a time (the command surface would take minutes)."""
+    store = engine.platform.store
+
+    async def writer(start: int) -> None:
+        for n in range(start, count, 16):
+            await store.write_object(sid, f"missions/bulk/{n}", {"type": "m"})
+
+    await asyncio.gather(*(writer(k) for k in range(16)))
+
+
+async def _routed(engine: Engine, sid: str) -> bool:
+    async with engine.platform.store.transaction() as conn:
+        behind = await conn.fetchval(
+            "SELECT s.last_event_id - c.routed_event_id FROM sessions s JOIN routing_cursors c ON c.session_id = s.id"
+            " WHERE s.id = $1",
+            sid,
+        )
+    return behind == 0

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.core.lane_keys import lane_workflow_id
-from tests.engine.harness import Engine, eventually, lane_outcomes, new_session, recorder_listener, write_many
+from tests.engine.harness import (
+    Engine,
+    eventually,
+    lane_outcomes,
+    lane_state,
+    new_session,
+    recorder_listener,
+    write_many,
+)
 
 
-async def lane_view(engine: Engine, sid: str, listener: str) -> dict[str, Any]:
-    state = await engine.client.get_workflow_handle(lane_workflow_id(sid, listener, "_")).query("state")
-    return state if isinstance(state, dict) else state.model_dump(mode="json")
+async def lane_view(engine: Engine, sid: str, listener: str, lane: str = "_") -> dict[str, Any]:
+    return await lane_state(engine, sid, listener, lane)
 
 
 async def test_a_session_closed_before_the_window_closes_skips_the_batch(engine: Engine) -> None:

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.core.lane_keys import lane_workflow_id
-from tests.engine.harness import Engine, eventually, lane_outcomes, new_session, recorder_listener, write_many
+from tests.engine.harness import (
+    Engine,
+    eventually,
+    lane_outcomes,
+    lane_state,
+    new_session,
+    recorder_listener,
+    write_many,
+)
 
 
 async def session_events(engine: Engine, sid: str) -> list[dict[str, Any]]:
@@ -14,8 +21,7 @@ async def session_events(engine: Engine, sid: str) -> list[dict[str, Any]]:
 
 
 async def lane_view(engine: Engine, sid: str, listener: str, lane: str = "_") -> dict[str, Any]:
-    state = await engine.client.get_workflow_handle(lane_workflow_id(sid, listener, lane)).query("state")
-    return state if isinstance(state, dict) else state.model_dump(mode="json")
+    return await lane_state(engine, sid, listener, lane)
 
 
 async def test_an_object_action_writing_inside_its_own_filter_runs_once_per_outside_burst(engine: Engine) -> None:
