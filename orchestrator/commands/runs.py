@@ -48,7 +48,7 @@ def _lane(row: dict[str, Any]) -> dict[str, Any]:
         "lane": row["lane"],
         "workflow_id": row["workflow_id"],
         "pending": int(row["pending"]),
-        "in_flight": sum(1 for run in runs if run["state"] == "running"),
+        "in_flight": len(runs),
         "runs_in_flight": runs,
         "waiting_for_slot": row["waiting_slot"],
         "routed_through": row["routed_through"],
