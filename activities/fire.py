@@ -25,7 +25,7 @@ from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.base import PlatformActivities
-from activities.guards import CONSUMED, Verdict, batch_verdict, start_verdict
+from activities.guards import CONSUMED, Standing, Verdict, batch_verdict, standing, start_verdict
 from activities.writes import write_action
 from orchestrator.core.batch_cuts import cut
 from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, effective_max_parallel
@@ -108,18 +108,21 @@ class FireActivities(PlatformActivities):
     async def _claim(self, request: FireRequest) -> Step | None:
         address = request.address
         store, limits = self.store, self.settings.limits
+        # Read before the transaction: a fire that held its lane's lock while waiting for a second pooled
+        # connection would starve the pool when many lanes fire at once.
+        decl, version = await self._declaration(address.listener)
+        now = await standing(store, address.session_id, address.listener)
+        session = now.session
         async with store.transaction() as conn:
             lane = await store.lock_lane(conn, address.session_id, address.listener, address.lane)
             if lane is None:
                 return None  # never routed to: nothing waits
-            decl, version = await self._declaration(address.listener)
-            session = await store.get_session(address.session_id)
             left = await store.claimed_batch(conn, lane.id)
             if left is not None:
                 return await self._step(conn, lane, left, decl, version, session)
             repeat = await store.due_repeat(conn, lane.id, request.repeat_due)
             if repeat is not None:
-                return await self._claim_repeat(conn, lane, repeat, decl, version, session)
+                return await self._claim_repeat(conn, lane, repeat, decl, version, now)
             if lane.routed_through <= lane.fired_through:
                 return None
             nudges: list[Nudge] = []
@@ -136,7 +139,7 @@ class FireActivities(PlatformActivities):
             taken = cut(list(envelopes.values()), decl.batch.max_events, decl.batch.distinct_by)
             assert taken is not None
             depth = max(int(envelopes[i].get("depth", 0)) for i in taken.consumed)
-            verdict = await batch_verdict(store, conn, limits, lane.session_id, lane.lane, decl, taken.entries, depth)
+            verdict = await batch_verdict(store, conn, limits, now, lane.lane, decl, taken.entries, depth)
             entry_ids = [int(e["id"]) for e in taken.entries]
             batch = await store.take_batch(conn, lane, taken.consumed, entry_ids, 0, verdict, verdict is None)
             if verdict is None and isinstance(decl.action, WorkflowAction):
@@ -195,7 +198,7 @@ class FireActivities(PlatformActivities):
         run: RunRow,
         decl: ListenerDeclaration | None,
         version: int,
-        session: dict[str, Any],
+        now: Standing,
     ) -> Step:
         """A failed run's repeat is a batch of its own (same events, retry n+1) and passes the guards again."""
         original = await self.store.batch(conn, run.batch_id)
@@ -206,9 +209,7 @@ class FireActivities(PlatformActivities):
             verdict: Verdict = CONSUMED  # deleted during the wait: nobody to report to
         else:
             depth = int(run.plan["depth"])
-            verdict = await batch_verdict(
-                self.store, conn, self.settings.limits, lane.session_id, lane.lane, decl, entries, depth
-            )
+            verdict = await batch_verdict(self.store, conn, self.settings.limits, now, lane.lane, decl, entries, depth)
         batch = await self.store.take_batch(
             conn, lane, original.event_ids, original.entry_ids, retry, verdict, verdict is None
         )
@@ -216,7 +217,7 @@ class FireActivities(PlatformActivities):
             await self.store.hold_slot(
                 conn, run.run_key, lane.id, original.id, execution_id_of(run.run_key, retry), retry, run.plan
             )
-        return Step(lane, batch, decl, version, entries, [tp for _, tp in events], session, repeat=run)
+        return Step(lane, batch, decl, version, entries, [tp for _, tp in events], now.session, repeat=run)
 
     async def _step(
         self,

@@ -10,6 +10,7 @@ it. What a run's start checks besides (the workflow registered, room for one mor
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.core.declaration import ListenerDeclaration
@@ -34,11 +35,27 @@ def accepts(decl: ListenerDeclaration, listener: str, lane: str, entry: dict[str
     return listener_accepts(decl, entry) or own_silence(entry) == (listener, lane)
 
 
+@dataclass(frozen=True)
+class Standing:
+    """What the guards read of the session before a fire takes its lane's lock: read first, so that a fire
+    holding its transaction never waits for a second connection from the pool."""
+
+    session: dict[str, Any]
+    switched_off: bool
+
+
+async def standing(store: EngineRecords, session_id: str, listener: str) -> Standing:
+    return Standing(
+        session=await store.get_session(session_id),
+        switched_off=listener in await store.disabled_listeners(session_id),
+    )
+
+
 async def batch_verdict(
     store: EngineRecords,
     conn: Connection,
     limits: Limits,
-    session_id: str,
+    now: Standing,
     lane: str,
     decl: ListenerDeclaration,
     entries: Sequence[dict[str, Any]],
@@ -46,18 +63,18 @@ async def batch_verdict(
 ) -> Verdict:
     """The checks in order: switched off, session closed, unmatched after a re-save, depth, throttle.
 
-    `depth` is the batch's deepest event's.
+    `depth` is the batch's deepest event's. Only the throttle reads, in the fire's own transaction (`conn`).
     """
-    if decl.name in await store.disabled_listeners(session_id):
+    if now.switched_off:
         return CONSUMED
-    session = await store.get_session(session_id)
+    session = now.session
     if session["status"] != "open":
         return stop("skipped", "session_not_open")
     if not any(accepts(decl, decl.name, lane, entry) for entry in entries):
         return stop("skipped", "unmatched")
     if depth >= limits.listener_chain_depth:
         return stop("skipped", "depth", f"depth {depth} reached listener_chain_depth")
-    fired = await store.fires_in_last_minute(conn, session_id, decl.name)
+    fired = await store.fires_in_last_minute(conn, session["id"], decl.name)
     if fired >= limits.listener_fires_per_minute:
         return stop("throttled", None, f"{fired} fires in the last minute")
     return None

@@ -330,6 +330,13 @@ class TemporalDevServer:
             process.kill()
             await asyncio.to_thread(process.wait)
 
+    async def kill(self) -> None:
+        """SIGKILL the server (no flush, no clean shutdown), as a crash would; the crash tests use it."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.kill()
+            await asyncio.to_thread(process.wait)
+
     async def __aenter__(self) -> Self:
         return await self.start()
 

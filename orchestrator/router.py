@@ -90,6 +90,8 @@ class Router:
         self._last_round: dict[str, float] = {}
         self._polled_at = 0.0
         self._swept_at = 0.0
+        # The listener versions, read again after every change (NOTIFY on `orchestrator_listeners`).
+        self._versions: dict[str, list[ListenerVersion]] | None = None
         # What this router has done, for benchmarks and status: events read.
         self.routed = 0
 
@@ -135,6 +137,7 @@ class Router:
     async def _listen(self) -> asyncpg.Connection:
         """A connection of its own that LISTENs; while it was gone notifications were lost, so look at all."""
         listen = await asyncpg.connect(self.database_url)
+        self._versions = None  # a change may have gone by unannounced while the connection was away
         try:
             await listen.add_listener("orchestrator_events", self._on_notify)
             await listen.add_listener("orchestrator_listeners", self._on_notify)
@@ -149,6 +152,8 @@ class Router:
     def _on_notify(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
         if channel == "orchestrator_events":
             self._dirty.add(str(payload))
+        else:
+            self._versions = None
         self._wake.set()
 
     async def _drain(self) -> None:
@@ -177,6 +182,8 @@ class Router:
             await asyncio.gather(*(one(s) for s in batch))
 
     async def _listeners(self) -> dict[str, list[ListenerVersion]]:
+        if self._versions is not None:
+            return self._versions
         versions: dict[str, list[ListenerVersion]] = {}
         for row in await self.store.listener_versions():
             versions.setdefault(row["name"], []).append(
@@ -188,10 +195,13 @@ class Router:
                     body=row["body"],
                 )
             )
+        self._versions = versions
         return versions
 
     async def route_session(self, session_id: str) -> int:
         """One round for one session; answers how many events it read (0 if another worker holds it)."""
+        # Before the round: a round holding its connection never waits for a second one from the pool.
+        listeners = await self._listeners()
         async with self.store.routing_round(session_id) as held:
             if held is None:
                 return 0
@@ -199,7 +209,7 @@ class Router:
             events, traces = await self.store.traced_events_after(conn, session_id, position, ROUND_EVENTS)
             if not events:
                 return 0
-            deliveries = route([(e.envelope(), e.created_at) for e in events], await self._listeners())
+            deliveries = route([(e.envelope(), e.created_at) for e in events], listeners)
             spans = _route_spans(session_id, events, traces, deliveries)
             try:
                 created = {e.id: e.created_at for e in events}

@@ -402,7 +402,12 @@ class LaneQueues:
 
     @staticmethod
     async def release_slot(conn: Connection, run_key: str) -> None:
-        await conn.execute("DELETE FROM lane_runs WHERE run_key = $1", run_key)
+        """Give the run's slot back, noting when on its batch (the end of the batch's hold on its lane)."""
+        await conn.execute(
+            "WITH gone AS (DELETE FROM lane_runs WHERE run_key = $1 RETURNING batch_id)"
+            " UPDATE batches SET released_at = clock_timestamp() FROM gone WHERE batches.id = gone.batch_id",
+            run_key,
+        )
 
     @staticmethod
     async def wait_for_repeat(conn: Connection, run_key: str, delay_seconds: float) -> None:

@@ -10,7 +10,6 @@ Teardown kills every process a test started, by its id.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import random
@@ -26,7 +25,6 @@ from typing import Any
 
 import asyncpg
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client as TemporalClient
 
 from orchestrator.config import Settings
@@ -51,6 +49,7 @@ SETTLE_SECONDS = 90.0
 SERIAL = "crash_serial"
 KEYED = "crash_keyed"
 KEYS = 4
+KEY_SLOTS = 2
 
 
 def serial_listener() -> dict[str, Any]:
@@ -68,7 +67,7 @@ def keyed_listener() -> dict[str, Any]:
         "name": KEYED,
         "filter": {"types": ["object.**"], "aliases": ["crash/**"]},
         "batch": {"window_seconds": 0.3, "max_events": 100},
-        "concurrency": {"mode": "keyed", "key": "alias", "key_segments": 2, "max_parallel": 2},
+        "concurrency": {"mode": "keyed", "key": "alias", "key_segments": 2, "max_parallel": KEY_SLOTS},
         "action": {"type": "workflow", "workflow": "tracked", "input": {"sleep": 0.5}},
     }
 
@@ -106,6 +105,10 @@ class DevServer:
 
     async def stop(self) -> None:
         await self.server.stop()
+
+    async def kill(self) -> None:
+        """SIGKILL the server: no flush, no clean shutdown, what a crashed machine does to it."""
+        await self.server.kill()
 
     async def start_again(self) -> None:
         self.server = await start_dev_server(self.server.data_dir, self.server.port)
@@ -336,13 +339,31 @@ class Verdict:
     duplicates: dict[str, int] = field(default_factory=dict)
     # Two runs of different batches of one lane, both started and neither ended.
     overlaps: list[dict[str, Any]] = field(default_factory=list)
+    # Two batches of one lane holding it at once (from the claim to the slot's release, in the store).
+    held_together: list[dict[str, Any]] = field(default_factory=list)
+    # Moments when more runs of the keyed listener ran at once in a session than its key slots allow.
+    over_cap: list[dict[str, Any]] = field(default_factory=list)
+    # Events a lane took in more than one batch (a repeat of a failed run aside).
+    batched_twice: list[dict[str, Any]] = field(default_factory=list)
     runs_by_pid: dict[int, int] = field(default_factory=dict)
 
     def summary(self) -> str:
         return (
             f"{self.expected} event deliveries expected, {self.runs} runs ({self.open_runs} open), "
-            f"{len(self.missing)} missing, duplicates {self.duplicates}, {len(self.overlaps)} overlaps"
+            f"{len(self.missing)} missing, duplicates {self.duplicates}, {len(self.overlaps)} overlaps, "
+            f"{len(self.held_together)} held together, {len(self.over_cap)} over the key cap, "
+            f"{len(self.batched_twice)} batched twice"
         )
+
+    def assert_sound(self) -> None:
+        """Nothing lost, nothing run twice, never two batches of a lane at once, the key cap kept."""
+        assert not self.missing, f"events that reached no run: {self.missing[:20]}"
+        assert self.open_runs == 0, self.summary()
+        assert not self.duplicates, f"events that reached two runs: {self.duplicates}"
+        assert not self.batched_twice, f"events a lane took twice: {self.batched_twice[:10]}"
+        assert not self.overlaps, f"two batches of one lane in flight at once: {self.overlaps}"
+        assert not self.held_together, f"two batches of one lane held it at once: {self.held_together[:10]}"
+        assert not self.over_cap, f"more keys running than the key slots: {self.over_cap[:10]}"
 
 
 EXPECTED_SQL = """
@@ -379,6 +400,30 @@ WHERE a.started_at < coalesce(b.ended_at, 'infinity') AND b.started_at < coalesc
 """
 
 
+# Two batches of one lane that held it at once: each from its claim to its slot's release.
+HELD_TOGETHER_SQL = """
+SELECT l.listener, l.session_id, l.lane, a.first_id AS a_first, b.first_id AS b_first
+FROM batches a JOIN batches b ON a.lane_id = b.lane_id AND a.id < b.id AND a.retry = 0 AND b.retry = 0
+JOIN lanes l ON l.id = a.lane_id
+WHERE a.verdict IS NULL AND b.verdict IS NULL AND l.listener = ANY($1::text[])
+  AND b.created_at < coalesce(a.released_at, 'infinity') AND a.created_at < coalesce(b.released_at, 'infinity')
+"""
+
+# At each run's start, the runs of the keyed listener in its session running then (itself included).
+OVER_CAP_SQL = """
+SELECT a.session_id, a.execution_id, count(*) AS running FROM crash_runs a JOIN crash_runs b
+  ON a.listener = b.listener AND a.session_id = b.session_id
+ AND b.started_at <= a.started_at AND a.started_at < coalesce(b.ended_at, 'infinity')
+WHERE a.listener = $1 GROUP BY 1, 2 HAVING count(*) > $2
+"""
+
+BATCHED_TWICE_SQL = """
+SELECT l.listener, l.session_id, l.lane, e AS event_id, count(*) AS batches
+FROM batches b JOIN lanes l ON l.id = b.lane_id, unnest(b.event_ids) AS e
+WHERE b.retry = 0 AND l.listener = ANY($1::text[]) GROUP BY 1, 2, 3, 4 HAVING count(*) > 1
+"""
+
+
 async def judge(database_url: str) -> Verdict:
     conn = await asyncpg.connect(database_url)
     try:
@@ -390,6 +435,9 @@ async def judge(database_url: str) -> Verdict:
         verdict.missing = [(r[0], r[1], r[2]) for r in await conn.fetch(MISSING_SQL, listeners)]
         verdict.duplicates = {r["listener"]: r["events"] for r in await conn.fetch(DUPLICATES_SQL)}
         verdict.overlaps = [dict(r) for r in await conn.fetch(OVERLAPS_SQL)]
+        verdict.held_together = [dict(r) for r in await conn.fetch(HELD_TOGETHER_SQL, listeners)]
+        verdict.over_cap = [dict(r) for r in await conn.fetch(OVER_CAP_SQL, KEYED, KEY_SLOTS)]
+        verdict.batched_twice = [dict(r) for r in await conn.fetch(BATCHED_TWICE_SQL, listeners)]
         rows = await conn.fetch("SELECT start_pid, count(*) FROM crash_runs GROUP BY 1")
         verdict.runs_by_pid = {r[0]: r[1] for r in rows}
         return verdict
@@ -417,10 +465,12 @@ async def wait_for_a_run_in_flight(database_url: str, within: float = 10.0) -> b
 
 
 async def kill_mid_batch(workers: Workers, worker: WorkerProcess, database_url: str) -> float:
-    """SIGKILL `worker` while a run is in flight; answers the wall-clock time of the kill."""
+    """SIGKILL `worker` while a run is in flight (asserted: a kill with none in flight tests little); answers
+    the wall-clock time of the kill."""
     in_flight = await wait_for_a_run_in_flight(database_url)
+    assert in_flight, f"no run was in flight to kill {worker.name} under"
     at = await workers.kill(worker)
-    log.info("killed %s %s", worker.name, "mid-batch" if in_flight else "with no run in flight")
+    log.info("killed %s mid-batch", worker.name)
     return at
 
 
@@ -454,20 +504,23 @@ async def explain_missing(database_url: str, temporal: TemporalClient, verdict: 
             ids,
         ):
             lines.append(f"outcome naming a missing event: {dict(row)}")
-        lanes = await conn.fetch("SELECT listener, lane, workflow_id FROM lanes ORDER BY 1, 2")
+        lanes = await conn.fetch(
+            "SELECT l.listener, l.lane, l.workflow_id, l.routed_through, l.fired_through, l.waiting_slot,"
+            " (SELECT array_agg(run_key || ' ' || state) FROM lane_runs r WHERE r.lane_id = l.id) AS runs"
+            " FROM lanes l ORDER BY 1, 2"
+        )
     finally:
         await conn.close()
-    async for execution in temporal.list_workflows("WorkflowType = 'OrchestratorRun' OR WorkflowType = 'tracked'"):
+    async for execution in temporal.list_workflows("WorkflowType = 'tracked'"):
         status = execution.status.name if execution.status else "?"
         lines.append(f"{execution.workflow_type} {execution.id}: {status}")
     for lane in lanes:
+        lines.append(f"lane {dict(lane)}")
         try:
             state = await temporal.get_workflow_handle(lane["workflow_id"]).query("state")
         except Exception as err:
             state = f"(query failed: {err})"
-        lines.append(f"lane {lane['workflow_id']}: {state}")
-        for run in state.get("in_flight", []) if isinstance(state, dict) else []:
-            lines.append(f"  its run {run['run_key']}: {await describe_workflow(temporal, run['run_key'])}")
+        lines.append(f"  its clock: {state}")
     return "\n".join(lines)
 
 
@@ -486,46 +539,19 @@ async def describe_workflow(temporal: TemporalClient, workflow_id: str) -> str:
     return "; ".join(parts)
 
 
-# The lanes' `deliver` signals, read back from Temporal
+# When each event was queued into each lane, read back from the store
 
 
-@dataclass
-class Redelivery:
-    lane: str
-    event_id: int
-    first_at: float
-    count: int
-
-
-async def delivery_times(temporal: TemporalClient) -> dict[tuple[str, int], list[float]]:
-    """When each event was signalled to each lane: every `deliver` signal of every lane workflow, all runs
-    (across continue-as-new), keyed by (lane workflow id, event id), times in epoch seconds."""
-    seen: dict[tuple[str, int], list[float]] = {}
-    async for execution in temporal.list_workflows("WorkflowType = 'OrchestratorLane'"):
-        handle = temporal.get_workflow_handle(execution.id, run_id=execution.run_id)
-        history = await handle.fetch_history()
-        for event in history.events:
-            if event.event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-                continue
-            attributes = event.workflow_execution_signaled_event_attributes
-            if attributes.signal_name != "deliver":
-                continue
-            delivery = json.loads(attributes.input.payloads[0].data)
-            at = event.event_time.seconds + event.event_time.nanos / 1e9
-            for envelope in delivery["events"]:
-                seen.setdefault((execution.id, int(envelope["id"])), []).append(at)
-    return seen
-
-
-async def redeliveries(temporal: TemporalClient) -> tuple[int, list[Redelivery]]:
-    """How many event deliveries the lanes were signalled, and the events a lane was sent more than once."""
-    seen = await delivery_times(temporal)
-    repeated = [
-        Redelivery(lane, event_id, min(times), len(times))
-        for (lane, event_id), times in sorted(seen.items())
-        if len(times) > 1
-    ]
-    return sum(len(times) for times in seen.values()), repeated
+async def queue_times(database_url: str) -> dict[int, float]:
+    """When each event was first queued into a lane by the router (epoch seconds), by event id."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows = await conn.fetch(
+            "SELECT event_id, extract(epoch FROM min(queued_at))::float8 AS at FROM lane_events GROUP BY event_id"
+        )
+    finally:
+        await conn.close()
+    return {int(r["event_id"]): float(r["at"]) for r in rows}
 
 
 @pytest.fixture

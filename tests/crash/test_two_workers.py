@@ -1,11 +1,9 @@
 """Two workers on one task queue, one SIGKILLed mid-way: the survivor routes and runs everything, and no lane
 ever runs two batches at once.
 
-Each session is routed by one worker at a time (its routing row is held for the whole round). While both
-run, an event therefore reaches its lane in exactly one `deliver` signal; only the round the killed worker
-had signalled but not saved is sent again, by the survivor. So every event a lane was sent twice must have
-been first sent just before the kill: one sent twice long before it means two routers routed one session
-at once.
+Each session is routed by one worker at a time (its routing row is held for the whole round, and the queue
+rows commit with the position), so an event is queued into a lane once, and a lane takes it in one batch:
+two routers on one session, or two fires of one lane at once, would show as an event batched twice.
 """
 
 from __future__ import annotations
@@ -21,16 +19,12 @@ from tests.crash.conftest import (
     Workload,
     explain_missing,
     kill_mid_batch,
-    redeliveries,
     settle,
     temporal_client,
 )
 
 pytestmark = pytest.mark.devserver
 log = logging.getLogger(__name__)
-
-# A round reads, signals and saves within well under a second; the margin is for a loaded 2-core machine.
-ROUND_MARGIN_SECONDS = 5.0
 
 
 async def test_the_survivor_takes_over_and_nothing_is_lost(
@@ -53,21 +47,14 @@ async def test_the_survivor_takes_over_and_nothing_is_lost(
     verdict = await settle(crash_db, watch=[survivor])
     temporal = await temporal_client(temporal_server.address)
     assert not verdict.missing, await explain_missing(crash_db, temporal, verdict)
-    assert verdict.open_runs == 0, verdict.summary()
-    assert not verdict.overlaps, f"two batches of one lane in flight at once: {verdict.overlaps}"
+    verdict.assert_sound()
     assert survivor.alive(), survivor.log_tail()
     assert verdict.runs_by_pid.get(survivor.pid), f"the survivor ran nothing: {verdict.runs_by_pid}"
-
-    delivered, repeated = await redeliveries(temporal)
-    early = [r for r in repeated if r.first_at < killed_at - ROUND_MARGIN_SECONDS]
     log.info(
-        "%d writes: %s; runs by pid %s (victim %d); %d events signalled, %d sent twice, %d long before the kill",
+        "%d writes: %s; runs by pid %s (victim %d, killed at %.1f)",
         load.written,
         verdict.summary(),
         verdict.runs_by_pid,
         victim.pid,
-        delivered,
-        len(repeated),
-        len(early),
+        killed_at,
     )
-    assert not early, f"events sent to a lane twice while both routers lived (two routers on one session): {early}"

@@ -13,7 +13,6 @@ from tests.crash.conftest import (
     Workload,
     explain_missing,
     kill_mid_batch,
-    redeliveries,
     settle,
     temporal_client,
 )
@@ -44,16 +43,7 @@ async def test_killed_worker_loses_no_event_and_never_overlaps_a_lane(
     verdict = await settle(crash_db, watch=[worker])
     temporal = await temporal_client(temporal_server.address)
     assert not verdict.missing, await explain_missing(crash_db, temporal, verdict)
-    assert verdict.open_runs == 0, verdict.summary()
-    assert not verdict.overlaps, f"two batches of one lane in flight at once: {verdict.overlaps}"
-    delivered, repeated = await redeliveries(temporal)
-    log.info(
-        "%d writes, %d kills: %s; %d events signalled to lanes, %d sent twice",
-        load.written,
-        len(kills),
-        verdict.summary(),
-        delivered,
-        len(repeated),
-    )
+    verdict.assert_sound()
+    log.info("%d writes, %d kills: %s", load.written, len(kills), verdict.summary())
     # Runs went on in the workers started after a kill, not only in the first.
     assert len(verdict.runs_by_pid) >= 2, verdict.runs_by_pid

@@ -278,3 +278,24 @@ async def run_result(engine: Engine, session_id: str, listener: str, first_id: i
     if not mine or any(e["status"] == "running" for e in mine):
         return None
     return str(max(mine, key=lambda e: e["batch"]["retry"])["status"])
+
+
+async def overlapping_holds(engine: Engine, session_id: str, listener: str) -> list[tuple[int, int]]:
+    """Pairs of batches (first ids) of one lane of `listener` whose holds on their lane overlapped.
+
+    A batch whose run took a slot holds its lane from its claim (`batches.created_at`) until the slot is given
+    back (`released_at`, after its last attempt's end is recorded; still held: open-ended). This is the whole
+    span a serial or keyed lane must not share, wider than the app workflow's own start and end.
+    """
+    async with engine.platform.store.transaction() as conn:
+        rows = await conn.fetch(
+            "SELECT a.first_id AS a, b.first_id AS b FROM batches a JOIN batches b"
+            " ON a.lane_id = b.lane_id AND a.id < b.id AND a.retry = 0 AND b.retry = 0"
+            " JOIN lanes l ON l.id = a.lane_id"
+            " WHERE l.session_id = $1 AND l.listener = $2 AND a.verdict IS NULL AND b.verdict IS NULL"
+            " AND b.created_at < coalesce(a.released_at, 'infinity')"
+            " AND a.created_at < coalesce(b.released_at, 'infinity')",
+            session_id,
+            listener,
+        )
+    return [(int(r["a"]), int(r["b"])) for r in rows]

@@ -348,3 +348,29 @@ async def test_events_committed_before_a_listener_takes_effect_are_not_delivered
         assert before[0] < after[0]
         [outcome] = await lane_outcomes(engine, sid, "orchestrate")
         assert outcome["event_ids"] == after
+
+
+async def test_keyed_lanes_firing_together_pass_the_throttle_exactly_as_often_as_it_allows(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    """Fires are counted when taken, under the listener's lock: sixteen lanes firing at once against a limit
+    of three give three runs and thirteen throttled batches, never more runs (a workflow action's `success` is
+    recorded only once its run has started, so counting outcomes let several through)."""
+    async with guarded(platform, temporal_env, listener_fires_per_minute=3) as (engine, _):
+        body = recorder_listener(
+            "busy",
+            concurrency={"mode": "keyed", "key": "alias", "max_parallel": 16},
+            batch={"window_seconds": 0.5},
+        )
+        await engine.command("save_listener", listener=body)
+        sid = await new_session(engine)
+        await write_many(engine, sid, [f"missions/{n}" for n in range(16)])
+        outcomes = await outcomes_at_least(engine, sid, "busy", 16)
+        assert sorted(o["status"] for o in outcomes) == ["success"] * 3 + ["throttled"] * 13
+
+        async def three_runs() -> bool:
+            return len(engine.log.runs) >= 3
+
+        await eventually(three_runs, what="the three runs")
+        await asyncio.sleep(1.0)
+        assert len(engine.log.runs) == 3

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from tests.engine.harness import Engine, eventually, lane_state, new_session, recorder_listener, write_many
+from tests.engine.harness import (
+    Engine,
+    eventually,
+    lane_state,
+    new_session,
+    overlapping_holds,
+    recorder_listener,
+    write_many,
+)
 
 
 def keyed_listener(*, key: str = "alias", sleep: float = 0, window: float = 0.3, **concurrency: Any) -> dict[str, Any]:
@@ -194,3 +202,37 @@ async def test_a_freed_key_slot_goes_to_the_key_that_has_waited_longest(engine: 
 
 async def _running(engine: Engine, lane: str) -> bool:
     return any(r.input["batch"]["lane"] == lane for r in engine.log.open.values())
+
+
+async def test_a_fire_that_dies_after_starting_its_run_is_finished_once_and_leaks_no_key_slot(
+    engine: Engine,
+) -> None:
+    """The fire of a's batch starts a's run, then fails before it marks the batch done (as a worker dying
+    there would). Its retry finishes the same batch: one run for it, not two, and the key slot it holds is
+    given back when that run ends, so b (behind it, with one key slot) runs next."""
+    store = engine.platform.store
+    real = store.finish_batch
+    failed: list[int] = []
+
+    async def fails_once(conn: Any, batch_id: int) -> None:
+        if not failed:
+            failed.append(batch_id)
+            raise ConnectionResetError("the worker died after the start")
+        await real(conn, batch_id)
+
+    store.finish_batch = fails_once  # type: ignore[method-assign]
+    await engine.command("save_listener", listener=keyed_listener(sleep=1, window=0.2, max_parallel=1))
+    sid = await new_session(engine)
+    a = await write_many(engine, sid, ["missions/a"])
+    b = await write_many(engine, sid, ["missions/b"])
+
+    async def both_ran() -> bool:
+        return await all_ended(engine, 2)
+
+    await eventually(both_ran, within=60, what="a's run, then b's")
+    assert failed, "the fire did fail once"
+    assert [r.input["batch"]["event_ids"] for r in engine.log.runs] == [a, b], "one run per batch"
+    executions = (await engine.command("list_executions", session_id=sid))["executions"]
+    assert len(executions) == 2
+    assert engine.log.most_at_once["orchestrate:*"] == 1
+    assert await overlapping_holds(engine, sid, "orchestrate") == []

@@ -19,6 +19,7 @@ from tests.engine.harness import (
     eventually,
     lane_outcomes,
     new_session,
+    overlapping_holds,
     recorder_listener,
     running_engine,
     write_many,
@@ -45,7 +46,9 @@ async def test_a_lane_continues_as_new_under_a_stream_and_loses_nothing(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:
     async with engine_with(platform, temporal_env, lane_history_limit=40) as engine:
-        await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.1}))
+        # Runs long enough that two at once would show.
+        action = {"type": "workflow", "workflow": "recorder", "input": {"sleep": 0.3}}
+        await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.1}, action=action))
         sid = await new_session(engine)
         handle = engine.client.get_workflow_handle(lane_workflow_id(sid, "orchestrate", "_"))
         ids = await write_many(engine, sid, ["missions/first"])
@@ -58,6 +61,7 @@ async def test_a_lane_continues_as_new_under_a_stream_and_loses_nothing(
 
         assert engine.log.event_ids() == ids, "every event exactly once, in order"
         assert engine.log.most_at_once["orchestrate:_"] == 1
+        assert await overlapping_holds(engine, sid, "orchestrate") == []
         assert (await handle.describe()).run_id != first_run_id
         history = await engine.client.get_workflow_handle(handle.id, run_id=first_run_id).fetch_history()
         assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
@@ -161,6 +165,7 @@ async def test_a_lane_terminated_from_outside_with_events_waiting_still_delivers
         await all_ran(engine, len(first) + len(waiting), within=60)
         assert engine.log.event_ids() == first + waiting, "every event exactly once, in order"
         assert engine.log.most_at_once["orchestrate:_"] == 1, "the new lane waited for the run in flight"
+        assert await overlapping_holds(engine, sid, "orchestrate") == []
 
 
 async def _open(engine: Engine) -> bool:
@@ -212,6 +217,7 @@ async def test_a_lane_whose_run_is_stuck_keeps_a_constant_state_while_50000_even
             written = await conn.fetch("SELECT id FROM events WHERE session_id = $1 AND alias LIKE 'missions/%'", sid)
         assert sorted(engine.log.event_ids()) == sorted(r["id"] for r in written), "every event exactly once"
         assert engine.log.most_at_once["orchestrate:_"] == 1
+        assert await overlapping_holds(engine, sid, "orchestrate") == []
 
 
 async def _bulk_write(engine: Engine, sid: str, count: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
+from tests.engine.harness import Engine, eventually, new_session, overlapping_holds, recorder_listener, write_many
 from tests.store.helpers import write_held_open
 
 
@@ -27,17 +27,22 @@ async def test_a_burst_in_one_window_is_one_run(engine: Engine) -> None:
 
 
 async def test_max_events_splits_a_burst_and_loses_nothing(engine: Engine) -> None:
-    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.5, "max_events": 7}))
+    # Each run lasts long enough that a second batch started beside it would show.
+    action = {"type": "workflow", "workflow": "recorder", "input": {"sleep": 0.5}}
+    body = recorder_listener(batch={"window_seconds": 0.5, "max_events": 7}, action=action)
+    await engine.command("save_listener", listener=body)
     sid = await new_session(engine)
     ids = await write_many(engine, sid, [f"missions/{n}" for n in range(30)])
 
     async def all_ran() -> bool:
-        return len(engine.log.event_ids()) >= 30
+        return len(engine.log.event_ids()) >= 30 and all(r.ended is not None for r in engine.log.runs)
 
     await eventually(all_ran, what="every event in a run")
     assert engine.log.event_ids() == ids, "every event exactly once, in order"
     assert all(len(r.input["batch"]["event_ids"]) <= 7 for r in engine.log.runs)
+    assert len(engine.log.runs) >= 5
     assert engine.log.most_at_once["orchestrate:_"] == 1
+    assert await overlapping_holds(engine, sid, "orchestrate") == [], "one batch holds the lane at a time"
 
 
 async def test_distinct_by_alias_makes_200_writes_one_entry(engine: Engine) -> None:
@@ -52,15 +57,10 @@ async def test_distinct_by_alias_makes_200_writes_one_entry(engine: Engine) -> N
         return bool(engine.log.runs)
 
     await eventually(ran, what="the run")
-    run = engine.log.runs[0].input
-    entries = run["input"]["events"]
-    if len(engine.log.runs) == 1:
-        assert [e["id"] for e in entries] == [ids[199], ids[200]]
-        assert run["batch"]["event_ids"] == ids
-        assert run["batch"]["count"] == 2
-    assert len({e["alias"] for r in engine.log.runs for e in r.input["input"]["events"]}) == 2
-    newest_hot = [e for r in engine.log.runs for e in r.input["input"]["events"] if e["alias"] == "missions/hot"]
-    assert newest_hot[-1]["id"] == ids[199]
+    [run] = [r.input for r in engine.log.runs]
+    assert [e["id"] for e in run["input"]["events"]] == [ids[199], ids[200]]
+    assert run["batch"]["event_ids"] == ids
+    assert run["batch"]["count"] == 2
 
 
 async def test_events_during_a_run_wait_for_the_next_batch(engine: Engine) -> None:
@@ -86,6 +86,7 @@ async def test_events_during_a_run_wait_for_the_next_batch(engine: Engine) -> No
     assert engine.log.runs[1].input["batch"]["event_ids"] == during
     assert engine.log.runs[1].started >= (engine.log.runs[0].ended or 0)
     assert engine.log.most_at_once["orchestrate:_"] == 1
+    assert await overlapping_holds(engine, sid, "orchestrate") == [], "the second batch waited for the first's slot"
 
 
 async def test_an_event_whose_transaction_commits_after_later_ids_still_reaches_its_lane(engine: Engine) -> None:

@@ -29,9 +29,11 @@ ALTER TABLE lanes DROP COLUMN pending, DROP COLUMN in_flight, DROP COLUMN retrie
 UPDATE lanes SET routed_through = fired_through;
 CREATE INDEX lanes_unfired ON lanes (nudged_at) WHERE routed_through > fired_through AND NOT waiting_slot;
 
+-- When the router queued it: what `explain_event` and the crash suite read (commit to lane).
 CREATE TABLE lane_events (
-    lane_id  bigint NOT NULL REFERENCES lanes (id) ON DELETE CASCADE,
-    event_id bigint NOT NULL,
+    lane_id   bigint NOT NULL REFERENCES lanes (id) ON DELETE CASCADE,
+    event_id  bigint NOT NULL,
+    queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (lane_id, event_id)
 );
 
@@ -55,6 +57,9 @@ CREATE TABLE batches (
     verdict    jsonb,
     counted    boolean NOT NULL,
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- For a batch whose run took a slot: when the slot was given back (its last attempt's end recorded, or
+    -- its start stopped). From `created_at` to this, the batch held its lane.
+    released_at timestamptz,
     UNIQUE (lane_id, first_id, retry)
 );
 CREATE INDEX batches_fires ON batches (session_id, listener, created_at) WHERE counted;
