@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from orchestrator.commands.registry import MAX_JSON_DEPTH
 from orchestrator.config import Settings, reveal
 from orchestrator.platform import Platform
 from orchestrator.telemetry import continuing
@@ -107,6 +108,9 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             body = json.loads(raw, parse_constant=_reject_constant)
         except (ValueError, UnicodeDecodeError) as err:
             return JSONResponse(error_reply("invalid_request", f"body: not valid JSON ({err})"), status_code=400)
+        except RecursionError:
+            message = f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels"
+            return JSONResponse(error_reply("invalid_request", message), status_code=400)
         # A caller's W3C `traceparent` makes its trace the parent of what this command writes.
         with continuing(request.headers.get("traceparent")):
             reply = await platform.command(body)

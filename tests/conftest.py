@@ -39,6 +39,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked `both_servers` run on the time-skipping server and on the dev server, whatever
+    `--temporal` says: what only the real server does (signal ordering, a terminated child) is covered too."""
+    if metafunc.definition.get_closest_marker("both_servers") and "temporal_env" in metafunc.fixturenames:
+        metafunc.parametrize("temporal_env", ["time-skipping", "dev"], indirect=True)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # A workflow that exits with a signal or update handler still running loses that work; fail the test.
     config.addinivalue_line("filterwarnings", "error::temporalio.workflow.UnfinishedUpdateHandlersWarning")
@@ -99,8 +106,14 @@ async def fresh_db(embedded_pg: EmbeddedPostgres) -> AsyncIterator[str]:
 
 @pytest.fixture
 def settings() -> Settings:
-    """Settings for tests: listeners take effect at once, nothing read from the environment's servers."""
-    return Settings(database_url=None, temporal_address=None, limits=Limits(activation_delay_seconds=0))
+    """Settings for tests: listeners take effect at once, nothing read from the environment's servers, and the
+    router's sweep asks about runs every 2 s (a run terminated from outside frees its slot within seconds)."""
+    return Settings(
+        database_url=None,
+        temporal_address=None,
+        limits=Limits(activation_delay_seconds=0),
+        run_check_seconds=2.0,
+    )
 
 
 @pytest.fixture
@@ -156,7 +169,9 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
 
 @pytest.fixture
 def temporal_env(request: pytest.FixtureRequest) -> WorkflowEnvironment:
-    """The Temporal server chosen by `--temporal` (a plain fixture, so it can pick an async one by name)."""
-    name = "dev_env" if request.config.getoption("--temporal") == "dev" else "time_skipping_env"
+    """The Temporal server chosen by `--temporal`, or by the test's `both_servers` parameter (a plain fixture,
+    so it can pick an async one by name)."""
+    chosen = getattr(request, "param", None) or request.config.getoption("--temporal")
+    name = "dev_env" if chosen == "dev" else "time_skipping_env"
     env: WorkflowEnvironment = request.getfixturevalue(name)
     return env

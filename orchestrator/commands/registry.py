@@ -39,6 +39,23 @@ class CommandSpec:
 
 COMMANDS: dict[str, CommandSpec] = {}
 
+# How deep a command's JSON may nest. Far beyond any real value, and far below what would exhaust Python's
+# stack in the validation, the JSON encoding and the templates a value goes through.
+MAX_JSON_DEPTH = 100
+
+
+def json_depth(value: Any, limit: int) -> int:
+    """How deep `value` nests (a scalar is 0), counted without recursion and only as far as `limit` + 1."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth + 1 > limit:
+                return depth + 1
+            deepest = max(deepest, depth + 1)
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
 
 def command(name: str, model: type[R]) -> Callable[[Callable[[Platform, R], Awaitable[dict[str, Any]]]], Handler]:
     """Register the decorated handler for `name`, its arguments validated by `model`."""
@@ -53,6 +70,8 @@ def command(name: str, model: type[R]) -> Callable[[Callable[[Platform, R], Awai
 async def dispatch(platform: Platform, body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise CommandError("invalid_request", "body: a command is a JSON object")
+    if json_depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        raise CommandError("invalid_request", f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
     name = body.get("command")
     if not isinstance(name, str):
         raise CommandError("invalid_request", "command: required, the command's name as a string")

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from temporalio import activity, workflow
 from temporalio.testing import WorkflowEnvironment
 
@@ -22,6 +23,8 @@ from tests.engine.harness import (
     running_engine,
     write_many,
 )
+
+pytestmark = pytest.mark.both_servers
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.sdk import RunInput, RunSession, SessionError

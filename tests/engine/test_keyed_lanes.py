@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from tests.engine.harness import (
     Engine,
     eventually,
@@ -14,6 +16,8 @@ from tests.engine.harness import (
     recorder_listener,
     write_many,
 )
+
+pytestmark = pytest.mark.both_servers
 
 
 def keyed_listener(*, key: str = "alias", sleep: float = 0, window: float = 0.3, **concurrency: Any) -> dict[str, Any]:

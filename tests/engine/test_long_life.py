@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.testing import WorkflowEnvironment
@@ -42,6 +43,7 @@ async def all_ran(engine: Engine, count: int, within: float = 30.0) -> None:
     await eventually(done, within=within, what=f"{count} events in runs")
 
 
+@pytest.mark.both_servers
 async def test_a_lane_continues_as_new_under_a_stream_and_loses_nothing(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:
@@ -67,6 +69,7 @@ async def test_a_lane_continues_as_new_under_a_stream_and_loses_nothing(
         assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
 
 
+@pytest.mark.both_servers
 async def test_an_idle_lane_completes_and_the_next_event_starts_it_again(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:
@@ -145,6 +148,7 @@ async def test_an_event_landing_as_a_write_fires_and_the_lane_exits_is_neither_l
         assert sorted(consumed) == ids, "every event in exactly one batch"
 
 
+@pytest.mark.both_servers
 async def test_a_lane_terminated_from_outside_with_events_waiting_still_delivers_them_all(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.core.limits import Limits
 from orchestrator.platform import Platform
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, running_engine, write_many
+
+pytestmark = pytest.mark.both_servers
 
 
 def parallel_listener(max_parallel: int) -> dict[str, Any]:

@@ -363,19 +363,8 @@ async def test_completed_runs_and_batches_that_started_no_run_are_not_retried(
     ], "an invocation_error has its receipt too"
 
 
-@pytest.mark.parametrize(
-    "stop",
-    [
-        "cancel",
-        pytest.param(
-            "terminate",
-            marks=pytest.mark.skipif(
-                "config.getoption('--temporal') != 'dev'",
-                reason="the time-skipping server never tells a parent its child was terminated (sdk-java#2921)",
-            ),
-        ),
-    ],
-)
+@pytest.mark.both_servers
+@pytest.mark.parametrize("stop", ["cancel", "terminate"])
 async def test_a_stopped_run_is_not_retried(
     clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment, stop: str
 ) -> None:

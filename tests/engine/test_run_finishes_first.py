@@ -22,6 +22,8 @@ from tests.engine.harness import (
 )
 from workflows.messages import FireReport, FireRequest
 
+pytestmark = pytest.mark.both_servers
+
 
 class SlowToReport:
     """Stands in for `orchestrator.fire`: fires, then reports only after the run it started has ended."""

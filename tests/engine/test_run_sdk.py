@@ -14,6 +14,8 @@ from activities.session import SessionCall
 from orchestrator.platform import Platform
 from tests.engine.harness import Engine, eventually, new_session, running_engine
 
+pytestmark = pytest.mark.both_servers
+
 with workflow.unsafe.imports_passed_through():
     from orchestrator.sdk import RunInput, RunSession, SessionError
 

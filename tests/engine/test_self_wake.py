@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.engine.harness import (
     Engine,
     eventually,
@@ -13,6 +15,8 @@ from tests.engine.harness import (
     recorder_listener,
     write_many,
 )
+
+pytestmark = pytest.mark.both_servers
 
 
 async def session_events(engine: Engine, sid: str) -> list[dict[str, Any]]:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.engine.harness import Engine, eventually, new_session, overlapping_holds, recorder_listener, write_many
 from tests.store.helpers import write_held_open
+
+pytestmark = pytest.mark.both_servers
 
 
 async def test_a_burst_in_one_window_is_one_run(engine: Engine) -> None:

@@ -21,6 +21,8 @@ from tests.engine.harness import (
 )
 from workflows.messages import RunEnd
 
+pytestmark = pytest.mark.both_servers
+
 
 class ClosesFirst:
     """Stands in for `run_ended`: the session closes just before the run's end is recorded."""

@@ -11,6 +11,8 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.platform import Platform
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, running_engine, write_many
 
+pytestmark = pytest.mark.both_servers
+
 
 @pytest.fixture
 async def engine(platform: Platform, temporal_env: WorkflowEnvironment) -> AsyncIterator[Engine]:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.engine.harness import Engine, eventually
+
+pytestmark = pytest.mark.both_servers
 
 ROOTS = {
     "events": "batch.events",

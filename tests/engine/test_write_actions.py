@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from orchestrator.core.lane_keys import lane_workflow_id
 from tests.engine.harness import Engine, eventually, lane_outcomes, new_session, write_many
+
+pytestmark = pytest.mark.both_servers
 
 
 def write_listener(name: str, action: dict[str, Any], aliases: list[str] | None = None) -> dict[str, Any]:
