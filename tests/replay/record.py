@@ -122,7 +122,7 @@ async def save(temporal: Client) -> None:
         kept[kind] = kept.get(kind, 0) + 1
         name = f"{kind}-{kept[kind]:02d}.json"
         (HERE / name).write_text(history.to_json())
-    print(f"recorded {kept} into {HERE}")
+    print(f"recorded {kept} into {HERE}")  # noqa: T201 - the recorder's one line of output
 
 
 if __name__ == "__main__":
