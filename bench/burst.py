@@ -1,17 +1,22 @@
-"""A burst of events through the command surface into declared listeners, against the naive design.
+"""Bursts and trickles through the HTTP door into declared listeners, against the naive design and raw commits.
 
 Measures, side by side in one run on the Temporal dev server (SQLite in WAL mode, one task-queue
-partition) and an embedded PostgreSQL:
-- lanes: 20,000 events written by 8 writers (in a process of their own, as the API is) to a serial listener
-  (window 1 s, max_events 1000), then to a keyed listener (100 keys by alias, max_parallel 16); events/s
-  from the first write to the last batch's run starting, the writers' own pace, the delay the platform adds
-  beyond the window (from when a batch was due, its first commit plus the window or, for events a full
-  batch left behind, the previous batch of its lane, to its run's start: p50 and p99 over batches), the
-  commit-to-run-start delay of every event, signals and workflow executions per 1,000 events, and the CPU
-  time the Temporal server and the worker process spent per 1,000 events;
-- naive: one workflow (running one trivial local activity) started per event, 4 in flight.
+partition) and an embedded PostgreSQL, with the API and the writers in processes of their own (as a user's
+clients and the API are) and the worker and router in this one:
+- raw: single-row PostgreSQL commits by 32 writers, the store's ceiling;
+- naive: one workflow (running one trivial local activity) started per event, 4 in flight;
+- serial and keyed bursts: 20,000 events written by 32 keep-alive HTTP clients to a serial listener
+  (window 1 s, max_events 1000), then to a keyed listener (100 keys by alias, max_parallel 16): events/s from
+  the first write to the last batch's run starting, the delay the platform adds beyond the window (from when a
+  batch was due, its first commit plus the window or, for events a full batch left behind, the previous batch
+  of its lane, to its run's start: p50 and p99 over batches), nudges (signals), workflow executions and
+  history events per batch and per 1,000 events, and the Temporal server's CPU per batch;
+- sparse keyed: 500 keys, 8 events/s for two minutes through the HTTP door, lanes ending when idle (20 s):
+  added delay p50/p99 and how many events still wait 5 s after the last write;
+- latency at window 0, one write a second: from a write's reply to an object action's write, and from the
+  commit to the first activity of the run a workflow action starts (p50 of 30).
 
-Run: .venv/bin/python -m bench.burst [--events 20000] [--naive-events 1000] [--cases naive,serial,keyed]
+Run: .venv/bin/python -m bench.burst [--events 20000] [--naive-events 1000] [--cases raw,naive,serial,...]
 """
 
 from __future__ import annotations
@@ -21,29 +26,39 @@ import asyncio
 import concurrent.futures
 import contextlib
 import multiprocessing
+import random
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+import httpx
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench.common import cpu_seconds, percentile, row, scratch_database
+from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
 from orchestrator.embedded import start_temporal
 from orchestrator.engine_wiring import platform_components
+from orchestrator.nudges import Nudger
 from orchestrator.platform import Platform
+from orchestrator.runtime import serve_api
 from orchestrator.worker import build_worker, connect_temporal, sandbox_runner
 
 with workflow.unsafe.imports_passed_through():
     from workflows.messages import RunInput
+
+WRITERS = 32
+SPAWN = multiprocessing.get_context("spawn")
 
 
 @dataclass
@@ -86,119 +101,282 @@ async def noop(n: int) -> int:
     return n
 
 
-def write_burst(
-    database_url: str, settings: Settings, session: str, aliases: list[str], writers: int
-) -> tuple[float, float]:
-    """Write one object per alias with `writers` concurrent writers, from a process of their own.
-
-    As in a deployment, the writers (the API) and the worker are separate processes: sharing one event
-    loop, every write would wait behind the worker's activities and signals and the burst would measure
-    that loop rather than the platform. Answers when the first write began and the last ended.
-    """
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_write_burst, database_url, settings.model_dump_json(), session, aliases, writers).result()
+# The API and the writers, each in a process of its own
 
 
-def _write_burst(
-    database_url: str, settings_json: str, session: str, aliases: list[str], writers: int
-) -> tuple[float, float]:
-    return asyncio.run(
-        _write_burst_async(database_url, Settings.model_validate_json(settings_json), session, aliases, writers)
-    )
+def _serve(database_url: str, settings_json: str, ready: Any, stop: Any) -> None:
+    async def run() -> None:
+        settings = Settings.model_validate_json(settings_json)
+        platform = await Platform.connect(settings, database_url)
+        try:
+            async with serve_api(create_app(platform, settings), "127.0.0.1", 0) as url:
+                ready.put(url)
+                await asyncio.to_thread(stop.wait)
+        finally:
+            await platform.close()
+
+    asyncio.run(run())
 
 
-async def _write_burst_async(
-    database_url: str, settings: Settings, session: str, aliases: list[str], writers: int
-) -> tuple[float, float]:
-    platform = await Platform.connect(settings, database_url)
+@contextlib.asynccontextmanager
+async def api_process(database_url: str, settings: Settings) -> AsyncIterator[str]:
+    """`orchestrator api` as a process of its own; yields its URL."""
+    ready, stop = SPAWN.Queue(), SPAWN.Event()
+    process = SPAWN.Process(target=_serve, args=(database_url, settings.model_dump_json(), ready, stop))
+    process.start()
     try:
+        yield await asyncio.to_thread(ready.get, True, 60)
+    finally:
+        stop.set()
+        await asyncio.to_thread(process.join, 30)
+
+
+def _write(url: str, session: str, aliases: list[str], writers: int, rate: float | None) -> tuple[float, float]:
+    """Write one object per alias through the HTTP door with `writers` keep-alive clients (at `rate` writes/s
+    in all when given); answers when the first write began and the last ended."""
+
+    async def run() -> tuple[float, float]:
         queue = list(enumerate(aliases))
+        queue.reverse()
         began = time.time()
 
-        async def writer() -> None:
-            while queue:
-                n, alias = queue.pop()
-                reply = await platform.command(
-                    {"command": "write_object", "session_id": session, "alias": alias, "value": {"type": "b", "n": n}}
-                )
-                assert reply["status"] == "success", reply
+        async def writer(k: int) -> None:
+            async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+                while queue:
+                    n, alias = queue.pop()
+                    if rate is not None:
+                        await asyncio.sleep(max(began + n / rate - time.time(), 0))
+                    body = {"command": "write_object", "session_id": session, "alias": alias, "value": {"type": "b"}}
+                    reply = (await http.post("/v1/commands", json=body)).json()
+                    assert reply["status"] == "success", reply
 
-        await asyncio.gather(*(writer() for _ in range(writers)))
+        await asyncio.gather(*(writer(k) for k in range(writers)))
         return began, time.time()
+
+    return asyncio.run(run())
+
+
+async def write_through_http(
+    url: str, session: str, aliases: list[str], writers: int = WRITERS, rate: float | None = None
+) -> tuple[float, float]:
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=SPAWN) as pool:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(pool, _write, url, session, aliases, writers, rate)
+
+
+# The engine in this process
+
+
+@contextlib.asynccontextmanager
+async def engine(platform: Platform, client: Client, starts: Starts) -> AsyncIterator[Any]:
+    app = UserApp(name="bench", workflows=[BenchRun], activities=[starts.run_started])
+    components = platform_components(platform, client, app)
+    worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
+    tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(t()) for t in components.background_tasks)]
+    try:
+        yield components
     finally:
-        await platform.close()
+        await worker.shutdown()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def history_events(client: Client, task_queue: str) -> tuple[int, int]:
+    """How many workflow executions (runs) ran on the task queue, and their history events in all."""
+    runs = events = 0
+    async for execution in client.list_workflows(f"TaskQueue = '{task_queue}'"):
+        runs += 1
+        events += execution.history_length or 0
+    return runs, events
+
+
+def added_delays(
+    runs: list[tuple[float, list[int]]], commits: dict[int, float], lanes: dict[int, str], window: float
+) -> list[float]:
+    """Per batch: its run's start less when it was due (its first commit plus the window or, for what a full
+    batch left behind, the previous batch of its lane's start)."""
+    added: list[float] = []
+    previous: dict[str, float] = {}
+    for t, ids in sorted(runs):
+        lane = lanes[ids[0]]
+        due = max(min(commits[i] for i in ids) + window, previous.get(lane, 0.0))
+        added.append(t - due)
+        previous[lane] = t
+    return added
 
 
 async def lanes_case(
     platform: Platform,
     client: Client,
     server_pid: int | None,
-    starts: Starts,
+    url: str,
     label: str,
     listener: dict[str, Any],
     events: int,
     keys: int,
+    naive: float | None,
 ) -> None:
-    components = platform_components(platform, client, UserApp(name="bench", workflows=[BenchRun]))
-    assert components.router is not None
-    worker = build_worker(
-        client,
-        platform.settings,
-        UserApp(name="bench", workflows=[BenchRun], activities=[starts.run_started]),
-        components.workflows,
-        components.activities,
-    )
+    starts = Starts(expected=events)
+    task_queue = f"bench-{uuid.uuid4().hex[:8]}"
+    platform.settings = platform.settings.model_copy(update={"task_queue": task_queue})
     reply = await platform.command({"command": "save_listener", "listener": listener})
     assert reply["status"] == "success", reply
     session = (await platform.command({"command": "open_session"}))["session"]["id"]
-    starts.runs.clear()
-    starts.expected = events
-    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(components.router.run())]
-    try:
+    async with engine(platform, client, starts):
         aliases = [f"bench/{n % keys}" for n in range(events)]
+        signals_before = Nudger.sent_total
         cpu_before = cpu_seconds(server_pid), cpu_seconds()
-        began, written_at = await asyncio.to_thread(
-            write_burst, platform.database_url, platform.settings, session, aliases, 8
-        )
+        began, written_at = await write_through_http(url, session, aliases)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(starts.all_started.wait(), timeout=600)
+            await asyncio.wait_for(starts.all_started.wait(), timeout=900)
         server_cpu, worker_cpu = (cpu_seconds(server_pid) - cpu_before[0], cpu_seconds() - cpu_before[1])
-        delivered = sum(len(ids) for _, ids in starts.runs)
-        last = max(t for t, _ in starts.runs)
-        written = await platform.store.list_events(session, limit=events + 10, types=["object.written"])
-        commits = {e.id: e.created_at.timestamp() for e in written}
-        lanes_of = {e.id: (e.alias if keys > 1 else "_") for e in written}
-        window = float(listener["batch"]["window_seconds"])
-        # A batch is due when its first event's window closes, or, for what a full batch left behind (those
-        # events keep their window), when the batch before it started: the added delay is the time after that.
-        added: list[float] = []
-        previous: dict[str | None, float] = {}
-        for t, ids in sorted(starts.runs):
-            lane = lanes_of[ids[0]]
-            due = max(min(commits[i] for i in ids) + window, previous.get(lane, 0.0))
-            added.append(t - due)
-            previous[lane] = t
-        per_event = [t - commits[i] for t, ids in starts.runs for i in ids]
-        lanes = len({a for a in aliases}) if keys > 1 else 1
-        executions = lanes + 2 * len(starts.runs)  # each lane, and per batch a run workflow and the app's run
-        print(f"{label}: {events:,} events, {len(starts.runs)} batches, {delivered:,} delivered")
-        row("events/s, first write to last run started", events / (last - began), "events/s")
-        row("events/s written (the burst's own pace)", events / (written_at - began), "events/s")
-        row("runs started after the last write", sum(1 for t, _ in starts.runs if t > written_at), "runs")
-        row("added delay beyond the window, p50 (per batch)", 1000 * percentile(added, 50), "ms")
-        row("added delay beyond the window, p99 (per batch)", 1000 * percentile(added, 99), "ms")
-        row("commit to run start, p50 (per event)", 1000 * percentile(per_event, 50), "ms")
-        row("commit to run start, p99 (per event)", 1000 * percentile(per_event, 99), "ms")
-        row("signals per 1,000 events", 1000 * components.router.signals / events, "signals")
-        row("workflow executions per 1,000 events", 1000 * executions / events, "executions")
-        row("Temporal server CPU per 1,000 events", 1000 * server_cpu / events, "s")
-        row("worker and router CPU per 1,000 events", 1000 * worker_cpu / events, "s")
-        return None
+        signals = Nudger.sent_total - signals_before
+    await platform.command({"command": "delete_listener", "name": listener["name"]})
+    delivered = sum(len(ids) for _, ids in starts.runs)
+    last = max(t for t, _ in starts.runs)
+    written = await platform.store.list_events(session, limit=events + 10, types=["object.written"])
+    commits = {e.id: e.created_at.timestamp() for e in written}
+    lanes = {e.id: (e.alias or "_") if keys > 1 else "_" for e in written}
+    added = added_delays(starts.runs, commits, lanes, float(listener["batch"]["window_seconds"]))
+    batches = len(starts.runs)
+    executions, history = await history_events(client, task_queue)
+    rate = events / (last - began)
+    print(f"{label}: {events:,} events, {batches} batches, {delivered:,} delivered")
+    row("events/s, first write to last run started", rate, "events/s")
+    if naive:
+        row("  times the naive design", rate / naive, "x")
+    row("events/s written (the writers' own pace)", events / (written_at - began), "events/s")
+    row("added delay beyond the window, p50 (per batch)", 1000 * percentile(added, 50), "ms")
+    row("added delay beyond the window, p99 (per batch)", 1000 * percentile(added, 99), "ms")
+    row("signals (nudges) per batch", signals / batches, "signals")
+    row("signals per 1,000 events", 1000 * signals / events, "signals")
+    row("workflow executions per batch", executions / batches, "runs")
+    row("history events per batch, all workflows", history / batches, "events")
+    row("history events per 1,000 events", 1000 * history / events, "events")
+    row("Temporal server CPU per batch", 1000 * server_cpu / batches, "ms")
+    row("Temporal server CPU per 1,000 events", 1000 * server_cpu / events, "s")
+    row("worker and router CPU per 1,000 events", 1000 * worker_cpu / events, "s")
+
+
+async def sparse_case(platform: Platform, client: Client, url: str, keys: int, rate: float, seconds: float) -> None:
+    """A responder keyed by chat: many keys, few events each, lanes ending when idle."""
+    starts = Starts()
+    events = int(rate * seconds)
+    starts.expected = events
+    task_queue = f"bench-{uuid.uuid4().hex[:8]}"
+    platform.settings = platform.settings.model_copy(update={"task_queue": task_queue, "lane_idle_exit_seconds": 20})
+    listener = {
+        "name": "sparse_keyed",
+        "filter": {"types": ["object.written"], "aliases": ["chat/**"]},
+        "concurrency": {"mode": "keyed", "key": "alias", "max_parallel": 16},
+        "batch": {"window_seconds": 1, "max_events": 1000},
+        "action": {"type": "workflow", "workflow": "bench_run"},
+    }
+    await platform.command({"command": "save_listener", "listener": listener})
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    rng = random.Random(7)
+    aliases = [f"chat/{rng.randrange(keys)}" for _ in range(events)]
+    async with engine(platform, client, starts):
+        _, written_at = await write_through_http(url, session, aliases, writers=8, rate=rate)
+        await asyncio.sleep(max(written_at + 5 - time.time(), 0))
+        waiting = events - sum(len(ids) for _, ids in starts.runs)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(starts.all_started.wait(), timeout=120)
+    await platform.command({"command": "delete_listener", "name": "sparse_keyed"})
+    platform.settings = platform.settings.model_copy(update={"lane_idle_exit_seconds": 300})
+    written = await platform.store.list_events(session, limit=events + 10, types=["object.written"])
+    commits = {e.id: e.created_at.timestamp() for e in written}
+    lanes = {e.id: e.alias or "_" for e in written}
+    added = added_delays(starts.runs, commits, lanes, 1.0)
+    print(f"sparse keyed: {events:,} events over {keys} keys at {rate:g}/s for {seconds:g} s, lanes idle after 20 s")
+    row("added delay beyond the window, p50 (per batch)", 1000 * percentile(added, 50), "ms")
+    row("added delay beyond the window, p99 (per batch)", 1000 * percentile(added, 99), "ms")
+    row("events still waiting 5 s after the last write", waiting, "events")
+
+
+async def latency_case(platform: Platform, client: Client, url: str, writes: int = 30) -> None:
+    """Window 0, one write a second: write reply to the object action's write, commit to the run's activity."""
+    starts = Starts()
+    task_queue = f"bench-{uuid.uuid4().hex[:8]}"
+    platform.settings = platform.settings.model_copy(update={"task_queue": task_queue})
+    echo = {
+        "name": "latency_object",
+        "filter": {"types": ["object.written"], "aliases": ["ping/*"]},
+        "batch": {"window_seconds": 0},
+        "action": {"type": "object", "alias": "pong/last", "value": {"type": "pong", "of": "{{ batch.last_id }}"}},
+    }
+    run = {
+        "name": "latency_run",
+        "filter": {"types": ["object.written"], "aliases": ["ping/*"]},
+        "batch": {"window_seconds": 0},
+        "action": {"type": "workflow", "workflow": "bench_run"},
+    }
+    for body in (echo, run):
+        await platform.command({"command": "save_listener", "listener": body})
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    replies: dict[int, float] = {}
+    async with engine(platform, client, starts), httpx.AsyncClient(base_url=url) as http:
+        await asyncio.sleep(1)
+        for n in range(writes):
+            body = {"command": "write_object", "session_id": session, "alias": f"ping/{n}", "value": {"type": "p"}}
+            reply = (await http.post("/v1/commands", json=body)).json()
+            replies[int(reply["event_id"])] = time.time()
+            await asyncio.sleep(1)
+        await asyncio.sleep(2)
+    for name in ("latency_object", "latency_run"):
+        await platform.command({"command": "delete_listener", "name": name})
+    events = await platform.store.list_events(session, limit=1000)
+    commits = {e.id: e.created_at.timestamp() for e in events}
+    to_write: list[float] = []
+    answered = await answered_pings(platform, session)
+    for ping, pong_at in answered.items():
+        if ping in replies:
+            to_write.append(pong_at - replies[ping])
+    to_run = [t - commits[ids[0]] for t, ids in starts.runs if ids[0] in commits]
+    print(f"latency at window 0, {writes} writes one a second")
+    row("write reply to the object action's write, p50", 1000 * percentile(to_write, 50), "ms")
+    row("commit to the run's first activity, p50", 1000 * percentile(to_run, 50), "ms")
+
+
+async def answered_pings(platform: Platform, session: str) -> dict[int, float]:
+    """For each ping, when the pong that answers it was committed (the action's write is keyed by its batch)."""
+    # The object action's writes carry no copy of their value in the event; the outcome of each batch does.
+    async with platform.store.transaction() as conn:
+        rows = await conn.fetch(
+            "SELECT o.last_id AS ping, extract(epoch FROM e.created_at)::float8 AS at FROM outcomes o"
+            " JOIN events e ON e.session_id = o.session_id AND e.source->>'listener' = o.listener"
+            " AND e.idempotency_key LIKE '%:' || o.first_id || ':' || o.last_id"
+            " WHERE o.session_id = $1 AND o.listener = 'latency_object' AND o.status = 'success'",
+            session,
+        )
+    return {int(r["ping"]): float(r["at"]) for r in rows}
+
+
+# The references
+
+
+async def raw_case(database_url: str, rows: int, writers: int = WRITERS) -> float:
+    """Single-row commits by `writers` connections: the store's own ceiling for one event per commit."""
+    conn = await asyncpg.connect(database_url)
+    await conn.execute("CREATE TABLE IF NOT EXISTS bench_raw (id bigserial PRIMARY KEY, body jsonb)")
+    await conn.close()
+    pool = await asyncpg.create_pool(database_url, min_size=writers, max_size=writers)
+    try:
+        left = rows
+        began = time.time()
+
+        async def writer() -> None:
+            nonlocal left
+            async with pool.acquire() as c:
+                while left > 0:
+                    left -= 1
+                    await c.execute("INSERT INTO bench_raw (body) VALUES ($1)", '{"type": "b"}')
+
+        await asyncio.gather(*(writer() for _ in range(writers)))
+        return rows / (time.time() - began)
     finally:
-        await worker.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await pool.close()
 
 
 async def naive_case(platform: Platform, client: Client, events: int) -> float:
@@ -223,6 +401,16 @@ async def naive_case(platform: Platform, client: Client, events: int) -> float:
         return events / (time.time() - began)
 
 
+def burst_listener(name: str, **more: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "filter": {"types": ["object.written"], "aliases": ["bench/**"]},
+        "batch": {"window_seconds": 1, "max_events": 1000},
+        "action": {"type": "workflow", "workflow": "bench_run"},
+        **more,
+    }
+
+
 async def main(events: int, naive_events: int, cases: set[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-temporal-") as folder:
         server = await start_temporal(Path(folder), ui=False)
@@ -230,34 +418,13 @@ async def main(events: int, naive_events: int, cases: set[str]) -> None:
             client = await connect_temporal(server.address, "default")
             async with scratch_database() as url:
                 settings = Settings(
-                    task_queue=f"bench-{uuid.uuid4().hex[:8]}",
                     limits=Limits(activation_delay_seconds=0, listener_fires_per_minute=100_000),
+                    search_attributes=False,
                 )
                 platform = await Platform.connect(settings, url, temporal=client)
                 try:
-                    print(f"burst: dev server + embedded PostgreSQL, {events:,} events per lane case")
-                    if "naive" in cases:
-                        naive = await naive_case(platform, client, naive_events)
-                        print(f"naive: {naive_events:,} events, one workflow each")
-                        row("events/s", naive, "events/s")
-                    serial = {
-                        "name": "burst_serial",
-                        "filter": {"types": ["object.written"], "aliases": ["bench/**"]},
-                        "batch": {"window_seconds": 1, "max_events": 1000},
-                        "action": {"type": "workflow", "workflow": "bench_run"},
-                    }
-                    if "serial" in cases:
-                        await lanes_case(platform, client, server.pid, Starts(), "serial", serial, events, 1)
-                    await platform.command({"command": "delete_listener", "name": "burst_serial"})
-                    keyed = {
-                        "name": "burst_keyed",
-                        "filter": {"types": ["object.written"], "aliases": ["bench/**"]},
-                        "concurrency": {"mode": "keyed", "key": "alias", "max_parallel": 16},
-                        "batch": {"window_seconds": 1, "max_events": 1000},
-                        "action": {"type": "workflow", "workflow": "bench_run"},
-                    }
-                    if "keyed" in cases:
-                        await lanes_case(platform, client, server.pid, Starts(), "keyed (100 keys)", keyed, events, 100)
+                    async with api_process(url, settings) as api:
+                        await run_cases(platform, client, server.pid, url, api, events, naive_events, cases)
                 finally:
                     await platform.close()
         finally:
@@ -265,10 +432,47 @@ async def main(events: int, naive_events: int, cases: set[str]) -> None:
                 await server.stop()
 
 
+async def run_cases(
+    platform: Platform,
+    client: Client,
+    server_pid: int | None,
+    database_url: str,
+    api: str,
+    events: int,
+    naive_events: int,
+    cases: set[str],
+) -> None:
+    print(f"burst: dev server + embedded PostgreSQL, writers through the HTTP door ({api}), {events:,} events")
+    naive = None
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("raw", lambda: raw_case(database_url, events)),
+        ("naive", lambda: naive_case(platform, client, naive_events)),
+    ]
+    for name, step in steps:
+        if name in cases:
+            value = await step()
+            print(f"{name}:")
+            row("single-row commits/s, 32 writers" if name == "raw" else "events/s, one workflow each", value, "/s")
+            naive = value if name == "naive" else naive
+    if "serial" in cases:
+        await lanes_case(platform, client, server_pid, api, "serial", burst_listener("burst_serial"), events, 1, naive)
+    if "keyed" in cases:
+        keyed = burst_listener("burst_keyed", concurrency={"mode": "keyed", "key": "alias", "max_parallel": 16})
+        await lanes_case(platform, client, server_pid, api, "keyed (100 keys, 16 slots)", keyed, events, 100, naive)
+    if "sparse" in cases:
+        await sparse_case(platform, client, api, keys=500, rate=8, seconds=120)
+    if "latency" in cases:
+        await latency_case(platform, client, api)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20_000)
     parser.add_argument("--naive-events", type=int, default=1_000)
-    parser.add_argument("--cases", default="naive,serial,keyed", help="which of naive,serial,keyed to run")
+    parser.add_argument(
+        "--cases",
+        default="raw,naive,serial,keyed,sparse,latency",
+        help="which of raw,naive,serial,keyed,sparse,latency",
+    )
     args = parser.parse_args()
     asyncio.run(main(args.events, args.naive_events, set(args.cases.split(","))))

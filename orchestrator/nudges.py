@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 class Nudger:
     """Sends nudges to lanes on one Temporal client, and counts them (for benchmarks and status)."""
 
+    # Every nudge this process has sent, whoever sent it (the router, the record of a run's end).
+    sent_total = 0
+
     def __init__(self, temporal: Client, settings: Settings) -> None:
         self.temporal = temporal
         self.settings = settings
@@ -43,6 +46,7 @@ class Nudger:
             start_signal_args=[nudge.news()],
         )
         self.sent += 1
+        Nudger.sent_total += 1
 
     async def nudge_quietly(self, nudge: Nudge) -> None:
         """A nudge whose loss costs a delay, not an event (the lane rechecks, the router's poll nudges again)."""
