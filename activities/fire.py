@@ -25,7 +25,7 @@ from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.base import PlatformActivities
-from activities.guards import CONSUMED, Standing, Verdict, batch_verdict, standing, start_verdict
+from activities.guards import CONSUMED, Standing, Verdict, batch_verdict, start_verdict
 from activities.writes import write_action
 from orchestrator.core.batch_cuts import cut
 from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, effective_max_parallel
@@ -94,24 +94,36 @@ class FireActivities(PlatformActivities):
 
     @activity.defn(name="orchestrator.fire")
     async def fire(self, request: FireRequest) -> FireReport:
-        address = request.address
         try:
-            step = await self._claim(request)
-            outcomes = [] if step is None else await self._act(request, step)
-            return await self._report(address.session_id, address.listener, address.lane, outcomes)
+            return await self.step(request)
         except Exception:
-            METRICS.fire_failures.add(1, {"listener": address.listener})
+            METRICS.fire_failures.add(1, {"listener": request.address.listener})
             raise
+
+    async def step(self, request: FireRequest) -> FireReport:
+        """One step of the lane's drain (claim, act, ack), and what the store then says of the lane."""
+        address = request.address
+        # Read before the transaction: a fire that held its lane's lock while waiting for a second pooled
+        # connection would starve the pool when many lanes fire at once.
+        session, switched_off, listener = await self.store.fire_context(address.session_id, address.listener)
+        decl = None if listener is None else ListenerDeclaration.model_validate(listener["body"])
+        version = 0 if listener is None else int(listener["version"])
+        step = await self._claim(request, decl, version, Standing(session, switched_off))
+        outcomes = [] if step is None else await self._act(request, step)
+        declared = None
+        if decl is not None:
+            idle = decl.idle.after_seconds if decl.idle else None
+            declared = Declared(window_seconds=decl.batch.window_seconds, idle_after_seconds=idle)
+        news = await self.store.news(address.session_id, address.listener, address.lane)
+        return FireReport(news=LaneNews(declared=declared, **news), outcomes=outcomes)
 
     # -- 1. claim --------------------------------------------------------------------------------------------
 
-    async def _claim(self, request: FireRequest) -> Step | None:
+    async def _claim(
+        self, request: FireRequest, decl: ListenerDeclaration | None, version: int, now: Standing
+    ) -> Step | None:
         address = request.address
         store, limits = self.store, self.settings.limits
-        # Read before the transaction: a fire that held its lane's lock while waiting for a second pooled
-        # connection would starve the pool when many lanes fire at once.
-        decl, version = await self._declaration(address.listener)
-        now = await standing(store, address.session_id, address.listener)
         session = now.session
         async with store.transaction() as conn:
             lane = await store.lock_lane(conn, address.session_id, address.listener, address.lane)
@@ -141,8 +153,12 @@ class FireActivities(PlatformActivities):
             depth = max(int(envelopes[i].get("depth", 0)) for i in taken.consumed)
             verdict = await batch_verdict(store, conn, limits, now, lane.lane, decl, taken.entries, depth)
             entry_ids = [int(e["id"]) for e in taken.entries]
-            batch = await store.take_batch(conn, lane, taken.consumed, entry_ids, 0, verdict, verdict is None)
-            if verdict is None and isinstance(decl.action, WorkflowAction):
+            starts_run = verdict is None and isinstance(decl.action, WorkflowAction)
+            fills = starts_run and decl.concurrency.mode != "parallel"
+            batch = await store.take_batch(
+                conn, lane, taken.consumed, entry_ids, 0, verdict, verdict is None, fills_last_slot=fills
+            )
+            if starts_run:
                 plan = self._plan(decl, version, depth)
                 run_key = run_key_of(lane.workflow_id, batch.first_id)
                 await store.hold_slot(conn, run_key, lane.id, batch.id, execution_id_of(run_key, 0), 0, plan)
@@ -159,13 +175,6 @@ class FireActivities(PlatformActivities):
                 session,
                 nudges=nudges,
             )
-
-    async def _declaration(self, name: str) -> tuple[ListenerDeclaration | None, int]:
-        try:
-            listener = await self.store.get_listener(name)
-        except CommandError:
-            return None, 0
-        return ListenerDeclaration.model_validate(listener["body"]), int(listener["version"])
 
     async def _slot_free(self, conn: Connection, lane: LaneRow, decl: ListenerDeclaration) -> bool:
         """A run slot in the lane (serial and keyed: one; parallel: `max_parallel`), and for a keyed listener
@@ -463,14 +472,3 @@ class FireActivities(PlatformActivities):
             },
             idempotency_key=f"failed:{failed}",
         )
-
-    # -- the report ------------------------------------------------------------------------------------------
-
-    async def _report(self, session_id: str, listener: str, lane: str, outcomes: list[Outcome]) -> FireReport:
-        decl, _ = await self._declaration(listener)
-        declared = None
-        if decl is not None:
-            idle = decl.idle.after_seconds if decl.idle else None
-            declared = Declared(window_seconds=decl.batch.window_seconds, idle_after_seconds=idle)
-        news = await self.store.news(session_id, listener, lane)
-        return FireReport(news=LaneNews(declared=declared, **news), outcomes=outcomes)

@@ -44,13 +44,6 @@ class Standing:
     switched_off: bool
 
 
-async def standing(store: EngineRecords, session_id: str, listener: str) -> Standing:
-    return Standing(
-        session=await store.get_session(session_id),
-        switched_off=listener in await store.disabled_listeners(session_id),
-    )
-
-
 async def batch_verdict(
     store: EngineRecords,
     conn: Connection,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from temporalio import activity
@@ -23,7 +24,7 @@ from orchestrator.core.backoff import retry_delay
 from orchestrator.core.errors import CommandError
 from orchestrator.store.lane_queues import Nudge
 from orchestrator.telemetry import METRICS, log_fields
-from workflows.messages import IdleNotice, RunEnd, RunTag
+from workflows.messages import FireRequest, IdleNotice, LaneAddress, RunEnd, RunTag
 from workflows.run_end import RUN_ENDED_ACTIVITY
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,8 @@ class RunActivities(FireActivities):
             return
         store = self.store
         nudges: list[Nudge] = []
+        # Lanes waiting for the slot this end frees (its own, or the key's longest waiter).
+        freed: list[Nudge] = []
         gave_up = None
         lane_id = await store.pool.fetchval("SELECT lane_id FROM lane_runs WHERE run_key = $1", tag.run_key)
         if lane_id is None:
@@ -93,16 +96,47 @@ class RunActivities(FireActivities):
                     )
                     if granted is not None:
                         key, workflow_id = granted
-                        nudges.append(Nudge(lane.session_id, lane.listener, key, workflow_id, None, slot_freed=True))
+                        freed.append(Nudge(lane.session_id, lane.listener, key, workflow_id, None, slot_freed=True))
                 if lane.waiting_slot:
-                    await store.set_waiting_slot(conn, lane.id, False)
-                    nudges.append(
+                    freed.append(
                         Nudge(lane.session_id, lane.listener, lane.lane, lane.workflow_id, None, slot_freed=True)
                     )
         for nudge in nudges:
             await self.nudger.nudge_quietly(nudge)
+        for lane_freed in freed:
+            await self.hand_on(lane_freed)
         if gave_up is not None:
             await self.report_failure(tag.session_id, tag.listener, tag.lane or "", gave_up, tag.depth)
+
+    async def hand_on(self, lane: Nudge) -> None:
+        """The slot a run freed goes to `lane`, which waits for one: fire its next batch here and now when its
+        window has closed (act's drain: whoever frees a slot dispatches what waits for it, which spares the
+        lane a nudge and a workflow task per batch), else nudge it to fire when its window closes."""
+        due = await self.store.window_due(lane.session_id, lane.listener, lane.lane)
+        if due is None:
+            await self.nudger.nudge_quietly(lane)
+            return
+        pending_age, window = due
+        if pending_age >= window:
+            request = FireRequest(
+                address=LaneAddress(session_id=lane.session_id, listener=lane.listener, lane=lane.lane),
+                lane_workflow_id=lane.workflow_id,
+                task_queue=self.settings.task_queue,
+            )
+            try:
+                report = await self.step(request)
+            except Exception:
+                log.warning("could not fire lane %s for the slot it was handed", lane.workflow_id, exc_info=True)
+                await self.nudger.nudge_quietly(lane)
+                return
+            if not report.news.waiting_slot and report.news.pending_age is None:
+                return  # it fired what waited; its next event nudges it (the router sees it empty)
+            if report.news.waiting_slot:
+                return  # what is left waits for the next slot, and whoever frees it hands it on again
+            lane = replace(lane, pending_age=report.news.pending_age)
+        else:
+            lane = replace(lane, pending_age=pending_age)
+        await self.nudger.nudge_quietly(lane)
 
     async def run_status(self, execution_id: str) -> str | None:
         """A run's end as its execution's status, or None while it runs (the router's sweep asks)."""

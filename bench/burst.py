@@ -32,17 +32,17 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
-from temporalio import activity, workflow
+from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench.common import cpu_seconds, percentile, row, scratch_database
+from bench.workflows import BenchNaive, BenchRun
 from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp
 from orchestrator.config import Settings
@@ -53,9 +53,6 @@ from orchestrator.nudges import Nudger
 from orchestrator.platform import Platform
 from orchestrator.runtime import serve_api
 from orchestrator.worker import build_worker, connect_temporal, sandbox_runner
-
-with workflow.unsafe.imports_passed_through():
-    from workflows.messages import RunInput
 
 WRITERS = 32
 SPAWN = multiprocessing.get_context("spawn")
@@ -74,26 +71,6 @@ class Starts:
         self.runs.append((time.time(), event_ids))
         if sum(len(ids) for _, ids in self.runs) >= self.expected:
             self.all_started.set()
-
-
-@workflow.defn(name="bench_run")
-class BenchRun:
-    @workflow.run
-    async def run(self, run: RunInput) -> None:
-        await workflow.execute_local_activity(
-            "bench.run_started", run.batch.event_ids, start_to_close_timeout=timedelta(seconds=10)
-        )
-
-
-@workflow.defn(name="bench_naive")
-class BenchNaive:
-    @workflow.run
-    async def run(self, n: int) -> int:
-        return int(
-            await workflow.execute_local_activity(
-                "bench.noop", n, start_to_close_timeout=timedelta(seconds=10), result_type=int
-            )
-        )
 
 
 @activity.defn(name="bench.noop")
@@ -183,11 +160,16 @@ async def engine(platform: Platform, client: Client, starts: Starts) -> AsyncIte
 
 
 async def history_events(client: Client, task_queue: str) -> tuple[int, int]:
-    """How many workflow executions (runs) ran on the task queue, and their history events in all."""
+    """How many workflow executions (runs) ran on the task queue, and their history events in all (a run
+    still open, a lane, is described: visibility has its length only once it closes)."""
     runs = events = 0
     async for execution in client.list_workflows(f"TaskQueue = '{task_queue}'"):
         runs += 1
-        events += execution.history_length or 0
+        length = execution.history_length or 0
+        if execution.close_time is None:
+            handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+            length = (await handle.describe()).raw_description.workflow_execution_info.history_length
+        events += length
     return runs, events
 
 

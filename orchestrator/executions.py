@@ -52,10 +52,24 @@ def execution_id_of(run_key: str, retry: int) -> str:
 async def start_run(
     temporal: Client, store: EngineRecords, settings: Settings, tag: RunTag, run_input: RunInput
 ) -> None:
-    """Start `tag.workflow` as `tag.execution_id` and record its start (once, however often this is asked).
+    """Record the start of `tag.workflow` as `tag.execution_id` and start it (once, however often this is asked).
 
     Raises whatever Temporal raises when the start cannot be asked (the caller's retry asks again).
     """
+    batch = run_input.batch
+    record: dict[str, Any] = {
+        "execution_id": tag.execution_id,
+        "session_id": tag.session_id,
+        "workflow": tag.workflow,
+        "listener": tag.listener,
+        "lane": tag.lane,
+        "batch": batch.model_dump(mode="json", exclude={"events", "messages"}) if tag.listener else None,
+        "run_key": tag.run_key,
+        "depth": tag.depth,
+    }
+    # Recorded before the start: a run may end (and record its end) before the call that started it returns,
+    # and an end is recorded only over a start.
+    first = await store.execution_started(record) is not None
     # An earlier attempt started it, and it has ended since: started once.
     with contextlib.suppress(WorkflowAlreadyStartedError):
         await temporal.start_workflow(
@@ -70,17 +84,6 @@ async def start_run(
             # The run's first workflow task comes back with the start when this worker has room for it.
             request_eager_start=True,
         )
-    batch = run_input.batch
-    record: dict[str, Any] = {
-        "execution_id": tag.execution_id,
-        "session_id": tag.session_id,
-        "workflow": tag.workflow,
-        "listener": tag.listener,
-        "lane": tag.lane,
-        "batch": batch.model_dump(mode="json", exclude={"events", "messages"}) if tag.listener else None,
-        "run_key": tag.run_key,
-        "depth": tag.depth,
-    }
-    if await store.execution_started(record) is not None and tag.listener is not None:
+    if first and tag.listener is not None:
         commits = [datetime.fromisoformat(e["created_at"]) for e in batch.events if "created_at" in e]
         METRICS.run_started(tag.listener, min(commits, default=None), datetime.now(UTC))

@@ -119,6 +119,7 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
                     "in_flight": lane.get("in_flight", 0),
                     "runs_in_flight": [run["run_key"] for run in runs or []],
                     "batches": lane.get("batches"),
+                    "trouble": lane.get("trouble"),
                 }
             )
         mine = [e for e in executions if e.get("listener") == name]
@@ -177,6 +178,13 @@ def format_status(status: dict[str, Any]) -> str:
                 for lane in listener["lanes"]
             ]
             lines += _table(["lane", "pending", "in flight", "runs"], rows)
+            for lane in listener["lanes"]:
+                trouble = lane.get("trouble")
+                if trouble:
+                    lines.append(
+                        f"  lane {lane['lane']} cannot fire since {trouble['since']}"
+                        f" ({trouble['failures']} failures): {trouble['error']}"
+                    )
             if not all(lane["live"] for lane in listener["lanes"]):
                 lines.append("  (? = the lane did not answer its state query, or this door has no Temporal)")
         if listener["retries_waiting"]:

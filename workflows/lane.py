@@ -19,7 +19,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.core.lane_clock import (
@@ -51,7 +51,6 @@ FIRE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5), maximum_attempts=5
 )
 TROUBLE_BACKOFF_MAX_SECONDS = 60.0
-IDLE_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 
 
 @workflow.defn(name="OrchestratorLane", sandboxed=False)
@@ -147,21 +146,27 @@ class LaneWorkflow:
                 start_to_close_timeout=ACTIVITY_TIMEOUT,
                 retry_policy=FIRE_RETRY,
             )
-        except ActivityError as err:
-            now = workflow.time()
-            failures = (state.trouble.failures if state.trouble else 0) + 1
-            delay = min(2.0**failures, TROUBLE_BACKOFF_MAX_SECONDS)
-            state.trouble = LaneTrouble(
-                since=state.trouble.since if state.trouble else now,
-                failures=failures,
-                error=str(err.cause or err)[:1000],
-                retry_at=now + delay,
-            )
-            workflow.logger.warning("fire failed %d times; trying again in %.0f s: %s", failures, delay, err.cause)
+        except (ActivityError, ApplicationError) as err:
+            self._in_trouble(err)
             return
         state.trouble = None
         state.clock = fired(state.clock, report.news, workflow.time(), asked_repeat=asked_repeat)
         state.outcomes = [*state.outcomes, *report.outcomes][-LANE_OUTCOMES:]
+
+    def _in_trouble(self, err: ActivityError | ApplicationError) -> None:
+        """A step failed past its quick retries: try again later, on a timer, and say so (`trouble`)."""
+        # A local activity's failure may come as its own error, not wrapped in an ActivityError.
+        cause = err.cause if isinstance(err, ActivityError) else err
+        state, now = self.state, workflow.time()
+        failures = (state.trouble.failures if state.trouble else 0) + 1
+        delay = min(2.0**failures, TROUBLE_BACKOFF_MAX_SECONDS)
+        state.trouble = LaneTrouble(
+            since=state.trouble.since if state.trouble else now,
+            failures=failures,
+            error=str(cause or err)[:1000],
+            retry_at=now + delay,
+        )
+        workflow.logger.warning("lane step failed %d times; trying again in %.0f s: %s", failures, delay, cause)
 
     async def _announce_silence(self) -> None:
         """Write the `lane.idle` event (once per silence); the router queues it back into this lane."""
@@ -169,17 +174,19 @@ class LaneWorkflow:
         clock = state.clock
         after = clock.declared.idle_after_seconds
         assert after is not None
-        await workflow.execute_local_activity(
-            "orchestrator.lane_idle",
-            IdleNotice(
-                address=state.address,
-                lane_workflow_id=workflow.info().workflow_id,
-                last_event_id=clock.last_event_id,
-                after_seconds=after,
-            ),
-            start_to_close_timeout=ACTIVITY_TIMEOUT,
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10)
-            ),
-        )
+        try:
+            await workflow.execute_local_activity(
+                "orchestrator.lane_idle",
+                IdleNotice(
+                    address=state.address,
+                    lane_workflow_id=workflow.info().workflow_id,
+                    last_event_id=clock.last_event_id,
+                    after_seconds=after,
+                ),
+                start_to_close_timeout=ACTIVITY_TIMEOUT,
+                retry_policy=FIRE_RETRY,
+            )
+        except (ActivityError, ApplicationError) as err:
+            self._in_trouble(err)
+            return
         state.clock = clock.model_copy(update={"idle_announced_after": clock.last_event_id})

@@ -6,7 +6,9 @@ waits past `fired_through`) and the runs holding its slots.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import StringConstraints
@@ -19,6 +21,9 @@ if TYPE_CHECKING:
     from orchestrator.platform import Platform
 
 WorkflowName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+# Lanes with work waiting are asked whether their fire is in trouble: at most this many, this quickly.
+LANES_ASKED = 20
+LANE_QUERY_SECONDS = 1.0
 
 
 class SessionListeners(Request):
@@ -38,6 +43,30 @@ class StartExecution(Request):
     session_id: SessionId
     workflow: WorkflowName
     input: Any = None
+
+
+async def _troubles(platform: Platform, lanes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """For lanes with work waiting, the trouble their fire is in (it keeps failing: since when, the last
+    error), from each lane's `state` query; a lane that does not answer in time is left out."""
+    if platform.temporal is None or not lanes:
+        return {}
+    temporal = platform.temporal
+
+    async def ask(workflow_id: str) -> tuple[str, dict[str, Any]]:
+        try:
+            handle = temporal.get_workflow_handle(workflow_id)
+            state = await handle.query("state", rpc_timeout=timedelta(seconds=LANE_QUERY_SECONDS))
+        except Exception:  # the lane ended, or the server cannot answer now
+            return workflow_id, {}
+        view = state if isinstance(state, dict) else state.model_dump(mode="json")
+        trouble = view.get("trouble")
+        if not trouble:
+            return workflow_id, {}
+        since = datetime.fromtimestamp(float(trouble["since"]), UTC).isoformat()
+        return workflow_id, {"trouble": {"since": since, "failures": trouble["failures"], "error": trouble["error"]}}
+
+    answers = await asyncio.gather(*(ask(lane["workflow_id"]) for lane in lanes[:LANES_ASKED]))
+    return {workflow_id: found for workflow_id, found in answers if found}
 
 
 def _lane(row: dict[str, Any]) -> dict[str, Any]:
@@ -67,6 +96,7 @@ async def list_session_listeners(platform: Platform, req: SessionListeners) -> d
     disabled = await store.disabled_listeners(req.session_id)
     counts = await store.outcome_counts(req.session_id)
     lanes = await store.lanes_of(req.session_id)
+    troubles = await _troubles(platform, [lane for lane in lanes if lane["pending"] or lane["waiting_slot"]])
     answer = []
     for listener in listeners:
         name = listener["name"]
@@ -76,7 +106,11 @@ async def list_session_listeners(platform: Platform, req: SessionListeners) -> d
                 "version": listener["version"],
                 "enabled": name not in disabled,
                 "effective_at": listener["effective_at"],
-                "lanes": [_lane(lane) for lane in lanes if lane["listener"] == name],
+                "lanes": [
+                    {**_lane(lane), **troubles.get(lane["workflow_id"], {})}
+                    for lane in lanes
+                    if lane["listener"] == name
+                ],
                 "recent_outcomes": await store.recent_outcomes(req.session_id, name),
                 "counts": counts.get(name, {}),
             }

@@ -23,6 +23,7 @@ from orchestrator.store.postgres import EVENT_COLUMNS, event_from_row
 
 # How long an unfired lane may go unnudged past its window before the router's poll nudges it again.
 STALE_GRACE_SECONDS = 10.0
+STALE_WAITING_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,9 @@ class LaneQueues:
                         last_event_id=q.last_event_id if newer else None,
                         last_event_age=_age(row["now"], q.last_event_at) if newer else None,
                         declared=q.declared,
+                        # An empty lane waits for no slot (a lane left waiting has events behind it): whatever
+                        # the lane believed, it fires when this window closes.
+                        slot_freed=True,
                     )
                 )
         await conn.executemany(
@@ -226,15 +230,20 @@ class LaneQueues:
 
     async def stale_lanes(self, limit: int = 100) -> list[Nudge]:
         """Lanes with events waiting that nobody has nudged for their window and a grace (a nudge lost with a
-        router, a lane terminated from outside or lost with its history): nudged now, by one router each."""
+        router, a lane terminated from outside or lost with its history): nudged now, by one router each. A lane
+        waiting for a slot is left alone while a run of its own holds one (its end hands the slot on), and
+        nudged after a longer grace otherwise (a key slot held by other lanes: it asks again)."""
         rows = await self.pool.fetch(
-            "WITH stale AS (SELECT id FROM lanes WHERE routed_through > fired_through AND NOT waiting_slot"
+            "WITH stale AS (SELECT id FROM lanes l WHERE routed_through > fired_through"
             " AND nudged_at < clock_timestamp() - make_interval(secs => window_seconds + $1)"
+            " AND (NOT waiting_slot OR (nudged_at < clock_timestamp() - make_interval(secs => window_seconds + $3)"
+            "  AND NOT EXISTS (SELECT 1 FROM lane_runs r WHERE r.lane_id = l.id)))"
             " ORDER BY nudged_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
             " UPDATE lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
             " RETURNING l.id, l.session_id, l.listener, l.lane, l.workflow_id, l.fired_through",
             STALE_GRACE_SECONDS,
             limit,
+            STALE_WAITING_SECONDS,
         )
         nudges = []
         for row in rows:
@@ -252,11 +261,30 @@ class LaneQueues:
                     lane=row["lane"],
                     workflow_id=row["workflow_id"],
                     pending_age=float(age) if age is not None else 0.0,
+                    slot_freed=True,
                 )
             )
         return nudges
 
     # -- a fire's statements, in its transaction ---------------------------------------------------------------
+
+    async def fire_context(self, session_id: str, listener: str) -> tuple[dict[str, Any], bool, dict[str, Any] | None]:
+        """What a fire reads before it takes its lane's lock, in one round trip: the session, whether the
+        listener is switched off in it, and the listener in effect now (None: deleted)."""
+        row = await self.pool.fetchrow(
+            "SELECT s.id, s.alias, s.status,"
+            " EXISTS (SELECT 1 FROM listener_switches w WHERE w.session_id = s.id AND w.name = $2 AND NOT w.enabled)"
+            "   AS switched_off,"
+            " (SELECT jsonb_build_object('version', v.version, 'body', v.body) FROM listeners l"
+            "   JOIN listener_versions v USING (name, version) WHERE l.name = $2 AND l.deleted_at IS NULL) AS listener"
+            " FROM sessions s WHERE s.id = $1",
+            session_id,
+            listener,
+        )
+        if row is None:
+            return {"id": session_id, "alias": None, "status": "closed"}, False, None
+        session = {"id": row["id"], "alias": row["alias"], "status": row["status"]}
+        return session, bool(row["switched_off"]), row["listener"]
 
     @staticmethod
     async def lock_lane(conn: Connection, session_id: str, listener: str, lane: str) -> LaneRow | None:
@@ -348,8 +376,13 @@ class LaneQueues:
         retry: int,
         verdict: dict[str, Any] | None,
         counted: bool,
+        fills_last_slot: bool = False,
     ) -> BatchRow:
-        """Record a batch (claimed) and, for a new one, move the lane's `fired_through` past it."""
+        """Record a batch (claimed) and, for a new one, move the lane's `fired_through` past it.
+
+        A batch whose run takes the lane's last slot while events are left behind it leaves the lane waiting
+        for a slot: the record of that run's end hands the slot on to what is left.
+        """
         row = await conn.fetchrow(
             "INSERT INTO batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids, retry,"
             " verdict, counted) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
@@ -368,9 +401,11 @@ class LaneQueues:
         assert row is not None
         if retry == 0:
             await conn.execute(
-                "UPDATE lanes SET fired_through = GREATEST(fired_through, $2), waiting_slot = false WHERE id = $1",
+                "UPDATE lanes SET fired_through = GREATEST(fired_through, $2),"
+                " waiting_slot = $3 AND routed_through > GREATEST(fired_through, $2) WHERE id = $1",
                 lane.id,
                 max(event_ids),
+                fills_last_slot,
             )
         return _batch(row)
 
@@ -422,6 +457,21 @@ class LaneQueues:
     @staticmethod
     async def finish_batch(conn: Connection, batch_id: int) -> None:
         await conn.execute("UPDATE batches SET state = 'done' WHERE id = $1", batch_id)
+
+    async def window_due(self, session_id: str, listener: str, lane: str) -> tuple[float, float] | None:
+        """How long the lane's oldest waiting event has waited, and its window; None when nothing waits."""
+        row = await self.pool.fetchrow(
+            "SELECT l.window_seconds, (SELECT extract(epoch FROM clock_timestamp() - e.created_at) FROM lane_events q"
+            "   JOIN events e ON e.id = q.event_id WHERE q.lane_id = l.id AND q.event_id > l.fired_through"
+            "   ORDER BY q.event_id LIMIT 1) AS pending_age"
+            " FROM lanes l WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3",
+            session_id,
+            listener,
+            lane,
+        )
+        if row is None or row["pending_age"] is None:
+            return None
+        return float(row["pending_age"]), float(row["window_seconds"])
 
     async def news(self, session_id: str, listener: str, lane: str) -> dict[str, Any]:
         """What the lane should know now: the age of its oldest waiting event (None: nothing waits), of its

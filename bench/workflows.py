@@ -1,0 +1,34 @@
+"""The benchmarks' workflows, in a module of their own that imports next to nothing.
+
+A workflow's module is imported again into the sandbox for every new run: the bench's run, one per batch,
+should cost what a small application's does, not the import of the benchmark's whole harness.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.messages import RunInput
+
+
+@workflow.defn(name="bench_run")
+class BenchRun:
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        await workflow.execute_local_activity(
+            "bench.run_started", run.batch.event_ids, start_to_close_timeout=timedelta(seconds=10)
+        )
+
+
+@workflow.defn(name="bench_naive")
+class BenchNaive:
+    @workflow.run
+    async def run(self, n: int) -> int:
+        return int(
+            await workflow.execute_local_activity(
+                "bench.noop", n, start_to_close_timeout=timedelta(seconds=10), result_type=int
+            )
+        )
