@@ -48,7 +48,7 @@ class ScheduleActivities(PlatformActivities):
         if row is None or row["schedule_id"] != firing.schedule_id:
             # Deleted after Temporal started this firing: nothing to do and nobody to report to.
             return ScheduleRunResult(status="skipped", message="the schedule no longer exists")
-        definition = ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields})
+        definition = ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields if k in row})
         scheduled_at = firing.scheduled_at or datetime.now(UTC)
         if definition.invocation_target_type == "object":
             result = await self._write(firing, definition.object_target(), scheduled_at)

@@ -119,6 +119,8 @@ class Router:
                         self._polled_at = now
                         self._dirty.update(await self.store.sessions_behind())
                         await self._nudge_stale_lanes()
+                        for closed in await self.store.close_drained_sessions():
+                            log.info("session %s drained and closed", closed, extra=log_fields(closed))
                     if now >= self._swept_at + min(SWEEP_SECONDS, self.settings.run_check_seconds):
                         self._swept_at = now
                         await self._sweep_runs()

@@ -63,12 +63,8 @@ INBOX: dict[str, Any] = {
     "action": {
         "type": "thread_item",
         "alias": "ops/inbox",
-        "item": {
-            "type": "json",
-            "role": "system",
-            "message": "{{ batch.count }} failed runs",
-            "metadata": {"failures": "{{ batch.events }}"},
-        },
+        # The seed's agent inbox: the failures as a json block (a json item's message may be any JSON).
+        "item": {"type": "json", "role": "system", "message": "{{ batch.events }}"},
     },
 }
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import model_validator
 from temporalio.client import (
     Client,
     Schedule,
@@ -48,10 +49,49 @@ if TYPE_CHECKING:
     from orchestrator.config import Settings
     from orchestrator.platform import Platform
 
-BODY_FIELDS = ("repeat", "start_date", "end_date", "invocation_target_type", "target")
+BODY_FIELDS = ("repeat", "start_date", "end_date", "invocation_target_type", "target", "origin")
 TIMING_FIELDS = ("repeat", "start_date", "end_date")
 # get_schedule shows this many of the next firing times Temporal has computed.
 NEXT_INVOCATIONS = 5
+
+
+# The seed's flat form names the repeat by a string and keeps its fields beside it, and addresses the target
+# as `invocation_target {target {session, blob, revision}, alias, value}`.
+FLAT_REPEAT_FIELDS = ("cron_expression", "timezone", "every_seconds", "invocation_time")
+FLAT_TARGET_FIELDS = ("alias", "value", "workflow", "input")
+
+
+def nested_form(data: Any) -> Any:
+    """The seed's flat `create_schedule` body as the nested one (a nested body is answered as it is).
+
+    The session comes from `invocation_target.target.session`; the target's other names (`blob`,
+    `revision`) are kept as the schedule's `origin`.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("repeat"), str):
+        return data
+    data = dict(data)
+    repeat: dict[str, Any] = {"type": data.pop("repeat")}
+    for name in FLAT_REPEAT_FIELDS:
+        if name in data:
+            repeat[name] = data.pop(name)
+    data["repeat"] = repeat
+    if "invocation_target" in data and "target" not in data:
+        given = data.pop("invocation_target")
+        if not isinstance(given, dict):
+            raise ValueError("invocation_target: must be a JSON object")
+        names = given.get("target", {})
+        if not isinstance(names, dict):
+            raise ValueError("invocation_target.target: must be a JSON object")
+        if "session_id" not in data and "session" in names:
+            data["session_id"] = names["session"]
+        origin = {k: v for k, v in names.items() if k != "session"}
+        if origin:
+            data["origin"] = origin
+        data["target"] = {k: given[k] for k in FLAT_TARGET_FIELDS if k in given}
+        unknown = sorted(set(given) - {"target", *FLAT_TARGET_FIELDS})
+        if unknown:
+            raise ValueError(f"invocation_target.{unknown[0]}: not a field of a schedule's target")
+    return data
 
 
 class CreateSchedule(Request):
@@ -64,7 +104,14 @@ class CreateSchedule(Request):
     end_date: Any = None
     invocation_target_type: Any
     target: Any
+    # What the seed's flat form named the target by besides its session (`blob`, `revision`), kept as given.
+    origin: dict[str, Any] | None = None
     enabled: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: Any) -> Any:
+        return nested_form(data)
 
 
 class UpdateSchedule(Request):

@@ -17,8 +17,16 @@ class OpenSession(Request):
 
 
 class SessionRef(Request):
-    command: Literal["close_session", "reopen_session"]
+    command: Literal["reopen_session"]
     session_id: SessionId
+
+
+class CloseSession(Request):
+    command: Literal["close_session"]
+    session_id: SessionId
+    # Close once what is pending now has fired and its runs have ended, instead of at once (which skips
+    # pending batches as `session_not_open`): replies that arrive around a resolution still reach a run.
+    drain: bool = False
 
 
 @command("open_session", OpenSession)
@@ -27,8 +35,10 @@ async def open_session(platform: Platform, req: OpenSession) -> dict[str, Any]:
     return {"session": await platform.store.open_session(req.alias)}
 
 
-@command("close_session", SessionRef)
-async def close_session(platform: Platform, req: SessionRef) -> dict[str, Any]:
+@command("close_session", CloseSession)
+async def close_session(platform: Platform, req: CloseSession) -> dict[str, Any]:
+    if req.drain:
+        return {"session": await platform.store.drain_session(req.session_id)}
     return {"session": await platform.store.set_session_status(req.session_id, "closed")}
 
 

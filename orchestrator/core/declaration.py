@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from orchestrator.core.backoff import MAX_RETRY_DELAY_SECONDS
+from orchestrator.core.envelope_paths import why_unresolvable
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import validate_alias, validate_glob
 from orchestrator.core.limits import Limits
@@ -32,6 +33,7 @@ from orchestrator.core.validation import field_errors_message
 MAX_WINDOW_SECONDS = 300
 MAX_EVENTS_PER_BATCH = 1000
 MAX_RETRY_ATTEMPTS = 20
+DEFAULT_RETRY_DELAY_SECONDS = 30.0
 MAX_IDLE_SECONDS = 7 * 24 * 3600
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 ACTION_TYPES = ("workflow", "thread_item", "object")
@@ -99,7 +101,7 @@ class ListenerFilter(_Strict):
 
 
 class Concurrency(_Strict):
-    mode: Literal["serial", "keyed", "parallel"] = "serial"
+    mode: Literal["serial", "keyed", "parallel", "none"] = "serial"
     key: str | None = None
     key_segments: int | None = Field(default=None, ge=1)
     max_parallel: int = Field(default=4, ge=1)
@@ -111,6 +113,11 @@ class Concurrency(_Strict):
 
     @model_validator(mode="after")
     def _fields_fit_mode(self) -> Concurrency:
+        if self.mode == "none":
+            raise ValueError(
+                "mode none names a connection listener, which is not saved: open it as a stream"
+                " (GET /v1/sessions/{id}/stream with the filter and batch)"
+            )
         if self.mode == "keyed" and self.key is None:
             raise ValueError("mode keyed needs a key (a dotted path into the event)")
         if self.mode != "keyed" and (self.key is not None or self.key_segments is not None):
@@ -174,7 +181,8 @@ Action = Annotated[WorkflowAction | ThreadItemAction | ObjectAction, Field(discr
 
 class RetrySpec(_Strict):
     attempts: int = Field(ge=0, le=MAX_RETRY_ATTEMPTS)
-    delay_seconds: float = Field(ge=0, le=MAX_RETRY_DELAY_SECONDS)
+    # The seed's `{"attempts": 2}` means a repeat 30 s after the failure, another 60 s after that.
+    delay_seconds: float = Field(default=DEFAULT_RETRY_DELAY_SECONDS, ge=0, le=MAX_RETRY_DELAY_SECONDS)
 
 
 class ReceiptSpec(_Strict):
@@ -200,6 +208,14 @@ class ListenerDeclaration(_Strict):
     owns: list[AliasGlob] | None = None
     description: str | None = Field(default=None, max_length=2000)
 
+    @field_validator("retry")
+    @classmethod
+    def _retry_repeats_runs(cls, retry: RetrySpec | None, info: ValidationInfo) -> RetrySpec | None:
+        action = info.data.get("action")
+        if retry is not None and action is not None and not isinstance(action, WorkflowAction):
+            raise ValueError(f"{action.type} actions are never repeated (only a workflow action's failed run is)")
+        return retry
+
 
 def parse_declaration(body: Any, limits: Limits) -> ListenerDeclaration:
     """Validate a declaration body against the models and the deployment's limits.
@@ -209,10 +225,28 @@ def parse_declaration(body: Any, limits: Limits) -> ListenerDeclaration:
     try:
         # Strict, like every command's arguments: a declaration is JSON a person wrote, and `"100"` or `true`
         # where a number belongs is a mistake to name, not a value to guess (lax parsing made `true` one).
-        return ListenerDeclaration.model_validate(body, strict=True, context={"limits": limits})
+        decl = ListenerDeclaration.model_validate(body, strict=True, context={"limits": limits})
     except pydantic.ValidationError as exc:
         message = field_errors_message(exc, "listener", union_tags=ACTION_TYPES)
         raise CommandError("invalid_request", message) from None
+    problems = [
+        f"listener.{field}: path {path!r} never resolves: {why}"
+        for field, path in event_paths(decl)
+        if (why := why_unresolvable(path, decl.filter.types)) is not None
+    ]
+    if problems:
+        raise CommandError("invalid_request", "; ".join(problems))
+    return decl
+
+
+def event_paths(decl: ListenerDeclaration) -> list[tuple[str, str]]:
+    """The declaration's paths into events, by field: `where` conditions, the lane key, `distinct_by`."""
+    paths = [(f"filter.where.{n}.path", c.path) for n, c in enumerate(decl.filter.where)]
+    if decl.concurrency.key is not None:
+        paths.append(("concurrency.key", decl.concurrency.key))
+    if decl.batch.distinct_by is not None:
+        paths.append(("batch.distinct_by", decl.batch.distinct_by))
+    return paths
 
 
 def effective_max_parallel(concurrency: Concurrency, limits: Limits) -> int:

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.core.paths import MISSING, canonical_json, resolve
+from orchestrator.core.envelope_paths import resolve_in_event
+from orchestrator.core.paths import MISSING, canonical_json
 
 
 def distinct_value(envelope: dict[str, Any], path: str) -> str | None:
     """The grouping value of an envelope, or None when it lacks the path (then it groups with nothing)."""
-    value = resolve(envelope, path)
+    value = resolve_in_event(envelope, path)
     return None if value is MISSING else canonical_json(value)
 
 

@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 # How much of a thread item's message an event carries: a preview, never the item.
 MESSAGE_PREVIEW_CHARS = 200
@@ -23,7 +23,8 @@ class EventItem(BaseModel):
     id: str
     type: str
     role: str | None = None
-    message: str | None = None
+    # The stream shows a preview; the engine reads the whole message (a `json` item's may be any JSON).
+    message: JsonValue = None
 
 
 class EventExecution(BaseModel):

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from orchestrator.core.declaration import ListenerDeclaration, ListenerFilter, WhereCondition
+from orchestrator.core.envelope_paths import resolve_in_event
 from orchestrator.core.globs import compile_alias_glob, compile_type_glob
-from orchestrator.core.paths import MISSING, resolve
+from orchestrator.core.paths import MISSING
 
 
 def json_equal(left: Any, right: Any) -> bool:
@@ -39,7 +40,7 @@ def _ordered(left: Any, right: Any) -> bool:
 
 def condition_holds(condition: WhereCondition, envelope: dict[str, Any]) -> bool:
     """One `where` condition against an envelope; never raises."""
-    found = resolve(envelope, condition.path)
+    found = resolve_in_event(envelope, condition.path)
     op, value = condition.op, condition.value
     if op == "exists":
         return (found is not MISSING) == bool(value)

@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 from orchestrator.core.declaration import Concurrency
-from orchestrator.core.paths import MISSING, canonical_json, resolve
+from orchestrator.core.envelope_paths import resolve_in_event
+from orchestrator.core.paths import MISSING, canonical_json
 
 ONLY_LANE_KEY = "_"
 SHARED_LANE_KEY = "~"
@@ -33,7 +34,7 @@ def lane_key(concurrency: Concurrency, envelope: dict[str, Any]) -> str:
     """The lane key of an envelope under a listener's concurrency."""
     if concurrency.mode != "keyed" or concurrency.key is None:
         return ONLY_LANE_KEY
-    value = resolve(envelope, concurrency.key)
+    value = resolve_in_event(envelope, concurrency.key)
     if value is MISSING:
         return SHARED_LANE_KEY
     if concurrency.key_segments is not None and isinstance(value, str):

@@ -338,6 +338,8 @@ class ScheduleDefinition(_Strict):
     end_date: IsoDate | None = None
     invocation_target_type: Literal["object", "workflow"]
     target: dict[str, Any]
+    # The seed's names for the target besides its session (`blob`, `revision`), kept as given.
+    origin: dict[str, Any] | None = None
 
     @field_validator("end_date")
     @classmethod

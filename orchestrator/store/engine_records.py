@@ -16,7 +16,7 @@ from orchestrator.core.events import Event
 from orchestrator.core.outcomes import Outcome
 from orchestrator.store.connection import Connection
 from orchestrator.store.lane_queues import LaneQueues
-from orchestrator.store.postgres import EVENT_COLUMNS, PostgresStore, event_from_row
+from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, PostgresStore, event_from_row
 from orchestrator.store.schedule_records import ScheduleRecords
 
 
@@ -48,7 +48,8 @@ class EngineRecords(LaneQueues, ScheduleRecords, PostgresStore):
     ) -> tuple[list[Event], dict[int, str]]:
         """The session's events after `after`, with the traceparent of each that has one (by event id)."""
         rows = await conn.fetch(
-            f"SELECT {EVENT_COLUMNS}, traceparent FROM events WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+            f"SELECT {EVENT_COLUMNS}, traceparent, {WHOLE_MESSAGE} FROM events e"
+            " WHERE session_id = $1 AND id > $2 ORDER BY id LIMIT $3",
             session_id,
             after,
             limit,

@@ -19,7 +19,7 @@ import asyncpg
 from orchestrator.core.events import Event
 from orchestrator.core.lane_clock import Declared, LaneNews
 from orchestrator.store.connection import Connection
-from orchestrator.store.postgres import EVENT_COLUMNS, event_from_row
+from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, event_from_row
 
 # How long an unfired lane may go unnudged past its window before the router's poll nudges it again.
 STALE_GRACE_SECONDS = 10.0
@@ -322,7 +322,7 @@ class LaneQueues:
         """The lane's queued events after `after`, in id order, each with its write's traceparent."""
         columns = ", ".join(f"e.{c.strip()}" for c in EVENT_COLUMNS.split(","))
         rows = await conn.fetch(
-            f"SELECT {columns}, e.traceparent FROM lane_events q JOIN events e ON e.id = q.event_id"
+            f"SELECT {columns}, e.traceparent, {WHOLE_MESSAGE} FROM lane_events q JOIN events e ON e.id = q.event_id"
             " WHERE q.lane_id = $1 AND q.event_id > $2 ORDER BY q.event_id LIMIT $3",
             lane_id,
             after,
@@ -333,7 +333,9 @@ class LaneQueues:
     @staticmethod
     async def events_by_id(conn: Connection, ids: Sequence[int]) -> list[tuple[Event, str | None]]:
         rows = await conn.fetch(
-            f"SELECT {EVENT_COLUMNS}, traceparent FROM events WHERE id = ANY($1::bigint[]) ORDER BY id", list(ids)
+            f"SELECT {EVENT_COLUMNS}, traceparent, {WHOLE_MESSAGE} FROM events e"
+            " WHERE id = ANY($1::bigint[]) ORDER BY id",
+            list(ids),
         )
         return [(event_from_row(r), r["traceparent"]) for r in rows]
 

@@ -49,14 +49,26 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{secrets.token_hex(10)}"
 
 
+# What the engine reads with each event beside its envelope: a thread item's whole message, which a
+# listener's paths and templates see as `item.message` (the stream's envelope keeps a preview).
+WHOLE_MESSAGE = (
+    "(SELECT coalesce(to_jsonb(t.message), t.message_json) FROM thread_items t WHERE t.session_id = e.session_id"
+    " AND t.alias = e.alias AND t.id = e.item->>'id' AND e.type = 'thread.item_posted') AS whole_message"
+)
+
+
 def event_from_row(row: asyncpg.Record) -> Event:
+    item = row["item"]
+    whole = row.get("whole_message")
+    if item is not None and whole is not None:
+        item = {**item, "message": whole}
     return Event.model_validate(
         {
             "id": row["id"],
             "session_id": row["session_id"],
             "type": row["type"],
             "alias": row["alias"],
-            "item": row["item"],
+            "item": item,
             "execution": row["execution"],
             "source": row["source"] or {},
             "depth": row["depth"],
@@ -127,7 +139,7 @@ class PostgresStore:
 
     async def set_session_status(self, session_id: str, status: str) -> dict[str, Any]:
         row = await self.pool.fetchrow(
-            "UPDATE sessions SET status = $2,"
+            "UPDATE sessions SET status = $2, drain_through = NULL,"
             " closed_at = CASE WHEN $2 = 'closed' THEN clock_timestamp() END"
             " WHERE id = $1 RETURNING id, alias, status",
             session_id,
@@ -136,6 +148,49 @@ class PostgresStore:
         if row is None:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         return dict(row)
+
+    async def drain_session(self, session_id: str) -> dict[str, Any]:
+        """Ask an open session to close once what is pending now has fired and its runs have ended."""
+        row = await self.pool.fetchrow(
+            "UPDATE sessions SET drain_through = coalesce(drain_through, last_event_id)"
+            " WHERE id = $1 AND status = 'open' RETURNING id, alias, status, drain_through",
+            session_id,
+        )
+        if row is None:
+            session = await self.get_session(session_id)  # not found, or closed already
+            return {**session, "draining": False}
+        await self.close_drained_sessions(session_id)
+        return await self.session_view(session_id)
+
+    async def session_view(self, session_id: str) -> dict[str, Any]:
+        row = await self.pool.fetchrow(
+            "SELECT id, alias, status, drain_through FROM sessions WHERE id = $1", session_id
+        )
+        if row is None:
+            raise CommandError("not_found", f"session_id: no session {session_id!r}")
+        view = {"id": row["id"], "alias": row["alias"], "status": row["status"]}
+        if row["status"] == "open" and row["drain_through"] is not None:
+            view.update(draining=True, drains_through=int(row["drain_through"]))
+        return view
+
+    async def close_drained_sessions(self, session_id: str | None = None) -> list[str]:
+        """Close the draining sessions (one, or all) whose pending has all fired and whose runs have ended:
+        routed past the drain point, no lane with an event at or before it unfired, no run of such a batch
+        holding a slot."""
+        rows = await self.pool.fetch(
+            "UPDATE sessions s SET status = 'closed', closed_at = clock_timestamp(), drain_through = NULL"
+            " WHERE s.drain_through IS NOT NULL AND s.status = 'open' AND ($1::text IS NULL OR s.id = $1)"
+            " AND (SELECT c.routed_event_id FROM routing_cursors c WHERE c.session_id = s.id) >= s.drain_through"
+            " AND NOT EXISTS (SELECT 1 FROM lanes l JOIN lane_events q ON q.lane_id = l.id"
+            "   WHERE l.session_id = s.id AND q.event_id > l.fired_through AND q.event_id <= s.drain_through)"
+            " AND NOT EXISTS (SELECT 1 FROM lanes l JOIN batches b ON b.lane_id = l.id"
+            "   WHERE l.session_id = s.id AND b.first_id <= s.drain_through AND b.state = 'claimed')"
+            " AND NOT EXISTS (SELECT 1 FROM lanes l JOIN lane_runs r ON r.lane_id = l.id"
+            "   JOIN batches b ON b.id = r.batch_id WHERE l.session_id = s.id AND b.first_id <= s.drain_through)"
+            " RETURNING s.id",
+            session_id,
+        )
+        return [r["id"] for r in rows]
 
     # -- the stream ----------------------------------------------------------------------------------
 

@@ -75,10 +75,16 @@ def test_exists_defaults_to_true() -> None:
     assert decl.filter.where[0].value is True
 
 
+def _write_action(action: dict[str, Any]) -> dict[str, Any]:
+    body = _with("action", action)
+    del body["retry"]  # a write action is never repeated
+    return body
+
+
 def test_template_aliases_are_kept_and_literal_ones_checked() -> None:
     action = {"type": "thread_item", "alias": "chats/{{ event.alias }}", "item": {"type": "text"}}
-    assert parse_declaration(_with("action", action), Limits()).action.alias == "chats/{{ event.alias }}"  # type: ignore[union-attr]
-    message = _refusal(_with("action", {**action, "alias": "chats//x"}))
+    assert parse_declaration(_write_action(action), Limits()).action.alias == "chats/{{ event.alias }}"  # type: ignore[union-attr]
+    message = _refusal(_write_action({**action, "alias": "chats//x"}))
     assert message.startswith("listener.action.alias: ")
 
 
@@ -137,3 +143,79 @@ def test_a_body_that_is_not_an_object_is_refused(body: Any) -> None:
 )
 def test_max_parallel_is_capped_by_the_limit(concurrency: Concurrency, expected: int) -> None:
     assert effective_max_parallel(concurrency, Limits()) == expected
+
+
+def _seed(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": "seed",
+        "filter": {"types": ["thread.item_posted"], "aliases": ["chats/**"]},
+        "action": {"type": "workflow", "workflow": "responder"},
+    }
+    body.update(overrides)
+    return body
+
+
+def test_the_seeds_retry_of_two_attempts_waits_30_seconds_by_default() -> None:
+    decl = parse_declaration(_seed(retry={"attempts": 2}), Limits())
+    assert decl.retry is not None and (decl.retry.attempts, decl.retry.delay_seconds) == (2, 30.0)
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"type": "object", "alias": "a", "value": {"type": "t"}},
+        {"type": "thread_item", "alias": "c", "item": {"type": "text"}},
+    ],
+)
+def test_a_retry_on_an_action_that_is_never_repeated_is_refused(action: dict[str, Any]) -> None:
+    with pytest.raises(CommandError, match=r"listener\.retry: .* never repeated"):
+        parse_declaration(_seed(action=action, retry={"attempts": 1}), Limits())
+
+
+def test_mode_none_is_refused_as_a_connection_listener() -> None:
+    with pytest.raises(CommandError, match=r"listener\.concurrency: mode none .* stream"):
+        parse_declaration(_seed(concurrency={"mode": "none"}), Limits())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"filter": {"types": ["object.**"]}, "concurrency": {"mode": "keyed", "key": "item.role"}}, "concurrency.key"),
+        ({"batch": {"distinct_by": "objet.alias"}}, "batch.distinct_by"),
+        (
+            {"filter": {"types": ["object.written"], "where": [{"path": "execution.status", "op": "exists"}]}},
+            "filter.where.0.path",
+        ),
+        ({"batch": {"distinct_by": "item.text"}}, "batch.distinct_by"),
+        ({"batch": {"distinct_by": "alias.x"}}, "batch.distinct_by"),
+    ],
+)
+def test_a_path_that_can_never_resolve_for_the_listeners_types_is_refused(
+    overrides: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(CommandError, match=rf"listener\.{field}: path .* never resolves"):
+        parse_declaration(_seed(**overrides), Limits())
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"concurrency": {"mode": "keyed", "key": "object.alias"}, "batch": {"distinct_by": "object.alias"}},
+        {
+            "filter": {
+                "types": ["execution.ended"],
+                "where": [{"path": "execution.status", "op": "eq", "value": "failed"}],
+            }
+        },
+        {
+            "filter": {
+                "types": ["thread.item_posted"],
+                "where": [{"path": "item.type", "op": "not_in", "value": ["text"]}],
+            }
+        },
+        {"batch": {"distinct_by": "item.message"}},
+        {"filter": {"types": ["listener.failed"], "where": [{"path": "data.error", "op": "exists"}]}},
+    ],
+)
+def test_the_seeds_paths_are_accepted(overrides: dict[str, Any]) -> None:
+    parse_declaration(_seed(**overrides), Limits())

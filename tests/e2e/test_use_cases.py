@@ -152,9 +152,7 @@ async def test_inbox_posts_one_item_for_a_failed_execution(missions: Missions) -
     await asyncio.sleep(INBOX_WINDOW_SECONDS + 1)
     (item,) = await missions.items("ops/inbox")
     assert item["type"] == "json"
-    assert [f["execution"] for f in item["metadata"]["failures"]] == [
-        {"id": failed_id, "workflow": "flaky", "status": "failed"}
-    ]
+    assert [f["execution"] for f in item["message"]] == [{"id": failed_id, "workflow": "flaky", "status": "failed"}]
     (event,) = await events_at(missions, "ops/inbox")
     assert event["source"]["listener"] == "inbox"
 
@@ -170,7 +168,7 @@ async def test_a_failing_mission_is_retried_and_every_failure_reaches_the_inbox(
 
     async def all_in_inbox() -> bool:
         items = await missions.items("ops/inbox")
-        return {f["execution"]["id"] for item in items for f in item["metadata"]["failures"]} == failed
+        return {f["execution"]["id"] for item in items for f in item["message"]} == failed
 
     await eventually(all_in_inbox, within=30, what="every failed run on ops/inbox")
     reply = await missions.client.list_session_events(missions.session_id, types=["listener.failed"])

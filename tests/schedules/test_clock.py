@@ -45,3 +45,60 @@ async def test_ticks_during_a_run_wait_and_join_the_next_batch(engine: Engine) -
     ticks = await engine.command("list_session_events", session_id=sid, types=["object.written"])
     sources = {e["id"]: e["source"] for e in ticks["events"]}
     assert all(sources[i] == {"client": "schedule:clock"} for i in first_ids + second_ids)
+
+
+async def test_the_seeds_flat_clock_body_is_accepted_and_answered_like_the_nested_one(engine: Engine) -> None:
+    sid = await new_session(engine)
+    seed_body = {
+        "command": "create_schedule",
+        "alias": "ops-clock",
+        "repeat": "recurring_cron",
+        "cron_expression": "0/15 * * * ? *",
+        "timezone": "UTC",
+        "invocation_target_type": "object",
+        "invocation_target": {
+            "target": {"blob": "blob-7", "revision": 3, "session": sid},
+            "alias": "ops/clock",
+            "value": {"type": "text", "text": "tick"},
+        },
+    }
+    flat = await engine.platform.command(seed_body)
+    assert flat["status"] == "success", flat
+    nested = await engine.command(
+        "create_schedule",
+        session_id=sid,
+        alias="ops-clock-nested",
+        repeat={"type": "recurring_cron", "cron_expression": "0/15 * * * ? *", "timezone": "UTC"},
+        invocation_target_type="object",
+        target={"alias": "ops/clock", "value": {"type": "text", "text": "tick"}},
+    )
+    flat_schedule, nested_schedule = flat["schedule"], nested["schedule"]
+    assert set(flat_schedule) == set(nested_schedule), "both forms are answered in one shape"
+    for field in ("repeat", "invocation_target_type", "target", "enabled"):
+        assert flat_schedule[field] == nested_schedule[field], field
+    assert flat_schedule["origin"] == {"blob": "blob-7", "revision": 3}, "blob and revision are kept"
+    got = await engine.command("get_schedule", session_id=sid, alias="ops-clock")
+    assert got["schedule"]["repeat"]["cron_expression"] == "0/15 * * * ? *"
+    for alias in ("ops-clock", "ops-clock-nested"):
+        await engine.command("delete_schedule", session_id=sid, alias=alias)
+
+
+async def test_a_flat_body_with_a_bad_target_is_refused_naming_the_field(engine: Engine) -> None:
+    sid = await new_session(engine)
+    for target, field in [
+        ("nope", "invocation_target"),
+        ({"target": {"session": sid}, "alias": "ops/clock", "value": {"type": "t"}, "colour": 1}, "invocation_target"),
+        ({"target": {"session": "ses_none"}, "alias": "ops/clock", "value": {"type": "t"}}, "session_id"),
+    ]:
+        reply = await engine.platform.command(
+            {
+                "command": "create_schedule",
+                "alias": "bad",
+                "repeat": "interval",
+                "every_seconds": 900,
+                "invocation_target_type": "object",
+                "invocation_target": target,
+            }
+        )
+        assert reply["status"] == "error" and field in reply["message"], reply
+    assert (await engine.command("list_schedules", session_id=sid))["schedules"] == []

@@ -124,7 +124,6 @@ CASES: list[tuple[str, Any, str]] = [
     ("retry.attempts", -1, "listener.retry.attempts"),
     ("retry.attempts", "2", "listener.retry.attempts"),
     ("retry.attempts", 1.5, "listener.retry.attempts"),
-    ("retry.delay_seconds", DROP, "listener.retry.delay_seconds"),
     ("retry.delay_seconds", -1, "listener.retry.delay_seconds"),
     ("retry.delay_seconds", "30", "listener.retry.delay_seconds"),
     ("retry.backoff", "linear", "listener.retry.backoff"),

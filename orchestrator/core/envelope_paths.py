@@ -1,0 +1,70 @@
+"""Paths into an event's envelope: the seed's spellings, and which paths can ever resolve for which types.
+
+Owns what `where`, `key` and `distinct_by` may name. The envelope keeps `alias` at its top, and the seed
+speaks of `object.alias` (the alias the event is about, an object's or a thread's): both resolve. A path
+that no event of the listener's types can carry (`item.role` on a listener of `object.**` only, `objet.alias`
+anywhere) is refused when the listener is saved, rather than left to never match, lane everything into the
+shared lane or collapse nothing, silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from orchestrator.core.globs import compile_type_glob
+from orchestrator.core.paths import Missing, resolve
+
+# The seed's spellings, and the envelope path each stands for.
+SEED_PATHS = {"object.alias": "alias"}
+
+# Every event type the platform writes, and the envelope fields each carries beside the common ones.
+EVENT_FIELDS: dict[str, frozenset[str]] = {
+    "object.written": frozenset({"alias", "data"}),
+    "object.deleted": frozenset({"alias"}),
+    "thread.item_posted": frozenset({"alias", "item"}),
+    "execution.started": frozenset({"execution"}),
+    "execution.ended": frozenset({"execution"}),
+    "graph.changed": frozenset({"alias", "data"}),
+    "listener.failed": frozenset({"data"}),
+    "lane.idle": frozenset({"data"}),
+}
+COMMON_FIELDS = frozenset({"id", "session_id", "type", "source", "depth", "created_at"})
+# What a field's subpaths may be (None: any, for `data`; empty: the field is a plain value).
+SUBFIELDS: dict[str, frozenset[str] | None] = {
+    "id": frozenset(),
+    "session_id": frozenset(),
+    "type": frozenset(),
+    "alias": frozenset(),
+    "depth": frozenset(),
+    "created_at": frozenset(),
+    "item": frozenset({"id", "type", "role", "message"}),
+    "execution": frozenset({"id", "workflow", "status"}),
+    "source": frozenset({"client", "listener", "execution"}),
+    "data": None,
+}
+
+
+def resolve_in_event(envelope: dict[str, Any], path: str) -> Any | Missing:
+    """The value at `path` in an envelope, the seed's spellings included."""
+    return resolve(envelope, SEED_PATHS.get(path, path))
+
+
+def why_unresolvable(path: str, types: Sequence[str] | None) -> str | None:
+    """Why no event of `types` (type globs; None: every type) can carry `path`, or None when some can."""
+    path = SEED_PATHS.get(path, path)
+    field, _, rest = path.partition(".")
+    if field not in SUBFIELDS:
+        return f"no event has a field {field!r}"
+    allowed = SUBFIELDS[field]
+    if rest and allowed is not None:
+        sub = rest.split(".")[0]
+        if sub not in allowed or "." in rest:
+            shown = ", ".join(sorted(allowed)) or "nothing: it is a plain value"
+            return f"{field!r} holds {shown}"
+    if field in COMMON_FIELDS:
+        return None
+    matched = [t for t in EVENT_FIELDS if types is None or any(compile_type_glob(g).match(t) for g in types)]
+    if not matched or any(field in EVENT_FIELDS[t] for t in matched):
+        return None
+    return f"no event of the listener's types ({', '.join(matched)}) has {field!r}"
