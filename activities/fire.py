@@ -282,8 +282,10 @@ class FireActivities(PlatformActivities):
             await self.store.finish_batch(conn, batch.id)
             run_key = run_key_of(lane.workflow_id, batch.first_id)
             if not started and (await self.store.lane_run(conn, run_key)) is not None:
-                # No run took the slot the claim held for it (a guard or the start stopped it).
+                # No run took the slot the claim held for it (a guard or the start stopped it): the lane is
+                # free for what it left behind.
                 await self.store.release_slot(conn, run_key)
+                await self.store.set_waiting_slot(conn, lane.id, False)
                 if step.decl is not None and step.decl.concurrency.mode == "keyed":
                     nudges += await self._release_key_slot(conn, lane, step.decl)
         for nudge in nudges:

@@ -19,7 +19,10 @@ from starlette.routing import Route
 
 from orchestrator.commands.registry import MAX_JSON_DEPTH
 from orchestrator.config import Settings, reveal
+from orchestrator.core.connection_listener import parse_stream
+from orchestrator.core.errors import CommandError
 from orchestrator.platform import Platform
+from orchestrator.streams import EventStream, StreamHub, start_position
 from orchestrator.telemetry import continuing
 
 log = logging.getLogger(__name__)
@@ -64,10 +67,13 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
     token = reveal(settings.api_token)
     max_bytes = settings.max_request_bytes
 
-    def refuse_unauthorized(request: Request) -> Response | None:
+    def refuse_unauthorized(request: Request, query_token: bool = False) -> Response | None:
         if not token:
             return None
         header = request.headers.get("authorization")
+        if header is None and query_token and "access_token" in request.query_params:
+            # A browser's EventSource cannot send a header: the stream takes the token as a parameter.
+            header = f"Bearer {request.query_params['access_token']}"
         if header is None:
             return JSONResponse(
                 error_reply("unauthorized", "authorization: a bearer token is required"),
@@ -116,6 +122,27 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             reply = await platform.command(body)
         return JSONResponse(reply, status_code=status_for(reply))
 
+    hub = StreamHub(platform.database_url)
+
+    async def stream(request: Request) -> Response:
+        refusal = refuse_unauthorized(request, query_token=True)
+        if refusal is not None:
+            return refusal
+        session_id = request.path_params["session_id"]
+        params = request.query_params
+        try:
+            spec = parse_stream(params.get("filter"), params.get("batch"), params.get("client"), settings.limits)
+            end = await platform.store.session_end(session_id)
+        except CommandError as err:
+            reply = error_reply(err.code, err.message)
+            return JSONResponse(reply, status_code=status_for(reply))
+        position = start_position(end, params.get("after"), request.headers.get("last-event-id"))
+        if position is None:
+            field = "Last-Event-ID" if request.headers.get("last-event-id") else "after"
+            reply = error_reply("invalid_request", f"{field}: must be an event id (a non-negative integer)")
+            return JSONResponse(reply, status_code=400)
+        return EventStream(platform.store, hub, session_id, spec, position)  # type: ignore[return-value]
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -126,10 +153,14 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             return JSONResponse({"status": "ready"})
         return JSONResponse({"status": "unavailable", "error": reply.get("error")}, status_code=503)
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/v1/commands", commands, methods=["POST"]),
+            Route("/v1/sessions/{session_id}/stream", stream, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
         ]
     )
+    # Closed by the server that serves the app (`orchestrator.runtime.ApiServer`).
+    app.state.stream_hub = hub
+    return app

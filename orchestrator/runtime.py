@@ -85,6 +85,7 @@ class ApiServer:
     """
 
     def __init__(self, app: ASGIApp, host: str, port: int) -> None:
+        self.app = app
         self.host = host
         self.port = port
         config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", log_level="warning")
@@ -134,6 +135,9 @@ class ApiServer:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
+        hub = getattr(getattr(self.app, "state", None), "stream_hub", None)
+        if hub is not None:
+            await hub.close()
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, NamedTuple
 
+from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Event
 from orchestrator.core.outcomes import Outcome
 from orchestrator.store.connection import Connection
@@ -55,6 +56,24 @@ class EngineRecords(LaneQueues, ScheduleRecords, PostgresStore):
             limit,
         )
         return [event_from_row(r) for r in rows], {r["id"]: r["traceparent"] for r in rows if r["traceparent"]}
+
+    async def stream_events(self, session_id: str, after: int, limit: int) -> list[dict[str, Any]]:
+        """The session's envelopes after `after`, as a listener sees them (a thread item's whole message)."""
+        rows = await self.pool.fetch(
+            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1 AND id > $2"
+            " ORDER BY id LIMIT $3",
+            session_id,
+            after,
+            limit,
+        )
+        return [event_from_row(r).envelope() for r in rows]
+
+    async def session_end(self, session_id: str) -> int:
+        """The session's last event id (where a stream with no position starts); not_found when none."""
+        last = await self.pool.fetchval("SELECT last_event_id FROM sessions WHERE id = $1", session_id)
+        if last is None:
+            raise CommandError("not_found", f"session_id: no session {session_id!r}")
+        return int(last)
 
     @staticmethod
     async def save_position(conn: Connection, session_id: str, position: int) -> None:

@@ -1,0 +1,124 @@
+"""A connection listener (SPEC section 7): a client's own listener, declared in its stream's query string.
+
+Owns what a stream takes and gives: its parameters (`filter` and `batch`, the same fields and checks as a
+saved listener's, and `client`, whose own writes it never sees) and the batching of what matches into SSE
+messages by the same rules as a lane (a window from the first waiting event, `max_events`, `distinct_by`),
+as a pure state the stream's loop feeds with events and the time. Reading the stream and sending belong to
+`orchestrator/streams.py`. A batch takes a prefix of what waits, so the id of its last event is a point
+from which a reconnecting client misses nothing and gets nothing twice (`Last-Event-ID`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pydantic
+
+from orchestrator.core.batch_cuts import Cut, cut
+from orchestrator.core.declaration import BatchSpec, ListenerFilter
+from orchestrator.core.envelope_paths import why_unresolvable
+from orchestrator.core.errors import CommandError
+from orchestrator.core.filters import matches
+from orchestrator.core.limits import Limits
+from orchestrator.core.validation import field_errors_message
+
+# What waits in one stream at most before it is sent whatever the window says: a busy session with a long
+# window must not grow a connection's memory without bound.
+MAX_WAITING = 10_000
+MAX_CLIENT_CHARS = 128
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    filter: ListenerFilter
+    batch: BatchSpec
+    client: str | None
+
+
+def _json_param(name: str, raw: str | None) -> Any:
+    if raw is None:
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError as err:
+        raise CommandError("invalid_request", f"{name}: not valid JSON ({err})") from None
+
+
+def parse_stream(filter_param: str | None, batch_param: str | None, client: str | None, limits: Limits) -> StreamSpec:
+    """The stream's parameters, checked like a saved listener's; raises CommandError naming the field."""
+    try:
+        flt = ListenerFilter.model_validate(_json_param("filter", filter_param), strict=True)
+    except pydantic.ValidationError as err:
+        raise CommandError("invalid_request", field_errors_message(err, "filter")) from None
+    try:
+        batch = BatchSpec.model_validate(_json_param("batch", batch_param), strict=True, context={"limits": limits})
+    except pydantic.ValidationError as err:
+        raise CommandError("invalid_request", field_errors_message(err, "batch")) from None
+    paths = [(f"filter.where.{n}.path", c.path) for n, c in enumerate(flt.where)]
+    if batch.distinct_by is not None:
+        paths.append(("batch.distinct_by", batch.distinct_by))
+    for name, path in paths:
+        why = why_unresolvable(path, flt.types)
+        if why is not None:
+            raise CommandError("invalid_request", f"{name}: path {path!r} never resolves: {why}")
+    if client is not None and not (0 < len(client) <= MAX_CLIENT_CHARS):
+        raise CommandError("invalid_request", f"client: must be 1 to {MAX_CLIENT_CHARS} characters")
+    return StreamSpec(flt, batch, client)
+
+
+def wanted(spec: StreamSpec, envelope: dict[str, Any]) -> bool:
+    """Whether the stream shows the event: it matches the filter, and it is not the client's own write."""
+    source = envelope.get("source")
+    if spec.client is not None and isinstance(source, dict) and source.get("client") == spec.client:
+        return False
+    return matches(spec.filter, envelope)
+
+
+@dataclass
+class StreamBatches:
+    """What one stream has waiting, and when its window opened (the stream's own clock, in seconds)."""
+
+    spec: StreamSpec
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    opened_at: float | None = None
+
+    def add(self, envelopes: Sequence[dict[str, Any]], now: float) -> None:
+        fresh = [e for e in envelopes if wanted(self.spec, e)]
+        if fresh and self.opened_at is None:
+            self.opened_at = now
+        self.waiting += fresh
+
+    def due_at(self) -> float | None:
+        """When the waiting events are due to be sent, or None when nothing waits."""
+        if self.opened_at is None:
+            return None
+        if len(self.waiting) >= MAX_WAITING:
+            return self.opened_at
+        return self.opened_at + self.spec.batch.window_seconds
+
+    def take(self, now: float) -> Cut | None:
+        """The next batch if it is due at `now` (what it leaves is due at once: it waited a whole window)."""
+        due = self.due_at()
+        if due is None or now < due:
+            return None
+        batch = cut(self.waiting, self.spec.batch.max_events, self.spec.batch.distinct_by)
+        if batch is None:
+            return None
+        self.waiting = self.waiting[len(batch.consumed) :]
+        if not self.waiting:
+            self.opened_at = None
+        return batch
+
+
+def sse_message(batch: Cut) -> str:
+    """One batch as a Server-Sent Events message."""
+    data = {
+        "first_id": batch.consumed[0],
+        "last_id": batch.through,
+        "count": len(batch.entries),
+        "events": batch.entries,
+    }
+    return f"id: {batch.through}\nevent: batch\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"

@@ -1,0 +1,168 @@
+"""Connection listeners over Server-Sent Events: `GET /v1/sessions/{id}/stream` (SPEC section 7).
+
+Owns the stream's I/O: waking on the same PostgreSQL notifications as the router (one LISTEN connection per
+API process, `StreamHub`), reading the session's stream by id after the client's position, and sending each
+batch (`orchestrator.core.connection_listener` decides what and when) as one SSE message, with a comment
+every 15 s while nothing is due. It starts no run and no lane workflow, and holds nothing but the client's
+waiting events: a reader too slow to take a message within `SLOW_READER_SECONDS` is sent a last message
+(`event: closed`) and disconnected rather than buffered for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import asyncpg
+from starlette.types import Receive, Scope, Send
+
+from orchestrator.core.connection_listener import StreamBatches, StreamSpec, sse_message
+from orchestrator.store.engine_records import EngineRecords
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 15.0
+SLOW_READER_SECONDS = 30.0
+# Events read per query; a stream behind by more reads again at once.
+PAGE = 1000
+# How long a stream waits for a notification before it reads anyway (a lost NOTIFY, a restarted database).
+POLL_SECONDS = 5.0
+
+
+class StreamHub:
+    """One LISTEN connection for an API process; wakes the streams of each session whose events commit."""
+
+    def __init__(self, database_url: str) -> None:
+        self.database_url = database_url
+        self._waiters: dict[str, set[asyncio.Event]] = {}
+        self._conn: asyncpg.Connection | None = None
+        self._lock = asyncio.Lock()
+
+    async def _listening(self) -> None:
+        async with self._lock:
+            if self._conn is not None and not self._conn.is_closed():
+                return
+            conn = await asyncpg.connect(self.database_url)
+            await conn.add_listener("orchestrator_events", self._on_notify)
+            self._conn = conn
+            # While no connection listened, notifications were lost: every stream looks again.
+            for waiters in self._waiters.values():
+                for waiter in waiters:
+                    waiter.set()
+
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+        for waiter in self._waiters.get(str(payload), ()):
+            waiter.set()
+
+    @contextlib.asynccontextmanager
+    async def subscribed(self, session_id: str) -> AsyncIterator[asyncio.Event]:
+        waiter = asyncio.Event()
+        self._waiters.setdefault(session_id, set()).add(waiter)
+        try:
+            with contextlib.suppress(OSError, asyncpg.PostgresError):
+                await self._listening()
+            yield waiter
+        finally:
+            waiters = self._waiters.get(session_id, set())
+            waiters.discard(waiter)
+            if not waiters:
+                self._waiters.pop(session_id, None)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                await self._conn.close()
+            self._conn = None
+
+
+class EventStream:
+    """The ASGI response of one connection listener, from `position` on."""
+
+    def __init__(self, store: EngineRecords, hub: StreamHub, session_id: str, spec: StreamSpec, position: int):
+        self.store, self.hub, self.session_id, self.spec = store, hub, session_id, spec
+        self.position = position
+        self.batches = StreamBatches(spec)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [
+            (b"content-type", b"text/event-stream; charset=utf-8"),
+            (b"cache-control", b"no-cache"),
+            (b"x-accel-buffering", b"no"),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        disconnected = asyncio.ensure_future(self._disconnect(receive))
+        streaming = asyncio.ensure_future(self._stream(send))
+        try:
+            await asyncio.wait([disconnected, streaming], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (disconnected, streaming):
+                task.cancel()
+            await asyncio.gather(disconnected, streaming, return_exceptions=True)
+        # A stream ends only when its reader goes, or is let go for being too slow: then the response is left
+        # unfinished, which makes the server close the connection at once instead of draining it first.
+
+    @staticmethod
+    async def _disconnect(receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    async def _send(self, send: Send, text: str) -> bool:
+        """Send `text`; False when the reader did not take it in time (it is then told, and let go)."""
+        try:
+            await asyncio.wait_for(
+                send({"type": "http.response.body", "body": text.encode(), "more_body": True}), SLOW_READER_SECONDS
+            )
+        except TimeoutError:
+            log.info("a stream of session %s was too slow to read; closing it", self.session_id)
+            reason = {"reason": f"the reader took more than {SLOW_READER_SECONDS:g} s to take a message"}
+            with contextlib.suppress(Exception):
+                closing = f"event: closed\ndata: {json.dumps(reason)}\n\n".encode()
+                await asyncio.wait_for(send({"type": "http.response.body", "body": closing, "more_body": True}), 1)
+            return False
+        return True
+
+    async def _stream(self, send: Send) -> None:
+        async with self.hub.subscribed(self.session_id) as woken:
+            if not await self._send(send, ": stream open\n\n"):
+                return
+            last_sent = time.monotonic()
+            while True:
+                woken.clear()
+                events = await self.store.stream_events(self.session_id, self.position, PAGE)
+                if events:
+                    self.position = events[-1]["id"]
+                    self.batches.add(events, time.monotonic())
+                while (batch := self.batches.take(time.monotonic())) is not None:
+                    if not await self._send(send, sse_message(batch)):
+                        return
+                    last_sent = time.monotonic()
+                if len(events) == PAGE:
+                    continue
+                now = time.monotonic()
+                if now - last_sent >= HEARTBEAT_SECONDS:
+                    if not await self._send(send, ": heartbeat\n\n"):
+                        return
+                    last_sent = now
+                deadlines = [last_sent + HEARTBEAT_SECONDS, now + POLL_SECONDS]
+                due = self.batches.due_at()
+                if due is not None:
+                    deadlines.append(due)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), max(min(deadlines) - now, 0.0))
+
+
+def start_position(store_last: int, after: str | None, last_event_id: str | None) -> int | None:
+    """Where a stream starts: after `Last-Event-ID` or `after` when given, else at the session's end.
+
+    None when one is given but is not a non-negative integer.
+    """
+    given = last_event_id if last_event_id not in (None, "") else after
+    if given is None:
+        return store_last
+    if not given.isdigit():
+        return None
+    return int(given)
