@@ -8,6 +8,8 @@ straight through. A transport failure (the API cannot be reached) is not a reply
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self, cast
 
@@ -67,6 +69,26 @@ class _HttpTransport:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    async def stream(self, session_id: str, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+        """The batches of a connection listener on the session, as they come (SSE `data`)."""
+        async with self._http.stream(
+            "GET", f"/v1/sessions/{session_id}/stream", params=params, timeout=httpx.Timeout(30, read=None)
+        ) as response:
+            if response.status_code != 200:
+                await response.aread()
+                reply = (
+                    response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
+                )
+                code = cast(ErrorCode, str(reply.get("error", "internal_error")))
+                raise CommandError(code, str(reply.get("message", f"HTTP {response.status_code}")))
+            data: list[str] = []
+            async for line in response.aiter_lines():
+                if line.startswith("data: "):
+                    data.append(line[6:])
+                elif line == "" and data:
+                    yield json.loads("\n".join(data))
+                    data = []
+
 
 class Client:
     """A door to the platform's commands.
@@ -102,6 +124,32 @@ class Client:
     async def command(self, body: Any) -> dict[str, Any]:
         """Send one JSON command and return its reply, `{"status": "error", ...}` replies included."""
         return await self._transport.send(body)
+
+    async def stream(
+        self,
+        session_id: str,
+        *,
+        after: int | None = None,
+        filter: dict[str, Any] | None = None,
+        batch: dict[str, Any] | None = None,
+        client: str | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A connection listener on the session (HTTP only): each batch as `{first_id, last_id, count, events}`.
+
+        Raises:
+            CommandError: the stream was refused (bad parameters, an unknown session).
+            NotImplementedError: an in-process client, which has no stream.
+        """
+        if not isinstance(self._transport, _HttpTransport):
+            raise NotImplementedError("a connection listener needs the HTTP door")
+        params = {"filter": filter, "batch": batch}
+        query = {k: json.dumps(v) for k, v in params.items() if v is not None}
+        if after is not None:
+            query["after"] = str(after)
+        if client is not None:
+            query["client"] = client
+        async for data in self._transport.stream(session_id, query):
+            yield data
 
     async def aclose(self) -> None:
         await self._transport.aclose()

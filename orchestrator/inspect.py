@@ -264,7 +264,15 @@ async def tail_events(
             continue
         if not follow:
             return position
-        await asyncio.sleep(poll_seconds)
+        try:
+            # Caught up: follow as a connection listener (woken by the commit), not by asking again.
+            flt = {"types": types} if types else None
+            async for batch in client.stream(session_id, after=position, filter=flt):
+                for event in batch["events"]:
+                    emit(event)
+                position = int(batch["last_id"])
+        except NotImplementedError:
+            await asyncio.sleep(poll_seconds)  # in-process: no stream, so poll
 
 
 # The door
