@@ -10,12 +10,14 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from orchestrator.commands.registry import MAX_JSON_DEPTH
 from orchestrator.config import Settings, reveal
@@ -60,6 +62,12 @@ class _TooLarge(Exception):
 def _reject_constant(name: str) -> Any:
     # NaN and Infinity are not JSON; Python's parser accepts them unless told otherwise.
     raise ValueError(f"{name} is not valid JSON")
+
+
+async def dashboard_page(request: Request) -> Response:
+    """The dashboard (`orchestrator/dashboard/`): static files, no build step, nothing from a CDN."""
+    page = resources.files("orchestrator").joinpath("dashboard/index.html").read_text(encoding="utf-8")
+    return HTMLResponse(page)
 
 
 def create_app(platform: Platform, settings: Settings) -> Starlette:
@@ -143,6 +151,16 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             return JSONResponse(reply, status_code=400)
         return EventStream(platform.store, hub, session_id, spec, position)  # type: ignore[return-value]
 
+    async def dashboard_config(request: Request) -> Response:
+        # No secret here: whether a token is needed, and where the Temporal UI is for links to executions.
+        return JSONResponse(
+            {
+                "token_required": bool(token),
+                "temporal_ui": settings.temporal_ui_url,
+                "namespace": settings.temporal_namespace,
+            }
+        )
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -157,6 +175,9 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         routes=[
             Route("/v1/commands", commands, methods=["POST"]),
             Route("/v1/sessions/{session_id}/stream", stream, methods=["GET"]),
+            Route("/", dashboard_page, methods=["GET"]),
+            Route("/dashboard/config", dashboard_config, methods=["GET"]),
+            Mount("/dashboard", app=StaticFiles(packages=[("orchestrator", "dashboard")])),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
         ]

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     lane_history_limit: int = 2_500
     # A lane with nothing waiting and no repeat due for this long completes; the next nudge starts it again.
     lane_idle_exit_seconds: float = 300.0
+    # Where the Temporal UI is, for the dashboard's links to executions (`orchestrator dev` sets its own).
+    temporal_ui_url: str | None = None
     # A run whose record says `running` this long is looked up in Temporal by the router's sweep, and again
     # as often: a run terminated from outside never reports its end, and this is how long it may hold its slot.
     run_check_seconds: float = 45.0

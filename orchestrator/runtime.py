@@ -330,6 +330,8 @@ async def run_dev(settings: Settings, app_spec: str | None = None, *, announce: 
             if stop.is_set():
                 return
             temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
+            if ui_url is not None and settings.temporal_ui_url is None:
+                settings = settings.model_copy(update={"temporal_ui_url": ui_url})
             platform = await Platform.connect(settings, database_url, temporal=temporal)
             stack.push_async_callback(platform.close)
             if app is not None:
@@ -369,6 +371,7 @@ def describe(endpoints: Endpoints, settings: Settings) -> list[str]:
         lines.append(f"temporal ui  {endpoints.temporal_ui_url}")
     if endpoints.api_url is not None:
         lines.append(f"api          {endpoints.api_url}/v1/commands")
+        lines.append(f"dashboard    {endpoints.api_url}/")
     return lines
 
 

@@ -33,6 +33,7 @@ LISTENER = {
 # A valid body of every command (SESSION stands for an open session's id), and which fields it requires.
 VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "open_session": ({"alias": "s"}, ()),
+    "list_sessions": ({"status": "open", "limit": 10}, ()),
     "close_session": ({"session_id": SESSION}, ("session_id",)),
     "reopen_session": ({"session_id": SESSION}, ("session_id",)),
     "write_object": ({"session_id": SESSION, "alias": "a/b", "value": {"type": "t"}}, ("session_id", "alias", "value")),

@@ -1,10 +1,10 @@
-"""Commands on sessions: open, close, reopen."""
+"""Commands on sessions: open, close (at once, or once drained), reopen, list."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from orchestrator.commands.fields import Alias, SessionId
+from orchestrator.commands.fields import Alias, Limit, SessionId
 from orchestrator.commands.registry import Request, command
 
 if TYPE_CHECKING:
@@ -19,6 +19,12 @@ class OpenSession(Request):
 class SessionRef(Request):
     command: Literal["reopen_session"]
     session_id: SessionId
+
+
+class ListSessions(Request):
+    command: Literal["list_sessions"]
+    status: Literal["open", "closed"] | None = None
+    limit: Limit = 100
 
 
 class CloseSession(Request):
@@ -40,6 +46,12 @@ async def close_session(platform: Platform, req: CloseSession) -> dict[str, Any]
     if req.drain:
         return {"session": await platform.store.drain_session(req.session_id)}
     return {"session": await platform.store.set_session_status(req.session_id, "closed")}
+
+
+@command("list_sessions", ListSessions)
+async def list_sessions(platform: Platform, req: ListSessions) -> dict[str, Any]:
+    """The newest sessions first (a dashboard's list), with where each one's stream stands."""
+    return {"sessions": await platform.store.list_sessions(req.status, req.limit)}
 
 
 @command("reopen_session", SessionRef)

@@ -149,6 +149,26 @@ class PostgresStore:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         return dict(row)
 
+    async def list_sessions(self, status: str | None, limit: int) -> list[dict[str, Any]]:
+        rows = await self.pool.fetch(
+            "SELECT id, alias, status, created_at, closed_at, last_event_id, drain_through IS NOT NULL AS draining"
+            " FROM sessions WHERE ($1::text IS NULL OR status = $1) ORDER BY created_at DESC, id LIMIT $2",
+            status,
+            limit,
+        )
+        return [
+            {
+                "id": r["id"],
+                "alias": r["alias"],
+                "status": r["status"],
+                "created_at": _iso(r["created_at"]),
+                "closed_at": _iso(r["closed_at"]) if r["closed_at"] else None,
+                "last_event_id": r["last_event_id"],
+                "draining": r["draining"] and r["status"] == "open",
+            }
+            for r in rows
+        ]
+
     async def drain_session(self, session_id: str) -> dict[str, Any]:
         """Ask an open session to close once what is pending now has fired and its runs have ended."""
         row = await self.pool.fetchrow(

@@ -1,0 +1,173 @@
+// The dashboard: sessions, their listeners' lanes and why each waits, outcomes, executions, schedules and
+// the live stream. It reads the same commands as every door (POST /v1/commands) and follows the session as a
+// connection listener (GET /v1/sessions/{id}/stream); the page never reloads.
+"use strict";
+
+const REFRESH_MS = 2000;
+const STREAM_KEPT = 200;
+let config = { token_required: false, temporal_ui: null, namespace: "default" };
+let token = new URLSearchParams(location.search).get("token") || sessionStorage.getItem("orchestrator-token") || "";
+let current = null;
+let stream = null;
+let timer = null;
+
+const el = (id) => document.getElementById(id);
+function node(tag, attrs = {}, ...children) {
+  const n = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") n.className = v; else if (k === "text") n.textContent = v; else n.setAttribute(k, v);
+  }
+  for (const child of children) n.append(child);
+  return n;
+}
+
+async function command(body) {
+  const headers = { "content-type": "application/json" };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const response = await fetch("/v1/commands", { method: "POST", headers, body: JSON.stringify(body) });
+  const reply = await response.json();
+  if (response.status === 401 || response.status === 403) askForToken(reply.message);
+  if (reply.status !== "success") throw new Error(`${reply.error}: ${reply.message}`);
+  el("connection").textContent = "live";
+  return reply;
+}
+
+function askForToken(message) {
+  el("token-form").hidden = false;
+  el("connection").textContent = message || "a token is needed";
+}
+
+function executionLink(id) {
+  if (!config.temporal_ui) return node("span", { text: id });
+  const href = `${config.temporal_ui}/namespaces/${encodeURIComponent(config.namespace)}/workflows/${encodeURIComponent(id)}`;
+  return node("a", { href, target: "_blank", class: "execution-link", text: id });
+}
+
+// Why a lane is not firing, from what the store says of it.
+function why(lane, body) {
+  if (lane.trouble) return `fire failing since ${lane.trouble.since}: ${lane.trouble.error}`;
+  const waitingRepeat = (lane.runs_in_flight || []).find((r) => r.state === "waiting");
+  if (waitingRepeat) return `retry waiting until ${waitingRepeat.due_at}`;
+  const running = (lane.runs_in_flight || []).filter((r) => r.state === "running");
+  if (lane.pending && lane.waiting_for_slot && running.length) return `slot held by run ${running.map((r) => r.execution_id).join(", ")}`;
+  if (lane.pending && lane.waiting_for_slot) return "queued for a key slot";
+  if (lane.pending) return `window open (${(body.batch && body.batch.window_seconds) || 0} s)`;
+  if (running.length) return `run in flight: ${running.map((r) => r.execution_id).join(", ")}`;
+  return "idle";
+}
+
+async function refreshSessions() {
+  const { sessions } = await command({ command: "list_sessions", limit: 50 });
+  const list = el("sessions");
+  list.replaceChildren(...sessions.map((s) => {
+    const item = node("li", { "data-session": s.id, class: s.id === current ? "selected" : "", text: `${s.alias || s.id} (${s.status}${s.draining ? ", draining" : ""})` });
+    item.addEventListener("click", () => select(s.id, s.alias));
+    return item;
+  }));
+}
+
+async function refreshSession() {
+  if (!current) return;
+  const sid = current;
+  const [{ listeners }, declared, { executions }, { schedules }] = await Promise.all([
+    command({ command: "list_session_listeners", session_id: sid }),
+    command({ command: "list_listeners" }),
+    command({ command: "list_executions", session_id: sid }),
+    command({ command: "list_schedules", session_id: sid }),
+  ]);
+  const bodies = Object.fromEntries(declared.listeners.map((l) => [l.name, l.body]));
+  el("listeners").replaceChildren(...listeners.map((l) => {
+    const body = bodies[l.name] || {};
+    const lanes = node("table", { class: "lanes" }, node("tr", {}, ...["lane", "pending", "in flight", "why it waits"].map((h) => node("th", { text: h }))));
+    for (const lane of l.lanes) {
+      lanes.append(node("tr", { "data-lane": lane.lane },
+        node("td", { text: lane.lane }), node("td", { class: "pending", text: String(lane.pending) }),
+        node("td", { text: String(lane.in_flight) }), node("td", { class: "lane-why", text: why(lane, body) })));
+    }
+    const outcomes = node("table", { class: "outcomes" }, node("tr", {}, ...["at", "status", "lane", "events", "retry", "execution / message"].map((h) => node("th", { text: h }))));
+    for (const o of l.recent_outcomes.slice(0, 10)) {
+      outcomes.append(node("tr", {},
+        node("td", { text: o.created_at }), node("td", { class: `status-${o.status}`, text: o.status + (o.reason ? ` (${o.reason})` : "") }),
+        node("td", { text: o.lane }), node("td", { text: `${o.first_id}..${o.last_id}` }), node("td", { text: String(o.retry) }),
+        node("td", {}, o.execution_id ? executionLink(o.execution_id) : node("span", { text: o.message || "" }))));
+    }
+    const counts = Object.entries(l.counts).map(([k, v]) => `${k} ${v}`).join(", ") || "no outcomes yet";
+    const receipt = body.receipt ? `receipts on ${body.receipt.alias}` : "no receipts";
+    return node("div", { class: "listener", "data-listener": l.name },
+      node("h4", { text: `${l.name} v${l.version} ${l.enabled ? "" : "(switched off)"}` }),
+      node("div", { class: "muted", text: `${(body.concurrency && body.concurrency.mode) || "serial"}, window ${(body.batch && body.batch.window_seconds) || 0} s; ${counts}; ${receipt}` }),
+      lanes, outcomes);
+  }));
+  el("executions").tBodies[0].replaceChildren(...executions.slice(-50).reverse().map((e) => node("tr", {},
+    node("td", {}, executionLink(e.id)), node("td", { text: e.workflow }), node("td", { text: e.listener || "" }),
+    node("td", { class: `status-${e.status}`, text: e.status }),
+    node("td", { text: e.batch ? `${e.batch.first_id}..${e.batch.last_id} retry ${e.batch.retry}` : "" }),
+    node("td", { text: e.started_at }))));
+  const rows = await Promise.all(schedules.map(async (s) => {
+    let next = "";
+    try { next = ((await command({ command: "get_schedule", session_id: sid, alias: s.alias })).schedule.next_invocations || []).slice(0, 3).join(", "); } catch (err) { next = String(err); }
+    const repeat = s.repeat.type === "interval" ? `every ${s.repeat.every_seconds} s` : (s.repeat.cron_expression || s.repeat.invocation_time);
+    return node("tr", {}, node("td", { text: s.alias }), node("td", { text: repeat }),
+      node("td", { text: s.target.alias || s.target.workflow || "" }), node("td", { text: next }));
+  }));
+  el("schedules").tBodies[0].replaceChildren(...rows);
+}
+
+function follow(sid) {
+  if (stream) stream.close();
+  const params = new URLSearchParams();
+  if (token) params.set("access_token", token);
+  stream = new EventSource(`/v1/sessions/${encodeURIComponent(sid)}/stream?${params}`);
+  stream.addEventListener("batch", (message) => {
+    const data = JSON.parse(message.data);
+    const list = el("stream");
+    for (const e of data.events) {
+      const what = [e.id, e.type, e.alias || "", e.item ? `${e.item.type}/${e.item.role || ""}` : "", e.execution ? `${e.execution.id} ${e.execution.status}` : ""].join("  ");
+      list.prepend(node("li", { "data-event": String(e.id), text: what }));
+    }
+    while (list.children.length > STREAM_KEPT) list.lastChild.remove();
+    refreshSession().catch(() => {});
+  });
+  stream.onerror = () => { el("connection").textContent = "stream reconnecting…"; };
+}
+
+async function select(sid, alias) {
+  current = sid;
+  if (!alias) {
+    const shown = [...el("sessions").children].find((item) => item.dataset.session === sid);
+    alias = shown ? shown.textContent.replace(/ \(.*\)$/, "") : sid;
+  }
+  el("session").hidden = false;
+  el("session-title").textContent = `Session ${alias || sid}`;
+  el("stream").replaceChildren();
+  for (const item of el("sessions").children) item.classList.toggle("selected", item.dataset.session === sid);
+  follow(sid);
+  await refreshSession();
+}
+
+async function tick() {
+  try {
+    await refreshSessions();
+    await refreshSession();
+  } catch (err) {
+    el("connection").textContent = String(err);
+  }
+}
+
+el("token-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  token = el("token").value;
+  sessionStorage.setItem("orchestrator-token", token);
+  el("token-form").hidden = true;
+  if (current) follow(current);
+  tick();
+});
+
+(async () => {
+  config = await (await fetch("/dashboard/config")).json();
+  if (config.token_required && !token) askForToken();
+  await tick();
+  const wanted = new URLSearchParams(location.search).get("session");
+  if (wanted) await select(wanted);
+  timer = setInterval(tick, REFRESH_MS);
+})();

@@ -1,0 +1,132 @@
+"""The dashboard at `/`, in a real browser: Debian's headless Chromium, driven by Selenium and chromedriver.
+
+The test opens the page on a session, sees its listener's lane, writes an event through the API and sees it
+appear on the page without a reload, and follows an execution's link into the Temporal UI. `scripts/test`
+installs Debian's `chromium` and `chromium-driver` when they are missing; nothing downloads a browser.
+Set `ORCHESTRATOR_SCREENSHOT` to a path to keep a screenshot of the page (docs/dashboard.png is one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.api import create_app
+from orchestrator.platform import Platform
+from orchestrator.runtime import serve_api
+from tests.engine.harness import Engine, eventually, recorder_listener, running_engine
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+pytestmark = pytest.mark.skipif(
+    not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
+    reason="Debian's chromium and chromium-driver are not installed (scripts/test installs them)",
+)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+async def dashboard(platform: Platform, temporal_env: WorkflowEnvironment) -> AsyncIterator[tuple[Engine, str]]:
+    platform.settings = platform.settings.model_copy(
+        update={"search_attributes": not temporal_env.supports_time_skipping}
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(running_engine(platform, temporal_env.client))
+        url = await stack.enter_async_context(serve_api(create_app(platform, platform.settings), "127.0.0.1", 0))
+        # The Temporal UI's links point at a server that answers: following one shows the execution's id in the
+        # address, whatever the page says.
+        ui = platform.settings.model_copy(update={"temporal_ui_url": f"{url}/temporal-ui"})
+        page_url = await stack.enter_async_context(serve_api(create_app(platform, ui), "127.0.0.1", 0))
+        yield engine, page_url
+
+
+async def until(driver_check: Callable[[], Any], what: str, within: float = 30.0) -> Any:
+    found: list[Any] = []
+
+    async def check() -> bool:
+        value = await asyncio.to_thread(driver_check)
+        found[:] = [value]
+        return bool(value)
+
+    await eventually(check, within=within, what=what)
+    return found[0]
+
+
+async def test_the_dashboard_shows_lanes_and_the_live_stream_and_links_to_executions(
+    dashboard: tuple[Engine, str], browser: WebDriver
+) -> None:
+    engine, url = dashboard
+    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.2}))
+    sid = str((await engine.command("open_session", alias="watched"))["session"]["id"])
+    first = await engine.command("write_object", session_id=sid, alias="missions/1", value={"type": "m"})
+    await eventually(lambda: _ran(engine, first["event_id"]), what="the first run")
+
+    await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+    await until(
+        lambda: browser.find_elements(By.CSS_SELECTOR, '[data-listener="orchestrate"] [data-lane="_"]'),
+        "the listener's lane on the page",
+    )
+    assert "watched" in await asyncio.to_thread(lambda: browser.find_element(By.ID, "sessions").text)
+    marker = await asyncio.to_thread(browser.execute_script, "window.notReloaded = 1; return window.notReloaded;")
+    assert marker == 1
+
+    written = await engine.command("write_object", session_id=sid, alias="missions/2", value={"type": "m"})
+    await until(
+        lambda: browser.find_elements(By.CSS_SELECTOR, f'#stream [data-event="{written["event_id"]}"]'),
+        "the new event in the live stream",
+    )
+    assert await asyncio.to_thread(browser.execute_script, "return window.notReloaded;") == 1, "never reloaded"
+
+    links = await until(
+        lambda: browser.find_elements(By.CSS_SELECTOR, "#executions a.execution-link"), "an execution's link"
+    )
+    execution = links[0].text
+    assert execution.startswith(f"exe:{sid}:orchestrate:")
+    await asyncio.to_thread(links[0].click)
+    await until(lambda: len(browser.window_handles) > 1, "the execution opened in the Temporal UI")
+    await asyncio.to_thread(browser.switch_to.window, browser.window_handles[-1])
+    assert "/temporal-ui/namespaces/default/workflows/" in browser.current_url
+    assert "orchestrate" in browser.current_url
+    await asyncio.to_thread(browser.switch_to.window, browser.window_handles[0])
+    if screenshot := os.environ.get("ORCHESTRATOR_SCREENSHOT"):
+        await asyncio.to_thread(browser.save_screenshot, screenshot)
+
+
+async def _ran(engine: Engine, event_id: int) -> bool:
+    return event_id in engine.log.event_ids()
