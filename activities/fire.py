@@ -28,7 +28,7 @@ from activities.base import PlatformActivities
 from activities.guards import CONSUMED, Standing, Verdict, batch_verdict, start_verdict
 from activities.writes import write_action
 from orchestrator.core.batch_cuts import cut
-from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, effective_max_parallel
+from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, effective_max_parallel, lane_timing
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import message_of
 from orchestrator.core.lane_clock import Declared, LaneNews
@@ -39,7 +39,7 @@ from orchestrator.nudges import Nudger
 from orchestrator.store.connection import Connection
 from orchestrator.store.lane_queues import BatchRow, LaneRow, Nudge, RunRow
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
-from workflows.messages import BatchInfo, FireReport, FireRequest, RunInput, RunTag
+from workflows.messages import BatchInfo, FireReport, FireRequest, LaneAddress, RunInput, RunTag
 
 log = logging.getLogger(__name__)
 
@@ -105,17 +105,25 @@ class FireActivities(PlatformActivities):
         address = request.address
         # Read before the transaction: a fire that held its lane's lock while waiting for a second pooled
         # connection would starve the pool when many lanes fire at once.
-        session, switched_off, listener = await self.store.fire_context(address.session_id, address.listener)
+        session, switched_off, listener, paused = await self.store.fire_context(address.session_id, address.listener)
         decl = None if listener is None else ListenerDeclaration.model_validate(listener["body"])
         version = 0 if listener is None else int(listener["version"])
-        step = await self._claim(request, decl, version, Standing(session, switched_off))
+        step = None
+        if paused and decl is not None:
+            # Paused: the events wait in the lane, and the lane waits for `resume_listener`'s nudge.
+            await self._hold(address)
+        else:
+            step = await self._claim(request, decl, version, Standing(session, switched_off))
         outcomes = [] if step is None else await self._act(request, step)
-        declared = None
-        if decl is not None:
-            idle = decl.idle.after_seconds if decl.idle else None
-            declared = Declared(window_seconds=decl.batch.window_seconds, idle_after_seconds=idle)
+        declared = None if decl is None else Declared(**lane_timing(decl))
         news = await self.store.news(address.session_id, address.listener, address.lane)
         return FireReport(news=LaneNews(declared=declared, **news), outcomes=outcomes)
+
+    async def _hold(self, address: LaneAddress) -> None:
+        async with self.store.transaction() as conn:
+            lane = await self.store.lock_lane(conn, address.session_id, address.listener, address.lane)
+            if lane is not None and lane.routed_through > lane.fired_through:
+                await self.store.set_waiting_slot(conn, lane.id, True)
 
     # -- 1. claim --------------------------------------------------------------------------------------------
 
@@ -137,6 +145,8 @@ class FireActivities(PlatformActivities):
                 return await self._claim_repeat(conn, lane, repeat, decl, version, now)
             if lane.routed_through <= lane.fired_through:
                 return None
+            if decl is not None and not await self._quiet_enough(conn, lane, decl):
+                return None  # debouncing: the lane hears of the newer event in the report, and waits on
             nudges: list[Nudge] = []
             runs = decl is not None and isinstance(decl.action, WorkflowAction)
             if runs and decl is not None and not await self._slot_free(conn, lane, decl):
@@ -175,6 +185,18 @@ class FireActivities(PlatformActivities):
                 session,
                 nudges=nudges,
             )
+
+    async def _quiet_enough(self, conn: Connection, lane: LaneRow, decl: ListenerDeclaration) -> bool:
+        """A debounced lane fires once its newest event has been quiet `debounce_seconds`, or its oldest has
+        waited `max_wait_seconds` (by the database's clock)."""
+        debounce, max_wait = decl.batch.debounce_seconds, decl.batch.max_wait_seconds
+        if debounce is None:
+            return True
+        oldest = await self.store.oldest_waiting_at(conn, lane)
+        newest = max(lane.last_event_at or oldest, oldest)
+        if (lane.now - newest).total_seconds() >= debounce:
+            return True
+        return max_wait is not None and (lane.now - oldest).total_seconds() >= max_wait
 
     async def _slot_free(self, conn: Connection, lane: LaneRow, decl: ListenerDeclaration) -> bool:
         """A run slot in the lane (serial and keyed: one; parallel: `max_parallel`), and for a keyed listener

@@ -30,7 +30,7 @@ from opentelemetry import trace
 from temporalio.client import Client
 
 from orchestrator.config import Settings
-from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.declaration import ListenerDeclaration, lane_timing
 from orchestrator.core.events import Event
 from orchestrator.core.lane_clock import Declared
 from orchestrator.core.lane_keys import lane_workflow_id
@@ -263,10 +263,7 @@ def _queued(session_id: str, delivery: LaneDelivery, created: dict[int, datetime
         lane=delivery.lane,
         workflow_id=lane_workflow_id(session_id, delivery.listener, delivery.lane),
         event_ids=ids,
-        declared=Declared(
-            window_seconds=decl.batch.window_seconds,
-            idle_after_seconds=decl.idle.after_seconds if decl.idle else None,
-        ),
+        declared=Declared(**lane_timing(decl)),
         last_event_id=others[-1] if others else None,
         last_event_at=created[others[-1]] if others else None,
         first_event_at=created[ids[0]],

@@ -52,6 +52,8 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "get_listener": ({"name": "hostile"}, ("name",)),
     "delete_listener": ({"name": "hostile"}, ("name",)),
     "list_listeners": ({}, ()),
+    "pause_listener": ({"name": "hostile", "session_id": SESSION}, ("name",)),
+    "resume_listener": ({"name": "hostile", "session_id": SESSION}, ("name",)),
     "switch_listener": (
         {"session_id": SESSION, "name": "hostile", "enabled": False},
         ("session_id", "name", "enabled"),
@@ -83,6 +85,7 @@ TABLES = (
     "listener_switches",
     "schedules",
     "executions",
+    "listener_pauses",
 )
 
 _odd_text = st.one_of(

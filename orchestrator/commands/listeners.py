@@ -1,4 +1,4 @@
-"""Commands on listener declarations: save, get, list, delete, and the per-session switch."""
+"""Commands on listener declarations: save, get, list, delete, the per-session switch, pause and resume."""
 
 from __future__ import annotations
 
@@ -31,6 +31,39 @@ class SwitchListener(Request):
     session_id: SessionId
     name: ListenerName
     enabled: bool
+
+
+class PauseListener(Request):
+    command: Literal["pause_listener", "resume_listener"]
+    name: ListenerName
+    # A pause in one session; without it, in every session.
+    session_id: SessionId | None = None
+
+
+@command("pause_listener", PauseListener)
+async def pause_listener(platform: Platform, req: PauseListener) -> dict[str, Any]:
+    """Stop firing, keep routing: the listener's events wait in its lanes (pending), and nothing is lost."""
+    await platform.store.get_listener(req.name)
+    if req.session_id is not None:
+        await platform.store.get_session(req.session_id)
+    await platform.store.pause_listener(req.name, req.session_id)
+    return {"listener": {"name": req.name, "session_id": req.session_id, "paused": True}}
+
+
+@command("resume_listener", PauseListener)
+async def resume_listener(platform: Platform, req: PauseListener) -> dict[str, Any]:
+    """Fire what waited, as batches by the usual rules: the lanes that hold events are nudged."""
+    await platform.store.get_listener(req.name)
+    if req.session_id is not None:
+        await platform.store.get_session(req.session_id)
+    lanes = await platform.store.resume_listener(req.name, req.session_id)
+    if platform.temporal is not None:
+        from orchestrator.nudges import Nudger
+
+        nudger = Nudger(platform.temporal, platform.settings)
+        for lane in lanes:
+            await nudger.nudge_quietly(lane)
+    return {"listener": {"name": req.name, "session_id": req.session_id, "paused": False}, "lanes_resumed": len(lanes)}
 
 
 @command("save_listener", SaveListener)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -15,6 +16,7 @@ from pydantic import StringConstraints
 
 from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
 
 if TYPE_CHECKING:
@@ -69,6 +71,50 @@ async def _troubles(platform: Platform, lanes: list[dict[str, Any]]) -> dict[str
     return {workflow_id: found for workflow_id, found in answers if found}
 
 
+@dataclass(frozen=True)
+class _WaitContext:
+    decl: ListenerDeclaration
+    paused: bool
+    throttled_until: datetime | None
+
+
+def _with_why(shown: dict[str, Any], row: dict[str, Any], context: _WaitContext) -> dict[str, Any]:
+    """The lane with `waiting`: why it is not firing now, in words and as `{reason, until?, ...}`."""
+    shown["waiting"] = why_waiting(row, context)
+    return shown
+
+
+def why_waiting(row: dict[str, Any], context: _WaitContext) -> dict[str, Any] | None:
+    """Why a lane does not fire: the first that holds of paused, retry waiting, slot held, queued for a key
+    slot, throttled, debouncing, window open; None when nothing waits (or it is about to fire)."""
+    runs = list(row["runs"])
+    waiting_repeat = [r for r in runs if r["state"] == "waiting"]
+    if waiting_repeat:
+        return {"reason": "retry_waiting", "until": waiting_repeat[0]["due_at"], "run": waiting_repeat[0]["run_key"]}
+    if not row["pending"]:
+        return None
+    if context.paused:
+        return {"reason": "paused"}
+    running = [r for r in runs if r["state"] == "running"]
+    if running and row["waiting_slot"]:
+        return {"reason": "slot_held", "run": running[0]["execution_id"], "since": running[0]["since"]}
+    if row["key_slot_place"] is not None:
+        return {"reason": "queued_for_key_slot", "place": int(row["key_slot_place"])}
+    if context.throttled_until is not None:
+        return {"reason": "throttled", "until": context.throttled_until.isoformat()}
+    batch = context.decl.batch
+    since = row["pending_since"]
+    if since is None:
+        return None
+    if batch.debounce_seconds is not None:
+        last = row["last_event_at"] or since
+        until = last + timedelta(seconds=batch.debounce_seconds)
+        if batch.max_wait_seconds is not None:
+            until = min(until, since + timedelta(seconds=batch.max_wait_seconds))
+        return {"reason": "debouncing", "until": until.isoformat()}
+    return {"reason": "window_open", "until": (since + timedelta(seconds=batch.window_seconds)).isoformat()}
+
+
 def _lane(row: dict[str, Any]) -> dict[str, Any]:
     """A lane as the store holds it: what waits (pending), the runs holding its slots, its batches."""
     runs = list(row["runs"])
@@ -97,17 +143,27 @@ async def list_session_listeners(platform: Platform, req: SessionListeners) -> d
     counts = await store.outcome_counts(req.session_id)
     lanes = await store.lanes_of(req.session_id)
     troubles = await _troubles(platform, [lane for lane in lanes if lane["pending"] or lane["waiting_slot"]])
+    paused = await store.paused_listeners(req.session_id)
+    fires = await store.fires_lately(req.session_id)
+    limits = platform.settings.limits
     answer = []
     for listener in listeners:
         name = listener["name"]
+        decl = ListenerDeclaration.model_validate(listener["body"])
+        count, oldest = fires.get(name, (0, None))
+        throttled_until = (
+            oldest + timedelta(seconds=60) if count >= limits.listener_fires_per_minute and oldest else None
+        )
+        context = _WaitContext(decl, name in paused, throttled_until)
         answer.append(
             {
                 "name": name,
                 "version": listener["version"],
                 "enabled": name not in disabled,
+                "paused": name in paused,
                 "effective_at": listener["effective_at"],
                 "lanes": [
-                    {**_lane(lane), **troubles.get(lane["workflow_id"], {})}
+                    _with_why({**_lane(lane), **troubles.get(lane["workflow_id"], {})}, lane, context)
                     for lane in lanes
                     if lane["listener"] == name
                 ],

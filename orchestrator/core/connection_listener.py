@@ -84,20 +84,30 @@ class StreamBatches:
     spec: StreamSpec
     waiting: list[dict[str, Any]] = field(default_factory=list)
     opened_at: float | None = None
+    last_at: float | None = None
 
     def add(self, envelopes: Sequence[dict[str, Any]], now: float) -> None:
         fresh = [e for e in envelopes if wanted(self.spec, e)]
-        if fresh and self.opened_at is None:
-            self.opened_at = now
+        if fresh:
+            self.last_at = now
+            if self.opened_at is None:
+                self.opened_at = now
         self.waiting += fresh
 
     def due_at(self) -> float | None:
-        """When the waiting events are due to be sent, or None when nothing waits."""
+        """When the waiting events are due to be sent, or None when nothing waits (a debounced window closes
+        once the newest has been quiet `debounce_seconds`, at most `max_wait_seconds` after it opened)."""
         if self.opened_at is None:
             return None
         if len(self.waiting) >= MAX_WAITING:
             return self.opened_at
-        return self.opened_at + self.spec.batch.window_seconds
+        batch = self.spec.batch
+        if batch.debounce_seconds is None:
+            return self.opened_at + batch.window_seconds
+        due = (self.last_at or self.opened_at) + batch.debounce_seconds
+        if batch.max_wait_seconds is not None:
+            due = min(due, self.opened_at + batch.max_wait_seconds)
+        return due
 
     def take(self, now: float) -> Cut | None:
         """The next batch if it is due at `now` (what it leaves is due at once: it waited a whole window)."""

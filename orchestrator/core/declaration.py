@@ -131,6 +131,35 @@ class BatchSpec(_Strict):
     window_seconds: float = Field(default=0, ge=0, le=MAX_WINDOW_SECONDS)
     max_events: int = Field(default=100, ge=1, le=MAX_EVENTS_PER_BATCH)
     distinct_by: str | None = None
+    # Debounce: the window closes only after this long with no new event (instead of `window_seconds` after
+    # its first), and never later than `max_wait_seconds` after its first event.
+    debounce_seconds: float | None = Field(default=None, gt=0, le=MAX_WINDOW_SECONDS)
+    max_wait_seconds: float | None = Field(default=None, gt=0, le=MAX_WINDOW_SECONDS)
+
+    @field_validator("debounce_seconds", "max_wait_seconds")
+    @classmethod
+    def _wait_within_limit(cls, value: float | None, info: ValidationInfo) -> float | None:
+        limits = info.context.get("limits") if isinstance(info.context, dict) else None
+        if value is not None and isinstance(limits, Limits) and value > limits.max_window_seconds:
+            raise ValueError(f"must be at most {limits.max_window_seconds:g} (the deployment's longest window)")
+        return value
+
+    @model_validator(mode="after")
+    def _fires_as_declared(self) -> BatchSpec:
+        if self.max_wait_seconds is not None and self.debounce_seconds is None:
+            raise ValueError("max_wait_seconds caps a debounce: declare debounce_seconds too")
+        if self.debounce_seconds is not None and self.window_seconds:
+            raise ValueError("window_seconds and debounce_seconds are two ways to close a window: declare one")
+        if (
+            self.debounce_seconds is not None
+            and self.max_wait_seconds is not None
+            and self.max_wait_seconds < self.debounce_seconds
+        ):
+            raise ValueError(
+                f"max_wait_seconds ({self.max_wait_seconds:g}) below debounce_seconds ({self.debounce_seconds:g})"
+                " could never let a quiet period end the window"
+            )
+        return self
 
     @field_validator("distinct_by")
     @classmethod
@@ -257,3 +286,14 @@ def effective_max_parallel(concurrency: Concurrency, limits: Limits) -> int:
     if concurrency.mode == "serial":
         return 1
     return min(concurrency.max_parallel, limits.listener_parallel_runs)
+
+
+def lane_timing(decl: ListenerDeclaration) -> dict[str, float | None]:
+    """What a lane's clock needs of the declaration (`lane_clock.Declared`'s fields)."""
+    batch = decl.batch
+    return {
+        "window_seconds": batch.window_seconds,
+        "idle_after_seconds": decl.idle.after_seconds if decl.idle else None,
+        "debounce_seconds": batch.debounce_seconds,
+        "max_wait_seconds": batch.max_wait_seconds,
+    }

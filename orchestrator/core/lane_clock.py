@@ -20,12 +20,14 @@ SLOT_RECHECK_SECONDS = 60.0
 
 
 class Declared(BaseModel):
-    """What the lane needs of its listener's declaration: the window and the idle timer."""
+    """What the lane needs of its listener's declaration: the window (or debounce) and the idle timer."""
 
     model_config = ConfigDict(frozen=True)
 
     window_seconds: float = 0.0
     idle_after_seconds: float | None = None
+    debounce_seconds: float | None = None
+    max_wait_seconds: float | None = None
 
 
 class LaneNews(BaseModel):
@@ -114,10 +116,22 @@ def fired(clock: LaneClock, news: LaneNews, now: float, *, asked_repeat: bool) -
 
 
 def window_closes_at(clock: LaneClock) -> float | None:
-    """When the waiting events' window closes, or None when nothing waits."""
+    """When the waiting events' window closes, or None when nothing waits.
+
+    Debounced: once the newest event has been quiet `debounce_seconds`, or `max_wait_seconds` after the
+    first, whichever comes first. The lane hears of newer events at each fire's report, so a window it
+    thought closed may be found still open by the fire, which takes nothing and reports the newer event.
+    """
     if clock.pending_since is None:
         return None
-    return clock.pending_since + clock.declared.window_seconds
+    declared = clock.declared
+    if declared.debounce_seconds is None:
+        return clock.pending_since + declared.window_seconds
+    last = max(clock.last_event_at or clock.pending_since, clock.pending_since)
+    closes = last + declared.debounce_seconds
+    if declared.max_wait_seconds is not None:
+        closes = min(closes, clock.pending_since + declared.max_wait_seconds)
+    return closes
 
 
 def repeat_due(clock: LaneClock, now: float) -> bool:

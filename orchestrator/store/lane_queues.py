@@ -268,13 +268,17 @@ class LaneQueues:
 
     # -- a fire's statements, in its transaction ---------------------------------------------------------------
 
-    async def fire_context(self, session_id: str, listener: str) -> tuple[dict[str, Any], bool, dict[str, Any] | None]:
+    async def fire_context(
+        self, session_id: str, listener: str
+    ) -> tuple[dict[str, Any], bool, dict[str, Any] | None, bool]:
         """What a fire reads before it takes its lane's lock, in one round trip: the session, whether the
-        listener is switched off in it, and the listener in effect now (None: deleted)."""
+        listener is switched off in it, the listener in effect now (None: deleted), and whether it is paused."""
         row = await self.pool.fetchrow(
             "SELECT s.id, s.alias, s.status,"
             " EXISTS (SELECT 1 FROM listener_switches w WHERE w.session_id = s.id AND w.name = $2 AND NOT w.enabled)"
             "   AS switched_off,"
+            " EXISTS (SELECT 1 FROM listener_pauses p WHERE p.name = $2"
+            "   AND (p.session_id IS NULL OR p.session_id = s.id)) AS paused,"
             " (SELECT jsonb_build_object('version', v.version, 'body', v.body) FROM listeners l"
             "   JOIN listener_versions v USING (name, version) WHERE l.name = $2 AND l.deleted_at IS NULL) AS listener"
             " FROM sessions s WHERE s.id = $1",
@@ -282,9 +286,44 @@ class LaneQueues:
             listener,
         )
         if row is None:
-            return {"id": session_id, "alias": None, "status": "closed"}, False, None
+            return {"id": session_id, "alias": None, "status": "closed"}, False, None, False
         session = {"id": row["id"], "alias": row["alias"], "status": row["status"]}
-        return session, bool(row["switched_off"]), row["listener"]
+        return session, bool(row["switched_off"]), row["listener"], bool(row["paused"])
+
+    # -- pauses ----------------------------------------------------------------------------------------------
+
+    async def pause_listener(self, name: str, session_id: str | None) -> None:
+        await self.pool.execute(
+            "INSERT INTO listener_pauses (name, session_id) VALUES ($1, $2)"
+            " ON CONFLICT (name, coalesce(session_id, '')) DO NOTHING",
+            name,
+            session_id,
+        )
+
+    async def resume_listener(self, name: str, session_id: str | None) -> list[Nudge]:
+        """Lift the pause; answer the lanes with events waiting that it held (to be nudged)."""
+        await self.pool.execute(
+            "DELETE FROM listener_pauses WHERE name = $1 AND coalesce(session_id, '') = coalesce($2, '')",
+            name,
+            session_id,
+        )
+        rows = await self.pool.fetch(
+            "UPDATE lanes l SET waiting_slot = false, nudged_at = clock_timestamp()"
+            " WHERE l.listener = $1 AND ($2::text IS NULL OR l.session_id = $2) AND l.routed_through > l.fired_through"
+            " AND NOT EXISTS (SELECT 1 FROM lane_runs r WHERE r.lane_id = l.id)"
+            " RETURNING l.session_id, l.lane, l.workflow_id",
+            name,
+            session_id,
+        )
+        return [
+            Nudge(r["session_id"], name, r["lane"], r["workflow_id"], pending_age=0.0, slot_freed=True) for r in rows
+        ]
+
+    async def paused_listeners(self, session_id: str) -> set[str]:
+        rows = await self.pool.fetch(
+            "SELECT name FROM listener_pauses WHERE session_id IS NULL OR session_id = $1", session_id
+        )
+        return {r["name"] for r in rows}
 
     @staticmethod
     async def lock_lane(conn: Connection, session_id: str, listener: str, lane: str) -> LaneRow | None:
@@ -329,6 +368,17 @@ class LaneQueues:
             limit,
         )
         return [(event_from_row(r), r["traceparent"]) for r in rows]
+
+    @staticmethod
+    async def oldest_waiting_at(conn: Connection, lane: LaneRow) -> datetime:
+        """When the lane's oldest waiting event was committed (the lane has one)."""
+        at = await conn.fetchval(
+            "SELECT e.created_at FROM lane_events q JOIN events e ON e.id = q.event_id"
+            " WHERE q.lane_id = $1 AND q.event_id > $2 ORDER BY q.event_id LIMIT 1",
+            lane.id,
+            lane.fired_through,
+        )
+        return at if at is not None else lane.now
 
     @staticmethod
     async def events_by_id(conn: Connection, ids: Sequence[int]) -> list[tuple[Event, str | None]]:
@@ -504,17 +554,36 @@ class LaneQueues:
     # -- what status shows -------------------------------------------------------------------------------------
 
     async def lanes_of(self, session_id: str) -> list[dict[str, Any]]:
-        """Every lane of the session with its pending count, the runs holding its slots and its last batch."""
+        """Every lane of the session with what waits in it and since when, the runs holding its slots (since
+        their batch's claim), its place in its listener's queue for a key slot, and its last batch."""
         rows = await self.pool.fetch(
             "SELECT l.listener, l.lane, l.workflow_id, l.fired_through, l.routed_through, l.waiting_slot,"
+            " l.window_seconds, l.last_event_at,"
             " (SELECT count(*) FROM lane_events q WHERE q.lane_id = l.id AND q.event_id > l.fired_through) AS pending,"
+            " (SELECT e.created_at FROM lane_events q JOIN events e ON e.id = q.event_id"
+            "   WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1) AS pending_since,"
             " (SELECT coalesce(json_agg(json_build_object('run_key', r.run_key, 'execution_id', r.execution_id,"
-            "   'retry', r.retry, 'state', r.state, 'due_at', r.due_at) ORDER BY r.run_key), '[]')"
-            "   FROM lane_runs r WHERE r.lane_id = l.id) AS runs,"
+            "   'retry', r.retry, 'state', r.state, 'due_at', r.due_at, 'since', b.created_at)"
+            "   ORDER BY r.run_key), '[]')"
+            "   FROM lane_runs r JOIN batches b ON b.id = r.batch_id WHERE r.lane_id = l.id) AS runs,"
             " (SELECT count(*) FROM batches b WHERE b.lane_id = l.id AND b.retry = 0) AS batches,"
             " (SELECT json_build_object('first_id', b.first_id, 'last_id', b.last_id) FROM batches b"
-            "   WHERE b.lane_id = l.id ORDER BY b.id DESC LIMIT 1) AS last_batch"
+            "   WHERE b.lane_id = l.id ORDER BY b.id DESC LIMIT 1) AS last_batch,"
+            " (SELECT 1 + (SELECT count(*) FROM key_slots w WHERE w.session_id = k.session_id"
+            "   AND w.listener = k.listener AND NOT w.holding AND (w.since, w.lane) < (k.since, k.lane))"
+            "   FROM key_slots k WHERE k.session_id = l.session_id AND k.listener = l.listener AND k.lane = l.lane"
+            "   AND NOT k.holding) AS key_slot_place"
             " FROM lanes l WHERE l.session_id = $1 ORDER BY l.listener, l.lane",
             session_id,
         )
         return [dict(r) for r in rows]
+
+    async def fires_lately(self, session_id: str) -> dict[str, tuple[int, datetime]]:
+        """Per listener: its fires in the session in the last minute and the oldest of them (the throttle)."""
+        rows = await self.pool.fetch(
+            "SELECT listener, count(*) AS fires, min(created_at) AS oldest FROM batches"
+            " WHERE session_id = $1 AND counted AND created_at > clock_timestamp() - interval '60 seconds'"
+            " GROUP BY listener",
+            session_id,
+        )
+        return {r["listener"]: (int(r["fires"]), r["oldest"]) for r in rows}
