@@ -34,10 +34,10 @@ from orchestrator.core.events import message_of
 from orchestrator.core.lane_clock import Declared, LaneNews
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, render
-from orchestrator.executions import execution_id_of, run_key_of, start_run
+from orchestrator.executions import execution_id_of, run_key_of, run_priority, start_run
 from orchestrator.nudges import Nudger
 from orchestrator.store.connection import Connection
-from orchestrator.store.lane_queues import BatchRow, LaneRow, Nudge, RunRow
+from orchestrator.store.lane_queues import BatchRow, LaneRow, Nudge, Replay, RunRow
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
 from workflows.messages import BatchInfo, FireReport, FireRequest, LaneAddress, RunInput, RunTag
 
@@ -58,6 +58,11 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     asyncpg.DeadlockDetectedError,
     asyncpg.SerializationError,
 )
+
+
+def run_key_for(lane: LaneRow, batch: BatchRow) -> str:
+    """The run of a batch: the lane's and the batch's first event (a replay's is told apart by its number)."""
+    return run_key_of(lane.workflow_id, batch.first_id) + batch.run_suffix
 
 
 def transient(err: BaseException) -> bool:
@@ -143,6 +148,9 @@ class FireActivities(PlatformActivities):
             repeat = await store.due_repeat(conn, lane.id, request.repeat_due)
             if repeat is not None:
                 return await self._claim_repeat(conn, lane, repeat, decl, version, now)
+            replay = await store.next_replay(conn, lane.id)
+            if replay is not None:
+                return await self._claim_replay(conn, lane, replay, decl, version, now)
             if lane.routed_through <= lane.fired_through:
                 return None
             if decl is not None and not await self._quiet_enough(conn, lane, decl):
@@ -170,7 +178,7 @@ class FireActivities(PlatformActivities):
             )
             if starts_run:
                 plan = self._plan(decl, version, depth)
-                run_key = run_key_of(lane.workflow_id, batch.first_id)
+                run_key = run_key_for(lane, batch)
                 await store.hold_slot(conn, run_key, lane.id, batch.id, execution_id_of(run_key, 0), 0, plan)
             elif verdict is not None and decl.concurrency.mode == "keyed" and isinstance(decl.action, WorkflowAction):
                 nudges += await self._release_key_slot(conn, lane, decl)
@@ -222,6 +230,48 @@ class FireActivities(PlatformActivities):
         key, workflow_id = granted
         return [Nudge(lane.session_id, lane.listener, key, workflow_id, pending_age=None, slot_freed=True)]
 
+    async def _claim_replay(
+        self,
+        conn: Connection,
+        lane: LaneRow,
+        replay: Replay,
+        decl: ListenerDeclaration | None,
+        version: int,
+        now: Standing,
+    ) -> Step | None:
+        """A batch asked for again (`replay_batch`, `redeliver`): its events, as a batch of its own, once a slot
+        is free, judged by the guards like any."""
+        store = self.store
+        events = await store.events_by_id(conn, replay.event_ids)
+        if decl is None or not events:
+            # The listener is gone (or the events are): consumed, nobody to report to.
+            await conn.execute("DELETE FROM replays WHERE id = $1", replay.id)
+            return None
+        starts_run = isinstance(decl.action, WorkflowAction)
+        if starts_run and not await self._slot_free(conn, lane, decl):
+            await store.set_waiting_slot(conn, lane.id, True)
+            return None
+        envelopes = [e.envelope() for e, _ in events]
+        taken = cut(envelopes, decl.batch.max_events, decl.batch.distinct_by, max_bytes=1 << 62)
+        assert taken is not None
+        depth = max(int(e.get("depth", 0)) for e in envelopes)
+        verdict = await batch_verdict(store, conn, self.settings.limits, now, lane.lane, decl, taken.entries, depth)
+        entry_ids = [int(e["id"]) for e in taken.entries]
+        batch = await store.take_batch(
+            conn, lane, [e.id for e, _ in events], entry_ids, 0, verdict, verdict is None, replay=replay
+        )
+        nudges: list[Nudge] = []
+        if verdict is None and starts_run:
+            run_key = run_key_for(lane, batch)
+            plan = self._plan(decl, version, depth)
+            await store.hold_slot(conn, run_key, lane.id, batch.id, execution_id_of(run_key, 0), 0, plan)
+        elif verdict is not None and starts_run and decl.concurrency.mode == "keyed":
+            nudges += await self._release_key_slot(conn, lane, decl)
+        traces = {e.id: tp for e, tp in events}
+        return Step(
+            lane, batch, decl, version, taken.entries, [traces[i] for i in entry_ids], now.session, nudges=nudges
+        )
+
     async def _claim_repeat(
         self,
         conn: Connection,
@@ -242,7 +292,7 @@ class FireActivities(PlatformActivities):
             depth = int(run.plan["depth"])
             verdict = await batch_verdict(self.store, conn, self.settings.limits, now, lane.lane, decl, entries, depth)
         batch = await self.store.take_batch(
-            conn, lane, original.event_ids, original.entry_ids, retry, verdict, verdict is None
+            conn, lane, original.event_ids, original.entry_ids, retry, verdict, verdict is None, repeats=original
         )
         if verdict is None:
             await self.store.hold_slot(
@@ -263,8 +313,7 @@ class FireActivities(PlatformActivities):
         events = await self.store.events_by_id(conn, batch.entry_ids)
         repeat = None
         if batch.retry > 0:
-            original = run_key_of(lane.workflow_id, batch.first_id)
-            repeat = await self.store.lane_run(conn, original)
+            repeat = await self.store.lane_run(conn, run_key_for(lane, batch))
         return Step(
             lane, batch, decl, version, [e.envelope() for e, _ in events], [tp for _, tp in events], session, repeat
         )
@@ -283,6 +332,8 @@ class FireActivities(PlatformActivities):
             "version": version,
             "depth": depth,
             "key_slots": effective_max_parallel(decl.concurrency, self.settings.limits) if keyed else None,
+            "priority": decl.priority,
+            "keyed": keyed,
         }
 
     # -- 2. act, 3. ack ---------------------------------------------------------------------------------------
@@ -302,7 +353,7 @@ class FireActivities(PlatformActivities):
         async with self.store.transaction() as conn:
             await self.store.lock_lane_by_id(conn, lane.id)
             await self.store.finish_batch(conn, batch.id)
-            run_key = run_key_of(lane.workflow_id, batch.first_id)
+            run_key = run_key_for(lane, batch)
             if not started and (await self.store.lane_run(conn, run_key)) is not None:
                 # No run took the slot the claim held for it (a guard or the start stopped it): the lane is
                 # free for what it left behind.
@@ -328,6 +379,7 @@ class FireActivities(PlatformActivities):
             event_ids=batch.event_ids,
             count=len(batch.entry_ids),
             retry=batch.retry,
+            replay=batch.replay,
             execution_id=execution_id,
             message=message,
             at=activity.info().started_time,
@@ -373,12 +425,13 @@ class FireActivities(PlatformActivities):
             listener={"name": lane.listener, "version": step.version},
             session={k: v for k, v in step.session.items() if k in ("id", "alias") and v is not None},
             consumed_ids=batch.event_ids,
+            replay_of=batch.replay_of,
         )
         depth = self._depth(step)
         try:
             if step.repeat is not None or isinstance(decl.action, WorkflowAction):
                 return await self._start(request, step, context, depth)
-            key = f"{lane.workflow_id}:{batch.first_id}:{batch.last_id}"
+            key = f"{lane.workflow_id}:{batch.first_id}:{batch.last_id}{batch.run_suffix}"
             status, message = await write_action(
                 self.store, decl, lane.session_id, context, depth + 1, key, self.settings.limits.max_payload_bytes
             )
@@ -413,7 +466,7 @@ class FireActivities(PlatformActivities):
         if refusal is not None:
             return str(refusal["status"]), refusal.get("message"), None, False
         assert self.temporal is not None
-        run_key = run_key_of(lane.workflow_id, batch.first_id)
+        run_key = run_key_for(lane, batch)
         execution_id = execution_id_of(run_key, batch.retry)
         run_input = RunInput(
             session_id=lane.session_id,
@@ -427,6 +480,7 @@ class FireActivities(PlatformActivities):
                 event_ids=batch.event_ids,
                 messages=[message_of(e) for e in step.entries],
                 events=step.entries,
+                replay_of=batch.replay_of,
             ),
             input=rendered,
             execution_id=execution_id,
@@ -442,7 +496,16 @@ class FireActivities(PlatformActivities):
             lane=lane.lane,
             depth=depth + 1,
         )
-        await start_run(self.temporal, self.store, self.settings, tag, run_input)
+        priority = plan["priority"] if plan is not None else decl.priority
+        keyed = plan["keyed"] if plan is not None else decl.concurrency.mode == "keyed"
+        await start_run(
+            self.temporal,
+            self.store,
+            self.settings,
+            tag,
+            run_input,
+            run_priority(priority, lane.lane if keyed else None),
+        )
         if batch.retry > 0:
             METRICS.retries_waiting.add(-1, {"listener": lane.listener})
         return "success", None, execution_id, True
@@ -464,8 +527,7 @@ class FireActivities(PlatformActivities):
                 receipt_item(outcome),
                 source={"listener": outcome.listener},
                 depth=depth,
-                idempotency_key=f"receipt:{outcome.listener}:{outcome.lane}:{outcome.first_id}:"
-                f"{outcome.last_id}:{outcome.retry}",
+                idempotency_key=f"receipt:{outcome.listener}:{outcome.batch_key}",
             )
         except CommandError as err:
             # The session closed since the batch fired (a closed session takes no more thread items). The

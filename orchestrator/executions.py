@@ -15,6 +15,7 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.common import (
+    Priority,
     SearchAttributeKey,
     SearchAttributePair,
     TypedSearchAttributes,
@@ -24,6 +25,7 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from orchestrator.config import Settings
+from orchestrator.core.declaration import MAX_PRIORITY, MIN_PRIORITY
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.telemetry import METRICS
 from workflows.messages import RUN_MEMO, RunInput, RunTag
@@ -49,8 +51,20 @@ def execution_id_of(run_key: str, retry: int) -> str:
     return run_key.replace("run:", "exe:", 1) + f".{retry}"
 
 
+def run_priority(priority: int | None, fairness_key: str | None) -> Priority:
+    """Temporal's priority for a run: a listener's `priority` (5 first) as a priority key (1 first), and for a
+    keyed listener its key as the fairness key, so no key's runs starve behind a busy key's."""
+    key = None if priority is None else MAX_PRIORITY + MIN_PRIORITY - priority
+    return Priority(priority_key=key, fairness_key=fairness_key)
+
+
 async def start_run(
-    temporal: Client, store: EngineRecords, settings: Settings, tag: RunTag, run_input: RunInput
+    temporal: Client,
+    store: EngineRecords,
+    settings: Settings,
+    tag: RunTag,
+    run_input: RunInput,
+    priority: Priority = Priority.default,
 ) -> None:
     """Record the start of `tag.workflow` as `tag.execution_id` and start it (once, however often this is asked).
 
@@ -83,6 +97,7 @@ async def start_run(
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             # The run's first workflow task comes back with the start when this worker has room for it.
             request_eager_start=True,
+            priority=priority,
         )
     if first and tag.listener is not None:
         commits = [datetime.fromisoformat(e["created_at"]) for e in batch.events if "created_at" in e]

@@ -74,6 +74,12 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "list_schedules": ({"session_id": SESSION}, ("session_id",)),
     "delete_schedule": ({"session_id": SESSION, "alias": "clock"}, ("session_id", "alias")),
     "list_schedule_runs": ({"session_id": SESSION, "alias": "clock"}, ("session_id", "alias")),
+    "explain_event": ({"session_id": SESSION, "event_id": 1}, ("session_id", "event_id")),
+    "replay_batch": ({"session_id": SESSION, "listener": "hostile", "batch": 1}, ("session_id", "listener", "batch")),
+    "redeliver": (
+        {"session_id": SESSION, "listener": "hostile", "after": 0, "through": 5},
+        ("session_id", "listener", "after", "through"),
+    ),
 }
 TABLES = (
     "sessions",
@@ -86,6 +92,7 @@ TABLES = (
     "schedules",
     "executions",
     "listener_pauses",
+    "replays",
 )
 
 _odd_text = st.one_of(

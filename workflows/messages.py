@@ -95,6 +95,8 @@ class BatchInfo(BaseModel):
     event_ids: list[int]
     messages: list[dict[str, Any]]
     events: list[dict[str, Any]]
+    # A batch asked for again (`replay_batch`): the first event id of the batch it replays.
+    replay_of: int | None = None
 
 
 class RunInput(BaseModel):

@@ -1,6 +1,28 @@
 """The command surface of SPEC section 8: one registry that every door dispatches through."""
 
-from orchestrator.commands import events, listeners, objects, runs, schedules, sessions, threads
+from orchestrator.commands import (
+    events,
+    explain,
+    listeners,
+    objects,
+    replays,
+    runs,
+    schedules,
+    sessions,
+    threads,
+)
 from orchestrator.commands.registry import COMMANDS, dispatch
 
-__all__ = ["COMMANDS", "dispatch", "events", "listeners", "objects", "runs", "schedules", "sessions", "threads"]
+__all__ = [
+    "COMMANDS",
+    "dispatch",
+    "events",
+    "explain",
+    "listeners",
+    "objects",
+    "replays",
+    "runs",
+    "schedules",
+    "sessions",
+    "threads",
+]

@@ -30,6 +30,8 @@ class WriteObject(Request):
     if_rev: Annotated[int, Field(ge=0)] | None = None
     client: ClientId | None = None
     idempotency_key: IdempotencyKey | None = None
+    # Answer, beside the write, what routing made of its event (waiting a few seconds for the router).
+    explain: bool = False
 
 
 class ObjectRef(Request):
@@ -60,7 +62,12 @@ async def write_object(platform: Platform, req: WriteObject) -> dict[str, Any]:
             idempotency_key=req.idempotency_key,
         )
         span.set_attribute("orchestrator.event_id", event_id)
-    return {"object": obj, "event_id": event_id}
+    reply: dict[str, Any] = {"object": obj, "event_id": event_id}
+    if req.explain:
+        from orchestrator.commands.explain import explained_once_routed
+
+        reply["explain"] = await explained_once_routed(platform, req.session_id, event_id)
+    return reply
 
 
 @command("read_object", ObjectRef)

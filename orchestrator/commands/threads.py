@@ -53,6 +53,8 @@ class PostThreadItem(Request):
     item: ThreadItem
     client: ClientId | None = None
     idempotency_key: IdempotencyKey | None = None
+    # Answer, beside the post, what routing made of its event (waiting a few seconds for the router).
+    explain: bool = False
 
 
 class ListThreadItems(Request):
@@ -78,7 +80,12 @@ async def post_thread_item(platform: Platform, req: PostThreadItem) -> dict[str,
             idempotency_key=req.idempotency_key,
         )
         span.set_attribute("orchestrator.event_id", event_id)
-    return {"item": item, "event_id": event_id}
+    reply: dict[str, Any] = {"item": item, "event_id": event_id}
+    if req.explain:
+        from orchestrator.commands.explain import explained_once_routed
+
+        reply["explain"] = await explained_once_routed(platform, req.session_id, event_id)
+    return reply
 
 
 @command("list_thread_items", ListThreadItems)

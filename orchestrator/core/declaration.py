@@ -35,6 +35,7 @@ MAX_EVENTS_PER_BATCH = 1000
 MAX_RETRY_ATTEMPTS = 20
 DEFAULT_RETRY_DELAY_SECONDS = 30.0
 MAX_IDLE_SECONDS = 7 * 24 * 3600
+MIN_PRIORITY, MAX_PRIORITY = 1, 5
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 ACTION_TYPES = ("workflow", "thread_item", "object")
 
@@ -235,6 +236,9 @@ class ListenerDeclaration(_Strict):
     idle: IdleSpec | None = None
     # Alias globs this listener's actions and runs may write; None means anywhere.
     owns: list[AliasGlob] | None = None
+    # 1 to 5, higher first when workers are short: its runs' workflow tasks go ahead of lower ones' on the
+    # task queue (Temporal's priority keys, where the server has them). None: Temporal's default (3).
+    priority: int | None = Field(default=None, ge=MIN_PRIORITY, le=MAX_PRIORITY)
     description: str | None = Field(default=None, max_length=2000)
 
     @field_validator("retry")

@@ -28,6 +28,8 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "graph.changed": frozenset({"alias", "data"}),
     "listener.failed": frozenset({"data"}),
     "lane.idle": frozenset({"data"}),
+    "listener.replayed": frozenset({"data"}),
+    "listener.redelivered": frozenset({"data"}),
 }
 COMMON_FIELDS = frozenset({"id", "session_id", "type", "source", "depth", "created_at"})
 # What a field's subpaths may be (None: any, for `data`; empty: the field is a plain value).

@@ -32,9 +32,17 @@ class Outcome(BaseModel):
     event_ids: list[int]
     count: int
     retry: int = 0
+    # A batch asked for again (`replay_batch`, `redeliver`): the how-many-th; 0 for the lane's own.
+    replay: int = 0
     execution_id: str | None = None
     message: str | None = None
     at: datetime
+
+    @property
+    def batch_key(self) -> str:
+        """The batch's key among the listener's outcomes in its session: one outcome per batch."""
+        key = f"{self.lane}:{self.first_id}:{self.last_id}:{self.retry}"
+        return key + (f":r{self.replay}" if self.replay else "")
 
 
 class OutcomeLog(BaseModel):
@@ -68,6 +76,8 @@ def receipt_item(outcome: Outcome) -> dict[str, Any]:
         metadata["reason"] = outcome.reason
     if outcome.execution_id is not None:
         metadata["execution_id"] = outcome.execution_id
+    if outcome.replay:
+        metadata["replay"] = outcome.replay
     return {
         "type": "json",
         "role": "system",

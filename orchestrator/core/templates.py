@@ -66,6 +66,7 @@ def batch_context(
     listener: dict[str, Any],
     session: dict[str, Any],
     consumed_ids: Sequence[int] | None = None,
+    replay_of: int | None = None,
 ) -> dict[str, Any]:
     """The template context of a batch: roots `batch`, `event`, `item`, `listener` and `session`.
 
@@ -87,6 +88,7 @@ def batch_context(
             "count": len(entries),
             "retry": retry,
             "lane": lane,
+            **({"replay_of": replay_of} if replay_of is not None else {}),
         },
         "event": last,
         "listener": listener,

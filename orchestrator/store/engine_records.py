@@ -94,7 +94,7 @@ class EngineRecords(LaneQueues, ScheduleRecords, PostgresStore):
 
     async def record_outcome(self, session_id: str, outcome: Outcome, version: int | None) -> bool:
         """Keep one outcome (once per batch key, so a retried activity records it once); True if new."""
-        batch_key = f"{outcome.lane}:{outcome.first_id}:{outcome.last_id}:{outcome.retry}"
+        batch_key = outcome.batch_key
         async with self.transaction() as conn:
             inserted = await conn.fetchval(
                 "INSERT INTO outcomes (session_id, listener, version, lane, status, reason, first_id, last_id,"

@@ -16,6 +16,7 @@ from typing import Any
 
 import asyncpg
 
+from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Event
 from orchestrator.core.lane_clock import Declared, LaneNews
 from orchestrator.store.connection import Connection
@@ -93,6 +94,20 @@ class BatchRow:
     retry: int
     verdict: dict[str, Any] | None
     counted: bool
+    replay: int = 0
+    replay_of: int | None = None
+
+    @property
+    def run_suffix(self) -> str:
+        """What tells a replayed batch's run from the lane's own batch over the same events."""
+        return f":r{self.replay}" if self.replay else ""
+
+
+@dataclass(frozen=True)
+class Replay:
+    id: int
+    event_ids: list[int]
+    replay_of: int | None
 
 
 @dataclass(frozen=True)
@@ -121,6 +136,8 @@ def _batch(row: asyncpg.Record) -> BatchRow:
         retry=row["retry"],
         verdict=row["verdict"],
         counted=row["counted"],
+        replay=row["replay"],
+        replay_of=row["replay_of"],
     )
 
 
@@ -140,7 +157,7 @@ _LANE_COLUMNS = (
     "id, session_id, listener, lane, workflow_id, routed_through, fired_through, waiting_slot, last_event_id,"
     " last_event_at, clock_timestamp() AS now"
 )
-_BATCH_COLUMNS = "id, lane_id, first_id, last_id, event_ids, entry_ids, retry, verdict, counted"
+_BATCH_COLUMNS = "id, lane_id, first_id, last_id, event_ids, entry_ids, retry, verdict, counted, replay, replay_of"
 _RUN_COLUMNS = "run_key, lane_id, batch_id, execution_id, retry, state, plan"
 
 
@@ -429,15 +446,28 @@ class LaneQueues:
         verdict: dict[str, Any] | None,
         counted: bool,
         fills_last_slot: bool = False,
+        replay: Replay | None = None,
+        repeats: BatchRow | None = None,
     ) -> BatchRow:
         """Record a batch (claimed) and, for a new one, move the lane's `fired_through` past it.
 
         A batch whose run takes the lane's last slot while events are left behind it leaves the lane waiting
         for a slot: the record of that run's end hands the slot on to what is left.
         """
+        number, replay_of = (repeats.replay, repeats.replay_of) if repeats is not None else (0, None)
+        if replay is not None:
+            replay_of = replay.replay_of
+            number = 1 + int(
+                await conn.fetchval(
+                    "SELECT coalesce(max(replay), 0) FROM batches WHERE lane_id = $1 AND first_id = $2",
+                    lane.id,
+                    min(event_ids),
+                )
+            )
+            await conn.execute("DELETE FROM replays WHERE id = $1", replay.id)
         row = await conn.fetchrow(
             "INSERT INTO batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids, retry,"
-            " verdict, counted) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            " verdict, counted, replay, replay_of) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
             f" RETURNING {_BATCH_COLUMNS}",
             lane.id,
             lane.session_id,
@@ -449,9 +479,11 @@ class LaneQueues:
             retry,
             verdict,
             counted,
+            number,
+            replay_of,
         )
         assert row is not None
-        if retry == 0:
+        if retry == 0 and number == 0:
             await conn.execute(
                 "UPDATE lanes SET fired_through = GREATEST(fired_through, $2),"
                 " waiting_slot = $3 AND routed_through > GREATEST(fired_through, $2) WHERE id = $1",
@@ -460,6 +492,55 @@ class LaneQueues:
                 fills_last_slot,
             )
         return _batch(row)
+
+    @staticmethod
+    async def next_replay(conn: Connection, lane_id: int) -> Replay | None:
+        row = await conn.fetchrow(
+            "SELECT id, event_ids, replay_of FROM replays WHERE lane_id = $1 ORDER BY id LIMIT 1", lane_id
+        )
+        return None if row is None else Replay(row["id"], list(row["event_ids"]), row["replay_of"])
+
+    async def ask_replay(
+        self,
+        session_id: str,
+        listener: str,
+        lane: str,
+        workflow_id: str,
+        chunks: Sequence[Sequence[int]],
+        of: int | None,
+    ) -> Nudge:
+        """Queue batches to be taken again by the lane (its row made when it has none yet); answer its nudge."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO lanes (session_id, listener, lane, workflow_id) VALUES ($1, $2, $3, $4)"
+                " ON CONFLICT (session_id, listener, lane) DO NOTHING",
+                session_id,
+                listener,
+                lane,
+                workflow_id,
+            )
+            lane_id = await conn.fetchval(
+                "SELECT id FROM lanes WHERE session_id = $1 AND listener = $2 AND lane = $3 FOR UPDATE",
+                session_id,
+                listener,
+                lane,
+            )
+            await conn.executemany(
+                "INSERT INTO replays (lane_id, event_ids, replay_of) VALUES ($1, $2, $3)",
+                [(lane_id, list(chunk), of) for chunk in chunks],
+            )
+        # Long past any window: the lane fires at once (a slot permitting).
+        return Nudge(session_id, listener, lane, workflow_id, pending_age=1e9, slot_freed=True)
+
+    async def find_batch(self, session_id: str, listener: str, first_id: int) -> dict[str, Any] | None:
+        row = await self.pool.fetchrow(
+            "SELECT b.event_ids, b.entry_ids, l.lane, l.workflow_id FROM batches b JOIN lanes l ON l.id = b.lane_id"
+            " WHERE b.session_id = $1 AND b.listener = $2 AND b.first_id = $3 AND b.retry = 0 AND b.replay = 0",
+            session_id,
+            listener,
+            first_id,
+        )
+        return None if row is None else dict(row)
 
     @staticmethod
     async def set_waiting_slot(conn: Connection, lane_id: int, waiting: bool) -> None:
@@ -531,9 +612,10 @@ class LaneQueues:
         row = await self.pool.fetchrow(
             "SELECT l.waiting_slot, l.last_event_id,"
             " extract(epoch FROM clock_timestamp() - l.last_event_at) AS last_event_age,"
-            " (SELECT extract(epoch FROM clock_timestamp() - e.created_at) FROM lane_events q"
+            " coalesce((SELECT extract(epoch FROM clock_timestamp() - e.created_at) FROM lane_events q"
             "   JOIN events e ON e.id = q.event_id WHERE q.lane_id = l.id AND q.event_id > l.fired_through"
-            "   ORDER BY q.event_id LIMIT 1) AS pending_age,"
+            "   ORDER BY q.event_id LIMIT 1),"
+            "  (SELECT 1e9 FROM replays p WHERE p.lane_id = l.id LIMIT 1)) AS pending_age,"
             " (SELECT extract(epoch FROM min(r.due_at) - clock_timestamp()) FROM lane_runs r"
             "   WHERE r.lane_id = l.id AND r.state = 'waiting') AS retry_due_in"
             " FROM lanes l WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3",
@@ -577,6 +659,79 @@ class LaneQueues:
             session_id,
         )
         return [dict(r) for r in rows]
+
+    async def event_by_id(self, session_id: str, event_id: int) -> Event:
+        row = await self.pool.fetchrow(
+            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1 AND id = $2",
+            session_id,
+            event_id,
+        )
+        if row is None:
+            raise CommandError("not_found", f"event_id: no event {event_id} in session {session_id!r}")
+        return event_from_row(row)
+
+    async def routed_position(self, session_id: str) -> int:
+        position = await self.pool.fetchval(
+            "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session_id
+        )
+        return int(position or 0)
+
+    async def event_fate(self, session_id: str, listener: str, lane: str, event_id: int) -> dict[str, Any]:
+        """What became of an event in one listener's lane: queued when, in which batches (with their verdicts,
+        runs, outcomes and receipts), or still waiting."""
+        row = await self.pool.fetchrow(
+            "SELECT l.id, l.workflow_id, l.fired_through, q.queued_at FROM lanes l"
+            " LEFT JOIN lane_events q ON q.lane_id = l.id AND q.event_id = $4"
+            " WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3",
+            session_id,
+            listener,
+            lane,
+            event_id,
+        )
+        if row is None or row["queued_at"] is None:
+            return {"queued": False}
+        fate: dict[str, Any] = {
+            "queued": True,
+            "queued_at": row["queued_at"].isoformat(),
+            "lane_workflow": row["workflow_id"],
+        }
+        batches = await self.pool.fetch(
+            "SELECT b.first_id, b.last_id, b.retry, b.replay, b.state, b.verdict, b.created_at,"
+            " event_id = ANY(b.entry_ids) AS entry,"
+            " (SELECT json_build_object('status', o.status, 'reason', o.reason, 'execution_id', o.execution_id,"
+            "   'message', o.message) FROM outcomes o WHERE o.session_id = $1 AND o.listener = $2"
+            "   AND o.batch_key = $3 || ':' || b.first_id || ':' || b.last_id || ':' || b.retry"
+            "   || CASE WHEN b.replay > 0 THEN ':r' || b.replay ELSE '' END"
+            "   ORDER BY o.id DESC LIMIT 1) AS outcome,"
+            " (SELECT e.id FROM events e WHERE e.session_id = $1 AND e.idempotency_key ="
+            "   'receipt:' || $2 || ':' || $3 || ':' || b.first_id || ':' || b.last_id || ':' || b.retry"
+            "   || CASE WHEN b.replay > 0 THEN ':r' || b.replay ELSE '' END) AS receipt"
+            " FROM batches b, (SELECT $4::bigint AS event_id) x"
+            " WHERE b.lane_id = $5 AND $4 = ANY(b.event_ids) ORDER BY b.id",
+            session_id,
+            listener,
+            lane,
+            event_id,
+            row["id"],
+        )
+        fate["batches"] = [
+            {
+                "first_id": b["first_id"],
+                "last_id": b["last_id"],
+                "retry": b["retry"],
+                "replay": b["replay"],
+                "state": b["state"],
+                "taken_at": b["created_at"].isoformat(),
+                "entry": b["entry"],
+                "consumed_without_run": (b["verdict"] or {}).get("consumed", False),
+                "outcome": b["outcome"],
+                "receipt_event_id": b["receipt"],
+            }
+            for b in batches
+        ]
+        if not batches:
+            fate["waiting"] = True
+        return fate
 
     async def fires_lately(self, session_id: str) -> dict[str, tuple[int, datetime]]:
         """Per listener: its fires in the session in the last minute and the oldest of them (the throttle)."""

@@ -240,3 +240,20 @@ async def test_a_fire_that_dies_after_starting_its_run_is_finished_once_and_leak
     assert len(executions) == 2
     assert engine.log.most_at_once["orchestrate:*"] == 1
     assert await overlapping_holds(engine, sid, "orchestrate") == []
+
+
+async def test_a_listeners_priority_and_its_keys_reach_temporal_as_the_runs_priority(
+    engine: Engine, temporal_env: Any
+) -> None:
+    if temporal_env.supports_time_skipping:
+        pytest.skip("the time-skipping server keeps no priority to describe")
+    body = keyed_listener(sleep=0, window=0.2)
+    body["priority"] = 5
+    await engine.command("save_listener", listener=body)
+    sid = await new_session(engine)
+    await write_many(engine, sid, ["missions/a"])
+    await eventually(lambda: all_ended(engine, 1), what="the run")
+    execution = engine.log.runs[0].input["execution_id"]
+    described = await engine.client.get_workflow_handle(execution).describe()
+    priority = described.raw_description.workflow_execution_info.priority
+    assert (priority.priority_key, priority.fairness_key) == (1, "missions/a"), "5 is first: Temporal's key 1"

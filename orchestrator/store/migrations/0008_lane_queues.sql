@@ -51,6 +51,9 @@ CREATE TABLE batches (
     event_ids  bigint[] NOT NULL,
     entry_ids  bigint[] NOT NULL,
     retry      integer NOT NULL DEFAULT 0,
+    -- A batch asked for again (`replay_batch`, `redeliver`): the how-many-th, 0 for the lane's own.
+    replay     integer NOT NULL DEFAULT 0,
+    replay_of  bigint,
     state      text NOT NULL DEFAULT 'claimed' CHECK (state IN ('claimed', 'done')),
     -- What the guards decided when it was taken: null to act, else `{"consumed": true}` or the outcome's
     -- `{"status", "reason", "message"}`; a fire that finishes a dead one's batch acts on the same verdict.
@@ -60,7 +63,7 @@ CREATE TABLE batches (
     -- For a batch whose run took a slot: when the slot was given back (its last attempt's end recorded, or
     -- its start stopped). From `created_at` to this, the batch held its lane.
     released_at timestamptz,
-    UNIQUE (lane_id, first_id, retry)
+    UNIQUE (lane_id, first_id, retry, replay)
 );
 CREATE INDEX batches_fires ON batches (session_id, listener, created_at) WHERE counted;
 CREATE INDEX batches_claimed ON batches (lane_id) WHERE state = 'claimed';

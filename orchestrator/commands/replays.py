@@ -1,0 +1,128 @@
+"""`replay_batch` and `redeliver`: a listener takes events again, as batches of their own.
+
+`replay_batch` runs a past batch again with all of its events (its own outcome, receipt and run, with
+`batch.replay_of` its first event id); `redeliver` hands a range of events to one listener, grouped into its
+lanes by its key and cut by its `max_events`. Both queue the batches with the lane (`replays`), which takes
+them when a slot is free and judges them by the guards like any batch; both are refused for a deleted
+listener, bounded in size, and written to the session's stream as an event (`listener.replayed`,
+`listener.redelivered`), so they are audited where everything else is.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from orchestrator.commands.fields import ClientId, ListenerName, SessionId
+from orchestrator.commands.registry import Request, command
+from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.errors import CommandError
+from orchestrator.core.filters import listener_accepts
+from orchestrator.core.lane_keys import lane_key, lane_workflow_id
+
+if TYPE_CHECKING:
+    from orchestrator.platform import Platform
+    from orchestrator.store.lane_queues import Nudge
+
+# The widest id range `redeliver` takes in one command, and the most events it hands over.
+MAX_REDELIVER_RANGE = 100_000
+MAX_REDELIVER_EVENTS = 10_000
+
+
+class ReplayBatch(Request):
+    command: Literal["replay_batch"]
+    session_id: SessionId
+    listener: ListenerName
+    # The batch's first event id (as its outcome and receipt name it).
+    batch: int = Field(ge=1)
+    client: ClientId | None = None
+
+
+class Redeliver(Request):
+    command: Literal["redeliver"]
+    session_id: SessionId
+    listener: ListenerName
+    after: int = Field(ge=0)
+    through: int = Field(ge=1)
+    client: ClientId | None = None
+
+
+async def _open_listener(platform: Platform, session_id: str, name: str) -> ListenerDeclaration:
+    session = await platform.store.get_session(session_id)
+    if session["status"] != "open":
+        raise CommandError("session_not_open", f"session_id: session {session_id!r} is {session['status']}")
+    listener = await platform.store.get_listener(name)  # not_found for a deleted one
+    return ListenerDeclaration.model_validate(listener["body"])
+
+
+async def _nudge(platform: Platform, nudges: list[Nudge]) -> None:
+    if platform.temporal is None:
+        return  # the router's poll nudges the lanes within their window and a grace
+    from orchestrator.nudges import Nudger
+
+    nudger = Nudger(platform.temporal, platform.settings)
+    for nudge in nudges:
+        await nudger.nudge_quietly(nudge)
+
+
+@command("replay_batch", ReplayBatch)
+async def replay_batch(platform: Platform, req: ReplayBatch) -> dict[str, Any]:
+    await _open_listener(platform, req.session_id, req.listener)
+    found = await platform.store.find_batch(req.session_id, req.listener, req.batch)
+    if found is None:
+        raise CommandError("not_found", f"batch: no batch of {req.listener!r} starts at event {req.batch}")
+    nudge = await platform.store.ask_replay(
+        req.session_id, req.listener, found["lane"], found["workflow_id"], [found["event_ids"]], req.batch
+    )
+    audit = await platform.store.append_event(
+        req.session_id,
+        "listener.replayed",
+        require_open=True,
+        source={"client": req.client} if req.client else None,
+        data={"listener": req.listener, "lane": found["lane"], "batch": req.batch, "events": len(found["event_ids"])},
+    )
+    await _nudge(platform, [nudge])
+    return {"replay": {"listener": req.listener, "lane": found["lane"], "replay_of": req.batch}, "event_id": audit.id}
+
+
+@command("redeliver", Redeliver)
+async def redeliver(platform: Platform, req: Redeliver) -> dict[str, Any]:
+    decl = await _open_listener(platform, req.session_id, req.listener)
+    if req.through <= req.after:
+        raise CommandError("invalid_request", f"through: must be after `after` ({req.after})")
+    if req.through - req.after > MAX_REDELIVER_RANGE:
+        raise CommandError("limit_exceeded", f"through: a range of at most {MAX_REDELIVER_RANGE} ids at once")
+    events = await platform.store.list_events(
+        req.session_id, after=req.after, before=req.through + 1, limit=MAX_REDELIVER_EVENTS + 1
+    )
+    if len(events) > MAX_REDELIVER_EVENTS:
+        raise CommandError("limit_exceeded", f"through: at most {MAX_REDELIVER_EVENTS} events at once")
+    lanes: dict[str, list[int]] = {}
+    for event in events:
+        envelope = event.envelope()
+        if listener_accepts(decl, envelope):
+            lanes.setdefault(lane_key(decl.concurrency, envelope), []).append(event.id)
+    size = decl.batch.max_events
+    nudges = [
+        await platform.store.ask_replay(
+            req.session_id,
+            req.listener,
+            lane,
+            lane_workflow_id(req.session_id, req.listener, lane),
+            [ids[n : n + size] for n in range(0, len(ids), size)],
+            None,
+        )
+        for lane, ids in sorted(lanes.items())
+    ]
+    handed = sum(len(ids) for ids in lanes.values())
+    audit = await platform.store.append_event(
+        req.session_id,
+        "listener.redelivered",
+        require_open=True,
+        source={"client": req.client} if req.client else None,
+        data={"listener": req.listener, "after": req.after, "through": req.through, "events": handed},
+    )
+    await _nudge(platform, nudges)
+    batches = sum(-(-len(ids) // size) for ids in lanes.values())
+    return {"redelivered": {"listener": req.listener, "events": handed, "batches": batches}, "event_id": audit.id}

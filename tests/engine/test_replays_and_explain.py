@@ -1,0 +1,128 @@
+"""What happened to my event (`explain_event`), and taking events again (`replay_batch`, `redeliver`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.engine.harness import Engine, eventually, lane_outcomes, new_session, recorder_listener, write_many
+
+pytestmark = pytest.mark.both_servers
+
+
+async def ran(engine: Engine, count: int) -> None:
+    async def done() -> bool:
+        return len(engine.log.runs) >= count and all(r.ended is not None for r in engine.log.runs)
+
+    await eventually(done, within=30, what=f"{count} runs")
+
+
+async def test_explain_event_says_per_listener_what_matched_and_what_became_of_it(engine: Engine) -> None:
+    await engine.command("save_listener", listener=recorder_listener(receipt={"alias": "ops/receipts"}))
+    other = recorder_listener("other", filter={"types": ["thread.item_posted"]})
+    await engine.command("save_listener", listener=other)
+    sid = await new_session(engine)
+    written = await engine.command(
+        "write_object", session_id=sid, alias="missions/1", value={"type": "m"}, explain=True
+    )
+    routed = {item["listener"]: item for item in written["explain"]["listeners"]}
+    assert written["explain"]["routed"] is True, "the write waited for the router's decision"
+    assert routed["orchestrate"]["matched"] is True and routed["orchestrate"]["lane"] == "_"
+    assert (routed["other"]["matched"], routed["other"]["reason"]) == (False, "filter")
+    await ran(engine, 1)
+
+    async def receipted() -> bool:
+        reply = await engine.command("explain_event", session_id=sid, event_id=written["event_id"])
+        fate = next(i for i in reply["listeners"] if i["listener"] == "orchestrate")
+        return bool(fate.get("batches")) and fate["batches"][0]["receipt_event_id"] is not None
+
+    await eventually(receipted, what="the batch's receipt")
+    reply = await engine.command("explain_event", session_id=sid, event_id=written["event_id"])
+    fate = next(i for i in reply["listeners"] if i["listener"] == "orchestrate")
+    [batch] = fate["batches"]
+    assert batch["first_id"] == written["event_id"] and batch["entry"] is True
+    assert batch["outcome"]["status"] == "success"
+    assert batch["outcome"]["execution_id"] == engine.log.runs[0].input["execution_id"]
+    assert fate["queued"] is True and fate["queued_at"]
+    # The run's own execution events never go back to its listener: self-wake.
+    started = (await engine.command("list_session_events", session_id=sid, types=["execution.started"]))["events"]
+    own = await engine.command("explain_event", session_id=sid, event_id=started[0]["id"])
+    mine = next(i for i in own["listeners"] if i["listener"] == "orchestrate")
+    assert (mine["matched"], mine["reason"]) == (False, "filter") or mine["reason"] == "self_wake"
+
+
+async def test_replay_batch_runs_a_past_batch_again_as_a_batch_of_its_own(engine: Engine) -> None:
+    body = recorder_listener(
+        batch={"window_seconds": 0.3},
+        action={"type": "workflow", "workflow": "recorder", "input": {"replay_of": "{{ batch.replay_of }}"}},
+        receipt={"alias": "ops/receipts"},
+    )
+    body["action"]["input"] = {"events": "{{ batch.messages }}"}
+    await engine.command("save_listener", listener=body)
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, ["missions/a", "missions/b"])
+    await ran(engine, 1)
+    first = engine.log.runs[0].input["batch"]
+    assert first["event_ids"] == ids
+
+    replay = await engine.command("replay_batch", session_id=sid, listener="orchestrate", batch=ids[0])
+    assert replay["replay"]["replay_of"] == ids[0]
+    await ran(engine, 2)
+    again = engine.log.runs[1].input
+    assert again["batch"]["event_ids"] == ids, "all of its events"
+    assert again["batch"]["replay_of"] == ids[0]
+    assert again["execution_id"] != engine.log.runs[0].input["execution_id"], "a run of its own"
+
+    async def two_outcomes() -> bool:
+        return len(await lane_outcomes(engine, sid, "orchestrate")) == 2
+
+    await eventually(two_outcomes, what="the replay's own outcome")
+    audit = (await engine.command("list_session_events", session_id=sid, types=["listener.replayed"]))["events"]
+    assert [e["data"]["batch"] for e in audit] == [ids[0]], "audited as an event"
+
+
+async def test_redeliver_hands_a_range_of_events_to_one_listener_as_new_batches(engine: Engine) -> None:
+    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.2, "max_events": 3}))
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, [f"missions/{n}" for n in range(5)])
+    await eventually(lambda: _all_in(engine, ids), what="the first delivery")
+    before = len(engine.log.runs)
+    reply = await engine.command("redeliver", session_id=sid, listener="orchestrate", after=ids[0], through=ids[-1])
+    assert reply["redelivered"] == {"listener": "orchestrate", "events": 4, "batches": 2}
+
+    async def again() -> bool:
+        later = [i for r in engine.log.runs[before:] for i in r.input["batch"]["event_ids"]]
+        return sorted(later) == ids[1:]
+
+    await eventually(again, what="the range delivered again")
+    assert [len(r.input["batch"]["event_ids"]) for r in engine.log.runs[before:]] == [3, 1], "cut by max_events"
+    assert engine.log.most_at_once["orchestrate:_"] == 1
+
+
+async def _all_in(engine: Engine, ids: list[int]) -> bool:
+    return set(ids) <= set(engine.log.event_ids()) and all(r.ended is not None for r in engine.log.runs)
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "code", "field"),
+    [
+        ("replay_batch", {"listener": "gone", "batch": 1}, "not_found", "name"),
+        ("replay_batch", {"listener": "orchestrate", "batch": 999999}, "not_found", "batch"),
+        ("replay_batch", {"listener": "orchestrate", "batch": 0}, "invalid_request", "batch"),
+        ("redeliver", {"listener": "orchestrate", "after": 10, "through": 5}, "invalid_request", "through"),
+        ("redeliver", {"listener": "orchestrate", "after": 0, "through": 10**9}, "limit_exceeded", "through"),
+        ("redeliver", {"listener": "gone", "after": 0, "through": 5}, "not_found", "name"),
+        ("explain_event", {"event_id": 999999}, "not_found", "event_id"),
+    ],
+)
+async def test_replays_and_explain_refuse_bad_input_naming_the_field(
+    engine: Engine, command: str, args: dict[str, Any], code: str, field: str
+) -> None:
+    await engine.command("save_listener", listener=recorder_listener())
+    sid = await new_session(engine)
+    reply = await engine.platform.command({"command": command, "session_id": sid, **args})
+    assert (reply["status"], reply["error"]) == ("error", code), reply
+    assert reply["message"].startswith(field), reply
+    events = (await engine.command("list_session_events", session_id=sid))["events"]
+    assert events == [], "a refused command writes nothing"
