@@ -107,6 +107,9 @@ class RunActivities(FireActivities):
             await self.hand_on(lane_freed)
         if gave_up is not None:
             await self.report_failure(tag.session_id, tag.listener, tag.lane or "", gave_up, tag.depth)
+        if not nudges:  # a draining session closes as its last run ends, not at the router's next poll
+            for closed in await store.close_drained_sessions(tag.session_id):
+                log.info("session %s drained and closed", closed, extra=log_fields(closed))
 
     async def hand_on(self, lane: Nudge) -> None:
         """The slot a run freed goes to `lane`, which waits for one: fire its next batch here and now when its

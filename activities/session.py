@@ -142,6 +142,10 @@ class SessionActivities(PlatformActivities):
             return await store.list_thread_items(
                 session, alias, after=args.get("after"), limit=args.get("limit") or 100
             )
+        if call.op == "close_session":
+            if args.get("drain", True):
+                return await store.drain_session(session)
+            return await store.set_session_status(session, "closed")
         if call.op == "list_session_events":
             events = await store.list_events(
                 session,

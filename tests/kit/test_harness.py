@@ -1,0 +1,40 @@
+"""The testing kit, as an app author uses it: the example app's listeners, settled, in a few lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from orchestrator.testing import Harness, NotSettled
+
+
+async def test_the_missions_app_answers_a_request_and_writes_a_missions_status() -> None:
+    async with Harness(app="examples.missions.app") as h:
+        sid = (await h.client.open_session())["session"]["id"]
+        await h.client.write_object(sid, "missions/7/meta", {"type": "mission", "state": "active"})
+        item = {"type": "request", "role": "request", "message": "hello"}
+        await h.client.post_thread_item(sid, "chats/1", item)
+        await h.settle()
+        status = (await h.client.read_object(sid, "views/missions/7/status"))["object"]["value"]
+        assert status["mission"] == "7"
+        replies = (await h.client.list_thread_items(sid, "chats/1"))["items"]
+        assert [r["role"] for r in replies] == ["request", "assistant"]
+        assert await h.busy() == {}
+
+
+async def test_settle_waits_out_retry_delays_on_temporals_clock() -> None:
+    async with Harness(app="examples.missions.app") as h:
+        sid = (await h.client.open_session())["session"]["id"]
+        await h.client.write_object(sid, "missions/9/meta", {"type": "mission", "fail": True})
+        await h.settle()  # the run and its two repeats, 30 s and 60 s later: skipped, not waited
+        runs = (await h.client.list_executions(sid, listener="orchestrate"))["executions"]
+        assert [(r["batch"]["retry"], r["status"]) for r in runs] == [(0, "failed"), (1, "failed"), (2, "failed")]
+        inbox = (await h.client.list_thread_items(sid, "ops/inbox"))["items"]
+        assert inbox and inbox[0]["type"] == "json"
+
+
+async def test_settle_says_what_is_left_when_it_cannot_settle() -> None:
+    async with Harness() as h:
+        sid = (await h.client.open_session())["session"]["id"]
+        await h.client.command({"command": "start_execution", "session_id": sid, "workflow": "unknown", "input": {}})
+        with pytest.raises(NotSettled, match="executions_running"):
+            await h.settle(within=2)
