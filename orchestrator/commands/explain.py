@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from orchestrator.commands.fields import SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import ListenerDeclaration
-from orchestrator.core.filters import matches
+from orchestrator.core.filters import mismatch
 from orchestrator.core.lane_keys import lane_key
 from orchestrator.core.routing import ListenerVersion, in_effect, own_silence
 
@@ -61,8 +61,9 @@ def decision(
     source = envelope.get("source") or {}
     if source.get("listener") == name:
         return {"matched": False, "reason": "self_wake", "message": "written by this listener's own run or action"}
-    if not matches(version.declaration.filter, envelope):
-        return {"matched": False, "reason": "filter", "message": "its types, aliases or where do not match"}
+    why = mismatch(version.declaration.filter, envelope)
+    if why is not None:
+        return {"matched": False, "reason": "filter", "message": why}
     return {"matched": True, "version": version.version, "lane": lane_key(version.declaration.concurrency, envelope)}
 
 

@@ -67,19 +67,30 @@ def condition_holds(condition: WhereCondition, envelope: dict[str, Any]) -> bool
 
 def matches(flt: ListenerFilter, envelope: dict[str, Any]) -> bool:
     """Whether the envelope passes the filter's types, aliases and every `where` condition."""
+    return mismatch(flt, envelope) is None
+
+
+def mismatch(flt: ListenerFilter, envelope: dict[str, Any]) -> str | None:
+    """Which part of the filter the envelope fails, said as the field at fault (None: it passes)."""
     if flt.types is not None:
         event_type = envelope.get("type")
-        if not isinstance(event_type, str):
-            return False
-        if not any(compile_type_glob(glob).match(event_type) for glob in flt.types):
-            return False
+        if not isinstance(event_type, str) or not any(compile_type_glob(g).match(event_type) for g in flt.types):
+            return f"filter.types: {event_type!r} is not among {flt.types}"
     if flt.aliases is not None:
         alias = envelope.get("alias")
         if not isinstance(alias, str):
-            return False
+            return "filter.aliases: the event has no alias"
         if not any(compile_alias_glob(glob).match(alias) for glob in flt.aliases):
-            return False
-    return all(condition_holds(condition, envelope) for condition in flt.where)
+            return f"filter.aliases: {alias!r} is not under {flt.aliases}"
+    for index, condition in enumerate(flt.where):
+        if not condition_holds(condition, envelope):
+            found = resolve_in_event(envelope, condition.path)
+            shown = "missing" if found is MISSING else repr(found)
+            return (
+                f"filter.where.{index}: {condition.path} {condition.op} {condition.value!r} does not hold"
+                f" ({condition.path} is {shown})"
+            )
+    return None
 
 
 def listener_accepts(decl: ListenerDeclaration, envelope: dict[str, Any]) -> bool:

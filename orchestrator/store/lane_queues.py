@@ -289,15 +289,19 @@ class LaneQueues:
         self, session_id: str, listener: str
     ) -> tuple[dict[str, Any], bool, dict[str, Any] | None, bool]:
         """What a fire reads before it takes its lane's lock, in one round trip: the session, whether the
-        listener is switched off in it, the listener in effect now (None: deleted), and whether it is paused."""
+        listener is switched off in it, the listener's version in effect now (None: deleted), and whether it is
+        paused."""
         row = await self.pool.fetchrow(
             "SELECT s.id, s.alias, s.status,"
             " EXISTS (SELECT 1 FROM listener_switches w WHERE w.session_id = s.id AND w.name = $2 AND NOT w.enabled)"
             "   AS switched_off,"
             " EXISTS (SELECT 1 FROM listener_pauses p WHERE p.name = $2"
             "   AND (p.session_id IS NULL OR p.session_id = s.id)) AS paused,"
+            # The newest version in effect (one saved during the activation delay acts once it takes effect),
+            # or the newest saved when none is yet (its events cannot have been routed before it was).
             " (SELECT jsonb_build_object('version', v.version, 'body', v.body) FROM listeners l"
-            "   JOIN listener_versions v USING (name, version) WHERE l.name = $2 AND l.deleted_at IS NULL) AS listener"
+            "   JOIN listener_versions v ON v.name = l.name WHERE l.name = $2 AND l.deleted_at IS NULL"
+            "   ORDER BY v.effective_at <= clock_timestamp() DESC, v.version DESC LIMIT 1) AS listener"
             " FROM sessions s WHERE s.id = $1",
             session_id,
             listener,

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from orchestrator.core.declaration import ListenerFilter, WhereCondition, parse_declaration
-from orchestrator.core.filters import json_equal, listener_accepts, matches
+from orchestrator.core.filters import json_equal, listener_accepts, matches, mismatch
 from orchestrator.core.limits import Limits
 
 POSTED: dict[str, Any] = {
@@ -115,3 +115,28 @@ def test_a_listener_never_accepts_its_own_writes() -> None:
     assert listener_accepts(decl, POSTED)
     assert not listener_accepts(decl, {**POSTED, "source": {"listener": "answer"}})
     assert listener_accepts(decl, {**POSTED, "source": {"listener": "other"}})
+
+
+def test_a_mismatch_names_the_part_of_the_filter_at_fault() -> None:
+    flt = ListenerFilter(
+        types=["object.*"],
+        aliases=["tickets/**"],
+        where=[
+            WhereCondition(path="depth", op="eq", value=0),
+            WhereCondition(path="source.client", op="neq", value="importer"),
+        ],
+    )
+    ticket = {"type": "object.written", "alias": "tickets/1", "depth": 0, "source": {}}
+    assert mismatch(flt, ticket) is None
+    assert mismatch(flt, {**ticket, "type": "thread.item_posted"}) == (
+        "filter.types: 'thread.item_posted' is not among ['object.*']"
+    )
+    assert mismatch(flt, {**ticket, "alias": "chats/1"}) == "filter.aliases: 'chats/1' is not under ['tickets/**']"
+    assert mismatch(flt, {"type": "object.written"}) == "filter.aliases: the event has no alias"
+    assert mismatch(flt, {**ticket, "source": {"client": "importer"}}) == (
+        "filter.where.1: source.client neq 'importer' does not hold (source.client is 'importer')"
+    )
+    assert mismatch(flt, {**ticket, "depth": None}) == "filter.where.0: depth eq 0 does not hold (depth is missing)"
+    assert mismatch(flt, {k: v for k, v in ticket.items() if k != "depth"}) == (
+        "filter.where.0: depth eq 0 does not hold (depth is missing)"
+    )

@@ -377,3 +377,35 @@ async def test_keyed_lanes_firing_together_pass_the_throttle_exactly_as_often_as
         await eventually(three_runs, what="the three runs")
         await asyncio.sleep(1.0)
         assert len(engine.log.runs) == 3
+
+
+async def test_a_version_saved_during_the_activation_delay_does_not_act_before_it_takes_effect(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    delay = 6
+    async with guarded(platform, temporal_env, activation_delay_seconds=delay) as (engine, _):
+
+        def version(target: str) -> dict[str, Any]:
+            action = {"type": "object", "alias": target, "value": {"type": "json", "last": "{{ batch.last_id }}"}}
+            return object_listener("copy", ["tickets/*"], action)
+
+        first = await engine.command("save_listener", listener=version("views/v1"))
+        await asyncio.sleep(
+            (datetime.fromisoformat(first["listener"]["effective_at"]) - datetime.now(UTC)).total_seconds()
+        )
+        sid = await new_session(engine)
+        second = await engine.command("save_listener", listener=version("views/v2"))
+        [early] = await write_many(engine, sid, ["tickets/1"])
+        [outcome] = await outcomes_at_least(engine, sid, "copy", 1)
+        assert datetime.now(UTC) < datetime.fromisoformat(second["listener"]["effective_at"]), "fired in time"
+        assert outcome["event_ids"] == [early] and outcome["status"] == "success"
+        assert (await engine.command("read_object", session_id=sid, alias="views/v1"))["status"] == "success"
+        missing = await engine.platform.command({"command": "read_object", "session_id": sid, "alias": "views/v2"})
+        assert missing["status"] == "error", "version 2 acted before it took effect"
+        await asyncio.sleep(
+            (datetime.fromisoformat(second["listener"]["effective_at"]) - datetime.now(UTC)).total_seconds()
+        )
+        [late] = await write_many(engine, sid, ["tickets/2"])
+        await outcomes_at_least(engine, sid, "copy", 2)
+        written = await engine.command("read_object", session_id=sid, alias="views/v2")
+        assert written["object"]["value"]["last"] == late
