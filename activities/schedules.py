@@ -21,12 +21,12 @@ from activities.base import PlatformActivities
 from orchestrator.commands.fields import check_payload
 from orchestrator.commands.schedules import schedule_owns
 from orchestrator.core.errors import CommandError
+from orchestrator.core.globs import owned
 from orchestrator.core.schedule_spec import (
     ObjectTarget,
     ScheduleDefinition,
     WorkflowTarget,
     firing_key,
-    schedule_may_write,
 )
 from orchestrator.executions import start_run
 from workflows.messages import BatchInfo, RunInput, RunTag
@@ -66,7 +66,7 @@ class ScheduleActivities(PlatformActivities):
         return result
 
     async def _write(self, firing: ScheduleFiring, target: ObjectTarget, scheduled_at: datetime) -> ScheduleRunResult:
-        if not schedule_may_write(schedule_owns(self.settings), target.alias):
+        if not owned(schedule_owns(self.settings), target.alias):
             return ScheduleRunResult(
                 status="access_error", message=f"target.alias: {target.alias!r} is outside schedule_owns"
             )

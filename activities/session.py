@@ -18,12 +18,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.base import PlatformActivities
-from activities.writes import may_write
 from orchestrator.commands.fields import check_payload
 from orchestrator.commands.threads import ThreadItem, check_item
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
-from orchestrator.core.globs import validate_alias
+from orchestrator.core.globs import owned, validate_alias
 from orchestrator.core.validation import field_errors_message
 from orchestrator.telemetry import TRACER
 
@@ -62,7 +61,7 @@ class SessionActivities(PlatformActivities):
         except CommandError:
             return
         owns = ListenerDeclaration.model_validate(listener["body"]).owns
-        if not may_write(owns, alias):
+        if not owned(owns, alias):
             raise CommandError("access_denied", f"alias: {alias!r} is outside what listener {call.listener!r} owns")
 
     @activity.defn(name="orchestrator.session")

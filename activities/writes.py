@@ -18,17 +18,12 @@ from orchestrator.commands.fields import ObjectValue, check_payload
 from orchestrator.commands.threads import ThreadItem, check_item
 from orchestrator.core.declaration import ListenerDeclaration, ThreadItemAction
 from orchestrator.core.errors import CommandError
-from orchestrator.core.globs import compile_alias_glob, validate_alias
+from orchestrator.core.globs import owned, validate_alias
 from orchestrator.core.templates import TemplateError, render
 from orchestrator.core.validation import field_errors_message
 from orchestrator.store.engine_records import EngineRecords
 
 _OBJECT_VALUE: TypeAdapter[dict[str, Any]] = TypeAdapter(ObjectValue)
-
-
-def may_write(owns: list[str] | None, alias: str) -> bool:
-    """Whether a listener that declares `owns` may write `alias` (no `owns`: anywhere)."""
-    return owns is None or any(compile_alias_glob(glob).match(alias) for glob in owns)
 
 
 async def write_action(
@@ -56,7 +51,7 @@ async def write_action(
         validate_alias(alias)
     except ValueError as err:
         return "invocation_error", f"action.alias: {err}"
-    if not may_write(decl.owns, alias):
+    if not owned(decl.owns, alias):
         return "access_error", f"action.alias: {alias!r} is outside what the listener owns"
     source = {"listener": decl.name}
     try:

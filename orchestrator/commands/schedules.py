@@ -34,6 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.commands.fields import Alias, Limit, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
+from orchestrator.core.globs import owned
 from orchestrator.core.schedule_spec import (
     Calendar,
     ScheduleDefinition,
@@ -41,7 +42,6 @@ from orchestrator.core.schedule_spec import (
     Span,
     parse_schedule,
     schedule_id,
-    schedule_may_write,
     schedule_timing,
 )
 
@@ -154,7 +154,7 @@ def _check_target(platform: Platform, definition: ScheduleDefinition) -> None:
     if definition.invocation_target_type != "object":
         return
     target = definition.object_target()
-    if not schedule_may_write(schedule_owns(platform.settings), target.alias):
+    if not owned(schedule_owns(platform.settings), target.alias):
         raise CommandError("access_denied", f"target.alias: {target.alias!r} is outside what schedules may write")
     check_payload("target.value", target.value, platform.settings.limits.max_payload_bytes)
 

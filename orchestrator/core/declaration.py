@@ -25,7 +25,7 @@ from pydantic import (
 from orchestrator.core.backoff import MAX_RETRY_DELAY_SECONDS
 from orchestrator.core.envelope_paths import why_unresolvable
 from orchestrator.core.errors import CommandError
-from orchestrator.core.globs import validate_alias, validate_glob
+from orchestrator.core.globs import owned, validate_alias, validate_glob
 from orchestrator.core.limits import Limits
 from orchestrator.core.paths import validate_path
 from orchestrator.core.validation import field_errors_message
@@ -190,12 +190,26 @@ class WorkflowAction(_Strict):
     input: Any = None
 
 
+def _typed_or_template(written: Any) -> Any:
+    # What a write action writes is rendered per batch, but a literal that can never be written (not an
+    # object, or an object without `type`) would fail every batch as `invocation_error`: refused now. A whole
+    # template (`"{{ ... }}"`) may render to an object, so it is checked once rendered.
+    if isinstance(written, str) and written.strip().startswith("{{") and written.strip().endswith("}}"):
+        return written
+    if not isinstance(written, dict):
+        raise ValueError("must be an object (or a template that renders to one)")
+    if "type" not in written:
+        raise ValueError("needs a `type`")
+    return written
+
+
 class ThreadItemAction(_Strict):
     type: Literal["thread_item"]
     alias: str
     item: Any
 
     _alias = field_validator("alias")(_alias_or_template)
+    _item = field_validator("item")(_typed_or_template)
 
 
 class ObjectAction(_Strict):
@@ -204,6 +218,7 @@ class ObjectAction(_Strict):
     value: Any
 
     _alias = field_validator("alias")(_alias_or_template)
+    _value = field_validator("value")(_typed_or_template)
 
 
 Action = Annotated[WorkflowAction | ThreadItemAction | ObjectAction, Field(discriminator="type")]
@@ -267,6 +282,11 @@ def parse_declaration(body: Any, limits: Limits) -> ListenerDeclaration:
         for field, path in event_paths(decl)
         if (why := why_unresolvable(path, decl.filter.types)) is not None
     ]
+    action = decl.action
+    # A literal alias outside `owns` would answer `access_error` on every batch: refused now (a template alias
+    # is checked once rendered).
+    if not isinstance(action, WorkflowAction) and "{{" not in action.alias and not owned(decl.owns, action.alias):
+        problems.append(f"listener.action.alias: {action.alias!r} is outside owns {decl.owns}")
     if problems:
         raise CommandError("invalid_request", "; ".join(problems))
     return decl

@@ -21,7 +21,7 @@ SEED_PATHS = {"object.alias": "alias"}
 # Every event type the platform writes, and the envelope fields each carries beside the common ones.
 EVENT_FIELDS: dict[str, frozenset[str]] = {
     "object.written": frozenset({"alias", "data"}),
-    "object.deleted": frozenset({"alias"}),
+    "object.deleted": frozenset({"alias", "data"}),
     "thread.item_posted": frozenset({"alias", "item"}),
     "execution.started": frozenset({"execution"}),
     "execution.ended": frozenset({"execution"}),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence
 from typing import Literal
 
 GlobKind = Literal["type", "alias"]
@@ -121,3 +122,8 @@ def compile_type_glob(pattern: str) -> re.Pattern[str]:
 def compile_alias_glob(pattern: str) -> re.Pattern[str]:
     """Compile an alias glob (validated; ValueError if not) into an anchored pattern."""
     return _compile(validate_glob(pattern, "alias"), "/")
+
+
+def owned(owns: Sequence[str] | None, alias: str) -> bool:
+    """Whether `alias` is under one of the `owns` globs (None: no bound, anywhere is owned)."""
+    return owns is None or any(compile_alias_glob(glob).match(alias) for glob in owns)

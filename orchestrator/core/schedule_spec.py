@@ -18,7 +18,7 @@ Years run 1970-2199 (EventBridge's range). `L`, `W` and `#` have no calendar equ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from itertools import pairwise
@@ -29,7 +29,7 @@ import pydantic
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from orchestrator.core.errors import CommandError
-from orchestrator.core.globs import compile_alias_glob, validate_alias
+from orchestrator.core.globs import validate_alias
 from orchestrator.core.validation import field_errors_message
 
 REPEAT_TYPES = ("recurring_cron", "interval", "one_time")
@@ -417,11 +417,6 @@ def schedule_timing(definition: ScheduleDefinition) -> ScheduleTiming:
         return ScheduleTiming(every_seconds=repeat.every_seconds, start_at=start, end_at=end)
     instant = local_instant(repeat.invocation_time, repeat.timezone)
     return ScheduleTiming(calendars=(_instant_calendar(instant),), start_at=start, end_at=end, fires_once=True)
-
-
-def schedule_may_write(owns: Sequence[str] | None, alias: str) -> bool:
-    """Whether schedules may write `alias` under the deployment's `schedule_owns` globs (None: anywhere)."""
-    return owns is None or any(compile_alias_glob(glob).match(alias) for glob in owns)
 
 
 def schedule_id(session_id: str, alias: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import pytest
@@ -60,7 +61,7 @@ def test_the_specification_example_parses() -> None:
 
 def test_defaults_for_a_minimal_body() -> None:
     decl = parse_declaration(
-        {"name": "views", "filter": {}, "action": {"type": "object", "alias": "views/x", "value": {}}},
+        {"name": "views", "filter": {}, "action": {"type": "object", "alias": "views/x", "value": {"type": "view"}}},
         Limits(),
     )
     assert decl.filter.types is None and decl.filter.aliases is None and decl.filter.where == []
@@ -219,3 +220,39 @@ def test_a_path_that_can_never_resolve_for_the_listeners_types_is_refused(
 )
 def test_the_seeds_paths_are_accepted(overrides: dict[str, Any]) -> None:
     parse_declaration(_seed(**overrides), Limits())
+
+
+@pytest.mark.parametrize(
+    ("action", "owns", "message"),
+    [
+        ({"type": "object", "alias": "views/x", "value": {"n": 1}}, None, "listener.action.value: needs a `type`"),
+        ({"type": "object", "alias": "views/x", "value": None}, None, "listener.action.value: must be an object"),
+        ({"type": "object", "alias": "views/x", "value": [1]}, None, "listener.action.value: must be an object"),
+        ({"type": "thread_item", "alias": "ops/x", "item": "hi"}, None, "listener.action.item: must be an object"),
+        (
+            {"type": "thread_item", "alias": "ops/x", "item": {"role": "x"}},
+            None,
+            "listener.action.item: needs a `type`",
+        ),
+        (
+            {"type": "object", "alias": "views/x", "value": {"type": "t"}},
+            ["ops/**"],
+            "listener.action.alias: 'views/x' is outside owns ['ops/**']",
+        ),
+    ],
+)
+def test_a_write_that_could_never_be_written_is_refused_at_save(
+    action: dict[str, Any], owns: list[str] | None, message: str
+) -> None:
+    body: dict[str, Any] = {"name": "w", "filter": {"types": ["object.written"]}, "action": action}
+    if owns is not None:
+        body["owns"] = owns
+    with pytest.raises(CommandError, match=re.escape(message)):
+        parse_declaration(body, Limits())
+
+
+def test_a_whole_template_or_a_templated_alias_is_checked_once_rendered() -> None:
+    whole = {"type": "object", "alias": "views/x", "value": "{{ batch.events.0 }}"}
+    parse_declaration({"name": "w", "filter": {}, "action": whole}, Limits())
+    templated = {"type": "object", "alias": "views/{{ batch.lane }}", "value": {"type": "t"}}
+    parse_declaration({"name": "w", "filter": {}, "action": templated, "owns": ["ops/**"]}, Limits())

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from orchestrator.core.errors import CommandError
+from orchestrator.core.globs import owned
 from orchestrator.core.schedule_spec import (
     Calendar,
     Span,
@@ -15,7 +16,6 @@ from orchestrator.core.schedule_spec import (
     parse_cron,
     parse_schedule,
     schedule_id,
-    schedule_may_write,
     schedule_timing,
 )
 
@@ -244,6 +244,6 @@ def test_ids_and_keys_are_deterministic() -> None:
 
 
 def test_schedule_owns() -> None:
-    assert schedule_may_write(None, "anything/at/all")
-    assert schedule_may_write(["ops/**"], "ops/clock")
-    assert not schedule_may_write(["ops/**"], "missions/1")
+    assert owned(None, "anything/at/all")
+    assert owned(["ops/**"], "ops/clock")
+    assert not owned(["ops/**"], "missions/1")

@@ -307,7 +307,16 @@ async def test_writes_outside_what_a_listener_owns_are_refused(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:
     async with guarded(platform, temporal_env) as (engine, notes):
-        outside = {"type": "object", "alias": "theirs/x", "value": {"type": "theirs"}}
+        literal = {"type": "object", "alias": "theirs/x", "value": {"type": "theirs"}}
+        refused = await engine.platform.command(
+            {
+                "command": "save_listener",
+                "listener": object_listener("scoped", ["missions/**"], literal, owns=["mine/**"]),
+            }
+        )
+        assert refused["message"] == "listener.action.alias: 'theirs/x' is outside owns ['mine/**']", refused
+        # A rendered alias is known only per batch: refused then, as the batch's outcome.
+        outside = {"type": "object", "alias": "theirs/{{ batch.count }}", "value": {"type": "theirs"}}
         body = object_listener("scoped", ["missions/**"], outside, owns=["mine/**"])
         await engine.command("save_listener", listener=body)
         runs = object_listener("owner", ["missions/**"], {"type": "workflow", "workflow": "owner"}, owns=["mine/**"])
@@ -317,7 +326,7 @@ async def test_writes_outside_what_a_listener_owns_are_refused(
 
         [outcome] = await outcomes_at_least(engine, sid, "scoped", 1)
         assert (outcome["status"], outcome["event_ids"]) == ("access_error", ids)
-        assert "theirs/x" in outcome["message"]
+        assert "theirs/1" in outcome["message"]
 
         async def noted() -> bool:
             return bool(notes.notes)
