@@ -130,7 +130,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             reply = await platform.command(body)
         return JSONResponse(reply, status_code=status_for(reply))
 
-    hub = StreamHub(platform.database_url)
+    hub = StreamHub(lambda: platform.database_url)
 
     async def stream(request: Request) -> Response:
         refusal = refuse_unauthorized(request, query_token=True)

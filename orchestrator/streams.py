@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import asyncpg
 from starlette.types import Receive, Scope, Send
@@ -36,7 +36,8 @@ POLL_SECONDS = 5.0
 class StreamHub:
     """One LISTEN connection for an API process; wakes the streams of each session whose events commit."""
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: Callable[[], str]) -> None:
+        # Asked for when the first stream subscribes: building the app needs no database.
         self.database_url = database_url
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._conn: asyncpg.Connection | None = None
@@ -46,7 +47,7 @@ class StreamHub:
         async with self._lock:
             if self._conn is not None and not self._conn.is_closed():
                 return
-            conn = await asyncpg.connect(self.database_url)
+            conn = await asyncpg.connect(self.database_url())
             await conn.add_listener("orchestrator_events", self._on_notify)
             self._conn = conn
             # While no connection listened, notifications were lost: every stream looks again.
