@@ -393,7 +393,19 @@ def burst_listener(name: str, **more: Any) -> dict[str, Any]:
     }
 
 
-async def main(events: int, naive_events: int, cases: set[str]) -> None:
+@dataclass
+class Bench:
+    """The platform a benchmark drives: a dev server, a scratch database, and the API in its own process."""
+
+    platform: Platform
+    client: Client
+    server_pid: int | None
+    database_url: str
+    api: str
+
+
+@contextlib.asynccontextmanager
+async def bench_platform() -> AsyncIterator[Bench]:
     with tempfile.TemporaryDirectory(prefix="bench-temporal-") as folder:
         server = await start_temporal(Path(folder), ui=False)
         try:
@@ -406,12 +418,17 @@ async def main(events: int, naive_events: int, cases: set[str]) -> None:
                 platform = await Platform.connect(settings, url, temporal=client)
                 try:
                     async with api_process(url, settings) as api:
-                        await run_cases(platform, client, server.pid, url, api, events, naive_events, cases)
+                        yield Bench(platform, client, server.pid, url, api)
                 finally:
                     await platform.close()
         finally:
             with contextlib.suppress(Exception):
                 await server.stop()
+
+
+async def main(events: int, naive_events: int, cases: set[str]) -> None:
+    async with bench_platform() as b:
+        await run_cases(b.platform, b.client, b.server_pid, b.database_url, b.api, events, naive_events, cases)
 
 
 async def run_cases(

@@ -17,22 +17,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
 
-from bench.burst import Starts, api_process, engine, write_through_http
-from bench.common import percentile, row, scratch_database
-from orchestrator.config import Settings
-from orchestrator.core.limits import Limits
-from orchestrator.embedded import start_temporal
+from bench.burst import Starts, bench_platform, engine, write_through_http
+from bench.common import percentile, row
 from orchestrator.platform import Platform
-from orchestrator.worker import connect_temporal
 
 KEYS = 10
 
@@ -132,25 +125,9 @@ async def debounce_case(platform: Platform, client: Client, api: str, rate: floa
 
 
 async def main(events: int, stream_seconds: float) -> None:
-    with tempfile.TemporaryDirectory(prefix="bench-temporal-") as folder:
-        server = await start_temporal(Path(folder), ui=False)
-        try:
-            client = await connect_temporal(server.address, "default")
-            async with scratch_database() as url:
-                settings = Settings(
-                    limits=Limits(activation_delay_seconds=0, listener_fires_per_minute=100_000),
-                    search_attributes=False,
-                )
-                platform = await Platform.connect(settings, url, temporal=client)
-                try:
-                    async with api_process(url, settings) as api:
-                        await pause_case(platform, client, api, events)
-                        await debounce_case(platform, client, api, rate=20, seconds=stream_seconds)
-                finally:
-                    await platform.close()
-        finally:
-            with contextlib.suppress(Exception):
-                await server.stop()
+    async with bench_platform() as b:
+        await pause_case(b.platform, b.client, b.api, events)
+        await debounce_case(b.platform, b.client, b.api, rate=20, seconds=stream_seconds)
 
 
 if __name__ == "__main__":

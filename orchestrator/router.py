@@ -30,11 +30,11 @@ from opentelemetry import trace
 from temporalio.client import Client
 
 from orchestrator.config import Settings
-from orchestrator.core.declaration import ListenerDeclaration, lane_timing
+from orchestrator.core.declaration import lane_timing
 from orchestrator.core.events import Event
 from orchestrator.core.lane_clock import Declared
 from orchestrator.core.lane_keys import lane_workflow_id
-from orchestrator.core.routing import LaneDelivery, ListenerVersion, own_silence, route
+from orchestrator.core.routing import LaneDelivery, ListenerVersion, own_silence, route, versions_by_name
 from orchestrator.nudges import Nudger
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.store.lane_queues import QueuedLane
@@ -186,17 +186,7 @@ class Router:
     async def _listeners(self) -> dict[str, list[ListenerVersion]]:
         if self._versions is not None:
             return self._versions
-        versions: dict[str, list[ListenerVersion]] = {}
-        for row in await self.store.listener_versions():
-            versions.setdefault(row["name"], []).append(
-                ListenerVersion(
-                    name=row["name"],
-                    version=row["version"],
-                    effective_at=datetime.fromisoformat(row["effective_at"]),
-                    declaration=ListenerDeclaration.model_validate(row["body"]),
-                    body=row["body"],
-                )
-            )
+        versions = versions_by_name(await self.store.listener_versions())
         self._versions = versions
         return versions
 

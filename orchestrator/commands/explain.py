@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.commands.fields import SessionId
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.filters import mismatch
 from orchestrator.core.lane_keys import lane_key
-from orchestrator.core.routing import ListenerVersion, in_effect, own_silence
+from orchestrator.core.routing import ListenerVersion, in_effect, own_silence, versions_by_name
 
 if TYPE_CHECKING:
     from orchestrator.platform import Platform
@@ -31,21 +30,6 @@ class ExplainEvent(Request):
     command: Literal["explain_event"]
     session_id: SessionId
     event_id: int
-
-
-def _versions(rows: list[dict[str, Any]]) -> dict[str, list[ListenerVersion]]:
-    versions: dict[str, list[ListenerVersion]] = {}
-    for row in rows:
-        versions.setdefault(row["name"], []).append(
-            ListenerVersion(
-                name=row["name"],
-                version=row["version"],
-                effective_at=datetime.fromisoformat(row["effective_at"]),
-                declaration=ListenerDeclaration.model_validate(row["body"]),
-                body=row["body"],
-            )
-        )
-    return versions
 
 
 def decision(
@@ -71,7 +55,7 @@ async def explain(platform: Platform, session_id: str, event_id: int) -> dict[st
     store = platform.store
     event = await store.event_by_id(session_id, event_id)
     envelope = event.envelope()
-    versions = _versions(await store.listener_versions())
+    versions = versions_by_name(await store.listener_versions())
     routed = await store.routed_position(session_id)
     disabled = await store.disabled_listeners(session_id)
     paused = await store.paused_listeners(session_id)

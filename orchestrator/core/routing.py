@@ -28,6 +28,23 @@ class ListenerVersion:
     body: dict[str, Any]
 
 
+def versions_by_name(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[ListenerVersion]]:
+    """Stored listener versions (`name`, `version`, `effective_at` as ISO text, `body`), grouped by name in
+    the order given."""
+    versions: dict[str, list[ListenerVersion]] = {}
+    for row in rows:
+        versions.setdefault(row["name"], []).append(
+            ListenerVersion(
+                name=row["name"],
+                version=row["version"],
+                effective_at=datetime.fromisoformat(row["effective_at"]),
+                declaration=ListenerDeclaration.model_validate(row["body"]),
+                body=row["body"],
+            )
+        )
+    return versions
+
+
 @dataclass
 class LaneDelivery:
     """What one lane gets from one routing round: the newest version that matched, and its events."""
