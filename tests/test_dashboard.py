@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -113,12 +114,8 @@ async def test_the_dashboard_shows_lanes_and_the_live_stream_and_links_to_execut
     )
     assert await asyncio.to_thread(browser.execute_script, "return window.notReloaded;") == 1, "never reloaded"
 
-    links = await until(
-        lambda: browser.find_elements(By.CSS_SELECTOR, "#executions a.execution-link"), "an execution's link"
-    )
-    execution = links[0].text
+    execution = await until(lambda: _click_first_execution(browser), "an execution's link, followed")
     assert execution.startswith(f"exe:{sid}:orchestrate:")
-    await asyncio.to_thread(links[0].click)
     await until(lambda: len(browser.window_handles) > 1, "the execution opened in the Temporal UI")
     await asyncio.to_thread(browser.switch_to.window, browser.window_handles[-1])
     assert "/temporal-ui/namespaces/default/workflows/" in browser.current_url
@@ -126,6 +123,20 @@ async def test_the_dashboard_shows_lanes_and_the_live_stream_and_links_to_execut
     await asyncio.to_thread(browser.switch_to.window, browser.window_handles[0])
     if screenshot := os.environ.get("ORCHESTRATOR_SCREENSHOT"):
         await asyncio.to_thread(browser.save_screenshot, screenshot)
+
+
+def _click_first_execution(browser: WebDriver) -> str | None:
+    """Reads and clicks the newest execution's link; None when there is none yet or a refresh replaced it
+    between the two (the page refreshes live, and a run that starts or ends changes the list)."""
+    try:
+        links = browser.find_elements(By.CSS_SELECTOR, "#executions a.execution-link")
+        if not links:
+            return None
+        text = str(links[0].text)
+        links[0].click()
+        return text
+    except StaleElementReferenceException:
+        return None
 
 
 async def _ran(engine: Engine, event_id: int) -> bool:

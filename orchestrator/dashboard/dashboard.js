@@ -56,10 +56,17 @@ function why(lane, body) {
   return "idle";
 }
 
+// Replaces a container's children only when what they show has changed: a refresh that brought nothing new
+// leaves the nodes in place, so a link under the pointer, a selection or a hover survives it.
+function show(container, children) {
+  const fresh = children.map((child) => child.outerHTML).join("");
+  if (container.innerHTML !== fresh) container.replaceChildren(...children);
+}
+
 async function refreshSessions() {
   const { sessions } = await command({ command: "list_sessions", limit: 50 });
   const list = el("sessions");
-  list.replaceChildren(...sessions.map((s) => {
+  show(list, sessions.map((s) => {
     const item = node("li", { "data-session": s.id, class: s.id === current ? "selected" : "", text: `${s.alias || s.id} (${s.status}${s.draining ? ", draining" : ""})` });
     item.addEventListener("click", () => select(s.id, s.alias));
     return item;
@@ -76,7 +83,7 @@ async function refreshSession() {
     command({ command: "list_schedules", session_id: sid }),
   ]);
   const bodies = Object.fromEntries(declared.listeners.map((l) => [l.name, l.body]));
-  el("listeners").replaceChildren(...listeners.map((l) => {
+  show(el("listeners"), listeners.map((l) => {
     const body = bodies[l.name] || {};
     const lanes = node("table", { class: "lanes" }, node("tr", {}, ...["lane", "pending", "in flight", "why it waits"].map((h) => node("th", { text: h }))));
     for (const lane of l.lanes) {
@@ -98,7 +105,7 @@ async function refreshSession() {
       node("div", { class: "muted", text: `${(body.concurrency && body.concurrency.mode) || "serial"}, window ${(body.batch && body.batch.window_seconds) || 0} s; ${counts}; ${receipt}` }),
       lanes, outcomes);
   }));
-  el("executions").tBodies[0].replaceChildren(...executions.slice(-50).reverse().map((e) => node("tr", {},
+  show(el("executions").tBodies[0], executions.slice(-50).reverse().map((e) => node("tr", {},
     node("td", {}, executionLink(e.id)), node("td", { text: e.workflow }), node("td", { text: e.listener || "" }),
     node("td", { class: `status-${e.status}`, text: e.status }),
     node("td", { text: e.batch ? `${e.batch.first_id}..${e.batch.last_id} retry ${e.batch.retry}` : "" }),
@@ -110,7 +117,7 @@ async function refreshSession() {
     return node("tr", {}, node("td", { text: s.alias }), node("td", { text: repeat }),
       node("td", { text: s.target.alias || s.target.workflow || "" }), node("td", { text: next }));
   }));
-  el("schedules").tBodies[0].replaceChildren(...rows);
+  show(el("schedules").tBodies[0], rows);
 }
 
 function follow(sid) {
