@@ -10,7 +10,9 @@ A server that fails to start raises `EmbeddedServerError` carrying the tail of i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -35,6 +37,10 @@ TEMPORAL_STOP_TIMEOUT_SECONDS = 10.0
 LOG_TAIL_LINES = 40
 # How long a start waits for what a crashed PostgreSQL left behind (its last backends) to go.
 POSTGRES_RECOVERY_SECONDS = 30.0
+
+
+# How long a dev server abandoned by a crashed run gets to stop after SIGTERM before it is killed.
+ABANDONED_STOP_SECONDS = 10.0
 
 
 class EmbeddedServerError(RuntimeError):
@@ -208,11 +214,14 @@ class TemporalDevServer:
         namespace: str = "default",
         host: str = "127.0.0.1",
         extra_args: tuple[str, ...] = (),
+        ports_preferred: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port
         self.ui_port = ui_port
+        # The given ports are wishes: one in use is replaced by a free one (`orchestrator dev`'s 7233 and 8233).
+        self.ports_preferred = ports_preferred
         self.ui = ui
         self.namespace = namespace
         self.extra_args = extra_args
@@ -232,6 +241,10 @@ class TemporalDevServer:
     def ui_url(self) -> str | None:
         return f"http://{self.host}:{self.ui_port}" if self.ui else None
 
+    @property
+    def db_file(self) -> Path:
+        return self.data_dir.resolve() / "temporal.sqlite"
+
     def command(self) -> list[str]:
         assert self.port is not None and self.ui_port is not None
         args = [
@@ -239,7 +252,7 @@ class TemporalDevServer:
             "server",
             "start-dev",
             "--db-filename",
-            str(self.data_dir.resolve() / "temporal.sqlite"),
+            str(self.db_file),
             "--ip",
             self.host,
             "--port",
@@ -272,6 +285,7 @@ class TemporalDevServer:
         return [*args, *self.extra_args]
 
     async def start(self, startup_seconds: float = TEMPORAL_START_TIMEOUT_SECONDS) -> Self:
+        await asyncio.to_thread(stop_abandoned_dev_servers, self.db_file)
         self._process = self._spawn()
         try:
             await self._wait_ready(startup_seconds)
@@ -282,10 +296,9 @@ class TemporalDevServer:
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        if self.port is None:
-            self.port = free_port(self.host)
-        if self.ui_port is None:
-            self.ui_port = free_port(self.host)
+        self.port = self._usable_port(self.port)
+        self.ui_port = self._usable_port(self.ui_port)
+        _owner_file(self.db_file).write_text(f"{os.getpid()}\n")
         with self.log_path.open("ab") as log:
             return subprocess.Popen(
                 self.command(),
@@ -294,6 +307,11 @@ class TemporalDevServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+
+    def _usable_port(self, port: int | None) -> int:
+        if port is None or (self.ports_preferred and not port_is_free(port, self.host)):
+            return free_port(self.host)
+        return port
 
     async def _wait_ready(self, startup_seconds: float) -> None:
         assert self._process is not None
@@ -358,9 +376,71 @@ async def start_temporal(
     return await TemporalDevServer(data_dir, port=port, ui_port=ui_port, ui=ui, namespace=namespace).start()
 
 
-def preferred_port(port: int, host: str = "127.0.0.1") -> int:
-    """`port` when it is free, else any free port: the usual address when possible, a working one always."""
-    return port if port_is_free(port, host) else free_port(host)
+def stop_abandoned_dev_servers(db_file: Path, grace_seconds: float = ABANDONED_STOP_SECONDS) -> list[int]:
+    """Stop dev servers on `db_file` whose platform died without stopping them; their process ids.
+
+    The dev server runs in a process session of its own, so a SIGKILL of the platform's process (or of its
+    process group) leaves it running, holding its ports and its SQLite file, and a new server beside it
+    would share that file with a server nobody stops. A server whose parent is no longer the process that
+    started it (recorded in `temporal.owner` next to the file) is abandoned: it gets SIGTERM (it flushes
+    SQLite), then SIGKILL after `grace_seconds`. One whose starter still runs means another platform uses
+    this data folder: that is refused, since two servers on one SQLite file corrupt each other's state.
+    """
+    wanted = str(db_file.resolve())
+    owner = _owner(db_file)
+    abandoned: list[psutil.Process] = []
+    for process in psutil.process_iter(["cmdline", "ppid"]):
+        cmdline = process.info.get("cmdline") or []
+        if "start-dev" not in cmdline or _flag(cmdline, "--db-filename") != wanted:
+            continue
+        if owner is not None and process.info.get("ppid") == owner and _alive(owner):
+            raise EmbeddedServerError(
+                f"the Temporal dev server on {wanted} belongs to a platform still running (process {owner}):"
+                " stop it, or give this one another data folder"
+            )
+        abandoned.append(process)
+    for process in abandoned:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    if not _gone(abandoned, grace_seconds):
+        for process in abandoned:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        _gone(abandoned, grace_seconds)
+    return [process.pid for process in abandoned]
+
+
+def _owner_file(db_file: Path) -> Path:
+    return db_file.with_name("temporal.owner")
+
+
+def _owner(db_file: Path) -> int | None:
+    """The process that started the dev server on `db_file`, as it recorded itself."""
+    try:
+        return int(_owner_file(db_file).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _gone(processes: list[psutil.Process], seconds: float) -> bool:
+    """Whether all of `processes` end within `seconds`. Not our children, they may stay zombies until an init
+    reaps them, which `psutil.wait_procs` would wait for: a zombie counts as gone."""
+    deadline = time.monotonic() + seconds
+    while any(_alive(process.pid) for process in processes):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _flag(cmdline: list[str], name: str) -> str | None:
+    """The value after `name` in a command line, or of `name=value`."""
+    for n, arg in enumerate(cmdline):
+        if arg == name and n + 1 < len(cmdline):
+            return cmdline[n + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
 
 
 __all__ = [
@@ -369,8 +449,8 @@ __all__ = [
     "TemporalDevServer",
     "free_port",
     "port_is_free",
-    "preferred_port",
     "start_postgres",
     "start_temporal",
+    "stop_abandoned_dev_servers",
     "temporal_binary",
 ]

@@ -31,7 +31,7 @@ from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp, load_app
 from orchestrator.client import api_url
 from orchestrator.config import Settings
-from orchestrator.embedded import preferred_port, start_postgres, start_temporal
+from orchestrator.embedded import TemporalDevServer, start_postgres
 from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.telemetry import install as install_telemetry
@@ -319,12 +319,13 @@ async def run_dev(settings: Settings, app_spec: str | None = None, *, announce: 
             if settings.temporal_address:
                 temporal_address = settings.temporal_address
             else:
-                server = await start_temporal(
+                server = await TemporalDevServer(
                     data_dir,
-                    port=preferred_port(TEMPORAL_DEFAULT_PORT),
-                    ui_port=preferred_port(settings.temporal_ui_port),
+                    port=TEMPORAL_DEFAULT_PORT,
+                    ui_port=settings.temporal_ui_port,
                     namespace=settings.temporal_namespace,
-                )
+                    ports_preferred=True,
+                ).start()
                 stack.push_async_callback(server.stop)
                 temporal_address, ui_url = server.address, server.ui_url
             if stop.is_set():

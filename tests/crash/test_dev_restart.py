@@ -22,7 +22,7 @@ import httpx
 import psutil
 import pytest
 
-from orchestrator.embedded import free_port
+from orchestrator.embedded import EmbeddedServerError, TemporalDevServer, free_port
 
 pytestmark = pytest.mark.devserver
 
@@ -161,3 +161,72 @@ async def test_dev_killed_mid_burst_starts_again_at_once_and_loses_no_acknowledg
         for dev in (second, first):
             if dev is not None:
                 await dev.stop()
+
+
+def _dev_servers_on(data_dir: Path) -> list[psutil.Process]:
+    """Temporal dev servers running (not zombies) on the data folder's SQLite file."""
+    wanted = str((data_dir / "temporal.sqlite").resolve())
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = process.info.get("cmdline") or []
+        if process.info.get("status") != psutil.STATUS_ZOMBIE and "start-dev" in cmdline and wanted in cmdline:
+            found.append(process)
+    return found
+
+
+async def test_dev_started_again_after_its_own_process_alone_was_killed_stops_the_server_it_abandoned(
+    tmp_path: Path,
+) -> None:
+    """A SIGKILL of the CLI process alone (an OOM kill, `kill -9 PID`) leaves the Temporal dev server, which
+    runs in a session of its own, holding the SQLite file. The next start stops that server rather than run
+    a second one on the same file, and the writes acknowledged before the kill still reach runs."""
+    data_dir, port = tmp_path / "data", free_port()
+    first = Dev(data_dir, port, tmp_path / "first.log")
+    second: Dev | None = None
+    try:
+        await first.ready()
+        async with httpx.AsyncClient(base_url=first.url, timeout=10) as http:
+            opened = await command(http, {"command": "open_session", "alias": "orphan"})
+            session = opened["session"]["id"]  # type: ignore[index]
+            body = {"command": "write_object", "session_id": session, "alias": "burst/1", "value": {"type": "t"}}
+            written = await command(http, body)
+        abandoned = _dev_servers_on(data_dir)
+        assert len(abandoned) == 1
+        first.process.kill()
+        first.process.wait()
+        assert abandoned[0].is_running(), "the kill of the CLI alone leaves its dev server running"
+
+        second = Dev(data_dir, port, tmp_path / "second.log")
+        await second.ready()
+        running = _dev_servers_on(data_dir)
+        assert [p.pid for p in running] != [abandoned[0].pid] and len(running) == 1, running
+
+        async with httpx.AsyncClient(base_url=second.url, timeout=10) as http:
+            deadline = time.monotonic() + SETTLE_SECONDS
+            ran: set[int] = set()
+            while int(written["event_id"]) not in ran and time.monotonic() < deadline:  # type: ignore[call-overload]
+                reply = await command(http, {"command": "list_executions", "session_id": session})
+                for execution in reply["executions"]:  # type: ignore[attr-defined]
+                    ran.update((execution.get("batch") or {}).get("event_ids", []))
+                await asyncio.sleep(0.5)
+        assert int(written["event_id"]) in ran  # type: ignore[call-overload]
+    finally:
+        for dev in (second, first):
+            if dev is not None:
+                await dev.stop()
+    assert not _dev_servers_on(data_dir), "a stopped platform leaves no dev server behind"
+
+
+async def test_a_second_platform_on_a_data_folder_in_use_is_refused_and_leaves_the_first_running(
+    tmp_path: Path,
+) -> None:
+    """Two dev servers on one SQLite file corrupt each other's state: a start on a folder whose server's
+    platform still runs (here, this very process) is refused with a message, and the first server stays."""
+    first = await TemporalDevServer(tmp_path, ui=False).start()
+    try:
+        with pytest.raises(EmbeddedServerError, match="belongs to a platform still running"):
+            await TemporalDevServer(tmp_path, ui=False).start()
+        assert [p.pid for p in _dev_servers_on(tmp_path)] == [first.pid]
+    finally:
+        await first.stop()
+    assert not _dev_servers_on(tmp_path)
