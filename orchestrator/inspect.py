@@ -120,6 +120,7 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
                     "runs_in_flight": [run["run_key"] for run in runs or []],
                     "batches": lane.get("batches"),
                     "trouble": lane.get("trouble"),
+                    "waiting": (lane.get("waiting") or {}).get("text"),
                 }
             )
         mine = [e for e in executions if e.get("listener") == name]
@@ -179,12 +180,8 @@ def format_status(status: dict[str, Any]) -> str:
             ]
             lines += _table(["lane", "pending", "in flight", "runs"], rows)
             for lane in listener["lanes"]:
-                trouble = lane.get("trouble")
-                if trouble:
-                    lines.append(
-                        f"  lane {lane['lane']} cannot fire since {trouble['since']}"
-                        f" ({trouble['failures']} failures): {trouble['error']}"
-                    )
+                if lane["waiting"]:
+                    lines.append(f"  lane {lane['lane'] or '(one lane)'} waits: {lane['waiting']}")
             if not all(lane["live"] for lane in listener["lanes"]):
                 lines.append("  (? = the lane did not answer its state query, or this door has no Temporal)")
         if listener["retries_waiting"]:

@@ -13,6 +13,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import StringConstraints
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
+from temporalio.client import Client
 
 from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.registry import Request, command
@@ -26,6 +30,10 @@ WorkflowName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 # Lanes with work waiting are asked whether their fire is in trouble: at most this many, this quickly.
 LANES_ASKED = 20
 LANE_QUERY_SECONDS = 1.0
+# How far back from a run's newest history event its failed workflow task is looked for.
+TASK_FAILURE_LOOKBACK = 20
+# How much of that failure's message a lane's `waiting` shows.
+ERROR_CHARS = 1_000
 
 
 class SessionListeners(Request):
@@ -71,22 +79,86 @@ async def _troubles(platform: Platform, lanes: list[dict[str, Any]]) -> dict[str
     return {workflow_id: found for workflow_id, found in answers if found}
 
 
+async def _failing_runs(platform: Platform, lanes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """For lanes whose slot a run holds while events wait, the runs whose workflow task keeps failing.
+
+    An exception in a workflow that is not a Temporal failure (a bug: a `KeyError`, a `TypeError`) fails its
+    workflow task, not the workflow, and Temporal retries the task until a fixed worker runs it: the run
+    holds its slot meanwhile, and the lane waits behind it. Keyed by execution id: the task's attempts, when
+    the failing task was first scheduled, and the recorded failure's message.
+    """
+    if platform.temporal is None:
+        return {}
+    temporal = platform.temporal
+    running = [
+        run["execution_id"]
+        for lane in lanes
+        if lane["pending"] and lane["waiting_slot"]
+        for run in lane["runs"]
+        if run["state"] == "running" and run.get("execution_id")
+    ]
+
+    async def ask(execution_id: str) -> tuple[str, dict[str, Any]]:
+        try:
+            handle = temporal.get_workflow_handle(execution_id)
+            described = await handle.describe(rpc_timeout=timedelta(seconds=LANE_QUERY_SECONDS))
+        except Exception:  # gone, or the server cannot answer now: the sweep deals with runs that ended
+            return execution_id, {}
+        raw = described.raw_description
+        task = raw.pending_workflow_task if raw.HasField("pending_workflow_task") else None
+        if task is None or task.attempt < 2:
+            return execution_id, {}
+        since = task.original_scheduled_time.ToDatetime(tzinfo=UTC).isoformat()
+        error = await _task_failure(temporal, execution_id)
+        return execution_id, {"attempts": task.attempt, "since": since, "error": error}
+
+    answers = await asyncio.gather(*(ask(execution_id) for execution_id in running[:LANES_ASKED]))
+    return {execution_id: found for execution_id, found in answers if found}
+
+
+async def _task_failure(temporal: Client, execution_id: str) -> str | None:
+    """The message of a run's last failed workflow task (Temporal records the first failure of a streak)."""
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=temporal.namespace,
+        execution=WorkflowExecution(workflow_id=execution_id),
+        maximum_page_size=TASK_FAILURE_LOOKBACK,
+    )
+    try:
+        reply = await temporal.workflow_service.get_workflow_execution_history_reverse(
+            request, timeout=timedelta(seconds=LANE_QUERY_SECONDS)
+        )
+    except Exception:
+        return None
+    for event in reply.history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            message: str = event.workflow_task_failed_event_attributes.failure.message
+            return message[:ERROR_CHARS]
+    return None
+
+
 @dataclass(frozen=True)
 class _WaitContext:
     decl: ListenerDeclaration
     paused: bool
     throttled_until: datetime | None
+    failing_runs: dict[str, dict[str, Any]]
 
 
 def _with_why(shown: dict[str, Any], row: dict[str, Any], context: _WaitContext) -> dict[str, Any]:
-    """The lane with `waiting`: why it is not firing now, in words and as `{reason, until?, ...}`."""
-    shown["waiting"] = why_waiting(row, context)
+    """The lane with `waiting`: why it is not firing now, as `{reason, text, until?, ...}`."""
+    waiting = why_waiting(row, context, shown.get("trouble"))
+    shown["waiting"] = None if waiting is None else {**waiting, "text": waiting_text(waiting)}
     return shown
 
 
-def why_waiting(row: dict[str, Any], context: _WaitContext) -> dict[str, Any] | None:
-    """Why a lane does not fire: the first that holds of paused, retry waiting, slot held, queued for a key
-    slot, throttled, debouncing, window open; None when nothing waits (or it is about to fire)."""
+def why_waiting(
+    row: dict[str, Any], context: _WaitContext, trouble: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
+    """Why a lane does not fire: the first that holds of its fire failing, retry waiting, paused, its run's
+    workflow task failing, slot held, queued for a key slot, throttled, debouncing, window open; None when
+    nothing waits (or it is about to fire)."""
+    if trouble:
+        return {"reason": "fire_failing", **trouble}
     runs = list(row["runs"])
     waiting_repeat = [r for r in runs if r["state"] == "waiting"]
     if waiting_repeat:
@@ -97,6 +169,9 @@ def why_waiting(row: dict[str, Any], context: _WaitContext) -> dict[str, Any] | 
         return {"reason": "paused"}
     running = [r for r in runs if r["state"] == "running"]
     if running and row["waiting_slot"]:
+        for run in running:
+            if failing := context.failing_runs.get(run["execution_id"]):
+                return {"reason": "run_failing", "run": run["execution_id"], **failing}
         return {"reason": "slot_held", "run": running[0]["execution_id"], "since": running[0]["since"]}
     if row["key_slot_place"] is not None:
         return {"reason": "queued_for_key_slot", "place": int(row["key_slot_place"])}
@@ -113,6 +188,34 @@ def why_waiting(row: dict[str, Any], context: _WaitContext) -> dict[str, Any] | 
             until = min(until, since + timedelta(seconds=batch.max_wait_seconds))
         return {"reason": "debouncing", "until": until.isoformat()}
     return {"reason": "window_open", "until": (since + timedelta(seconds=batch.window_seconds)).isoformat()}
+
+
+def waiting_text(waiting: dict[str, Any]) -> str:
+    """A lane's `waiting` in words, as `orchestrator status` and the dashboard print it."""
+    reason = waiting["reason"]
+    if reason == "fire_failing":
+        return f"its fire keeps failing since {waiting['since']} ({waiting['failures']} failures): {waiting['error']}"
+    if reason == "retry_waiting":
+        return f"retry of {waiting['run']} waiting until {waiting['until']}"
+    if reason == "paused":
+        return "paused (resume_listener fires what waits)"
+    if reason == "run_failing":
+        error = waiting.get("error") or "see its history"
+        return (
+            f"slot held by run {waiting['run']}, whose workflow task has failed {waiting['attempts'] - 1} times"
+            f" since {waiting['since']} (a bug in the workflow?): {error}"
+        )
+    if reason == "slot_held":
+        return f"slot held by run {waiting['run']} since {waiting['since']}"
+    if reason == "queued_for_key_slot":
+        return f"queued for a key slot (place {waiting['place']})"
+    if reason == "throttled":
+        return f"throttled until {waiting['until']}"
+    if reason == "debouncing":
+        return f"debouncing until {waiting['until']}"
+    if reason == "window_open":
+        return f"window open until {waiting['until']}"
+    return str(reason)
 
 
 def _lane(row: dict[str, Any]) -> dict[str, Any]:
@@ -143,6 +246,7 @@ async def list_session_listeners(platform: Platform, req: SessionListeners) -> d
     counts = await store.outcome_counts(req.session_id)
     lanes = await store.lanes_of(req.session_id)
     troubles = await _troubles(platform, [lane for lane in lanes if lane["pending"] or lane["waiting_slot"]])
+    failing_runs = await _failing_runs(platform, lanes)
     paused = await store.paused_listeners(req.session_id)
     fires = await store.fires_lately(req.session_id)
     limits = platform.settings.limits
@@ -154,7 +258,7 @@ async def list_session_listeners(platform: Platform, req: SessionListeners) -> d
         throttled_until = (
             oldest + timedelta(seconds=60) if count >= limits.listener_fires_per_minute and oldest else None
         )
-        context = _WaitContext(decl, name in paused, throttled_until)
+        context = _WaitContext(decl, name in paused, throttled_until, failing_runs)
         answer.append(
             {
                 "name": name,

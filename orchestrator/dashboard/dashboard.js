@@ -43,15 +43,10 @@ function executionLink(id) {
   return node("a", { href, target: "_blank", class: "execution-link", text: id });
 }
 
-// Why a lane is not firing, from what the store says of it.
-function why(lane, body) {
-  if (lane.trouble) return `fire failing since ${lane.trouble.since}: ${lane.trouble.error}`;
-  const waitingRepeat = (lane.runs_in_flight || []).find((r) => r.state === "waiting");
-  if (waitingRepeat) return `retry waiting until ${waitingRepeat.due_at}`;
+// Why a lane is not firing, in the platform's words (`list_session_listeners` says it for every door).
+function why(lane) {
+  if (lane.waiting) return lane.waiting.text;
   const running = (lane.runs_in_flight || []).filter((r) => r.state === "running");
-  if (lane.pending && lane.waiting_for_slot && running.length) return `slot held by run ${running.map((r) => r.execution_id).join(", ")}`;
-  if (lane.pending && lane.waiting_for_slot) return "queued for a key slot";
-  if (lane.pending) return `window open (${(body.batch && body.batch.window_seconds) || 0} s)`;
   if (running.length) return `run in flight: ${running.map((r) => r.execution_id).join(", ")}`;
   return "idle";
 }
@@ -89,7 +84,7 @@ async function refreshSession() {
     for (const lane of l.lanes) {
       lanes.append(node("tr", { "data-lane": lane.lane },
         node("td", { text: lane.lane }), node("td", { class: "pending", text: String(lane.pending) }),
-        node("td", { text: String(lane.in_flight) }), node("td", { class: "lane-why", text: why(lane, body) })));
+        node("td", { text: String(lane.in_flight) }), node("td", { class: "lane-why", text: why(lane) })));
     }
     const outcomes = node("table", { class: "outcomes" }, node("tr", {}, ...["at", "status", "lane", "events", "retry", "execution / message"].map((h) => node("th", { text: h }))));
     for (const o of l.recent_outcomes.slice(0, 10)) {
