@@ -122,6 +122,9 @@ async def test_the_dashboard_shows_lanes_and_the_live_stream_and_links_to_execut
     assert "orchestrate" in browser.current_url
     await asyncio.to_thread(browser.switch_to.window, browser.window_handles[0])
     if screenshot := os.environ.get("ORCHESTRATOR_SCREENSHOT"):
+        # The picture for the docs: once the second run has shown up on the page by itself and its lane is idle.
+        await until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#executions tbody tr")) >= 2, "a 2nd run")
+        await until(lambda: "idle" in browser.find_element(By.CSS_SELECTOR, ".lane-why").text, "the lane idle")
         await asyncio.to_thread(browser.save_screenshot, screenshot)
 
 

@@ -68,7 +68,31 @@ async function refreshSessions() {
   }));
 }
 
-async function refreshSession() {
+// One refresh of the session at a time: a trigger during a refresh (a stream message, the timer) asks for one
+// more after it, so the page always ends on what was read after the last trigger, and an older answer that
+// comes back late never lands over a newer one.
+let refreshing = null;
+let refreshAgain = false;
+
+function refreshSession() {
+  if (refreshing) {
+    refreshAgain = true;
+    return refreshing;
+  }
+  refreshing = (async () => {
+    try {
+      do {
+        refreshAgain = false;
+        await renderSession();
+      } while (refreshAgain);
+    } finally {
+      refreshing = null;
+    }
+  })();
+  return refreshing;
+}
+
+async function renderSession() {
   if (!current) return;
   const sid = current;
   const [{ listeners }, declared, { executions }, { schedules }] = await Promise.all([
