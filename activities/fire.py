@@ -28,7 +28,13 @@ from activities.base import PlatformActivities
 from activities.guards import CONSUMED, Standing, Verdict, batch_verdict, start_verdict
 from activities.writes import write_action
 from orchestrator.core.batch_cuts import cut
-from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, effective_max_parallel, lane_timing
+from orchestrator.core.declaration import (
+    ListenerDeclaration,
+    WorkflowAction,
+    effective_max_parallel,
+    lane_run_slots,
+    lane_timing,
+)
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import message_of
 from orchestrator.core.lane_clock import Declared, LaneNews
@@ -215,9 +221,7 @@ class FireActivities(PlatformActivities):
     async def _slot_free(self, conn: Connection, lane: LaneRow, decl: ListenerDeclaration) -> bool:
         """A run slot in the lane (serial and keyed: one; parallel: `max_parallel`), and for a keyed listener
         one of its key slots in the session, taken now (or the lane queued for one, longest waiter first)."""
-        cap = (
-            effective_max_parallel(decl.concurrency, self.settings.limits) if decl.concurrency.mode == "parallel" else 1
-        )
+        cap = lane_run_slots(decl, self.settings.limits) or 1
         if await self.store.runs_holding(conn, lane.id) >= cap:
             return False
         if decl.concurrency.mode != "keyed":

@@ -30,10 +30,11 @@ from opentelemetry import trace
 from temporalio.client import Client
 
 from orchestrator.config import Settings
-from orchestrator.core.declaration import lane_timing
+from orchestrator.core.declaration import lane_run_slots, lane_timing
 from orchestrator.core.events import Event
 from orchestrator.core.lane_clock import Declared
 from orchestrator.core.lane_keys import lane_workflow_id
+from orchestrator.core.limits import Limits
 from orchestrator.core.routing import LaneDelivery, ListenerVersion, own_silence, route, versions_by_name
 from orchestrator.nudges import Nudger
 from orchestrator.store.engine_records import EngineRecords
@@ -205,7 +206,7 @@ class Router:
             spans = _route_spans(session_id, events, traces, deliveries)
             try:
                 created = {e.id: e.created_at for e in events}
-                queued = [_queued(session_id, d, created) for d in deliveries]
+                queued = [_queued(session_id, d, created, self.settings.limits) for d in deliveries]
                 nudges = await self.store.queue(conn, session_id, queued)
                 await self.store.save_position(conn, session_id, events[-1].id)
             except Exception as err:
@@ -244,7 +245,7 @@ class Router:
                 log.warning("could not look at run %s", row["id"], exc_info=True)
 
 
-def _queued(session_id: str, delivery: LaneDelivery, created: dict[int, datetime]) -> QueuedLane:
+def _queued(session_id: str, delivery: LaneDelivery, created: dict[int, datetime], limits: Limits) -> QueuedLane:
     ids = [int(e["id"]) for e in delivery.events]
     others = [int(e["id"]) for e in delivery.events if own_silence(e) is None]
     decl = delivery.declaration
@@ -257,6 +258,7 @@ def _queued(session_id: str, delivery: LaneDelivery, created: dict[int, datetime
         last_event_id=others[-1] if others else None,
         last_event_at=created[others[-1]] if others else None,
         first_event_at=created[ids[0]],
+        run_slots=lane_run_slots(decl, limits),
     )
 
 

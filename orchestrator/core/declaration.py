@@ -312,6 +312,15 @@ def effective_max_parallel(concurrency: Concurrency, limits: Limits) -> int:
     return min(concurrency.max_parallel, limits.listener_parallel_runs)
 
 
+def lane_run_slots(decl: ListenerDeclaration, limits: Limits) -> int | None:
+    """How many runs one lane of this listener may hold at once: one under `serial` and `keyed` (a keyed
+    listener's cap across keys is its key slots), `max_parallel` under `parallel`; None for a write action,
+    whose fire holds no slot beyond itself."""
+    if not isinstance(decl.action, WorkflowAction):
+        return None
+    return effective_max_parallel(decl.concurrency, limits) if decl.concurrency.mode == "parallel" else 1
+
+
 def lane_timing(decl: ListenerDeclaration) -> dict[str, float | None]:
     """What a lane's clock needs of the declaration (`lane_clock.Declared`'s fields)."""
     batch = decl.batch

@@ -40,6 +40,8 @@ class QueuedLane:
     last_event_id: int | None
     last_event_at: datetime | None
     first_event_at: datetime
+    # How many runs the lane may hold at once (None: a write action, which holds none past its fire).
+    run_slots: int | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,17 @@ class RunRow:
     retry: int
     state: str
     plan: dict[str, Any]
+
+
+async def _busy_lanes(conn: Connection, lane_ids: Sequence[int]) -> dict[int, int]:
+    """How many runs hold a slot in each of these lanes (a failed run waiting for its repeat included)."""
+    if not lane_ids:
+        return {}
+    rows = await conn.fetch(
+        "SELECT lane_id, count(*) AS held FROM lane_runs WHERE lane_id = ANY($1::bigint[]) GROUP BY lane_id",
+        list(lane_ids),
+    )
+    return {r["lane_id"]: int(r["held"]) for r in rows}
 
 
 def _age(now: datetime, at: datetime | None) -> float | None:
@@ -205,12 +218,19 @@ class LaneQueues:
             lane_ids,
             event_ids,
         )
+        busy = await _busy_lanes(conn, [found[(q.listener, q.lane)]["id"] for q in lanes if q.run_slots is not None])
         nudges: list[Nudge] = []
         updates: list[tuple[Any, ...]] = []
         for q in lanes:
             row = found[(q.listener, q.lane)]
             empty = row["routed_through"] <= row["fired_through"]
             newer = q.last_event_id is not None and q.last_event_id > row["last_event_id"]
+            # An empty lane whose runs hold all its slots cannot fire before one of them ends, and the record of
+            # that end hands the slot on to a lane left waiting for it: so it is left waiting, not nudged (a
+            # nudge would only wake it to find no slot). A lane with an idle timer is nudged all the same: its
+            # clock learns of new events from nudges.
+            holds = empty and q.run_slots is not None and busy.get(row["id"], 0) >= q.run_slots
+            waits = holds and q.declared.idle_after_seconds is None
             updates.append(
                 (
                     row["id"],
@@ -219,9 +239,10 @@ class LaneQueues:
                     q.last_event_id if newer else row["last_event_id"],
                     q.last_event_at if newer else row["last_event_at"],
                     empty,
+                    waits,
                 )
             )
-            if empty:
+            if empty and not waits:
                 nudges.append(
                     Nudge(
                         session_id=session_id,
@@ -240,7 +261,8 @@ class LaneQueues:
         await conn.executemany(
             "UPDATE lanes SET routed_through = GREATEST(routed_through, $2), window_seconds = $3,"
             " last_event_id = $4, last_event_at = $5,"
-            " nudged_at = CASE WHEN $6 THEN clock_timestamp() ELSE nudged_at END WHERE id = $1",
+            " nudged_at = CASE WHEN $6 THEN clock_timestamp() ELSE nudged_at END,"
+            " waiting_slot = waiting_slot OR $7 WHERE id = $1",
             updates,
         )
         return nudges

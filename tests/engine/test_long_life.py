@@ -47,6 +47,40 @@ async def all_ran(engine: Engine, count: int, within: float = 30.0) -> None:
 async def test_a_lane_continues_as_new_under_a_stream_and_loses_nothing(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:
+    """A write action's batches are all fired by the lane itself (no run holds a slot), so a steady stream
+    keeps the lane's workflow busy, and it continues as new again and again while nudges keep landing."""
+    async with engine_with(platform, temporal_env, lane_history_limit=40) as engine:
+        action = {
+            "type": "object",
+            "alias": "tally/{{ batch.first_id }}",
+            "value": {"type": "tally", "ids": "{{ batch.messages }}"},
+        }
+        body = recorder_listener(batch={"window_seconds": 0.1}, action=action, owns=["tally/**"])
+        await engine.command("save_listener", listener=body)
+        sid = await new_session(engine)
+        handle = engine.client.get_workflow_handle(lane_workflow_id(sid, "orchestrate", "_"))
+        ids = await write_many(engine, sid, ["missions/first"])
+        await eventually(lambda: _tallied(engine, sid, ids), what="the first batch")
+        first_run_id = (await handle.describe()).run_id
+        for burst in range(30):
+            ids += await write_many(engine, sid, [f"missions/{burst}/{n}" for n in range(10)])
+            await asyncio.sleep(0.05)
+        await eventually(lambda: _tallied(engine, sid, ids), within=60, what="every event in a batch")
+
+        tallied = await _tallied_ids(engine, sid)
+        assert sorted(tallied) == ids, "every event in exactly one batch"
+        assert (await handle.describe()).run_id != first_run_id
+        history = await engine.client.get_workflow_handle(handle.id, run_id=first_run_id).fetch_history()
+        assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+
+
+@pytest.mark.both_servers
+async def test_a_serial_lane_continues_as_new_between_runs_and_never_runs_two_at_once(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    """Bursts that each find the lane free (the lane fires them itself) and batches that wait for the run
+    before them (the run's end hands the slot on): the lane continues as new, every event runs once, in
+    order, and never two runs at once."""
     async with engine_with(platform, temporal_env, lane_history_limit=40) as engine:
         # Runs long enough that two at once would show.
         action = {"type": "workflow", "workflow": "recorder", "input": {"sleep": 0.3}}
@@ -56,10 +90,10 @@ async def test_a_lane_continues_as_new_under_a_stream_and_loses_nothing(
         ids = await write_many(engine, sid, ["missions/first"])
         await all_ran(engine, 1)
         first_run_id = (await handle.describe()).run_id
-        for burst in range(30):
+        for burst in range(20):
+            # Ten writes one after the other: some land in the run's window, the rest wait for its end.
             ids += await write_many(engine, sid, [f"missions/{burst}/{n}" for n in range(10)])
-            await asyncio.sleep(0.05)
-        await all_ran(engine, len(ids), within=60)
+            await all_ran(engine, len(ids), within=60)
 
         assert engine.log.event_ids() == ids, "every event exactly once, in order"
         assert engine.log.most_at_once["orchestrate:_"] == 1
@@ -67,6 +101,15 @@ async def test_a_lane_continues_as_new_under_a_stream_and_loses_nothing(
         assert (await handle.describe()).run_id != first_run_id
         history = await engine.client.get_workflow_handle(handle.id, run_id=first_run_id).fetch_history()
         assert history.events[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+
+
+async def _tallied_ids(engine: Engine, sid: str) -> list[int]:
+    objects = (await engine.command("list_objects", session_id=sid, prefix="tally/"))["objects"]
+    return [int(m["id"]) for obj in objects for m in obj["value"]["ids"]]
+
+
+async def _tallied(engine: Engine, sid: str, ids: list[int]) -> bool:
+    return set(await _tallied_ids(engine, sid)) >= set(ids)
 
 
 @pytest.mark.both_servers
@@ -179,8 +222,9 @@ async def _open(engine: Engine) -> bool:
 async def test_a_lane_whose_run_is_stuck_keeps_a_constant_state_while_50000_events_arrive(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:
-    """The events wait in the store, not in the lane: its state does not grow, it continues as new as usual,
-    and they all reach the next run once the stuck one ends."""
+    """The events wait in the store, not in the lane: its state does not grow, nothing wakes it while it
+    cannot fire, and they all reach the next runs once the stuck one ends (continuing as new under a stream
+    is the two tests above)."""
     async with engine_with(platform, temporal_env, lane_history_limit=40) as engine:
         body = recorder_listener(
             batch={"window_seconds": 0.1, "max_events": 1000},
@@ -197,17 +241,18 @@ async def test_a_lane_whose_run_is_stuck_keeps_a_constant_state_while_50000_even
         [stuck] = await write_many(engine, sid, ["missions/stuck"])
         await eventually(lambda: _open(engine), what="the stuck run")
         sizes = [len(json.dumps(await handle.query("state")))]
-        first_run = (await handle.describe()).run_id
+        length = (await handle.describe()).history_length
         total = 50_000
         await _bulk_write(engine, sid, total)
         await eventually(lambda: _routed(engine, sid), within=120, what="the router to queue 50,000 events")
-        # The lane hears of them (a nudge when its queue went from empty to pending) and keeps asking for a
-        # slot; time passes for it without a run ending.
+        # Time passes for the lane without a run ending. It is not woken for what waits: its run holds its only
+        # slot, and the record of that run's end hands the slot on, so the router leaves it waiting.
         for _ in range(20):
             await temporal_env.sleep(30)
         sizes.append(len(json.dumps(await handle.query("state"))))
         assert max(sizes) < 4_000, f"the lane's state stays small: {sizes} bytes"
-        assert (await handle.describe()).run_id != first_run, "it continued as new meanwhile"
+        grown = (await handle.describe()).history_length - length
+        assert grown < 20, f"the lane's history grew by {grown} events for 50,000 events it could not fire"
         waiting = (await engine.command("list_session_listeners", session_id=sid))["listeners"][0]["lanes"][0]
         assert waiting["pending"] == total
         # Once the stuck run ends, everything that waited goes, in batches of max_events.
