@@ -90,7 +90,7 @@ async def test_a_serial_lane_continues_as_new_between_runs_and_never_runs_two_at
         ids = await write_many(engine, sid, ["missions/first"])
         await all_ran(engine, 1)
         first_run_id = (await handle.describe()).run_id
-        for burst in range(20):
+        for burst in range(10):
             # Ten writes one after the other: some land in the run's window, the rest wait for its end.
             ids += await write_many(engine, sid, [f"missions/{burst}/{n}" for n in range(10)])
             await all_ran(engine, len(ids), within=60)
