@@ -170,6 +170,11 @@ _LANE_COLUMNS = (
     "id, session_id, listener, lane, workflow_id, routed_through, fired_through, waiting_slot, last_event_id,"
     " last_event_at, clock_timestamp() AS now"
 )
+# When the oldest event waiting in lane `l` (past its `fired_through`) was committed; NULL when none waits.
+_OLDEST_WAITING = (
+    "(SELECT e.created_at FROM lane_events q JOIN events e ON e.id = q.event_id"
+    " WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1)"
+)
 _BATCH_COLUMNS = "id, lane_id, first_id, last_id, event_ids, entry_ids, retry, verdict, counted, replay, replay_of"
 _RUN_COLUMNS = "run_key, lane_id, batch_id, execution_id, retry, state, plan"
 
@@ -279,31 +284,23 @@ class LaneQueues:
             "  AND NOT EXISTS (SELECT 1 FROM lane_runs r WHERE r.lane_id = l.id)))"
             " ORDER BY nudged_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
             " UPDATE lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
-            " RETURNING l.id, l.session_id, l.listener, l.lane, l.workflow_id, l.fired_through",
+            " RETURNING l.session_id, l.listener, l.lane, l.workflow_id,"
+            f" extract(epoch FROM clock_timestamp() - {_OLDEST_WAITING}) AS age",
             STALE_GRACE_SECONDS,
             limit,
             STALE_WAITING_SECONDS,
         )
-        nudges = []
-        for row in rows:
-            age = await self.pool.fetchval(
-                "SELECT extract(epoch FROM clock_timestamp() - e.created_at) FROM lane_events q"
-                " JOIN events e ON e.id = q.event_id WHERE q.lane_id = $1 AND q.event_id > $2"
-                " ORDER BY q.event_id LIMIT 1",
-                row["id"],
-                row["fired_through"],
+        return [
+            Nudge(
+                session_id=row["session_id"],
+                listener=row["listener"],
+                lane=row["lane"],
+                workflow_id=row["workflow_id"],
+                pending_age=float(row["age"]) if row["age"] is not None else 0.0,
+                slot_freed=True,
             )
-            nudges.append(
-                Nudge(
-                    session_id=row["session_id"],
-                    listener=row["listener"],
-                    lane=row["lane"],
-                    workflow_id=row["workflow_id"],
-                    pending_age=float(age) if age is not None else 0.0,
-                    slot_freed=True,
-                )
-            )
-        return nudges
+            for row in rows
+        ]
 
     # -- a fire's statements, in its transaction ---------------------------------------------------------------
 
@@ -415,12 +412,7 @@ class LaneQueues:
     @staticmethod
     async def oldest_waiting_at(conn: Connection, lane: LaneRow) -> datetime:
         """When the lane's oldest waiting event was committed (the lane has one)."""
-        at = await conn.fetchval(
-            "SELECT e.created_at FROM lane_events q JOIN events e ON e.id = q.event_id"
-            " WHERE q.lane_id = $1 AND q.event_id > $2 ORDER BY q.event_id LIMIT 1",
-            lane.id,
-            lane.fired_through,
-        )
+        at = await conn.fetchval(f"SELECT {_OLDEST_WAITING} FROM lanes l WHERE l.id = $1", lane.id)
         return at if at is not None else lane.now
 
     @staticmethod
@@ -620,9 +612,7 @@ class LaneQueues:
     async def window_due(self, session_id: str, listener: str, lane: str) -> tuple[float, float] | None:
         """How long the lane's oldest waiting event has waited, and its window; None when nothing waits."""
         row = await self.pool.fetchrow(
-            "SELECT l.window_seconds, (SELECT extract(epoch FROM clock_timestamp() - e.created_at) FROM lane_events q"
-            "   JOIN events e ON e.id = q.event_id WHERE q.lane_id = l.id AND q.event_id > l.fired_through"
-            "   ORDER BY q.event_id LIMIT 1) AS pending_age"
+            f"SELECT l.window_seconds, extract(epoch FROM clock_timestamp() - {_OLDEST_WAITING}) AS pending_age"
             " FROM lanes l WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3",
             session_id,
             listener,
@@ -638,9 +628,7 @@ class LaneQueues:
         row = await self.pool.fetchrow(
             "SELECT l.waiting_slot, l.last_event_id,"
             " extract(epoch FROM clock_timestamp() - l.last_event_at) AS last_event_age,"
-            " coalesce((SELECT extract(epoch FROM clock_timestamp() - e.created_at) FROM lane_events q"
-            "   JOIN events e ON e.id = q.event_id WHERE q.lane_id = l.id AND q.event_id > l.fired_through"
-            "   ORDER BY q.event_id LIMIT 1),"
+            f" coalesce(extract(epoch FROM clock_timestamp() - {_OLDEST_WAITING}),"
             "  (SELECT 1e9 FROM replays p WHERE p.lane_id = l.id LIMIT 1)) AS pending_age,"
             " (SELECT extract(epoch FROM min(r.due_at) - clock_timestamp()) FROM lane_runs r"
             "   WHERE r.lane_id = l.id AND r.state = 'waiting') AS retry_due_in"
@@ -668,8 +656,7 @@ class LaneQueues:
             "SELECT l.listener, l.lane, l.workflow_id, l.fired_through, l.routed_through, l.waiting_slot,"
             " l.window_seconds, l.last_event_at,"
             " (SELECT count(*) FROM lane_events q WHERE q.lane_id = l.id AND q.event_id > l.fired_through) AS pending,"
-            " (SELECT e.created_at FROM lane_events q JOIN events e ON e.id = q.event_id"
-            "   WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1) AS pending_since,"
+            f" {_OLDEST_WAITING} AS pending_since,"
             " (SELECT coalesce(json_agg(json_build_object('run_key', r.run_key, 'execution_id', r.execution_id,"
             "   'retry', r.retry, 'state', r.state, 'due_at', r.due_at, 'since', b.created_at)"
             "   ORDER BY r.run_key), '[]')"
