@@ -27,7 +27,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.base import PlatformActivities
 from activities.guards import CONSUMED, Standing, Verdict, batch_verdict, start_verdict
 from activities.writes import write_action
-from orchestrator.core.batch_cuts import cut
+from orchestrator.core.batch_cuts import Cut, cut
 from orchestrator.core.declaration import (
     ListenerDeclaration,
     WorkflowAction,
@@ -36,8 +36,8 @@ from orchestrator.core.declaration import (
     lane_timing,
 )
 from orchestrator.core.errors import CommandError
-from orchestrator.core.events import message_of
-from orchestrator.core.lane_clock import Declared, LaneNews
+from orchestrator.core.events import Event, message_of
+from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, render
 from orchestrator.executions import execution_id_of, run_key_of, run_priority, start_run
@@ -144,7 +144,7 @@ class FireActivities(PlatformActivities):
         self, request: FireRequest, decl: ListenerDeclaration | None, version: int, now: Standing
     ) -> Step | None:
         address = request.address
-        store, limits = self.store, self.settings.limits
+        store = self.store
         session = now.session
         async with store.transaction() as conn:
             lane = await store.lock_lane(conn, address.session_id, address.listener, address.lane)
@@ -163,7 +163,6 @@ class FireActivities(PlatformActivities):
                 return None
             if decl is not None and not await self._quiet_enough(conn, lane, decl):
                 return None  # debouncing: the lane hears of the newer event in the report, and waits on
-            nudges: list[Nudge] = []
             runs = decl is not None and isinstance(decl.action, WorkflowAction)
             if runs and decl is not None and not await self._slot_free(conn, lane, decl):
                 await store.set_waiting_slot(conn, lane.id, True)
@@ -176,47 +175,20 @@ class FireActivities(PlatformActivities):
             envelopes = {e.id: e.envelope() for e, _ in waiting}
             taken = cut(list(envelopes.values()), decl.batch.max_events, decl.batch.distinct_by)
             assert taken is not None
-            depth = max(int(envelopes[i].get("depth", 0)) for i in taken.consumed)
-            verdict = await batch_verdict(store, conn, limits, now, lane.lane, decl, taken.entries, depth)
-            entry_ids = [int(e["id"]) for e in taken.entries]
-            starts_run = verdict is None and isinstance(decl.action, WorkflowAction)
-            fills = starts_run and decl.concurrency.mode != "parallel"
-            batch = await store.take_batch(
-                conn, lane, taken.consumed, entry_ids, 0, verdict, verdict is None, fills_last_slot=fills
-            )
-            if starts_run:
-                plan = self._plan(decl, version, depth)
-                run_key = run_key_for(lane, batch)
-                await store.hold_slot(conn, run_key, lane.id, batch.id, execution_id_of(run_key, 0), 0, plan)
-            elif verdict is not None and decl.concurrency.mode == "keyed" and isinstance(decl.action, WorkflowAction):
-                nudges += await self._release_key_slot(conn, lane, decl)
-            traces = {e.id: tp for e, tp in waiting}
-            return Step(
-                lane,
-                batch,
-                decl,
-                version,
-                taken.entries,
-                [traces[i] for i in entry_ids],
-                session,
-                nudges=nudges,
-            )
+            return await self._take(conn, lane, decl, version, now, waiting, envelopes, taken)
 
     async def _quiet_enough(self, conn: Connection, lane: LaneRow, decl: ListenerDeclaration) -> bool:
         """A debounced lane fires once its newest event has been quiet `debounce_seconds`, or its oldest has
         waited `max_wait_seconds` (by the database's clock)."""
-        debounce, max_wait = decl.batch.debounce_seconds, decl.batch.max_wait_seconds
-        if debounce is None:
+        if decl.batch.debounce_seconds is None:
             return True
         oldest = await self.store.oldest_waiting_at(conn, lane)
-        newest = max(lane.last_event_at or oldest, oldest)
+        newest = None if lane.last_event_at is None else lane.last_event_at.timestamp()
+        closes = window_close(oldest.timestamp(), newest, Declared(**lane_timing(decl)))
         # The lane's timer rings by its own clock, which after a local activity lags the database's by that
         # activity's time: a fire that is due by a hair less than the declared time still fires, or the lane
         # would ask again and again until the two clocks agree.
-        quiet, waited = (lane.now - newest).total_seconds(), (lane.now - oldest).total_seconds()
-        if quiet >= debounce - CLOCK_SLACK_SECONDS:
-            return True
-        return max_wait is not None and waited >= max_wait - CLOCK_SLACK_SECONDS
+        return lane.now.timestamp() >= closes - CLOCK_SLACK_SECONDS
 
     async def _slot_free(self, conn: Connection, lane: LaneRow, decl: ListenerDeclaration) -> bool:
         """A run slot in the lane (serial and keyed: one; parallel: `max_parallel`), and for a keyed listener
@@ -261,21 +233,44 @@ class FireActivities(PlatformActivities):
         if starts_run and not await self._slot_free(conn, lane, decl):
             await store.set_waiting_slot(conn, lane.id, True)
             return None
-        envelopes = [e.envelope() for e, _ in events]
-        taken = cut(envelopes, decl.batch.max_events, decl.batch.distinct_by, max_bytes=1 << 62)
+        envelopes = {e.id: e.envelope() for e, _ in events}
+        taken = cut(list(envelopes.values()), decl.batch.max_events, decl.batch.distinct_by, max_bytes=1 << 62)
         assert taken is not None
-        depth = max(int(e.get("depth", 0)) for e in envelopes)
+        # A replay consumes all its events, whatever `distinct_by` leaves as entries.
+        consumed = Cut(taken.entries, [e.id for e, _ in events])
+        return await self._take(conn, lane, decl, version, now, events, envelopes, consumed, replay=replay)
+
+    async def _take(
+        self,
+        conn: Connection,
+        lane: LaneRow,
+        decl: ListenerDeclaration,
+        version: int,
+        now: Standing,
+        events: list[tuple[Event, str | None]],
+        envelopes: dict[int, dict[str, Any]],
+        taken: Cut,
+        *,
+        replay: Replay | None = None,
+    ) -> Step:
+        """Judge a cut batch by the guards and record it (the lane's own batch, or a replay): a slot held for
+        its run, or, when a guard stopped a keyed listener's batch, the lane's key slot given back."""
+        store = self.store
+        depth = max(int(envelopes[i].get("depth", 0)) for i in taken.consumed)
         verdict = await batch_verdict(store, conn, self.settings.limits, now, lane.lane, decl, taken.entries, depth)
         entry_ids = [int(e["id"]) for e in taken.entries]
+        runs = isinstance(decl.action, WorkflowAction)
+        starts_run = verdict is None and runs
+        fills = starts_run and decl.concurrency.mode != "parallel"
         batch = await store.take_batch(
-            conn, lane, [e.id for e, _ in events], entry_ids, 0, verdict, verdict is None, replay=replay
+            conn, lane, taken.consumed, entry_ids, 0, verdict, verdict is None, fills_last_slot=fills, replay=replay
         )
         nudges: list[Nudge] = []
-        if verdict is None and starts_run:
+        if starts_run:
             run_key = run_key_for(lane, batch)
             plan = self._plan(decl, version, depth)
             await store.hold_slot(conn, run_key, lane.id, batch.id, execution_id_of(run_key, 0), 0, plan)
-        elif verdict is not None and starts_run and decl.concurrency.mode == "keyed":
+        elif verdict is not None and runs and decl.concurrency.mode == "keyed":
             nudges += await self._release_key_slot(conn, lane, decl)
         traces = {e.id: tp for e, tp in events}
         return Step(

@@ -20,8 +20,9 @@ from temporalio.client import Client
 
 from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.declaration import ListenerDeclaration, lane_timing
 from orchestrator.core.errors import CommandError
+from orchestrator.core.lane_clock import Declared, window_close
 
 if TYPE_CHECKING:
     from orchestrator.platform import Platform
@@ -177,17 +178,14 @@ def why_waiting(
         return {"reason": "queued_for_key_slot", "place": int(row["key_slot_place"])}
     if context.throttled_until is not None:
         return {"reason": "throttled", "until": context.throttled_until.isoformat()}
-    batch = context.decl.batch
     since = row["pending_since"]
     if since is None:
         return None
-    if batch.debounce_seconds is not None:
-        last = row["last_event_at"] or since
-        until = last + timedelta(seconds=batch.debounce_seconds)
-        if batch.max_wait_seconds is not None:
-            until = min(until, since + timedelta(seconds=batch.max_wait_seconds))
-        return {"reason": "debouncing", "until": until.isoformat()}
-    return {"reason": "window_open", "until": (since + timedelta(seconds=batch.window_seconds)).isoformat()}
+    declared = Declared(**lane_timing(context.decl))
+    last = row["last_event_at"]
+    closes = window_close(since.timestamp(), None if last is None else last.timestamp(), declared)
+    reason = "window_open" if declared.debounce_seconds is None else "debouncing"
+    return {"reason": reason, "until": datetime.fromtimestamp(closes, UTC).isoformat()}
 
 
 def waiting_text(waiting: dict[str, Any]) -> str:

@@ -115,23 +115,30 @@ def fired(clock: LaneClock, news: LaneNews, now: float, *, asked_repeat: bool) -
     )
 
 
+def window_close(first: float, last: float | None, declared: Declared) -> float:
+    """When a window closes, on whichever clock `first` (its oldest event) and `last` (its newest) are read.
+
+    `window_seconds` after the oldest; debounced, once the newest has been quiet `debounce_seconds`, or
+    `max_wait_seconds` after the oldest, whichever comes first. The lane, the fire and `list_session_listeners`
+    all judge a window by this rule.
+    """
+    if declared.debounce_seconds is None:
+        return first + declared.window_seconds
+    closes = max(first if last is None else last, first) + declared.debounce_seconds
+    if declared.max_wait_seconds is not None:
+        closes = min(closes, first + declared.max_wait_seconds)
+    return closes
+
+
 def window_closes_at(clock: LaneClock) -> float | None:
     """When the waiting events' window closes, or None when nothing waits.
 
-    Debounced: once the newest event has been quiet `debounce_seconds`, or `max_wait_seconds` after the
-    first, whichever comes first. The lane hears of newer events at each fire's report, so a window it
-    thought closed may be found still open by the fire, which takes nothing and reports the newer event.
+    The lane hears of newer events at each fire's report, so a debounced window it thought closed may be
+    found still open by the fire, which takes nothing and reports the newer event.
     """
     if clock.pending_since is None:
         return None
-    declared = clock.declared
-    if declared.debounce_seconds is None:
-        return clock.pending_since + declared.window_seconds
-    last = max(clock.last_event_at or clock.pending_since, clock.pending_since)
-    closes = last + declared.debounce_seconds
-    if declared.max_wait_seconds is not None:
-        closes = min(closes, clock.pending_since + declared.max_wait_seconds)
-    return closes
+    return window_close(clock.pending_since, clock.last_event_at, clock.declared)
 
 
 def repeat_due(clock: LaneClock, now: float) -> bool:
