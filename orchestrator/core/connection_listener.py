@@ -18,10 +18,10 @@ from typing import Any
 import pydantic
 
 from orchestrator.core.batch_cuts import Cut, cut
-from orchestrator.core.declaration import BatchSpec, ListenerFilter
-from orchestrator.core.envelope_paths import why_unresolvable
+from orchestrator.core.declaration import BatchSpec, ListenerFilter, unresolvable_paths
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import matches
+from orchestrator.core.lane_clock import window_close
 from orchestrator.core.limits import Limits
 from orchestrator.core.validation import field_errors_message
 
@@ -57,13 +57,8 @@ def parse_stream(filter_param: str | None, batch_param: str | None, client: str 
         batch = BatchSpec.model_validate(_json_param("batch", batch_param), strict=True, context={"limits": limits})
     except pydantic.ValidationError as err:
         raise CommandError("invalid_request", field_errors_message(err, "batch")) from None
-    paths = [(f"filter.where.{n}.path", c.path) for n, c in enumerate(flt.where)]
-    if batch.distinct_by is not None:
-        paths.append(("batch.distinct_by", batch.distinct_by))
-    for name, path in paths:
-        why = why_unresolvable(path, flt.types)
-        if why is not None:
-            raise CommandError("invalid_request", f"{name}: path {path!r} never resolves: {why}")
+    for problem in unresolvable_paths(flt, batch):
+        raise CommandError("invalid_request", problem)
     if client is not None and not (0 < len(client) <= MAX_CLIENT_CHARS):
         raise CommandError("invalid_request", f"client: must be 1 to {MAX_CLIENT_CHARS} characters")
     return StreamSpec(flt, batch, client)
@@ -101,13 +96,7 @@ class StreamBatches:
             return None
         if len(self.waiting) >= MAX_WAITING:
             return self.opened_at
-        batch = self.spec.batch
-        if batch.debounce_seconds is None:
-            return self.opened_at + batch.window_seconds
-        due = (self.last_at or self.opened_at) + batch.debounce_seconds
-        if batch.max_wait_seconds is not None:
-            due = min(due, self.opened_at + batch.max_wait_seconds)
-        return due
+        return window_close(self.opened_at, self.last_at, self.spec.batch)
 
     def take(self, now: float) -> Cut | None:
         """The next batch if it is due at `now` (what it leaves is due at once: it waited a whole window)."""

@@ -277,11 +277,7 @@ def parse_declaration(body: Any, limits: Limits) -> ListenerDeclaration:
     except pydantic.ValidationError as exc:
         message = field_errors_message(exc, "listener", union_tags=ACTION_TYPES)
         raise CommandError("invalid_request", message) from None
-    problems = [
-        f"listener.{field}: path {path!r} never resolves: {why}"
-        for field, path in event_paths(decl)
-        if (why := why_unresolvable(path, decl.filter.types)) is not None
-    ]
+    problems = [f"listener.{problem}" for problem in unresolvable_paths(decl.filter, decl.batch, decl.concurrency.key)]
     action = decl.action
     # A literal alias outside `owns` would answer `access_error` on every batch: refused now (a template alias
     # is checked once rendered).
@@ -292,14 +288,19 @@ def parse_declaration(body: Any, limits: Limits) -> ListenerDeclaration:
     return decl
 
 
-def event_paths(decl: ListenerDeclaration) -> list[tuple[str, str]]:
-    """The declaration's paths into events, by field: `where` conditions, the lane key, `distinct_by`."""
-    paths = [(f"filter.where.{n}.path", c.path) for n, c in enumerate(decl.filter.where)]
-    if decl.concurrency.key is not None:
-        paths.append(("concurrency.key", decl.concurrency.key))
-    if decl.batch.distinct_by is not None:
-        paths.append(("batch.distinct_by", decl.batch.distinct_by))
-    return paths
+def unresolvable_paths(flt: ListenerFilter, batch: BatchSpec, key: str | None = None) -> list[str]:
+    """The paths into events (`where` conditions, the lane key, `distinct_by`) that can never resolve for the
+    filter's types, each as `field: path ... never resolves: why` (a saved listener's and a stream's alike)."""
+    paths = [(f"filter.where.{n}.path", c.path) for n, c in enumerate(flt.where)]
+    if key is not None:
+        paths.append(("concurrency.key", key))
+    if batch.distinct_by is not None:
+        paths.append(("batch.distinct_by", batch.distinct_by))
+    return [
+        f"{field}: path {path!r} never resolves: {why}"
+        for field, path in paths
+        if (why := why_unresolvable(path, flt.types)) is not None
+    ]
 
 
 def effective_max_parallel(concurrency: Concurrency, limits: Limits) -> int:

@@ -14,6 +14,8 @@ nudge lost with a crashed worker costs a minute, not the lane.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from pydantic import BaseModel, ConfigDict
 
 SLOT_RECHECK_SECONDS = 60.0
@@ -115,12 +117,23 @@ def fired(clock: LaneClock, news: LaneNews, now: float, *, asked_repeat: bool) -
     )
 
 
-def window_close(first: float, last: float | None, declared: Declared) -> float:
+class WindowRule(Protocol):
+    """A window's declaration: a lane's `Declared`, or a stream's `BatchSpec`."""
+
+    @property
+    def window_seconds(self) -> float: ...
+    @property
+    def debounce_seconds(self) -> float | None: ...
+    @property
+    def max_wait_seconds(self) -> float | None: ...
+
+
+def window_close(first: float, last: float | None, declared: WindowRule) -> float:
     """When a window closes, on whichever clock `first` (its oldest event) and `last` (its newest) are read.
 
     `window_seconds` after the oldest; debounced, once the newest has been quiet `debounce_seconds`, or
-    `max_wait_seconds` after the oldest, whichever comes first. The lane, the fire and `list_session_listeners`
-    all judge a window by this rule.
+    `max_wait_seconds` after the oldest, whichever comes first. The lane, the fire, `list_session_listeners`
+    and a connection listener's stream all judge a window by this rule.
     """
     if declared.debounce_seconds is None:
         return first + declared.window_seconds
