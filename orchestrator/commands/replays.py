@@ -20,10 +20,10 @@ from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import listener_accepts
 from orchestrator.core.lane_keys import lane_key, lane_workflow_id
+from orchestrator.nudges import nudge_lanes
 
 if TYPE_CHECKING:
     from orchestrator.platform import Platform
-    from orchestrator.store.lane_queues import Nudge
 
 # The widest id range `redeliver` takes in one command, and the most events it hands over.
 MAX_REDELIVER_RANGE = 100_000
@@ -56,16 +56,6 @@ async def _open_listener(platform: Platform, session_id: str, name: str) -> List
     return ListenerDeclaration.model_validate(listener["body"])
 
 
-async def _nudge(platform: Platform, nudges: list[Nudge]) -> None:
-    if platform.temporal is None:
-        return  # the router's poll nudges the lanes within their window and a grace
-    from orchestrator.nudges import Nudger
-
-    nudger = Nudger(platform.temporal, platform.settings)
-    for nudge in nudges:
-        await nudger.nudge_quietly(nudge)
-
-
 @command("replay_batch", ReplayBatch)
 async def replay_batch(platform: Platform, req: ReplayBatch) -> dict[str, Any]:
     await _open_listener(platform, req.session_id, req.listener)
@@ -82,7 +72,7 @@ async def replay_batch(platform: Platform, req: ReplayBatch) -> dict[str, Any]:
         source={"client": req.client} if req.client else None,
         data={"listener": req.listener, "lane": found["lane"], "batch": req.batch, "events": len(found["event_ids"])},
     )
-    await _nudge(platform, [nudge])
+    await nudge_lanes(platform.temporal, platform.settings, [nudge])
     return {"replay": {"listener": req.listener, "lane": found["lane"], "replay_of": req.batch}, "event_id": audit.id}
 
 
@@ -123,6 +113,6 @@ async def redeliver(platform: Platform, req: Redeliver) -> dict[str, Any]:
         source={"client": req.client} if req.client else None,
         data={"listener": req.listener, "after": req.after, "through": req.through, "events": handed},
     )
-    await _nudge(platform, nudges)
+    await nudge_lanes(platform.temporal, platform.settings, nudges)
     batches = sum(-(-len(ids) // size) for ids in lanes.values())
     return {"redelivered": {"listener": req.listener, "events": handed, "batches": batches}, "event_id": audit.id}
