@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -63,21 +64,20 @@ async def _troubles(platform: Platform, lanes: list[dict[str, Any]]) -> dict[str
         return {}
     temporal = platform.temporal
 
-    async def ask(workflow_id: str) -> tuple[str, dict[str, Any]]:
+    async def ask(workflow_id: str) -> dict[str, Any]:
         try:
             handle = temporal.get_workflow_handle(workflow_id)
             state = await handle.query("state", rpc_timeout=timedelta(seconds=LANE_QUERY_SECONDS))
         except Exception:  # the lane ended, or the server cannot answer now
-            return workflow_id, {}
+            return {}
         view = state if isinstance(state, dict) else state.model_dump(mode="json")
         trouble = view.get("trouble")
         if not trouble:
-            return workflow_id, {}
+            return {}
         since = datetime.fromtimestamp(float(trouble["since"]), UTC).isoformat()
-        return workflow_id, {"trouble": {"since": since, "failures": trouble["failures"], "error": trouble["error"]}}
+        return {"trouble": {"since": since, "failures": trouble["failures"], "error": trouble["error"]}}
 
-    answers = await asyncio.gather(*(ask(lane["workflow_id"]) for lane in lanes[:LANES_ASKED]))
-    return {workflow_id: found for workflow_id, found in answers if found}
+    return await _ask_each([lane["workflow_id"] for lane in lanes], ask)
 
 
 async def _failing_runs(platform: Platform, lanes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -99,22 +99,29 @@ async def _failing_runs(platform: Platform, lanes: list[dict[str, Any]]) -> dict
         if run["state"] == "running" and run.get("execution_id")
     ]
 
-    async def ask(execution_id: str) -> tuple[str, dict[str, Any]]:
+    async def ask(execution_id: str) -> dict[str, Any]:
         try:
             handle = temporal.get_workflow_handle(execution_id)
             described = await handle.describe(rpc_timeout=timedelta(seconds=LANE_QUERY_SECONDS))
         except Exception:  # gone, or the server cannot answer now: the sweep deals with runs that ended
-            return execution_id, {}
+            return {}
         raw = described.raw_description
         task = raw.pending_workflow_task if raw.HasField("pending_workflow_task") else None
         if task is None or task.attempt < 2:
-            return execution_id, {}
+            return {}
         since = task.original_scheduled_time.ToDatetime(tzinfo=UTC).isoformat()
         error = await _task_failure(temporal, execution_id)
-        return execution_id, {"attempts": task.attempt, "since": since, "error": error}
+        return {"attempts": task.attempt, "since": since, "error": error}
 
-    answers = await asyncio.gather(*(ask(execution_id) for execution_id in running[:LANES_ASKED]))
-    return {execution_id: found for execution_id, found in answers if found}
+    return await _ask_each(running, ask)
+
+
+async def _ask_each(ids: list[str], ask: Callable[[str], Awaitable[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Temporal asked about at most `LANES_ASKED` workflows at once, each within `LANE_QUERY_SECONDS`: the
+    answers worth showing, by id (an empty answer is left out)."""
+    asked = ids[:LANES_ASKED]
+    answers = await asyncio.gather(*(ask(workflow_id) for workflow_id in asked))
+    return {workflow_id: found for workflow_id, found in zip(asked, answers, strict=True) if found}
 
 
 async def _task_failure(temporal: Client, execution_id: str) -> str | None:
@@ -243,8 +250,10 @@ async def list_session_listeners(platform: Platform, req: SessionListeners) -> d
     disabled = await store.disabled_listeners(req.session_id)
     counts = await store.outcome_counts(req.session_id)
     lanes = await store.lanes_of(req.session_id)
-    troubles = await _troubles(platform, [lane for lane in lanes if lane["pending"] or lane["waiting_slot"]])
-    failing_runs = await _failing_runs(platform, lanes)
+    troubles, failing_runs = await asyncio.gather(
+        _troubles(platform, [lane for lane in lanes if lane["pending"] or lane["waiting_slot"]]),
+        _failing_runs(platform, lanes),
+    )
     paused = await store.paused_listeners(req.session_id)
     fires = await store.fires_lately(req.session_id)
     limits = platform.settings.limits
