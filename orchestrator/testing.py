@@ -24,11 +24,13 @@ import contextlib
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from asyncpg import Pool
+from temporalio.client import Client as TemporalClient
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -42,7 +44,7 @@ from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.worker import build_worker
 
-__all__ = ["Harness", "NotSettled", "busy"]
+__all__ = ["Harness", "NotSettled", "busy", "terminate_leftovers"]
 
 # How far `settle()` moves Temporal's clock at a time while lanes wait on timers.
 SETTLE_STEP_SECONDS = 1.0
@@ -102,24 +104,14 @@ class Harness:
         tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(b) for b in background)]
 
         async def stop() -> None:
-            await self._terminate_leftovers()
+            assert self.platform is not None and self.env is not None
+            await terminate_leftovers(self.platform.store.pool, self.env.client)
             await worker.shutdown()
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
         self._stack.push_async_callback(stop)
-
-    async def _terminate_leftovers(self) -> None:
-        """Lanes and runs left waiting on timers would keep the time-skipping server's clock from moving for
-        whatever test runs next on it; they are ended with the harness."""
-        assert self.platform is not None and self.env is not None
-        pool = self.platform.store.pool
-        ids = [r["workflow_id"] for r in await pool.fetch("SELECT workflow_id FROM lanes")]
-        ids += [r["id"] for r in await pool.fetch("SELECT id FROM executions WHERE status = 'running'")]
-        for workflow_id in ids:
-            with contextlib.suppress(Exception):
-                await self.env.client.get_workflow_handle(workflow_id).terminate("the harness is done")
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -157,6 +149,17 @@ class Harness:
         """What is still going on, by kind (empty: quiet)."""
         assert self.platform is not None
         return await busy(self.platform.store.pool)
+
+
+async def terminate_leftovers(pool: Pool, client: TemporalClient, known: Sequence[str] = ()) -> None:
+    """End the lanes and running runs the store knows, and the runs in `known` (whose record may not be written
+    yet). Left waiting on timers, they would keep the time-skipping server's clock from moving for whatever
+    test runs next on it."""
+    ids = [r["workflow_id"] for r in await pool.fetch("SELECT workflow_id FROM lanes")]
+    ids += [r["id"] for r in await pool.fetch("SELECT id FROM executions WHERE status = 'running'")]
+    for workflow_id in dict.fromkeys([*ids, *known]):
+        with contextlib.suppress(Exception):  # already closed, or never started
+            await client.get_workflow_handle(workflow_id).terminate("the test is over")
 
 
 async def busy(pool: Pool) -> dict[str, int]:

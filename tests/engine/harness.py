@@ -7,7 +7,6 @@ input, and when it started and ended, so tests can assert what ran, with what, a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -25,6 +24,7 @@ from orchestrator.app_loader import UserApp
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
+from orchestrator.testing import terminate_leftovers
 from orchestrator.worker import build_worker
 
 with workflow.unsafe.imports_passed_through():
@@ -171,7 +171,7 @@ async def running_engine(
 
 
 async def stop_leftovers(platform: Platform, client: Client, known: Sequence[str] = ()) -> None:
-    """Terminate the lanes and runs a test leaves behind (its database knows them all).
+    """Terminate the lanes and runs a test leaves behind (`orchestrator.testing.terminate_leftovers`).
 
     On the time-skipping server a workflow task waiting on a task queue nobody polls any more (a lane's idle
     timer, a sleeping run's timer) locks time skipping for every later test of the session.
@@ -180,15 +180,9 @@ async def stop_leftovers(platform: Platform, client: Client, known: Sequence[str
     if pool is None:
         return
     try:
-        lanes = [r["workflow_id"] for r in await pool.fetch("SELECT workflow_id FROM lanes")]
-        executions = [r["id"] for r in await pool.fetch("SELECT id FROM executions")]
-        executions = sorted({*executions, *known})
+        await terminate_leftovers(pool, client, known)
     except Exception:  # a test that closed its store or never migrated it: nothing to stop
         return
-    runs = {"run:" + e.removeprefix("exe:").rsplit(".", 1)[0] for e in executions}
-    for workflow_id in [*lanes, *sorted(runs), *executions]:
-        with contextlib.suppress(Exception):  # already closed, or never started
-            await client.get_workflow_handle(workflow_id).terminate("the test is over")
 
 
 def replacing(name: str, stand_in: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Wrap:
