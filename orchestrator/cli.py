@@ -10,17 +10,17 @@ on stdout; `status` prints a table (or one JSON document with `--json`); `events
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
+import os
+import signal
 import sys
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from orchestrator.client import Client, api_url
-from orchestrator.config import Settings, reveal
+# Only the standard library above: the client, the settings and the runtime load once Ctrl-C is handled.
+if TYPE_CHECKING:
+    from orchestrator.config import Settings
 
 EXIT_SUCCESS = 0
 EXIT_ERROR_REPLY = 1
@@ -90,8 +90,27 @@ def _add_door_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", help="bearer token (default: ORCHESTRATOR_API_TOKEN)")
 
 
+def _end_at_once_on_interrupt() -> None:
+    """Ctrl-C ends the command at once with 130, wherever it lands, until a process's runtime takes signals
+    over for an orderly stop (`dev`, `worker`, `api`, once they run).
+
+    Not by unwinding through asyncio: a print blocked on a full stdout pipe retries its write after the
+    signal's handler (PEP 475) and never reaches the cancellation, and the interpreter's own exit flushes
+    stdout, which blocks the same way. Every line is flushed as it is printed, so none is cut short by this.
+    """
+
+    def interrupted(_signum: int, _frame: FrameType | None) -> None:
+        os._exit(EXIT_INTERRUPTED)
+
+    signal.signal(signal.SIGINT, interrupted)
+
+
 def _inspect(args: argparse.Namespace, settings: Settings) -> int:
     """`status` and `events`: the same door choice and exit codes as `call`."""
+    import asyncio
+
+    import httpx
+
     from orchestrator.core.errors import CommandError
     from orchestrator.inspect import command_client, format_event, format_status, session_status, tail_events
 
@@ -124,12 +143,17 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
     except httpx.TransportError as err:
         print(f"orchestrator {args.subcommand}: cannot reach the API: {err!r}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
     return EXIT_SUCCESS
 
 
 def _call(args: argparse.Namespace, settings: Settings) -> int:
+    import asyncio
+
+    import httpx
+
+    from orchestrator.client import api_url
+    from orchestrator.config import reveal
+
     text = sys.stdin.read() if args.json == "-" else args.json
     try:
         body = json.loads(text)
@@ -157,17 +181,30 @@ def _call(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _call_http(url: str, token: str | None, body: Any) -> dict[str, Any]:
+    from orchestrator.client import Client
+
     async with Client.http(url, token) as client:
         return await client.command(body)
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:  # the command line's own process, not a caller's (a test's) that passes arguments
+        _end_at_once_on_interrupt()
     args = _parser().parse_args(argv)
+    from orchestrator.config import Settings
+
     settings = Settings()
     if args.subcommand == "call":
         return _call(args, settings)
     if args.subcommand in ("status", "events"):
         return _inspect(args, settings)
+    return _serve(args, settings)
+
+
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    """`dev`, `worker` and `api`: run until Ctrl-C or SIGTERM, then stop in order (see `runtime`)."""
+    import asyncio
+    import logging
 
     from orchestrator.app_loader import AppLoadError
     from orchestrator.embedded import EmbeddedServerError

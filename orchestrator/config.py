@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     # cancelling them (Temporal retries a cancelled activity elsewhere); the deploy files set it below the
     # pod's termination grace period. 0 cancels them at once.
     worker_graceful_shutdown_seconds: float = 0.0
+    # On SIGINT or SIGTERM a process stops within this long whatever its clients do: the API stops accepting,
+    # ends every open stream with a last message (`event: shutdown`), finishes the requests in flight, and
+    # cancels what is still running once this has passed.
+    shutdown_seconds: float = Field(default=10.0, gt=0)
     # Alias globs schedules may write (object targets); None means any alias in the schedule's session.
     schedule_owns: list[str] | None = None
     # Whether runs carry the OrchestratorSession/OrchestratorListener search attributes (the dev server

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
@@ -70,28 +71,54 @@ def _log_announce(line: str) -> None:
 
 
 class _QuietSignalsServer(uvicorn.Server):
-    """uvicorn's server without its own signal handlers: the runtime decides when the API stops."""
+    """uvicorn's server without its own signal handlers (the runtime decides when the API stops), and whose
+    stop ends the open streams once it no longer accepts, so that they cannot hold it up."""
+
+    def __init__(self, config: uvicorn.Config, on_stop_accepting: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_stop_accepting = on_stop_accepting
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        for server in self.servers:
+            server.close()
+        self._on_stop_accepting()
+        await super().shutdown(sockets)
 
 
 class ApiServer:
     """uvicorn serving an ASGI app on this event loop.
 
     The socket is bound here, not by uvicorn, so a port in use fails with a clear OSError instead of
-    uvicorn's `sys.exit`, and port 0 gives a free port whose number is known before the first request.
+    uvicorn's `sys.exit`, and port 0 gives a free port whose number is known before the first request. Its
+    stop is bounded by `shutdown_seconds`: it stops accepting, ends the open streams with their last message,
+    lets the requests in flight finish, and cancels whatever still runs once the time is up.
     """
 
-    def __init__(self, app: ASGIApp, host: str, port: int) -> None:
+    def __init__(self, app: ASGIApp, host: str, port: int, shutdown_seconds: float = 10.0) -> None:
         self.app = app
         self.host = host
         self.port = port
-        config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", log_level="warning")
-        self._server = _QuietSignalsServer(config)
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="off",
+            log_level="warning",
+            # A second of the bound is left for what stops after the API (the worker, the servers).
+            timeout_graceful_shutdown=max(1, math.floor(shutdown_seconds) - 1),
+        )
+        self._server = _QuietSignalsServer(config, self._end_streams)
         self._socket: socket.socket | None = None
         self._task: asyncio.Task[None] | None = None
+
+    def _end_streams(self) -> None:
+        hub = getattr(getattr(self.app, "state", None), "stream_hub", None)
+        if hub is not None:
+            hub.shutdown()
 
     @property
     def url(self) -> str:
@@ -130,8 +157,14 @@ class ApiServer:
         task, self._task = self._task, None
         if task is not None:
             self._server.should_exit = True
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            try:
+                # `wait`, not `await task`: the server's own end (an error, a cancel) is not this stop's.
+                await asyncio.wait([task])
+            except asyncio.CancelledError:
+                task.cancel()
+                raise
+            if not task.cancelled() and task.exception() is not None:
+                log.error("the HTTP API failed while stopping", exc_info=task.exception())
         if self._socket is not None:
             self._socket.close()
             self._socket = None
@@ -163,9 +196,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 @contextlib.asynccontextmanager
-async def serve_api(app: ASGIApp, host: str, port: int) -> AsyncIterator[str]:
+async def serve_api(app: ASGIApp, host: str, port: int, shutdown_seconds: float = 10.0) -> AsyncIterator[str]:
     """Serve `app` until the block exits; yields the base URL (port 0 picks a free port)."""
-    server = ApiServer(app, host, port)
+    server = ApiServer(app, host, port, shutdown_seconds)
     url = await server.start()
     try:
         yield url
@@ -226,11 +259,13 @@ async def _run_parts(
     stop: asyncio.Event,
     parts: dict[str, Callable[[], Awaitable[Any]]],
     graceful: list[Callable[[], Awaitable[None]]],
+    shutdown_seconds: float,
 ) -> None:
     """Run `parts` until `stop` is set or one of them ends, then stop them all.
 
-    `graceful` stops go first (the worker finishes its in-flight tasks); whatever still runs is cancelled.
-    A part that failed re-raises its error once everything is down.
+    `graceful` stops go first (the API drains, the worker finishes its in-flight tasks), all of them within
+    `shutdown_seconds`; whatever still runs then is cancelled. A part that failed re-raises its error once
+    everything is down.
     """
     tasks = {asyncio.ensure_future(part()): name for name, part in parts.items()}
     stopper = asyncio.ensure_future(stop.wait())
@@ -241,11 +276,15 @@ async def _run_parts(
     for task in done:
         if task in tasks and not task.cancelled() and task.exception() is not None:
             log.error("%s failed; stopping the rest", tasks[task], exc_info=task.exception())
-    for shutdown in graceful:
-        try:
-            await shutdown()
-        except Exception:
-            log.exception("a graceful stop failed")
+    try:
+        async with asyncio.timeout(shutdown_seconds):
+            for shutdown in graceful:
+                try:
+                    await shutdown()
+                except Exception:
+                    log.exception("a graceful stop failed")
+    except TimeoutError:
+        log.warning("the graceful stop took more than %g s; cancelling what still runs", shutdown_seconds)
     for task in tasks:
         task.cancel()
     results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -281,14 +320,16 @@ async def _run_worker_and_api(
             parts[f"background-{index}"] = background
         url = None
         if serve_http:
-            api = ApiServer(create_app(platform, settings), settings.http_host, settings.http_port)
+            api = ApiServer(
+                create_app(platform, settings), settings.http_host, settings.http_port, settings.shutdown_seconds
+            )
             url = await api.start()
             stack.push_async_callback(api.stop)
             parts["api"] = api.wait
             # The API stops first, so no command arrives while the worker drains.
             graceful.insert(0, api.stop)
         on_ready(url)
-        await _run_parts(stop, parts, graceful)
+        await _run_parts(stop, parts, graceful, settings.shutdown_seconds)
 
 
 # The three processes
@@ -444,7 +485,8 @@ async def run_api(settings: Settings, *, announce: Announce = _log_announce) -> 
         temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
         platform = await Platform.connect(settings, database_url, temporal=temporal)
         try:
-            async with serve_api(create_app(platform, settings), settings.http_host, settings.http_port) as url:
+            app = create_app(platform, settings)
+            async with serve_api(app, settings.http_host, settings.http_port, settings.shutdown_seconds) as url:
                 announce(f"api          {url}/v1/commands")
                 announce("Ready. Press Ctrl-C to stop.")
                 await stop.wait()

@@ -5,7 +5,9 @@ API process, `StreamHub`), reading the session's stream by id after the client's
 batch (`orchestrator.core.connection_listener` decides what and when) as one SSE message, with a comment
 every 15 s while nothing is due. It starts no run and no lane workflow, and holds nothing but the client's
 waiting events: a reader too slow to take a message within `SLOW_READER_SECONDS` is sent a last message
-(`event: closed`) and disconnected rather than buffered for.
+(`event: closed`) and disconnected rather than buffered for. When the process stops (`StreamHub.shutdown`)
+every stream is sent `event: shutdown` and ended, so a stream never holds a stopping server up and an
+`EventSource` reconnects (to another replica, or to this one once it is back) after `RECONNECT_MS`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ SLOW_READER_SECONDS = 30.0
 PAGE = 1000
 # How long a stream waits for a notification before it reads anyway (a lost NOTIFY, a restarted database).
 POLL_SECONDS = 5.0
+# The reconnection delay a stopping server asks of an `EventSource` (the SSE `retry:` field).
+RECONNECT_MS = 1000
+# How long a stopping server waits for a reader to take the last message.
+LAST_MESSAGE_SECONDS = 1.0
 
 
 class StreamHub:
@@ -42,6 +48,8 @@ class StreamHub:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._conn: asyncpg.Connection | None = None
         self._lock = asyncio.Lock()
+        # Set once the process stops: every stream sends its last message and ends.
+        self.stopping = asyncio.Event()
 
     async def _listening(self) -> None:
         async with self._lock:
@@ -73,7 +81,15 @@ class StreamHub:
             if not waiters:
                 self._waiters.pop(session_id, None)
 
+    def shutdown(self) -> None:
+        """End every open stream (and any opened from now on) with `event: shutdown`."""
+        self.stopping.set()
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                waiter.set()
+
     async def close(self) -> None:
+        self.shutdown()
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 await self._conn.close()
@@ -103,8 +119,14 @@ class EventStream:
             for task in (disconnected, streaming):
                 task.cancel()
             await asyncio.gather(disconnected, streaming, return_exceptions=True)
-        # A stream ends only when its reader goes, or is let go for being too slow: then the response is left
-        # unfinished, which makes the server close the connection at once instead of draining it first.
+        if streaming.done() and not streaming.cancelled() and streaming.exception() is None and streaming.result():
+            # Ended by the server's stop: the response is finished, so the reader sees a clean end.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(
+                    send({"type": "http.response.body", "body": b"", "more_body": False}), LAST_MESSAGE_SECONDS
+                )
+        # Otherwise its reader went, or was let go for being too slow: the response is left unfinished, which
+        # makes the server close the connection at once instead of draining it first.
 
     @staticmethod
     async def _disconnect(receive: Receive) -> None:
@@ -126,12 +148,22 @@ class EventStream:
             return False
         return True
 
-    async def _stream(self, send: Send) -> None:
+    async def _stream(self, send: Send) -> bool:
+        """Send batches until the reader goes (False) or the server stops (True, after `event: shutdown`)."""
         async with self.hub.subscribed(self.session_id) as woken:
             if not await self._send(send, ": stream open\n\n"):
-                return
+                return False
             last_sent = time.monotonic()
             while True:
+                if self.hub.stopping.is_set():
+                    last = {"reason": "the server is stopping", "last_id": self.position}
+                    text = f"event: shutdown\nretry: {RECONNECT_MS}\ndata: {json.dumps(last)}\n\n"
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(
+                            send({"type": "http.response.body", "body": text.encode(), "more_body": True}),
+                            LAST_MESSAGE_SECONDS,
+                        )
+                    return True
                 woken.clear()
                 events = await self.store.stream_events(self.session_id, self.position, PAGE)
                 if events:
@@ -139,14 +171,14 @@ class EventStream:
                     self.batches.add(events, time.monotonic())
                 while (batch := self.batches.take(time.monotonic())) is not None:
                     if not await self._send(send, sse_message(batch)):
-                        return
+                        return False
                     last_sent = time.monotonic()
                 if len(events) == PAGE:
                     continue
                 now = time.monotonic()
                 if now - last_sent >= HEARTBEAT_SECONDS:
                     if not await self._send(send, ": heartbeat\n\n"):
-                        return
+                        return False
                     last_sent = now
                 deadlines = [last_sent + HEARTBEAT_SECONDS, now + POLL_SECONDS]
                 due = self.batches.due_at()

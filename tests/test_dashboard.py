@@ -1,8 +1,9 @@
 """The dashboard at `/`, in a real browser: Debian's headless Chromium, driven by Selenium and chromedriver.
 
 The test opens the page on a session, sees its listener's lane, writes an event through the API and sees it
-appear on the page without a reload, and follows an execution's link into the Temporal UI. `scripts/test`
-installs Debian's `chromium` and `chromium-driver` when they are missing; nothing downloads a browser.
+appear on the page without a reload, and follows an execution's link into the Temporal UI. Another stops the
+API under the open page and starts it again: the page follows the stream again by itself, missing nothing.
+`scripts/test` installs Debian's `chromium` and `chromium-driver` when they are missing; nothing downloads a browser.
 Set `ORCHESTRATOR_SCREENSHOT` to a path to keep a screenshot of the page (docs/dashboard.png is one).
 """
 
@@ -25,6 +26,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.api import create_app
+from orchestrator.embedded import free_port
 from orchestrator.platform import Platform
 from orchestrator.runtime import serve_api
 from tests.engine.harness import Engine, eventually, recorder_listener, running_engine
@@ -144,3 +146,30 @@ def _click_first_execution(browser: WebDriver) -> str | None:
 
 async def _ran(engine: Engine, event_id: int) -> bool:
     return event_id in engine.log.event_ids()
+
+
+async def test_the_dashboard_follows_the_stream_again_once_the_platform_is_back(
+    platform: Platform, browser: WebDriver
+) -> None:
+    port = free_port()
+    sid = str((await platform.command({"command": "open_session", "alias": "restarted"}))["session"]["id"])
+
+    async def write(alias: str) -> int:
+        body = {"command": "write_object", "session_id": sid, "alias": alias, "value": {"type": "m"}}
+        return int((await platform.command(body))["event_id"])
+
+    def shown(event_id: int) -> Callable[[], Any]:
+        return lambda: browser.find_elements(By.CSS_SELECTOR, f'#stream [data-event="{event_id}"]')
+
+    async with serve_api(create_app(platform, platform.settings), "127.0.0.1", port) as url:
+        await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+        await until(lambda: browser.find_element(By.ID, "connection").text == "live", "the page live")
+        before = await write("missions/1")
+        await until(shown(before), "an event in the live stream")
+    # Stopped: the stream's last message told the page, which waits for the platform to come back.
+    await until(lambda: "reconnecting" in browser.find_element(By.ID, "connection").text, "the page reconnecting")
+    meanwhile = await write("missions/2")
+    async with serve_api(create_app(platform, platform.settings), "127.0.0.1", port):
+        after = await write("missions/3")
+        await until(shown(after), "an event written after the restart")
+        assert await asyncio.to_thread(shown(meanwhile)), "the event written while the API was down"

@@ -1,4 +1,5 @@
-"""`orchestrator dev` starts the whole platform, answers on its API, and leaves nothing behind on Ctrl-C."""
+"""`orchestrator dev` starts the whole platform, answers on its API, and leaves nothing behind on Ctrl-C,
+within its shutdown bound even while clients hold streams open."""
 
 from __future__ import annotations
 
@@ -12,9 +13,13 @@ from pathlib import Path
 import psutil
 
 from orchestrator.embedded import free_port
+from tests.stream_clients import StreamClients
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
 START_SECONDS = 90
+# The platform's default `shutdown_seconds`: a stop never takes longer, whatever the clients do.
+SHUTDOWN_BOUND_SECONDS = 10
+STREAMS = 10
 
 
 async def wait_for_line(stream: asyncio.StreamReader, text: str, seen: list[str]) -> None:
@@ -69,15 +74,26 @@ async def test_dev_serves_then_stops_everything_on_sigint(tmp_path: Path) -> Non
         )
         out, _ = await call.communicate()
         assert call.returncode == 0
+        session_id = json.loads(out)["session"]["id"]
         assert json.loads(out)["session"]["alias"] == "dev"
+
+        # Ten clients hold the session's stream open, as ten dashboards would.
+        streams = StreamClients(f"http://127.0.0.1:{port}", session_id, STREAMS)
+        await streams.open()
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
         rest, _ = await asyncio.wait_for(process.communicate(), START_SECONDS)
+    took = time.monotonic() - interrupted
     output = "".join(seen) + rest.decode()
 
     assert process.returncode == 0, output
     assert "Stopped." in output
+    assert took < SHUTDOWN_BOUND_SECONDS, f"stopping took {took:.1f} s\n{output}"
+    # Every client was told, and its stream ended cleanly (no error on the reader's side).
+    for received in await streams.received():
+        assert "event: shutdown" in received, received
     deadline = time.monotonic() + 10
     leftovers = [p for p in children if p.is_running()] + ([postmaster] if psutil.pid_exists(postmaster) else [])
     while leftovers and time.monotonic() < deadline:

@@ -139,13 +139,22 @@ async function renderSession() {
   show(el("schedules").tBodies[0], rows);
 }
 
-function follow(sid) {
+// The stream reconnects by itself (EventSource sends Last-Event-ID) after a network error or a stopping
+// server's last message (`event: shutdown`); only a stream the browser gave up on (an HTTP error while the
+// platform restarts) is opened again here, after the last event shown.
+const STREAM_RETRY_MS = 2000;
+let streamSeen = 0;
+
+function follow(sid, after) {
   if (stream) stream.close();
   const params = new URLSearchParams();
   if (token) params.set("access_token", token);
-  stream = new EventSource(`/v1/sessions/${encodeURIComponent(sid)}/stream?${params}`);
-  stream.addEventListener("batch", (message) => {
+  if (after) params.set("after", String(after));
+  const opened = new EventSource(`/v1/sessions/${encodeURIComponent(sid)}/stream?${params}`);
+  stream = opened;
+  opened.addEventListener("batch", (message) => {
     const data = JSON.parse(message.data);
+    streamSeen = Math.max(streamSeen, data.last_id);
     const list = el("stream");
     for (const e of data.events) {
       const what = [e.id, e.type, e.alias || "", e.item ? `${e.item.type}/${e.item.role || ""}` : "", e.execution ? `${e.execution.id} ${e.execution.status}` : ""].join("  ");
@@ -154,7 +163,14 @@ function follow(sid) {
     while (list.children.length > STREAM_KEPT) list.lastChild.remove();
     refreshSession().catch(() => {});
   });
-  stream.onerror = () => { el("connection").textContent = "stream reconnecting…"; };
+  opened.addEventListener("shutdown", () => { el("connection").textContent = "platform stopping; reconnecting…"; });
+  opened.onopen = () => { el("connection").textContent = "live"; };
+  opened.onerror = () => {
+    el("connection").textContent = "stream reconnecting…";
+    if (opened.readyState === EventSource.CLOSED && stream === opened) {
+      setTimeout(() => { if (stream === opened && current === sid) follow(sid, streamSeen); }, STREAM_RETRY_MS);
+    }
+  };
 }
 
 async function select(sid, alias) {
@@ -166,6 +182,7 @@ async function select(sid, alias) {
   el("session").hidden = false;
   el("session-title").textContent = `Session ${alias || sid}`;
   el("stream").replaceChildren();
+  streamSeen = 0;
   for (const item of el("sessions").children) item.classList.toggle("selected", item.dataset.session === sid);
   follow(sid);
   await refreshSession();

@@ -34,6 +34,7 @@ from orchestrator.platform import Platform
 from orchestrator.worker import connect_temporal
 from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AFTER
 from tests.crash.app import CREATE_CRASH_RUNS
+from tests.timeouts import stop_within
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class DevServer:
 async def temporal_server(tmp_path: Path) -> AsyncIterator[DevServer]:
     server = DevServer(await start_dev_server(tmp_path / "temporal"))
     yield server
-    await server.stop()
+    await stop_within(server.stop(), "the test's Temporal dev server")
 
 
 class RestartablePostgres:
@@ -146,7 +147,7 @@ async def private_postgres(tmp_path: Path) -> AsyncIterator[RestartablePostgres]
     await postgres.server.start()
     await prepare_database(postgres.url)
     yield postgres
-    await postgres.stop()
+    await stop_within(postgres.stop(), "the test's PostgreSQL")
 
 
 # Worker processes

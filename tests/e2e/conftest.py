@@ -29,6 +29,7 @@ from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.runtime import serve_api
 from orchestrator.worker import build_worker
+from tests.timeouts import stop_within
 
 INBOX_WINDOW_SECONDS = 3
 ORCHESTRATE_RETRY_DELAY_SECONDS = 0.5
@@ -92,7 +93,7 @@ async def missions(platform: Platform, dev_env: WorkflowEnvironment) -> AsyncIte
             session = (await client.open_session(alias=f"e2e-{uuid.uuid4().hex[:6]}"))["session"]
             yield Missions(client, dev_env.client, session["id"])
     finally:
-        await worker.shutdown()
+        await stop_within(worker.shutdown(), "the e2e worker")
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

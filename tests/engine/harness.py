@@ -26,6 +26,7 @@ from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.testing import terminate_leftovers
 from orchestrator.worker import build_worker
+from tests.timeouts import stop_within
 
 with workflow.unsafe.imports_passed_through():
     from workflows.messages import RunInput
@@ -164,7 +165,7 @@ async def running_engine(
         # The recorder knows runs whose execution record may not be written yet.
         await stop_leftovers(platform, client, [str(r.input["execution_id"]) for r in log.runs])
         for worker in started:
-            await worker.shutdown()
+            await stop_within(worker.shutdown(), "a test worker")
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

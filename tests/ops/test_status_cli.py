@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
+import re
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
@@ -28,6 +31,8 @@ ORCHESTRATOR = str(Path(sys.executable).parent / "orchestrator")
 TOKEN = "status-token"
 # A CLI call answers in about a second; the margin is for a loaded machine.
 CLI_SECONDS = 30
+# A traceback frame in a function of the CLI (not its module's import).
+IN_MAIN = re.compile(rb'orchestrator/cli\.py", line \d+, in (?!<module>)')
 
 
 @pytest.fixture(scope="module")
@@ -197,5 +202,52 @@ async def test_events_follow_tails_new_events_until_interrupted(workload: Worklo
         assert b"ops/late" in line
     finally:
         process.send_signal(signal.SIGINT)
-        code = await asyncio.wait_for(process.wait(), 20)
-    assert code == 130
+        # `communicate`, not `wait`: asyncio's wait also waits for the pipes to close, which they do once the
+        # process has gone and its output has been read.
+        await asyncio.wait_for(process.communicate(), 20)
+    assert process.returncode == 130
+
+
+async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Workload, api: str) -> None:
+    """Fifty interrupts after random delays: while the CLI starts, connects, prints its history into a pipe nobody
+    reads (so its print blocks, the case that ignored SIGINT), or waits on the live stream. Each ends the process
+    within seconds of the first SIGINT."""
+    session_id = (await workload.engine.command("open_session"))["session"]["id"]
+    # Enough history that `--json` fills a pipe that is never read.
+    for i in range(400):
+        alias = f"noise/{i}/an/alias/long/enough/to/fill/a/pipe/sooner"
+        reply = await workload.engine.command("write_object", session_id=session_id, alias=alias, value={"type": "n"})
+    last = int(reply["event_id"])
+    rng = random.Random(1217)
+
+    async def interrupt(index: int) -> tuple[float, int | None, bytes, bytes]:
+        tail = ["--json"] if index % 2 == 0 else ["--after", str(last - 5)]  # a full pipe, or following live
+        process = subprocess.Popen(  # noqa: ASYNC220 - waited for in a thread, so the pipe can stay unread
+            [ORCHESTRATOR, "events", "--session", session_id, "--follow", "--url", api, "--token", TOKEN, *tail],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(),
+        )
+        delay = rng.uniform(0.0, 2.5)
+        await asyncio.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        try:
+            code: int | None = await asyncio.to_thread(process.wait, 10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = None
+        out, err = await asyncio.to_thread(process.communicate)
+        return delay, code, out, err
+
+    results = []
+    for start in range(0, 50, 5):
+        results += await asyncio.gather(*(interrupt(i) for i in range(start, start + 5)))
+    for delay, code, out, err in results:
+        assert code is not None, f"still running 10 s after SIGINT at {delay:.2f} s: {err.decode()[-2000:]}"
+        # A signal may land while the interpreter starts and imports the command, before `main` has put the
+        # command's handler in place (its first statement): what Python does then is not the command's to decide.
+        starting = not out and IN_MAIN.search(err) is None
+        assert code == 130 or starting, f"SIGINT at {delay:.2f} s: exit {code}: {err.decode()[-2000:]}"
+    # A pipe holds 64 KiB; a print blocks once the next whole line no longer fits.
+    assert any(len(out) >= 60_000 for _, _, out, _ in results), "no run filled its pipe"
+    assert any(b"noise/" in out and len(out) < 4096 for _, _, out, _ in results), "no run was following the stream"
