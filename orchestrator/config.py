@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     lane_history_limit: int = 2_500
     # A lane with nothing waiting and no repeat due for this long completes; the next nudge starts it again.
     lane_idle_exit_seconds: float = 300.0
+    # The Temporal server skips time (the time-skipping test server, as `orchestrator.testing` runs it): its
+    # timers are exact, and a lane's time leads the database's clock by what it skipped.
+    temporal_time_skipping: bool = False
     # Where the Temporal UI is, for the dashboard's links to executions (`orchestrator dev` sets its own).
     temporal_ui_url: str | None = None
     # A run whose record says `running` this long is looked up in Temporal by the router's sweep, and again

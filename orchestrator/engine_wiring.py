@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from temporalio import workflow as temporal_workflow
 from temporalio.client import Client
 
-from activities.runs import RunActivities
+from activities.lanes import LaneActivities
 from activities.schedules import ScheduleActivities
 from activities.session import SessionActivities
 from orchestrator.app_loader import UserApp
@@ -46,7 +46,7 @@ def workflow_names(workflows: Sequence[type]) -> list[str]:
 
 def platform_components(platform: Platform, temporal_client: Client, app: UserApp) -> PlatformComponents:
     """The platform's own workflows, activities and background tasks for one worker process."""
-    engine = RunActivities(
+    engine = LaneActivities(
         platform.store,
         platform.settings,
         temporal_client,
@@ -54,6 +54,7 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
     )
     router = Router(
         platform.store,
+        platform.store.lanes,
         temporal_client,
         platform.database_url,
         platform.settings,

@@ -2,7 +2,8 @@
 
 Owns the start of a run (a listener's batch, `start_execution`, a schedule's workflow target): the workflow
 is started by its execution id with the platform's memo (`RunTag`, so the run reports its own end, see
-`workflows/run_end.py`), then its start is recorded with its `execution.started` event. A start asked again
+`workflows/run_end.py`). `start_run` records it first with its `execution.started` event; a listener's run
+is recorded by its batch's record and its event by the batch's finish (`activities/lane_driver.py`). A start asked again
 (an activity retried after its start went through) finds the run under its id, running or ended, and starts
 nothing: the id is never reused.
 """
@@ -41,16 +42,6 @@ def search_attributes(session_id: str, listener: str | None) -> TypedSearchAttri
     return TypedSearchAttributes(pairs)
 
 
-def run_key_of(lane_workflow_id: str, first_id: int) -> str:
-    """A batch's run, the same across its repeats: the lane's id with the batch's first event id."""
-    return "run" + lane_workflow_id.removeprefix("lane") + f":{first_id}"
-
-
-def execution_id_of(run_key: str, retry: int) -> str:
-    """The execution of a run's attempt `retry` (0 for the first)."""
-    return run_key.replace("run:", "exe:", 1) + f".{retry}"
-
-
 def run_priority(priority: int | None, fairness_key: str | None) -> Priority:
     """Temporal's priority for a run: a listener's `priority` (5 first) as a priority key (1 first), and for a
     keyed listener its key as the fairness key, so no key's runs starve behind a busy key's."""
@@ -83,8 +74,18 @@ async def start_run(
     }
     # Recorded before the start: a run may end (and record its end) before the call that started it returns,
     # and an end is recorded only over a start.
-    first = await store.execution_started(record) is not None
-    # An earlier attempt started it, and it has ended since: started once.
+    first = await store.execution_started(record)
+    await start_workflow_run(temporal, settings, tag, run_input, priority)
+    if first and tag.listener is not None:
+        commits = [datetime.fromisoformat(e["created_at"]) for e in batch.events if "created_at" in e]
+        METRICS.run_started(tag.listener, min(commits, default=None), datetime.now(UTC))
+
+
+async def start_workflow_run(
+    temporal: Client, settings: Settings, tag: RunTag, run_input: RunInput, priority: Priority = Priority.default
+) -> None:
+    """Start `tag.workflow` as `tag.execution_id` on Temporal, once however often this is asked (an earlier
+    attempt that started it, even one that has ended since, counts). Its record is the caller's."""
     with contextlib.suppress(WorkflowAlreadyStartedError):
         await temporal.start_workflow(
             tag.workflow,
@@ -99,6 +100,3 @@ async def start_run(
             request_eager_start=True,
             priority=priority,
         )
-    if first and tag.listener is not None:
-        commits = [datetime.fromisoformat(e["created_at"]) for e in batch.events if "created_at" in e]
-        METRICS.run_started(tag.listener, min(commits, default=None), datetime.now(UTC))

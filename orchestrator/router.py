@@ -30,15 +30,15 @@ from opentelemetry import trace
 from temporalio.client import Client
 
 from orchestrator.config import Settings
-from orchestrator.core.declaration import lane_run_slots, lane_timing
+from orchestrator.core.declaration import ListenerDeclaration, lane_run_slots, lane_timing
 from orchestrator.core.events import Event
-from orchestrator.core.lane_clock import Declared
+from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.limits import Limits
 from orchestrator.core.routing import LaneDelivery, ListenerVersion, own_silence, route, versions_by_name
 from orchestrator.nudges import Nudger
 from orchestrator.store.engine_records import EngineRecords
-from orchestrator.store.lane_queues import QueuedLane
+from orchestrator.store.lane_store import LaneStore, QueuedLane, RouteNudge
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ class Router:
     def __init__(
         self,
         store: EngineRecords,
+        lanes: LaneStore,
         temporal: Client,
         database_url: str,
         settings: Settings,
@@ -79,6 +80,7 @@ class Router:
         round_interval: float = ROUND_INTERVAL_SECONDS,
     ) -> None:
         self.store = store
+        self.lanes = lanes
         self.nudger = Nudger(temporal, settings)
         self.database_url = database_url
         self.settings = settings
@@ -192,33 +194,35 @@ class Router:
         return versions
 
     async def route_session(self, session_id: str) -> int:
-        """One round for one session; answers how many events it read (0 if another worker holds it)."""
-        # Before the round: a round holding its connection never waits for a second one from the pool.
+        """One round for one session; answers how many events it read (0 when another worker routed them)."""
         listeners = await self._listeners()
-        async with self.store.routing_round(session_id) as held:
-            if held is None:
-                return 0
-            conn, position = held
-            events, traces = await self.store.traced_events_after(conn, session_id, position, ROUND_EVENTS)
-            if not events:
-                return 0
-            deliveries = route([(e.envelope(), e.created_at) for e in events], listeners)
-            spans = _route_spans(session_id, events, traces, deliveries)
-            try:
-                created = {e.id: e.created_at for e in events}
-                queued = [_queued(session_id, d, created, self.settings.limits) for d in deliveries]
-                nudges = await self.store.queue(conn, session_id, queued)
-                await self.store.save_position(conn, session_id, events[-1].id)
-            except Exception as err:
-                for span in spans:
-                    span.set_status(trace.StatusCode.ERROR, f"routing failed: {err}")
-                raise
-            finally:
-                for span in spans:
-                    span.end()
-        # After the commit, so that a lane's fire finds what it is nudged for. A nudge lost here (the router
+        position, events, traces = await self.lanes.unrouted(session_id, ROUND_EVENTS)
+        if not events:
+            return 0
+        deliveries = route([(e.envelope(), e.created_at) for e in events], listeners)
+        spans = _route_spans(session_id, events, traces, deliveries)
+        try:
+            created = {e.id: e.created_at for e in events}
+            queued = [_queued(session_id, d, created, self.settings.limits) for d in deliveries]
+            routed = await self.lanes.route(session_id, position, events[-1].id, queued)
+        except Exception as err:
+            for span in spans:
+                span.set_status(trace.StatusCode.ERROR, f"routing failed: {err}")
+            raise
+        finally:
+            for span in spans:
+                span.end()
+        if not routed.saved:
+            return 0  # another worker routed them meanwhile
+        # After the commit, so that a lane's step finds what it is nudged for. A nudge lost here (the router
         # dies) is found by the stale-lane poll, once the lane's window and a grace have passed.
-        await asyncio.gather(*(self.nudger.nudge_quietly(n) for n in nudges))
+        declarations = {d.listener: d.declaration for d in deliveries}
+        await asyncio.gather(
+            *(
+                self.nudger.nudge_quietly(n.address, _news(n, declarations[n.address.listener], routed.now))
+                for n in routed.nudges
+            )
+        )
         for delivery in deliveries:
             labels = {"listener": delivery.listener}
             METRICS.events_routed.add(len(delivery.events), labels)
@@ -227,9 +231,9 @@ class Router:
         return len(events)
 
     async def _nudge_stale_lanes(self) -> None:
-        for nudge in await self.store.stale_lanes():
-            log.info("nudging lane %s again: its events waited past their window", nudge.workflow_id)
-            await self.nudger.nudge_quietly(nudge)
+        for stale in await self.lanes.stale_lanes():
+            log.info("nudging lane %s again: its events waited past their window", stale.address.workflow_id)
+            await self.nudger.nudge_quietly(stale.address, LaneNews(due_in=0.0))
 
     async def _sweep_runs(self) -> None:
         """Record the end of runs that closed without reporting it (terminated from outside, timed out)."""
@@ -255,10 +259,21 @@ def _queued(session_id: str, delivery: LaneDelivery, created: dict[int, datetime
         workflow_id=lane_workflow_id(session_id, delivery.listener, delivery.lane),
         event_ids=ids,
         declared=Declared(**lane_timing(decl)),
-        last_event_id=others[-1] if others else None,
-        last_event_at=created[others[-1]] if others else None,
-        first_event_at=created[ids[0]],
+        newest_id=others[-1] if others else None,
+        newest_at=created[others[-1]] if others else None,
         run_slots=lane_run_slots(decl, limits),
+    )
+
+
+def _news(nudge: RouteNudge, decl: ListenerDeclaration, now: float) -> LaneNews:
+    """What a lane the round made pending is told: when its window closes, by the core's rule."""
+    declared = Declared(**lane_timing(decl))
+    closes = window_close(nudge.oldest_at, nudge.newest_at, declared)
+    return LaneNews(
+        due_in=max(closes - now, 0.0),
+        idle_after_seconds=declared.idle_after_seconds,
+        last_event_id=nudge.newest_id,
+        last_event_age=None if nudge.newest_at is None else max(now - nudge.newest_at, 0.0),
     )
 
 

@@ -66,6 +66,7 @@ class Harness:
             task_queue=f"harness-{uuid.uuid4().hex[:10]}",
             search_attributes=False,
             run_check_seconds=2.0,
+            temporal_time_skipping=True,
             **settings,
         ).model_copy(update={"limits": limits.model_copy(update={"activation_delay_seconds": 0})})
         self._stack = contextlib.AsyncExitStack()

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 import pytest
+from temporalio.client import Client as TemporalClient
 from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
@@ -224,6 +225,15 @@ async def dev_env() -> AsyncIterator[WorkflowEnvironment]:
     await stop_within(env.shutdown(), "the Temporal dev server")
 
 
+# The connections to time-skipping servers (by their service client): an engine on one is told that its server
+# skips time (`Settings.temporal_time_skipping`).
+TIME_SKIPPING_SERVICES: set[int] = set()
+
+
+def skips_time(client: TemporalClient) -> bool:
+    return id(client.service_client) in TIME_SKIPPING_SERVICES
+
+
 @pytest.fixture
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """Temporal's time-skipping test server, one per test (it starts in a tenth of a second).
@@ -235,7 +245,9 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
         test_server_existing_path=_binary("temporal-test-server"),
         data_converter=pydantic_data_converter,
     )
+    TIME_SKIPPING_SERVICES.add(id(env.client.service_client))
     yield env
+    TIME_SKIPPING_SERVICES.discard(id(env.client.service_client))
     await stop_within(env.shutdown(), "the time-skipping server")
 
 

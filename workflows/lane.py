@@ -1,15 +1,17 @@
 """The lane workflow: one per (session, listener, lane key), a durable timer over a queue in the store.
 
-Owns when its lane fires, announces its silence, continues as new and ends; its events, batches and slots
-live in PostgreSQL, and what a fire does is the `orchestrator.fire` activity's. The lane's state is its
-clock (`orchestrator.core.lane_clock`), O(1) in its waiting events: a nudge (the one signal) or a fire's
-report tells it what waits, and the pure clock says when to act. The signal handler only calls the clock.
+Owns when its lane steps, announces its silence, continues as new and ends; its events, batches and slots
+live in PostgreSQL, and what a step does is the lane driver's (`activities/lane_driver.py`, through the
+`orchestrator.fire` local activity). The lane's state is its clock (`orchestrator.core.lane_clock`), O(1) in
+its waiting events: a nudge (the one signal) or its step's report says when to step again, in seconds from
+now. The signal handler only calls the clock. A real server's timers resolve to about a second, so the lane
+wakes that much early and the step waits out the rest; the test server's are exact.
 
-The fire is a local activity: one marker in the history instead of three events and a workflow task, on
-every batch. That is safe because the store, not the workflow, decides what a fire takes, under the lane's
-row lock: a fire run again (a workflow task that failed and was replayed, an attempt retried) takes the
-next step the store holds, never the same events twice. A fire that keeps failing (the database away) is
-retried with backoff, and the lane says so in its `state` query (since when, the last error).
+The step is a local activity: one marker in the history instead of three events and a workflow task. That is
+safe because the store, not the workflow, decides what a step takes: a step run again (a workflow task that
+failed and was replayed, an attempt retried) takes the next step the store holds, never the same events twice.
+A step that keeps failing (the database away) is retried with backoff, and the lane says so in its `state`
+query (since when, the last error).
 """
 
 from __future__ import annotations
@@ -25,12 +27,11 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.core.lane_clock import (
         LaneNews,
         done,
-        fire_due,
-        fired,
         next_deadline,
         nudged,
-        repeat_due,
+        reported,
         silence_at,
+        step_due,
     )
     from orchestrator.core.outcomes import Outcome
     from workflows.messages import (
@@ -51,6 +52,9 @@ FIRE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5), maximum_attempts=5
 )
 TROUBLE_BACKOFF_MAX_SECONDS = 60.0
+# How early a lane wakes for a step on a real server, whose timers resolve to about a second: the step waits
+# out the rest itself (at most this long).
+TIMER_RESOLUTION_SECONDS = 1.0
 
 
 @workflow.defn(name="OrchestratorLane", sandboxed=False)
@@ -82,8 +86,9 @@ class LaneWorkflow:
 
     @workflow.run
     async def run(self, start: LaneStart) -> None:
+        early = 0.0 if self.state.time_skipping else TIMER_RESOLUTION_SECONDS
         while True:
-            # Cleared before the work, not after: a nudge that lands while a fire runs must wake the next wait.
+            # Cleared before the work, not after: a nudge that lands while a step runs must wake the next wait.
             self._wake = False
             if self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -92,8 +97,8 @@ class LaneWorkflow:
             trouble = self.state.trouble
             if trouble is not None and now < trouble.retry_at:
                 self._alarm_at(trouble.retry_at)
-            elif fire_due(clock, now) or trouble is not None:
-                await self._fire()
+            elif step_due(clock, now, early) or trouble is not None:
+                await self._fire(early)
                 continue
             elif (silence := silence_at(clock)) is not None and now >= silence:
                 await self._announce_silence()
@@ -103,7 +108,7 @@ class LaneWorkflow:
                 if done(self.state.clock, workflow.time(), exit_after):
                     return
                 continue
-            deadline = next_deadline(self.state.clock, exit_after)
+            deadline = next_deadline(self.state.clock, exit_after, early)
             if deadline is not None:
                 self._alarm_at(deadline)
             await workflow.wait_condition(lambda: self._wake)
@@ -130,17 +135,16 @@ class LaneWorkflow:
 
         asyncio.create_task(ring())  # noqa: RUF006 - a workflow task runs until its timer fires
 
-    async def _fire(self) -> None:
-        state, info = self.state, workflow.info()
-        asked_repeat = repeat_due(state.clock, workflow.time())
+    async def _fire(self, early: float) -> None:
+        state = self.state
         try:
             report: FireReport = await workflow.execute_local_activity(
                 "orchestrator.fire",
                 FireRequest(
                     address=state.address,
-                    lane_workflow_id=info.workflow_id,
-                    task_queue=info.task_queue,
-                    repeat_due=asked_repeat,
+                    lane_now=workflow.now().timestamp(),
+                    early=early,
+                    time_skipping=state.time_skipping,
                 ),
                 result_type=FireReport,
                 start_to_close_timeout=ACTIVITY_TIMEOUT,
@@ -150,7 +154,7 @@ class LaneWorkflow:
             self._in_trouble(err)
             return
         state.trouble = None
-        state.clock = fired(state.clock, report.news, workflow.time(), asked_repeat=asked_repeat)
+        state.clock = reported(state.clock, report.news, workflow.time())
         state.outcomes = [*state.outcomes, *report.outcomes][-LANE_OUTCOMES:]
 
     def _in_trouble(self, err: ActivityError | ApplicationError) -> None:
@@ -172,7 +176,7 @@ class LaneWorkflow:
         """Write the `lane.idle` event (once per silence); the router queues it back into this lane."""
         state = self.state
         clock = state.clock
-        after = clock.declared.idle_after_seconds
+        after = clock.idle_after_seconds
         assert after is not None
         try:
             await workflow.execute_local_activity(

@@ -2,8 +2,8 @@
 
 All pydantic, carried by Temporal's pydantic data converter. A lane's events never cross: they stay in
 PostgreSQL, and what crosses is the lane's clock (`LaneStart`, the whole of a lane's state, so
-continue-as-new hands it over in one piece), the store's news of the lane (`LaneNews`, in a nudge or a
-fire's report) and, once a batch fires, the run's input.
+continue-as-new hands it over in one piece), what the lane is told (`LaneNews`, in a nudge or its step's
+report) and, once a batch fires, the run's input.
 """
 
 from __future__ import annotations
@@ -45,23 +45,25 @@ class LaneStart(BaseModel):
     # Continue as new after this many history events; end after this long with nothing to do.
     history_limit: int = 2_500
     idle_exit_seconds: float = 300.0
+    # The Temporal server skips time (the test server): its timers are exact, and the lane's clock leads.
+    time_skipping: bool = False
     clock: LaneClock = Field(default_factory=LaneClock)
     outcomes: list[Outcome] = Field(default_factory=list)
     trouble: LaneTrouble | None = None
 
 
 class FireRequest(BaseModel):
-    """A lane asks the store to take its next step (a batch, a due repeat)."""
+    """A lane asks its driver to take its next steps: `lane_now` is the lane's time (epoch seconds), and
+    waits shorter than `early` are waited out in the step rather than on a timer."""
 
     address: LaneAddress
-    lane_workflow_id: str
-    task_queue: str
-    # The lane's clock says a failed run's repeat is due: the fire starts the one due first.
-    repeat_due: bool = False
+    lane_now: float = 0.0
+    early: float = 0.0
+    time_skipping: bool = False
 
 
 class FireReport(BaseModel):
-    """What a fire did (the outcomes it recorded) and what the store now says of the lane."""
+    """What the steps did (the outcomes they recorded) and what the lane should know now."""
 
     news: LaneNews
     outcomes: list[Outcome] = Field(default_factory=list)
@@ -113,7 +115,8 @@ class RunInput(BaseModel):
 
 
 class RunTag(BaseModel):
-    """Who a run is (its memo): the record of its end finds its slot and its execution by these."""
+    """Who a run is (its memo): the record of its end finds its slot and its execution by these, and decides
+    by them whether its batch is repeated (`lane_step.run_end`)."""
 
     execution_id: str
     session_id: str
@@ -122,6 +125,11 @@ class RunTag(BaseModel):
     listener: str | None = None
     lane: str | None = None
     depth: int = 0
+    retry: int = 0
+    attempts: int = 0
+    delay_seconds: float = 0.0
+    # A keyed listener's: its end hands the key slot on, one of `key_slots` in the session.
+    key_slots: int | None = None
 
 
 class RunEnd(BaseModel):

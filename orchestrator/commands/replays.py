@@ -62,7 +62,7 @@ async def replay_batch(platform: Platform, req: ReplayBatch) -> dict[str, Any]:
     found = await platform.store.find_batch(req.session_id, req.listener, req.batch)
     if found is None:
         raise CommandError("not_found", f"batch: no batch of {req.listener!r} starts at event {req.batch}")
-    nudge = await platform.store.ask_replay(
+    lane = await platform.store.ask_replay(
         req.session_id, req.listener, found["lane"], found["workflow_id"], [found["event_ids"]], req.batch
     )
     audit = await platform.store.append_event(
@@ -72,7 +72,7 @@ async def replay_batch(platform: Platform, req: ReplayBatch) -> dict[str, Any]:
         source={"client": req.client} if req.client else None,
         data={"listener": req.listener, "lane": found["lane"], "batch": req.batch, "events": len(found["event_ids"])},
     )
-    await nudge_lanes(platform.temporal, platform.settings, [nudge])
+    await nudge_lanes(platform.temporal, platform.settings, [lane])
     return {"replay": {"listener": req.listener, "lane": found["lane"], "replay_of": req.batch}, "event_id": audit.id}
 
 
@@ -94,7 +94,7 @@ async def redeliver(platform: Platform, req: Redeliver) -> dict[str, Any]:
         if listener_accepts(decl, envelope):
             lanes.setdefault(lane_key(decl.concurrency, envelope), []).append(event.id)
     size = decl.batch.max_events
-    nudges = [
+    asked = [
         await platform.store.ask_replay(
             req.session_id,
             req.listener,
@@ -113,6 +113,6 @@ async def redeliver(platform: Platform, req: Redeliver) -> dict[str, Any]:
         source={"client": req.client} if req.client else None,
         data={"listener": req.listener, "after": req.after, "through": req.through, "events": handed},
     )
-    await nudge_lanes(platform.temporal, platform.settings, nudges)
+    await nudge_lanes(platform.temporal, platform.settings, asked)
     batches = sum(-(-len(ids) // size) for ids in lanes.values())
     return {"redelivered": {"listener": req.listener, "events": handed, "batches": batches}, "event_id": audit.id}

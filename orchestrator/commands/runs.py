@@ -1,7 +1,8 @@
 """Commands on what listeners and runs did: `list_session_listeners`, `list_executions`, `start_execution`.
 
 Everything comes from PostgreSQL: outcomes with their counts, executions, and each lane's queue (what
-waits past `fired_through`) and the runs holding its slots.
+waits past `fired_through`) and the runs holding its slots. Why a lane waits is the lane step's own answer
+(`lane_step.next_move`) on what the store holds of it, so status says what the engine will do.
 """
 
 from __future__ import annotations
@@ -21,9 +22,22 @@ from temporalio.client import Client
 
 from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.declaration import ListenerDeclaration, lane_timing
+from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
-from orchestrator.core.lane_clock import Declared, window_close
+from orchestrator.core.lane_snapshot import (
+    ACT,
+    BatchRecord,
+    HeldSlot,
+    LaneAddress,
+    LaneSnapshot,
+    ListenerNow,
+    PastBatch,
+    Replay,
+    RunPlan,
+    Wait,
+)
+from orchestrator.core.lane_step import next_move
+from orchestrator.core.limits import Limits
 
 if TYPE_CHECKING:
     from orchestrator.platform import Platform
@@ -94,9 +108,9 @@ async def _failing_runs(platform: Platform, lanes: list[dict[str, Any]]) -> dict
     running = [
         run["execution_id"]
         for lane in lanes
-        if lane["pending"] and lane["waiting_slot"]
+        if lane["pending"]
         for run in lane["runs"]
-        if run["state"] == "running" and run.get("execution_id")
+        if run.get("due_at") is None and run.get("execution_id")
     ]
 
     async def ask(execution_id: str) -> dict[str, Any]:
@@ -145,54 +159,109 @@ async def _task_failure(temporal: Client, execution_id: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class _WaitContext:
-    decl: ListenerDeclaration
-    paused: bool
-    throttled_until: datetime | None
+class _Standing:
+    """What every lane of one listener shares in the session: the listener now, the session, the throttle."""
+
+    listener: ListenerNow | None
+    session_status: str
+    session_alias: str | None
+    fires: int
+    oldest_fire: datetime | None
+    running: int
     failing_runs: dict[str, dict[str, Any]]
 
 
-def _with_why(shown: dict[str, Any], row: dict[str, Any], context: _WaitContext) -> dict[str, Any]:
-    """The lane with `waiting`: why it is not firing now, as `{reason, text, until?, ...}`."""
-    waiting = why_waiting(row, context, shown.get("trouble"))
-    shown["waiting"] = None if waiting is None else {**waiting, "text": waiting_text(waiting)}
-    return shown
+def _iso(at: float | None) -> str | None:
+    return None if at is None else datetime.fromtimestamp(at, UTC).isoformat()
+
+
+def _runs(row: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "run_key": r["run_key"],
+            "execution_id": r["execution_id"],
+            "retry": r["retry"],
+            "state": "running" if r.get("due_at") is None else "waiting",
+            "due_at": _iso(r.get("due_at")),
+            "since": _iso(r.get("since")),
+        }
+        for r in row["runs"]
+    ]
+
+
+def lane_summary(row: dict[str, Any], standing: _Standing) -> LaneSnapshot:
+    """A lane as the step sees it, from a `lanes_of` row: counts and times, no envelopes."""
+    return LaneSnapshot(
+        address=LaneAddress("", row["listener"], row["lane"], row["workflow_id"]),
+        lane_id=int(row["id"]),
+        seq=int(row["seq"]),
+        fired_through=int(row["fired_through"]),
+        now=float(row["now"]),
+        session_status=standing.session_status,
+        session_alias=standing.session_alias,
+        listener=standing.listener,
+        pending=int(row["pending"]),
+        oldest_at=None if row["oldest_at"] is None else float(row["oldest_at"]),
+        newest_at=None if row["newest_at"] is None else float(row["newest_at"]),
+        newest_id=int(row["newest_id"]),
+        runs=tuple(
+            HeldSlot(
+                run_key=r["run_key"],
+                batch_id=int(r["batch_id"]),
+                execution_id=r["execution_id"],
+                retry=int(r["retry"]),
+                plan=RunPlan.from_json(r["plan"]),
+                due_at=r.get("due_at"),
+                since=r.get("since"),
+            )
+            for r in row["runs"]
+        ),
+        claimed=_CLAIMED if row["claimed"] else None,
+        replay=_REPLAY if row["replay"] else None,
+        key_slot=row["key_slot"],
+        keys_held=int(row["keys_held"]),
+        fires_last_minute=standing.fires,
+        running_executions=standing.running,
+    )
+
+
+# Stand-ins for a claimed batch and a replay in a summary: what `next_move` needs is that there is one.
+_CLAIMED = PastBatch(batch=BatchRecord(0, 0, 0, (), (), 0, ACT), entries=())
+_REPLAY = Replay(id=0, events=(), replay_of=None, number=0)
 
 
 def why_waiting(
-    row: dict[str, Any], context: _WaitContext, trouble: dict[str, Any] | None = None
+    row: dict[str, Any], standing: _Standing, limits: Limits, trouble: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
-    """Why a lane does not fire: the first that holds of its fire failing, retry waiting, paused, its run's
-    workflow task failing, slot held, queued for a key slot, throttled, debouncing, window open; None when
-    nothing waits (or it is about to fire)."""
+    """Why a lane does not step now, by the step's own rule: its step failing, a retry waiting, paused, its
+    run's workflow task failing, its slot held, queued for a key slot, throttled, debouncing, its window open;
+    None when nothing waits or it is about to step."""
     if trouble:
         return {"reason": "fire_failing", **trouble}
-    runs = list(row["runs"])
-    waiting_repeat = [r for r in runs if r["state"] == "waiting"]
-    if waiting_repeat:
-        return {"reason": "retry_waiting", "until": waiting_repeat[0]["due_at"], "run": waiting_repeat[0]["run_key"]}
-    if not row["pending"]:
+    snap = lane_summary(row, standing)
+    move = next_move(snap, snap.now, limits)
+    if not isinstance(move, Wait):
+        if snap.pending and snap.listener is not None and snap.fires_last_minute >= limits.listener_fires_per_minute:
+            until = standing.oldest_fire + timedelta(seconds=60) if standing.oldest_fire else None
+            return {"reason": "throttled", "until": until.isoformat() if until else None}
         return None
-    if context.paused:
-        return {"reason": "paused"}
-    running = [r for r in runs if r["state"] == "running"]
-    if running and row["waiting_slot"]:
-        for run in running:
-            if failing := context.failing_runs.get(run["execution_id"]):
-                return {"reason": "run_failing", "run": run["execution_id"], **failing}
-        return {"reason": "slot_held", "run": running[0]["execution_id"], "since": running[0]["since"]}
-    if row["key_slot_place"] is not None:
-        return {"reason": "queued_for_key_slot", "place": int(row["key_slot_place"])}
-    if context.throttled_until is not None:
-        return {"reason": "throttled", "until": context.throttled_until.isoformat()}
-    since = row["pending_since"]
-    if since is None:
+    reason = move.reason
+    if reason == "nothing":
         return None
-    declared = Declared(**lane_timing(context.decl))
-    last = row["last_event_at"]
-    closes = window_close(since.timestamp(), None if last is None else last.timestamp(), declared)
-    reason = "window_open" if declared.debounce_seconds is None else "debouncing"
-    return {"reason": reason, "until": datetime.fromtimestamp(closes, UTC).isoformat()}
+    if reason == "paused":
+        return {"reason": "paused"} if snap.pending or snap.runs else None
+    if reason == "retry_waiting":
+        assert move.run is not None
+        return {"reason": "retry_waiting", "until": _iso(move.run.due_at), "run": move.run.run_key}
+    if reason == "slot_held":
+        for run in snap.runs:
+            if run.due_at is None and (failing := standing.failing_runs.get(run.execution_id)):
+                return {"reason": "run_failing", "run": run.execution_id, **failing}
+        run = move.run or snap.runs[0]
+        return {"reason": "slot_held", "run": run.execution_id, "since": _iso(run.since)}
+    if reason == "queued_for_key_slot":
+        return {"reason": "queued_for_key_slot", "place": int(row["key_slot_place"] or 1)}
+    return {"reason": reason, "until": _iso(move.until)}
 
 
 def waiting_text(waiting: dict[str, Any]) -> str:
@@ -223,49 +292,60 @@ def waiting_text(waiting: dict[str, Any]) -> str:
     return str(reason)
 
 
-def _lane(row: dict[str, Any]) -> dict[str, Any]:
-    """A lane as the store holds it: what waits (pending), the runs holding its slots, its batches."""
-    runs = list(row["runs"])
+def _lane(row: dict[str, Any], waiting: dict[str, Any] | None) -> dict[str, Any]:
+    """A lane as the store holds it: what waits (pending), the runs holding its slots, its batches, and why
+    it waits (`waiting`, with its `text`)."""
     last = row["last_batch"] or {}
+    runs = _runs(row)
     return {
         "lane": row["lane"],
         "workflow_id": row["workflow_id"],
         "pending": int(row["pending"]),
         "in_flight": len(runs),
         "runs_in_flight": runs,
-        "waiting_for_slot": row["waiting_slot"],
+        "waiting_for_slot": waiting is not None
+        and waiting["reason"] in ("slot_held", "run_failing", "queued_for_key_slot"),
         "routed_through": row["routed_through"],
         "fired_through": row["fired_through"],
         "batches": int(row["batches"]),
         "last_batch_first_id": last.get("first_id"),
         "last_batch_last_id": last.get("last_id"),
+        "waiting": None if waiting is None else {**waiting, "text": waiting_text(waiting)},
     }
 
 
 @command("list_session_listeners", SessionListeners)
 async def list_session_listeners(platform: Platform, req: SessionListeners) -> dict[str, Any]:
     store = platform.store
-    await store.get_session(req.session_id)
+    session = await store.get_session(req.session_id)
     listeners = await store.list_listeners()
     disabled = await store.disabled_listeners(req.session_id)
     counts = await store.outcome_counts(req.session_id)
     lanes = await store.lanes_of(req.session_id)
     troubles, failing_runs = await asyncio.gather(
-        _troubles(platform, [lane for lane in lanes if lane["pending"] or lane["waiting_slot"]]),
+        _troubles(platform, [lane for lane in lanes if lane["pending"] or lane["runs"]]),
         _failing_runs(platform, lanes),
     )
     paused = await store.paused_listeners(req.session_id)
     fires = await store.fires_lately(req.session_id)
+    running = await store.running_executions(req.session_id)
     limits = platform.settings.limits
     answer = []
     for listener in listeners:
         name = listener["name"]
         decl = ListenerDeclaration.model_validate(listener["body"])
         count, oldest = fires.get(name, (0, None))
-        throttled_until = (
-            oldest + timedelta(seconds=60) if count >= limits.listener_fires_per_minute and oldest else None
+        now_listener = ListenerNow(int(listener["version"]), decl, name in disabled, name in paused)
+        standing = _Standing(
+            now_listener, session["status"], session.get("alias"), count, oldest, running, failing_runs
         )
-        context = _WaitContext(decl, name in paused, throttled_until, failing_runs)
+        shown = []
+        for lane in lanes:
+            if lane["listener"] != name:
+                continue
+            trouble = troubles.get(lane["workflow_id"], {})
+            waiting = why_waiting(lane, standing, limits, trouble.get("trouble"))
+            shown.append({**_lane(lane, waiting), **trouble})
         answer.append(
             {
                 "name": name,
@@ -273,11 +353,7 @@ async def list_session_listeners(platform: Platform, req: SessionListeners) -> d
                 "enabled": name not in disabled,
                 "paused": name in paused,
                 "effective_at": listener["effective_at"],
-                "lanes": [
-                    _with_why({**_lane(lane), **troubles.get(lane["workflow_id"], {})}, lane, context)
-                    for lane in lanes
-                    if lane["listener"] == name
-                ],
+                "lanes": shown,
                 "recent_outcomes": await store.recent_outcomes(req.session_id, name),
                 "counts": counts.get(name, {}),
             }

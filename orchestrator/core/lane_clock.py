@@ -1,15 +1,15 @@
-"""The lane's clock: when a lane fires next, announces its silence, or ends, from what the store told it.
+"""The lane's clock: when a lane steps next, announces its silence, or ends, from what it was last told.
 
-Owns the whole state of a lane workflow beyond its address: it is O(1) in the lane's waiting events, which
-stay in the store. The store speaks to the lane in two ways: a nudge (a signal from the router when the
-lane's queue goes from empty to pending, or from the record of a run's end that frees its slot or sets a
-repeat's due time) and the report of each fire. Both carry ages measured by PostgreSQL's clock (how long
-ago the oldest waiting event and the newest event were committed), which the lane turns into its own time,
-so a window is measured from its first event's commit however late the nudge arrives, and no two clocks
-are compared. The report of a fire is newer than any nudge the lane has seen, so it replaces what they said.
+Owns the whole state of a lane workflow beyond its address, O(1) in its waiting events, which stay in the
+store. Whether a window has closed is never judged here: the lane step judges it on the database's clock
+(`lane_step.py`). The clock only keeps when the step said to look again, told in seconds from now (`due_in`)
+by a nudge (the router's, when the lane's queue goes from empty to pending; a run's end, when it frees a
+slot the lane waits for) or by the report of the lane's own drive, so no two clocks are ever compared. A
+timer on a real Temporal server resolves to about a second, so the lane wakes `early` (its server's timer
+resolution) and the drive waits out the rest on its own.
 
-A lane that found no slot free waits for a nudge; it asks again after SLOT_RECHECK_SECONDS in any case, so a
-nudge lost with a crashed worker costs a minute, not the lane.
+A lane waiting for a slot sets no timer: a run's end hands the slot on. It asks again after
+SLOT_RECHECK_SECONDS in any case, so a hand-on lost with a crashed worker costs a minute, not the lane.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ SLOT_RECHECK_SECONDS = 60.0
 
 
 class Declared(BaseModel):
-    """What the lane needs of its listener's declaration: the window (or debounce) and the idle timer."""
+    """A listener's window (or debounce) and idle timer, as a lane and a connection listener read them."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -33,47 +33,41 @@ class Declared(BaseModel):
 
 
 class LaneNews(BaseModel):
-    """What the store says of the lane, at a nudge or after a fire (ages in seconds, by the store's clock).
+    """What a lane is told, by a nudge or its drive's report (seconds from now, however measured).
 
-    `pending_age` is None when nothing waits; `retry_due_in` None when no repeat waits. At a nudge, a field
-    left None says nothing (only a fire's report says "nothing waits").
+    `due_in` None: at a nudge it says nothing of when; in a report, nothing is due on a timer (the lane
+    waits for a slot, or for nothing). `last_event_*` is its newest event that is not its own `lane.idle`.
     """
 
     model_config = ConfigDict(frozen=True)
 
-    declared: Declared | None = None
-    pending_age: float | None = None
+    due_in: float | None = None
+    waiting_slot: bool = False
+    idle_after_seconds: float | None = None
     last_event_id: int | None = None
     last_event_age: float | None = None
-    retry_due_in: float | None = None
-    # A fire's report: whether it found every slot taken (the lane waits for a nudge that frees one).
-    waiting_slot: bool = False
-    # A nudge's: a run of this lane ended (or a key slot was handed to it), so a slot is free.
-    slot_freed: bool = False
 
 
 class LaneClock(BaseModel):
     """The lane's timers, in workflow seconds."""
 
-    declared: Declared = Declared()
-    # When the oldest waiting event was committed (its window opened then); None: nothing waits.
-    pending_since: float | None = None
+    idle_after_seconds: float | None = None
+    # When the step should run again; None: when told.
+    due_at: float | None = None
     waiting_slot: bool = False
     slot_recheck_at: float | None = None
-    retry_due_at: float | None = None
     last_event_id: int = 0
     last_event_at: float | None = None
     # The last event whose silence was announced with `lane.idle` (announced once per silence).
     idle_announced_after: int | None = None
-    # When the store last spoke to the lane: it ends once this is `idle_exit_seconds` old with nothing to do.
+    # When the lane was last told anything: it ends once this is `idle_exit_seconds` old with nothing to do.
     active_at: float = 0.0
-    fires: int = 0
+    steps: int = 0
 
 
-def _learn_events(clock: LaneClock, news: LaneNews, now: float) -> LaneClock:
-    update: dict[str, object] = {"active_at": now}
-    if news.declared is not None:
-        update["declared"] = news.declared
+def _learn(clock: LaneClock, news: LaneNews, now: float) -> LaneClock:
+    # Whoever tells the lane anything knows its listener as declared now.
+    update: dict[str, object] = {"active_at": now, "idle_after_seconds": news.idle_after_seconds}
     if news.last_event_id is not None and news.last_event_age is not None and news.last_event_id >= clock.last_event_id:
         update["last_event_id"] = news.last_event_id
         update["last_event_at"] = now - news.last_event_age
@@ -81,38 +75,30 @@ def _learn_events(clock: LaneClock, news: LaneNews, now: float) -> LaneClock:
 
 
 def nudged(clock: LaneClock, news: LaneNews, now: float) -> LaneClock:
-    """The clock after a nudge: events wait since `pending_age` ago, a slot was freed, a repeat is due."""
-    clock = _learn_events(clock, news, now)
-    update: dict[str, object] = {}
-    if news.pending_age is not None:
-        since = now - news.pending_age
-        update["pending_since"] = since if clock.pending_since is None else min(clock.pending_since, since)
-    if news.slot_freed:
-        update["waiting_slot"], update["slot_recheck_at"] = False, None
-    if news.retry_due_in is not None:
-        due = now + news.retry_due_in
-        update["retry_due_at"] = due if clock.retry_due_at is None else min(clock.retry_due_at, due)
-    return clock.model_copy(update=update)
-
-
-def fired(clock: LaneClock, news: LaneNews, now: float, *, asked_repeat: bool) -> LaneClock:
-    """The clock after a fire: its report replaces what the lane believed of its waiting events and slots.
-
-    `asked_repeat`: the fire was asked to start the repeat that was due (`repeat_due` when it was asked).
-    """
-    clock = _learn_events(clock, news, now)
-    retry_due_at = None if news.retry_due_in is None else now + news.retry_due_in
-    if retry_due_at is not None and clock.retry_due_at is not None and not asked_repeat:
-        # A repeat the lane already waits for keeps its time: the store measures the backoff by its own
-        # clock, which may run slower than the lane's (Temporal's time-skipping test server).
-        retry_due_at = min(retry_due_at, clock.retry_due_at)
+    """The clock after a nudge: the step is due in `due_in` (or sooner, if it already was)."""
+    clock = _learn(clock, news, now)
+    if news.due_in is None:
+        return clock
+    due = now + max(news.due_in, 0.0)
     return clock.model_copy(
         update={
-            "pending_since": None if news.pending_age is None else now - news.pending_age,
+            "due_at": due if clock.due_at is None else min(clock.due_at, due),
+            # Nudged with work: whatever the lane believed of its slots, it steps when told.
+            "waiting_slot": False,
+            "slot_recheck_at": None,
+        }
+    )
+
+
+def reported(clock: LaneClock, news: LaneNews, now: float) -> LaneClock:
+    """The clock after the lane's own drive: its report replaces what the lane believed."""
+    clock = _learn(clock, news, now)
+    return clock.model_copy(
+        update={
+            "due_at": None if news.due_in is None else now + max(news.due_in, 0.0),
             "waiting_slot": news.waiting_slot,
             "slot_recheck_at": now + SLOT_RECHECK_SECONDS if news.waiting_slot else None,
-            "retry_due_at": retry_due_at,
-            "fires": clock.fires + 1,
+            "steps": clock.steps + 1,
         }
     )
 
@@ -132,8 +118,8 @@ def window_close(first: float, last: float | None, declared: WindowRule) -> floa
     """When a window closes, on whichever clock `first` (its oldest event) and `last` (its newest) are read.
 
     `window_seconds` after the oldest; debounced, once the newest has been quiet `debounce_seconds`, or
-    `max_wait_seconds` after the oldest, whichever comes first. The lane, the fire, `list_session_listeners`
-    and a connection listener's stream all judge a window by this rule.
+    `max_wait_seconds` after the oldest, whichever comes first. The lane step, `list_session_listeners` and a
+    connection listener's stream all judge a window by this rule.
     """
     if declared.debounce_seconds is None:
         return first + declared.window_seconds
@@ -143,38 +129,16 @@ def window_close(first: float, last: float | None, declared: WindowRule) -> floa
     return closes
 
 
-def window_closes_at(clock: LaneClock) -> float | None:
-    """When the waiting events' window closes, or None when nothing waits.
-
-    The lane hears of newer events at each fire's report, so a debounced window it thought closed may be
-    found still open by the fire, which takes nothing and reports the newer event.
-    """
-    if clock.pending_since is None:
-        return None
-    return window_close(clock.pending_since, clock.last_event_at, clock.declared)
-
-
-def repeat_due(clock: LaneClock, now: float) -> bool:
-    """Whether a failed run's repeat is due by the lane's clock (the fire takes the one due first).
-
-    The lane's clock decides, not the store's: on Temporal's time-skipping test server the two part ways.
-    """
-    return clock.retry_due_at is not None and now >= clock.retry_due_at
-
-
-def fire_due(clock: LaneClock, now: float) -> bool:
-    """Whether the lane should fire now: a window has closed with a slot free, a repeat or a recheck is due."""
-    closes = window_closes_at(clock)
-    if closes is not None and not clock.waiting_slot and now >= closes:
-        return True
-    if repeat_due(clock, now):
+def step_due(clock: LaneClock, now: float, early: float) -> bool:
+    """Whether the lane should step now: it was told to by now (less `early`), or its slot recheck is due."""
+    if clock.due_at is not None and now >= clock.due_at - early:
         return True
     return clock.waiting_slot and clock.slot_recheck_at is not None and now >= clock.slot_recheck_at
 
 
 def silence_at(clock: LaneClock) -> float | None:
     """When the lane's silence is due to be announced (declared `idle`, not yet announced), or None."""
-    idle = clock.declared.idle_after_seconds
+    idle = clock.idle_after_seconds
     if idle is None or clock.last_event_at is None or clock.idle_announced_after == clock.last_event_id:
         return None
     return clock.last_event_at + idle
@@ -182,7 +146,7 @@ def silence_at(clock: LaneClock) -> float | None:
 
 def busy(clock: LaneClock) -> bool:
     """Whether the lane has anything to do or wait for besides its silence."""
-    return clock.pending_since is not None or clock.waiting_slot or clock.retry_due_at is not None
+    return clock.due_at is not None or clock.waiting_slot
 
 
 def done(clock: LaneClock, now: float, idle_exit_seconds: float) -> bool:
@@ -190,16 +154,11 @@ def done(clock: LaneClock, now: float, idle_exit_seconds: float) -> bool:
     return not busy(clock) and silence_at(clock) is None and now - clock.active_at >= idle_exit_seconds
 
 
-def next_deadline(clock: LaneClock, idle_exit_seconds: float) -> float | None:
-    """The next time something is due on a timer: a window, a repeat, a slot recheck, a silence, the end."""
+def next_deadline(clock: LaneClock, idle_exit_seconds: float, early: float) -> float | None:
+    """The next time something is due on a timer: a step (less `early`), a slot recheck, a silence, the end."""
     deadlines: list[float] = []
-    closes = window_closes_at(clock)
-    # While every slot is taken a window that closed matters only once a nudge frees one: an alarm for it
-    # would ring at once, again and again, for as long as the run lasts.
-    if closes is not None and not clock.waiting_slot:
-        deadlines.append(closes)
-    if clock.retry_due_at is not None:
-        deadlines.append(clock.retry_due_at)
+    if clock.due_at is not None:
+        deadlines.append(clock.due_at - early)
     if clock.waiting_slot and clock.slot_recheck_at is not None:
         deadlines.append(clock.slot_recheck_at)
     silence = silence_at(clock)

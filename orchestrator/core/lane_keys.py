@@ -52,3 +52,14 @@ def safe_key(key: str) -> str:
 def lane_workflow_id(session_id: str, listener: str, key: str) -> str:
     """The stable workflow id of one lane: `lane:{session}:{listener}:{key}`."""
     return f"lane:{session_id}:{listener}:{safe_key(key)}"
+
+
+def run_key_of(lane_workflow_id: str, first_id: int, replay: int = 0) -> str:
+    """A batch's run, the same across its repeats: the lane's id with the batch's first event id (a replay's is
+    told apart by its number)."""
+    return "run" + lane_workflow_id.removeprefix("lane") + f":{first_id}" + (f":r{replay}" if replay else "")
+
+
+def execution_id_of(run_key: str, retry: int) -> str:
+    """The execution of a run's attempt `retry` (0 for the first)."""
+    return run_key.replace("run:", "exe:", 1) + f".{retry}"

@@ -1,7 +1,9 @@
 """Versioned SQL migrations, applied in order at start-up.
 
 Owns the `schema_migrations` table and the order of `migrations/NNNN_name.sql`. Each file runs in its own
-transaction under an advisory lock, so workers that start together apply each migration once.
+transaction under an advisory lock, so workers that start together apply each migration once. A database
+whose recorded migrations are not the ones shipped (made by an earlier schema, which v0 squashed rather than
+upgraded: docs/decisions.md) is refused before anything is applied.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import asyncpg
 MIGRATION_LOCK_KEY = 7_245_001
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+class SchemaMismatch(Exception):
+    """The database holds a schema these migrations do not continue."""
 
 
 def migration_files() -> list[tuple[int, str, str]]:
@@ -37,8 +43,19 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
             " version integer PRIMARY KEY, name text NOT NULL,"
             " applied_at timestamptz NOT NULL DEFAULT now())"
         )
-        done = {row["version"] for row in await conn.fetch("SELECT version FROM schema_migrations")}
-        for version, name, sql in migration_files():
+        recorded = {
+            row["version"]: row["name"] for row in await conn.fetch("SELECT version, name FROM schema_migrations")
+        }
+        files = migration_files()
+        shipped = {version: name for version, name, _ in files}
+        foreign = sorted(name for version, name in recorded.items() if shipped.get(version) != name)
+        if foreign:
+            raise SchemaMismatch(
+                f"the database was made by another version of the schema ({', '.join(foreign)}), which this one does"
+                " not upgrade: point the platform at an empty database (for `orchestrator dev`, a new --data-dir)"
+            )
+        done = set(recorded)
+        for version, name, sql in files:
             if version in done:
                 continue
             async with conn.transaction():

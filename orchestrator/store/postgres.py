@@ -2,9 +2,9 @@
 
 Owns every SQL statement of the command surface. Every change appends its event in the same transaction;
 `_locked_session` takes the session row lock first, so ids within a session are drawn in commit order (see
-0001_init.sql) and `list_events(after=...)` can never skip an event that commits late. Each event also keeps the
+0001_store.sql) and `list_events(after=...)` can never skip an event that commits late. Each event also keeps the
 traceparent of the span current at its write (`orchestrator.telemetry`), outside its envelope. Engine-side records
-(executions, outcomes, lanes, router positions) live in `engine_store.py`.
+(executions, outcomes, lanes, router positions) live in `engine_records.py` and the lane store.
 """
 
 from __future__ import annotations
@@ -194,22 +194,9 @@ class PostgresStore:
         return view
 
     async def close_drained_sessions(self, session_id: str | None = None) -> list[str]:
-        """Close the draining sessions (one, or all) whose pending has all fired and whose runs have ended:
-        routed past the drain point, no lane with an event at or before it unfired, no run of such a batch
-        holding a slot."""
-        rows = await self.pool.fetch(
-            "UPDATE sessions s SET status = 'closed', closed_at = clock_timestamp(), drain_through = NULL"
-            " WHERE s.drain_through IS NOT NULL AND s.status = 'open' AND ($1::text IS NULL OR s.id = $1)"
-            " AND (SELECT c.routed_event_id FROM routing_cursors c WHERE c.session_id = s.id) >= s.drain_through"
-            " AND NOT EXISTS (SELECT 1 FROM lanes l JOIN lane_events q ON q.lane_id = l.id"
-            "   WHERE l.session_id = s.id AND q.event_id > l.fired_through AND q.event_id <= s.drain_through)"
-            " AND NOT EXISTS (SELECT 1 FROM lanes l JOIN batches b ON b.lane_id = l.id"
-            "   WHERE l.session_id = s.id AND b.first_id <= s.drain_through AND b.state = 'claimed')"
-            " AND NOT EXISTS (SELECT 1 FROM lanes l JOIN lane_runs r ON r.lane_id = l.id"
-            "   JOIN batches b ON b.id = r.batch_id WHERE l.session_id = s.id AND b.first_id <= s.drain_through)"
-            " RETURNING s.id",
-            session_id,
-        )
+        """Close the draining sessions (one, or all) whose pending has all fired and whose runs have ended
+        (`orchestrator_close_drained`, which a run's end calls too)."""
+        rows = await self.pool.fetch("SELECT orchestrator_close_drained($1) AS id", session_id)
         return [r["id"] for r in rows]
 
     # -- the stream ----------------------------------------------------------------------------------

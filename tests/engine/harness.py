@@ -26,6 +26,7 @@ from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.testing import terminate_leftovers
 from orchestrator.worker import build_worker
+from tests.conftest import skips_time
 from tests.timeouts import stop_within
 
 with workflow.unsafe.imports_passed_through():
@@ -143,7 +144,9 @@ async def running_engine(
     itself (`orchestrator.router.Router.route_session`).
     """
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
-    platform.settings = platform.settings.model_copy(update={"task_queue": task_queue})
+    platform.settings = platform.settings.model_copy(
+        update={"task_queue": task_queue, "temporal_time_skipping": skips_time(client)}
+    )
     platform.temporal = client
     log = RunLog()
     app = UserApp(name="tests", workflows=[Recorder, *workflows], activities=[log.run_started, log.run_ended])

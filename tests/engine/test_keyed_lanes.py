@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.store.lane_store import Finished, Finishing
 from tests.engine.harness import (
     Engine,
     eventually,
@@ -214,17 +215,17 @@ async def test_a_fire_that_dies_after_starting_its_run_is_finished_once_and_leak
     """The fire of a's batch starts a's run, then fails before it marks the batch done (as a worker dying
     there would). Its retry finishes the same batch: one run for it, not two, and the key slot it holds is
     given back when that run ends, so b (behind it, with one key slot) runs next."""
-    store = engine.platform.store
-    real = store.finish_batch
+    lanes = engine.platform.store.lanes
+    real = lanes.finish
     failed: list[int] = []
 
-    async def fails_once(conn: Any, batch_id: int) -> None:
-        if not failed:
-            failed.append(batch_id)
+    async def fails_once(finishing: Finishing) -> Finished:
+        if not failed and finishing.started:
+            failed.append(finishing.batch_id)
             raise ConnectionResetError("the worker died after the start")
-        await real(conn, batch_id)
+        return await real(finishing)
 
-    store.finish_batch = fails_once  # type: ignore[method-assign]
+    lanes.finish = fails_once  # type: ignore[method-assign]
     await engine.command("save_listener", listener=keyed_listener(sleep=1, window=0.2, max_parallel=1))
     sid = await new_session(engine)
     a = await write_many(engine, sid, ["missions/a"])

@@ -38,7 +38,8 @@ def fast(body: dict[str, Any]) -> dict[str, Any]:
     """The example's listener with short windows and delays, so the workload takes seconds."""
     body = json.loads(json.dumps(body))
     if "batch" in body and "window_seconds" in body["batch"]:
-        body["batch"]["window_seconds"] = min(body["batch"]["window_seconds"], 0.5)
+        # Over a second, so a lane sets a timer and its step waits out the last second itself.
+        body["batch"]["window_seconds"] = min(body["batch"]["window_seconds"], 1.5)
     if "retry" in body:
         body["retry"]["delay_seconds"] = 1
     if body["name"] == "respond":
@@ -75,7 +76,7 @@ async def record() -> None:
         database_url=None,
         temporal_address=None,
         limits=Limits(activation_delay_seconds=0),
-        lane_history_limit=60,
+        lane_history_limit=12,
         lane_idle_exit_seconds=3,
         run_check_seconds=2,
     )

@@ -1,0 +1,500 @@
+"""The lane driver: a lane's steps taken through the pure step and the lane store, whoever wakes the lane.
+
+Owns the loop of act's drain: read the lane (`LaneStore.snapshot`), decide (`lane_step.step`), record the
+decision over what was read, act on it (start the run, or write), finish (outcome, receipt, slots), and step
+again on the snapshot the finish answers, until the step says wait. The lane workflow drives its lane through
+the `orchestrator.fire` local activity; a run's end (`end`) drives the lanes it frees a slot for, so a batch
+waiting for a slot is taken in the ending run's own step, with no workflow task of its lane. A record refused
+because the lane moved on reads again. A wait shorter than the lane's timers resolve (`early`) is waited out
+here. Acting is idempotent by the batch's ids, so a driver that runs again finishes what the last one began;
+only an error of the database or of Temporal is raised (and retried by the caller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import asyncpg
+from temporalio.client import Client
+from temporalio.common import Priority
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.writes import write_action
+from orchestrator.config import Settings
+from orchestrator.core.declaration import ListenerDeclaration, effective_max_parallel
+from orchestrator.core.events import message_of, preview
+from orchestrator.core.lane_clock import LaneNews
+from orchestrator.core.lane_keys import lane_workflow_id
+from orchestrator.core.lane_snapshot import (
+    Acted,
+    Consume,
+    Drop,
+    Finish,
+    LaneAddress,
+    LaneSnapshot,
+    Stop,
+    Take,
+    Wait,
+)
+from orchestrator.core.lane_step import HeldSlot, RunPlan, run_end, step, take_of_claimed
+from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
+from orchestrator.core.templates import TemplateError, batch_context, render
+from orchestrator.executions import run_priority, start_workflow_run
+from orchestrator.nudges import Nudger
+from orchestrator.store.engine_records import EngineRecords
+from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
+from orchestrator.store.postgres import new_id
+from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
+from workflows.messages import BatchInfo, RunInput, RunTag
+
+log = logging.getLogger(__name__)
+
+# The most steps one drive takes before it hands back (a lane with a long backlog of full batches, or one
+# whose record keeps finding it moved on): the next drive goes on where it stopped.
+MAX_STEPS = 64
+# Lanes a drive hands a freed slot on to, at most, before it leaves the rest to nudges.
+MAX_HAND_ON = 16
+
+# Errors that say nothing about the batch, only that the database or Temporal is out of reach for now.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.DeadlockDetectedError,
+    asyncpg.SerializationError,
+)
+
+
+def transient(err: BaseException) -> bool:
+    """Whether a retry may cure `err`: the database or Temporal away, not the batch at fault."""
+    if isinstance(err, RPCError):
+        return err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.INTERNAL)
+    return isinstance(err, TRANSIENT_ERRORS)
+
+
+@dataclass
+class Drive:
+    """What a drive did and where it left the lane: the outcomes it recorded, its last wait (None: the lane
+    is gone or was never queued for), the lanes a slot it freed went to."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    wait: Wait | None = None
+    snapshot: LaneSnapshot | None = None
+    now: float = 0.0
+    handed: list[LaneAddress] = field(default_factory=list)
+
+    def news(self) -> LaneNews:
+        """What the lane should know: when to step again, whether it waits for a slot, its newest event."""
+        snap, wait = self.snapshot, self.wait
+        if snap is None or wait is None:
+            return LaneNews()
+        decl = snap.listener.declaration if snap.listener is not None else None
+        return LaneNews(
+            due_in=None if wait.until is None else max(wait.until - self.now, 0.0),
+            waiting_slot=wait.reason in ("slot_held", "queued_for_key_slot"),
+            idle_after_seconds=decl.idle.after_seconds if decl is not None and decl.idle else None,
+            last_event_id=snap.newest_id or None,
+            last_event_age=None if snap.newest_at is None else max(snap.now - snap.newest_at, 0.0),
+        )
+
+
+def key_max(decl: ListenerDeclaration | None, settings: Settings) -> int:
+    if decl is None or decl.concurrency.mode != "keyed":
+        return 0
+    return effective_max_parallel(decl.concurrency, settings.limits)
+
+
+class RunStarter(Protocol):
+    async def start(self, tag: RunTag, run_input: RunInput, priority: Priority) -> None:
+        """Start a run (once, however often asked)."""
+        ...
+
+
+class ActionWriter(Protocol):
+    async def write(
+        self, decl: ListenerDeclaration, session_id: str, context: dict[str, Any], depth: int, key: str
+    ) -> tuple[str, str | None]:
+        """Render and write a write action; answer the outcome's status and message."""
+        ...
+
+
+class LaneNudger(Protocol):
+    async def nudge_quietly(self, address: LaneAddress, news: LaneNews) -> None: ...
+
+
+class TemporalStarter:
+    """Runs start on Temporal, with the platform's memo and ids (`executions.start_workflow_run`)."""
+
+    def __init__(self, temporal: Client, settings: Settings) -> None:
+        self.temporal, self.settings = temporal, settings
+
+    async def start(self, tag: RunTag, run_input: RunInput, priority: Priority) -> None:
+        await start_workflow_run(self.temporal, self.settings, tag, run_input, priority)
+
+
+class StoreWriter:
+    """Write actions through the store's own writes (`writes.write_action`)."""
+
+    def __init__(self, store: EngineRecords, settings: Settings) -> None:
+        self.store, self.settings = store, settings
+
+    async def write(
+        self, decl: ListenerDeclaration, session_id: str, context: dict[str, Any], depth: int, key: str
+    ) -> tuple[str, str | None]:
+        return await write_action(
+            self.store, decl, session_id, context, depth, key, self.settings.limits.max_payload_bytes
+        )
+
+
+class LaneDriver:
+    """Drives lanes on one lane store, starting runs, writing and nudging through what it is given."""
+
+    def __init__(
+        self,
+        lanes: LaneStore,
+        settings: Settings,
+        starter: RunStarter,
+        writer: ActionWriter,
+        nudger: LaneNudger,
+        registered: Collection[str] = (),
+    ) -> None:
+        self.lanes = lanes
+        self.settings = settings
+        self.starter = starter
+        self.writer = writer
+        self.nudger = nudger
+        self.registered = frozenset(registered) or None
+
+    @classmethod
+    def on(
+        cls, store: EngineRecords, settings: Settings, temporal: Client, registered: Collection[str] = ()
+    ) -> LaneDriver:
+        """The driver of a worker: its store's lanes, runs on Temporal, writes through the store."""
+        return cls(
+            store.lanes,
+            settings,
+            TemporalStarter(temporal, settings),
+            StoreWriter(store, settings),
+            Nudger(temporal, settings),
+            registered,
+        )
+
+    # -- driving a lane --------------------------------------------------------------------------------------
+
+    async def drive(
+        self, address: LaneAddress, *, lane_now: float | None = None, early: float = 0.0, time_skipping: bool = False
+    ) -> Drive:
+        """Step the lane until it waits. `lane_now`: the lane's time, which leads the database's clock on a
+        server that skips time (the test server); `early`: the longest wait waited out here."""
+        skew = max(lane_now - time.time(), 0.0) if time_skipping and lane_now is not None else 0.0
+        drive = Drive()
+        snap = await self.lanes.snapshot(address)
+        stale = 0
+        for _ in range(MAX_STEPS):
+            if snap is None:
+                return drive
+            now = snap.now + skew
+            decision = step(snap, now, self.settings.limits, self.registered)
+            drive.snapshot, drive.now = snap, now
+            if isinstance(decision, Wait):
+                decl = snap.listener.declaration if snap.listener is not None else None
+                if decision.queue_for_key_slot and await self.lanes.queue_for_key_slot(
+                    snap, key_max(decl, self.settings)
+                ):
+                    snap = await self.lanes.snapshot(address)  # a slot was free after all: take it
+                    continue
+                if decision.give_back_key_slot:
+                    drive.handed += await self.lanes.give_back_key_slot(snap, key_max(decl, self.settings))
+                if decision.until is not None and early > 0 and decision.until - now <= early:
+                    await asyncio.sleep(max(decision.until - now, 0.0))
+                    snap = await self.lanes.snapshot(address)
+                    continue
+                drive.wait = decision
+                return drive
+            if isinstance(decision, Drop):
+                await self.lanes.drop_replay(decision.replay_id)
+                snap = await self.lanes.snapshot(address)
+                continue
+            if isinstance(decision, Finish):
+                take, batch_id = take_of_claimed(snap), decision.claimed.batch.id
+            else:
+                take = decision
+                decl = snap.listener.declaration if snap.listener is not None else None
+                recorded = await self.lanes.record(
+                    snap, take, self.settings.limits.listener_fires_per_minute, key_max(decl, self.settings)
+                )
+                if isinstance(recorded, Stale):
+                    stale += 1
+                    log.debug("lane %s moved on (%s); reading it again", address.workflow_id, recorded.reason)
+                    snap = await self.lanes.snapshot(address)
+                    continue
+                assert isinstance(recorded, Recorded)
+                batch_id = recorded.batch_id
+                drive.handed += recorded.granted
+            snap = await self._act_and_finish(snap, take, batch_id, drive)
+        return drive
+
+    async def _act_and_finish(self, snap: LaneSnapshot, take: Take, batch_id: int, drive: Drive) -> LaneSnapshot | None:
+        address = snap.address
+        fields = log_fields(address.session_id, address.listener, address.lane, take.consumed)
+        parent, links = parent_and_links(q.traceparent for q in take.entries)
+        attributes: dict[str, Any] = {f"orchestrator.{k}": v for k, v in fields.items()}
+        attributes["orchestrator.events"] = len(take.consumed)
+        if take.retry:
+            attributes["orchestrator.retry"] = take.retry
+        with TRACER.start_as_current_span("batch", context=parent, links=links, attributes=attributes) as span:
+            acted = await self._act(snap, take)
+            if acted.status is not None:
+                span.set_attribute("orchestrator.outcome", acted.status)
+            outcome = None
+            if acted.status is not None:
+                outcome = Outcome(
+                    status=acted.status,
+                    reason=take.verdict.reason if isinstance(take.verdict, Stop) else None,
+                    listener=address.listener,
+                    lane=address.lane,
+                    first_id=take.first_id,
+                    last_id=take.last_id,
+                    event_ids=list(take.consumed),
+                    count=len(take.entries),
+                    retry=take.retry,
+                    replay=take.replay_number,
+                    execution_id=acted.execution_id,
+                    message=acted.message,
+                    at=datetime.now(UTC),
+                )
+            decl = snap.listener.declaration if snap.listener is not None else None
+            finished = await self.lanes.finish(
+                Finishing(
+                    snap=snap,
+                    take=take,
+                    batch_id=batch_id,
+                    started=acted.started,
+                    outcome=outcome,
+                    version=take.plan.version
+                    if take.plan is not None
+                    else (snap.listener.version if snap.listener else None),
+                    release=take.plan is not None and not acted.started,
+                    key_max=key_max(decl, self.settings),
+                    receipt=self._receipt(snap, take, outcome),
+                    failed_execution=self._failure_before(take, acted),
+                )
+            )
+        drive.handed += finished.granted
+        if outcome is not None:
+            drive.outcomes.append(outcome)
+            if finished.outcome_new:
+                METRICS.outcomes.add(1, {"listener": outcome.listener, "status": outcome.status})
+        if take.retry == 0 and take.kind == "batch":
+            METRICS.batches_cut.add(1, {"listener": address.listener})
+            METRICS.lane_pending.add(-len(take.consumed), {"listener": address.listener, "lane": address.lane})
+        if take.retry > 0 and acted.started:
+            METRICS.retries_waiting.add(-1, {"listener": address.listener})
+        log.info("batch %s", acted.status or "consumed", extra={**fields, "status": acted.status or "consumed"})
+        return finished.snapshot
+
+    def _receipt(self, snap: LaneSnapshot, take: Take, outcome: Outcome | None) -> dict[str, Any] | None:
+        """The receipt's thread item when declared and due: the batch's doing, one deeper than its events."""
+        if outcome is None or not wants_receipt(outcome):
+            return None
+        if take.kind == "repeat":
+            alias = take.plan.receipt if take.plan is not None else self._declared_receipt(snap)
+        else:
+            alias = self._declared_receipt(snap)
+        if alias is None:
+            return None
+        item = receipt_item(outcome)
+        return {
+            "alias": alias,
+            "id": new_id("itm"),
+            "type": item["type"],
+            "role": item["role"],
+            "message": item["message"],
+            "preview": preview(item["message"]),
+            "metadata": item["metadata"],
+            "depth": take.depth + 1,
+            "key": f"receipt:{outcome.listener}:{outcome.batch_key}",
+        }
+
+    @staticmethod
+    def _declared_receipt(snap: LaneSnapshot) -> str | None:
+        decl = snap.listener.declaration if snap.listener is not None else None
+        return decl.receipt.alias if decl is not None and decl.receipt is not None else None
+
+    @staticmethod
+    def _failure_before(take: Take, acted: Acted) -> str | None:
+        """A repeat that did not start (a guard stopped it, but for a closed session): the failed run before it
+        stands as the last attempt, so its `listener.failed` is written."""
+        if take.kind != "repeat" or acted.started or acted.status is None:
+            return None
+        if isinstance(take.verdict, Stop) and take.verdict.reason == "session_not_open":
+            return None
+        from orchestrator.core.lane_keys import execution_id_of
+
+        return execution_id_of(take.run_key, take.retry - 1)
+
+    # -- acting ----------------------------------------------------------------------------------------------
+
+    async def _act(self, snap: LaneSnapshot, take: Take) -> Acted:
+        verdict = take.verdict
+        if isinstance(verdict, Consume) or snap.listener is None:
+            return Acted(None)
+        if isinstance(verdict, Stop):
+            return Acted(verdict.status, verdict.message)
+        address = snap.address
+        decl = snap.listener.declaration
+        entries = [dict(q.envelope) for q in take.entries]
+        session = {"id": address.session_id, **({"alias": snap.session_alias} if snap.session_alias else {})}
+        version = take.plan.version if take.plan is not None else snap.listener.version
+        context = batch_context(
+            entries=entries,
+            retry=take.retry,
+            lane=address.lane,
+            listener={"name": address.listener, "version": version},
+            session=session,
+            consumed_ids=take.consumed,
+            replay_of=take.replay_of,
+        )
+        try:
+            if take.plan is not None:
+                return await self._start(snap, take, entries, context)
+            suffix = f":r{take.replay_number}" if take.replay_number else ""
+            key = f"{address.workflow_id}:{take.first_id}:{take.last_id}{suffix}"
+            status, message = await self.writer.write(decl, address.session_id, context, take.depth + 1, key)
+            return Acted(status, message)
+        except Exception as err:
+            if transient(err):
+                raise
+            # Whatever else fails is the batch's own doing (a value the store refuses): it would fail again.
+            log.warning("batch failed for good: %s", err, exc_info=True)
+            return Acted("invocation_error", f"action: {type(err).__name__}: {err}"[:2000])
+
+    async def _start(
+        self, snap: LaneSnapshot, take: Take, entries: list[dict[str, Any]], context: dict[str, Any]
+    ) -> Acted:
+        plan = take.plan
+        assert plan is not None
+        try:
+            rendered = render(plan.input, context)
+        except TemplateError as err:
+            return Acted("invocation_error", f"action.input: unknown template path {err}")
+        address = snap.address
+        run_input = RunInput(
+            session_id=address.session_id,
+            listener=address.listener,
+            batch=BatchInfo(
+                first_id=take.first_id,
+                last_id=take.last_id,
+                count=len(entries),
+                retry=take.retry,
+                lane=address.lane,
+                event_ids=list(take.consumed),
+                messages=[message_of(e) for e in entries],
+                events=entries,
+                replay_of=take.replay_of,
+            ),
+            input=rendered,
+            execution_id=take.execution_id,
+            run_key=take.run_key,
+            depth=take.depth,
+        )
+        decl = snap.listener.declaration if snap.listener is not None else None
+        tag = RunTag(
+            execution_id=take.execution_id,
+            session_id=address.session_id,
+            workflow=plan.workflow,
+            run_key=take.run_key,
+            listener=address.listener,
+            lane=address.lane,
+            depth=take.depth + 1,
+            retry=take.retry,
+            attempts=plan.attempts,
+            delay_seconds=plan.delay_seconds,
+            key_slots=key_max(decl, self.settings) or None if plan.keyed else None,
+        )
+        priority = run_priority(plan.priority, address.lane if plan.keyed else None)
+        await self.starter.start(tag, run_input, priority)
+        if take.retry == 0:
+            commits = [q.committed for q in take.entries]
+            first = datetime.fromtimestamp(min(commits), UTC) if commits else None
+            METRICS.run_started(address.listener, first, datetime.now(UTC))
+        return Acted("success", None, take.execution_id, started=True)
+
+    # -- a run's end -----------------------------------------------------------------------------------------
+
+    async def end(self, tag: RunTag, status: str, error: str | None) -> None:
+        """Record a run's end (once), hold its slot for its repeat or release it, and drive the lanes it frees
+        a slot for (its own, when more waits in it; the one a freed key slot goes to)."""
+        fields = log_fields(tag.session_id, tag.listener, tag.lane, execution=tag.execution_id)
+        log.info("run %s", status, extra={**fields, "status": status})
+        decision = None
+        if tag.run_key is not None and tag.listener is not None:
+            run = HeldSlot(
+                run_key=tag.run_key,
+                batch_id=0,
+                execution_id=tag.execution_id,
+                retry=tag.retry,
+                plan=RunPlan(
+                    workflow=tag.workflow,
+                    input=None,
+                    attempts=tag.attempts,
+                    delay_seconds=tag.delay_seconds,
+                    receipt=None,
+                    version=0,
+                    depth=tag.depth,
+                    keyed=tag.key_slots is not None,
+                ),
+            )
+            decision = run_end(run, status)
+        ended = await self.lanes.end_run(
+            Ending(
+                execution_id=tag.execution_id,
+                session_id=tag.session_id,
+                status=status,
+                error=error,
+                listener=tag.listener,
+                keyed=tag.key_slots is not None,
+                key_max=tag.key_slots or 0,
+                repeat_in=None if decision is None else decision.repeat_in,
+                gave_up=decision is not None and decision.gave_up,
+            )
+        )
+        if not ended.recorded or tag.listener is None or tag.lane is None:
+            return
+        if decision is not None and decision.repeat_in is not None:
+            METRICS.retries_waiting.add(1, {"listener": tag.listener})
+            own = LaneAddress(
+                tag.session_id, tag.listener, tag.lane, lane_workflow_id(tag.session_id, tag.listener, tag.lane)
+            )
+            await self.nudger.nudge_quietly(own, LaneNews(due_in=decision.repeat_in))
+        await self.hand_on(list(ended.drive))
+
+    async def hand_on(self, lanes: list[LaneAddress]) -> None:
+        """Drive the lanes a freed slot went to, here and now: whoever frees a slot takes what waits for it (act's
+        drain), which spares each a nudge and a workflow task. A lane whose window is still open is nudged to
+        step when it closes; one that cannot be driven now is nudged to drive itself."""
+        handed = 0
+        while lanes and handed < MAX_HAND_ON:
+            address = lanes.pop(0)
+            handed += 1
+            try:
+                drive = await self.drive(address)
+            except Exception:
+                log.warning("could not drive lane %s for the slot it was handed", address.workflow_id, exc_info=True)
+                await self.nudger.nudge_quietly(address, LaneNews(due_in=0.0))
+                continue
+            lanes += drive.handed
+            news = drive.news()
+            if news.due_in is not None:
+                await self.nudger.nudge_quietly(address, news)
+        for address in lanes:
+            await self.nudger.nudge_quietly(address, LaneNews(due_in=0.0))

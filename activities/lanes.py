@@ -1,0 +1,129 @@
+"""The engine's activities: a lane's steps, a run's end, a lane's silence.
+
+Owns the Temporal face of the lane driver (`lane_driver.py`): `orchestrator.fire`, the local activity a lane
+workflow steps its lane with; `orchestrator.run_ended`, which a run reports its own end with (see
+`workflows/run_end.py`), also called by the router's sweep for a run that closed without a word; and
+`orchestrator.lane_idle`, which writes a lane's `lane.idle` event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.base import PlatformActivities
+from activities.lane_driver import LaneDriver
+from orchestrator.core.errors import CommandError
+from orchestrator.core.lane_snapshot import LaneAddress
+from orchestrator.telemetry import METRICS
+from workflows.messages import RUN_MEMO, FireReport, FireRequest, IdleNotice, RunEnd, RunTag
+from workflows.run_end import RUN_ENDED_ACTIVITY
+
+log = logging.getLogger(__name__)
+
+# How a closed run's Temporal status reads as an execution's status.
+CLOSED_AS = {
+    WorkflowExecutionStatus.COMPLETED: "completed",
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.TIMED_OUT: "failed",
+    WorkflowExecutionStatus.CANCELED: "stopped",
+    WorkflowExecutionStatus.TERMINATED: "stopped",
+    WorkflowExecutionStatus.CONTINUED_AS_NEW: None,
+}
+
+
+class LaneActivities(PlatformActivities):
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.fire, self.run_ended, self.lane_idle]
+
+    @property
+    def driver(self) -> LaneDriver:
+        assert self.temporal is not None
+        return LaneDriver.on(self.store, self.settings, self.temporal, self.registered_workflows)
+
+    @activity.defn(name="orchestrator.fire")
+    async def fire(self, request: FireRequest) -> FireReport:
+        """Step the lane until it waits, and hand on the slots its steps freed."""
+        address = request.address
+        lane = LaneAddress(address.session_id, address.listener, address.lane, activity.info().workflow_id or "")
+        driver = self.driver
+        try:
+            drive = await driver.drive(
+                lane, lane_now=request.lane_now, early=request.early, time_skipping=request.time_skipping
+            )
+        except Exception:
+            METRICS.fire_failures.add(1, {"listener": address.listener})
+            raise
+        if drive.handed:
+            await driver.hand_on(drive.handed)
+        return FireReport(news=drive.news(), outcomes=drive.outcomes)
+
+    @activity.defn(name=RUN_ENDED_ACTIVITY)
+    async def run_ended(self, end: RunEnd) -> None:
+        await self.driver.end(end.tag, end.status, end.error)
+
+    async def run_status(self, execution_id: str) -> str | None:
+        """A run's end as its execution's status, or None while it runs (the router's sweep asks)."""
+        assert self.temporal is not None
+        try:
+            status = (await self.temporal.get_workflow_handle(execution_id).describe()).status
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return "stopped"  # gone from Temporal altogether (its retention passed)
+        if status is None or status == WorkflowExecutionStatus.RUNNING:
+            return None
+        return CLOSED_AS.get(status)
+
+    async def swept(self, row: dict[str, Any], status: str) -> None:
+        """The sweep's record of a run found closed: as if it had reported its end itself (its memo says how
+        its lane treats it)."""
+        tag = await self._tag(row)
+        await self.driver.end(tag, status, f"the run closed as {status} without reporting")
+
+    async def _tag(self, row: dict[str, Any]) -> RunTag:
+        """A run's memo, read back from Temporal; rebuilt from its record when Temporal has none."""
+        assert self.temporal is not None
+        try:
+            described = await self.temporal.get_workflow_handle(row["id"]).describe()
+            return await described.memo_value(RUN_MEMO, type_hint=RunTag)
+        except Exception:
+            return RunTag(
+                execution_id=row["id"],
+                session_id=row["session_id"],
+                workflow=row["workflow"],
+                run_key=row["run_key"],
+                listener=row["listener"],
+                lane=row["lane"],
+                depth=row["depth"],
+            )
+
+    @activity.defn(name="orchestrator.lane_idle")
+    async def lane_idle(self, notice: IdleNotice) -> None:
+        """Write a lane's `lane.idle` event (once per silence).
+
+        It carries the listener as its source, so it never reaches that listener by its filter; the router
+        queues it back into its own lane, while other listeners that want `lane.idle` events get it as any.
+        """
+        address = notice.address
+        try:
+            await self.store.get_listener(address.listener)
+        except CommandError:
+            return  # the listener is gone: nobody to tell
+        await self.store.append_event(
+            address.session_id,
+            "lane.idle",
+            source={"listener": address.listener},
+            data={
+                "listener": address.listener,
+                "lane": address.lane,
+                "last_event_id": notice.last_event_id,
+                "after_seconds": notice.after_seconds,
+            },
+            idempotency_key=f"idle:{notice.lane_workflow_id}:{notice.last_event_id}",
+        )

@@ -1,0 +1,166 @@
+"""The lane store: the engine's few transactional verbs on lanes, as a Protocol the driver and router use.
+
+Owns the seam between the engine's decisions (`orchestrator.core.lane_step`) and where lanes are kept. Each
+verb is one round trip to PostgreSQL (`lanes_pg.PgLaneStore`, SQL functions in 0002_lanes.sql); the
+in-memory twin (`lanes_memory.MemoryLaneStore`) keeps the same rules in dicts, and one contract suite
+(tests/store/test_lane_store_contract.py) holds both to them. A verb that records a decision takes the
+snapshot it was decided from and answers `Stale` when the lane moved on meanwhile: the driver reads again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from orchestrator.core.events import Event
+from orchestrator.core.lane_clock import Declared
+from orchestrator.core.lane_snapshot import FETCH_EVENTS, LaneAddress, LaneSnapshot, Take
+from orchestrator.core.outcomes import Outcome
+
+
+@dataclass(frozen=True)
+class Stale:
+    """A record refused: the lane moved on (`seq`), the listener was paused, or the throttle or every key slot
+    was taken meanwhile."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Recorded:
+    batch_id: int
+    # Lanes a key slot went to that this record gave back (to be driven).
+    granted: tuple[LaneAddress, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finishing:
+    """A batch acted on, to be finished: what happened, and what to record of it."""
+
+    snap: LaneSnapshot
+    take: Take
+    batch_id: int
+    started: bool
+    outcome: Outcome | None
+    version: int | None
+    # A run was planned and did not start: its slot (and key slot) goes back.
+    release: bool = False
+    key_max: int = 0
+    receipt: dict[str, Any] | None = None
+    # A repeat stopped by a guard: the failure before it stands as the last one (`listener.failed`).
+    failed_execution: str | None = None
+    fetch: int = FETCH_EVENTS
+
+
+@dataclass(frozen=True)
+class Finished:
+    snapshot: LaneSnapshot | None
+    granted: tuple[LaneAddress, ...] = ()
+    outcome_new: bool = False
+
+
+@dataclass(frozen=True)
+class Ending:
+    """A run's end, with what `lane_step.run_end` decided of it."""
+
+    execution_id: str
+    session_id: str
+    status: str
+    error: str | None
+    listener: str | None
+    keyed: bool = False
+    key_max: int = 0
+    repeat_in: float | None = None
+    gave_up: bool = False
+
+
+@dataclass(frozen=True)
+class Ended:
+    recorded: bool
+    # Lanes to drive now: the run's own when more waits in it, the one a freed key slot went to.
+    drive: tuple[LaneAddress, ...] = ()
+
+
+@dataclass(frozen=True)
+class QueuedLane:
+    """What one routing round queues for one lane: its events (ascending) and the listener as declared."""
+
+    listener: str
+    lane: str
+    workflow_id: str
+    event_ids: list[int]
+    declared: Declared
+    # The newest of them that is not the lane's own `lane.idle`, and its commit (None: only its own).
+    newest_id: int | None
+    newest_at: datetime | None
+    # How many runs the lane may hold at once (None: a write action, which holds none past its step).
+    run_slots: int | None = None
+
+
+@dataclass(frozen=True)
+class RouteNudge:
+    """A lane the round found empty and now pending: its oldest and newest events' commits."""
+
+    address: LaneAddress
+    oldest_at: float
+    newest_id: int | None
+    newest_at: float | None
+
+
+@dataclass(frozen=True)
+class Routed:
+    saved: bool
+    now: float = 0.0
+    nudges: tuple[RouteNudge, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class StaleLane:
+    """A lane with events waiting that nobody nudged for its window and a grace; `pending_age` seconds."""
+
+    address: LaneAddress
+    pending_age: float
+
+
+class LaneStore(Protocol):
+    async def snapshot(self, address: LaneAddress, fetch: int = FETCH_EVENTS) -> LaneSnapshot | None:
+        """The lane as it is now (None: never queued for)."""
+        ...
+
+    async def record(self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int) -> Recorded | Stale:
+        """Record `take` over `snap`: the batch, its run and slots, the lane's `fired_through` for its own."""
+        ...
+
+    async def finish(self, finishing: Finishing) -> Finished:
+        """Finish a batch acted on; answer the lane's next snapshot."""
+        ...
+
+    async def queue_for_key_slot(self, snap: LaneSnapshot, key_max: int) -> bool:
+        """Join the queue for a key slot (or take one free now): whether the lane holds one now."""
+        ...
+
+    async def give_back_key_slot(self, snap: LaneSnapshot, key_max: int) -> tuple[LaneAddress, ...]:
+        """Give back a key slot the lane holds with no run to use it on; answer where it went."""
+        ...
+
+    async def drop_replay(self, replay_id: int) -> None: ...
+
+    async def end_run(self, ending: Ending) -> Ended:
+        """Record a run's end (once) and what it does to its slot."""
+        ...
+
+    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Event], dict[int, str]]:
+        """The router's position in the session's stream, the events after it (at most `limit`), and the
+        traceparents of those traced."""
+        ...
+
+    async def route(self, session_id: str, position: int, through: int, lanes: Sequence[QueuedLane]) -> Routed:
+        """Queue a round's events and move the position from `position` to `through`, or answer not saved."""
+        ...
+
+    async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
+        """Lanes with events waiting past their window and a grace with no nudge (a lost nudge, a terminated
+        lane), not blocked on slots: marked nudged now, by one caller each."""
+        ...

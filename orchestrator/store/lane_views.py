@@ -1,0 +1,136 @@
+"""What status and `explain_event` read of the lanes: each lane's queue, slots and batches, and an event's fate.
+
+Owns the engine's read-only statements for people (`list_session_listeners`, `orchestrator status`, the
+dashboard, `explain_event`). Why a lane waits is not decided here: the lane step's `next_move` reads the rows
+answered here (`commands/runs.py`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from orchestrator.core.errors import CommandError
+from orchestrator.core.events import Event
+from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, event_from_row
+
+
+class LaneViews:
+    """Mixed into the engine's store, which provides `pool`."""
+
+    pool: asyncpg.Pool
+
+    async def lanes_of(self, session_id: str) -> list[dict[str, Any]]:
+        """Every lane of the session: what waits in it (how many, the oldest's and newest's commits), the runs
+        holding its slots (since their batch's claim), its key slot or place in the queue for one, its batches,
+        and the database's clock."""
+        rows = await self.pool.fetch(
+            "SELECT l.id, l.listener, l.lane, l.workflow_id, l.fired_through, l.routed_through, l.seq, l.newest_id,"
+            " extract(epoch FROM l.newest_at) AS newest_at, extract(epoch FROM clock_timestamp()) AS now,"
+            " (SELECT count(*) FROM lane_events q WHERE q.lane_id = l.id AND q.event_id > l.fired_through) AS pending,"
+            " (SELECT extract(epoch FROM e.created_at) FROM lane_events q JOIN events e ON e.id = q.event_id"
+            "   WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1) AS oldest_at,"
+            " (SELECT coalesce(jsonb_agg(orchestrator_run_json(r) ORDER BY r.run_key), '[]')"
+            "   FROM lane_runs r WHERE r.lane_id = l.id) AS runs,"
+            " EXISTS (SELECT 1 FROM batches b WHERE b.lane_id = l.id AND b.state = 'claimed') AS claimed,"
+            " EXISTS (SELECT 1 FROM replays p WHERE p.lane_id = l.id) AS replay,"
+            " (SELECT count(*) FROM batches b WHERE b.lane_id = l.id AND b.retry = 0) AS batches,"
+            " (SELECT json_build_object('first_id', b.first_id, 'last_id', b.last_id) FROM batches b"
+            "   WHERE b.lane_id = l.id ORDER BY b.id DESC LIMIT 1) AS last_batch,"
+            " (SELECT CASE WHEN k.holding THEN 'held' ELSE 'queued' END FROM key_slots k WHERE k.lane_id = l.id)"
+            "   AS key_slot,"
+            " (SELECT count(*) FROM key_slots k WHERE k.session_id = l.session_id AND k.listener = l.listener"
+            "   AND k.holding) AS keys_held,"
+            " (SELECT 1 + (SELECT count(*) FROM key_slots w WHERE w.session_id = k.session_id"
+            "   AND w.listener = k.listener AND NOT w.holding AND (w.since, w.lane_id) < (k.since, k.lane_id))"
+            "   FROM key_slots k WHERE k.lane_id = l.id AND NOT k.holding) AS key_slot_place"
+            " FROM lanes l WHERE l.session_id = $1 ORDER BY l.listener, l.lane",
+            session_id,
+        )
+        return [dict(r) for r in rows]
+
+    async def event_by_id(self, session_id: str, event_id: int) -> Event:
+        row = await self.pool.fetchrow(
+            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1 AND id = $2",
+            session_id,
+            event_id,
+        )
+        if row is None:
+            raise CommandError("not_found", f"event_id: no event {event_id} in session {session_id!r}")
+        return event_from_row(row)
+
+    async def routed_position(self, session_id: str) -> int:
+        position = await self.pool.fetchval(
+            "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session_id
+        )
+        return int(position or 0)
+
+    async def event_fate(self, session_id: str, listener: str, lane: str, event_id: int) -> dict[str, Any]:
+        """What became of an event in one listener's lane: queued when, in which batches (with their verdicts,
+        runs, outcomes and receipts), or still waiting."""
+        row = await self.pool.fetchrow(
+            "SELECT l.id, l.workflow_id, l.fired_through, q.queued_at FROM lanes l"
+            " LEFT JOIN lane_events q ON q.lane_id = l.id AND q.event_id = $4"
+            " WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3",
+            session_id,
+            listener,
+            lane,
+            event_id,
+        )
+        if row is None or row["queued_at"] is None:
+            return {"queued": False}
+        fate: dict[str, Any] = {
+            "queued": True,
+            "queued_at": row["queued_at"].isoformat(),
+            "lane_workflow": row["workflow_id"],
+        }
+        # An outcome's and a receipt's keys are the batch's (`Outcome.batch_key`): lane, first and last id,
+        # retry, and for a replay its number.
+        batches = await self.pool.fetch(
+            "WITH b AS (SELECT b.*, $3 || ':' || b.first_id || ':' || b.last_id || ':' || b.retry"
+            "   || CASE WHEN b.replay > 0 THEN ':r' || b.replay ELSE '' END AS batch_key"
+            "  FROM batches b WHERE b.lane_id = $5 AND $4 = ANY(b.event_ids))"
+            " SELECT b.first_id, b.last_id, b.retry, b.replay, b.state, b.verdict, b.created_at,"
+            " $4 = ANY(b.entry_ids) AS entry,"
+            " (SELECT json_build_object('status', o.status, 'reason', o.reason, 'execution_id', o.execution_id,"
+            "   'message', o.message) FROM outcomes o WHERE o.session_id = $1 AND o.listener = $2"
+            "   AND o.batch_key = b.batch_key ORDER BY o.id DESC LIMIT 1) AS outcome,"
+            " (SELECT e.id FROM events e WHERE e.session_id = $1"
+            "   AND e.idempotency_key = 'receipt:' || $2 || ':' || b.batch_key) AS receipt"
+            " FROM b ORDER BY b.id",
+            session_id,
+            listener,
+            lane,
+            event_id,
+            row["id"],
+        )
+        fate["batches"] = [
+            {
+                "first_id": b["first_id"],
+                "last_id": b["last_id"],
+                "retry": b["retry"],
+                "replay": b["replay"],
+                "state": b["state"],
+                "taken_at": b["created_at"].isoformat(),
+                "entry": b["entry"],
+                "consumed_without_run": (b["verdict"] or {}).get("consumed", False),
+                "outcome": b["outcome"],
+                "receipt_event_id": b["receipt"],
+            }
+            for b in batches
+        ]
+        if not batches:
+            fate["waiting"] = True
+        return fate
+
+    async def fires_lately(self, session_id: str) -> dict[str, tuple[int, datetime]]:
+        """Per listener: its fires in the session in the last minute and the oldest of them (the throttle)."""
+        rows = await self.pool.fetch(
+            "SELECT listener, count(*) AS fires, min(created_at) AS oldest FROM batches"
+            " WHERE session_id = $1 AND counted AND created_at > clock_timestamp() - interval '60 seconds'"
+            " GROUP BY listener",
+            session_id,
+        )
+        return {r["listener"]: (int(r["fires"]), r["oldest"]) for r in rows}

@@ -1,0 +1,627 @@
+"""The lane store's in-memory twin: the same verbs and rules as 0002_lanes.sql's functions, kept in dicts.
+
+Owns a whole small world (sessions and their streams, listeners, lanes, batches, slots, executions, outcomes)
+so the engine's logic runs without servers: the contract suite holds it and `PgLaneStore` to one behaviour,
+and the lane step's state-machine test drives it through crashes, pauses, replays and repeats. Its clock is
+the caller's (`now`). Each verb runs whole, as a PostgreSQL statement does; nothing awaits inside one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.events import Event
+from orchestrator.core.lane_snapshot import (
+    FETCH_EVENTS,
+    BatchRecord,
+    HeldSlot,
+    LaneAddress,
+    LaneSnapshot,
+    ListenerNow,
+    PastBatch,
+    Queued,
+    Replay,
+    RunPlan,
+    Take,
+    verdict_json,
+    verdict_of,
+)
+from orchestrator.store.lane_store import (
+    Ended,
+    Ending,
+    Finished,
+    Finishing,
+    QueuedLane,
+    Recorded,
+    Routed,
+    RouteNudge,
+    Stale,
+    StaleLane,
+)
+
+STALE_GRACE_SECONDS = 10.0
+
+
+@dataclass
+class MemEvent:
+    id: int
+    session_id: str
+    envelope: dict[str, Any]
+    committed: float
+    key: str | None = None
+
+    def queued(self) -> Queued:
+        return Queued(self.id, self.committed, self.envelope)
+
+
+@dataclass
+class MemLane:
+    id: int
+    session_id: str
+    listener: str
+    lane: str
+    workflow_id: str
+    routed_through: int = 0
+    fired_through: int = 0
+    newest_id: int = 0
+    newest_at: float | None = None
+    window_seconds: float = 0.0
+    run_slots: int | None = None
+    seq: int = 0
+    nudged_at: float = 0.0
+    queue: dict[int, float] = field(default_factory=dict)  # event id -> when queued
+
+    @property
+    def address(self) -> LaneAddress:
+        return LaneAddress(self.session_id, self.listener, self.lane, self.workflow_id)
+
+
+@dataclass
+class MemBatch:
+    id: int
+    lane_id: int
+    session_id: str
+    listener: str
+    first_id: int
+    last_id: int
+    event_ids: tuple[int, ...]
+    entry_ids: tuple[int, ...]
+    retry: int
+    replay: int
+    replay_of: int | None
+    verdict: dict[str, Any] | None
+    counted: bool
+    run_key: str | None
+    created_at: float
+    state: str = "claimed"
+    released_at: float | None = None
+
+    def record(self) -> BatchRecord:
+        return BatchRecord(
+            id=self.id,
+            first_id=self.first_id,
+            last_id=self.last_id,
+            event_ids=self.event_ids,
+            entry_ids=self.entry_ids,
+            retry=self.retry,
+            verdict=verdict_of(self.verdict),
+            replay=self.replay,
+            replay_of=self.replay_of,
+            run_key=self.run_key,
+        )
+
+
+@dataclass
+class MemRun:
+    run_key: str
+    lane_id: int
+    batch_id: int
+    execution_id: str
+    retry: int
+    plan: dict[str, Any]
+    due_at: float | None = None
+
+
+@dataclass
+class MemKeySlot:
+    lane_id: int
+    session_id: str
+    listener: str
+    holding: bool
+    since: float
+    order: int
+
+
+@dataclass
+class MemExecution:
+    id: str
+    session_id: str
+    workflow: str
+    listener: str | None
+    lane: str | None
+    batch: dict[str, Any] | None
+    run_key: str | None
+    depth: int
+    status: str = "running"
+    error: str | None = None
+    started_event_id: int | None = None
+
+
+class MemoryLaneStore:
+    """The lane store and the little of the rest of the store the engine touches, in memory."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self.now = now
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self.events: dict[int, MemEvent] = {}
+        self.cursors: dict[str, int] = {}
+        # name -> (version, effective_at, body); deleted names are left out.
+        self.listeners: dict[str, list[tuple[int, float, dict[str, Any]]]] = {}
+        self.switched_off: set[tuple[str, str]] = set()
+        self.pauses: set[tuple[str, str | None]] = set()
+        self.lanes: dict[int, MemLane] = {}
+        self.batches: dict[int, MemBatch] = {}
+        self.runs: dict[str, MemRun] = {}
+        self.key_slots: dict[int, MemKeySlot] = {}
+        self.replays: dict[int, tuple[int, tuple[int, ...], int | None]] = {}
+        self.executions: dict[str, MemExecution] = {}
+        self.outcomes: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.receipts: dict[str, dict[str, Any]] = {}
+        self._ids = {"event": 0, "lane": 0, "batch": 0, "replay": 0, "order": 0}
+
+    def _next(self, kind: str) -> int:
+        self._ids[kind] += 1
+        return self._ids[kind]
+
+    # -- the world the engine reads (the contract suite and the state machine set it up) -------------------
+
+    def open_session(self, session_id: str, alias: str | None = None) -> None:
+        self.sessions[session_id] = {"status": "open", "alias": alias, "drain_through": None}
+        self.cursors[session_id] = 0
+
+    def close_session(self, session_id: str) -> None:
+        self.sessions[session_id]["status"] = "closed"
+
+    def save_listener(self, body: dict[str, Any], effective_at: float | None = None) -> int:
+        versions = self.listeners.setdefault(body["name"], [])
+        version = len(versions) + 1
+        versions.append((version, self.now() if effective_at is None else effective_at, body))
+        return version
+
+    def delete_listener(self, name: str) -> None:
+        self.listeners.pop(name, None)
+
+    def append(
+        self,
+        session_id: str,
+        type_: str,
+        *,
+        alias: str | None = None,
+        source: dict[str, Any] | None = None,
+        depth: int = 0,
+        data: dict[str, Any] | None = None,
+        execution: dict[str, Any] | None = None,
+        item: dict[str, Any] | None = None,
+        key: str | None = None,
+    ) -> int:
+        """Append an event to a session's stream (ids in commit order, as the session's lock keeps them)."""
+        if key is not None:
+            for event in self.events.values():
+                if event.session_id == session_id and event.key == key:
+                    return event.id
+        event_id = self._next("event")
+        committed = self.now()
+        envelope = Event.model_validate(
+            {
+                "id": event_id,
+                "session_id": session_id,
+                "type": type_,
+                "alias": alias,
+                "item": item,
+                "execution": execution,
+                "source": source or {},
+                "depth": depth,
+                "data": data,
+                "created_at": datetime.fromtimestamp(committed, UTC),
+            }
+        ).envelope()
+        self.events[event_id] = MemEvent(event_id, session_id, envelope, committed, key)
+        return event_id
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def _lane(self, address: LaneAddress) -> MemLane | None:
+        for lane in self.lanes.values():
+            if (lane.session_id, lane.listener, lane.lane) == (address.session_id, address.listener, address.lane):
+                return lane
+        return None
+
+    def _listener_now(self, session_id: str, name: str, now: float) -> ListenerNow | None:
+        versions = self.listeners.get(name)
+        if not versions:
+            return None
+        in_effect = [v for v in versions if v[1] <= now]
+        version, _, body = max(in_effect or versions, key=lambda v: v[0])
+        return ListenerNow(
+            version=version,
+            declaration=ListenerDeclaration.model_validate(body),
+            switched_off=(session_id, name) in self.switched_off,
+            paused=self._paused(name, session_id),
+        )
+
+    def _paused(self, name: str, session_id: str) -> bool:
+        return (name, None) in self.pauses or (name, session_id) in self.pauses
+
+    def _events(self, ids: Sequence[int]) -> tuple[Queued, ...]:
+        return tuple(self.events[i].queued() for i in sorted(ids) if i in self.events)
+
+    def _held(self, run: MemRun) -> HeldSlot:
+        batch = self.batches.get(run.batch_id)
+        return HeldSlot(
+            run_key=run.run_key,
+            batch_id=run.batch_id,
+            execution_id=run.execution_id,
+            retry=run.retry,
+            plan=RunPlan.from_json(run.plan),
+            due_at=run.due_at,
+            since=None if batch is None else batch.created_at,
+        )
+
+    def _past(self, batch: MemBatch) -> PastBatch:
+        run = self.runs.get(batch.run_key) if batch.run_key else None
+        return PastBatch(
+            batch=batch.record(),
+            entries=self._events(batch.entry_ids),
+            run=None if run is None else self._held(run),
+        )
+
+    async def snapshot(self, address: LaneAddress, fetch: int = FETCH_EVENTS) -> LaneSnapshot | None:
+        lane = self._lane(address)
+        if lane is None:
+            return None
+        now = self.now()
+        waiting_ids = sorted(i for i in lane.queue if i > lane.fired_through)[:fetch]
+        runs = sorted((r for r in self.runs.values() if r.lane_id == lane.id), key=lambda r: r.run_key)
+        claimed = sorted(
+            (b for b in self.batches.values() if b.lane_id == lane.id and b.state == "claimed"), key=lambda b: b.id
+        )
+        waiting_runs = sorted((r for r in runs if r.due_at is not None), key=lambda r: r.due_at or 0.0)
+        replays = sorted((i, r) for i, r in self.replays.items() if r[0] == lane.id)
+        replay = None
+        if replays:
+            replay_id, (_, event_ids, replay_of) = replays[0]
+            first = min(event_ids)
+            done = [b.replay for b in self.batches.values() if b.lane_id == lane.id and b.first_id == first]
+            replay = Replay(replay_id, self._events(event_ids), replay_of, 1 + max(done, default=0))
+        slot = self.key_slots.get(lane.id)
+        session = self.sessions.get(lane.session_id, {"status": "closed", "alias": None})
+        fires = [
+            b.created_at
+            for b in self.batches.values()
+            if b.session_id == lane.session_id and b.listener == lane.listener and b.counted and b.created_at > now - 60
+        ]
+        return LaneSnapshot(
+            address=lane.address,
+            lane_id=lane.id,
+            seq=lane.seq,
+            fired_through=lane.fired_through,
+            now=now,
+            session_status=session["status"],
+            session_alias=session.get("alias"),
+            listener=self._listener_now(lane.session_id, lane.listener, now),
+            pending=len(waiting_ids),
+            waiting=self._events(waiting_ids),
+            oldest_at=self.events[waiting_ids[0]].committed if waiting_ids else None,
+            newest_at=lane.newest_at,
+            newest_id=lane.newest_id,
+            runs=tuple(self._held(r) for r in runs),
+            claimed=self._past(claimed[0]) if claimed else None,
+            repeat=self._past(self.batches[waiting_runs[0].batch_id]) if waiting_runs else None,
+            replay=replay,
+            key_slot=None if slot is None else ("held" if slot.holding else "queued"),
+            keys_held=self._keys_held(lane.session_id, lane.listener),
+            fires_last_minute=len(fires),
+            oldest_fire_at=min(fires, default=None),
+            running_executions=sum(
+                1 for x in self.executions.values() if x.session_id == lane.session_id and x.status == "running"
+            ),
+        )
+
+    # -- the keys' slots -------------------------------------------------------------------------------------
+
+    def _keys_held(self, session_id: str, listener: str) -> int:
+        return sum(
+            1 for k in self.key_slots.values() if (k.session_id, k.listener) == (session_id, listener) and k.holding
+        )
+
+    def _key_row(self, lane: MemLane, holding: bool) -> MemKeySlot:
+        return MemKeySlot(lane.id, lane.session_id, lane.listener, holding, self.now(), self._next("order"))
+
+    def _key_slot_freed(self, lane: MemLane, key_max: int, requeue: bool) -> tuple[LaneAddress, ...]:
+        self.key_slots.pop(lane.id, None)
+        if requeue:
+            self.key_slots[lane.id] = self._key_row(lane, False)
+        if self._keys_held(lane.session_id, lane.listener) >= key_max:
+            return ()
+        waiting = sorted(
+            (
+                k
+                for k in self.key_slots.values()
+                if (k.session_id, k.listener) == (lane.session_id, lane.listener) and not k.holding
+            ),
+            key=lambda k: (k.since, k.order),
+        )
+        if not waiting:
+            return ()
+        waiting[0].holding = True
+        return (self.lanes[waiting[0].lane_id].address,)
+
+    async def queue_for_key_slot(self, snap: LaneSnapshot, key_max: int) -> bool:
+        lane = self.lanes[snap.lane_id]
+        slot = self.key_slots.get(lane.id)
+        if slot is not None and slot.holding:
+            return True
+        if self._keys_held(lane.session_id, lane.listener) < key_max:
+            self.key_slots[lane.id] = self._key_row(lane, True) if slot is None else slot
+            self.key_slots[lane.id].holding = True
+            return True
+        if slot is None:
+            self.key_slots[lane.id] = self._key_row(lane, False)
+        return False
+
+    async def give_back_key_slot(self, snap: LaneSnapshot, key_max: int) -> tuple[LaneAddress, ...]:
+        lane = self.lanes[snap.lane_id]
+        if any(r.lane_id == lane.id for r in self.runs.values()):
+            return ()
+        return self._key_slot_freed(lane, key_max, False)
+
+    async def drop_replay(self, replay_id: int) -> None:
+        self.replays.pop(replay_id, None)
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    def _waiting(self, lane: MemLane) -> bool:
+        return lane.routed_through > lane.fired_through
+
+    async def record(self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int) -> Recorded | Stale:
+        lane = self.lanes[snap.lane_id]
+        now = self.now()
+        if take.counted:
+            fires = sum(
+                1
+                for b in self.batches.values()
+                if (b.session_id, b.listener) == (lane.session_id, lane.listener)
+                and b.counted
+                and b.created_at > now - 60
+            )
+            if fires >= fires_limit:
+                return Stale("throttle")
+        slot = self.key_slots.get(lane.id)
+        holds = slot is not None and slot.holding
+        if take.key_slot == "take" and not holds and self._keys_held(lane.session_id, lane.listener) >= key_max:
+            return Stale("key_slot")
+        if self._paused(lane.listener, lane.session_id):
+            return Stale("paused")
+        if lane.seq != snap.seq:
+            return Stale("seq")
+        lane.seq += 1
+        if take.kind == "batch":
+            lane.fired_through = max(lane.fired_through, take.last_id)
+        if take.key_slot == "take":
+            if slot is None:
+                self.key_slots[lane.id] = self._key_row(lane, True)
+            else:
+                slot.holding = True
+        batch = MemBatch(
+            id=self._next("batch"),
+            lane_id=lane.id,
+            session_id=lane.session_id,
+            listener=lane.listener,
+            first_id=take.first_id,
+            last_id=take.last_id,
+            event_ids=tuple(take.consumed),
+            entry_ids=take.entry_ids,
+            retry=take.retry,
+            replay=take.replay_number,
+            replay_of=take.replay_of,
+            verdict=verdict_json(take.verdict),
+            counted=take.counted,
+            run_key=take.run_key if take.plan is not None or take.kind == "repeat" else None,
+            created_at=now,
+        )
+        if any(
+            (b.lane_id, b.first_id, b.retry, b.replay) == (lane.id, batch.first_id, batch.retry, batch.replay)
+            for b in self.batches.values()
+        ):
+            raise ValueError("a batch is recorded once")  # PostgreSQL's unique constraint
+        self.batches[batch.id] = batch
+        if take.kind == "replay" and take.replay_id is not None:
+            self.replays.pop(take.replay_id, None)
+        if take.plan is not None:
+            if take.kind == "repeat":
+                run = self.runs[take.run_key]
+                run.execution_id, run.retry, run.due_at = take.execution_id, take.retry, None
+            else:
+                self.runs[take.run_key] = MemRun(
+                    take.run_key, lane.id, batch.id, take.execution_id, 0, take.plan.to_json()
+                )
+            if take.execution_id not in self.executions:
+                self.executions[take.execution_id] = MemExecution(
+                    id=take.execution_id,
+                    session_id=lane.session_id,
+                    workflow=take.plan.workflow,
+                    listener=lane.listener,
+                    lane=lane.lane,
+                    batch={
+                        "first_id": take.first_id,
+                        "last_id": take.last_id,
+                        "retry": take.retry,
+                        "event_ids": list(take.consumed),
+                    },
+                    run_key=take.run_key,
+                    depth=take.depth + 1,
+                )
+        elif take.kind == "repeat":
+            gone = self.runs.pop(take.run_key, None)
+            if gone is not None and gone.batch_id in self.batches:
+                self.batches[gone.batch_id].released_at = now
+        granted: tuple[LaneAddress, ...] = ()
+        if take.key_slot == "give_back":
+            granted = self._key_slot_freed(lane, key_max, self._waiting(lane))
+        return Recorded(batch.id, granted)
+
+    def _started(self, execution: MemExecution) -> None:
+        if execution.started_event_id is None:
+            execution.started_event_id = self.append(
+                execution.session_id,
+                "execution.started",
+                execution={"id": execution.id, "workflow": execution.workflow, "status": "running"},
+                source={"listener": execution.listener, "execution": execution.id},
+                depth=execution.depth,
+            )
+
+    def _listener_failed(self, execution_id: str, listener: str, lane: str, depth: int) -> None:
+        execution = self.executions.get(execution_id)
+        if execution is None:
+            return
+        batch = execution.batch or {}
+        self.append(
+            execution.session_id,
+            "listener.failed",
+            source={"listener": listener, "execution": execution_id},
+            depth=depth,
+            data={
+                "listener": listener,
+                "lane": lane,
+                "first_id": batch.get("first_id"),
+                "last_id": batch.get("last_id"),
+                "event_ids": batch.get("event_ids"),
+                "retry": batch.get("retry"),
+                "execution_id": execution_id,
+                "error": execution.error,
+            },
+            key=f"failed:{execution_id}",
+        )
+
+    async def finish(self, finishing: Finishing) -> Finished:
+        snap, take, outcome = finishing.snap, finishing.take, finishing.outcome
+        lane = self.lanes[snap.lane_id]
+        execution = self.executions.get(take.execution_id)
+        if finishing.started and execution is not None:
+            self._started(execution)
+        batch = self.batches.get(finishing.batch_id)
+        if batch is not None:
+            batch.state = "done"
+        granted: tuple[LaneAddress, ...] = ()
+        if finishing.release:
+            run = self.runs.get(take.run_key)
+            if run is not None and run.execution_id == take.execution_id:
+                del self.runs[take.run_key]
+                if run.batch_id in self.batches:
+                    self.batches[run.batch_id].released_at = self.now()
+                if take.plan is not None and take.plan.keyed:
+                    granted = self._key_slot_freed(lane, finishing.key_max, self._waiting(lane))
+            if execution is not None and execution.status == "running" and execution.started_event_id is None:
+                del self.executions[take.execution_id]
+        new = False
+        if outcome is not None:
+            key = (lane.session_id, lane.listener, outcome.batch_key)
+            if key not in self.outcomes:
+                self.outcomes[key] = {**outcome.model_dump(mode="json"), "version": finishing.version}
+                new = True
+        if finishing.receipt is not None and self.sessions.get(lane.session_id, {}).get("status") == "open":
+            self.receipts.setdefault(finishing.receipt["key"], finishing.receipt)
+        if finishing.failed_execution is not None:
+            self._listener_failed(finishing.failed_execution, lane.listener, lane.lane, take.depth + 1)
+        return Finished(await self.snapshot(lane.address, finishing.fetch), granted, new)
+
+    async def end_run(self, ending: Ending) -> Ended:
+        execution = self.executions.get(ending.execution_id)
+        if execution is None or execution.status != "running":
+            return Ended(False)
+        execution.status, execution.error = ending.status, ending.error
+        self._started(execution)
+        self.append(
+            execution.session_id,
+            "execution.ended",
+            execution={"id": execution.id, "workflow": execution.workflow, "status": execution.status},
+            source={"listener": execution.listener, "execution": execution.id},
+            depth=execution.depth,
+        )
+        drive: tuple[LaneAddress, ...] = ()
+        run = self.runs.get(execution.run_key) if execution.run_key else None
+        if run is not None and run.execution_id == ending.execution_id:
+            lane = self.lanes[run.lane_id]
+            if ending.repeat_in is not None:
+                run.due_at = self.now() + ending.repeat_in
+            else:
+                del self.runs[run.run_key]
+                self.batches[run.batch_id].released_at = self.now()
+                waiting = self._waiting(lane) or any(r[0] == lane.id for r in self.replays.values())
+                if ending.keyed:
+                    drive = self._key_slot_freed(lane, ending.key_max, waiting)
+                elif waiting:
+                    drive = (lane.address,)
+                if ending.gave_up:
+                    self._listener_failed(ending.execution_id, lane.listener, lane.lane, execution.depth)
+        return Ended(True, drive)
+
+    # -- routing ---------------------------------------------------------------------------------------------
+
+    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Event], dict[int, str]]:
+        position = self.cursors.get(session_id, 0)
+        ids = sorted(i for i, e in self.events.items() if e.session_id == session_id and i > position)[:limit]
+        return position, [Event.model_validate(self.events[i].envelope) for i in ids], {}
+
+    async def route(self, session_id: str, position: int, through: int, lanes: Sequence[QueuedLane]) -> Routed:
+        if self.cursors.get(session_id) != position:
+            return Routed(False)
+        self.cursors[session_id] = through
+        now = self.now()
+        nudges = []
+        for q in sorted(lanes, key=lambda q: (q.listener, q.lane)):
+            lane = self._lane(LaneAddress(session_id, q.listener, q.lane, q.workflow_id))
+            if lane is None:
+                lane = MemLane(self._next("lane"), session_id, q.listener, q.lane, q.workflow_id, nudged_at=now)
+                self.lanes[lane.id] = lane
+            for event_id in q.event_ids:
+                lane.queue.setdefault(event_id, now)
+            empty = lane.routed_through <= lane.fired_through
+            blocked = (
+                q.run_slots is not None and sum(1 for r in self.runs.values() if r.lane_id == lane.id) >= q.run_slots
+            ) or (lane.id in self.key_slots and not self.key_slots[lane.id].holding)
+            lane.routed_through = max(lane.routed_through, max(q.event_ids))
+            lane.window_seconds, lane.run_slots = q.declared.window_seconds, q.run_slots
+            if q.newest_id is not None and q.newest_id > lane.newest_id:
+                lane.newest_id = q.newest_id
+                lane.newest_at = None if q.newest_at is None else q.newest_at.timestamp()
+            if empty:
+                lane.nudged_at = now
+            if empty and (not blocked or q.declared.idle_after_seconds is not None):
+                oldest = min(i for i in lane.queue if i > lane.fired_through)
+                nudges.append(
+                    RouteNudge(lane.address, self.events[oldest].committed, lane.newest_id or None, lane.newest_at)
+                )
+        return Routed(True, now, tuple(nudges))
+
+    async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
+        now = self.now()
+        found = []
+        for lane in sorted(self.lanes.values(), key=lambda lane: lane.nudged_at):
+            if not self._waiting(lane) or lane.nudged_at >= now - (lane.window_seconds + STALE_GRACE_SECONDS):
+                continue
+            held = sum(1 for r in self.runs.values() if r.lane_id == lane.id)
+            if lane.run_slots is not None and held >= lane.run_slots:
+                continue
+            if lane.id in self.key_slots and not self.key_slots[lane.id].holding:
+                continue
+            lane.nudged_at = now
+            oldest = min(i for i in lane.queue if i > lane.fired_through)
+            found.append(StaleLane(lane.address, max(now - self.events[oldest].committed, 0.0)))
+            if len(found) >= limit:
+                break
+        return found

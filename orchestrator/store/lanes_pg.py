@@ -1,0 +1,410 @@
+"""The lane store on PostgreSQL: each verb one statement, a call of 0002_lanes.sql's functions.
+
+Owns turning the core's values into those functions' JSON and back. What the functions guarantee (the lock
+order, the checks a record makes over its snapshot) is written beside them in the migration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+
+from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.events import Event
+from orchestrator.core.lane_keys import execution_id_of
+from orchestrator.core.lane_snapshot import (
+    FETCH_EVENTS,
+    BatchRecord,
+    HeldSlot,
+    LaneAddress,
+    LaneSnapshot,
+    ListenerNow,
+    PastBatch,
+    Queued,
+    Replay,
+    RunPlan,
+    Take,
+    verdict_json,
+    verdict_of,
+)
+from orchestrator.store.lane_store import (
+    Ended,
+    Ending,
+    Finished,
+    Finishing,
+    QueuedLane,
+    Recorded,
+    Routed,
+    RouteNudge,
+    Stale,
+    StaleLane,
+)
+from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, event_from_row
+
+# How long an unfired lane may go unnudged past its window before the router's poll nudges it again.
+STALE_GRACE_SECONDS = 10.0
+
+
+def event_of(row: Mapping[str, Any]) -> Event:
+    """An event from the JSON the lane functions read it as (`orchestrator_event_json`)."""
+    item = row.get("item")
+    whole = row.get("whole_message")
+    if item is not None and whole is not None:
+        item = {**item, "message": whole}
+    return Event.model_validate(
+        {
+            "id": row["id"],
+            "session_id": row["session_id"],
+            "type": row["type"],
+            "alias": row.get("alias"),
+            "item": item,
+            "execution": row.get("execution"),
+            "source": row.get("source") or {},
+            "depth": row.get("depth", 0),
+            "data": row.get("data"),
+            "created_at": row["created_at"],
+        }
+    )
+
+
+def queued_of(row: Mapping[str, Any]) -> Queued:
+    return Queued(
+        id=int(row["id"]),
+        committed=float(row["committed"]),
+        envelope=event_of(row).envelope(),
+        traceparent=row.get("traceparent"),
+    )
+
+
+def _address(data: Mapping[str, Any]) -> LaneAddress:
+    return LaneAddress(str(data["session_id"]), str(data["listener"]), str(data["lane"]), str(data["workflow_id"]))
+
+
+def _run(data: Mapping[str, Any]) -> HeldSlot:
+    return HeldSlot(
+        run_key=str(data["run_key"]),
+        batch_id=int(data["batch_id"]),
+        execution_id=str(data["execution_id"]),
+        retry=int(data["retry"]),
+        plan=RunPlan.from_json(data["plan"]),
+        due_at=None if data.get("due_at") is None else float(data["due_at"]),
+        since=None if data.get("since") is None else float(data["since"]),
+    )
+
+
+def _batch(data: Mapping[str, Any]) -> BatchRecord:
+    return BatchRecord(
+        id=int(data["id"]),
+        first_id=int(data["first_id"]),
+        last_id=int(data["last_id"]),
+        event_ids=tuple(int(i) for i in data["event_ids"]),
+        entry_ids=tuple(int(i) for i in data["entry_ids"]),
+        retry=int(data["retry"]),
+        verdict=verdict_of(data.get("verdict")),
+        replay=int(data.get("replay") or 0),
+        replay_of=data.get("replay_of"),
+    )
+
+
+def _past(data: Mapping[str, Any] | None) -> PastBatch | None:
+    if data is None:
+        return None
+    run = data.get("run")
+    return PastBatch(
+        batch=_batch(data["batch"]),
+        entries=tuple(queued_of(e) for e in data["entries"]),
+        run=None if run is None else _run(run),
+    )
+
+
+def snapshot_of(session_id: str, listener: str, lane: str, data: Mapping[str, Any]) -> LaneSnapshot:
+    row = data["lane"]
+    found = data.get("listener")
+    now_listener = None
+    if found is not None:
+        now_listener = ListenerNow(
+            version=int(found["version"]),
+            declaration=ListenerDeclaration.model_validate(found["body"]),
+            switched_off=bool(found["switched_off"]),
+            paused=bool(found["paused"]),
+        )
+    waiting = tuple(queued_of(e) for e in data["waiting"])
+    replay = data.get("replay")
+    session = data.get("session") or {"status": "closed", "alias": None}
+    fires = data.get("fires") or {}
+    return LaneSnapshot(
+        address=LaneAddress(session_id, listener, lane, str(row["workflow_id"])),
+        lane_id=int(row["id"]),
+        seq=int(row["seq"]),
+        fired_through=int(row["fired_through"]),
+        now=float(data["now"]),
+        session_status=str(session["status"]),
+        session_alias=session.get("alias"),
+        listener=now_listener,
+        pending=len(waiting),
+        waiting=waiting,
+        oldest_at=waiting[0].committed if waiting else None,
+        newest_at=None if row.get("newest_at") is None else float(row["newest_at"]),
+        newest_id=int(row.get("newest_id") or 0),
+        runs=tuple(_run(r) for r in data["runs"]),
+        claimed=_past(data.get("claimed")),
+        repeat=_past(data.get("repeat")),
+        replay=None
+        if replay is None
+        else Replay(
+            id=int(replay["id"]),
+            events=tuple(queued_of(e) for e in replay["events"]),
+            replay_of=replay.get("replay_of"),
+            number=int(replay["number"]),
+        ),
+        key_slot=data.get("key_slot"),
+        keys_held=int(data.get("keys_held") or 0),
+        fires_last_minute=int(fires.get("count") or 0),
+        oldest_fire_at=None if fires.get("oldest") is None else float(fires["oldest"]),
+        running_executions=int(data.get("running") or 0),
+    )
+
+
+def batch_info(take: Take, address: LaneAddress) -> dict[str, Any]:
+    """What an execution's record keeps of its batch (`list_executions`, `listener.failed`)."""
+    info: dict[str, Any] = {
+        "first_id": take.first_id,
+        "last_id": take.last_id,
+        "count": len(take.entries),
+        "retry": take.retry,
+        "lane": address.lane,
+        "event_ids": list(take.consumed),
+    }
+    if take.replay_of is not None:
+        info["replay_of"] = take.replay_of
+    return info
+
+
+class PgLaneStore:
+    """The lane store on a pool of the platform's database."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def snapshot(self, address: LaneAddress, fetch: int = FETCH_EVENTS) -> LaneSnapshot | None:
+        data = await self.pool.fetchval(
+            "SELECT orchestrator_lane_snapshot($1, $2, $3, $4)",
+            address.session_id,
+            address.listener,
+            address.lane,
+            fetch,
+        )
+        return None if data is None else snapshot_of(address.session_id, address.listener, address.lane, data)
+
+    async def record(self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int) -> Recorded | Stale:
+        address = snap.address
+        run = None
+        if take.plan is not None:
+            run = {
+                "run_key": take.run_key,
+                "execution_id": take.execution_id,
+                "retry": take.retry,
+                "plan": take.plan.to_json(),
+                "workflow": take.plan.workflow,
+                "depth": take.depth + 1,
+                "batch": batch_info(take, address),
+            }
+        body = {
+            "lane_id": snap.lane_id,
+            "seq": snap.seq,
+            "session_id": address.session_id,
+            "listener": address.listener,
+            "lane": address.lane,
+            "kind": take.kind,
+            "replay_id": take.replay_id,
+            "key_slot": take.key_slot,
+            "key_max": key_max,
+            "fires_limit": fires_limit,
+            "batch": {
+                "first_id": take.first_id,
+                "last_id": take.last_id,
+                "event_ids": list(take.consumed),
+                "entry_ids": list(take.entry_ids),
+                "retry": take.retry,
+                "replay": take.replay_number,
+                "replay_of": take.replay_of,
+                "verdict": verdict_json(take.verdict),
+                "counted": take.counted,
+                "run_key": take.run_key if take.plan is not None or take.kind == "repeat" else None,
+            },
+            "run": run,
+        }
+        answer = await self.pool.fetchval("SELECT orchestrator_lane_record($1::jsonb)", body)
+        if "stale" in answer:
+            return Stale(str(answer["stale"]))
+        return Recorded(int(answer["batch_id"]), tuple(_address(a) for a in answer["granted"]))
+
+    async def finish(self, finishing: Finishing) -> Finished:
+        snap, take, outcome = finishing.snap, finishing.take, finishing.outcome
+        address = snap.address
+        body: dict[str, Any] = {
+            "batch_id": finishing.batch_id,
+            "lane_id": snap.lane_id,
+            "session_id": address.session_id,
+            "listener": address.listener,
+            "lane": address.lane,
+            "started": finishing.started,
+            "execution_id": take.execution_id,
+            "run_key": take.run_key,
+            "release": finishing.release,
+            "keyed": take.plan is not None and take.plan.keyed,
+            "key_max": finishing.key_max,
+            "depth": take.depth + 1,
+            "failed_execution": finishing.failed_execution,
+            "fetch": finishing.fetch,
+            "outcome": None
+            if outcome is None
+            else {
+                "version": finishing.version,
+                "status": outcome.status,
+                "reason": outcome.reason,
+                "first_id": outcome.first_id,
+                "last_id": outcome.last_id,
+                "event_ids": outcome.event_ids,
+                "retry": outcome.retry,
+                "execution_id": outcome.execution_id,
+                "message": outcome.message,
+                "batch_key": outcome.batch_key,
+            },
+            "receipt": finishing.receipt,
+        }
+        answer = await self.pool.fetchval("SELECT orchestrator_batch_finish($1::jsonb)", body)
+        data = answer.get("snapshot")
+        return Finished(
+            snapshot=None if data is None else snapshot_of(address.session_id, address.listener, address.lane, data),
+            granted=tuple(_address(a) for a in answer["granted"]),
+            outcome_new=bool(answer.get("outcome_new")),
+        )
+
+    async def queue_for_key_slot(self, snap: LaneSnapshot, key_max: int) -> bool:
+        address = snap.address
+        return bool(
+            await self.pool.fetchval(
+                "SELECT orchestrator_queue_for_key_slot($1, $2, $3, $4)",
+                snap.lane_id,
+                address.session_id,
+                address.listener,
+                key_max,
+            )
+        )
+
+    async def give_back_key_slot(self, snap: LaneSnapshot, key_max: int) -> tuple[LaneAddress, ...]:
+        address = snap.address
+        granted = await self.pool.fetchval(
+            "SELECT orchestrator_give_back_key_slot($1, $2, $3, $4)",
+            snap.lane_id,
+            address.session_id,
+            address.listener,
+            key_max,
+        )
+        return tuple(_address(a) for a in granted)
+
+    async def drop_replay(self, replay_id: int) -> None:
+        await self.pool.execute("DELETE FROM replays WHERE id = $1", replay_id)
+
+    async def end_run(self, ending: Ending) -> Ended:
+        body = {
+            "execution_id": ending.execution_id,
+            "session_id": ending.session_id,
+            "listener": ending.listener,
+            "status": ending.status,
+            "error": ending.error,
+            "keyed": ending.keyed,
+            "key_max": ending.key_max,
+            "repeat_in": ending.repeat_in,
+            "gave_up": ending.gave_up,
+        }
+        answer = await self.pool.fetchval("SELECT orchestrator_run_end($1::jsonb)", body)
+        return Ended(bool(answer["recorded"]), tuple(_address(a) for a in answer["drive"]))
+
+    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Event], dict[int, str]]:
+        rows = await self.pool.fetch(
+            "SELECT c.routed_event_id AS position, u.* FROM routing_cursors c LEFT JOIN LATERAL ("
+            f" SELECT {EVENT_COLUMNS}, traceparent, {WHOLE_MESSAGE} FROM events e"
+            "  WHERE e.session_id = c.session_id AND e.id > c.routed_event_id ORDER BY e.id LIMIT $2) u ON true"
+            " WHERE c.session_id = $1",
+            session_id,
+            limit,
+        )
+        if not rows:
+            return 0, [], {}
+        position = int(rows[0]["position"])
+        found = [r for r in rows if r["id"] is not None]
+        return (
+            position,
+            [event_from_row(r) for r in found],
+            {r["id"]: r["traceparent"] for r in found if r["traceparent"]},
+        )
+
+    async def route(self, session_id: str, position: int, through: int, lanes: Sequence[QueuedLane]) -> Routed:
+        body = {
+            "session_id": session_id,
+            "from": position,
+            "through": through,
+            "lanes": [
+                {
+                    "listener": q.listener,
+                    "lane": q.lane,
+                    "workflow_id": q.workflow_id,
+                    "event_ids": q.event_ids,
+                    "through": max(q.event_ids),
+                    "window_seconds": q.declared.window_seconds,
+                    "run_slots": q.run_slots,
+                    "idle": q.declared.idle_after_seconds is not None,
+                    "newest_id": q.newest_id or 0,
+                    "newest_at": None if q.newest_at is None else q.newest_at.isoformat(),
+                }
+                for q in lanes
+            ],
+        }
+        answer = await self.pool.fetchval("SELECT orchestrator_route($1::jsonb)", body)
+        if not answer["saved"]:
+            return Routed(False)
+        return Routed(
+            True,
+            float(answer["now"]),
+            tuple(
+                RouteNudge(
+                    address=LaneAddress(session_id, str(n["listener"]), str(n["lane"]), str(n["workflow_id"])),
+                    oldest_at=float(n["oldest_at"]),
+                    newest_id=int(n["newest_id"]) if n.get("newest_id") else None,
+                    newest_at=None if n.get("newest_at") is None else float(n["newest_at"]),
+                )
+                for n in answer["nudges"]
+            ),
+        )
+
+    async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
+        rows = await self.pool.fetch(
+            "WITH stale AS (SELECT id FROM lanes l WHERE routed_through > fired_through"
+            " AND nudged_at < clock_timestamp() - make_interval(secs => window_seconds + $1)"
+            # Left to whoever frees the slot it waits for: its runs hold all of them, or it is queued for a key.
+            " AND NOT (run_slots IS NOT NULL"
+            "  AND (SELECT count(*) FROM lane_runs r WHERE r.lane_id = l.id) >= run_slots)"
+            " AND NOT EXISTS (SELECT 1 FROM key_slots k WHERE k.lane_id = l.id AND NOT k.holding)"
+            " ORDER BY nudged_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+            " UPDATE lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
+            " RETURNING l.session_id, l.listener, l.lane, l.workflow_id,"
+            " extract(epoch FROM clock_timestamp() - (SELECT e.created_at FROM lane_events q JOIN events e"
+            "  ON e.id = q.event_id WHERE q.lane_id = l.id AND q.event_id > l.fired_through"
+            "  ORDER BY q.event_id LIMIT 1)) AS age",
+            STALE_GRACE_SECONDS,
+            limit,
+        )
+        return [
+            StaleLane(
+                address=LaneAddress(r["session_id"], r["listener"], r["lane"], r["workflow_id"]),
+                pending_age=float(r["age"]) if r["age"] is not None else 0.0,
+            )
+            for r in rows
+        ]
+
+
+__all__ = ["PgLaneStore", "execution_id_of"]

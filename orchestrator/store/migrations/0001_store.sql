@@ -1,0 +1,335 @@
+-- The store: sessions and their event stream, objects, threads, executions, listeners, outcomes, schedules.
+-- The lanes (queues, batches, slots) are 0002's.
+
+CREATE SEQUENCE event_ids;
+
+-- A session's row is also its stream's write lock: every transaction that appends an event locks the row
+-- (FOR UPDATE) before it draws the event's id and holds it until commit, so within one session ids are
+-- drawn in commit order. A reader paging by id therefore never skips an event that commits late.
+-- `drain_through`: `close_session` with `drain: true` keeps the session open until what was pending when it
+-- was asked (events up to this id) has fired and the runs of those batches have ended.
+CREATE TABLE sessions (
+    id            text PRIMARY KEY,
+    alias         text UNIQUE,
+    status        text NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'closed')),
+    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    closed_at     timestamptz,
+    last_event_id bigint NOT NULL DEFAULT 0,
+    drain_through bigint
+);
+CREATE INDEX sessions_draining ON sessions (id) WHERE drain_through IS NOT NULL AND status = 'open';
+
+-- The router's durable position in each session's stream: a round saves it only over the position it read
+-- from, in the transaction that queues what it read (0002's `orchestrator_route`).
+CREATE TABLE routing_cursors (
+    session_id      text PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+    routed_event_id bigint NOT NULL DEFAULT 0
+);
+
+-- `traceparent`: the W3C traceparent of the span the write ran in (NULL when nothing was traced), so the
+-- router, the lane's batch and the run it starts continue the trace of the write that caused them.
+CREATE TABLE events (
+    id              bigint PRIMARY KEY,
+    session_id      text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    type            text NOT NULL,
+    alias           text,
+    item            jsonb,
+    execution       jsonb,
+    source          jsonb NOT NULL DEFAULT '{}',
+    depth           integer NOT NULL DEFAULT 0,
+    data            jsonb,
+    created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- A retried write carries the same key and finds the same event again.
+    idempotency_key text,
+    traceparent     text
+);
+CREATE INDEX events_session_id ON events (session_id, id);
+CREATE UNIQUE INDEX events_idempotency ON events (session_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+
+CREATE TABLE objects (
+    session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    alias      text NOT NULL,
+    value      jsonb NOT NULL,
+    rev        integer NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (session_id, alias)
+);
+CREATE INDEX objects_prefix ON objects (session_id, alias text_pattern_ops);
+
+-- A `json` item's message may be any JSON value: it is kept in `message_json`; every other item's in
+-- `message`. An item has one or the other.
+CREATE TABLE thread_items (
+    seq          bigint GENERATED ALWAYS AS IDENTITY,
+    session_id   text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    alias        text NOT NULL,
+    id           text NOT NULL,
+    type         text NOT NULL,
+    role         text,
+    message      text,
+    message_json jsonb,
+    metadata     jsonb,
+    source       jsonb NOT NULL DEFAULT '{}',
+    event_id     bigint NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (session_id, alias, id)
+);
+CREATE INDEX thread_items_order ON thread_items (session_id, alias, seq);
+
+-- A run of a workflow in a session. A listener's run is recorded when its batch is taken, before its start
+-- (a run may end before the call that started it returns); its `execution.started` event is written once the
+-- start went through, or with its end if that comes first (`started_event_id`). `run_key`, `depth` and
+-- `checked_at` are what the router's sweep needs for a run that closed without reporting its end.
+CREATE TABLE executions (
+    id               text PRIMARY KEY,
+    session_id       text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    workflow         text NOT NULL,
+    listener         text,
+    lane             text,
+    status           text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'completed', 'failed', 'stopped')),
+    batch            jsonb,
+    error            text,
+    run_key          text,
+    depth            integer NOT NULL DEFAULT 0,
+    started_event_id bigint,
+    started_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    ended_at         timestamptz,
+    checked_at       timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX executions_session ON executions (session_id, listener, started_at);
+CREATE INDEX executions_running ON executions (session_id) WHERE status = 'running';
+CREATE INDEX executions_unchecked ON executions (checked_at) WHERE status = 'running';
+
+-- Listener declarations belong to the application, not to a session. Every save is a new version.
+CREATE TABLE listener_versions (
+    name         text NOT NULL,
+    version      integer NOT NULL,
+    body         jsonb NOT NULL,
+    saved_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    effective_at timestamptz NOT NULL,
+    PRIMARY KEY (name, version)
+);
+
+CREATE TABLE listeners (
+    name       text PRIMARY KEY,
+    version    integer NOT NULL,
+    deleted_at timestamptz
+);
+
+CREATE TABLE listener_switches (
+    session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    name       text NOT NULL,
+    enabled    boolean NOT NULL,
+    changed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (session_id, name)
+);
+
+-- A listener paused (in one session, or in all: `session_id` null) keeps routing but fires nothing; its
+-- events wait in its lanes until it is resumed.
+CREATE TABLE listener_pauses (
+    name       text NOT NULL,
+    session_id text REFERENCES sessions (id) ON DELETE CASCADE,
+    paused_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE UNIQUE INDEX listener_pauses_key ON listener_pauses (name, coalesce(session_id, ''));
+
+CREATE TABLE outcomes (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id   text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    listener     text NOT NULL,
+    version      integer,
+    lane         text NOT NULL,
+    status       text NOT NULL,
+    reason       text,
+    first_id     bigint NOT NULL,
+    last_id      bigint NOT NULL,
+    event_ids    bigint[] NOT NULL,
+    retry        integer NOT NULL DEFAULT 0,
+    execution_id text,
+    message      text,
+    -- The lane's own key for the batch: recording an outcome twice (a driver that runs again) keeps one row.
+    batch_key    text NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    UNIQUE (session_id, listener, batch_key)
+);
+CREATE INDEX outcomes_recent ON outcomes (session_id, listener, id DESC);
+
+-- Counts by status kept beside the rows, so that a session with thousands of batches answers at once.
+CREATE TABLE outcome_counts (
+    session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    listener   text NOT NULL,
+    status     text NOT NULL,
+    count      bigint NOT NULL,
+    PRIMARY KEY (session_id, listener, status)
+);
+
+-- Schedules (SPEC section 6): the definition of each session's schedule, addressed by (session, alias), and
+-- the result of each of its firings. Temporal's schedule (id `schedule:<session>:<alias>`) decides when a
+-- schedule fires; this row is what a firing performs, so changing the target needs no Temporal update, and
+-- a firing that finds no row (the schedule was deleted) does nothing.
+CREATE TABLE schedules (
+    session_id  text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    alias       text NOT NULL,
+    schedule_id text NOT NULL UNIQUE,
+    body        jsonb NOT NULL,
+    enabled     boolean NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (session_id, alias)
+);
+
+-- One row per firing, kept once per scheduled time (a retried firing records nothing new). No foreign key
+-- to `schedules`: a firing may finish just after its schedule is deleted, and then it is dropped quietly.
+CREATE TABLE schedule_runs (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    session_id   text NOT NULL,
+    alias        text NOT NULL,
+    scheduled_at timestamptz NOT NULL,
+    status       text NOT NULL CHECK (status IN ('success', 'invocation_error', 'access_error')),
+    message      text,
+    event_id     bigint,
+    execution_id text,
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    UNIQUE (session_id, alias, scheduled_at)
+);
+CREATE INDEX schedule_runs_recent ON schedule_runs (session_id, alias, id DESC);
+
+-- Routers and streams wake on these instead of polling: one notification per session per committing
+-- transaction (PostgreSQL folds identical notifications of one transaction into one).
+CREATE FUNCTION notify_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('orchestrator_events', NEW.session_id);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER events_notify AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION notify_event();
+
+CREATE FUNCTION notify_listener() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('orchestrator_listeners', NEW.name);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER listeners_notify AFTER INSERT OR UPDATE ON listeners FOR EACH ROW EXECUTE FUNCTION notify_listener();
+
+-- Appends one event to an open or closed session: locks the session's row (event ids in commit order) and
+-- draws the id under it. With a key, a retried append finds the first one's id. The engine's functions
+-- (0002) append execution events, receipts and failures through it.
+CREATE FUNCTION orchestrator_append(
+    p_session text, p_type text, p_alias text, p_item jsonb, p_execution jsonb, p_source jsonb, p_depth integer,
+    p_data jsonb, p_key text, p_traceparent text
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_event bigint;
+BEGIN
+    PERFORM 1 FROM sessions s WHERE s.id = p_session FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF p_key IS NOT NULL THEN
+        SELECT e.id INTO v_event FROM events e WHERE e.session_id = p_session AND e.idempotency_key = p_key;
+        IF FOUND THEN
+            RETURN v_event;
+        END IF;
+    END IF;
+    v_event := nextval('event_ids');
+    INSERT INTO events (id, session_id, type, alias, item, execution, source, depth, data, idempotency_key, traceparent)
+        VALUES (v_event, p_session, p_type, p_alias, p_item, p_execution, coalesce(p_source, '{}'), p_depth, p_data,
+                p_key, p_traceparent);
+    UPDATE sessions SET last_event_id = v_event WHERE id = p_session;
+    RETURN v_event;
+END
+$$;
+
+-- The two hot writes, one statement each, so a session's lock is held for one statement. Each answers an
+-- outcome (ok, replayed, not_found, session_not_open, rev_conflict), the rev or item id, and the event id.
+CREATE FUNCTION orchestrator_write_object(
+    p_session text, p_alias text, p_value jsonb, p_if_rev integer, p_source jsonb, p_depth integer, p_key text,
+    p_traceparent text
+) RETURNS TABLE (o_outcome text, o_rev integer, o_event bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_status text;
+    v_rev integer;
+    v_event bigint;
+BEGIN
+    SELECT s.status INTO v_status FROM sessions s WHERE s.id = p_session FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_found'::text, NULL::integer, NULL::bigint;
+        RETURN;
+    END IF;
+    IF v_status <> 'open' THEN
+        RETURN QUERY SELECT 'session_not_open'::text, NULL::integer, NULL::bigint;
+        RETURN;
+    END IF;
+    IF p_key IS NOT NULL THEN
+        SELECT e.id, (e.data ->> 'rev')::integer INTO v_event, v_rev
+            FROM events e WHERE e.session_id = p_session AND e.idempotency_key = p_key;
+        IF FOUND THEN
+            RETURN QUERY SELECT 'replayed'::text, v_rev, v_event;
+            RETURN;
+        END IF;
+    END IF;
+    SELECT o.rev INTO v_rev FROM objects o WHERE o.session_id = p_session AND o.alias = p_alias;
+    IF p_if_rev IS NOT NULL AND coalesce(v_rev, 0) <> p_if_rev THEN
+        RETURN QUERY SELECT 'rev_conflict'::text, coalesce(v_rev, 0), NULL::bigint;
+        RETURN;
+    END IF;
+    INSERT INTO objects AS o (session_id, alias, value, rev) VALUES (p_session, p_alias, p_value, 1)
+        ON CONFLICT (session_id, alias) DO UPDATE
+        SET value = EXCLUDED.value, rev = o.rev + 1, updated_at = clock_timestamp()
+        RETURNING o.rev INTO v_rev;
+    v_event := nextval('event_ids');
+    INSERT INTO events (id, session_id, type, alias, source, depth, data, idempotency_key, traceparent)
+        VALUES (v_event, p_session, 'object.written', p_alias, p_source, p_depth,
+                jsonb_build_object('rev', v_rev), p_key, p_traceparent);
+    UPDATE sessions SET last_event_id = v_event WHERE id = p_session;
+    RETURN QUERY SELECT 'ok'::text, v_rev, v_event;
+END
+$$;
+
+CREATE FUNCTION orchestrator_post_thread_item(
+    p_session text, p_alias text, p_id text, p_type text, p_role text, p_message text, p_message_json jsonb,
+    p_preview text, p_metadata jsonb, p_source jsonb, p_depth integer, p_key text, p_traceparent text
+) RETURNS TABLE (o_outcome text, o_item text, o_event bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_status text;
+    v_item text;
+    v_event bigint;
+BEGIN
+    SELECT s.status INTO v_status FROM sessions s WHERE s.id = p_session FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_found'::text, NULL::text, NULL::bigint;
+        RETURN;
+    END IF;
+    IF v_status <> 'open' THEN
+        RETURN QUERY SELECT 'session_not_open'::text, NULL::text, NULL::bigint;
+        RETURN;
+    END IF;
+    IF p_key IS NOT NULL THEN
+        SELECT e.item ->> 'id', e.id INTO v_item, v_event
+            FROM events e WHERE e.session_id = p_session AND e.idempotency_key = p_key;
+        IF FOUND THEN
+            RETURN QUERY SELECT 'replayed'::text, v_item, v_event;
+            RETURN;
+        END IF;
+    END IF;
+    -- Items never change: posting an id that is already there answers the first post.
+    SELECT t.event_id INTO v_event FROM thread_items t
+        WHERE t.session_id = p_session AND t.alias = p_alias AND t.id = p_id;
+    IF FOUND THEN
+        RETURN QUERY SELECT 'replayed'::text, p_id, v_event;
+        RETURN;
+    END IF;
+    v_event := nextval('event_ids');
+    INSERT INTO events (id, session_id, type, alias, item, source, depth, idempotency_key, traceparent)
+        VALUES (v_event, p_session, 'thread.item_posted', p_alias,
+                jsonb_strip_nulls(jsonb_build_object('id', p_id, 'type', p_type, 'role', p_role,
+                                                     'message', p_preview)),
+                p_source, p_depth, p_key, p_traceparent);
+    INSERT INTO thread_items (session_id, alias, id, type, role, message, message_json, metadata, source, event_id)
+        VALUES (p_session, p_alias, p_id, p_type, p_role, p_message, p_message_json, p_metadata, p_source, v_event);
+    UPDATE sessions SET last_event_id = v_event WHERE id = p_session;
+    RETURN QUERY SELECT 'ok'::text, p_id, v_event;
+END
+$$;

@@ -1,0 +1,337 @@
+"""One contract for both lane stores: `PgLaneStore` on a real PostgreSQL and the in-memory twin.
+
+Each test sets a small world up through the `World` it is given (a session, a listener, some writes), then
+drives the verbs the engine uses (route, snapshot, record, finish, end a run, the key slots' queue) and checks
+what each answers and what the next snapshot shows. The decisions come from the real lane step, so the stores
+are held to what the engine asks of them.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import pytest
+
+from orchestrator.core.lane_keys import lane_workflow_id
+from orchestrator.core.lane_snapshot import ACT, LaneAddress, LaneSnapshot, Take, Wait
+from orchestrator.core.lane_step import step
+from orchestrator.core.limits import Limits
+from orchestrator.core.outcomes import Outcome
+from orchestrator.core.routing import route as route_events
+from orchestrator.core.routing import versions_by_name
+from orchestrator.platform import Platform
+from orchestrator.router import _queued
+from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
+from orchestrator.store.lanes_memory import MemoryLaneStore
+
+LIMITS = Limits(activation_delay_seconds=0)
+
+
+class World(Protocol):
+    lanes: LaneStore
+
+    async def open_session(self) -> str: ...
+    async def write(self, session_id: str, alias: str) -> int: ...
+    async def save_listener(self, body: dict[str, Any]) -> None: ...
+    async def pause(self, name: str) -> None: ...
+    async def versions(self) -> list[dict[str, Any]]: ...
+
+
+class PgWorld:
+    def __init__(self, platform: Platform) -> None:
+        self.platform = platform
+        self.lanes = platform.store.lanes
+
+    async def _ok(self, command: str, **args: Any) -> dict[str, Any]:
+        reply = await self.platform.command({"command": command, **args})
+        assert reply["status"] == "success", reply
+        return reply
+
+    async def open_session(self) -> str:
+        return str((await self._ok("open_session"))["session"]["id"])
+
+    async def write(self, session_id: str, alias: str) -> int:
+        reply = await self._ok("write_object", session_id=session_id, alias=alias, value={"type": "t"})
+        return int(reply["event_id"])
+
+    async def save_listener(self, body: dict[str, Any]) -> None:
+        await self._ok("save_listener", listener=body)
+
+    async def pause(self, name: str) -> None:
+        await self._ok("pause_listener", name=name)
+
+    async def versions(self) -> list[dict[str, Any]]:
+        return await self.platform.store.listener_versions()
+
+
+class MemoryWorld:
+    def __init__(self) -> None:
+        self.lanes = self.store = MemoryLaneStore(time.time)
+        self.sessions = 0
+
+    async def open_session(self) -> str:
+        self.sessions += 1
+        session_id = f"ses_{self.sessions}"
+        self.store.open_session(session_id)
+        return session_id
+
+    async def write(self, session_id: str, alias: str) -> int:
+        return self.store.append(session_id, "object.written", alias=alias, data={"rev": 1})
+
+    async def save_listener(self, body: dict[str, Any]) -> None:
+        self.store.save_listener(body, effective_at=0.0)
+
+    async def pause(self, name: str) -> None:
+        self.store.pauses.add((name, None))
+
+    async def versions(self) -> list[dict[str, Any]]:
+        return [
+            {"name": name, "version": v, "effective_at": datetime.fromtimestamp(at, UTC).isoformat(), "body": body}
+            for name, versions in sorted(self.store.listeners.items())
+            for v, at, body in versions
+        ]
+
+
+@pytest.fixture(params=["postgres", "memory"])
+def world(request: pytest.FixtureRequest) -> World:
+    if request.param == "postgres":
+        return PgWorld(request.getfixturevalue("platform"))
+    return MemoryWorld()
+
+
+def listener(name: str = "l", **more: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": name,
+        "filter": {"types": ["object.written"]},
+        "batch": {"window_seconds": 0, "max_events": 100},
+        "action": {"type": "workflow", "workflow": "w"},
+    }
+    body.update(more)
+    return body
+
+
+def keyed(name: str = "k", max_parallel: int = 1) -> dict[str, Any]:
+    return listener(name, concurrency={"mode": "keyed", "key": "alias", "max_parallel": max_parallel})
+
+
+async def route_all(world: World, session_id: str) -> Any:
+    """One routing round, as the router runs it: read after the position, match, queue."""
+    position, events, _ = await world.lanes.unrouted(session_id, 1000)
+    deliveries = route_events([(e.envelope(), e.created_at) for e in events], versions_by_name(await world.versions()))
+    created = {e.id: e.created_at for e in events}
+    queued = [_queued(session_id, d, created, LIMITS) for d in deliveries]
+    return await world.lanes.route(session_id, position, events[-1].id, queued)
+
+
+def address(session_id: str, name: str = "l", lane: str = "_") -> LaneAddress:
+    return LaneAddress(session_id, name, lane, lane_workflow_id(session_id, name, lane))
+
+
+async def snapshot(world: World, where: LaneAddress) -> LaneSnapshot:
+    snap = await world.lanes.snapshot(where)
+    assert snap is not None
+    return snap
+
+
+async def take(world: World, where: LaneAddress) -> tuple[LaneSnapshot, Take, Recorded]:
+    snap = await snapshot(world, where)
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take), decision
+    recorded = await world.lanes.record(snap, decision, LIMITS.listener_fires_per_minute, 1)
+    assert isinstance(recorded, Recorded), recorded
+    return snap, decision, recorded
+
+
+async def finish(
+    world: World, snap: LaneSnapshot, decision: Take, recorded: Recorded, *, started: bool = True
+) -> LaneSnapshot | None:
+    outcome = Outcome(
+        status="success" if started else "invocation_error",
+        listener=snap.address.listener,
+        lane=snap.address.lane,
+        first_id=decision.first_id,
+        last_id=decision.last_id,
+        event_ids=list(decision.consumed),
+        count=len(decision.entries),
+        execution_id=decision.execution_id if started else None,
+        at=datetime.now(UTC),
+    )
+    finished = await world.lanes.finish(
+        Finishing(
+            snap=snap,
+            take=decision,
+            batch_id=recorded.batch_id,
+            started=started,
+            outcome=outcome,
+            version=1,
+            release=decision.plan is not None and not started,
+            key_max=1,
+        )
+    )
+    return finished.snapshot
+
+
+async def end(world: World, session_id: str, execution_id: str, status: str = "completed", **more: Any) -> Any:
+    return await world.lanes.end_run(
+        Ending(
+            execution_id=execution_id,
+            session_id=session_id,
+            status=status,
+            error=None,
+            listener=more.pop("listener", "l"),
+            **more,
+        )
+    )
+
+
+async def test_a_round_queues_its_events_and_answers_the_lanes_it_made_pending(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    ids = [await world.write(sid, f"a/{n}") for n in range(3)]
+    routed = await route_all(world, sid)
+    assert routed.saved and [n.address.workflow_id for n in routed.nudges] == [address(sid).workflow_id]
+    snap = await snapshot(world, address(sid))
+    assert [q.id for q in snap.waiting] == ids and snap.pending == 3
+    assert snap.oldest_at == snap.waiting[0].committed and snap.newest_id == ids[-1]
+    # A lane with events waiting is not nudged again; a round over a position another moved is refused.
+    later = await world.write(sid, "a/3")
+    again = await route_all(world, sid)
+    assert again.saved and again.nudges == ()
+    assert not (await world.lanes.route(sid, 0, later, [])).saved
+
+
+async def test_a_lane_never_queued_for_has_no_snapshot(world: World) -> None:
+    sid = await world.open_session()
+    assert await world.lanes.snapshot(address(sid)) is None
+
+
+async def test_a_record_takes_the_batch_and_its_slot_and_the_finish_answers_the_next_snapshot(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    ids = [await world.write(sid, f"a/{n}") for n in range(2)]
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    assert decision.consumed == tuple(ids) and decision.verdict == ACT and decision.plan is not None
+    after = await finish(world, snap, decision, recorded)
+    assert after is not None and after.pending == 0 and after.fired_through == ids[-1]
+    assert [r.execution_id for r in after.runs] == [decision.execution_id]
+    assert after.claimed is None and after.seq == snap.seq + 1
+    # Its slot is held: the next event waits for it.
+    await world.write(sid, "a/2")
+    await route_all(world, sid)
+    blocked = step(await snapshot(world, address(sid)), time.time(), LIMITS)
+    assert isinstance(blocked, Wait) and blocked.reason == "slot_held"
+
+
+async def test_a_record_over_a_snapshot_the_lane_has_moved_past_is_refused(world: World) -> None:
+    await world.save_listener(listener(action={"type": "object", "alias": "out", "value": {"type": "o"}}))
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap = await snapshot(world, address(sid))
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take)
+    assert isinstance(await world.lanes.record(snap, decision, 100, 0), Recorded)
+    assert await world.lanes.record(snap, decision, 100, 0) == Stale("seq")
+
+
+async def test_a_paused_listener_and_a_full_throttle_refuse_the_record(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap = await snapshot(world, address(sid))
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take)
+    assert await world.lanes.record(snap, decision, 0, 0) == Stale("throttle")
+    await world.pause("l")
+    assert await world.lanes.record(snap, decision, 100, 0) == Stale("paused")
+
+
+async def test_a_claimed_batch_a_driver_left_is_in_the_next_snapshot(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    _, decision, recorded = await take(world, address(sid))
+    left = await snapshot(world, address(sid))
+    assert left.claimed is not None and left.claimed.batch.id == recorded.batch_id
+    assert [q.id for q in left.claimed.entries] == list(decision.entry_ids)
+    assert left.claimed.run is not None and left.claimed.run.execution_id == decision.execution_id
+
+
+async def test_a_runs_end_releases_its_slot_once_and_hands_its_lane_what_waits(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    await world.write(sid, "a/2")
+    await route_all(world, sid)
+    ended = await end(world, sid, decision.execution_id)
+    assert ended.recorded and [a.workflow_id for a in ended.drive] == [address(sid).workflow_id]
+    assert not (await end(world, sid, decision.execution_id)).recorded, "an end is recorded once"
+    after = await snapshot(world, address(sid))
+    assert after.runs == () and after.pending == 1
+
+
+async def test_a_failed_run_with_attempts_left_holds_its_slot_until_its_repeat(world: World) -> None:
+    await world.save_listener(listener(retry={"attempts": 1, "delay_seconds": 30}))
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    ended = await end(world, sid, decision.execution_id, "failed", repeat_in=30.0)
+    assert ended.recorded and ended.drive == ()
+    held = await snapshot(world, address(sid))
+    (run,) = held.runs
+    assert run.due_at is not None and 25 < run.due_at - held.now <= 30
+    assert held.repeat is not None and held.repeat.batch.id == recorded.batch_id
+    waiting = step(held, held.now, LIMITS)
+    assert isinstance(waiting, Wait) and waiting.reason == "retry_waiting"
+    repeat = step(held, run.due_at, LIMITS)
+    assert isinstance(repeat, Take) and repeat.kind == "repeat" and repeat.retry == 1
+    assert isinstance(await world.lanes.record(held, repeat, 100, 0), Recorded)
+    again = await snapshot(world, address(sid))
+    assert [(r.execution_id, r.due_at) for r in again.runs] == [(repeat.execution_id, None)]
+
+
+async def test_a_freed_key_slot_goes_to_the_lane_that_queued_for_it(world: World) -> None:
+    await world.save_listener(keyed())
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await world.write(sid, "b")
+    await route_all(world, sid)
+    a, b = address(sid, "k", "a"), address(sid, "k", "b")
+    snap, decision, recorded = await take(world, a)
+    assert decision.key_slot == "take"
+    await finish(world, snap, decision, recorded)
+    behind = await snapshot(world, b)
+    wait = step(behind, behind.now, LIMITS)
+    assert isinstance(wait, Wait) and wait.reason == "queued_for_key_slot" and wait.queue_for_key_slot
+    assert not await world.lanes.queue_for_key_slot(behind, 1)
+    assert (await snapshot(world, b)).key_slot == "queued"
+    ended = await end(world, sid, decision.execution_id, listener="k", keyed=True, key_max=1)
+    assert [x.workflow_id for x in ended.drive] == [b.workflow_id]
+    handed = await snapshot(world, b)
+    assert handed.key_slot == "held" and handed.keys_held == 1
+    taken = step(handed, handed.now, LIMITS)
+    assert isinstance(taken, Take) and taken.key_slot == "keep"
+
+
+async def test_a_run_that_did_not_start_gives_its_slots_back(world: World) -> None:
+    await world.save_listener(keyed())
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await world.write(sid, "b")
+    await route_all(world, sid)
+    a, b = address(sid, "k", "a"), address(sid, "k", "b")
+    snap, decision, recorded = await take(world, a)
+    assert not await world.lanes.queue_for_key_slot(await snapshot(world, b), 1)
+    after = await finish(world, snap, decision, recorded, started=False)
+    assert after is not None and after.runs == () and after.key_slot is None
+    assert (await snapshot(world, b)).key_slot == "held", "the slot went to the lane waiting for it"
