@@ -42,7 +42,7 @@ from orchestrator.core.lane_snapshot import (
     Take,
     Wait,
 )
-from orchestrator.core.lane_step import HeldSlot, RunPlan, run_end, step, take_of_claimed
+from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, step, take_of_claimed
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, render
 from orchestrator.executions import run_priority, start_workflow_run
@@ -203,8 +203,14 @@ class LaneDriver:
             if snap is None:
                 return drive
             now = snap.now + skew
-            decision = step(snap, now, self.settings.limits, self.registered)
             drive.snapshot, drive.now = snap, now
+            if not snap.complete:
+                # Read without envelopes (a finish's answer): enough to wait on, not to take a batch from.
+                move = next_move(snap, now, self.settings.limits)
+                if not isinstance(move, Wait):
+                    snap = await self.lanes.snapshot(address)
+                    continue
+            decision = step(snap, now, self.settings.limits, self.registered)
             if isinstance(decision, Wait):
                 decl = snap.listener.declaration if snap.listener is not None else None
                 if decision.queue_for_key_slot and await self.lanes.queue_for_key_slot(

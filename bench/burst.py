@@ -42,6 +42,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench.common import cpu_seconds, percentile, row, scratch_database
+from bench.keep_alive import KeepAlive
 from bench.workflows import BenchNaive, BenchRun
 from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp
@@ -110,7 +111,8 @@ async def api_process(database_url: str, settings: Settings) -> AsyncIterator[st
 
 def _write(url: str, session: str, aliases: list[str], writers: int, rate: float | None) -> tuple[float, float]:
     """Write one object per alias through the HTTP door with `writers` keep-alive clients (at `rate` writes/s
-    in all when given); answers when the first write began and the last ended."""
+    in all when given; lean ones, `bench.keep_alive`, so the load costs little CPU); answers when the first
+    write began and the last ended."""
 
     async def run() -> tuple[float, float]:
         queue = list(enumerate(aliases))
@@ -118,14 +120,17 @@ def _write(url: str, session: str, aliases: list[str], writers: int, rate: float
         began = time.time()
 
         async def writer(k: int) -> None:
-            async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            http = KeepAlive(url)
+            try:
                 while queue:
                     n, alias = queue.pop()
                     if rate is not None:
                         await asyncio.sleep(max(began + n / rate - time.time(), 0))
                     body = {"command": "write_object", "session_id": session, "alias": alias, "value": {"type": "b"}}
-                    reply = (await http.post("/v1/commands", json=body)).json()
+                    reply = await http.post("/v1/commands", body)
                     assert reply["status"] == "success", reply
+            finally:
+                await http.aclose()
 
         await asyncio.gather(*(writer(k) for k in range(writers)))
         return began, time.time()
@@ -134,11 +139,27 @@ def _write(url: str, session: str, aliases: list[str], writers: int, rate: float
 
 
 async def write_through_http(
-    url: str, session: str, aliases: list[str], writers: int = WRITERS, rate: float | None = None
+    url: str,
+    session: str,
+    aliases: list[str],
+    writers: int = WRITERS,
+    rate: float | None = None,
+    processes: int = 1,
 ) -> tuple[float, float]:
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=SPAWN) as pool:
+    """Write one object per alias through the HTTP door, `writers` keep-alive clients spread over `processes`
+    processes (each writing every `processes`-th alias); answers when the first write began and the last ended."""
+    with concurrent.futures.ProcessPoolExecutor(processes, mp_context=SPAWN) as pool:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(pool, _write, url, session, aliases, writers, rate)
+        share = None if rate is None else rate / processes
+        spans = await asyncio.gather(
+            *(
+                loop.run_in_executor(
+                    pool, _write, url, session, aliases[n::processes], max(writers // processes, 1), share
+                )
+                for n in range(processes)
+            )
+        )
+        return min(b for b, _ in spans), max(e for _, e in spans)
 
 
 # The engine in this process
@@ -405,12 +426,14 @@ class Bench:
 
 
 @contextlib.asynccontextmanager
-async def bench_platform() -> AsyncIterator[Bench]:
+async def bench_platform(statements: bool = False) -> AsyncIterator[Bench]:
+    """The platform a benchmark drives; with `statements`, PostgreSQL counts every statement it runs
+    (`pg_stat_statements`)."""
     with tempfile.TemporaryDirectory(prefix="bench-temporal-") as folder:
         server = await start_temporal(Path(folder), ui=False)
         try:
             client = await connect_temporal(server.address, "default")
-            async with scratch_database() as url:
+            async with scratch_database(statements=statements) as url:
                 settings = Settings(
                     limits=Limits(activation_delay_seconds=0, listener_fires_per_minute=100_000),
                     search_attributes=False,

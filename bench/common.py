@@ -15,17 +15,44 @@ from orchestrator.embedded import start_postgres
 
 
 @asynccontextmanager
-async def scratch_database() -> AsyncIterator[str]:
-    """A fresh database on an embedded PostgreSQL that lives as long as the benchmark."""
+async def scratch_database(statements: bool = False) -> AsyncIterator[str]:
+    """A fresh database on an embedded PostgreSQL that lives as long as the benchmark; with `statements`, the
+    server loads `pg_stat_statements` (a restart), so `statement_counts` can tell what ran."""
     with tempfile.TemporaryDirectory(prefix="bench-") as folder:
         server = await start_postgres(Path(folder))
         try:
             admin = await asyncpg.connect(server.url)
+            if statements:
+                await admin.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+                await admin.close()
+                await server.stop()
+                server = await start_postgres(Path(folder))
+                admin = await asyncpg.connect(server.url)
             await admin.execute("CREATE DATABASE bench")
             await admin.close()
+            if statements:
+                bench = await asyncpg.connect(server.url_for("bench"))
+                await bench.execute("CREATE EXTENSION pg_stat_statements")
+                await bench.close()
             yield server.url_for("bench")
         finally:
             await server.stop()
+
+
+async def statement_counts(database_url: str, reset: bool = False) -> dict[str, int]:
+    """How often each top-level statement ran on the database since the last reset (by its text)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        if reset:
+            await conn.execute("SELECT pg_stat_statements_reset()")
+            return {}
+        rows = await conn.fetch(
+            "SELECT query, calls FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
+            " WHERE d.datname = current_database()"
+        )
+        return {r["query"]: int(r["calls"]) for r in rows}
+    finally:
+        await conn.close()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -45,3 +72,53 @@ def cpu_seconds(pid: int | None = None) -> float:
     with open(f"/proc/{pid or os.getpid()}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds the platform's parts used between `start` and `stop`: the Temporal server, this process
+    (the worker and router), PostgreSQL (all its processes) and the API (this process's children alive at the
+    start; writers started later are the load, not the platform)."""
+
+    def __init__(self, temporal_pid: int | None) -> None:
+        self.temporal_pid = temporal_pid
+        self._start: dict[str, float] = {}
+        self._children: list[int] = []
+
+    def _postgres(self) -> float:
+        import psutil
+
+        total = 0.0
+        for process in psutil.process_iter(["name"]):
+            if process.info.get("name") == "postgres":
+                try:
+                    times = process.cpu_times()
+                    total += times.user + times.system
+                except psutil.Error:
+                    continue
+        return total
+
+    def _parts(self) -> dict[str, float]:
+        api = 0.0
+        for pid in self._children:
+            try:
+                api += cpu_seconds(pid)
+            except OSError:
+                continue
+        return {
+            "Temporal server": cpu_seconds(self.temporal_pid) if self.temporal_pid else 0.0,
+            "worker and router": cpu_seconds(),
+            "PostgreSQL": self._postgres(),
+            "API": api,
+        }
+
+    def start(self) -> None:
+        import psutil
+
+        self._children = [
+            c.pid for c in psutil.Process().children() if c.pid != self.temporal_pid and c.name() != "postgres"
+        ]
+        self._start = self._parts()
+
+    def stop(self) -> dict[str, float]:
+        end = self._parts()
+        return {part: end[part] - self._start[part] for part in end}

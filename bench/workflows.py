@@ -32,3 +32,27 @@ class BenchNaive:
                 "bench.noop", n, start_to_close_timeout=timedelta(seconds=10), result_type=int
             )
         )
+
+
+# Two real activities each, as an application's run does: the lane's run reports its start with the first.
+TWO_ACTIVITIES = timedelta(seconds=30)
+
+
+@workflow.defn(name="bench_run_two")
+class BenchRunTwo:
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        await workflow.execute_activity("bench.run_started", run.batch.event_ids, start_to_close_timeout=TWO_ACTIVITIES)
+        await workflow.execute_activity("bench.noop", 0, start_to_close_timeout=TWO_ACTIVITIES, result_type=int)
+
+
+@workflow.defn(name="bench_naive_two")
+class BenchNaiveTwo:
+    @workflow.run
+    async def run(self, n: int) -> int:
+        await workflow.execute_activity("bench.noop", n, start_to_close_timeout=TWO_ACTIVITIES, result_type=int)
+        return int(
+            await workflow.execute_activity(
+                "bench.naive_done", n, start_to_close_timeout=TWO_ACTIVITIES, result_type=int
+            )
+        )

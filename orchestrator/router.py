@@ -30,7 +30,13 @@ from opentelemetry import trace
 from temporalio.client import Client
 
 from orchestrator.config import Settings
-from orchestrator.core.declaration import ListenerDeclaration, lane_run_slots, lane_timing
+from orchestrator.core.declaration import (
+    ListenerDeclaration,
+    WorkflowAction,
+    effective_max_parallel,
+    lane_run_slots,
+    lane_timing,
+)
 from orchestrator.core.events import Event
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.core.lane_keys import lane_workflow_id
@@ -262,6 +268,9 @@ def _queued(session_id: str, delivery: LaneDelivery, created: dict[int, datetime
         newest_id=others[-1] if others else None,
         newest_at=created[others[-1]] if others else None,
         run_slots=lane_run_slots(decl, limits),
+        key_max=effective_max_parallel(decl.concurrency, limits)
+        if decl.concurrency.mode == "keyed" and isinstance(decl.action, WorkflowAction)
+        else None,
     )
 
 

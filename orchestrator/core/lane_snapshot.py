@@ -211,6 +211,8 @@ class LaneSnapshot:
     fires_last_minute: int = 0
     oldest_fire_at: float | None = None
     running_executions: int = 0
+    # False: read without envelopes (counts and times only), enough for `next_move` but not to cut a batch.
+    complete: bool = True
 
 
 # -- decisions ---------------------------------------------------------------------------------------------

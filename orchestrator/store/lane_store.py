@@ -51,7 +51,8 @@ class Finishing:
     receipt: dict[str, Any] | None = None
     # A repeat stopped by a guard: the failure before it stands as the last one (`listener.failed`).
     failed_execution: str | None = None
-    fetch: int = FETCH_EVENTS
+    # How many waiting events the answered snapshot reads (0: none, which says whether the lane waits).
+    fetch: int = 0
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ class QueuedLane:
     newest_at: datetime | None
     # How many runs the lane may hold at once (None: a write action, which holds none past its step).
     run_slots: int | None = None
+    # A keyed listener's key slots in the session (None: not keyed, or a write action).
+    key_max: int | None = None
 
 
 @dataclass(frozen=True)

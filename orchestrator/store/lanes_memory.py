@@ -134,6 +134,7 @@ class MemKeySlot:
     holding: bool
     since: float
     order: int
+    due_at: float | None = None
 
 
 @dataclass
@@ -284,7 +285,7 @@ class MemoryLaneStore:
         if lane is None:
             return None
         now = self.now()
-        waiting_ids = sorted(i for i in lane.queue if i > lane.fired_through)[:fetch]
+        waiting_ids = sorted(i for i in lane.queue if i > lane.fired_through)[: max(fetch, 1)]
         runs = sorted((r for r in self.runs.values() if r.lane_id == lane.id), key=lambda r: r.run_key)
         claimed = sorted(
             (b for b in self.batches.values() if b.lane_id == lane.id and b.state == "claimed"), key=lambda b: b.id
@@ -296,7 +297,8 @@ class MemoryLaneStore:
             replay_id, (_, event_ids, replay_of) = replays[0]
             first = min(event_ids)
             done = [b.replay for b in self.batches.values() if b.lane_id == lane.id and b.first_id == first]
-            replay = Replay(replay_id, self._events(event_ids), replay_of, 1 + max(done, default=0))
+            events = self._events(event_ids) if fetch > 0 else ()
+            replay = Replay(replay_id, events, replay_of, 1 + max(done, default=0))
         slot = self.key_slots.get(lane.id)
         session = self.sessions.get(lane.session_id, {"status": "closed", "alias": None})
         fires = [
@@ -313,8 +315,8 @@ class MemoryLaneStore:
             session_status=session["status"],
             session_alias=session.get("alias"),
             listener=self._listener_now(lane.session_id, lane.listener, now),
-            pending=len(waiting_ids),
-            waiting=self._events(waiting_ids),
+            pending=len(waiting_ids) if fetch > 0 else min(len(waiting_ids), 1),
+            waiting=self._events(waiting_ids) if fetch > 0 else (),
             oldest_at=self.events[waiting_ids[0]].committed if waiting_ids else None,
             newest_at=lane.newest_at,
             newest_id=lane.newest_id,
@@ -329,6 +331,7 @@ class MemoryLaneStore:
             running_executions=sum(
                 1 for x in self.executions.values() if x.session_id == lane.session_id and x.status == "running"
             ),
+            complete=fetch > 0,
         )
 
     # -- the keys' slots -------------------------------------------------------------------------------------
@@ -339,7 +342,9 @@ class MemoryLaneStore:
         )
 
     def _key_row(self, lane: MemLane, holding: bool) -> MemKeySlot:
-        return MemKeySlot(lane.id, lane.session_id, lane.listener, holding, self.now(), self._next("order"))
+        waiting = [i for i in lane.queue if i > lane.fired_through]
+        due = self.events[min(waiting)].committed + lane.window_seconds if waiting else None
+        return MemKeySlot(lane.id, lane.session_id, lane.listener, holding, self.now(), self._next("order"), due)
 
     def _key_slot_freed(self, lane: MemLane, key_max: int, requeue: bool) -> tuple[LaneAddress, ...]:
         self.key_slots.pop(lane.id, None)
@@ -353,7 +358,7 @@ class MemoryLaneStore:
                 for k in self.key_slots.values()
                 if (k.session_id, k.listener) == (lane.session_id, lane.listener) and not k.holding
             ),
-            key=lambda k: (k.since, k.order),
+            key=lambda k: (not (k.due_at is not None and k.due_at <= self.now()), k.since, k.order),
         )
         if not waiting:
             return ()
@@ -601,6 +606,15 @@ class MemoryLaneStore:
                 lane.newest_at = None if q.newest_at is None else q.newest_at.timestamp()
             if empty:
                 lane.nudged_at = now
+            keyed_behind = q.key_max is not None and lane.id not in self.key_slots
+            if (
+                empty
+                and not blocked
+                and keyed_behind
+                and self._keys_held(session_id, lane.listener) >= (q.key_max or 0)
+            ):
+                blocked = True
+                self.key_slots[lane.id] = self._key_row(lane, False)
             if empty and (not blocked or q.declared.idle_after_seconds is not None):
                 oldest = min(i for i in lane.queue if i > lane.fired_through)
                 nudges.append(

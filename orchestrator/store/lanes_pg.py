@@ -119,7 +119,9 @@ def _past(data: Mapping[str, Any] | None) -> PastBatch | None:
     )
 
 
-def snapshot_of(session_id: str, listener: str, lane: str, data: Mapping[str, Any]) -> LaneSnapshot:
+def snapshot_of(
+    session_id: str, listener: str, lane: str, data: Mapping[str, Any], complete: bool = True
+) -> LaneSnapshot:
     row = data["lane"]
     found = data.get("listener")
     now_listener = None
@@ -131,6 +133,7 @@ def snapshot_of(session_id: str, listener: str, lane: str, data: Mapping[str, An
             paused=bool(found["paused"]),
         )
     waiting = tuple(queued_of(e) for e in data["waiting"])
+    oldest = data.get("oldest_at")
     replay = data.get("replay")
     session = data.get("session") or {"status": "closed", "alias": None}
     fires = data.get("fires") or {}
@@ -143,9 +146,10 @@ def snapshot_of(session_id: str, listener: str, lane: str, data: Mapping[str, An
         session_status=str(session["status"]),
         session_alias=session.get("alias"),
         listener=now_listener,
-        pending=len(waiting),
+        pending=max(len(waiting), 0 if oldest is None else 1),
         waiting=waiting,
-        oldest_at=waiting[0].committed if waiting else None,
+        oldest_at=None if oldest is None else float(oldest),
+        complete=complete,
         newest_at=None if row.get("newest_at") is None else float(row["newest_at"]),
         newest_id=int(row.get("newest_id") or 0),
         runs=tuple(_run(r) for r in data["runs"]),
@@ -196,7 +200,9 @@ class PgLaneStore:
             address.lane,
             fetch,
         )
-        return None if data is None else snapshot_of(address.session_id, address.listener, address.lane, data)
+        if data is None:
+            return None
+        return snapshot_of(address.session_id, address.listener, address.lane, data, complete=fetch > 0)
 
     async def record(self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int) -> Recorded | Stale:
         address = snap.address
@@ -278,7 +284,9 @@ class PgLaneStore:
         answer = await self.pool.fetchval("SELECT orchestrator_batch_finish($1::jsonb)", body)
         data = answer.get("snapshot")
         return Finished(
-            snapshot=None if data is None else snapshot_of(address.session_id, address.listener, address.lane, data),
+            snapshot=None
+            if data is None
+            else snapshot_of(address.session_id, address.listener, address.lane, data, complete=finishing.fetch > 0),
             granted=tuple(_address(a) for a in answer["granted"]),
             outcome_new=bool(answer.get("outcome_new")),
         )
@@ -357,6 +365,7 @@ class PgLaneStore:
                     "through": max(q.event_ids),
                     "window_seconds": q.declared.window_seconds,
                     "run_slots": q.run_slots,
+                    "key_max": q.key_max,
                     "idle": q.declared.idle_after_seconds is not None,
                     "newest_id": q.newest_id or 0,
                     "newest_at": None if q.newest_at is None else q.newest_at.isoformat(),

@@ -89,12 +89,16 @@ CREATE INDEX lane_runs_lane ON lane_runs (lane_id);
 -- Keyed listeners: at most max_parallel keys of one listener run at once in a session. A row per lane that
 -- holds a slot or waits for one (oldest `since` first); whoever frees a slot hands it to the longest waiter
 -- in the same statement, so a slot is never free while a lane waits for it.
+-- A waiting lane's `due_at` is when its batch is due (its oldest waiting event's commit and its window): a freed
+-- slot goes to the longest waiter whose batch is due, so no slot sits idle for a window still open while
+-- another lane's batch is ready; when none is due, to the longest waiter.
 CREATE TABLE key_slots (
     lane_id    bigint PRIMARY KEY REFERENCES lanes (id) ON DELETE CASCADE,
     session_id text NOT NULL,
     listener   text NOT NULL,
     holding    boolean NOT NULL,
-    since      timestamptz NOT NULL DEFAULT clock_timestamp()
+    since      timestamptz NOT NULL DEFAULT clock_timestamp(),
+    due_at     timestamptz
 );
 CREATE INDEX key_slots_listener ON key_slots (session_id, listener, holding, since);
 
@@ -151,7 +155,8 @@ CREATE FUNCTION orchestrator_past_batch(b batches) RETURNS jsonb LANGUAGE sql ST
 $$;
 
 -- The lane step's snapshot of a lane (`orchestrator.core.lane_snapshot.LaneSnapshot`), read without a lock:
--- the record of a decision checks it over `seq`. Null for a lane the router never queued for.
+-- the record of a decision checks it over `seq`. Null for a lane the router never queued for. `p_fetch` 0
+-- reads no envelope (of waiting events or a replay): enough to know whether the lane waits, and for what.
 CREATE FUNCTION orchestrator_lane_snapshot(p_session text, p_listener text, p_lane text, p_fetch integer)
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -181,6 +186,8 @@ BEGIN
             FROM listeners n JOIN listener_versions v ON v.name = n.name
             WHERE n.name = p_listener AND n.deleted_at IS NULL
             ORDER BY v.effective_at <= v_now DESC, v.version DESC LIMIT 1),
+        'oldest_at', (SELECT extract(epoch FROM e.created_at) FROM lane_events q JOIN events e ON e.id = q.event_id
+                      WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1),
         'waiting', (
             SELECT coalesce(jsonb_agg(orchestrator_event_json(e) ORDER BY e.id), '[]')
             FROM (SELECT q.event_id FROM lane_events q WHERE q.lane_id = l.id AND q.event_id > l.fired_through
@@ -194,7 +201,8 @@ BEGIN
                    WHERE r.lane_id = l.id AND r.due_at IS NOT NULL ORDER BY r.due_at LIMIT 1),
         'replay', (
             SELECT jsonb_build_object(
-                'id', p.id, 'replay_of', p.replay_of, 'events', orchestrator_events_json(p.event_ids),
+                'id', p.id, 'replay_of', p.replay_of,
+                'events', CASE WHEN p_fetch > 0 THEN orchestrator_events_json(p.event_ids) ELSE '[]' END,
                 'number', 1 + (SELECT coalesce(max(b.replay), 0) FROM batches b
                                WHERE b.lane_id = l.id AND b.first_id = (SELECT min(x) FROM unnest(p.event_ids) x)))
             FROM replays p WHERE p.lane_id = l.id ORDER BY p.id LIMIT 1),
@@ -221,6 +229,21 @@ $$;
 -- (it has more waiting). A free slot goes to the longest waiter, whose address is answered (none when every
 -- slot is held, or nobody waits, or `p_max` is 0: its listener is gone). The caller holds the listener's keys
 -- lock.
+-- When a lane's waiting batch is due: its oldest waiting event's commit plus its window (as last declared).
+CREATE FUNCTION orchestrator_lane_due(p_lane bigint) RETURNS timestamptz LANGUAGE sql STABLE AS $$
+    SELECT e.created_at + make_interval(secs => l.window_seconds)
+    FROM lanes l JOIN lane_events q ON q.lane_id = l.id JOIN events e ON e.id = q.event_id
+    WHERE l.id = p_lane AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1
+$$;
+
+-- A lane joins the back of the queue for a key slot (or keeps its place, if it has one).
+CREATE FUNCTION orchestrator_key_queue(p_lane bigint, p_session text, p_listener text) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO key_slots (lane_id, session_id, listener, holding, due_at)
+        VALUES (p_lane, p_session, p_listener, false, orchestrator_lane_due(p_lane))
+        ON CONFLICT (lane_id) DO NOTHING
+$$;
+
 CREATE FUNCTION orchestrator_key_slot_freed(p_lane bigint, p_session text, p_listener text, p_max integer,
                                             p_requeue boolean) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -228,14 +251,14 @@ DECLARE
 BEGIN
     DELETE FROM key_slots WHERE lane_id = p_lane;
     IF p_requeue THEN
-        INSERT INTO key_slots (lane_id, session_id, listener, holding) VALUES (p_lane, p_session, p_listener, false);
+        PERFORM orchestrator_key_queue(p_lane, p_session, p_listener);
     END IF;
     IF (SELECT count(*) FROM key_slots WHERE session_id = p_session AND listener = p_listener AND holding) >= p_max THEN
         RETURN '[]';
     END IF;
     UPDATE key_slots SET holding = true WHERE lane_id = (
         SELECT lane_id FROM key_slots WHERE session_id = p_session AND listener = p_listener AND NOT holding
-        ORDER BY since, lane_id LIMIT 1)
+        ORDER BY coalesce(due_at <= clock_timestamp(), false) DESC, since, lane_id LIMIT 1)
     RETURNING lane_id INTO v_granted;
     IF v_granted IS NULL THEN
         RETURN '[]';
@@ -262,8 +285,7 @@ BEGIN
             ON CONFLICT (lane_id) DO UPDATE SET holding = true;
         RETURN true;
     END IF;
-    INSERT INTO key_slots (lane_id, session_id, listener, holding) VALUES (p_lane, p_session, p_listener, false)
-        ON CONFLICT (lane_id) DO NOTHING;
+    PERFORM orchestrator_key_queue(p_lane, p_session, p_listener);
     RETURN false;
 END
 $$;
@@ -554,9 +576,14 @@ DECLARE
     l lanes%ROWTYPE;
     v_empty boolean;
     v_blocked boolean;
+    v_queue boolean;
     v_nudges jsonb := '[]';
     v_newest bigint;
 BEGIN
+    -- The keys' locks first, as every function here takes them (a keyed lane may join the queue for a slot).
+    PERFORM orchestrator_keys_lock(v_session, k.listener)
+        FROM (SELECT DISTINCT x ->> 'listener' AS listener FROM jsonb_array_elements(p -> 'lanes') x
+              WHERE x ->> 'key_max' IS NOT NULL ORDER BY 1) k;
     UPDATE routing_cursors SET routed_event_id = (p ->> 'through')::bigint
         WHERE session_id = v_session AND routed_event_id = (p ->> 'from')::bigint;
     IF NOT FOUND THEN
@@ -574,6 +601,17 @@ BEGIN
         v_blocked := (q ->> 'run_slots' IS NOT NULL
                       AND (SELECT count(*) FROM lane_runs r WHERE r.lane_id = l.id) >= (q ->> 'run_slots')::integer)
                   OR EXISTS (SELECT 1 FROM key_slots k WHERE k.lane_id = l.id AND NOT k.holding);
+        -- A keyed lane made pending while every key slot is taken joins the queue for one now: the run that
+        -- frees a slot hands it on, so the lane needs no nudge (nor a step of its own to find no slot).
+        IF v_empty AND NOT v_blocked AND q ->> 'key_max' IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM key_slots k WHERE k.lane_id = l.id)
+           AND (SELECT count(*) FROM key_slots k WHERE k.session_id = v_session AND k.listener = l.listener
+                AND k.holding) >= (q ->> 'key_max')::integer THEN
+            v_blocked := true;
+            v_queue := true;
+        ELSE
+            v_queue := false;
+        END IF;
         v_newest := (q ->> 'newest_id')::bigint;
         UPDATE lanes SET
             routed_through = greatest(routed_through, (q ->> 'through')::bigint),
@@ -583,6 +621,9 @@ BEGIN
             newest_at = CASE WHEN v_newest > newest_id THEN (q ->> 'newest_at')::timestamptz ELSE newest_at END,
             nudged_at = CASE WHEN v_empty THEN clock_timestamp() ELSE nudged_at END
             WHERE id = l.id;
+        IF v_queue THEN
+            PERFORM orchestrator_key_queue(l.id, v_session, l.listener);
+        END IF;
         IF v_empty AND (NOT v_blocked OR (q ->> 'idle')::boolean) THEN
             v_nudges := v_nudges || jsonb_build_object(
                 'listener', l.listener, 'lane', l.lane, 'workflow_id', l.workflow_id,

@@ -1,0 +1,242 @@
+"""What a batch costs, side by side with a naive design whose every workflow runs the same two activities.
+
+Measured in one run on the Temporal dev server (SQLite in WAL mode, one task-queue partition) and an embedded
+PostgreSQL that counts its statements (`pg_stat_statements`), with the API in a process of its own and the
+writers in four more (32 keep-alive clients through the HTTP door), the worker and router in this one:
+- naive: one workflow started per event as it is written (32 at a time), each running two activities:
+  workflows/s, first start to last end;
+- keyed (100 keys, 16 key slots, 1 s window) and serial (1 s window) bursts, whose run workflow runs two
+  activities: events/s from the first write to the last batch's run starting, batches/s over the same span
+  and against the naive workflows/s, the delay added beyond the window (p50, p99 over batches; a batch is due
+  at its first commit plus the window, or, for events a full batch left behind, when its lane's previous run
+  started), PostgreSQL statements per batch (every statement but the API's writes, by `pg_stat_statements`),
+  nudges and history events per batch;
+- windows: a trickle (one write every 2.5 s) into a listener with a 1 s and then a 0.3 s window: how long after
+  its window closed each batch's run started (p50, p90).
+
+Run: .venv/bin/python -m bench.batch_cost [--events 5000] [--naive-events 1000] [--cases naive,keyed,serial,windows]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import time
+import uuid
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from bench.burst import Starts, added_delays, bench_platform, history_events, noop, write_through_http
+from bench.common import CpuMeter, percentile, row, statement_counts
+from bench.workflows import BenchNaiveTwo, BenchRunTwo
+from orchestrator.app_loader import UserApp
+from orchestrator.engine_wiring import platform_components
+from orchestrator.nudges import Nudger
+from orchestrator.platform import Platform
+from orchestrator.worker import build_worker, sandbox_runner
+
+WRITERS = 32
+WRITER_PROCESSES = 4
+# The API's own statements (a write through the door is one), left out of what the engine costs.
+API_STATEMENTS = ("orchestrator_write_object", "orchestrator_post_thread_item")
+
+
+@contextlib.asynccontextmanager
+async def two_activity_engine(platform: Platform, client: Client, starts: Starts) -> Any:
+    app = UserApp(name="bench", workflows=[BenchRunTwo], activities=[starts.run_started, noop])
+    components = platform_components(platform, client, app)
+    worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
+    tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(t()) for t in components.background_tasks)]
+    try:
+        yield components
+    finally:
+        await worker.shutdown()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def naive_case(bench: Any, events: int, in_flight: int) -> float:
+    """One workflow per event, started as the event is written, each running two activities."""
+    platform, client = bench.platform, bench.client
+    task_queue = f"naive-{uuid.uuid4().hex[:8]}"
+    done: list[float] = []
+    finished = asyncio.Event()
+
+    @activity.defn(name="bench.naive_done")
+    async def naive_done(n: int) -> int:
+        done.append(time.time())
+        if len(done) >= events:
+            finished.set()
+        return n
+
+    worker = Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[BenchNaiveTwo],
+        activities=[noop, naive_done],
+        workflow_runner=sandbox_runner(),
+    )
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    gate = asyncio.Semaphore(in_flight)
+
+    async def one(n: int) -> None:
+        async with gate:
+            await platform.command(
+                {"command": "write_object", "session_id": session, "alias": f"naive/{n}", "value": {"type": "b"}}
+            )
+            await client.start_workflow(BenchNaiveTwo.run, n, id=f"naive-{task_queue}-{n}", task_queue=task_queue)
+
+    meter = CpuMeter(bench.server_pid)
+    async with worker:
+        meter.start()
+        began = time.time()
+        await asyncio.gather(*(one(n) for n in range(events)))
+        await asyncio.wait_for(finished.wait(), 600)
+        cpu = meter.stop()
+    rate = events / (max(done) - began)
+    print(f"naive: {events:,} workflows, one per event, two activities each, {in_flight} started at a time")
+    row("workflows/s, first start to last end", rate, "/s")
+    row("CPU per workflow, all parts", 1000 * sum(cpu.values()) / events, "ms")
+    for part, seconds in cpu.items():
+        row(f"  {part}", 1000 * seconds / events, "ms")
+    return rate
+
+
+def listener(name: str, **more: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "filter": {"types": ["object.written"], "aliases": ["bench/**"]},
+        "batch": {"window_seconds": 1, "max_events": 1000},
+        "action": {"type": "workflow", "workflow": "bench_run_two"},
+        **more,
+    }
+
+
+def engine_statements(before: dict[str, int], after: dict[str, int]) -> tuple[int, list[tuple[int, str]]]:
+    """Statements the engine ran between two counts (the API's writes left out), and the most frequent."""
+    ran = {q: n - before.get(q, 0) for q, n in after.items() if n - before.get(q, 0) > 0}
+    mine = {q: n for q, n in ran.items() if not any(a in q for a in API_STATEMENTS) and "pg_stat_statements" not in q}
+    return sum(mine.values()), sorted(((n, q) for q, n in mine.items()), reverse=True)[:8]
+
+
+async def lanes_case(bench: Any, label: str, body: dict[str, Any], events: int, keys: int, naive: float | None) -> None:
+    platform, client = bench.platform, bench.client
+    starts = Starts(expected=events)
+    platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
+    reply = await platform.command({"command": "save_listener", "listener": body})
+    assert reply["status"] == "success", reply
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    async with two_activity_engine(platform, client, starts):
+        aliases = [f"bench/{n % keys}" for n in range(events)]
+        signals_before = Nudger.sent_total
+        await statement_counts(bench.database_url, reset=True)
+        before = await statement_counts(bench.database_url)
+        meter = CpuMeter(bench.server_pid)
+        meter.start()
+        began, written_at = await write_through_http(
+            bench.api, session, aliases, writers=WRITERS, processes=WRITER_PROCESSES
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(starts.all_started.wait(), timeout=900)
+        cpu = meter.stop()
+        after = await statement_counts(bench.database_url)
+        signals = Nudger.sent_total - signals_before
+        # Let the last runs end before the history is read.
+        await asyncio.sleep(2)
+    await platform.command({"command": "delete_listener", "name": body["name"]})
+    written = await platform.store.list_events(session, limit=events + 10, types=["object.written"])
+    commits = {e.id: e.created_at.timestamp() for e in written}
+    lanes = {e.id: (e.alias or "_") if keys > 1 else "_" for e in written}
+    added = added_delays(starts.runs, commits, lanes, float(body["batch"]["window_seconds"]))
+    batches = len(starts.runs)
+    last = max(t for t, _ in starts.runs)
+    statements, top = engine_statements(before, after)
+    executions, history = await history_events(client, platform.settings.task_queue)
+    delivered = sum(len(ids) for _, ids in starts.runs)
+    print(f"{label}: {events:,} events, {batches} batches, {delivered:,} delivered")
+    row("events/s, first write to last run started", events / (last - began), "events/s")
+    if naive:
+        row("  times the naive design's workflows/s", events / (last - began) / naive, "x")
+    row("events/s written (the writers' own pace)", events / (written_at - began), "events/s")
+    row("batches/s, first write to last run started", batches / (last - began), "batches/s")
+    if naive:
+        row("  times the naive design's workflows/s", batches / (last - began) / naive, "x")
+    row("added delay beyond the window, p50 (per batch)", 1000 * percentile(added, 50), "ms")
+    row("added delay beyond the window, p99 (per batch)", 1000 * percentile(added, 99), "ms")
+    row("PostgreSQL statements per batch (the API's writes left out)", statements / batches, "statements")
+    row("nudges (signals) per batch", signals / batches, "signals")
+    engine_cpu = {part: seconds for part, seconds in cpu.items() if part != "API"}
+    row("CPU per batch, all parts but the API", 1000 * sum(engine_cpu.values()) / batches, "ms")
+    for part, seconds in cpu.items():
+        row(f"  {part}", 1000 * seconds / batches, "ms")
+    row("workflow executions per batch", executions / batches, "runs")
+    row("history events per batch, all workflows", history / batches, "events")
+    async with platform.store.transaction() as conn:
+        held = await conn.fetch(
+            "SELECT extract(epoch FROM released_at - created_at)::float8 AS held FROM batches"
+            " WHERE session_id = $1 AND released_at IS NOT NULL",
+            session,
+        )
+    holds = [float(r["held"]) for r in held]
+    row("a batch held its slot (taken to its run's end recorded), p50", 1000 * percentile(holds, 50), "ms")
+    print("  the engine's most frequent statements:")
+    for calls, query in top:
+        print(f"    {calls / batches:>6.2f}/batch  {' '.join(query.split())[:100]}")
+
+
+async def windows_case(bench: Any, window: float, writes: int = 16, every: float = 2.5) -> None:
+    platform, client = bench.platform, bench.client
+    starts = Starts(expected=writes)
+    platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
+    name = f"trickle_{int(window * 1000)}"
+    body = listener(name, batch={"window_seconds": window, "max_events": 1000})
+    await platform.command({"command": "save_listener", "listener": body})
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    async with two_activity_engine(platform, client, starts):
+        await asyncio.sleep(1)
+        for n in range(writes):
+            await platform.command(
+                {"command": "write_object", "session_id": session, "alias": f"bench/{n}", "value": {"type": "t"}}
+            )
+            await asyncio.sleep(every)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(starts.all_started.wait(), timeout=30)
+    await platform.command({"command": "delete_listener", "name": name})
+    written = await platform.store.list_events(session, limit=writes + 10, types=["object.written"])
+    commits = {e.id: e.created_at.timestamp() for e in written}
+    late = [t - (min(commits[i] for i in ids) + window) for t, ids in starts.runs]
+    print(f"windows: {writes} writes one every {every:g} s, window {window:g} s")
+    row("run started after the window closed, p50", 1000 * percentile(late, 50), "ms")
+    row("run started after the window closed, p90", 1000 * percentile(late, 90), "ms")
+
+
+async def main(events: int, naive_events: int, cases: set[str]) -> None:
+    async with bench_platform(statements=True) as bench:
+        print(f"batch cost: dev server + embedded PostgreSQL, writers through the HTTP door ({bench.api})")
+        naive = None
+        if "naive" in cases:
+            # 4 at a time, as the earlier benchmarks (bench.burst) measured it, and 32 at a time.
+            await naive_case(bench, naive_events, 4)
+            naive = await naive_case(bench, naive_events, WRITERS)
+        if "keyed" in cases:
+            keyed = listener("cost_keyed", concurrency={"mode": "keyed", "key": "alias", "max_parallel": 16})
+            await lanes_case(bench, "keyed (100 keys, 16 slots, 1 s window)", keyed, events, 100, naive)
+        if "serial" in cases:
+            await lanes_case(bench, "serial (1 s window)", listener("cost_serial"), events, 1, naive)
+        if "windows" in cases:
+            for window in (1.0, 0.3):
+                await windows_case(bench, window)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=5_000)
+    parser.add_argument("--naive-events", type=int, default=1_000)
+    parser.add_argument("--cases", default="naive,keyed,serial,windows")
+    args = parser.parse_args()
+    asyncio.run(main(args.events, args.naive_events, set(args.cases.split(","))))
