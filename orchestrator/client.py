@@ -11,16 +11,19 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, Self, cast
+from typing import Any, Protocol, Self, cast
 
 import httpx
 
 from orchestrator.core.errors import CommandError, ErrorCode
 
-if TYPE_CHECKING:
-    from orchestrator.platform import Platform
-
 DEFAULT_TIMEOUT_SECONDS = 30.0
+
+
+class Commands(Protocol):
+    """What runs commands in this process (a `Platform`)."""
+
+    async def command(self, body: Any) -> dict[str, Any]: ...
 
 
 def api_url(host: str, port: int) -> str:
@@ -36,7 +39,7 @@ class _Transport(Protocol):
 
 
 class _LocalTransport:
-    def __init__(self, platform: Platform) -> None:
+    def __init__(self, platform: Commands) -> None:
         self._platform = platform
 
     async def send(self, body: Any) -> dict[str, Any]:
@@ -117,7 +120,7 @@ class Client:
         return cls(_HttpTransport(http))
 
     @classmethod
-    def local(cls, platform: Platform) -> Client:
+    def local(cls, platform: Commands) -> Client:
         """A client calling `platform` in this process, with no HTTP in between."""
         return cls(_LocalTransport(platform))
 

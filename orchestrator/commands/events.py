@@ -11,7 +11,7 @@ from orchestrator.commands.registry import Request, command
 from orchestrator.core.globs import validate_glob
 
 if TYPE_CHECKING:
-    from orchestrator.platform import Platform
+    from orchestrator.commands.context import CommandContext
 
 
 def _type_glob(value: str) -> str:
@@ -28,7 +28,7 @@ class ListSessionEvents(Request):
 
 
 @command("list_session_events", ListSessionEvents)
-async def list_session_events(platform: Platform, req: ListSessionEvents) -> dict[str, Any]:
+async def list_session_events(platform: CommandContext, req: ListSessionEvents) -> dict[str, Any]:
     """Page the stream by id. `last_id` is where to continue: the last id answered, or `after` if none."""
     events = await platform.store.list_events(
         req.session_id, after=req.after, before=req.before, limit=req.limit, types=req.types

@@ -20,7 +20,7 @@ from orchestrator.core.lane_keys import lane_key
 from orchestrator.core.routing import ListenerVersion, in_effect, own_silence, versions_by_name
 
 if TYPE_CHECKING:
-    from orchestrator.platform import Platform
+    from orchestrator.commands.context import CommandContext
 
 # How long a write with `"explain": true` waits for the router to take its event.
 EXPLAIN_WAIT_SECONDS = 5.0
@@ -51,7 +51,7 @@ def decision(
     return {"matched": True, "version": version.version, "lane": lane_key(version.declaration.concurrency, envelope)}
 
 
-async def explain(platform: Platform, session_id: str, event_id: int) -> dict[str, Any]:
+async def explain(platform: CommandContext, session_id: str, event_id: int) -> dict[str, Any]:
     store = platform.store
     event = await store.event_by_id(session_id, event_id)
     envelope = event.envelope()
@@ -76,11 +76,11 @@ async def explain(platform: Platform, session_id: str, event_id: int) -> dict[st
 
 
 @command("explain_event", ExplainEvent)
-async def explain_event(platform: Platform, req: ExplainEvent) -> dict[str, Any]:
+async def explain_event(platform: CommandContext, req: ExplainEvent) -> dict[str, Any]:
     return await explain(platform, req.session_id, req.event_id)
 
 
-async def explained_once_routed(platform: Platform, session_id: str, event_id: int) -> dict[str, Any]:
+async def explained_once_routed(platform: CommandContext, session_id: str, event_id: int) -> dict[str, Any]:
     """The routing decision for a write's event, once the router has taken it (waiting at most a few seconds;
     then what is known, with `routed` false)."""
     deadline = time.monotonic() + EXPLAIN_WAIT_SECONDS

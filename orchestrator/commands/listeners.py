@@ -10,7 +10,7 @@ from orchestrator.core.declaration import parse_declaration
 from orchestrator.nudges import nudge_lanes
 
 if TYPE_CHECKING:
-    from orchestrator.platform import Platform
+    from orchestrator.commands.context import CommandContext
 
 
 class SaveListener(Request):
@@ -42,7 +42,7 @@ class PauseListener(Request):
 
 
 @command("pause_listener", PauseListener)
-async def pause_listener(platform: Platform, req: PauseListener) -> dict[str, Any]:
+async def pause_listener(platform: CommandContext, req: PauseListener) -> dict[str, Any]:
     """Stop firing, keep routing: the listener's events wait in its lanes (pending), and nothing is lost."""
     await platform.store.get_listener(req.name)
     if req.session_id is not None:
@@ -52,7 +52,7 @@ async def pause_listener(platform: Platform, req: PauseListener) -> dict[str, An
 
 
 @command("resume_listener", PauseListener)
-async def resume_listener(platform: Platform, req: PauseListener) -> dict[str, Any]:
+async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[str, Any]:
     """Fire what waited, as batches by the usual rules: the lanes that hold events are nudged."""
     await platform.store.get_listener(req.name)
     if req.session_id is not None:
@@ -63,7 +63,7 @@ async def resume_listener(platform: Platform, req: PauseListener) -> dict[str, A
 
 
 @command("save_listener", SaveListener)
-async def save_listener(platform: Platform, req: SaveListener) -> dict[str, Any]:
+async def save_listener(platform: CommandContext, req: SaveListener) -> dict[str, Any]:
     """Validate the body and store it as the listener's next version, in effect after the activation delay."""
     limits = platform.settings.limits
     declaration = parse_declaration(req.listener, limits)
@@ -73,21 +73,21 @@ async def save_listener(platform: Platform, req: SaveListener) -> dict[str, Any]
 
 
 @command("get_listener", ListenerRef)
-async def get_listener(platform: Platform, req: ListenerRef) -> dict[str, Any]:
+async def get_listener(platform: CommandContext, req: ListenerRef) -> dict[str, Any]:
     return {"listener": await platform.store.get_listener(req.name)}
 
 
 @command("delete_listener", ListenerRef)
-async def delete_listener(platform: Platform, req: ListenerRef) -> dict[str, Any]:
+async def delete_listener(platform: CommandContext, req: ListenerRef) -> dict[str, Any]:
     return {"listener": await platform.store.delete_listener(req.name)}
 
 
 @command("list_listeners", ListListeners)
-async def list_listeners(platform: Platform, req: ListListeners) -> dict[str, Any]:
+async def list_listeners(platform: CommandContext, req: ListListeners) -> dict[str, Any]:
     return {"listeners": await platform.store.list_listeners()}
 
 
 @command("switch_listener", SwitchListener)
-async def switch_listener(platform: Platform, req: SwitchListener) -> dict[str, Any]:
+async def switch_listener(platform: CommandContext, req: SwitchListener) -> dict[str, Any]:
     enabled = await platform.store.switch_listener(req.session_id, req.name, req.enabled)
     return {"enabled": enabled}

@@ -19,7 +19,7 @@ from orchestrator.commands.registry import Request, command
 from orchestrator.telemetry import TRACER
 
 if TYPE_CHECKING:
-    from orchestrator.platform import Platform
+    from orchestrator.commands.context import CommandContext
 
 
 class WriteObject(Request):
@@ -48,7 +48,7 @@ class ListObjects(Request):
 
 
 @command("write_object", WriteObject)
-async def write_object(platform: Platform, req: WriteObject) -> dict[str, Any]:
+async def write_object(platform: CommandContext, req: WriteObject) -> dict[str, Any]:
     check_payload("value", req.value, platform.settings.limits.max_payload_bytes)
     # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
     attributes = {"orchestrator.session": req.session_id, "orchestrator.alias": req.alias}
@@ -71,16 +71,16 @@ async def write_object(platform: Platform, req: WriteObject) -> dict[str, Any]:
 
 
 @command("read_object", ObjectRef)
-async def read_object(platform: Platform, req: ObjectRef) -> dict[str, Any]:
+async def read_object(platform: CommandContext, req: ObjectRef) -> dict[str, Any]:
     return {"object": await platform.store.read_object(req.session_id, req.alias)}
 
 
 @command("delete_object", ObjectRef)
-async def delete_object(platform: Platform, req: ObjectRef) -> dict[str, Any]:
+async def delete_object(platform: CommandContext, req: ObjectRef) -> dict[str, Any]:
     obj, event_id = await platform.store.delete_object(req.session_id, req.alias, source={"client": req.client})
     return {"object": obj, "event_id": event_id}
 
 
 @command("list_objects", ListObjects)
-async def list_objects(platform: Platform, req: ListObjects) -> dict[str, Any]:
+async def list_objects(platform: CommandContext, req: ListObjects) -> dict[str, Any]:
     return {"objects": await platform.store.list_objects(req.session_id, req.prefix)}

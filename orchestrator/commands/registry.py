@@ -16,7 +16,7 @@ from orchestrator.core.errors import CommandError
 from orchestrator.core.validation import field_errors_message
 
 if TYPE_CHECKING:
-    from orchestrator.platform import Platform
+    from orchestrator.commands.context import CommandContext
 
 
 class Request(BaseModel):
@@ -28,7 +28,7 @@ class Request(BaseModel):
 
 
 R = TypeVar("R", bound=Request)
-Handler = Callable[["Platform", Any], Awaitable[dict[str, Any]]]
+Handler = Callable[["CommandContext", Any], Awaitable[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -57,17 +57,17 @@ def json_depth(value: Any, limit: int) -> int:
     return deepest
 
 
-def command(name: str, model: type[R]) -> Callable[[Callable[[Platform, R], Awaitable[dict[str, Any]]]], Handler]:
+def command(name: str, model: type[R]) -> Callable[[Callable[[CommandContext, R], Awaitable[dict[str, Any]]]], Handler]:
     """Register the decorated handler for `name`, its arguments validated by `model`."""
 
-    def register(handler: Callable[[Platform, R], Awaitable[dict[str, Any]]]) -> Handler:
+    def register(handler: Callable[[CommandContext, R], Awaitable[dict[str, Any]]]) -> Handler:
         COMMANDS[name] = CommandSpec(model, handler)
         return handler
 
     return register
 
 
-async def dispatch(platform: Platform, body: Any) -> dict[str, Any]:
+async def dispatch(platform: CommandContext, body: Any) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise CommandError("invalid_request", "body: a command is a JSON object")
     if json_depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:

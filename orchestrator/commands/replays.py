@@ -23,7 +23,7 @@ from orchestrator.core.lane_keys import lane_key, lane_workflow_id
 from orchestrator.nudges import nudge_lanes
 
 if TYPE_CHECKING:
-    from orchestrator.platform import Platform
+    from orchestrator.commands.context import CommandContext
 
 # The widest id range `redeliver` takes in one command, and the most events it hands over.
 MAX_REDELIVER_RANGE = 100_000
@@ -48,7 +48,7 @@ class Redeliver(Request):
     client: ClientId | None = None
 
 
-async def _open_listener(platform: Platform, session_id: str, name: str) -> ListenerDeclaration:
+async def _open_listener(platform: CommandContext, session_id: str, name: str) -> ListenerDeclaration:
     session = await platform.store.get_session(session_id)
     if session["status"] != "open":
         raise CommandError("session_not_open", f"session_id: session {session_id!r} is {session['status']}")
@@ -57,7 +57,7 @@ async def _open_listener(platform: Platform, session_id: str, name: str) -> List
 
 
 @command("replay_batch", ReplayBatch)
-async def replay_batch(platform: Platform, req: ReplayBatch) -> dict[str, Any]:
+async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, Any]:
     await _open_listener(platform, req.session_id, req.listener)
     found = await platform.store.find_batch(req.session_id, req.listener, req.batch)
     if found is None:
@@ -77,7 +77,7 @@ async def replay_batch(platform: Platform, req: ReplayBatch) -> dict[str, Any]:
 
 
 @command("redeliver", Redeliver)
-async def redeliver(platform: Platform, req: Redeliver) -> dict[str, Any]:
+async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
     decl = await _open_listener(platform, req.session_id, req.listener)
     if req.through <= req.after:
         raise CommandError("invalid_request", f"through: must be after `after` ({req.after})")

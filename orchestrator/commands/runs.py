@@ -40,7 +40,7 @@ from orchestrator.core.lane_step import next_move
 from orchestrator.core.limits import Limits
 
 if TYPE_CHECKING:
-    from orchestrator.platform import Platform
+    from orchestrator.commands.context import CommandContext
 
 WorkflowName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 # Lanes with work waiting are asked whether their fire is in trouble: at most this many, this quickly.
@@ -71,7 +71,7 @@ class StartExecution(Request):
     input: Any = None
 
 
-async def _troubles(platform: Platform, lanes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+async def _troubles(platform: CommandContext, lanes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """For lanes with work waiting, the trouble their fire is in (it keeps failing: since when, the last
     error), from each lane's `state` query; a lane that does not answer in time is left out."""
     if platform.temporal is None or not lanes:
@@ -94,7 +94,7 @@ async def _troubles(platform: Platform, lanes: list[dict[str, Any]]) -> dict[str
     return await _ask_each([lane["workflow_id"] for lane in lanes], ask)
 
 
-async def _failing_runs(platform: Platform, lanes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+async def _failing_runs(platform: CommandContext, lanes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """For lanes whose slot a run holds while events wait, the runs whose workflow task keeps failing.
 
     An exception in a workflow that is not a Temporal failure (a bug: a `KeyError`, a `TypeError`) fails its
@@ -315,7 +315,7 @@ def _lane(row: dict[str, Any], waiting: dict[str, Any] | None) -> dict[str, Any]
 
 
 @command("list_session_listeners", SessionListeners)
-async def list_session_listeners(platform: Platform, req: SessionListeners) -> dict[str, Any]:
+async def list_session_listeners(platform: CommandContext, req: SessionListeners) -> dict[str, Any]:
     store = platform.store
     session = await store.get_session(req.session_id)
     listeners = await store.list_listeners()
@@ -362,12 +362,12 @@ async def list_session_listeners(platform: Platform, req: SessionListeners) -> d
 
 
 @command("list_executions", ListExecutions)
-async def list_executions(platform: Platform, req: ListExecutions) -> dict[str, Any]:
+async def list_executions(platform: CommandContext, req: ListExecutions) -> dict[str, Any]:
     return {"executions": await platform.store.list_executions(req.session_id, req.listener, req.status)}
 
 
 @command("start_execution", StartExecution)
-async def start_execution(platform: Platform, req: StartExecution) -> dict[str, Any]:
+async def start_execution(platform: CommandContext, req: StartExecution) -> dict[str, Any]:
     """Start a registered workflow in a session; its start and end are events like a listener's runs."""
     from orchestrator.executions import start_run
     from workflows.messages import BatchInfo, RunInput, RunTag

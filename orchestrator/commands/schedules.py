@@ -46,8 +46,8 @@ from orchestrator.core.schedule_spec import (
 )
 
 if TYPE_CHECKING:
+    from orchestrator.commands.context import CommandContext
     from orchestrator.config import Settings
-    from orchestrator.platform import Platform
 
 BODY_FIELDS = ("repeat", "start_date", "end_date", "invocation_target_type", "target", "origin")
 TIMING_FIELDS = ("repeat", "start_date", "end_date")
@@ -150,7 +150,7 @@ def schedule_owns(settings: Settings) -> list[str] | None:
     return None if owns is None else [str(glob) for glob in owns]
 
 
-def _check_target(platform: Platform, definition: ScheduleDefinition) -> None:
+def _check_target(platform: CommandContext, definition: ScheduleDefinition) -> None:
     if definition.invocation_target_type != "object":
         return
     target = definition.object_target()
@@ -189,7 +189,7 @@ def temporal_spec(timing: ScheduleTiming) -> ScheduleSpec:
 
 
 def temporal_schedule(
-    platform: Platform, session_id: str, alias: str, timing: ScheduleTiming, enabled: bool
+    platform: CommandContext, session_id: str, alias: str, timing: ScheduleTiming, enabled: bool
 ) -> Schedule:
     from workflows.schedule_fire import SCHEDULE_FIRE_WORKFLOW, ScheduleFiring
 
@@ -211,7 +211,7 @@ def temporal_schedule(
     )
 
 
-def _temporal(platform: Platform) -> Client:
+def _temporal(platform: CommandContext) -> Client:
     if platform.temporal is None:
         raise CommandError("internal_error", "schedules need Temporal, and this door has none")
     client: Client = platform.temporal
@@ -225,14 +225,14 @@ def _refused(err: RPCError) -> Exception:
     return err
 
 
-async def _open_session(platform: Platform, session_id: str) -> None:
+async def _open_session(platform: CommandContext, session_id: str) -> None:
     session = await platform.store.get_session(session_id)
     if session["status"] != "open":
         raise CommandError("session_not_open", f"session_id: session {session_id!r} is {session['status']}")
 
 
 @command("create_schedule", CreateSchedule)
-async def create_schedule(platform: Platform, req: CreateSchedule) -> dict[str, Any]:
+async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict[str, Any]:
     await _open_session(platform, req.session_id)
     body = {name: getattr(req, name) for name in BODY_FIELDS}
     definition = parse_schedule(body, now=datetime.now(UTC))
@@ -258,7 +258,7 @@ async def create_schedule(platform: Platform, req: CreateSchedule) -> dict[str, 
 
 
 @command("update_schedule", UpdateSchedule)
-async def update_schedule(platform: Platform, req: UpdateSchedule) -> dict[str, Any]:
+async def update_schedule(platform: CommandContext, req: UpdateSchedule) -> dict[str, Any]:
     row = await platform.store.get_schedule(req.session_id, req.alias)
     given = req.model_fields_set
     body = {name: (getattr(req, name) if name in given else row.get(name)) for name in BODY_FIELDS}
@@ -280,7 +280,7 @@ async def update_schedule(platform: Platform, req: UpdateSchedule) -> dict[str, 
 
 
 @command("get_schedule", ScheduleRef)
-async def get_schedule(platform: Platform, req: ScheduleRef) -> dict[str, Any]:
+async def get_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, Any]:
     row = await platform.store.get_schedule(req.session_id, req.alias)
     if platform.temporal is not None:
         try:
@@ -295,13 +295,13 @@ async def get_schedule(platform: Platform, req: ScheduleRef) -> dict[str, Any]:
 
 
 @command("list_schedules", ListSchedules)
-async def list_schedules(platform: Platform, req: ListSchedules) -> dict[str, Any]:
+async def list_schedules(platform: CommandContext, req: ListSchedules) -> dict[str, Any]:
     await platform.store.get_session(req.session_id)
     return {"schedules": await platform.store.list_schedules(req.session_id)}
 
 
 @command("delete_schedule", ScheduleRef)
-async def delete_schedule(platform: Platform, req: ScheduleRef) -> dict[str, Any]:
+async def delete_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, Any]:
     row = await platform.store.get_schedule(req.session_id, req.alias)
     try:
         await _temporal(platform).get_schedule_handle(row["schedule_id"]).delete()
@@ -312,5 +312,5 @@ async def delete_schedule(platform: Platform, req: ScheduleRef) -> dict[str, Any
 
 
 @command("list_schedule_runs", ListScheduleRuns)
-async def list_schedule_runs(platform: Platform, req: ListScheduleRuns) -> dict[str, Any]:
+async def list_schedule_runs(platform: CommandContext, req: ListScheduleRuns) -> dict[str, Any]:
     return {"runs": await platform.store.list_schedule_runs(req.session_id, req.alias, req.limit)}

@@ -8,7 +8,7 @@ from orchestrator.commands.fields import Alias, Limit, SessionId
 from orchestrator.commands.registry import Request, command
 
 if TYPE_CHECKING:
-    from orchestrator.platform import Platform
+    from orchestrator.commands.context import CommandContext
 
 
 class OpenSession(Request):
@@ -36,24 +36,24 @@ class CloseSession(Request):
 
 
 @command("open_session", OpenSession)
-async def open_session(platform: Platform, req: OpenSession) -> dict[str, Any]:
+async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, Any]:
     """Open a session; an alias already in use answers that session (opening is idempotent by alias)."""
     return {"session": await platform.store.open_session(req.alias)}
 
 
 @command("close_session", CloseSession)
-async def close_session(platform: Platform, req: CloseSession) -> dict[str, Any]:
+async def close_session(platform: CommandContext, req: CloseSession) -> dict[str, Any]:
     if req.drain:
         return {"session": await platform.store.drain_session(req.session_id)}
     return {"session": await platform.store.set_session_status(req.session_id, "closed")}
 
 
 @command("list_sessions", ListSessions)
-async def list_sessions(platform: Platform, req: ListSessions) -> dict[str, Any]:
+async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str, Any]:
     """The newest sessions first (a dashboard's list), with where each one's stream stands."""
     return {"sessions": await platform.store.list_sessions(req.status, req.limit)}
 
 
 @command("reopen_session", SessionRef)
-async def reopen_session(platform: Platform, req: SessionRef) -> dict[str, Any]:
+async def reopen_session(platform: CommandContext, req: SessionRef) -> dict[str, Any]:
     return {"session": await platform.store.set_session_status(req.session_id, "open")}

@@ -11,7 +11,7 @@ from orchestrator.commands.registry import Request, command
 from orchestrator.telemetry import TRACER
 
 if TYPE_CHECKING:
-    from orchestrator.platform import Platform
+    from orchestrator.commands.context import CommandContext
 
 ItemType = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_.-]*$")]
 
@@ -66,7 +66,7 @@ class ListThreadItems(Request):
 
 
 @command("post_thread_item", PostThreadItem)
-async def post_thread_item(platform: Platform, req: PostThreadItem) -> dict[str, Any]:
+async def post_thread_item(platform: CommandContext, req: PostThreadItem) -> dict[str, Any]:
     limit = platform.settings.limits.max_payload_bytes
     check_item(req.item, limit)
     # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
@@ -89,6 +89,6 @@ async def post_thread_item(platform: Platform, req: PostThreadItem) -> dict[str,
 
 
 @command("list_thread_items", ListThreadItems)
-async def list_thread_items(platform: Platform, req: ListThreadItems) -> dict[str, Any]:
+async def list_thread_items(platform: CommandContext, req: ListThreadItems) -> dict[str, Any]:
     items = await platform.store.list_thread_items(req.session_id, req.alias, after=req.after, limit=req.limit)
     return {"items": items}

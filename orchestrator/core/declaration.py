@@ -1,8 +1,8 @@
 """The listener declaration body of SPEC section 3, as pydantic models, and its parsing.
 
 Owns the shape and the static rules of a declaration (globs, paths, concurrency fields, batch bounds, the
-deployment's limits); what a declaration does to events is `filters.py`'s, `lane_keys.py`'s and
-`batch_windows.py`'s. Every model forbids unknown fields, so a misspelt field is refused rather than
+deployment's limits); what a declaration does to events is `filters.py`'s, `lane_keys.py`'s, `batch_cuts.py`'s
+and `lane_step.py`'s. Every model forbids unknown fields, so a misspelt field is refused rather than
 ignored. The bounds are the specification's: 1000 events and 300 s per batch, 20 retries and 900 s of
 delay (the backoff cap), and an idle timer of at most seven days (a lane that sleeps longer is not a lane).
 """

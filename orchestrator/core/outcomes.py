@@ -1,9 +1,8 @@
-"""Batch outcomes (SPEC section 5), the bounded log of them a lane keeps, and receipt items.
+"""Batch outcomes (SPEC section 5) and receipt items.
 
-Owns the outcome record, its counting and the receipt's thread item body; deciding an outcome and
-posting the receipt are the engine's. The log keeps the last `RECENT_OUTCOMES` outcomes: enough for an
-operator to see a pattern in `list_session_listeners`, small enough to ride along in the lane's state
-through every continue-as-new. Counts are by status and never forget.
+Owns the outcome record (its key among a listener's outcomes in a session: one per batch) and the receipt's
+thread item body; deciding an outcome, keeping it with its count by status, and posting the receipt are the
+engine's (the lane driver, and the store's finish).
 """
 
 from __future__ import annotations
@@ -11,13 +10,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 OutcomeStatus = Literal["success", "invocation_error", "refused", "throttled", "skipped", "access_error"]
 SkipReason = Literal["depth", "session_not_open", "unmatched"]
 
 RECEIPT_STATUSES: frozenset[OutcomeStatus] = frozenset({"success", "invocation_error", "refused", "throttled"})
-RECENT_OUTCOMES = 50
 
 
 class Outcome(BaseModel):
@@ -43,18 +41,6 @@ class Outcome(BaseModel):
         """The batch's key among the listener's outcomes in its session: one outcome per batch."""
         key = f"{self.lane}:{self.first_id}:{self.last_id}:{self.retry}"
         return key + (f":r{self.replay}" if self.replay else "")
-
-
-class OutcomeLog(BaseModel):
-    recent: list[Outcome] = Field(default_factory=list)  # oldest first, at most RECENT_OUTCOMES
-    counts: dict[str, int] = Field(default_factory=dict)  # by status
-
-
-def record(log: OutcomeLog, outcome: Outcome) -> OutcomeLog:
-    """A new log with `outcome` appended (dropping the oldest past RECENT_OUTCOMES) and counted."""
-    counts = dict(log.counts)
-    counts[outcome.status] = counts.get(outcome.status, 0) + 1
-    return OutcomeLog(recent=[*log.recent, outcome][-RECENT_OUTCOMES:], counts=counts)
 
 
 def wants_receipt(outcome: Outcome) -> bool:

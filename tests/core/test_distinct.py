@@ -1,4 +1,5 @@
-"""distinct_by: the newest event per value is kept, events without the value are all kept."""
+"""distinct_by, as a batch's cut applies it: the newest event per value is kept, events without the value are all
+kept, and every event the batch passed is consumed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.core.distinct import distinct_newest
+from orchestrator.core.batch_cuts import cut
+
+
+def distinct_newest(events: list[dict[str, Any]], path: str) -> list[dict[str, Any]]:
+    """The entries of one batch that takes every event (no `max_events` in the way), ordered by id."""
+    taken = cut(sorted(events, key=lambda e: int(e["id"])), 10_000, path)
+    assert taken is not None
+    assert taken.consumed == sorted(int(e["id"]) for e in events), "every event passed is consumed"
+    return taken.entries
 
 
 def _event(event_id: int, alias: str | None) -> dict[str, Any]:
@@ -41,6 +50,7 @@ def test_values_are_compared_as_json() -> None:
     st.lists(
         st.tuples(st.integers(min_value=1, max_value=10_000), st.sampled_from(["a", "b", "c", None])),
         unique_by=lambda pair: pair[0],
+        min_size=1,
         max_size=40,
     ),
 )

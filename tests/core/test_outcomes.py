@@ -1,4 +1,4 @@
-"""Outcomes: the bounded log, counts by status, and the receipt's thread item."""
+"""Outcomes: their key per batch, and the receipt's thread item."""
 
 from __future__ import annotations
 
@@ -7,11 +7,8 @@ from typing import Any
 
 from orchestrator.core.outcomes import (
     RECEIPT_STATUSES,
-    RECENT_OUTCOMES,
     Outcome,
-    OutcomeLog,
     receipt_item,
-    record,
     wants_receipt,
 )
 
@@ -32,24 +29,10 @@ def _outcome(**changes: Any) -> Outcome:
     return Outcome.model_validate({**fields, **changes})
 
 
-def test_the_log_keeps_the_last_outcomes_and_counts_all() -> None:
-    log = OutcomeLog()
-    for n in range(RECENT_OUTCOMES + 10):
-        log = record(log, _outcome(retry=n, status="success" if n % 2 else "throttled"))
-    assert len(log.recent) == RECENT_OUTCOMES
-    assert log.recent[0].retry == 10 and log.recent[-1].retry == RECENT_OUTCOMES + 9
-    assert log.counts == {"success": 30, "throttled": 30}
-
-
-def test_recording_leaves_the_old_log_alone() -> None:
-    log = OutcomeLog()
-    assert record(log, _outcome()).counts == {"success": 1}
-    assert log.counts == {} and log.recent == []
-
-
-def test_the_log_survives_a_json_round_trip() -> None:
-    log = record(OutcomeLog(), _outcome(status="skipped", reason="depth"))
-    assert OutcomeLog.model_validate_json(log.model_dump_json()) == log
+def test_an_outcome_is_keyed_by_its_batch_and_a_replay_by_its_number() -> None:
+    assert _outcome().batch_key == "chats/7:3:9:0"
+    assert _outcome(retry=2).batch_key == "chats/7:3:9:2"
+    assert _outcome(replay=1).batch_key == "chats/7:3:9:0:r1"
 
 
 def test_receipt_item_carries_status_listener_ids_and_retry() -> None:
