@@ -58,8 +58,11 @@ POLL_SECONDS = 2.0
 # `settings.run_check_seconds`, when that is shorter).
 SWEEP_SECONDS = 15.0
 # The shortest time between two routing rounds of one session: under a burst, each round queues many
-# commits and nudges each lane once, instead of a round and a nudge per commit.
+# commits and nudges each lane once, instead of a round and a nudge per commit. A session whose last round
+# read many events (a burst) waits a little longer, so each round's two statements carry more of them.
 ROUND_INTERVAL_SECONDS = 0.05
+BUSY_ROUND_EVENTS = 100
+BUSY_ROUND_INTERVAL_SECONDS = 0.1
 # How long the router waits before it tries a lost database again.
 RECONNECT_SECONDS = 1.0
 # Sessions routed at once by one worker; each round holds a pooled connection while it queues.
@@ -96,7 +99,8 @@ class Router:
         self.run_ended = run_ended
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
-        self._last_round: dict[str, float] = {}
+        # Per session: when its last round ended, and how long its next waits after it.
+        self._last_round: dict[str, tuple[float, float]] = {}
         self._polled_at = 0.0
         self._swept_at = 0.0
         # The listener versions, read again after every change (NOTIFY on `orchestrator_listeners`).
@@ -176,13 +180,18 @@ class Router:
 
             async def one(session_id: str) -> None:
                 async with gate:
-                    wait = self._last_round.get(session_id, 0.0) + self.round_interval - time.monotonic()
+                    last, interval = self._last_round.get(session_id, (0.0, self.round_interval))
+                    wait = last + interval - time.monotonic()
                     if wait > 0:
                         await asyncio.sleep(wait)
-                    self._last_round[session_id] = time.monotonic()
                     try:
-                        while await self.route_session(session_id) >= ROUND_EVENTS:
+                        while (read := await self.route_session(session_id)) >= ROUND_EVENTS:
                             pass
+                        busy = read >= BUSY_ROUND_EVENTS and self.round_interval > 0
+                        interval = (
+                            max(self.round_interval, BUSY_ROUND_INTERVAL_SECONDS) if busy else self.round_interval
+                        )
+                        self._last_round[session_id] = (time.monotonic(), interval)
                     except Exception:
                         log.exception(
                             "routing session %s failed; it will be retried", session_id, extra=log_fields(session_id)

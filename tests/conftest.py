@@ -66,6 +66,14 @@ def _binary(name: str) -> str:
 @pytest.fixture(scope="session")
 async def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedPostgres]:
     server = await start_postgres(tmp_path_factory.mktemp("pg"))
+    # Commits need not wait for the disk here: this server never crashes on purpose (the crash tests run
+    # clusters of their own), and a suite of many small commits runs faster.
+    admin = await asyncpg.connect(server.url)
+    try:
+        await admin.execute("ALTER SYSTEM SET synchronous_commit = off")
+        await admin.execute("SELECT pg_reload_conf()")
+    finally:
+        await admin.close()
     yield server
     await stop_within(server.stop(), "the embedded PostgreSQL")
 

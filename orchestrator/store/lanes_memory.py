@@ -285,6 +285,9 @@ class MemoryLaneStore:
         if lane is None:
             return None
         now = self.now()
+        listener = self._listener_now(lane.session_id, lane.listener, now)
+        if listener is not None and listener.declaration.batch.distinct_by is None:
+            fetch = min(fetch, listener.declaration.batch.max_events)
         waiting_ids = sorted(i for i in lane.queue if i > lane.fired_through)[: max(fetch, 1)]
         runs = sorted((r for r in self.runs.values() if r.lane_id == lane.id), key=lambda r: r.run_key)
         claimed = sorted(
@@ -314,7 +317,7 @@ class MemoryLaneStore:
             now=now,
             session_status=session["status"],
             session_alias=session.get("alias"),
-            listener=self._listener_now(lane.session_id, lane.listener, now),
+            listener=listener,
             pending=len(waiting_ids) if fetch > 0 else min(len(waiting_ids), 1),
             waiting=self._events(waiting_ids) if fetch > 0 else (),
             oldest_at=self.events[waiting_ids[0]].committed if waiting_ids else None,

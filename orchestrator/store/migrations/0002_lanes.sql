@@ -162,10 +162,28 @@ RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
     l lanes%ROWTYPE;
     v_now timestamptz := clock_timestamp();
+    v_listener jsonb;
+    v_fetch integer := p_fetch;
 BEGIN
     SELECT * INTO l FROM lanes WHERE session_id = p_session AND listener = p_listener AND lane = p_lane;
     IF NOT FOUND THEN
         RETURN NULL;
+    END IF;
+    -- The newest version in effect (one saved during the activation delay acts once it takes effect), or
+    -- the newest saved when none is yet (its events cannot have been routed before it was).
+    SELECT jsonb_build_object(
+        'version', v.version, 'body', v.body,
+        'switched_off', EXISTS (SELECT 1 FROM listener_switches w
+                                WHERE w.session_id = p_session AND w.name = p_listener AND NOT w.enabled),
+        'paused', EXISTS (SELECT 1 FROM listener_pauses p
+                          WHERE p.name = p_listener AND (p.session_id IS NULL OR p.session_id = p_session)))
+    INTO v_listener
+    FROM listeners n JOIN listener_versions v ON v.name = n.name
+    WHERE n.name = p_listener AND n.deleted_at IS NULL
+    ORDER BY v.effective_at <= v_now DESC, v.version DESC LIMIT 1;
+    -- Without `distinct_by` a batch takes at most `max_events` events: no more are read.
+    IF v_listener IS NOT NULL AND v_listener -> 'body' -> 'batch' ->> 'distinct_by' IS NULL THEN
+        v_fetch := least(p_fetch, coalesce((v_listener -> 'body' -> 'batch' ->> 'max_events')::integer, p_fetch));
     END IF;
     RETURN jsonb_build_object(
         'lane', jsonb_build_object(
@@ -174,24 +192,13 @@ BEGIN
             'newest_at', extract(epoch FROM l.newest_at)),
         'now', extract(epoch FROM v_now),
         'session', (SELECT jsonb_build_object('status', s.status, 'alias', s.alias) FROM sessions s WHERE s.id = p_session),
-        -- The newest version in effect (one saved during the activation delay acts once it takes effect), or
-        -- the newest saved when none is yet (its events cannot have been routed before it was).
-        'listener', (
-            SELECT jsonb_build_object(
-                'version', v.version, 'body', v.body,
-                'switched_off', EXISTS (SELECT 1 FROM listener_switches w
-                                        WHERE w.session_id = p_session AND w.name = p_listener AND NOT w.enabled),
-                'paused', EXISTS (SELECT 1 FROM listener_pauses p
-                                  WHERE p.name = p_listener AND (p.session_id IS NULL OR p.session_id = p_session)))
-            FROM listeners n JOIN listener_versions v ON v.name = n.name
-            WHERE n.name = p_listener AND n.deleted_at IS NULL
-            ORDER BY v.effective_at <= v_now DESC, v.version DESC LIMIT 1),
+        'listener', v_listener,
         'oldest_at', (SELECT extract(epoch FROM e.created_at) FROM lane_events q JOIN events e ON e.id = q.event_id
                       WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1),
         'waiting', (
             SELECT coalesce(jsonb_agg(orchestrator_event_json(e) ORDER BY e.id), '[]')
             FROM (SELECT q.event_id FROM lane_events q WHERE q.lane_id = l.id AND q.event_id > l.fired_through
-                  ORDER BY q.event_id LIMIT p_fetch) w
+                  ORDER BY q.event_id LIMIT v_fetch) w
             JOIN events e ON e.id = w.event_id),
         'runs', (SELECT coalesce(jsonb_agg(orchestrator_run_json(r) ORDER BY r.run_key), '[]')
                  FROM lane_runs r WHERE r.lane_id = l.id),
