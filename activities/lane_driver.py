@@ -26,6 +26,7 @@ from temporalio.common import Priority
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.writes import write_action
+from orchestrator.causes import batch_cause, caused_by
 from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration, effective_max_parallel
 from orchestrator.core.events import message_of, preview
@@ -329,7 +330,13 @@ class LaneDriver:
             "metadata": item["metadata"],
             "depth": take.depth + 1,
             "key": f"receipt:{outcome.listener}:{outcome.batch_key}",
+            "cause": self._cause(snap.address, take),
         }
+
+    @staticmethod
+    def _cause(address: LaneAddress, take: Take) -> dict[str, Any]:
+        """What the batch's action, receipt and run were caused by: the batch."""
+        return batch_cause(address.listener, address.lane, take.first_id, take.last_id, take.retry)
 
     @staticmethod
     def _declared_receipt(snap: LaneSnapshot) -> str | None:
@@ -375,7 +382,8 @@ class LaneDriver:
                 return await self._start(snap, take, entries, context)
             suffix = f":r{take.replay_number}" if take.replay_number else ""
             key = f"{address.workflow_id}:{take.first_id}:{take.last_id}{suffix}"
-            status, message = await self.writer.write(decl, address.session_id, context, take.depth + 1, key)
+            with caused_by(self._cause(address, take)):
+                status, message = await self.writer.write(decl, address.session_id, context, take.depth + 1, key)
             return Acted(status, message)
         except Exception as err:
             if transient(err):

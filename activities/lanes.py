@@ -126,4 +126,6 @@ class LaneActivities(PlatformActivities):
                 "after_seconds": notice.after_seconds,
             },
             idempotency_key=f"idle:{notice.lane_workflow_id}:{notice.last_event_id}",
+            # Time caused it: the lane's silence after its last event.
+            cause={"idle": {"listener": address.listener, "lane": address.lane, "after": notice.last_event_id}},
         )

@@ -18,6 +18,7 @@ from typing import Any
 from temporalio import activity
 
 from activities.base import PlatformActivities
+from orchestrator.causes import caused_by, schedule_cause
 from orchestrator.commands.fields import check_payload
 from orchestrator.commands.schedules import schedule_owns
 from orchestrator.core.errors import CommandError
@@ -50,10 +51,12 @@ class ScheduleActivities(PlatformActivities):
             return ScheduleRunResult(status="skipped", message="the schedule no longer exists")
         definition = ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields if k in row})
         scheduled_at = firing.scheduled_at or datetime.now(UTC)
-        if definition.invocation_target_type == "object":
-            result = await self._write(firing, definition.object_target(), scheduled_at)
-        else:
-            result = await self._start(firing, definition.workflow_target(), scheduled_at)
+        # What the firing writes or starts was caused by the schedule, at the time it was due.
+        with caused_by(schedule_cause(firing.alias, scheduled_at.astimezone(UTC).isoformat())):
+            if definition.invocation_target_type == "object":
+                result = await self._write(firing, definition.object_target(), scheduled_at)
+            else:
+                result = await self._start(firing, definition.workflow_target(), scheduled_at)
         await self.store.record_schedule_run(
             firing.session_id,
             firing.alias,
@@ -107,6 +110,7 @@ class ScheduleActivities(PlatformActivities):
             batch=BatchInfo(first_id=0, last_id=0, count=0, retry=0, lane="", event_ids=[], messages=[], events=[]),
             input=target.input,
             execution_id=execution_id,
+            scheduled={"alias": firing.alias, "due_at": scheduled_at.astimezone(UTC).isoformat()},
         )
         # A retried firing whose run already ran finds it under its id: started once.
         tag = RunTag(execution_id=execution_id, session_id=session_id, workflow=target.workflow)

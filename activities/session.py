@@ -18,11 +18,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.base import PlatformActivities
+from orchestrator.causes import caused_by, run_cause
+from orchestrator.commands.app_events import Emitted, checked
 from orchestrator.commands.fields import check_payload
+from orchestrator.commands.schedules import CreateSchedule, ScheduleRef, create_schedule, delete_schedule
 from orchestrator.commands.threads import ThreadItem, check_item
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned, validate_alias
+from orchestrator.core.graphs import GraphPatch
 from orchestrator.core.validation import field_errors_message
 from orchestrator.telemetry import TRACER
 
@@ -37,10 +41,13 @@ class SessionCall(BaseModel):
     execution_id: str | None = None
     depth: int = 0
     idempotency_key: str | None = None
+    # The batch whose run calls (`lane`, `first_id`, `last_id`): with the execution, what caused its writes.
+    batch: dict[str, Any] | None = None
 
 
-WRITES = frozenset({"write_object", "delete_object", "post_thread_item"})
-ALIAS_OPS = WRITES | {"read_object", "list_thread_items"}
+ALIAS_WRITES = frozenset({"write_object", "delete_object", "post_thread_item"})
+WRITES = ALIAS_WRITES | {"emit_events", "update_graph", "schedule", "unschedule"}
+ALIAS_OPS = ALIAS_WRITES | {"read_object", "list_thread_items"}
 
 
 def refusal(err: CommandError) -> ApplicationError:
@@ -75,7 +82,8 @@ class SessionActivities(PlatformActivities):
                 }
                 if call.execution_id is not None:
                     attributes["orchestrator.execution"] = call.execution_id
-                with TRACER.start_as_current_span(f"session.{call.op}", attributes=attributes):
+                cause = run_cause(call.execution_id, call.batch) if call.execution_id else None
+                with TRACER.start_as_current_span(f"session.{call.op}", attributes=attributes), caused_by(cause):
                     return await self._call(call)
             return await self._call(call)
         except CommandError as err:
@@ -88,7 +96,7 @@ class SessionActivities(PlatformActivities):
         alias = ""
         if call.op in ALIAS_OPS:
             alias = validate_alias(str(args.get("alias", "")))
-        if call.op in WRITES:
+        if call.op in ALIAS_WRITES:
             await self._check_owns(call, alias)
         source = {"listener": call.listener, "execution": call.execution_id}
         depth = call.depth + 1
@@ -137,6 +145,52 @@ class SessionActivities(PlatformActivities):
                 idempotency_key=call.idempotency_key,
             )
             return {**posted, "event_id": event_id}
+        if call.op == "emit_events":
+            try:
+                emitted = [Emitted.model_validate(e) for e in args.get("events") or []]
+            except pydantic.ValidationError as err:
+                raise CommandError("invalid_request", field_errors_message(err, "events")) from None
+            if not emitted:
+                raise CommandError("invalid_request", "events: at least one event")
+            rows = await checked(self, emitted, "events.{index}.")
+            for index, row in enumerate(rows):
+                row["key"] = f"{call.idempotency_key}:{index}"
+            return await store.emit(session, rows, source=source, depth=depth)
+        if call.op == "update_graph":
+            try:
+                patch = GraphPatch.model_validate(args.get("patch"))
+            except pydantic.ValidationError as err:
+                raise CommandError("invalid_request", field_errors_message(err, "patch")) from None
+            check_payload("patch", args.get("patch"), limit)
+            graph, changed_event = await store.update_graph(
+                session,
+                patch,
+                if_rev=args.get("if_rev"),
+                source=source,
+                depth=depth,
+                idempotency_key=call.idempotency_key,
+            )
+            return {**graph, "event_id": changed_event}
+        if call.op == "schedule":
+            # A timer of the run's own: the same alias again replaces it, so a retried call sets it once.
+            body = {**args, "command": "create_schedule", "session_id": session, "replace": True}
+            try:
+                request = CreateSchedule.model_validate(body)
+            except pydantic.ValidationError as err:
+                raise CommandError("invalid_request", field_errors_message(err, "")) from None
+            return (await create_schedule(self, request))["schedule"]
+        if call.op == "unschedule":
+            ref = ScheduleRef(
+                command="delete_schedule", session_id=session, alias=validate_alias(str(args.get("alias")))
+            )
+            try:
+                return (await delete_schedule(self, ref))["schedule"]
+            except CommandError as err:
+                if err.code != "not_found":
+                    raise
+                return None
+        if call.op == "read_graph":
+            return await store.read_graph(session, args.get("nodes"))
         if call.op == "list_thread_items":
             return await store.list_thread_items(
                 session, alias, after=args.get("after"), limit=args.get("limit") or 100

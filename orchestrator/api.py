@@ -19,6 +19,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from orchestrator.causes import request_id
 from orchestrator.commands.registry import MAX_JSON_DEPTH
 from orchestrator.config import Settings, reveal
 from orchestrator.core.connection_listener import parse_stream
@@ -43,6 +44,14 @@ STATUS_BY_ERROR: dict[str, int] = {
 }
 # A code this table does not know yet is still a refusal of the request, not a crash.
 UNKNOWN_ERROR_STATUS = 400
+
+
+def _request_id(request: Request) -> str | None:
+    """The caller's `X-Request-Id`, when it is a plain token of at most 128 characters (else one is made)."""
+    given = request.headers.get("x-request-id")
+    if given and len(given) <= 128 and given.isprintable() and " " not in given:
+        return given
+    return None
 
 
 def error_reply(code: str, message: str) -> dict[str, str]:
@@ -125,8 +134,9 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         except RecursionError:
             message = f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels"
             return JSONResponse(error_reply("invalid_request", message), status_code=400)
-        # A caller's W3C `traceparent` makes its trace the parent of what this command writes.
-        with continuing(request.headers.get("traceparent")):
+        # A caller's W3C `traceparent` makes its trace the parent of what this command writes; its
+        # `X-Request-Id` names the request as the cause of what it writes.
+        with continuing(request.headers.get("traceparent")), request_id(_request_id(request)):
             reply = await platform.command(body)
         return JSONResponse(reply, status_code=status_for(reply))
 

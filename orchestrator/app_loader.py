@@ -25,12 +25,14 @@ class AppLoadError(Exception):
 
 @dataclass(frozen=True)
 class UserApp:
-    """What a user's app module declares: `workflows` (required), `activities` and `listeners` (optional)."""
+    """What a user's app module declares: `workflows` (required), `activities`, `listeners` and
+    `event_types` (optional; each a `save_event_type` body)."""
 
     name: str
     workflows: list[type] = field(default_factory=list)
     activities: list[Callable[..., Any]] = field(default_factory=list)
     listeners: list[dict[str, Any]] = field(default_factory=list)
+    event_types: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_app(spec: str) -> UserApp:
@@ -40,7 +42,8 @@ def load_app(spec: str) -> UserApp:
         name=module.__name__,
         workflows=_workflows(spec, module),
         activities=_activities(spec, module),
-        listeners=_listeners(spec, module),
+        listeners=_bodies(spec, module, "listeners"),
+        event_types=_bodies(spec, module, "event_types"),
     )
 
 
@@ -120,11 +123,11 @@ def _activities(spec: str, module: ModuleType) -> list[Callable[..., Any]]:
     return activities
 
 
-def _listeners(spec: str, module: ModuleType) -> list[dict[str, Any]]:
-    listeners = _as_list(spec, module, "listeners", required=False)
-    for index, item in enumerate(listeners):
+def _bodies(spec: str, module: ModuleType, name: str) -> list[dict[str, Any]]:
+    bodies = _as_list(spec, module, name, required=False)
+    for index, item in enumerate(bodies):
         if not isinstance(item, dict):
             raise AppLoadError(
-                f"app {spec!r}: listeners[{index}] must be a declaration body (a dict), not {type(item).__name__}"
+                f"app {spec!r}: {name}[{index}] must be a declaration body (a dict), not {type(item).__name__}"
             )
-    return listeners
+    return bodies

@@ -231,6 +231,11 @@ class Client:
     async def list_objects(self, session_id: str, prefix: str | None = None, **extra: Any) -> dict[str, Any]:
         return await self._call("list_objects", session_id=session_id, prefix=prefix, **extra)
 
+    async def write_objects(
+        self, session_id: str, objects: list[dict[str, Any]], client: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call("write_objects", session_id=session_id, objects=objects, client=client, **extra)
+
     # Threads
 
     async def post_thread_item(
@@ -246,6 +251,44 @@ class Client:
         return await self._call(
             "list_thread_items", session_id=session_id, alias=alias, after=after, limit=limit, **extra
         )
+
+    async def post_thread_items(
+        self, session_id: str, alias: str, items: list[dict[str, Any]], client: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call(
+            "post_thread_items", session_id=session_id, alias=alias, items=items, client=client, **extra
+        )
+
+    # The application's own events
+
+    async def save_event_type(self, name: str, schema: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        return await self._call("save_event_type", name=name, schema=schema, **extra)
+
+    async def get_event_type(self, name: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("get_event_type", name=name, **extra)
+
+    async def list_event_types(self, **extra: Any) -> dict[str, Any]:
+        return await self._call("list_event_types", **extra)
+
+    async def emit_event(
+        self, session_id: str, type: str, data: dict[str, Any], client: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call("emit_event", session_id=session_id, type=type, data=data, client=client, **extra)
+
+    async def emit_events(
+        self, session_id: str, events: list[dict[str, Any]], client: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call("emit_events", session_id=session_id, events=events, client=client, **extra)
+
+    # The graph
+
+    async def update_graph(
+        self, session_id: str, patch: dict[str, Any], if_rev: int | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        return await self._call("update_graph", session_id=session_id, patch=patch, if_rev=if_rev, **extra)
+
+    async def read_graph(self, session_id: str, nodes: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+        return await self._call("read_graph", session_id=session_id, nodes=nodes, **extra)
 
     # Executions and the stream
 

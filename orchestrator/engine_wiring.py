@@ -65,7 +65,7 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
         workflows=PLATFORM_WORKFLOWS,
         activities=[
             *engine.all(),
-            *SessionActivities(platform.store, platform.settings).all(),
+            *SessionActivities(platform.store, platform.settings, temporal_client).all(),
             *ScheduleActivities(
                 platform.store, platform.settings, temporal_client, workflow_names(app.workflows)
             ).all(),

@@ -249,7 +249,11 @@ def _load_app(spec: str | None, announce: Announce) -> UserApp | None:
 
 
 async def save_app_listeners(platform: Platform, app: UserApp, announce: Announce) -> None:
-    """Save the app's declared listeners, announcing each reply; a refused one does not stop the rest."""
+    """Save the app's declared event types, then its listeners (which may name them), announcing each reply;
+    a refused one does not stop the rest."""
+    for body in app.event_types:
+        reply = await platform.command({**body, "command": "save_event_type"})
+        announce(f"save_event_type {body.get('name', '?')}: {json.dumps(reply)}")
     for body in app.listeners:
         reply = await platform.command({"command": "save_listener", "listener": body})
         announce(f"save_listener {body.get('name', '?')}: {json.dumps(reply)}")

@@ -67,6 +67,9 @@ class RunSession:
             "execution_id": run.execution_id,
             "depth": run.depth,
             "idempotency_key": key,
+            "batch": {"lane": run.batch.lane, "first_id": run.batch.first_id, "last_id": run.batch.last_id}
+            if run.listener
+            else None,
         }
         try:
             return await workflow.execute_activity(
@@ -106,6 +109,49 @@ class RunSession:
     ) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = await self._call("list_thread_items", alias=alias, after=after, limit=limit)
         return result
+
+    async def update_graph(self, patch: dict[str, Any], if_rev: int | None = None) -> dict[str, Any]:
+        """Patch the session's graph all or none (`nodes`, `edges: {add, remove}`); `if_rev` refuses with
+        `rev_conflict` when another writer changed it since. Answers `{rev, changed, event_id}`."""
+        result: dict[str, Any] = await self._call("update_graph", True, patch=patch, if_rev=if_rev)
+        return result
+
+    async def read_graph(self, nodes: list[str] | None = None) -> dict[str, Any]:
+        """The session's graph (`rev`, `nodes`, `edges`), or only `nodes` and their edges."""
+        result: dict[str, Any] = await self._call("read_graph", nodes=nodes)
+        return result
+
+    async def schedule(
+        self,
+        alias: str,
+        repeat: dict[str, Any],
+        target: dict[str, Any],
+        target_type: str = "object",
+        **timing: Any,
+    ) -> dict[str, Any]:
+        """Set a timer of the run's own (the seed's `ctx.schedule`): `repeat` as `create_schedule` takes it
+        (`one_time` at an `invocation_time`, `recurring_cron` in a `timezone`, `interval` every so many
+        seconds), firing `target` (an object write, or a workflow to start). The same alias again replaces it.
+        A firing's events carry the schedule and when it was due in their `cause`."""
+        result: dict[str, Any] = await self._call(
+            "schedule", True, alias=alias, repeat=repeat, target=target, invocation_target_type=target_type, **timing
+        )
+        return result
+
+    async def unschedule(self, alias: str) -> dict[str, Any] | None:
+        """Delete the timer at `alias` (None when there was none)."""
+        result: dict[str, Any] | None = await self._call("unschedule", True, alias=alias)
+        return result
+
+    async def emit(self, type: str, data: dict[str, Any]) -> int:
+        """Emit one of the application's declared events; answers its id (the same when the call is retried)."""
+        ids: list[int] = await self._call("emit_events", True, events=[{"type": type, "data": data}])
+        return ids[0]
+
+    async def emit_many(self, events: list[dict[str, Any]]) -> list[int]:
+        """Emit several (`{type, data}` each), all or none; answers their ids."""
+        ids: list[int] = await self._call("emit_events", True, events=events)
+        return ids
 
     async def close_session(self, drain: bool = True) -> dict[str, Any]:
         """Close the run's session; with `drain` (the default), once what is pending now has fired and its runs

@@ -80,6 +80,30 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
         {"session_id": SESSION, "listener": "hostile", "after": 0, "through": 5},
         ("session_id", "listener", "after", "through"),
     ),
+    "save_event_type": (
+        {"name": "ticket.hostile", "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+        ("name", "schema"),
+    ),
+    "get_event_type": ({"name": "ticket.hostile"}, ("name",)),
+    "list_event_types": ({}, ()),
+    "emit_event": ({"session_id": SESSION, "type": "ticket.hostile", "data": {"n": 1}}, ("session_id", "type", "data")),
+    "emit_events": (
+        {"session_id": SESSION, "events": [{"type": "ticket.hostile", "data": {"n": 1}}]},
+        ("session_id", "events"),
+    ),
+    "write_objects": (
+        {"session_id": SESSION, "objects": [{"alias": "a/b", "value": {"type": "t"}}]},
+        ("session_id", "objects"),
+    ),
+    "post_thread_items": (
+        {"session_id": SESSION, "alias": "c/1", "items": [{"type": "text", "message": "hi"}]},
+        ("session_id", "alias", "items"),
+    ),
+    "update_graph": (
+        {"session_id": SESSION, "patch": {"nodes": {"n1": {"type": "mission"}}}},
+        ("session_id", "patch"),
+    ),
+    "read_graph": ({"session_id": SESSION}, ("session_id",)),
 }
 TABLES = (
     "sessions",
@@ -93,6 +117,8 @@ TABLES = (
     "executions",
     "listener_pauses",
     "replays",
+    "event_types",
+    "graphs",
 )
 
 _odd_text = st.one_of(

@@ -112,6 +112,8 @@ class RunInput(BaseModel):
     # The batch's run, the same across its retries: what makes a retried batch's writes rewrite, not repeat.
     run_key: str | None = None
     depth: int = 0
+    # A schedule's firing: which schedule, and when it was due (`{alias, due_at}`); None for a listener's run.
+    scheduled: dict[str, Any] | None = None
 
 
 class RunTag(BaseModel):

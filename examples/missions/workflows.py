@@ -29,14 +29,20 @@ PAGE = 1000
 
 
 def changed_missions(messages: list[dict[str, Any]]) -> list[str] | None:
-    """The ids of the missions a batch points at, or None (all of them) for a sweep, a tick or a graph change."""
+    """The ids of the missions a batch points at, or None (all of them) for a sweep or a tick."""
     ids: dict[str, None] = {}
     for message in messages:
-        alias = message.get("alias") or ""
-        if alias in (SWEEP_ALIAS, CLOCK_ALIAS) or message["type"] == "graph.changed":
-            return None
-        if alias.startswith("missions/"):
-            ids[alias.split("/")[1]] = None
+        # A graph change points at the nodes it changed; nodes named like aliases (`missions/1/cells/a`) say
+        # which missions they belong to.
+        if message["type"] == "graph.changed":
+            places = list(message.get("nodes") or [])
+        else:
+            places = [message.get("alias") or ""]
+        for place in places:
+            if place in (SWEEP_ALIAS, CLOCK_ALIAS):
+                return None
+            if place.startswith("missions/"):
+                ids[place.split("/")[1]] = None
     return sorted(ids)
 
 

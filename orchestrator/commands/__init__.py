@@ -1,8 +1,10 @@
 """The command surface of SPEC section 8: one registry that every door dispatches through."""
 
 from orchestrator.commands import (
+    app_events,
     events,
     explain,
+    graphs,
     listeners,
     objects,
     replays,
@@ -15,9 +17,11 @@ from orchestrator.commands.registry import COMMANDS, dispatch
 
 __all__ = [
     "COMMANDS",
+    "app_events",
     "dispatch",
     "events",
     "explain",
+    "graphs",
     "listeners",
     "objects",
     "replays",

@@ -1,9 +1,13 @@
 """`explain_event`: what happened to an event, listener by listener (matched or why not, lane, batch, run,
-outcome, receipt), from the store's own records; and the wait behind `"explain": true` on a write.
+outcome, receipt), from the store's own records; what caused it and what it caused; and the wait behind
+`"explain": true` on a write.
 
 The decision is the router's (`orchestrator.core.routing`), replayed here on the event with the listener
 version in effect at its commit, so the answer is what routing did, not a guess; what followed is read from
-the lane's queue, the batches, the executions and the outcomes.
+the lane's queue, the batches, the executions and the outcomes. Causes come from each event's `cause`: back
+through the run or batch that wrote it to the outside request or the clock (`caused_by`, nearest first), and
+forward through the batches that took it, their runs and what those wrote (`caused`), each to a bounded
+depth and size.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.commands.fields import SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import mismatch
 from orchestrator.core.lane_keys import lane_key
 from orchestrator.core.routing import ListenerVersion, in_effect, own_silence, versions_by_name
@@ -24,6 +29,9 @@ if TYPE_CHECKING:
 
 # How long a write with `"explain": true` waits for the router to take its event.
 EXPLAIN_WAIT_SECONDS = 5.0
+# How far back and forward causes are followed, and how many events the forward answer names at most.
+CAUSE_DEPTH = 8
+CAUSED_EVENTS = 50
 
 
 class ExplainEvent(Request):
@@ -72,7 +80,81 @@ async def explain(platform: CommandContext, session_id: str, event_id: int) -> d
             if routed < event_id:
                 found["routed"] = False
         answer.append(found)
-    return {"event": envelope, "routed": routed >= event_id, "listeners": answer}
+    return {
+        "event": envelope,
+        "routed": routed >= event_id,
+        "listeners": answer,
+        "caused_by": await what_caused(platform, session_id, envelope),
+        "caused": await what_it_caused(platform, session_id, event_id, [CAUSED_EVENTS]),
+    }
+
+
+def _named(envelope: dict[str, Any]) -> dict[str, Any]:
+    return {k: envelope[k] for k in ("id", "type", "alias") if k in envelope}
+
+
+async def what_caused(platform: CommandContext, session_id: str, envelope: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chain back from an event, nearest first: the run and the batch that wrote it, that batch's first
+    event, and so on to the outside request, a schedule's firing or a lane's silence."""
+    store, chain, current = platform.store, [], envelope
+    for _ in range(CAUSE_DEPTH):
+        cause = current.get("cause") or {}
+        ended = next((k for k in ("request", "schedule", "idle") if k in cause), None)
+        if ended is not None:
+            chain.append({ended: cause[ended]})
+            return chain
+        batch = cause.get("batch")
+        if "execution" in cause:
+            run = await store.execution_record(str(cause["execution"]))
+            chain.append(
+                {"run": {"execution_id": cause["execution"], **({"workflow": run["workflow"]} if run else {})}}
+            )
+            run_cause = (run or {}).get("cause") or {}
+            if "batch" not in run_cause:
+                # A run started from outside (`start_execution`) or by a schedule: what started it is the end.
+                chain.extend({k: v} for k, v in run_cause.items() if k in ("request", "schedule"))
+                return chain
+            batch = run_cause["batch"]
+        if batch is None:
+            return chain
+        chain.append({"batch": batch})
+        try:
+            first = await store.event_by_id(session_id, int(batch["first_id"]))
+        except CommandError:  # gone (retention): the chain stops here
+            return chain
+        current = first.envelope()
+        chain.append({"event": _named(current)})
+    return chain
+
+
+async def what_it_caused(
+    platform: CommandContext, session_id: str, event_id: int, budget: list[int], depth: int = 0
+) -> list[dict[str, Any]]:
+    """The batches that took the event, the runs they started, and what those and the batch's own action wrote,
+    each with what it caused in turn (`budget`: how many more events may be named)."""
+    store, found = platform.store, []
+    for batch in await store.batches_of_event(event_id):
+        node: dict[str, Any] = {
+            "batch": {k: batch[k] for k in ("listener", "lane", "first_id", "last_id", "retry")},
+            "runs": list(batch["executions"]),
+            "wrote": [],
+        }
+        written = {
+            e.id: e for e in await store.events_caused_by(session_id, batch=(batch["listener"], batch["first_id"]))
+        }
+        for execution_id in batch["executions"]:
+            written.update({e.id: e for e in await store.events_caused_by(session_id, execution_id=execution_id)})
+        for event in sorted(written.values(), key=lambda e: e.id):
+            if budget[0] <= 0:
+                node["truncated"] = True
+                break
+            budget[0] -= 1
+            step: dict[str, Any] = {"event": _named(event.envelope())}
+            if depth + 1 < CAUSE_DEPTH:
+                step["caused"] = await what_it_caused(platform, session_id, event.id, budget, depth + 1)
+            node["wrote"].append(step)
+        found.append(node)
+    return found
 
 
 @command("explain_event", ExplainEvent)

@@ -66,7 +66,7 @@ async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[
 async def save_listener(platform: CommandContext, req: SaveListener) -> dict[str, Any]:
     """Validate the body and store it as the listener's next version, in effect after the activation delay."""
     limits = platform.settings.limits
-    declaration = parse_declaration(req.listener, limits)
+    declaration = parse_declaration(req.listener, limits, await platform.store.event_schemas())
     body = declaration.model_dump(mode="json", exclude_unset=True)
     saved = await platform.store.save_listener(declaration.name, body, limits.activation_delay_seconds)
     return {"listener": saved}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.commands.fields import (
     Alias,
@@ -16,6 +16,7 @@ from orchestrator.commands.fields import (
     check_payload,
 )
 from orchestrator.commands.registry import Request, command
+from orchestrator.core.errors import CommandError
 from orchestrator.telemetry import TRACER
 
 if TYPE_CHECKING:
@@ -32,6 +33,25 @@ class WriteObject(Request):
     idempotency_key: IdempotencyKey | None = None
     # Answer, beside the write, what routing made of its event (waiting a few seconds for the router).
     explain: bool = False
+
+
+class ObjectWrite(BaseModel):
+    """One object of `write_objects`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    alias: Alias
+    value: ObjectValue
+    if_rev: Annotated[int, Field(ge=0)] | None = None
+
+
+class WriteObjects(Request):
+    command: Literal["write_objects"]
+    session_id: SessionId
+    objects: Annotated[list[ObjectWrite], Field(min_length=1, max_length=10_000)]
+    client: ClientId | None = None
+    # A retried request with the same key finds the first one's writes (each object's is the key and its index).
+    idempotency_key: IdempotencyKey | None = None
 
 
 class ObjectRef(Request):
@@ -68,6 +88,32 @@ async def write_object(platform: CommandContext, req: WriteObject) -> dict[str, 
 
         reply["explain"] = await explained_once_routed(platform, req.session_id, event_id)
     return reply
+
+
+@command("write_objects", WriteObjects)
+async def write_objects(platform: CommandContext, req: WriteObjects) -> dict[str, Any]:
+    """Many objects in one transaction, all or none: the first one refused is named, and nothing is written."""
+    limits = platform.settings.limits
+    if len(req.objects) > limits.max_writes_per_request:
+        raise CommandError(
+            "limit_exceeded",
+            f"objects: {len(req.objects)} objects is over the limit of {limits.max_writes_per_request}",
+        )
+    for index, obj in enumerate(req.objects):
+        check_payload(f"objects.{index}.value", obj.value, limits.max_payload_bytes)
+    rows = [
+        {
+            "alias": obj.alias,
+            "value": obj.value,
+            "if_rev": obj.if_rev,
+            "key": None if req.idempotency_key is None else f"{req.idempotency_key}:{index}",
+        }
+        for index, obj in enumerate(req.objects)
+    ]
+    attributes: dict[str, str | int] = {"orchestrator.session": req.session_id, "orchestrator.objects": len(rows)}
+    with TRACER.start_as_current_span("write_objects", attributes=attributes):
+        written = await platform.store.write_objects(req.session_id, rows, source={"client": req.client})
+    return {"objects": [obj for obj, _ in written], "event_ids": [event_id for _, event_id in written]}
 
 
 @command("read_object", ObjectRef)

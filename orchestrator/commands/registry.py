@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from orchestrator.causes import caused_by, request_cause
 from orchestrator.core.errors import CommandError
 from orchestrator.core.validation import field_errors_message
 
@@ -82,5 +83,9 @@ async def dispatch(platform: CommandContext, body: Any) -> dict[str, Any]:
         request = spec.model.model_validate(body)
     except ValidationError as err:
         raise CommandError("invalid_request", field_errors_message(err, "")) from None
-    reply = await spec.handler(platform, request)
+    # What the command writes was caused by this request (unless a run or a listener acts through it: they
+    # call the store, not the commands).
+    client = getattr(request, "client", None)
+    with caused_by(request_cause(client if isinstance(client, str) else None)):
+        reply = await spec.handler(platform, request)
     return {"status": "success", **reply}

@@ -10,6 +10,7 @@ again when Temporal refuses the schedule.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -107,6 +108,8 @@ class CreateSchedule(Request):
     # What the seed's flat form named the target by besides its session (`blob`, `revision`), kept as given.
     origin: dict[str, Any] | None = None
     enabled: bool = True
+    # A schedule already at the alias is replaced (a run setting its timer again), not refused.
+    replace: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -240,6 +243,11 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
     temporal = _temporal(platform)
     sid = schedule_id(req.session_id, req.alias)
     stored = definition.model_dump(mode="json")
+    if req.replace:
+        with contextlib.suppress(CommandError):  # nothing at the alias yet
+            await delete_schedule(
+                platform, ScheduleRef(command="delete_schedule", session_id=req.session_id, alias=req.alias)
+            )
     row = await platform.store.insert_schedule(req.session_id, req.alias, sid, stored, req.enabled)
     schedule = temporal_schedule(platform, req.session_id, req.alias, schedule_timing(definition), req.enabled)
     try:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue, StringConstraints, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, model_validator
 
 from orchestrator.commands.fields import Alias, ClientId, IdempotencyKey, Limit, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
+from orchestrator.core.errors import CommandError
+from orchestrator.store.postgres import thread_item_row
 from orchestrator.telemetry import TRACER
 
 if TYPE_CHECKING:
@@ -57,6 +59,16 @@ class PostThreadItem(Request):
     explain: bool = False
 
 
+class PostThreadItems(Request):
+    command: Literal["post_thread_items"]
+    session_id: SessionId
+    alias: Alias
+    items: Annotated[list[ThreadItem], Field(min_length=1, max_length=10_000)]
+    client: ClientId | None = None
+    # A retried request with the same key finds the first one's posts (each item's is the key and its index).
+    idempotency_key: IdempotencyKey | None = None
+
+
 class ListThreadItems(Request):
     command: Literal["list_thread_items"]
     session_id: SessionId
@@ -86,6 +98,25 @@ async def post_thread_item(platform: CommandContext, req: PostThreadItem) -> dic
 
         reply["explain"] = await explained_once_routed(platform, req.session_id, event_id)
     return reply
+
+
+@command("post_thread_items", PostThreadItems)
+async def post_thread_items(platform: CommandContext, req: PostThreadItems) -> dict[str, Any]:
+    """Many items on one thread in one transaction, all or none."""
+    limits = platform.settings.limits
+    if len(req.items) > limits.max_writes_per_request:
+        raise CommandError(
+            "limit_exceeded", f"items: {len(req.items)} items is over the limit of {limits.max_writes_per_request}"
+        )
+    rows = []
+    for index, item in enumerate(req.items):
+        check_item(item, limits.max_payload_bytes, f"items.{index}")
+        key = None if req.idempotency_key is None else f"{req.idempotency_key}:{index}"
+        rows.append(thread_item_row(item.model_dump(exclude_none=True), key))
+    attributes: dict[str, str | int] = {"orchestrator.session": req.session_id, "orchestrator.items": len(rows)}
+    with TRACER.start_as_current_span("post_thread_items", attributes=attributes):
+        posted = await platform.store.post_thread_items(req.session_id, req.alias, rows, source={"client": req.client})
+    return {"items": [{"id": item_id} for item_id, _ in posted], "event_ids": [event_id for _, event_id in posted]}
 
 
 @command("list_thread_items", ListThreadItems)

@@ -9,6 +9,7 @@ delay (the backoff cap), and an idle timer of at most seven days (a lane that sl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import pydantic
@@ -265,8 +266,11 @@ class ListenerDeclaration(_Strict):
         return retry
 
 
-def parse_declaration(body: Any, limits: Limits) -> ListenerDeclaration:
-    """Validate a declaration body against the models and the deployment's limits.
+def parse_declaration(
+    body: Any, limits: Limits, event_types: Mapping[str, Mapping[str, Any]] | None = None
+) -> ListenerDeclaration:
+    """Validate a declaration body against the models, the deployment's limits and the application's event
+    types (name to schema: a `data` path none of its types can hold is refused).
 
     Raises CommandError("invalid_request") whose message names each bad field as `listener.<path>`.
     """
@@ -277,7 +281,8 @@ def parse_declaration(body: Any, limits: Limits) -> ListenerDeclaration:
     except pydantic.ValidationError as exc:
         message = field_errors_message(exc, "listener", union_tags=ACTION_TYPES)
         raise CommandError("invalid_request", message) from None
-    problems = [f"listener.{problem}" for problem in unresolvable_paths(decl.filter, decl.batch, decl.concurrency.key)]
+    unresolvable = unresolvable_paths(decl.filter, decl.batch, decl.concurrency.key, event_types)
+    problems = [f"listener.{problem}" for problem in unresolvable]
     action = decl.action
     # A literal alias outside `owns` would answer `access_error` on every batch: refused now (a template alias
     # is checked once rendered).
@@ -288,7 +293,12 @@ def parse_declaration(body: Any, limits: Limits) -> ListenerDeclaration:
     return decl
 
 
-def unresolvable_paths(flt: ListenerFilter, batch: BatchSpec, key: str | None = None) -> list[str]:
+def unresolvable_paths(
+    flt: ListenerFilter,
+    batch: BatchSpec,
+    key: str | None = None,
+    event_types: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[str]:
     """The paths into events (`where` conditions, the lane key, `distinct_by`) that can never resolve for the
     filter's types, each as `field: path ... never resolves: why` (a saved listener's and a stream's alike)."""
     paths = [(f"filter.where.{n}.path", c.path) for n, c in enumerate(flt.where)]
@@ -299,7 +309,7 @@ def unresolvable_paths(flt: ListenerFilter, batch: BatchSpec, key: str | None = 
     return [
         f"{field}: path {path!r} never resolves: {why}"
         for field, path in paths
-        if (why := why_unresolvable(path, flt.types)) is not None
+        if (why := why_unresolvable(path, flt.types, event_types)) is not None
     ]
 
 

@@ -9,9 +9,10 @@ shared lane or collapse nothing, silently.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchestrator.core.event_types import why_data_unresolvable
 from orchestrator.core.globs import compile_type_glob
 from orchestrator.core.paths import Missing, resolve
 
@@ -25,13 +26,13 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "thread.item_posted": frozenset({"alias", "item"}),
     "execution.started": frozenset({"execution"}),
     "execution.ended": frozenset({"execution"}),
-    "graph.changed": frozenset({"alias", "data"}),
+    "graph.changed": frozenset({"graph"}),
     "listener.failed": frozenset({"data"}),
     "lane.idle": frozenset({"data"}),
     "listener.replayed": frozenset({"data"}),
     "listener.redelivered": frozenset({"data"}),
 }
-COMMON_FIELDS = frozenset({"id", "session_id", "type", "source", "depth", "created_at"})
+COMMON_FIELDS = frozenset({"id", "session_id", "type", "source", "depth", "created_at", "cause"})
 # What a field's subpaths may be (None: any, for `data`; empty: the field is a plain value).
 SUBFIELDS: dict[str, frozenset[str] | None] = {
     "id": frozenset(),
@@ -44,6 +45,8 @@ SUBFIELDS: dict[str, frozenset[str] | None] = {
     "execution": frozenset({"id", "workflow", "status"}),
     "source": frozenset({"client", "listener", "execution"}),
     "data": None,
+    "cause": None,
+    "graph": frozenset({"nodes"}),
 }
 
 
@@ -52,8 +55,14 @@ def resolve_in_event(envelope: dict[str, Any], path: str) -> Any | Missing:
     return resolve(envelope, SEED_PATHS.get(path, path))
 
 
-def why_unresolvable(path: str, types: Sequence[str] | None) -> str | None:
-    """Why no event of `types` (type globs; None: every type) can carry `path`, or None when some can."""
+def why_unresolvable(
+    path: str, types: Sequence[str] | None, declared: Mapping[str, Mapping[str, Any]] | None = None
+) -> str | None:
+    """Why no event of `types` (type globs; None: every type) can carry `path`, or None when some can.
+
+    `declared`: the application's event types (name to schema), whose events carry `data` as their schema
+    holds it, besides the fields every event has.
+    """
     path = SEED_PATHS.get(path, path)
     field, _, rest = path.partition(".")
     if field not in SUBFIELDS:
@@ -66,7 +75,17 @@ def why_unresolvable(path: str, types: Sequence[str] | None) -> str | None:
             return f"{field!r} holds {shown}"
     if field in COMMON_FIELDS:
         return None
-    matched = [t for t in EVENT_FIELDS if types is None or any(compile_type_glob(g).match(t) for g in types)]
-    if not matched or any(field in EVENT_FIELDS[t] for t in matched):
+    declared = declared or {}
+
+    def wanted(name: str) -> bool:
+        return types is None or any(compile_type_glob(g).match(name) for g in types)
+
+    matched = [t for t in EVENT_FIELDS if wanted(t)]
+    apps = [t for t in declared if wanted(t)]
+    if not matched and not apps:
         return None
-    return f"no event of the listener's types ({', '.join(matched)}) has {field!r}"
+    if any(field in EVENT_FIELDS[t] for t in matched):
+        return None
+    if field == "data" and apps:
+        return why_data_unresolvable(path, [declared[t] for t in apps])
+    return f"no event of the listener's types ({', '.join([*matched, *apps])}) has {field!r}"

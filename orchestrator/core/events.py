@@ -58,8 +58,12 @@ class Event(BaseModel):
     depth: int = 0
     created_at: datetime
     # Extra facts some event types carry (lane.idle: the lane and the last event id; listener.failed: the
-    # batch and the error). Left out of the JSON form when empty.
+    # batch and the error; an application's own event: its data, whole). Left out of the JSON form when empty.
     data: dict[str, Any] | None = None
+    # What caused it (`orchestrator.causes`): the outside request, a run and its batch, a batch, a schedule.
+    cause: dict[str, Any] | None = None
+    # graph.changed: `{"nodes": [the ids of the nodes the update changed]}`.
+    graph: dict[str, Any] | None = None
 
     def envelope(self) -> dict[str, Any]:
         """The JSON form: what templates, `where` conditions and readers see."""
@@ -81,6 +85,9 @@ def message_of(envelope: dict[str, Any]) -> dict[str, Any]:
     execution = envelope.get("execution")
     if isinstance(execution, dict) and execution.get("id") is not None:
         pointer["execution_id"] = execution["id"]
+    graph = envelope.get("graph")
+    if isinstance(graph, dict) and isinstance(graph.get("nodes"), list):
+        pointer["nodes"] = graph["nodes"]
     return pointer
 
 

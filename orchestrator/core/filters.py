@@ -77,11 +77,12 @@ def mismatch(flt: ListenerFilter, envelope: dict[str, Any]) -> str | None:
         if not isinstance(event_type, str) or not any(compile_type_glob(g).match(event_type) for g in flt.types):
             return f"filter.types: {event_type!r} is not among {flt.types}"
     if flt.aliases is not None:
-        alias = envelope.get("alias")
-        if not isinstance(alias, str):
+        places = aliases_of(envelope)
+        if not places:
             return "filter.aliases: the event has no alias"
-        if not any(compile_alias_glob(glob).match(alias) for glob in flt.aliases):
-            return f"filter.aliases: {alias!r} is not under {flt.aliases}"
+        if not any(compile_alias_glob(glob).match(place) for glob in flt.aliases for place in places):
+            shown = repr(places[0]) if len(places) == 1 else f"none of {places}"
+            return f"filter.aliases: {shown} is not under {flt.aliases}"
     for index, condition in enumerate(flt.where):
         if not condition_holds(condition, envelope):
             found = resolve_in_event(envelope, condition.path)
@@ -91,6 +92,16 @@ def mismatch(flt: ListenerFilter, envelope: dict[str, Any]) -> str | None:
                 f" ({condition.path} is {shown})"
             )
     return None
+
+
+def aliases_of(envelope: dict[str, Any]) -> list[str]:
+    """What `filter.aliases` matches: the event's alias, or for `graph.changed` the ids of the nodes it changed."""
+    alias = envelope.get("alias")
+    if isinstance(alias, str):
+        return [alias]
+    graph = envelope.get("graph")
+    nodes = graph.get("nodes") if isinstance(graph, dict) else None
+    return [node for node in nodes if isinstance(node, str)] if isinstance(nodes, list) else []
 
 
 def listener_accepts(decl: ListenerDeclaration, envelope: dict[str, Any]) -> bool:

@@ -19,5 +19,7 @@ class Limits(BaseModel):
     max_events_per_batch: int = Field(default=1000, ge=1)
     max_window_seconds: float = Field(default=300, ge=0)
     max_payload_bytes: int = Field(default=256 * 1024, ge=1)
+    # The most events, objects or items one `emit_events`, `write_objects` or `post_thread_items` takes.
+    max_writes_per_request: int = Field(default=1000, ge=1)
     # How long a saved listener waits before it takes effect (SPEC section 3); 0 in tests.
     activation_delay_seconds: float = Field(default=10, ge=0)

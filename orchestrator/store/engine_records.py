@@ -12,15 +12,18 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
+from orchestrator.store.app_events import AppEvents
 from orchestrator.store.flow_control import FlowControl
+from orchestrator.store.graphs import Graphs
 from orchestrator.store.lane_views import LaneViews
 from orchestrator.store.lanes_pg import PgLaneStore
 from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, PostgresStore, event_from_row
 from orchestrator.store.schedule_records import ScheduleRecords
 
 
-class EngineRecords(FlowControl, LaneViews, ScheduleRecords, PostgresStore):
+class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, PostgresStore):
     """The store with the engine's statements added, and the lane store on the same pool."""
 
     @functools.cached_property
@@ -89,8 +92,8 @@ class EngineRecords(FlowControl, LaneViews, ScheduleRecords, PostgresStore):
     async def execution_started(self, record: dict[str, Any]) -> bool:
         """Record a run's start and its `execution.started` event, once per execution id (True: new)."""
         inserted = await self.pool.fetchval(
-            "INSERT INTO executions (id, session_id, workflow, listener, lane, batch, run_key, depth)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING RETURNING id",
+            "INSERT INTO executions (id, session_id, workflow, listener, lane, batch, run_key, depth, cause)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING RETURNING id",
             record["execution_id"],
             record["session_id"],
             record["workflow"],
@@ -99,6 +102,7 @@ class EngineRecords(FlowControl, LaneViews, ScheduleRecords, PostgresStore):
             record["batch"],
             record.get("run_key"),
             record["depth"],
+            current_cause(),
         )
         if inserted is None:
             return False

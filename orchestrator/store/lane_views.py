@@ -134,3 +134,51 @@ class LaneViews:
             session_id,
         )
         return {r["listener"]: (int(r["fires"]), r["oldest"]) for r in rows}
+
+    # -- causes ------------------------------------------------------------------------------------------
+
+    async def batches_of_event(self, event_id: int) -> list[dict[str, Any]]:
+        """The batches that took an event, with their lane and the runs they started (all attempts)."""
+        rows = await self.pool.fetch(
+            "SELECT l.listener, l.lane, b.first_id, b.last_id, b.retry, b.replay, b.verdict, b.run_key,"
+            " (SELECT coalesce(json_agg(x.id ORDER BY x.id), '[]') FROM executions x"
+            "   WHERE b.run_key IS NOT NULL AND x.run_key = b.run_key"
+            "   AND x.batch ->> 'retry' = b.retry::text) AS executions"
+            " FROM lane_events q JOIN lanes l ON l.id = q.lane_id"
+            " JOIN batches b ON b.lane_id = q.lane_id AND q.event_id = ANY (b.event_ids)"
+            " WHERE q.event_id = $1 ORDER BY b.id",
+            event_id,
+        )
+        return [dict(r) for r in rows]
+
+    async def events_caused_by(
+        self, session_id: str, *, execution_id: str | None = None, batch: tuple[str, int] | None = None, limit: int = 50
+    ) -> list[Event]:
+        """The events a run wrote (by its execution id), or a listener's batch (by listener and first event id)."""
+        if execution_id is not None:
+            rows = await self.pool.fetch(
+                f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1"
+                " AND cause ? 'execution' AND cause ->> 'execution' = $2 ORDER BY id LIMIT $3",
+                session_id,
+                execution_id,
+                limit,
+            )
+        else:
+            assert batch is not None
+            rows = await self.pool.fetch(
+                f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1"
+                " AND cause ? 'batch' AND NOT cause ? 'execution' AND cause -> 'batch' ->> 'listener' = $2"
+                " AND (cause -> 'batch' ->> 'first_id')::bigint = $3 ORDER BY id LIMIT $4",
+                session_id,
+                batch[0],
+                batch[1],
+                limit,
+            )
+        return [event_from_row(r) for r in rows]
+
+    async def execution_record(self, execution_id: str) -> dict[str, Any] | None:
+        row = await self.pool.fetchrow(
+            "SELECT id, workflow, listener, lane, status, batch, cause, run_key FROM executions WHERE id = $1",
+            execution_id,
+        )
+        return None if row is None else dict(row)

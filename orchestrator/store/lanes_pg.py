@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 
+from orchestrator.causes import batch_cause
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.events import Event
 from orchestrator.core.lane_keys import execution_id_of
@@ -64,6 +65,8 @@ def event_of(row: Mapping[str, Any]) -> Event:
             "source": row.get("source") or {},
             "depth": row.get("depth", 0),
             "data": row.get("data"),
+            "cause": row.get("cause"),
+            "graph": row.get("graph"),
             "created_at": row["created_at"],
         }
     )
@@ -216,6 +219,7 @@ class PgLaneStore:
                 "workflow": take.plan.workflow,
                 "depth": take.depth + 1,
                 "batch": batch_info(take, address),
+                "cause": batch_cause(address.listener, address.lane, take.first_id, take.last_id, take.retry),
             }
         body = {
             "lane_id": snap.lane_id,

@@ -18,6 +18,7 @@ from typing import Any, Self
 
 import asyncpg
 
+from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Event, preview
 from orchestrator.core.globs import compile_type_glob
@@ -25,7 +26,7 @@ from orchestrator.store.connection import Connection
 from orchestrator.store.migrate import migrate
 from orchestrator.telemetry import current_traceparent
 
-EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, created_at"
+EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, cause, graph, created_at"
 
 
 async def _init_connection(conn: Connection) -> None:
@@ -73,9 +74,28 @@ def event_from_row(row: asyncpg.Record) -> Event:
             "source": row["source"] or {},
             "depth": row["depth"],
             "data": row["data"],
+            "cause": row["cause"],
+            "graph": row["graph"],
             "created_at": row["created_at"],
         }
     )
+
+
+def thread_item_row(item: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+    """An item as `orchestrator_post_thread_items` takes it: its id (one made when it has none), its message as
+    text or as JSON (a `json` item's may be any JSON value), the event's preview of it, and its key."""
+    message = item.get("message")
+    text = message if isinstance(message, str) or message is None else None
+    return {
+        "id": item.get("id") or new_id("itm"),
+        "type": item["type"],
+        "role": item.get("role"),
+        "message": text,
+        "message_json": None if text is not None or message is None else message,
+        "preview": preview(message),
+        "metadata": item.get("metadata"),
+        "key": key,
+    }
 
 
 def _clean_source(source: dict[str, Any] | None) -> dict[str, Any]:
@@ -233,13 +253,16 @@ class PostgresStore:
         source: dict[str, Any] | None = None,
         depth: int = 0,
         data: dict[str, Any] | None = None,
+        graph: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        cause: dict[str, Any] | None = None,
     ) -> Event:
-        """Append one event; the caller holds the session lock (`_locked_session`)."""
+        """Append one event; the caller holds the session lock (`_locked_session`). Its cause is the one given,
+        else the one the caller acts under (`causes.current_cause`)."""
         row = await conn.fetchrow(
             "WITH e AS ("
             f" INSERT INTO events ({EVENT_COLUMNS.replace(', created_at', '')}, idempotency_key, traceparent)"
-            " VALUES (nextval('event_ids'), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+            " VALUES (nextval('event_ids'), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
             f" RETURNING {EVENT_COLUMNS}),"
             " s AS (UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1)"
             " SELECT * FROM e",
@@ -251,6 +274,8 @@ class PostgresStore:
             _clean_source(source),
             depth,
             data,
+            cause if cause is not None else current_cause(),
+            graph,
             idempotency_key,
             current_traceparent(),
         )
@@ -315,7 +340,7 @@ class PostgresStore:
     ) -> tuple[dict[str, Any], int]:
         """Replace the value at `alias`, raising rev by one; `if_rev` 0 means "only if absent"."""
         row = await self.pool.fetchrow(
-            "SELECT o_outcome, o_rev, o_event FROM orchestrator_write_object($1, $2, $3, $4, $5, $6, $7, $8)",
+            "SELECT o_outcome, o_rev, o_event FROM orchestrator_write_object($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             session_id,
             alias,
             value,
@@ -324,6 +349,7 @@ class PostgresStore:
             depth,
             idempotency_key,
             current_traceparent(),
+            current_cause(),
         )
         assert row is not None
         outcome, rev = row["o_outcome"], row["o_rev"]
@@ -404,7 +430,7 @@ class PostgresStore:
         text = message if isinstance(message, str) or message is None else None
         row = await self.pool.fetchrow(
             "SELECT o_outcome, o_item, o_event FROM orchestrator_post_thread_item("
-            "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             session_id,
             alias,
             item.get("id") or new_id("itm"),
@@ -418,6 +444,7 @@ class PostgresStore:
             depth,
             idempotency_key,
             current_traceparent(),
+            current_cause(),
         )
         assert row is not None
         _refuse_write(row["o_outcome"], session_id)

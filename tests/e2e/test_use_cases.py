@@ -110,6 +110,25 @@ async def test_orchestrate_runs_once_per_burst_and_not_for_chatter(missions: Mis
     await eventually(visible, within=30, what="the runs in Temporal's visibility")
 
 
+async def test_orchestrate_moves_the_missions_a_graph_change_names(missions: Missions) -> None:
+    await write(missions, "missions/4/meta", {"type": "mission", "state": "active"})
+    await wait_for_runs(missions, "orchestrate", 1)
+    patch = {"nodes": {"missions/4/cells/x": {"type": "cell"}, "teams/red": {"type": "team"}}}
+    reply = await missions.client.update_graph(missions.session_id, patch, if_rev=0)
+    assert reply["graph"]["rev"] == 1
+    stale = await missions.client.command(
+        {"command": "update_graph", "session_id": missions.session_id, "patch": patch, "if_rev": 0}
+    )
+    assert stale["error"] == "rev_conflict", stale
+
+    await wait_for_runs(missions, "orchestrate", 2)
+    runs = sorted(await executions(missions, "orchestrate"), key=lambda run: run["started_at"])
+    assert runs[1]["batch"]["event_ids"] == [reply["event_id"]], "the graph change is the second run's batch"
+    status = await stored(missions, "views/missions/4/status")
+    assert status["rev"] == 2, "the run the graph change started moved mission 4 again"
+    assert await missions.value("views/missions/red/status") is None, "teams/red is not a mission"
+
+
 async def test_respond_answers_each_request_once_on_its_thread(missions: Missions) -> None:
     requests = {
         "chats/a": [

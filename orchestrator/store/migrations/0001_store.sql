@@ -41,10 +41,19 @@ CREATE TABLE events (
     created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
     -- A retried write carries the same key and finds the same event again.
     idempotency_key text,
-    traceparent     text
+    traceparent     text,
+    -- What caused it: `{"request": ...}`, `{"execution": ..., "batch": ...}`, `{"batch": ...}`, `{"schedule": ...}`.
+    cause           jsonb,
+    -- For graph.changed: the ids of the nodes the update changed.
+    graph           jsonb
 );
 CREATE INDEX events_session_id ON events (session_id, id);
 CREATE UNIQUE INDEX events_idempotency ON events (session_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+-- What a run wrote, for `explain_event` following causes forward.
+CREATE INDEX events_caused_by_run ON events (session_id, (cause ->> 'execution')) WHERE cause ? 'execution';
+-- What a listener's batch wrote (its action's writes, its receipt), for the same.
+CREATE INDEX events_caused_by_batch ON events (session_id, (cause -> 'batch' ->> 'listener'),
+    ((cause -> 'batch' ->> 'first_id')::bigint)) WHERE cause ? 'batch' AND NOT cause ? 'execution';
 
 CREATE TABLE objects (
     session_id text NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
@@ -90,6 +99,8 @@ CREATE TABLE executions (
     error            text,
     run_key          text,
     depth            integer NOT NULL DEFAULT 0,
+    -- What caused the run (its batch, the request, the schedule): its `execution.started` event's cause.
+    cause            jsonb,
     started_event_id bigint,
     started_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     ended_at         timestamptz,
@@ -98,6 +109,23 @@ CREATE TABLE executions (
 CREATE INDEX executions_session ON executions (session_id, listener, started_at);
 CREATE INDEX executions_running ON executions (session_id) WHERE status = 'running';
 CREATE INDEX executions_unchecked ON executions (checked_at) WHERE status = 'running';
+
+-- The application's own event types: a JSON Schema for their `data`, and who may emit them from outside.
+CREATE TABLE event_types (
+    name        text PRIMARY KEY,
+    schema      jsonb NOT NULL,
+    allow       jsonb,
+    description text,
+    saved_at    timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- A session's graph: nodes (JSON values with a `type`, by id) and edges, changed all or none by `update_graph`.
+CREATE TABLE graphs (
+    session_id text PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+    rev        integer NOT NULL DEFAULT 0,
+    nodes      jsonb NOT NULL DEFAULT '{}',
+    edges      jsonb NOT NULL DEFAULT '[]'
+);
 
 -- Listener declarations belong to the application, not to a session. Every save is a new version.
 CREATE TABLE listener_versions (
@@ -211,20 +239,16 @@ END
 $$;
 CREATE TRIGGER listeners_notify AFTER INSERT OR UPDATE ON listeners FOR EACH ROW EXECUTE FUNCTION notify_listener();
 
--- Appends one event to an open or closed session: locks the session's row (event ids in commit order) and
--- draws the id under it. With a key, a retried append finds the first one's id. The engine's functions
--- (0002) append execution events, receipts and failures through it.
-CREATE FUNCTION orchestrator_append(
+-- An event's row, under the session lock its caller holds: with a key, a retried append finds the first one's
+-- id. The caller moves the session's `last_event_id`, once per statement: a bulk write that moved it once per
+-- event would leave a chain of a thousand versions of the session's row for the next writer to walk.
+CREATE FUNCTION orchestrator_event_row(
     p_session text, p_type text, p_alias text, p_item jsonb, p_execution jsonb, p_source jsonb, p_depth integer,
-    p_data jsonb, p_key text, p_traceparent text
+    p_data jsonb, p_key text, p_traceparent text, p_cause jsonb
 ) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     v_event bigint;
 BEGIN
-    PERFORM 1 FROM sessions s WHERE s.id = p_session FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN NULL;
-    END IF;
     IF p_key IS NOT NULL THEN
         SELECT e.id INTO v_event FROM events e WHERE e.session_id = p_session AND e.idempotency_key = p_key;
         IF FOUND THEN
@@ -232,35 +256,58 @@ BEGIN
         END IF;
     END IF;
     v_event := nextval('event_ids');
-    INSERT INTO events (id, session_id, type, alias, item, execution, source, depth, data, idempotency_key, traceparent)
+    INSERT INTO events (id, session_id, type, alias, item, execution, source, depth, data, idempotency_key, traceparent,
+                        cause)
         VALUES (v_event, p_session, p_type, p_alias, p_item, p_execution, coalesce(p_source, '{}'), p_depth, p_data,
-                p_key, p_traceparent);
-    UPDATE sessions SET last_event_id = v_event WHERE id = p_session;
+                p_key, p_traceparent, p_cause);
     RETURN v_event;
 END
 $$;
 
--- The two hot writes, one statement each, so a session's lock is held for one statement. Each answers an
--- outcome (ok, replayed, not_found, session_not_open, rev_conflict), the rev or item id, and the event id.
-CREATE FUNCTION orchestrator_write_object(
-    p_session text, p_alias text, p_value jsonb, p_if_rev integer, p_source jsonb, p_depth integer, p_key text,
-    p_traceparent text
-) RETURNS TABLE (o_outcome text, o_rev integer, o_event bigint)
-LANGUAGE plpgsql AS $$
+-- Whether the session is there and open, its row locked for the rest of the transaction (event ids in commit
+-- order): 'ok', 'not_found' or 'session_not_open'.
+CREATE FUNCTION orchestrator_lock_session(p_session text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     v_status text;
-    v_rev integer;
-    v_event bigint;
 BEGIN
     SELECT s.status INTO v_status FROM sessions s WHERE s.id = p_session FOR UPDATE;
     IF NOT FOUND THEN
-        RETURN QUERY SELECT 'not_found'::text, NULL::integer, NULL::bigint;
-        RETURN;
+        RETURN 'not_found';
     END IF;
-    IF v_status <> 'open' THEN
-        RETURN QUERY SELECT 'session_not_open'::text, NULL::integer, NULL::bigint;
-        RETURN;
+    RETURN CASE WHEN v_status = 'open' THEN 'ok' ELSE 'session_not_open' END;
+END
+$$;
+
+-- Appends one event to an open or closed session (None: no such session). The engine's functions (0002)
+-- append execution events, receipts and failures through it.
+CREATE FUNCTION orchestrator_append(
+    p_session text, p_type text, p_alias text, p_item jsonb, p_execution jsonb, p_source jsonb, p_depth integer,
+    p_data jsonb, p_key text, p_traceparent text, p_cause jsonb
+) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    v_event bigint;
+BEGIN
+    IF orchestrator_lock_session(p_session) = 'not_found' THEN
+        RETURN NULL;
     END IF;
+    v_event := orchestrator_event_row(p_session, p_type, p_alias, p_item, p_execution, p_source, p_depth, p_data, p_key,
+                                      p_traceparent, p_cause);
+    UPDATE sessions SET last_event_id = v_event WHERE id = p_session AND last_event_id < v_event;
+    RETURN v_event;
+END
+$$;
+
+-- An object's write and its event, under the session lock its caller holds: an outcome (ok, replayed,
+-- rev_conflict), the rev and the event id.
+CREATE FUNCTION orchestrator_object_row(
+    p_session text, p_alias text, p_value jsonb, p_if_rev integer, p_source jsonb, p_depth integer, p_key text,
+    p_traceparent text, p_cause jsonb
+) RETURNS TABLE (o_outcome text, o_rev integer, o_event bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_rev integer;
+    v_event bigint;
+BEGIN
     IF p_key IS NOT NULL THEN
         SELECT e.id, (e.data ->> 'rev')::integer INTO v_event, v_rev
             FROM events e WHERE e.session_id = p_session AND e.idempotency_key = p_key;
@@ -279,33 +326,24 @@ BEGIN
         SET value = EXCLUDED.value, rev = o.rev + 1, updated_at = clock_timestamp()
         RETURNING o.rev INTO v_rev;
     v_event := nextval('event_ids');
-    INSERT INTO events (id, session_id, type, alias, source, depth, data, idempotency_key, traceparent)
+    INSERT INTO events (id, session_id, type, alias, source, depth, data, idempotency_key, traceparent, cause)
         VALUES (v_event, p_session, 'object.written', p_alias, p_source, p_depth,
-                jsonb_build_object('rev', v_rev), p_key, p_traceparent);
-    UPDATE sessions SET last_event_id = v_event WHERE id = p_session;
+                jsonb_build_object('rev', v_rev), p_key, p_traceparent, p_cause);
     RETURN QUERY SELECT 'ok'::text, v_rev, v_event;
 END
 $$;
 
-CREATE FUNCTION orchestrator_post_thread_item(
+-- An item's post and its event, under the session lock its caller holds: an outcome (ok, replayed), the item
+-- id and the event id. Items never change: posting an id that is already there answers the first post.
+CREATE FUNCTION orchestrator_item_row(
     p_session text, p_alias text, p_id text, p_type text, p_role text, p_message text, p_message_json jsonb,
-    p_preview text, p_metadata jsonb, p_source jsonb, p_depth integer, p_key text, p_traceparent text
+    p_preview text, p_metadata jsonb, p_source jsonb, p_depth integer, p_key text, p_traceparent text, p_cause jsonb
 ) RETURNS TABLE (o_outcome text, o_item text, o_event bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_status text;
     v_item text;
     v_event bigint;
 BEGIN
-    SELECT s.status INTO v_status FROM sessions s WHERE s.id = p_session FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN QUERY SELECT 'not_found'::text, NULL::text, NULL::bigint;
-        RETURN;
-    END IF;
-    IF v_status <> 'open' THEN
-        RETURN QUERY SELECT 'session_not_open'::text, NULL::text, NULL::bigint;
-        RETURN;
-    END IF;
     IF p_key IS NOT NULL THEN
         SELECT e.item ->> 'id', e.id INTO v_item, v_event
             FROM events e WHERE e.session_id = p_session AND e.idempotency_key = p_key;
@@ -314,7 +352,6 @@ BEGIN
             RETURN;
         END IF;
     END IF;
-    -- Items never change: posting an id that is already there answers the first post.
     SELECT t.event_id INTO v_event FROM thread_items t
         WHERE t.session_id = p_session AND t.alias = p_alias AND t.id = p_id;
     IF FOUND THEN
@@ -322,14 +359,151 @@ BEGIN
         RETURN;
     END IF;
     v_event := nextval('event_ids');
-    INSERT INTO events (id, session_id, type, alias, item, source, depth, idempotency_key, traceparent)
+    INSERT INTO events (id, session_id, type, alias, item, source, depth, idempotency_key, traceparent, cause)
         VALUES (v_event, p_session, 'thread.item_posted', p_alias,
                 jsonb_strip_nulls(jsonb_build_object('id', p_id, 'type', p_type, 'role', p_role,
                                                      'message', p_preview)),
-                p_source, p_depth, p_key, p_traceparent);
+                p_source, p_depth, p_key, p_traceparent, p_cause);
     INSERT INTO thread_items (session_id, alias, id, type, role, message, message_json, metadata, source, event_id)
         VALUES (p_session, p_alias, p_id, p_type, p_role, p_message, p_message_json, p_metadata, p_source, v_event);
-    UPDATE sessions SET last_event_id = v_event WHERE id = p_session;
     RETURN QUERY SELECT 'ok'::text, p_id, v_event;
+END
+$$;
+
+-- The two hot writes, one statement each, so a session's lock is held for one statement. Each answers an
+-- outcome (ok, replayed, not_found, session_not_open, rev_conflict), the rev or item id, and the event id.
+CREATE FUNCTION orchestrator_write_object(
+    p_session text, p_alias text, p_value jsonb, p_if_rev integer, p_source jsonb, p_depth integer, p_key text,
+    p_traceparent text, p_cause jsonb
+) RETURNS TABLE (o_outcome text, o_rev integer, o_event bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lock text := orchestrator_lock_session(p_session);
+    r record;
+BEGIN
+    IF v_lock <> 'ok' THEN
+        RETURN QUERY SELECT v_lock, NULL::integer, NULL::bigint;
+        RETURN;
+    END IF;
+    SELECT * INTO r FROM orchestrator_object_row(p_session, p_alias, p_value, p_if_rev, p_source, p_depth, p_key,
+                                                 p_traceparent, p_cause);
+    IF r.o_outcome = 'ok' THEN
+        UPDATE sessions SET last_event_id = r.o_event WHERE id = p_session;
+    END IF;
+    RETURN QUERY SELECT r.o_outcome, r.o_rev, r.o_event;
+END
+$$;
+
+CREATE FUNCTION orchestrator_post_thread_item(
+    p_session text, p_alias text, p_id text, p_type text, p_role text, p_message text, p_message_json jsonb,
+    p_preview text, p_metadata jsonb, p_source jsonb, p_depth integer, p_key text, p_traceparent text, p_cause jsonb
+) RETURNS TABLE (o_outcome text, o_item text, o_event bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lock text := orchestrator_lock_session(p_session);
+    r record;
+BEGIN
+    IF v_lock <> 'ok' THEN
+        RETURN QUERY SELECT v_lock, NULL::text, NULL::bigint;
+        RETURN;
+    END IF;
+    SELECT * INTO r FROM orchestrator_item_row(p_session, p_alias, p_id, p_type, p_role, p_message, p_message_json,
+                                               p_preview, p_metadata, p_source, p_depth, p_key, p_traceparent, p_cause);
+    IF r.o_outcome = 'ok' THEN
+        UPDATE sessions SET last_event_id = r.o_event WHERE id = p_session;
+    END IF;
+    RETURN QUERY SELECT r.o_outcome, r.o_item, r.o_event;
+END
+$$;
+
+-- Many writes of one request in one statement and one transaction, all or none, the session locked once and
+-- its `last_event_id` moved once. The first that cannot be written raises `orchestrator: <index> <outcome>
+-- <rev>` and nothing is kept.
+CREATE FUNCTION orchestrator_write_objects(
+    p_session text, p_items jsonb, p_source jsonb, p_depth integer, p_traceparent text, p_cause jsonb
+) RETURNS TABLE (o_rev integer, o_event bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lock text := orchestrator_lock_session(p_session);
+    v_item jsonb;
+    v_index integer := 0;
+    v_last bigint := 0;
+    r record;
+BEGIN
+    IF v_lock <> 'ok' THEN
+        RAISE EXCEPTION 'orchestrator: 0 % 0', v_lock USING ERRCODE = 'P0001';
+    END IF;
+    FOR v_item IN SELECT x FROM jsonb_array_elements(p_items) x LOOP
+        SELECT * INTO r FROM orchestrator_object_row(
+            p_session, v_item ->> 'alias', v_item -> 'value', (v_item ->> 'if_rev')::integer, p_source, p_depth,
+            v_item ->> 'key', p_traceparent, p_cause);
+        IF r.o_outcome NOT IN ('ok', 'replayed') THEN
+            RAISE EXCEPTION 'orchestrator: % % %', v_index, r.o_outcome, coalesce(r.o_rev, 0) USING ERRCODE = 'P0001';
+        END IF;
+        v_last := greatest(v_last, r.o_event);
+        o_rev := r.o_rev;
+        o_event := r.o_event;
+        RETURN NEXT;
+        v_index := v_index + 1;
+    END LOOP;
+    UPDATE sessions SET last_event_id = v_last WHERE id = p_session AND last_event_id < v_last;
+END
+$$;
+
+CREATE FUNCTION orchestrator_post_thread_items(
+    p_session text, p_alias text, p_items jsonb, p_source jsonb, p_depth integer, p_traceparent text, p_cause jsonb
+) RETURNS TABLE (o_item text, o_event bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lock text := orchestrator_lock_session(p_session);
+    v_item jsonb;
+    v_index integer := 0;
+    v_last bigint := 0;
+    r record;
+BEGIN
+    IF v_lock <> 'ok' THEN
+        RAISE EXCEPTION 'orchestrator: 0 % 0', v_lock USING ERRCODE = 'P0001';
+    END IF;
+    FOR v_item IN SELECT x FROM jsonb_array_elements(p_items) x LOOP
+        SELECT * INTO r FROM orchestrator_item_row(
+            p_session, p_alias, v_item ->> 'id', v_item ->> 'type', v_item ->> 'role', v_item ->> 'message',
+            v_item -> 'message_json', v_item ->> 'preview', v_item -> 'metadata', p_source, p_depth, v_item ->> 'key',
+            p_traceparent, p_cause);
+        IF r.o_outcome NOT IN ('ok', 'replayed') THEN
+            RAISE EXCEPTION 'orchestrator: % % 0', v_index, r.o_outcome USING ERRCODE = 'P0001';
+        END IF;
+        v_last := greatest(v_last, r.o_event);
+        o_item := r.o_item;
+        o_event := r.o_event;
+        RETURN NEXT;
+        v_index := v_index + 1;
+    END LOOP;
+    UPDATE sessions SET last_event_id = v_last WHERE id = p_session AND last_event_id < v_last;
+END
+$$;
+
+-- The application's own events (`emit_events`), each checked against its type before this statement: appended
+-- in order under the session's lock, in one transaction. An event whose key was seen answers the first's id.
+CREATE FUNCTION orchestrator_emit(
+    p_session text, p_events jsonb, p_source jsonb, p_depth integer, p_traceparent text, p_cause jsonb
+) RETURNS TABLE (o_event bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lock text := orchestrator_lock_session(p_session);
+    v_event jsonb;
+    v_last bigint := 0;
+BEGIN
+    IF v_lock <> 'ok' THEN
+        RAISE EXCEPTION 'orchestrator: 0 % 0', v_lock USING ERRCODE = 'P0001';
+    END IF;
+    FOR v_event IN SELECT x FROM jsonb_array_elements(p_events) x LOOP
+        o_event := orchestrator_event_row(
+            p_session, v_event ->> 'type', NULL, NULL, NULL,
+            CASE WHEN v_event ? 'client' THEN p_source || jsonb_build_object('client', v_event ->> 'client') ELSE p_source END,
+            p_depth, v_event -> 'data', v_event ->> 'key', p_traceparent, p_cause);
+        v_last := greatest(v_last, o_event);
+        RETURN NEXT;
+    END LOOP;
+    UPDATE sessions SET last_event_id = v_last WHERE id = p_session AND last_event_id < v_last;
 END
 $$;

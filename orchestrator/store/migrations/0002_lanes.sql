@@ -42,6 +42,8 @@ CREATE TABLE lane_events (
     queued_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (lane_id, event_id)
 );
+-- Which lanes an event reached (what it caused, for `explain_event`).
+CREATE INDEX lane_events_event ON lane_events (event_id);
 
 -- Every batch a lane took (a repeat of a failed run is a batch of its own, with the same events): which
 -- events it consumed and which it kept as entries (`distinct_by`), its verdict (null: act; else
@@ -121,8 +123,8 @@ CREATE INDEX replays_lane ON replays (lane_id, id);
 CREATE FUNCTION orchestrator_event_json(e events) RETURNS jsonb LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
         'id', e.id, 'session_id', e.session_id, 'type', e.type, 'alias', e.alias, 'item', e.item,
-        'execution', e.execution, 'source', e.source, 'depth', e.depth, 'data', e.data,
-        'created_at', e.created_at, 'committed', extract(epoch FROM e.created_at), 'traceparent', e.traceparent,
+        'execution', e.execution, 'source', e.source, 'depth', e.depth, 'data', e.data, 'cause', e.cause,
+        'graph', e.graph, 'created_at', e.created_at, 'committed', extract(epoch FROM e.created_at), 'traceparent', e.traceparent,
         'whole_message', (SELECT coalesce(to_jsonb(t.message), t.message_json) FROM thread_items t
                           WHERE e.type = 'thread.item_posted' AND t.session_id = e.session_id
                           AND t.alias = e.alias AND t.id = e.item ->> 'id'))
@@ -328,7 +330,7 @@ BEGIN
             'listener', p_listener, 'lane', p_lane, 'first_id', x.batch -> 'first_id', 'last_id', x.batch -> 'last_id',
             'event_ids', x.batch -> 'event_ids', 'retry', x.batch -> 'retry', 'execution_id', p_execution,
             'error', x.error),
-        'failed:' || p_execution, NULL);
+        'failed:' || p_execution, NULL, jsonb_build_object('execution', p_execution));
 END
 $$;
 
@@ -346,7 +348,8 @@ BEGIN
     v_event := orchestrator_append(
         x.session_id, 'execution.started', NULL, NULL,
         jsonb_build_object('id', x.id, 'workflow', x.workflow, 'status', 'running'),
-        jsonb_strip_nulls(jsonb_build_object('listener', x.listener, 'execution', x.id)), x.depth, NULL, NULL, NULL);
+        jsonb_strip_nulls(jsonb_build_object('listener', x.listener, 'execution', x.id)), x.depth, NULL, NULL, NULL,
+        x.cause);
     UPDATE executions SET started_event_id = v_event WHERE id = p_execution;
 END
 $$;
@@ -414,9 +417,9 @@ BEGIN
             INSERT INTO lane_runs (run_key, lane_id, batch_id, execution_id, retry, plan)
                 VALUES (r ->> 'run_key', v_lane, v_batch, r ->> 'execution_id', 0, r -> 'plan');
         END IF;
-        INSERT INTO executions (id, session_id, workflow, listener, lane, batch, run_key, depth)
+        INSERT INTO executions (id, session_id, workflow, listener, lane, batch, run_key, depth, cause)
             VALUES (r ->> 'execution_id', v_session, r ->> 'workflow', v_listener, p ->> 'lane', r -> 'batch',
-                    r ->> 'run_key', (r ->> 'depth')::integer)
+                    r ->> 'run_key', (r ->> 'depth')::integer, r -> 'cause')
             ON CONFLICT (id) DO NOTHING;
     ELSIF p ->> 'kind' = 'repeat' THEN
         -- A repeat stopped by a guard: the failed run's slot goes with it.
@@ -483,7 +486,8 @@ BEGIN
         -- A closed session takes no more thread items: the outcome is kept, the receipt left out.
         PERFORM orchestrator_post_thread_item(
             v_session, c ->> 'alias', c ->> 'id', c ->> 'type', c ->> 'role', c ->> 'message', NULL, c ->> 'preview',
-            c -> 'metadata', jsonb_build_object('listener', v_listener), (c ->> 'depth')::integer, c ->> 'key', NULL);
+            c -> 'metadata', jsonb_build_object('listener', v_listener), (c ->> 'depth')::integer, c ->> 'key', NULL,
+            c -> 'cause');
     END IF;
     IF p ->> 'failed_execution' IS NOT NULL THEN
         PERFORM orchestrator_listener_failed(p ->> 'failed_execution', v_listener, p ->> 'lane', (p ->> 'depth')::integer);
@@ -523,7 +527,8 @@ BEGIN
     PERFORM orchestrator_append(
         x.session_id, 'execution.ended', NULL, NULL,
         jsonb_build_object('id', x.id, 'workflow', x.workflow, 'status', x.status),
-        jsonb_strip_nulls(jsonb_build_object('listener', x.listener, 'execution', x.id)), x.depth, NULL, NULL, NULL);
+        jsonb_strip_nulls(jsonb_build_object('listener', x.listener, 'execution', x.id)), x.depth, NULL, NULL, NULL,
+        jsonb_build_object('execution', x.id));
     IF x.run_key IS NOT NULL THEN
         SELECT * INTO r FROM lane_runs WHERE run_key = x.run_key AND execution_id = v_execution FOR UPDATE;
         IF FOUND THEN

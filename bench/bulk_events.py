@@ -1,0 +1,138 @@
+"""Bulk writes end to end: single `write_object` requests against `emit_events` of 100 and of 1,000 per request.
+
+Measured in one run on the Temporal dev server and an embedded PostgreSQL, with the API in a process of its
+own and the writers in four more (keep-alive clients through the HTTP door), the worker and router in this
+one. Each case feeds a serial listener (1 s window, up to 1,000 events a batch) whose run workflow runs two
+activities, and prints: events/s from the first write to the last batch's run starting, the writers' own
+pace, the door's CPU per event (the API process), and the delay added beyond the window (p50, p99 per batch).
+
+Run: .venv/bin/python -m bench.bulk_events [--events 5000] [--bulk-events 50000] [--cases single,100,1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import contextlib
+import time
+import uuid
+from typing import Any
+
+from bench.batch_cost import two_activity_engine
+from bench.burst import SPAWN, Starts, added_delays, bench_platform, write_through_http
+from bench.common import CpuMeter, percentile, row
+from bench.keep_alive import KeepAlive
+
+WRITERS = 32
+WRITER_PROCESSES = 4
+FACT = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+def _post(url: str, bodies: list[dict[str, Any]], writers: int) -> tuple[float, float]:
+    """POST every body through the door with `writers` keep-alive clients; answers the first start, last end."""
+
+    async def run() -> tuple[float, float]:
+        queue = list(reversed(bodies))
+        began = time.time()
+
+        async def writer() -> None:
+            http = KeepAlive(url)
+            try:
+                while queue:
+                    reply = await http.post("/v1/commands", queue.pop())
+                    assert reply["status"] == "success", reply
+            finally:
+                await http.aclose()
+
+        await asyncio.gather(*(writer() for _ in range(min(writers, len(bodies)))))
+        return began, time.time()
+
+    return asyncio.run(run())
+
+
+async def emit_through_http(url: str, session: str, total: int, per_request: int) -> tuple[float, float]:
+    """`emit_events` of `per_request` each, from the writer processes; answers the first start and last end."""
+    bodies = [
+        {
+            "command": "emit_events",
+            "session_id": session,
+            "events": [{"type": "bench.fact", "data": {"n": n}} for n in range(start, min(start + per_request, total))],
+        }
+        for start in range(0, total, per_request)
+    ]
+    processes = min(WRITER_PROCESSES, len(bodies))
+    writers = max(WRITERS // processes, 1)
+    with concurrent.futures.ProcessPoolExecutor(processes, mp_context=SPAWN) as pool:
+        loop = asyncio.get_running_loop()
+        spans = await asyncio.gather(
+            *(loop.run_in_executor(pool, _post, url, bodies[n::processes], writers) for n in range(processes))
+        )
+    return min(b for b, _ in spans), max(e for _, e in spans)
+
+
+async def case(bench: Any, label: str, events: int, per_request: int | None) -> None:
+    platform = bench.platform
+    starts = Starts(expected=events)
+    platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
+    name = f"bulk_{per_request or 1}"
+    types = ["object.written"] if per_request is None else ["bench.fact"]
+    body = {
+        "name": name,
+        "filter": {"types": types, **({"aliases": ["bench/**"]} if per_request is None else {})},
+        "batch": {"window_seconds": 1, "max_events": 1000},
+        "action": {"type": "workflow", "workflow": "bench_run_two"},
+    }
+    reply = await platform.command({"command": "save_listener", "listener": body})
+    assert reply["status"] == "success", reply
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    async with two_activity_engine(platform, bench.client, starts):
+        meter = CpuMeter(bench.server_pid)
+        meter.start()
+        if per_request is None:
+            aliases = [f"bench/{n % 100}" for n in range(events)]
+            began, written_at = await write_through_http(
+                bench.api, session, aliases, writers=WRITERS, processes=WRITER_PROCESSES
+            )
+        else:
+            began, written_at = await emit_through_http(bench.api, session, events, per_request)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(starts.all_started.wait(), timeout=900)
+        cpu = meter.stop()
+    await platform.command({"command": "delete_listener", "name": name})
+    written = await platform.store.list_events(session, limit=events + 10, types=types)
+    commits = {e.id: e.created_at.timestamp() for e in written}
+    added = added_delays(starts.runs, commits, dict.fromkeys(commits, "_"), 1.0)
+    delivered = sum(len(ids) for _, ids in starts.runs)
+    last = max(t for t, _ in starts.runs)
+    print(f"{label}: {events:,} events, {len(starts.runs)} batches, {delivered:,} delivered")
+    row("events/s, first write to last run started", events / (last - began), "events/s")
+    row("events/s written (the writers' own pace)", events / (written_at - began), "events/s")
+    row("the door's CPU per event (the API process)", 1_000_000 * cpu["API"] / events, "us")
+    row("CPU per event, all parts", 1_000_000 * sum(cpu.values()) / events, "us")
+    for part, seconds in cpu.items():
+        row(f"  {part}", 1_000_000 * seconds / events, "us")
+    row("added delay beyond the window, p50 (per batch)", 1000 * percentile(added, 50), "ms")
+    row("added delay beyond the window, p99 (per batch)", 1000 * percentile(added, 99), "ms")
+
+
+async def main(events: int, bulk_events: int, cases: set[str]) -> None:
+    async with bench_platform() as bench:
+        saved = await bench.platform.command({"command": "save_event_type", "name": "bench.fact", "schema": FACT})
+        assert saved["status"] == "success", saved
+        print(f"bulk events: dev server + embedded PostgreSQL, writers through the HTTP door ({bench.api})")
+        if "single" in cases:
+            await case(bench, "single write_object requests (32 clients)", events, None)
+        if "100" in cases:
+            await case(bench, "emit_events of 100 per request", bulk_events, 100)
+        if "1000" in cases:
+            await case(bench, "emit_events of 1,000 per request", bulk_events, 1000)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=5_000)
+    parser.add_argument("--bulk-events", type=int, default=50_000)
+    parser.add_argument("--cases", default="single,100,1000")
+    args = parser.parse_args()
+    asyncio.run(main(args.events, args.bulk_events, set(args.cases.split(","))))

@@ -1,0 +1,67 @@
+"""What caused an event: the outside request, a run and its batch, a listener's batch, a schedule's firing.
+
+Owns the `cause` every event records (SPEC sections 2 and 12) and the context it is taken from: whoever
+acts (a command's dispatch, a run's session call, the lane driver acting on a batch, a schedule firing) says
+so with `caused_by`, and the store stamps each event it writes meanwhile with `current_cause()`. Like the
+traceparent beside it in `telemetry`, it travels with the task, so no write can forget it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import secrets
+from collections.abc import Iterator
+from typing import Any
+
+_CAUSE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("orchestrator_cause", default=None)
+_REQUEST: contextvars.ContextVar[str | None] = contextvars.ContextVar("orchestrator_request", default=None)
+
+
+def current_cause() -> dict[str, Any] | None:
+    return _CAUSE.get()
+
+
+@contextlib.contextmanager
+def caused_by(cause: dict[str, Any] | None) -> Iterator[None]:
+    token = _CAUSE.set(cause)
+    try:
+        yield
+    finally:
+        _CAUSE.reset(token)
+
+
+@contextlib.contextmanager
+def request_id(value: str | None) -> Iterator[None]:
+    """The outside request a door is serving (its `X-Request-Id`, when a caller gave one)."""
+    token = _REQUEST.set(value)
+    try:
+        yield
+    finally:
+        _REQUEST.reset(token)
+
+
+def request_cause(client: str | None) -> dict[str, Any]:
+    """An outside request's: its id (the caller's, or one made here) and the client it named."""
+    request: dict[str, Any] = {"id": _REQUEST.get() or f"req_{secrets.token_hex(8)}"}
+    if client is not None:
+        request["client"] = client
+    return {"request": request}
+
+
+def batch_cause(listener: str, lane: str, first_id: int, last_id: int, retry: int = 0) -> dict[str, Any]:
+    """A listener's batch's (what its action wrote, its receipt, its run's start)."""
+    return {"batch": {"listener": listener, "lane": lane, "first_id": first_id, "last_id": last_id, "retry": retry}}
+
+
+def run_cause(execution_id: str, batch: dict[str, Any] | None) -> dict[str, Any]:
+    """A run's (what it wrote): its execution, and the batch whose run it is when a listener started it."""
+    cause: dict[str, Any] = {"execution": execution_id}
+    if batch is not None:
+        cause["batch"] = batch
+    return cause
+
+
+def schedule_cause(alias: str, due_at: str) -> dict[str, Any]:
+    """A schedule's firing: which schedule, and when it was due."""
+    return {"schedule": {"alias": alias, "due_at": due_at}}

@@ -1,0 +1,139 @@
+"""The application's own events: declaring a type, emitting one or many.
+
+`save_event_type` keeps a type's JSON Schema (checked as a schema when saved); `emit_event` and `emit_events`
+refuse an undeclared type or `data` that fails its schema with `invalid_request` naming the field (its
+JSON Schema path, and for `emit_events` the failing event's index), and write nothing then: `emit_events`
+takes up to `max_writes_per_request` events in one transaction, all or none.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from orchestrator.commands.fields import ClientId, IdempotencyKey, SessionId, check_payload
+from orchestrator.commands.registry import Request, command
+from orchestrator.core.errors import CommandError
+from orchestrator.core.event_types import EventTypeDeclaration, data_errors
+from orchestrator.core.validation import field_errors_message
+from orchestrator.telemetry import TRACER
+
+if TYPE_CHECKING:
+    from orchestrator.commands.context import CommandContext
+
+TypeName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+# The most a request may carry at all; the deployment's `max_writes_per_request` is checked by each command.
+MAX_LIST = 10_000
+
+
+class SaveEventType(Request):
+    command: Literal["save_event_type"]
+    name: Any = None
+    schema_: Any = Field(default=None, alias="schema")
+    allow: Any = None
+    description: Any = None
+
+
+class EventTypeRef(Request):
+    command: Literal["get_event_type"]
+    name: TypeName
+
+
+class ListEventTypes(Request):
+    command: Literal["list_event_types"]
+
+
+class Emitted(BaseModel):
+    """One event of `emit_events`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    type: TypeName
+    data: dict[str, Any]
+    client: ClientId | None = None
+    idempotency_key: IdempotencyKey | None = None
+
+
+class EmitEvent(Request):
+    command: Literal["emit_event"]
+    session_id: SessionId
+    type: TypeName
+    data: dict[str, Any]
+    client: ClientId | None = None
+    idempotency_key: IdempotencyKey | None = None
+
+
+class EmitEvents(Request):
+    command: Literal["emit_events"]
+    session_id: SessionId
+    events: Annotated[list[Emitted], Field(min_length=1, max_length=MAX_LIST)]
+    client: ClientId | None = None
+
+
+@command("save_event_type", SaveEventType)
+async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[str, Any]:
+    body = {"name": req.name, "schema": req.schema_, "allow": req.allow, "description": req.description}
+    try:
+        declared = EventTypeDeclaration.model_validate({k: v for k, v in body.items() if v is not None})
+    except pydantic.ValidationError as err:
+        raise CommandError("invalid_request", field_errors_message(err, "")) from None
+    saved = await platform.store.save_event_type(declared.name, declared.schema_, declared.allow, declared.description)
+    return {"event_type": saved}
+
+
+@command("get_event_type", EventTypeRef)
+async def get_event_type(platform: CommandContext, req: EventTypeRef) -> dict[str, Any]:
+    return {"event_type": await platform.store.get_event_type(req.name)}
+
+
+@command("list_event_types", ListEventTypes)
+async def list_event_types(platform: CommandContext, req: ListEventTypes) -> dict[str, Any]:
+    return {"event_types": await platform.store.list_event_types()}
+
+
+async def checked(platform: CommandContext, events: list[Emitted], field: str) -> list[dict[str, Any]]:
+    """The events as the store appends them, each checked against its declared type (`field` names where
+    the first that fails is, `events.3`), or the refusal naming it."""
+    limits = platform.settings.limits
+    if len(events) > limits.max_writes_per_request:
+        raise CommandError(
+            "limit_exceeded", f"events: {len(events)} events is over the limit of {limits.max_writes_per_request}"
+        )
+    schemas = await platform.store.event_schemas()
+    rows = []
+    for index, event in enumerate(events):
+        where = field.format(index=index)
+        schema = schemas.get(event.type)
+        if schema is None:
+            raise CommandError("invalid_request", f"{where}type: {event.type!r} is not a declared event type")
+        check_payload(f"{where}data", event.data, limits.max_payload_bytes)
+        problems = data_errors(schema, event.data, f"{where}data")
+        if problems:
+            raise CommandError("invalid_request", "; ".join(problems))
+        row: dict[str, Any] = {"type": event.type, "data": event.data}
+        if event.client is not None:
+            row["client"] = event.client
+        if event.idempotency_key is not None:
+            row["key"] = event.idempotency_key
+        rows.append(row)
+    return rows
+
+
+@command("emit_event", EmitEvent)
+async def emit_event(platform: CommandContext, req: EmitEvent) -> dict[str, Any]:
+    one = Emitted(type=req.type, data=req.data, idempotency_key=req.idempotency_key)
+    rows = await checked(platform, [one], "")
+    with TRACER.start_as_current_span("emit_event", attributes={"orchestrator.session": req.session_id}):
+        [event_id] = await platform.store.emit(req.session_id, rows, source={"client": req.client})
+    return {"event_id": event_id}
+
+
+@command("emit_events", EmitEvents)
+async def emit_events(platform: CommandContext, req: EmitEvents) -> dict[str, Any]:
+    rows = await checked(platform, req.events, "events.{index}.")
+    attributes: dict[str, str | int] = {"orchestrator.session": req.session_id, "orchestrator.events": len(rows)}
+    with TRACER.start_as_current_span("emit_events", attributes=attributes):
+        ids = await platform.store.emit(req.session_id, rows, source={"client": req.client})
+    return {"event_ids": ids}

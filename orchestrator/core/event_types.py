@@ -1,0 +1,128 @@
+"""The application's own event types: a dotted name, a JSON Schema for `data`, who may emit it from outside.
+
+Owns the rules of a declared type (SPEC section 12): its name (dotted lower-case segments, never one of the
+platform's own families), its schema (valid JSON Schema, at most `MAX_SCHEMA_BYTES`, checked when saved),
+an emitted event's `data` against it (each failure named by its path, `data.items.0.sku`), and whether a
+path into `data` can ever be held by it (a listener's `where`, key or `distinct_by` that could not is
+refused at save). Storing and emitting are the store's and the commands'.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from jsonschema import Draft202012Validator, SchemaError
+from jsonschema.validators import validator_for
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# The families of the platform's own events: a declared name may not start with one of them.
+PLATFORM_FAMILIES = frozenset({"object", "thread", "execution", "graph", "listener", "lane", "session", "schedule"})
+MAX_SCHEMA_BYTES = 64 * 1024
+MAX_ERRORS = 5
+_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
+
+
+def check_type_name(name: str) -> str:
+    if len(name) > 128 or not _NAME.match(name):
+        raise ValueError("must be dotted lower-case segments (letters, digits, _), at least two: 'ticket.escalated'")
+    family = name.split(".")[0]
+    if family in PLATFORM_FAMILIES:
+        raise ValueError(f"the {family}.* types are the platform's own")
+    return name
+
+
+def check_schema(schema: Any) -> dict[str, Any]:
+    """A JSON Schema (an object), valid for the draft it names (2020-12 when it names none)."""
+    if not isinstance(schema, dict):
+        raise ValueError("must be a JSON Schema object")
+    if len(json.dumps(schema, separators=(",", ":"))) > MAX_SCHEMA_BYTES:
+        raise ValueError(f"must be at most {MAX_SCHEMA_BYTES} bytes as JSON")
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as err:
+        where = ".".join(str(p) for p in err.path)
+        raise ValueError(f"not a valid JSON Schema{f' at {where}' if where else ''}: {err.message}") from None
+    return schema
+
+
+class EventTypeDeclaration(BaseModel):
+    """A `save_event_type` body."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: str
+    schema_: dict[str, Any] = Field(alias="schema")
+    # The scopes that may emit it from outside (section 13); None: whoever may write to the session.
+    allow: list[str] | None = Field(default=None, max_length=50)
+    description: str | None = Field(default=None, max_length=2000)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return check_type_name(value)
+
+    @field_validator("schema_")
+    @classmethod
+    def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_schema(value)
+
+
+def data_errors(schema: Mapping[str, Any], data: Any, field: str = "data") -> list[str]:
+    """What is wrong with `data` under `schema`, each named by its path from `field` (empty: it fits)."""
+    validator = validator_for(schema, default=Draft202012Validator)(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+    return [f"{'.'.join([field, *(str(p) for p in e.absolute_path)])}: {e.message}"[:500] for e in errors[:MAX_ERRORS]]
+
+
+def can_hold(schema: Any, path: Sequence[str]) -> bool:
+    """Whether a value under `schema` can have something at `path` (segments below `data`).
+
+    Refuses only what the schema rules out for certain: a property it does not list where no others are
+    allowed, a step into a value that can only be a string, number, boolean or null. Whatever it cannot read
+    for certain (references, conditionals) it lets through.
+    """
+    if not path:
+        return True
+    if not isinstance(schema, dict):
+        return schema is not False
+    branches = [b for key in ("anyOf", "oneOf") for b in schema.get(key, [])]
+    if branches and not any(can_hold(b, path) for b in branches):
+        return False
+    if any(not can_hold(b, path) for b in schema.get("allOf", [])):
+        return False
+    if "$ref" in schema or "if" in schema or "$dynamicRef" in schema:
+        return True
+    kinds = schema.get("type")
+    kinds = {kinds} if isinstance(kinds, str) else set(kinds or [])
+    head, rest = path[0], path[1:]
+    if kinds and not kinds & {"object", "array"}:
+        return False
+    if "object" in kinds or "properties" in schema or not kinds:
+        properties = schema.get("properties", {})
+        if head in properties:
+            return can_hold(properties[head], rest)
+        for pattern, sub in schema.get("patternProperties", {}).items():
+            if re.search(pattern, head):
+                return can_hold(sub, rest)
+        additional = schema.get("additionalProperties", True)
+        if additional is not False and ("object" in kinds or not kinds):
+            return can_hold(additional, rest) if isinstance(additional, dict) else True
+    if ("array" in kinds or not kinds) and head.isdigit():
+        items = schema.get("items", True)
+        return can_hold(items, rest) if isinstance(items, dict) else items is not False
+    return False
+
+
+def why_data_unresolvable(path: str, schemas: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why no event of these declared types can carry `path` (`data.<...>`), or None when one can."""
+    field, _, rest = path.partition(".")
+    if field != "data" or not rest:
+        return None
+    segments = rest.split(".")
+    listed = list(schemas)
+    if not listed or any(can_hold(schema, segments) for schema in listed):
+        return None
+    return "no declared type of the listener's has it in its schema"

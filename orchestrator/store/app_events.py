@@ -1,0 +1,166 @@
+"""The application's own events and many writes in one request: event types, emits, bulk writes.
+
+Owns the statements of `save_event_type` and its reads, `emit_event(s)` (one statement, the session's lock
+held once for all), `write_objects` and `post_thread_items` (one statement each, all or none). A bulk write
+the database refuses part of raises `orchestrator: <index> <outcome> <rev>` from its SQL function, which is
+answered as the command error naming that item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from orchestrator.causes import current_cause
+from orchestrator.core.errors import CommandError
+from orchestrator.telemetry import current_traceparent
+
+_REFUSALS = {
+    "not_found": ("not_found", "session_id: no session {session!r}"),
+    "session_not_open": ("session_not_open", "session_id: session {session!r} is not open"),
+}
+
+
+def _clean(source: dict[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in (source or {}).items() if v is not None}
+
+
+def _refused(err: asyncpg.RaiseError, session_id: str, field: str) -> CommandError:
+    """The command error of a bulk write's first refused item (`orchestrator: <index> <outcome> <rev>`)."""
+    _, _, detail = str(err).partition("orchestrator: ")
+    parts = detail.split()
+    index = parts[0] if parts else "0"
+    outcome = parts[1] if len(parts) > 1 else "internal_error"
+    rev = parts[2] if len(parts) > 2 else "0"
+    if outcome in _REFUSALS:
+        code, message = _REFUSALS[outcome]
+        return CommandError(code, message.format(session=session_id))  # type: ignore[arg-type]
+    if outcome == "rev_conflict":
+        return CommandError("rev_conflict", f"{field}.{index}.if_rev: the stored rev is {rev}")
+    return CommandError("internal_error", f"{field}.{index}: refused ({outcome})")
+
+
+class AppEvents:
+    """Mixed into the store, which provides `pool`."""
+
+    pool: asyncpg.Pool
+
+    async def save_event_type(
+        self, name: str, schema: dict[str, Any], allow: list[str] | None, description: str | None
+    ) -> dict[str, Any]:
+        row = await self.pool.fetchrow(
+            "INSERT INTO event_types (name, schema, allow, description) VALUES ($1, $2, $3, $4)"
+            " ON CONFLICT (name) DO UPDATE SET schema = EXCLUDED.schema, allow = EXCLUDED.allow,"
+            " description = EXCLUDED.description, saved_at = clock_timestamp()"
+            " RETURNING name, schema, allow, description, saved_at",
+            name,
+            schema,
+            allow,
+            description,
+        )
+        assert row is not None
+        return _event_type(row)
+
+    async def get_event_type(self, name: str) -> dict[str, Any]:
+        row = await self.pool.fetchrow(
+            "SELECT name, schema, allow, description, saved_at FROM event_types WHERE name = $1", name
+        )
+        if row is None:
+            raise CommandError("not_found", f"name: no event type {name!r}")
+        return _event_type(row)
+
+    async def list_event_types(self) -> list[dict[str, Any]]:
+        rows = await self.pool.fetch("SELECT name, schema, allow, description, saved_at FROM event_types ORDER BY name")
+        return [_event_type(r) for r in rows]
+
+    async def event_schemas(self) -> dict[str, dict[str, Any]]:
+        """Every declared type's schema, by name."""
+        rows = await self.pool.fetch("SELECT name, schema FROM event_types")
+        return {r["name"]: r["schema"] for r in rows}
+
+    async def emit(
+        self,
+        session_id: str,
+        events: Sequence[dict[str, Any]],
+        *,
+        source: dict[str, Any] | None = None,
+        depth: int = 0,
+    ) -> list[int]:
+        """Append the application's events (each `{type, data, client?, key?}`, already checked), in order, in
+        one transaction; answer their ids (a key seen before answers the first event's)."""
+        try:
+            rows = await self.pool.fetch(
+                "SELECT o_event FROM orchestrator_emit($1, $2::jsonb, $3, $4, $5, $6)",
+                session_id,
+                list(events),
+                _clean(source),
+                depth,
+                current_traceparent(),
+                current_cause(),
+            )
+        except asyncpg.RaiseError as err:
+            raise _refused(err, session_id, "events") from None
+        return [int(r["o_event"]) for r in rows]
+
+    async def write_objects(
+        self,
+        session_id: str,
+        objects: Sequence[dict[str, Any]],
+        *,
+        source: dict[str, Any] | None = None,
+        depth: int = 0,
+    ) -> list[tuple[dict[str, Any], int]]:
+        """Write each `{alias, value, if_rev?, key?}` as `write_object` would, all or none, in one statement."""
+        try:
+            rows = await self.pool.fetch(
+                "SELECT o_rev, o_event FROM orchestrator_write_objects($1, $2::jsonb, $3, $4, $5, $6)",
+                session_id,
+                list(objects),
+                _clean(source),
+                depth,
+                current_traceparent(),
+                current_cause(),
+            )
+        except asyncpg.RaiseError as err:
+            raise _refused(err, session_id, "objects") from None
+        return [
+            ({"alias": o["alias"], "rev": int(r["o_rev"])}, int(r["o_event"]))
+            for o, r in zip(objects, rows, strict=True)
+        ]
+
+    async def post_thread_items(
+        self,
+        session_id: str,
+        alias: str,
+        items: Sequence[dict[str, Any]],
+        *,
+        source: dict[str, Any] | None = None,
+        depth: int = 0,
+    ) -> list[tuple[str, int]]:
+        """Post each item (already checked, with its `id`, `preview` and text or JSON message) as
+        `post_thread_item` would, all or none, in one statement; answer each item's id and event id."""
+        try:
+            rows = await self.pool.fetch(
+                "SELECT o_item, o_event FROM orchestrator_post_thread_items($1, $2, $3::jsonb, $4, $5, $6, $7)",
+                session_id,
+                alias,
+                list(items),
+                _clean(source),
+                depth,
+                current_traceparent(),
+                current_cause(),
+            )
+        except asyncpg.RaiseError as err:
+            raise _refused(err, session_id, "items") from None
+        return [(str(r["o_item"]), int(r["o_event"])) for r in rows]
+
+
+def _event_type(row: asyncpg.Record) -> dict[str, Any]:
+    found = {"name": row["name"], "schema": row["schema"], "saved_at": row["saved_at"].isoformat()}
+    if row["allow"] is not None:
+        found["allow"] = row["allow"]
+    if row["description"] is not None:
+        found["description"] = row["description"]
+    return found

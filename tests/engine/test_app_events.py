@@ -1,0 +1,152 @@
+"""The application's own events through the engine: keyed by `data`, emitted once from a retried run, causes
+followed both ways through two listeners, and `graph.changed` waking a listener with the nodes it changed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from temporalio import workflow
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.platform import Platform
+from tests.engine.harness import Engine, eventually, new_session, recorder_listener, routed, running_engine
+from tests.engine.test_run_sdk import FailAfterCommit
+
+pytestmark = pytest.mark.both_servers
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.sdk import RunInput, RunSession
+
+TICKET = {
+    "name": "ticket.opened",
+    "schema": {
+        "type": "object",
+        "properties": {"x": {"type": "string"}, "n": {"type": "integer"}},
+        "required": ["x"],
+        "additionalProperties": False,
+    },
+}
+
+
+@workflow.defn(name="opener")
+class Opener:
+    """Emits one `ticket.opened` per object its batch points at, its `x` the alias's last part."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> list[int]:
+        session = RunSession(run)
+        return [await session.emit("ticket.opened", {"x": m["alias"].rsplit("/", 1)[-1]}) for m in run.batch.messages]
+
+
+@pytest.fixture
+async def events_engine(platform: Platform, temporal_env: WorkflowEnvironment) -> AsyncIterator[Engine]:
+    def wrap(activities: list[Callable[..., Any]]) -> list[Callable[..., Any]]:
+        def named(fn: Callable[..., Any]) -> str:
+            return str(getattr(fn, "__temporal_activity_definition").name)
+
+        return [FailAfterCommit(fn).call if named(fn) == "orchestrator.session" else fn for fn in activities]
+
+    platform.settings = platform.settings.model_copy(
+        update={"search_attributes": not temporal_env.supports_time_skipping}
+    )
+    async with running_engine(platform, temporal_env.client, workflows=[Opener], wrap=wrap) as engine:
+        await engine.command("save_event_type", **TICKET)
+        yield engine
+
+
+def triage(**overrides: Any) -> dict[str, Any]:
+    """A listener on the declared tickets, one lane per `data.x`, whose action is the recorder."""
+    return recorder_listener(
+        "triage",
+        filter={"types": ["ticket.*"]},
+        concurrency={"mode": "keyed", "key": "data.x"},
+        batch={"window_seconds": 0.3, "max_events": 100},
+        **overrides,
+    )
+
+
+async def test_a_listener_keyed_by_data_batches_each_key_apart(events_engine: Engine) -> None:
+    engine = events_engine
+    await engine.command("save_listener", listener=triage())
+    sid = await new_session(engine)
+    events = [{"type": "ticket.opened", "data": {"x": x, "n": n}} for n, x in enumerate("abab")]
+    ids = (await engine.command("emit_events", session_id=sid, events=events))["event_ids"]
+    await routed(engine, sid, ids[-1])
+
+    async def both() -> bool:
+        return len(engine.log.event_ids()) == 4 and all(r.ended is not None for r in engine.log.runs)
+
+    await eventually(both, what="both keys' batches")
+    by_lane = {r.input["batch"]["lane"]: r.input["batch"]["event_ids"] for r in engine.log.runs}
+    assert by_lane == {"a": [ids[0], ids[2]], "b": [ids[1], ids[3]]}
+
+
+async def test_a_retried_emit_writes_once_and_causes_are_followed_both_ways(events_engine: Engine) -> None:
+    engine = events_engine
+    opener = recorder_listener(
+        "opener",
+        filter={"types": ["object.written"], "aliases": ["tickets/**"]},
+        batch={"window_seconds": 0.2, "max_events": 100},
+        action={"type": "workflow", "workflow": "opener"},
+    )
+    await engine.command("save_listener", listener=opener)
+    await engine.command("save_listener", listener=triage())
+    sid = await new_session(engine)
+    write = await engine.command("write_object", session_id=sid, alias="tickets/a", value={"type": "t"}, client="desk")
+
+    async def triaged() -> bool:
+        return any(r.ended is not None for r in engine.log.runs)
+
+    await eventually(triaged, what="the triage run the emitted ticket started")
+    events = (await engine.command("list_session_events", session_id=sid, types=["ticket.opened"]))["events"]
+    assert len(events) == 1, "the session call failed after its commit and was retried: one event all the same"
+    [ticket] = events
+    assert ticket["data"] == {"x": "a"}
+    assert ticket["source"]["listener"] == "opener"
+    assert ticket["cause"]["batch"]["first_id"] == write["event_id"]
+
+    back = (await engine.command("explain_event", session_id=sid, event_id=ticket["id"]))["caused_by"]
+    kinds = [next(iter(step)) for step in back]
+    assert kinds == ["run", "batch", "event", "request"], back
+    assert back[2]["event"]["id"] == write["event_id"]
+    assert back[3]["request"]["client"] == "desk"
+
+    forward = (await engine.command("explain_event", session_id=sid, event_id=write["event_id"]))["caused"]
+    [opened] = forward
+    assert opened["batch"]["listener"] == "opener"
+    [wrote] = [w for w in opened["wrote"] if w["event"]["type"] == "ticket.opened"]
+    assert wrote["event"]["id"] == ticket["id"]
+    [triaged_batch] = wrote["caused"]
+    assert triaged_batch["batch"]["listener"] == "triage"
+    assert triaged_batch["batch"]["lane"] == "a"
+    assert triaged_batch["runs"] == [engine.log.runs[0].input["execution_id"]]
+
+
+async def test_graph_changed_wakes_a_listener_on_the_nodes_it_changed(events_engine: Engine) -> None:
+    engine = events_engine
+    # The seed orchestrator's filter: graph changes count where a changed node's id is under its aliases.
+    seed = recorder_listener(
+        filter={"types": ["object.**", "thread.item_posted", "graph.changed"], "aliases": ["missions/**"]},
+        batch={"window_seconds": 0.2, "max_events": 100},
+    )
+    await engine.command("save_listener", listener=seed)
+    sid = await new_session(engine)
+    elsewhere = await engine.command("update_graph", session_id=sid, patch={"nodes": {"teams/red": {"type": "team"}}})
+    patch = {
+        "nodes": {"missions/1": {"type": "mission"}, "missions/1/cells/a": {"type": "cell"}},
+        "edges": {"add": [{"from": "missions/1", "to": "missions/1/cells/a", "type": "holds"}]},
+    }
+    changed = await engine.command("update_graph", session_id=sid, patch=patch, if_rev=elsewhere["graph"]["rev"])
+    await routed(engine, sid, changed["event_id"])
+
+    async def woke() -> bool:
+        return any(r.ended is not None for r in engine.log.runs)
+
+    await eventually(woke, what="the run the graph change started")
+    [run] = engine.log.runs
+    assert run.input["batch"]["event_ids"] == [changed["event_id"]], "the change under teams/ is not its business"
+    [message] = run.input["batch"]["messages"]
+    assert message["type"] == "graph.changed"
+    assert sorted(message["nodes"]) == ["missions/1", "missions/1/cells/a"]

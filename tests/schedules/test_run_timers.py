@@ -1,0 +1,80 @@
+"""Timers a run sets (the seed's `ctx.schedule` / `ctx.unschedule`) on the dev server: set again it replaces,
+unset it is gone, and its firing wakes the listener with the schedule named in the event's `cause`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from temporalio import workflow
+from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.platform import Platform
+from tests.engine.harness import Engine, eventually, new_session, recorder_listener, running_engine
+
+pytestmark = pytest.mark.devserver
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.sdk import RunInput, RunSession
+
+
+@workflow.defn(name="snoozer")
+class Snoozer:
+    """Sets a reminder every second, sets it again every two seconds (replacing it), sets and unsets another."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> list[Any]:
+        session = RunSession(run)
+        target = {"alias": "reminders/1", "value": {"type": "reminder"}}
+        first = await session.schedule("remind", {"type": "interval", "every_seconds": 1}, target)
+        again = await session.schedule("remind", {"type": "interval", "every_seconds": 2}, target)
+        await session.schedule("spare", {"type": "interval", "every_seconds": 1}, target)
+        gone = await session.unschedule("spare")
+        missing = await session.unschedule("never")
+        return [first["alias"], again["repeat"], gone is not None, missing]
+
+
+@pytest.fixture
+async def engine(platform: Platform, dev_env: WorkflowEnvironment) -> AsyncIterator[Engine]:
+    async with running_engine(platform, dev_env.client, workflows=[Snoozer]) as running:
+        try:
+            yield running
+        finally:
+            for row in await platform.store.pool.fetch("SELECT schedule_id FROM schedules"):
+                with contextlib.suppress(RPCError):
+                    await dev_env.client.get_schedule_handle(row["schedule_id"]).delete()
+
+
+async def test_a_run_sets_replaces_and_unsets_its_timers_and_a_firing_names_its_schedule(engine: Engine) -> None:
+    snooze = recorder_listener(
+        "snooze",
+        filter={"types": ["object.written"], "aliases": ["snooze/*"]},
+        batch={"window_seconds": 0.2},
+        action={"type": "workflow", "workflow": "snoozer"},
+    )
+    woken = recorder_listener(
+        "woken", filter={"types": ["object.written"], "aliases": ["reminders/*"]}, batch={"window_seconds": 0.2}
+    )
+    await engine.command("save_listener", listener=snooze)
+    await engine.command("save_listener", listener=woken)
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias="snooze/1", value={"type": "t"})
+
+    async def reminded() -> bool:
+        return bool(engine.log.event_ids("woken"))
+
+    await eventually(reminded, within=20, what="the reminder the run set waking its listener")
+    schedules = (await engine.command("list_schedules", session_id=sid))["schedules"]
+    assert [(s["alias"], s["repeat"]) for s in schedules] == [("remind", {"type": "interval", "every_seconds": 2})]
+    [reminder] = [
+        e
+        for e in (await engine.command("list_session_events", session_id=sid, types=["object.written"]))["events"]
+        if e["alias"] == "reminders/1"
+    ][:1]
+    assert reminder["cause"]["schedule"]["alias"] == "remind"
+    assert reminder["cause"]["schedule"]["due_at"]
+    back = (await engine.command("explain_event", session_id=sid, event_id=reminder["id"]))["caused_by"]
+    assert [next(iter(step)) for step in back] == ["schedule"]

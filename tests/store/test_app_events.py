@@ -1,0 +1,243 @@
+"""The application's own events, many writes in one request, and the graph, through the command surface.
+
+Declared types are kept and checked; an emit of an undeclared type or of data outside its schema is refused
+naming the field and writes nothing; `emit_events`, `write_objects` and `post_thread_items` are all or none
+and name the failing item; `update_graph` is guarded by `if_rev` and writes one `graph.changed` naming the
+nodes it changed; every write records the request that caused it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.platform import Platform
+from tests.store.helpers import all_events, ok, refused
+
+TICKET = {
+    "name": "ticket.escalated",
+    "schema": {
+        "type": "object",
+        "properties": {"priority": {"type": "integer"}, "queue": {"type": "string"}},
+        "required": ["priority"],
+        "additionalProperties": False,
+    },
+    "description": "a ticket was escalated",
+}
+
+
+async def _session(platform: Platform) -> str:
+    return str((await ok(platform, "open_session"))["session"]["id"])
+
+
+async def test_a_declared_type_is_kept_and_its_events_carry_their_data_whole(platform: Platform) -> None:
+    saved = await ok(platform, "save_event_type", **TICKET)
+    assert saved["event_type"]["name"] == "ticket.escalated"
+    assert (await ok(platform, "get_event_type", name="ticket.escalated"))["event_type"]["schema"] == TICKET["schema"]
+    assert [t["name"] for t in (await ok(platform, "list_event_types"))["event_types"]] == ["ticket.escalated"]
+    sid = await _session(platform)
+    emitted = await ok(
+        platform,
+        "emit_event",
+        session_id=sid,
+        type="ticket.escalated",
+        data={"priority": 2, "queue": "vip"},
+        client="w",
+    )
+    [event] = await all_events(platform, sid)
+    assert event["id"] == emitted["event_id"]
+    assert event["type"] == "ticket.escalated" and event["data"] == {"priority": 2, "queue": "vip"}
+    assert event["source"] == {"client": "w"} and event["depth"] == 0
+    # An emit retried with its key finds the first event.
+    again = await ok(
+        platform, "emit_event", session_id=sid, type="ticket.escalated", data={"priority": 2}, idempotency_key="k1"
+    )
+    twice = await ok(
+        platform, "emit_event", session_id=sid, type="ticket.escalated", data={"priority": 2}, idempotency_key="k1"
+    )
+    assert again["event_id"] == twice["event_id"]
+
+
+async def test_an_undeclared_type_or_data_outside_its_schema_is_refused_and_nothing_is_written(
+    platform: Platform,
+) -> None:
+    await ok(platform, "save_event_type", **TICKET)
+    sid = await _session(platform)
+    await refused(platform, "invalid_request", "type", "emit_event", session_id=sid, type="ticket.closed", data={})
+    await refused(
+        platform,
+        "invalid_request",
+        "data.priority",
+        "emit_event",
+        session_id=sid,
+        type="ticket.escalated",
+        data={"priority": "high"},
+    )
+    await refused(
+        platform, "invalid_request", "data", "emit_event", session_id=sid, type="ticket.escalated", data={"queue": "x"}
+    )
+    await refused(
+        platform,
+        "invalid_request",
+        "data",
+        "emit_event",
+        session_id=sid,
+        type="ticket.escalated",
+        data={"priority": 1, "extra": True},
+    )
+    assert await all_events(platform, sid) == []
+
+
+async def test_emit_events_is_all_or_none_and_names_the_failing_event(platform: Platform) -> None:
+    await ok(platform, "save_event_type", **TICKET)
+    sid = await _session(platform)
+    good = {"type": "ticket.escalated", "data": {"priority": 1}}
+    reply = await refused(
+        platform,
+        "invalid_request",
+        "events.2.data.priority",
+        "emit_events",
+        session_id=sid,
+        events=[good, good, {"type": "ticket.escalated", "data": {"priority": "x"}}],
+    )
+    assert reply["message"].startswith("events.2.data.priority")
+    assert await all_events(platform, sid) == []
+    emitted = await ok(platform, "emit_events", session_id=sid, events=[good] * 3)
+    assert [e["id"] for e in await all_events(platform, sid)] == emitted["event_ids"]
+    over = platform.settings.limits.max_writes_per_request + 1
+    await refused(platform, "limit_exceeded", "events", "emit_events", session_id=sid, events=[good] * over)
+
+
+async def test_a_bad_type_declaration_is_refused_naming_the_field(platform: Platform) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({**TICKET, "name": "object.escalated"}, "name"),
+        ({**TICKET, "name": "Ticket"}, "name"),
+        ({**TICKET, "schema": {"type": "objekt"}}, "schema"),
+        ({**TICKET, "schema": "not a schema"}, "schema"),
+        ({**TICKET, "schema": {"properties": {"a": {"type": "string"}}, "padding": "x" * 70_000}}, "schema"),
+        ({**TICKET, "allow": "emit:*"}, "allow"),
+    ]
+    for body, field in cases:
+        await refused(platform, "invalid_request", field, "save_event_type", **body)
+    assert (await ok(platform, "list_event_types"))["event_types"] == []
+
+
+async def test_write_objects_and_post_thread_items_are_all_or_none(platform: Platform) -> None:
+    sid = await _session(platform)
+    await ok(platform, "write_object", session_id=sid, alias="a/2", value={"type": "t"})
+    before = await all_events(platform, sid)
+    objects = [
+        {"alias": "a/1", "value": {"type": "t"}},
+        {"alias": "a/2", "value": {"type": "t"}, "if_rev": 5},
+        {"alias": "a/3", "value": {"type": "t"}},
+    ]
+    reply = await refused(
+        platform, "rev_conflict", "objects.1.if_rev", "write_objects", session_id=sid, objects=objects
+    )
+    assert "1" in reply["message"]
+    assert await all_events(platform, sid) == before
+    await refused(platform, "not_found", "alias", "read_object", session_id=sid, alias="a/1")
+    objects[1]["if_rev"] = 1
+    written = await ok(platform, "write_objects", session_id=sid, objects=objects)
+    assert written["objects"] == [{"alias": "a/1", "rev": 1}, {"alias": "a/2", "rev": 2}, {"alias": "a/3", "rev": 1}]
+    events = await all_events(platform, sid)
+    assert [e["id"] for e in events[len(before) :]] == written["event_ids"]
+    items = [{"type": "text", "role": "user", "message": "hi"}, {"type": "json", "message": {"a": [1, 2]}}]
+    posted = await ok(platform, "post_thread_items", session_id=sid, alias="chat/1", items=items)
+    listed = (await ok(platform, "list_thread_items", session_id=sid, alias="chat/1"))["items"]
+    assert [i["id"] for i in listed] == [i["id"] for i in posted["items"]]
+    assert listed[1]["message"] == {"a": [1, 2]}
+    await refused(
+        platform,
+        "invalid_request",
+        "items.1: message",
+        "post_thread_items",
+        session_id=sid,
+        alias="chat/1",
+        items=[{"type": "text", "message": "ok"}, {"type": "text", "message": {"not": "text"}}],
+    )
+    assert len((await ok(platform, "list_thread_items", session_id=sid, alias="chat/1"))["items"]) == 2
+
+
+async def test_a_listener_path_no_declared_type_can_hold_is_refused_at_save(platform: Platform) -> None:
+    await ok(platform, "save_event_type", **TICKET)
+
+    def body(**more: Any) -> dict[str, Any]:
+        return {
+            "name": "escalations",
+            "filter": {"types": ["ticket.*"]},
+            "action": {"type": "object", "alias": "out/x", "value": {"type": "x"}},
+            **more,
+        }
+
+    where = {"filter": {"types": ["ticket.*"], "where": [{"path": "data.urgency", "op": "eq", "value": 1}]}}
+    await refused(platform, "invalid_request", "listener.filter.where.0.path", "save_listener", listener=body(**where))
+    keyed = {"concurrency": {"mode": "keyed", "key": "data.priority"}}
+    await ok(platform, "save_listener", listener=body(**keyed))
+    await refused(
+        platform,
+        "invalid_request",
+        "listener.batch.distinct_by",
+        "save_listener",
+        listener=body(batch={"distinct_by": "data.queue.name"}),
+    )
+
+
+async def test_update_graph_is_guarded_by_if_rev_and_names_the_nodes_it_changed(platform: Platform) -> None:
+    sid = await _session(platform)
+    patch = {
+        "nodes": {"m1": {"type": "mission"}, "m2": {"type": "mission"}},
+        "edges": {"add": [{"from": "m1", "to": "m2"}]},
+    }
+    first = await ok(platform, "update_graph", session_id=sid, patch=patch, if_rev=0)
+    assert first["graph"]["rev"] == 1 and first["graph"]["changed"] == ["m1", "m2"]
+    await refused(
+        platform,
+        "rev_conflict",
+        "if_rev",
+        "update_graph",
+        session_id=sid,
+        patch={"nodes": {"m3": {"type": "mission"}}},
+        if_rev=0,
+    )
+    await refused(
+        platform,
+        "invalid_request",
+        "patch.edges.add.0.to",
+        "update_graph",
+        session_id=sid,
+        patch={"edges": {"add": [{"from": "m1", "to": "nowhere"}]}},
+    )
+    await refused(
+        platform,
+        "invalid_request",
+        "patch.nodes.m9",
+        "update_graph",
+        session_id=sid,
+        patch={"nodes": {"m9": {"no": "type"}}},
+    )
+    graph = (await ok(platform, "read_graph", session_id=sid))["graph"]
+    assert graph["rev"] == 1 and set(graph["nodes"]) == {"m1", "m2"} and graph["edges"] == [{"from": "m1", "to": "m2"}]
+    # Removing a node takes its edges; the event names what changed.
+    second = await ok(platform, "update_graph", session_id=sid, patch={"nodes": {"m2": None}}, if_rev=1)
+    assert second["graph"] == {"rev": 2, "changed": ["m2"]}
+    assert (await ok(platform, "read_graph", session_id=sid, nodes=["m1"]))["graph"]["edges"] == []
+    changed = [e for e in await all_events(platform, sid) if e["type"] == "graph.changed"]
+    assert [e["graph"]["nodes"] for e in changed] == [["m1", "m2"], ["m2"]]
+    assert [e["id"] for e in changed] == [first["event_id"], second["event_id"]]
+
+
+async def test_every_write_records_the_request_that_caused_it(platform: Platform) -> None:
+    await ok(platform, "save_event_type", **TICKET)
+    sid = await _session(platform)
+    await ok(platform, "write_object", session_id=sid, alias="a/1", value={"type": "t"}, client="ui")
+    await ok(platform, "post_thread_item", session_id=sid, alias="c/1", item={"type": "text", "message": "hi"})
+    await ok(
+        platform, "emit_events", session_id=sid, events=[{"type": "ticket.escalated", "data": {"priority": 1}}] * 2
+    )
+    await ok(platform, "update_graph", session_id=sid, patch={"nodes": {"n": {"type": "t"}}})
+    events = await all_events(platform, sid)
+    assert all(set(e["cause"]) == {"request"} for e in events), events
+    assert events[0]["cause"]["request"]["client"] == "ui"
+    # One request, one cause: the two events of one emit_events share it; separate requests do not.
+    ids = [e["cause"]["request"]["id"] for e in events]
+    assert ids[2] == ids[3] and len(set(ids)) == 4
