@@ -3,10 +3,12 @@
 Measured in one run on the Temporal dev server and an embedded PostgreSQL, with the API in a process of its
 own and the writers in four more (keep-alive clients through the HTTP door), the worker and router in this
 one. Each case feeds a serial listener (1 s window, up to 1,000 events a batch) whose run workflow runs two
-activities, and prints: events/s from the first write to the last batch's run starting, the writers' own
-pace, the door's CPU per event (the API process), and the delay added beyond the window (p50, p99 per batch).
+activities (the last case: one local activity, the cheapest run there is), and prints: events/s from the
+first write to the last batch's run starting, the writers' own pace, events/s from the first write to the
+router queueing the last into the listener's lane, the door's CPU per event (the API process), and the delay
+added beyond the window (p50, p99 per batch).
 
-Run: .venv/bin/python -m bench.bulk_events [--events 5000] [--bulk-events 50000] [--cases single,100,1000]
+Run: .venv/bin/python -m bench.bulk_events [--events 5000] [--bulk-events 50000] [--cases single,100,1000,light]
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import uuid
 from typing import Any
 
 from bench.batch_cost import two_activity_engine
-from bench.burst import SPAWN, Starts, added_delays, bench_platform, write_through_http
+from bench.burst import SPAWN, Starts, added_delays, bench_platform, engine, write_through_http
 from bench.common import CpuMeter, percentile, row
 from bench.keep_alive import KeepAlive
 
@@ -71,24 +73,39 @@ async def emit_through_http(url: str, session: str, total: int, per_request: int
     return min(b for b, _ in spans), max(e for _, e in spans)
 
 
-async def case(bench: Any, label: str, events: int, per_request: int | None) -> None:
+async def router_positions(platform: Any, session: str, done: asyncio.Event) -> list[tuple[float, int]]:
+    """The router's position in the session over time (polled every 20 ms, one indexed read each)."""
+    seen: list[tuple[float, int]] = []
+    while not done.is_set():
+        async with platform.store.transaction() as conn:
+            position = await conn.fetchval("SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session)
+        seen.append((time.time(), int(position or 0)))
+        await asyncio.sleep(0.02)
+    return seen
+
+
+async def case(bench: Any, label: str, events: int, per_request: int | None, light: bool = False) -> None:
+    """One case; `light`: the run workflow is one local activity (`bench_run`), not two activities."""
     platform = bench.platform
     starts = Starts(expected=events)
     platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
-    name = f"bulk_{per_request or 1}"
+    name = f"bulk_{per_request or 1}{'_light' if light else ''}"
     types = ["object.written"] if per_request is None else ["bench.fact"]
     body = {
         "name": name,
         "filter": {"types": types, **({"aliases": ["bench/**"]} if per_request is None else {})},
         "batch": {"window_seconds": 1, "max_events": 1000},
-        "action": {"type": "workflow", "workflow": "bench_run_two"},
+        "action": {"type": "workflow", "workflow": "bench_run" if light else "bench_run_two"},
     }
     reply = await platform.command({"command": "save_listener", "listener": body})
     assert reply["status"] == "success", reply
     session = (await platform.command({"command": "open_session"}))["session"]["id"]
-    async with two_activity_engine(platform, bench.client, starts):
+    running = engine if light else two_activity_engine
+    async with running(platform, bench.client, starts):
         meter = CpuMeter(bench.server_pid)
         meter.start()
+        stop_polling = asyncio.Event()
+        positions = asyncio.create_task(router_positions(platform, session, stop_polling))
         if per_request is None:
             aliases = [f"bench/{n % 100}" for n in range(events)]
             began, written_at = await write_through_http(
@@ -99,15 +116,19 @@ async def case(bench: Any, label: str, events: int, per_request: int | None) -> 
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(starts.all_started.wait(), timeout=900)
         cpu = meter.stop()
+        stop_polling.set()
+        seen = await positions
     await platform.command({"command": "delete_listener", "name": name})
     written = await platform.store.list_events(session, limit=events + 10, types=types)
     commits = {e.id: e.created_at.timestamp() for e in written}
+    routed_last = min(t for t, position in seen if position >= max(commits))
     added = added_delays(starts.runs, commits, dict.fromkeys(commits, "_"), 1.0)
     delivered = sum(len(ids) for _, ids in starts.runs)
     last = max(t for t, _ in starts.runs)
     print(f"{label}: {events:,} events, {len(starts.runs)} batches, {delivered:,} delivered")
     row("events/s, first write to last run started", events / (last - began), "events/s")
     row("events/s written (the writers' own pace)", events / (written_at - began), "events/s")
+    row("events/s routed into the listener's lane", events / (routed_last - began), "events/s")
     row("the door's CPU per event (the API process)", 1_000_000 * cpu["API"] / events, "us")
     row("CPU per event, all parts", 1_000_000 * sum(cpu.values()) / events, "us")
     for part, seconds in cpu.items():
@@ -127,12 +148,14 @@ async def main(events: int, bulk_events: int, cases: set[str]) -> None:
             await case(bench, "emit_events of 100 per request", bulk_events, 100)
         if "1000" in cases:
             await case(bench, "emit_events of 1,000 per request", bulk_events, 1000)
+        if "light" in cases:
+            await case(bench, "emit_events of 1,000, a run of one local activity", bulk_events, 1000, light=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=5_000)
     parser.add_argument("--bulk-events", type=int, default=50_000)
-    parser.add_argument("--cases", default="single,100,1000")
+    parser.add_argument("--cases", default="single,100,1000,light")
     args = parser.parse_args()
     asyncio.run(main(args.events, args.bulk_events, set(args.cases.split(","))))

@@ -37,7 +37,7 @@ from orchestrator.core.declaration import (
     lane_run_slots,
     lane_timing,
 )
-from orchestrator.core.events import Event
+from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.limits import Limits
@@ -214,7 +214,7 @@ class Router:
         position, events, traces = await self.lanes.unrouted(session_id, ROUND_EVENTS)
         if not events:
             return 0
-        deliveries = route([(e.envelope(), e.created_at) for e in events], listeners)
+        deliveries = route([(e.envelope, e.created_at) for e in events], listeners)
         spans = _route_spans(session_id, events, traces, deliveries)
         try:
             created = {e.id: e.created_at for e in events}
@@ -296,7 +296,7 @@ def _news(nudge: RouteNudge, decl: ListenerDeclaration, now: float) -> LaneNews:
 
 
 def _route_spans(
-    session_id: str, events: Sequence[Event], traces: dict[int, str], deliveries: Sequence[LaneDelivery]
+    session_id: str, events: Sequence[Committed], traces: dict[int, str], deliveries: Sequence[LaneDelivery]
 ) -> list[trace.Span]:
     """A `route` span for each traced event, a child of its write's span, open until the round ends."""
     if not traces:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from orchestrator.core.events import Event
+from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared
 from orchestrator.core.lane_snapshot import FETCH_EVENTS, LaneAddress, LaneSnapshot, Take
 from orchestrator.core.outcomes import Outcome
@@ -154,7 +154,7 @@ class LaneStore(Protocol):
         """Record a run's end (once) and what it does to its slot."""
         ...
 
-    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Event], dict[int, str]]:
+    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Committed], dict[int, str]]:
         """The router's position in the session's stream, the events after it (at most `limit`), and the
         traceparents of those traced."""
         ...

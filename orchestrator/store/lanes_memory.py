@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.core.declaration import ListenerDeclaration
-from orchestrator.core.events import Event
+from orchestrator.core.events import Committed, Event
 from orchestrator.core.lane_snapshot import (
     FETCH_EVENTS,
     BatchRecord,
@@ -580,10 +580,11 @@ class MemoryLaneStore:
 
     # -- routing ---------------------------------------------------------------------------------------------
 
-    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Event], dict[int, str]]:
+    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Committed], dict[int, str]]:
         position = self.cursors.get(session_id, 0)
         ids = sorted(i for i, e in self.events.items() if e.session_id == session_id and i > position)[:limit]
-        return position, [Event.model_validate(self.events[i].envelope) for i in ids], {}
+        found = [self.events[i].envelope for i in ids]
+        return position, [Committed(e, datetime.fromisoformat(e["created_at"])) for e in found], {}
 
     async def route(self, session_id: str, position: int, through: int, lanes: Sequence[QueuedLane]) -> Routed:
         if self.cursors.get(session_id) != position:

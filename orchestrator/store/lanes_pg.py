@@ -13,7 +13,7 @@ import asyncpg
 
 from orchestrator.causes import batch_cause
 from orchestrator.core.declaration import ListenerDeclaration
-from orchestrator.core.events import Event
+from orchestrator.core.events import Committed, envelope_of
 from orchestrator.core.lane_keys import execution_id_of
 from orchestrator.core.lane_snapshot import (
     FETCH_EVENTS,
@@ -42,41 +42,17 @@ from orchestrator.store.lane_store import (
     Stale,
     StaleLane,
 )
-from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, event_from_row
+from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE
 
 # How long an unfired lane may go unnudged past its window before the router's poll nudges it again.
 STALE_GRACE_SECONDS = 10.0
-
-
-def event_of(row: Mapping[str, Any]) -> Event:
-    """An event from the JSON the lane functions read it as (`orchestrator_event_json`)."""
-    item = row.get("item")
-    whole = row.get("whole_message")
-    if item is not None and whole is not None:
-        item = {**item, "message": whole}
-    return Event.model_validate(
-        {
-            "id": row["id"],
-            "session_id": row["session_id"],
-            "type": row["type"],
-            "alias": row.get("alias"),
-            "item": item,
-            "execution": row.get("execution"),
-            "source": row.get("source") or {},
-            "depth": row.get("depth", 0),
-            "data": row.get("data"),
-            "cause": row.get("cause"),
-            "graph": row.get("graph"),
-            "created_at": row["created_at"],
-        }
-    )
 
 
 def queued_of(row: Mapping[str, Any]) -> Queued:
     return Queued(
         id=int(row["id"]),
         committed=float(row["committed"]),
-        envelope=event_of(row).envelope(),
+        envelope=envelope_of(row),
         traceparent=row.get("traceparent"),
     )
 
@@ -336,7 +312,7 @@ class PgLaneStore:
         answer = await self.pool.fetchval("SELECT orchestrator_run_end($1::jsonb)", body)
         return Ended(bool(answer["recorded"]), tuple(_address(a) for a in answer["drive"]))
 
-    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Event], dict[int, str]]:
+    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Committed], dict[int, str]]:
         rows = await self.pool.fetch(
             "SELECT c.routed_event_id AS position, u.* FROM routing_cursors c LEFT JOIN LATERAL ("
             f" SELECT {EVENT_COLUMNS}, traceparent, {WHOLE_MESSAGE} FROM events e"
@@ -351,7 +327,7 @@ class PgLaneStore:
         found = [r for r in rows if r["id"] is not None]
         return (
             position,
-            [event_from_row(r) for r in found],
+            [Committed(envelope_of(dict(r)), r["created_at"]) for r in found],
             {r["id"]: r["traceparent"] for r in found if r["traceparent"]},
         )
 

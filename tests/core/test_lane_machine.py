@@ -133,7 +133,7 @@ class LaneMachine(RuleBasedStateMachine):
             for n, vs in self.store.listeners.items()
             for v, _, b in vs
         )
-        deliveries = route([(e.envelope(), e.created_at) for e in events], versions)
+        deliveries = route([(e.envelope, e.created_at) for e in events], versions)
         created = {e.id: e.created_at for e in events}
         queued = [_queued(SESSION, d, created, self.limits) for d in deliveries]
         routed = self.run(self.store.route(SESSION, position, events[-1].id, queued))

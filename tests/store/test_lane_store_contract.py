@@ -119,7 +119,7 @@ def keyed(name: str = "k", max_parallel: int = 1) -> dict[str, Any]:
 async def route_all(world: World, session_id: str) -> Any:
     """One routing round, as the router runs it: read after the position, match, queue."""
     position, events, _ = await world.lanes.unrouted(session_id, 1000)
-    deliveries = route_events([(e.envelope(), e.created_at) for e in events], versions_by_name(await world.versions()))
+    deliveries = route_events([(e.envelope, e.created_at) for e in events], versions_by_name(await world.versions()))
     created = {e.id: e.created_at for e in events}
     queued = [_queued(session_id, d, created, LIMITS) for d in deliveries]
     return await world.lanes.route(session_id, position, events[-1].id, queued)

@@ -11,7 +11,20 @@ from opentelemetry.sdk.metrics.export import DataPointT, HistogramDataPoint, Num
 from tests.engine.harness import Engine, eventually, lane_outcomes, new_session, write_many
 from tests.telemetry.conftest import Captured
 
-ENVELOPE_FIELDS = {"id", "session_id", "type", "alias", "item", "execution", "source", "depth", "created_at", "data"}
+ENVELOPE_FIELDS = {
+    "id",
+    "session_id",
+    "type",
+    "alias",
+    "item",
+    "execution",
+    "source",
+    "depth",
+    "created_at",
+    "data",
+    "cause",
+    "graph",
+}
 
 
 def listener(name: str, prefix: str, workflow: str, **more: Any) -> dict[str, Any]:
