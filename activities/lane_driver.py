@@ -30,7 +30,7 @@ from orchestrator.causes import batch_cause, caused_by
 from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration, effective_max_parallel
 from orchestrator.core.events import message_of, preview
-from orchestrator.core.lane_clock import LaneNews
+from orchestrator.core.lane_clock import LaneNews, early_for
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import (
     Acted,
@@ -192,12 +192,21 @@ class LaneDriver:
     # -- driving a lane --------------------------------------------------------------------------------------
 
     async def drive(
-        self, address: LaneAddress, *, lane_now: float | None = None, early: float = 0.0, time_skipping: bool = False
+        self,
+        address: LaneAddress,
+        *,
+        lane_now: float | None = None,
+        early: float = 0.0,
+        settle: float = 0.0,
+        time_skipping: bool = False,
     ) -> Drive:
         """Step the lane until it waits. `lane_now`: the lane's time, which leads the database's clock on a
-        server that skips time (the test server); `early`: the longest wait waited out here."""
+        server that skips time (the test server); `early`: the longest wait waited out here; `settle`: how
+        long to wait before the first read (a lane woken early for a step due then)."""
         skew = max(lane_now - time.time(), 0.0) if time_skipping and lane_now is not None else 0.0
         drive = Drive()
+        if settle > 0:
+            await asyncio.sleep(min(settle, early))
         snap = await self.lanes.snapshot(address)
         stale = 0
         for _ in range(MAX_STEPS):
@@ -494,14 +503,17 @@ class LaneDriver:
 
     async def hand_on(self, lanes: list[LaneAddress]) -> None:
         """Drive the lanes a freed slot went to, here and now: whoever frees a slot takes what waits for it (act's
-        drain), which spares each a nudge and a workflow task. A lane whose window is still open is nudged to
-        step when it closes; one that cannot be driven now is nudged to drive itself."""
+        drain), which spares each a nudge and a workflow task. A window that closes within a timer's resolution
+        is waited out here, as the lane would have; a lane whose window closes later is nudged to step then;
+        one that cannot be driven now is nudged to drive itself."""
         handed = 0
+        # One timer's resolution in all, however many lanes: the ending run's task waits for this.
+        waited_by = time.monotonic() + early_for(self.settings.temporal_time_skipping)
         while lanes and handed < MAX_HAND_ON:
             address = lanes.pop(0)
             handed += 1
             try:
-                drive = await self.drive(address)
+                drive = await self.drive(address, early=max(waited_by - time.monotonic(), 0.0))
             except Exception:
                 log.warning("could not drive lane %s for the slot it was handed", address.workflow_id, exc_info=True)
                 await self.nudger.nudge_quietly(address, LaneNews(due_in=0.0))

@@ -54,7 +54,11 @@ class LaneActivities(PlatformActivities):
         driver = self.driver
         try:
             drive = await driver.drive(
-                lane, lane_now=request.lane_now, early=request.early, time_skipping=request.time_skipping
+                lane,
+                lane_now=request.lane_now,
+                early=request.early,
+                settle=request.settle,
+                time_skipping=request.time_skipping,
             )
         except Exception:
             METRICS.fire_failures.add(1, {"listener": address.listener})
