@@ -372,6 +372,8 @@ class LaneDriver:
             return Acted(None)
         if isinstance(verdict, Stop):
             return Acted(verdict.status, verdict.message)
+        if take.ran:
+            return Acted("success", None, take.execution_id, started=True)
         address = snap.address
         decl = snap.listener.declaration
         entries = [dict(q.envelope) for q in take.entries]
