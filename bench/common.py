@@ -73,10 +73,9 @@ async def postmaster_pid(database_url: str) -> int:
 
     conn = await asyncpg.connect(database_url)
     try:
-        backend = int(await conn.fetchval("SELECT pg_backend_pid()"))
+        return psutil.Process(int(await conn.fetchval("SELECT pg_backend_pid()"))).ppid()
     finally:
         await conn.close()
-    return psutil.Process(backend).ppid()
 
 
 def cpu_seconds(pid: int | None = None) -> float:

@@ -22,8 +22,7 @@ from orchestrator.core.outcomes import Outcome
 from orchestrator.core.routing import route as route_events
 from orchestrator.core.routing import versions_by_name
 from orchestrator.platform import Platform
-from orchestrator.router import _queued
-from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
+from orchestrator.store.lane_store import Ending, Finishing, LaneStore, QueuedLane, Recorded, Stale
 from orchestrator.store.lanes_memory import MemoryLaneStore
 
 LIMITS = Limits(activation_delay_seconds=0)
@@ -121,7 +120,7 @@ async def route_all(world: World, session_id: str) -> Any:
     position, events, _ = await world.lanes.unrouted(session_id, 1000)
     deliveries = route_events([(e.envelope, e.created_at) for e in events], versions_by_name(await world.versions()))
     created = {e.id: e.created_at for e in events}
-    queued = [_queued(session_id, d, created, LIMITS) for d in deliveries]
+    queued = [QueuedLane.of(session_id, d, created, LIMITS) for d in deliveries]
     return await world.lanes.route(session_id, position, events[-1].id, queued)
 
 
