@@ -1,4 +1,5 @@
-"""The HTTP door: `POST /v1/commands` on an ASGI app, plus liveness and readiness probes.
+"""The HTTP door: `POST /v1/commands` on an ASGI app, the commands' JSON Schemas (`GET /v1/schema`), plus
+liveness and readiness probes.
 
 Owns the HTTP framing only (body size, JSON parsing, the bearer token, status codes); every command's
 meaning is `Platform.command`, so HTTP answers the same JSON as the Python client and the command line.
@@ -20,7 +21,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from orchestrator.causes import request_id
-from orchestrator.commands.registry import MAX_JSON_DEPTH
+from orchestrator.commands.reference import schema_index
+from orchestrator.commands.registry import MAX_JSON_DEPTH, unknown_command
 from orchestrator.config import Settings, reveal
 from orchestrator.core.connection_listener import parse_stream
 from orchestrator.core.errors import CommandError
@@ -171,6 +173,22 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             }
         )
 
+    async def schemas(request: Request) -> Response:
+        # No token: the schemas say what every deployment of this version accepts, and an editor that
+        # validates a file against a `$schema` URL sends no header.
+        return JSONResponse(schema_index())
+
+    async def schema(request: Request) -> Response:
+        name = request.path_params["name"]
+        found = schema_index()
+        if name == "listener":
+            return JSONResponse(found["listener"])
+        if name in found["commands"]:
+            return JSONResponse(found["commands"][name])
+        refusal = unknown_command(name)
+        reply = error_reply("not_found", refusal.message.replace("command: unknown command", "name: no command", 1))
+        return JSONResponse(reply, status_code=404)
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -185,6 +203,8 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         routes=[
             Route("/v1/commands", commands, methods=["POST"]),
             Route("/v1/sessions/{session_id}/stream", stream, methods=["GET"]),
+            Route("/v1/schema", schemas, methods=["GET"]),
+            Route("/v1/schema/{name}", schema, methods=["GET"]),
             Route("/", dashboard_page, methods=["GET"]),
             Route("/dashboard/config", dashboard_config, methods=["GET"]),
             Mount("/dashboard", app=StaticFiles(packages=[("orchestrator", "dashboard")])),
