@@ -1,5 +1,5 @@
-"""The command line: `orchestrator call | status | events | dev | worker | api`. Argument parsing only;
-`runtime` runs things and `inspect` builds what `status` and `events` show.
+"""The command line: `orchestrator call | status | events | dev | worker | api | new`. Argument parsing only;
+`runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
 
 Exit codes of `call`, `status` and `events`: 0 for a success reply, 1 for an error reply, 2 for bad usage
 or a command that is not JSON, 3 when the API cannot be reached. `call` prints the reply as one line of JSON
@@ -41,7 +41,7 @@ def _print_reply(reply: dict[str, Any]) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orchestrator", description="Declared listeners on Temporal and PostgreSQL.")
-    sub = parser.add_subparsers(dest="subcommand", required=True, metavar="{call,status,events,dev,worker,api}")
+    sub = parser.add_subparsers(dest="subcommand", required=True, metavar="{call,status,events,dev,worker,api,new}")
 
     call = sub.add_parser(
         "call",
@@ -96,7 +96,24 @@ def _parser() -> argparse.ArgumentParser:
     api = sub.add_parser("api", help="run the HTTP API alone against external servers")
     api.add_argument("--host", help="the interface to listen on (default: 127.0.0.1)")
     api.add_argument("--http-port", type=int, help="the port (default: 8700)")
+
+    new = sub.add_parser("new", help="write a starter app (a listener, a workflow, a passing test) into a folder")
+    new.add_argument("name", metavar="NAME", type=Path, help="the folder to create (it must not hold anything yet)")
     return parser
+
+
+def _new(args: argparse.Namespace) -> int:
+    from orchestrator.starter import StarterExists, write_starter
+
+    try:
+        written = write_starter(args.name)
+    except StarterExists as err:
+        print(f"orchestrator new: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in written:
+        _announce(f"wrote        {path}")
+    _announce(f"Next: cd {args.name} && pytest, then orchestrator dev --app app.py")
+    return EXIT_SUCCESS
 
 
 def _add_door_arguments(parser: argparse.ArgumentParser) -> None:
@@ -253,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         if not args.local:
             return _call_fast(args)
+    if args.subcommand == "new":
+        return _new(args)
     from orchestrator.config import Settings
 
     settings = Settings()
