@@ -55,15 +55,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
 def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -219,14 +210,11 @@ class TemporalDevServer:
         namespace: str = "default",
         host: str = "127.0.0.1",
         extra_args: tuple[str, ...] = (),
-        ports_preferred: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port
         self.ui_port = ui_port
-        # The given ports are wishes: one in use is replaced by a free one (`orchestrator dev`'s 7233 and 8233).
-        self.ports_preferred = ports_preferred
         self.ui = ui
         self.namespace = namespace
         self.extra_args = extra_args
@@ -314,9 +302,8 @@ class TemporalDevServer:
             )
 
     def _usable_port(self, port: int | None) -> int:
-        if port is None or (self.ports_preferred and not port_is_free(port, self.host)):
-            return free_port(self.host)
-        return port
+        # `orchestrator dev` settles its ports before it starts the server (`dev_ports`).
+        return free_port(self.host) if port is None else port
 
     async def _wait_ready(self, startup_seconds: float) -> None:
         assert self._process is not None
@@ -453,7 +440,6 @@ __all__ = [
     "EmbeddedServerError",
     "TemporalDevServer",
     "free_port",
-    "port_is_free",
     "start_postgres",
     "start_temporal",
     "stop_abandoned_dev_servers",
