@@ -87,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--data-dir", type=Path, help="where the embedded servers keep state (default: .orchestrator)")
     dev.add_argument("--http-port", type=int, help="the HTTP API's port (default: 8700)")
     dev.add_argument("--quiet", action="store_true", help="print no line per batch and per run's end")
+    dev.add_argument("--reload", action="store_true", help="start the worker again when the app's files change")
 
     worker = sub.add_parser("worker", help="run the worker alone against external servers")
     worker.add_argument("--app", required=True, help="the app module or .py file")
@@ -303,7 +304,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     settings = settings.model_copy(update=updates)
     try:
         if args.subcommand == "dev":
-            asyncio.run(run_dev(settings, args.app, announce=_announce, quiet=args.quiet))
+            asyncio.run(run_dev(settings, args.app, announce=_announce, quiet=args.quiet, reload=args.reload))
         elif args.subcommand == "worker":
             asyncio.run(run_worker(settings, args.app, announce=_announce, health_port=args.health_port))
         else:

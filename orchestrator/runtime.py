@@ -35,6 +35,7 @@ from orchestrator.client import api_url
 from orchestrator.config import Settings
 from orchestrator.dev_log import activity_lines
 from orchestrator.dev_ports import PortTaken, plan_ports
+from orchestrator.dev_reload import ReloadingEngine, import_app
 from orchestrator.embedded import TemporalDevServer, start_postgres, stop_abandoned_dev_servers
 from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
@@ -238,16 +239,17 @@ def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
 # The shared steps
 
 
-def _load_app(spec: str | None, announce: Announce) -> UserApp | None:
+def _load_app(spec: str | None, announce: Announce) -> tuple[UserApp | None, set[str]]:
+    """The app (None when no --app is given and the example is not here), and the modules it imported."""
     if spec is not None:
-        return load_app(spec)
+        return import_app(spec)
     try:
-        return load_app(DEFAULT_APP)
+        return import_app(DEFAULT_APP)
     except Exception as err:
         cause = err.__cause__
         if isinstance(cause, ModuleNotFoundError) and cause.name is not None and DEFAULT_APP.startswith(cause.name):
             announce(f"app          none ({DEFAULT_APP} is not here; pass --app MODULE)")
-            return None
+            return None, set()
         raise
 
 
@@ -331,21 +333,27 @@ async def _run_worker_and_api(
     serve_http: bool,
     announce: Announce,
     on_ready: Callable[[str | None], None],
+    engine: ReloadingEngine | None = None,
 ) -> None:
     user_app = app if app is not None else UserApp(name="(none)")
-    components = platform_components(platform, temporal, user_app)
     async with contextlib.AsyncExitStack() as stack:
         parts: dict[str, Callable[[], Awaitable[Any]]] = {}
         graceful: list[Callable[[], Awaitable[None]]] = []
-        try:
-            worker = build_worker(temporal, settings, user_app, components.workflows, components.activities)
-        except ValueError:
-            announce("worker       nothing to run (no app workflows and no platform workflows)")
+        if engine is not None:
+            # The worker and the router, started again on the app's new code when its files change.
+            parts["engine"] = engine.run
+            graceful.append(engine.shutdown)
         else:
-            parts["worker"] = worker.run
-            graceful.append(worker.shutdown)
-        for index, background in enumerate(components.background_tasks):
-            parts[f"background-{index}"] = background
+            components = platform_components(platform, temporal, user_app)
+            try:
+                worker = build_worker(temporal, settings, user_app, components.workflows, components.activities)
+            except ValueError:
+                announce("worker       nothing to run (no app workflows and no platform workflows)")
+            else:
+                parts["worker"] = worker.run
+                graceful.append(worker.shutdown)
+            for index, background in enumerate(components.background_tasks):
+                parts[f"background-{index}"] = background
         url = None
         if serve_http:
             api = ApiServer(
@@ -364,7 +372,12 @@ async def _run_worker_and_api(
 
 
 async def run_dev(
-    settings: Settings, app_spec: str | None = None, *, announce: Announce = _log_announce, quiet: bool = False
+    settings: Settings,
+    app_spec: str | None = None,
+    *,
+    announce: Announce = _log_announce,
+    quiet: bool = False,
+    reload: bool = False,
 ) -> None:
     """The whole platform in one process tree: embedded servers where the settings name none.
 
@@ -372,11 +385,12 @@ async def run_dev(
     PostgreSQL under `settings.data_dir / "postgres"` unless `database_url` is set, and the Temporal dev
     server (with its UI) on `settings.data_dir / "temporal.sqlite"` unless `temporal_address` is set. Then
     the platform, the app's listeners saved, the worker and the HTTP API, until Ctrl-C; `Ready.` once the
-    listeners are in effect. Unless `quiet`, each batch and each run's end is announced as it happens.
+    listeners are in effect. Unless `quiet`, each batch and each run's end is announced as it happens. With
+    `reload`, the worker starts again on the app's new code when its files change (`dev_reload`).
     """
     install_telemetry()
     stop = asyncio.Event()
-    app = _load_app(app_spec, announce)
+    app, app_modules = _load_app(app_spec, announce)
     data_dir = settings.data_dir.resolve()
     if not settings.temporal_address:
         # A dev server a crashed platform left on this folder holds the ports it remembered: gone first.
@@ -425,9 +439,28 @@ async def run_dev(
                     announce(line)
                 readiness.append(asyncio.create_task(announce_ready(announce, effective)))
 
+            async def restarted(new_app: UserApp) -> None:
+                saved = await save_app_listeners(platform, new_app, announce)
+                readiness.append(asyncio.create_task(announce_ready(announce, saved)))
+
+            engine = None
+            if reload and app is not None:
+                spec = app_spec or DEFAULT_APP
+                engine = ReloadingEngine(
+                    platform, temporal, settings, spec, app, app_modules, announce=announce, restarted=restarted
+                )
+                announce(f"reload       on: watching {engine.folder} for changes")
             try:
                 await _run_worker_and_api(
-                    stop, platform, temporal, settings, app, serve_http=True, announce=announce, on_ready=ready
+                    stop,
+                    platform,
+                    temporal,
+                    settings,
+                    app,
+                    serve_http=True,
+                    announce=announce,
+                    on_ready=ready,
+                    engine=engine,
                 )
             finally:
                 for task in readiness:

@@ -109,9 +109,13 @@ async def test_ready_at_once_when_the_listeners_are_already_in_effect() -> None:
     assert said == ["Ready. Press Ctrl-C to stop."] * 2
 
 
-async def test_dev_says_ready_once_the_app_is_live_then_a_line_per_batch_and_run(tmp_path: Path) -> None:
-    write_starter(tmp_path / "hello")
+async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_reloads_new_code(
+    tmp_path: Path,
+) -> None:
+    app = tmp_path / "hello"
+    write_starter(app)
     port = free_port()
+    url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     env["ORCHESTRATOR_LIMITS__ACTIVATION_DELAY_SECONDS"] = "2"
     process = await asyncio.create_subprocess_exec(
@@ -119,11 +123,12 @@ async def test_dev_says_ready_once_the_app_is_live_then_a_line_per_batch_and_run
         "dev",
         "--app",
         "app.py",
+        "--reload",
         "--data-dir",
         str(tmp_path / "data"),
         "--http-port",
         str(port),
-        cwd=tmp_path / "hello",
+        cwd=app,
         env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
@@ -139,6 +144,19 @@ async def test_dev_says_ready_once_the_app_is_live_then_a_line_per_batch_and_run
             if text in line:
                 return line
 
+    async def call(body: dict[str, object]) -> dict[str, object]:
+        done = await asyncio.create_subprocess_exec(
+            CLI, "call", "--url", url, json.dumps(body), stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await done.communicate()
+        reply: dict[str, object] = json.loads(out)
+        assert reply["status"] == "success", reply
+        return reply
+
+    async def say(session_id: str, thread: str) -> None:
+        item = {"type": "text", "role": "user", "message": "hi"}
+        await call({"command": "post_thread_item", "session_id": session_id, "alias": thread, "item": item})
+
     try:
         await asyncio.wait_for(until("Ready."), START_SECONDS)
         output = "".join(seen)
@@ -146,25 +164,29 @@ async def test_dev_says_ready_once_the_app_is_live_then_a_line_per_batch_and_run
         assert output.index("listeners    in effect at ") < output.index("Ready.")
 
         # At once after Ready, a write is the listener's: a batch, a run, its end.
-        call = await asyncio.create_subprocess_exec(
-            CLI,
-            "call",
-            "--url",
-            f"http://127.0.0.1:{port}",
-            '{"command": "open_session", "alias": "hi"}',
-            stdout=asyncio.subprocess.PIPE,
-        )
-        opened, _ = await call.communicate()
-        session = re.search(rb'"id": "(ses_\w+)"', opened)
-        assert session is not None, opened
-        item = {"type": "text", "role": "user", "message": "hi"}
-        post = json.dumps(
-            {"command": "post_thread_item", "session_id": session.group(1).decode(), "alias": "chats/1", "item": item}
-        )
-        call = await asyncio.create_subprocess_exec(CLI, "call", "--url", f"http://127.0.0.1:{port}", post)
-        assert await call.wait() == 0
+        session_id = str((await call({"command": "open_session", "alias": "hi"}))["session"]["id"])  # type: ignore[index]
+        await say(session_id, "chats/1")
         batch = await asyncio.wait_for(until("  batch  greet  "), 60)
         end = await asyncio.wait_for(until("  run    greet  "), 60)
+
+        # A change to the workflow's file: the worker starts again on the new code.
+        flows = app / "flows.py"
+        flows.write_text(flows.read_text().replace("Hello! You said:", "Hello again! You said:"))
+        await asyncio.wait_for(until("reload       the worker runs app again, on its new code"), 60)
+        await asyncio.wait_for(until("Ready."), 60)
+        await say(session_id, "chats/2")
+        await asyncio.wait_for(until("  run    greet  lane chats/2"), 60)
+        items = await call({"command": "list_thread_items", "session_id": session_id, "alias": "chats/2"})
+
+        # A file that does not import is said, and once it is fixed the worker starts again on it.
+        good = flows.read_text()
+        flows.write_text(good + "\ndef broken(:\n")
+        await asyncio.wait_for(until("reload       the app does not load"), 60)
+        flows.write_text(good)
+        await asyncio.wait_for(until("reload       the worker runs app again, on its new code"), 60)
+        await say(session_id, "chats/3")
+        await asyncio.wait_for(until("  run    greet  lane chats/3"), 60)
+        kept = await call({"command": "list_thread_items", "session_id": session_id, "alias": "chats/3"})
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)
@@ -172,3 +194,6 @@ async def test_dev_says_ready_once_the_app_is_live_then_a_line_per_batch_and_run
 
     assert "lane chats/1  1 event (" in batch and "  success  run exe:" in batch
     assert re.search(r"lane chats/1  1 event  completed in \d+\.\d s  run exe:", end), end
+    assert "reload       flows.py changed" in "".join(seen)
+    assert [item["message"] for item in items["items"]] == ["hi", "Hello again! You said: hi"]  # type: ignore[index]
+    assert [item["message"] for item in kept["items"]] == ["hi", "Hello again! You said: hi"]  # type: ignore[index]
