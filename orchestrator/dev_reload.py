@@ -104,6 +104,8 @@ class ReloadingEngine:
         self.announce = announce
         self.restarted = restarted
         self._worker: Worker | None = None
+        # The files as last looked at: a change made while a reload runs is found by the next look.
+        self._seen: dict[Path, float] = {}
 
     def _start(self) -> list[asyncio.Future[Any]]:
         components = platform_components(self.platform, self.temporal, self.app)
@@ -130,11 +132,11 @@ class ReloadingEngine:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _changes(self) -> list[Path]:
-        """Once files under the folder change: which ones (new, changed or removed)."""
-        seen = await asyncio.to_thread(modified, self.folder)
+        """Once files under the folder differ from the last look: which ones (new, changed or removed)."""
         while True:
             await asyncio.sleep(POLL_SECONDS)
             now = await asyncio.to_thread(modified, self.folder)
+            seen, self._seen = self._seen, now
             if now != seen:
                 return sorted({*now, *seen} - {p for p in now if seen.get(p) == now[p]})
 
@@ -151,6 +153,7 @@ class ReloadingEngine:
         return app
 
     async def run(self) -> None:
+        self._seen = await asyncio.to_thread(modified, self.folder)
         tasks = self._start()
         try:
             while True:

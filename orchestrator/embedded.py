@@ -314,6 +314,10 @@ class TemporalDevServer:
             if code is not None:
                 raise self._failure(f"exited with code {code}")
             try:
+                # Another server answering on the port is not this one (a second start that lost the race
+                # for the port would otherwise take it for its own, and two platforms would share it).
+                if not _listens(self._process.pid, self.port):
+                    raise EmbeddedServerError(f"process {self._process.pid} does not listen on {self.port} yet")
                 client = await temporalio.client.Client.connect(self.address, namespace=self.namespace)
                 # Connecting proves the frontend is up; describing the namespace proves it can serve it.
                 await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=self.namespace))
@@ -400,6 +404,18 @@ def stop_abandoned_dev_servers(db_file: Path, grace_seconds: float = ABANDONED_S
                 process.kill()
         _gone(abandoned, grace_seconds)
     return [process.pid for process in abandoned]
+
+
+def _listens(pid: int, port: int | None) -> bool:
+    """Whether process `pid` holds a TCP socket listening on `port`."""
+    try:
+        process = psutil.Process(pid)
+        # `net_connections` since psutil 6, `connections` before.
+        look = getattr(process, "net_connections", None) or process.connections
+        sockets = look(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in sockets)
 
 
 def _owner_file(db_file: Path) -> Path:

@@ -4,8 +4,9 @@ pytest-asyncio's `auto` mode, so a folder holding only an app and its test runs 
 The fixture runs the app named by the nearest `@pytest.mark.orchestrator_app("module or path.py")`, else by
 the `orchestrator_app` ini option, else the module `app` (what `orchestrator new` writes), on a `Harness`:
 an embedded PostgreSQL and Temporal's time-skipping server of its own, for one test. The mode is set only
-where nothing chose one (no `--asyncio-mode`, no `asyncio_mode` in the config file), and then the warning
-about an unset fixture loop scope is not shown: the fixture's loop is the test's, function-scoped.
+where nothing chose one (no `--asyncio-mode`, `-o asyncio_mode=`, or `asyncio_mode` in the config file), and
+then the warning about an unset fixture loop scope is not shown: the fixture's loop is the test's,
+function-scoped.
 
 Loaded by every pytest run where the package is installed, so it imports nothing heavy until a test asks
 for the fixture.
@@ -34,6 +35,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _mode_chosen(config: pytest.Config) -> bool:
     """Whether the run or its config file already says which asyncio mode to use."""
     if getattr(config.option, "asyncio_mode", None) is not None:
+        return True
+    if any(o.startswith("asyncio_mode=") for o in getattr(config.option, "override_ini", None) or ()):
         return True
     path = config.inipath
     return path is not None and "asyncio_mode" in path.read_text(encoding="utf-8", errors="replace")

@@ -118,6 +118,11 @@ async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_r
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
     env["ORCHESTRATOR_LIMITS__ACTIVATION_DELAY_SECONDS"] = "2"
+    # Ports of its own for the embedded Temporal, as a data folder remembers them: not 7233 and 8233, which
+    # another platform on the machine may be starting on at this very moment.
+    (tmp_path / "data").mkdir()
+    remembered = {"temporal": free_port(), "temporal_ui": free_port()}
+    (tmp_path / "data" / "ports.json").write_text(json.dumps(remembered))
     process = await asyncio.create_subprocess_exec(
         CLI,
         "dev",
@@ -136,13 +141,19 @@ async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_r
     assert process.stdout is not None
     seen: list[str] = []
 
-    async def until(text: str) -> str:
-        while True:
-            line = (await process.stdout.readline()).decode()  # type: ignore[union-attr]
-            assert line, f"dev ended before {text!r}:\n{''.join(seen)}"
-            seen.append(line)
-            if text in line:
-                return line
+    async def until(text: str, within: float = 60) -> str:
+        async def read() -> str:
+            while True:
+                line = (await process.stdout.readline()).decode()  # type: ignore[union-attr]
+                assert line, f"dev ended before {text!r}:\n{''.join(seen)}"
+                seen.append(line)
+                if text in line:
+                    return line
+
+        try:
+            return await asyncio.wait_for(read(), within)
+        except TimeoutError:
+            raise AssertionError(f"no {text!r} within {within:g} s:\n{''.join(seen)}") from None
 
     async def call(body: dict[str, object]) -> dict[str, object]:
         done = await asyncio.create_subprocess_exec(
@@ -158,34 +169,35 @@ async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_r
         await call({"command": "post_thread_item", "session_id": session_id, "alias": thread, "item": item})
 
     try:
-        await asyncio.wait_for(until("Ready."), START_SECONDS)
+        await until("Ready.", START_SECONDS)
         output = "".join(seen)
+        assert f"temporal ui  http://127.0.0.1:{remembered['temporal_ui']}" in output
         assert "listeners    in effect at " in output
         assert output.index("listeners    in effect at ") < output.index("Ready.")
 
         # At once after Ready, a write is the listener's: a batch, a run, its end.
         session_id = str((await call({"command": "open_session", "alias": "hi"}))["session"]["id"])  # type: ignore[index]
         await say(session_id, "chats/1")
-        batch = await asyncio.wait_for(until("  batch  greet  "), 60)
-        end = await asyncio.wait_for(until("  run    greet  "), 60)
+        batch = await until("  batch  greet  ")
+        end = await until("  run    greet  ")
 
         # A change to the workflow's file: the worker starts again on the new code.
         flows = app / "flows.py"
         flows.write_text(flows.read_text().replace("Hello! You said:", "Hello again! You said:"))
-        await asyncio.wait_for(until("reload       the worker runs app again, on its new code"), 60)
-        await asyncio.wait_for(until("Ready."), 60)
+        await until("reload       the worker runs app again, on its new code")
+        await until("Ready.")
         await say(session_id, "chats/2")
-        await asyncio.wait_for(until("  run    greet  lane chats/2"), 60)
+        await until("  run    greet  lane chats/2")
         items = await call({"command": "list_thread_items", "session_id": session_id, "alias": "chats/2"})
 
         # A file that does not import is said, and once it is fixed the worker starts again on it.
         good = flows.read_text()
         flows.write_text(good + "\ndef broken(:\n")
-        await asyncio.wait_for(until("reload       the app does not load"), 60)
+        await until("reload       the app does not load")
         flows.write_text(good)
-        await asyncio.wait_for(until("reload       the worker runs app again, on its new code"), 60)
+        await until("reload       the worker runs app again, on its new code")
         await say(session_id, "chats/3")
-        await asyncio.wait_for(until("  run    greet  lane chats/3"), 60)
+        await until("  run    greet  lane chats/3")
         kept = await call({"command": "list_thread_items", "session_id": session_id, "alias": "chats/3"})
     finally:
         if process.returncode is None:
