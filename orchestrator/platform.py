@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from orchestrator.commands import dispatch
+from orchestrator.commands.access import Caller
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
 from orchestrator.store.engine_records import EngineRecords
@@ -39,10 +40,10 @@ class Platform:
     async def close(self) -> None:
         await self.store.close()
 
-    async def command(self, body: Any) -> dict[str, Any]:
-        """Run one JSON command and answer with its JSON reply."""
+    async def command(self, body: Any, caller: Caller | None = None) -> dict[str, Any]:
+        """Run one JSON command and answer with its JSON reply; a door that checks keys says who calls."""
         try:
-            return await dispatch(self, body)
+            return await dispatch(self, body, caller)
         except CommandError as err:
             return err.reply()
         except Exception:

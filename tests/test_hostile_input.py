@@ -104,6 +104,9 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
         ("session_id", "patch"),
     ),
     "read_graph": ({"session_id": SESSION}, ("session_id",)),
+    "create_api_key": ({"name": "hostile-key", "scopes": ["read:**"], "requests_per_second": 5}, ("name", "scopes")),
+    "list_api_keys": ({}, ()),
+    "revoke_api_key": ({"name": "hostile-key"}, ("name",)),
 }
 TABLES = (
     "sessions",
@@ -119,6 +122,8 @@ TABLES = (
     "replays",
     "event_types",
     "graphs",
+    "api_keys",
+    "key_passes",
 )
 
 _odd_text = st.one_of(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from orchestrator.commands.access import current_principal
 from orchestrator.commands.fields import Alias, Limit, SessionId
 from orchestrator.commands.registry import Request, command
 
@@ -50,8 +51,11 @@ async def close_session(platform: CommandContext, req: CloseSession) -> dict[str
 
 @command("list_sessions", ListSessions)
 async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str, Any]:
-    """The newest sessions first (a dashboard's list), with where each one's stream stands."""
-    return {"sessions": await platform.store.list_sessions(req.status, req.limit)}
+    """The newest sessions first (a dashboard's list), with where each one's stream stands: those the caller's
+    key reads."""
+    grant = current_principal().grant
+    aliases = None if grant.admin else grant.read_globs()
+    return {"sessions": await platform.store.list_sessions(req.status, req.limit, aliases)}
 
 
 @command("reopen_session", SessionRef)

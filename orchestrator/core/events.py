@@ -67,6 +67,10 @@ class Event(BaseModel):
     cause: dict[str, Any] | None = None
     # graph.changed: `{"nodes": [the ids of the nodes the update changed]}`.
     graph: dict[str, Any] | None = None
+    # Who did it (SPEC section 13): `{"key": name}` for an outside request, `{"listener": ..., "execution": ...}`
+    # for a run's writes and the engine's for a listener, `{"schedule": alias}` for a firing. The store derives
+    # it from the event's cause and source (0004_keys.sql), so every write records it.
+    actor: dict[str, Any] | None = None
 
     def envelope(self) -> dict[str, Any]:
         """The JSON form: what templates, `where` conditions and readers see."""
@@ -107,7 +111,7 @@ def envelope_of(row: Mapping[str, Any]) -> dict[str, Any]:
     envelope["created_at"] = to_jsonable_python(
         datetime.fromisoformat(created) if isinstance(created, str) else created
     )
-    for part in ("data", "cause", "graph"):
+    for part in ("data", "cause", "graph", "actor"):
         if row.get(part) is not None:
             envelope[part] = row[part]
     return envelope

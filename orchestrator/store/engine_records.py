@@ -3,8 +3,8 @@
 Owns the engine's statements that are not the lane store's verbs (`lane_store.py`, `lanes_pg.py`): a stream's
 reads, the sessions the router is behind on, the executions and outcomes `list_executions` and
 `list_session_listeners` show (outcomes keep a per-status count beside the rows, so a session with thousands
-of batches answers at once), and the run sweep's question. Flow control's statements and the lanes' views are
-mixed in from `flow_control.py` and `lane_views.py`.
+of batches answers at once), and the run sweep's question. Flow control's statements, the lanes' views and the
+keys' are mixed in from `flow_control.py`, `lane_views.py` and `keys.py`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from orchestrator.core.errors import CommandError
 from orchestrator.store.app_events import AppEvents
 from orchestrator.store.flow_control import FlowControl
 from orchestrator.store.graphs import Graphs
+from orchestrator.store.keys import KeyRecords
 from orchestrator.store.lane_views import LaneViews
 from orchestrator.store.lanes_pg import PgLaneStore
 from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, PostgresStore, event_from_row
 from orchestrator.store.schedule_records import ScheduleRecords
 
 
-class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, PostgresStore):
+class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, KeyRecords, PostgresStore):
     """The store with the engine's statements added, and the lane store on the same pool."""
 
     @functools.cached_property

@@ -21,12 +21,14 @@ import asyncpg
 from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Event, preview
-from orchestrator.core.globs import compile_type_glob
+from orchestrator.core.globs import compile_alias_glob, compile_type_glob
 from orchestrator.store.connection import Connection
 from orchestrator.store.migrate import migrate
 from orchestrator.telemetry import current_traceparent
 
-EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, cause, graph, created_at"
+EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, cause, graph, created_at, actor"
+# What a write gives; `created_at` and `actor` (derived from the cause and the source) are the database's.
+_WRITTEN_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, cause, graph"
 
 
 async def _init_connection(conn: Connection) -> None:
@@ -77,6 +79,7 @@ def event_from_row(row: asyncpg.Record) -> Event:
             "cause": row["cause"],
             "graph": row["graph"],
             "created_at": row["created_at"],
+            "actor": row.get("actor"),
         }
     )
 
@@ -169,12 +172,22 @@ class PostgresStore:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         return dict(row)
 
-    async def list_sessions(self, status: str | None, limit: int) -> list[dict[str, Any]]:
+    async def list_sessions(
+        self, status: str | None, limit: int, aliases: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest sessions first; with `aliases` (session alias globs), only those under one of them (a
+        session with no alias only under `**`)."""
+        patterns = None
+        if aliases is not None and "**" not in aliases:
+            # The core's compiled globs are plain enough for PostgreSQL's regular expressions (see list_events).
+            patterns = [compile_alias_glob(a).pattern for a in aliases]
         rows = await self.pool.fetch(
             "SELECT id, alias, status, created_at, closed_at, last_event_id, drain_through IS NOT NULL AS draining"
-            " FROM sessions WHERE ($1::text IS NULL OR status = $1) ORDER BY created_at DESC, id LIMIT $2",
+            " FROM sessions WHERE ($1::text IS NULL OR status = $1)"
+            " AND ($3::text[] IS NULL OR alias ~ ANY($3)) ORDER BY created_at DESC, id LIMIT $2",
             status,
             limit,
+            patterns,
         )
         return [
             {
@@ -261,7 +274,7 @@ class PostgresStore:
         else the one the caller acts under (`causes.current_cause`)."""
         row = await conn.fetchrow(
             "WITH e AS ("
-            f" INSERT INTO events ({EVENT_COLUMNS.replace(', created_at', '')}, idempotency_key, traceparent)"
+            f" INSERT INTO events ({_WRITTEN_COLUMNS}, idempotency_key, traceparent)"
             " VALUES (nextval('event_ids'), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
             f" RETURNING {EVENT_COLUMNS}),"
             " s AS (UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1)"

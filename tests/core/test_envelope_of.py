@@ -41,6 +41,7 @@ sources = st.none() | st.fixed_dictionaries(
     data=st.none() | json_dict,
     cause=st.none() | json_dict,
     graph=st.none() | st.fixed_dictionaries({"nodes": st.lists(st.text(max_size=3), max_size=3)}),
+    actor=st.none() | json_dict,
     created=moments,
     as_text=st.booleans(),
 )
@@ -54,6 +55,7 @@ def test_envelope_of_is_the_models_envelope(
     data: dict[str, Any] | None,
     cause: dict[str, Any] | None,
     graph: dict[str, Any] | None,
+    actor: dict[str, Any] | None,
     created: datetime,
     as_text: bool,
 ) -> None:
@@ -74,6 +76,7 @@ def test_envelope_of_is_the_models_envelope(
         "data": data,
         "cause": cause,
         "graph": graph,
+        "actor": actor,
         "created_at": created.isoformat() if as_text else created,
     }
     merged = item if item is None or whole is None else {**item, "message": whole}
