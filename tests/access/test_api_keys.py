@@ -13,9 +13,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from orchestrator.api import create_app
 from orchestrator.client import Client
+from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
 from orchestrator.platform import Platform
+from orchestrator.runtime import serve_api
 from tests.access.conftest import TOKEN, Api
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
@@ -128,23 +131,20 @@ async def test_a_name_is_never_reused_not_even_after_revoking(api: Api) -> None:
     assert missing["error"] == "not_found"
 
 
-async def test_an_open_api_closes_once_a_key_exists(platform: Platform, settings: object) -> None:
+async def test_an_open_api_closes_once_a_key_exists(platform: Platform, settings: Settings) -> None:
     """No token and no key: open, as the embedded default. The first key closes it to requests without one."""
-    from orchestrator.api import create_app
-    from orchestrator.config import Settings
-    from orchestrator.runtime import serve_api
-
-    assert isinstance(settings, Settings)
-    async with serve_api(create_app(platform, settings), "127.0.0.1", 0) as url:
-        async with httpx.AsyncClient(base_url=url) as http:
-            assert (await http.post("/v1/commands", json={"command": "list_listeners"})).status_code == 200
-            made = await http.post("/v1/commands", json={"command": "create_api_key", "name": "a", "scopes": ["admin"]})
-            secret = made.json()["key"]["secret"]
-            await asyncio.sleep(1)
-            assert (await http.post("/v1/commands", json={"command": "list_listeners"})).status_code == 401
-            headers = {"Authorization": f"Bearer {secret}"}
-            reply = await http.post("/v1/commands", json={"command": "list_listeners"}, headers=headers)
-            assert reply.status_code == 200
+    async with (
+        serve_api(create_app(platform, settings), "127.0.0.1", 0) as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        assert (await http.post("/v1/commands", json={"command": "list_listeners"})).status_code == 200
+        made = await http.post("/v1/commands", json={"command": "create_api_key", "name": "a", "scopes": ["admin"]})
+        secret = made.json()["key"]["secret"]
+        await asyncio.sleep(1)
+        assert (await http.post("/v1/commands", json={"command": "list_listeners"})).status_code == 401
+        headers = {"Authorization": f"Bearer {secret}"}
+        reply = await http.post("/v1/commands", json={"command": "list_listeners"}, headers=headers)
+        assert reply.status_code == 200
 
 
 async def test_the_keys_command_line_creates_lists_and_revokes(api: Api) -> None:
