@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from jsonschema import Draft202012Validator, SchemaError
 from jsonschema.validators import validator_for
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.core.scopes import check_allow
+from orchestrator.core.scopes import emitting_scope
 
 # The families of the platform's own events: a declared name may not start with one of them.
 PLATFORM_FAMILIES = frozenset({"object", "thread", "execution", "graph", "listener", "lane", "session", "schedule"})
@@ -59,7 +59,7 @@ class EventTypeDeclaration(BaseModel):
     schema_: dict[str, Any] = Field(alias="schema")
     # The scopes that may emit it from outside (section 13): a key holding one of them, as written, may; None:
     # any `emit:` scope whose type glob matches it, or a `write:` scope on the whole session (`core.scopes`).
-    allow: list[str] | None = Field(default=None, max_length=50)
+    allow: list[Annotated[str, AfterValidator(emitting_scope)]] | None = Field(default=None, max_length=50)
     description: str | None = Field(default=None, max_length=2000)
 
     @field_validator("name")
@@ -71,11 +71,6 @@ class EventTypeDeclaration(BaseModel):
     @classmethod
     def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_schema(value)
-
-    @field_validator("allow")
-    @classmethod
-    def _allow(cls, value: list[str] | None) -> list[str] | None:
-        return None if value is None else check_allow(value)
 
 
 def data_errors(schema: Mapping[str, Any], data: Any, field: str = "data") -> list[str]:

@@ -153,13 +153,9 @@ def _whole(scope: Scope) -> bool:
     return scope.alias is None or scope.alias == EVERY
 
 
-def check_allow(allow: Sequence[str]) -> list[str]:
-    """An event type's `allow`: scopes that can emit (`emit:` or `write:`), each valid; ValueError otherwise."""
-    for index, text in enumerate(allow):
-        try:
-            scope = parse_scope(text)
-        except ValueError as err:
-            raise ValueError(f"{index}: {err}") from None
-        if scope.kind not in ("emit", "write"):
-            raise ValueError(f"{index}: {text!r} cannot emit; only emit: and write: scopes can")
-    return list(allow)
+def emitting_scope(text: str) -> str:
+    """A scope an event type's `allow` may name: one that can emit (`emit:` or `write:`); ValueError otherwise."""
+    scope = parse_scope(text)
+    if scope.kind not in ("emit", "write"):
+        raise ValueError(f"{text!r} cannot emit; only emit: and write: scopes can")
+    return text
