@@ -90,7 +90,8 @@ async def explain(platform: CommandContext, session_id: str, event_id: int) -> d
 
 
 def _named(envelope: dict[str, Any]) -> dict[str, Any]:
-    return {k: envelope[k] for k in ("id", "type", "alias") if k in envelope}
+    """An event as a chain of causes names it: what it is, and who did it."""
+    return {k: envelope[k] for k in ("id", "type", "alias", "actor") if k in envelope}
 
 
 async def what_caused(platform: CommandContext, session_id: str, envelope: dict[str, Any]) -> list[dict[str, Any]]:

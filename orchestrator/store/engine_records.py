@@ -115,9 +115,10 @@ class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, 
     ) -> list[dict[str, Any]]:
         await self.get_session(session_id)
         rows = await self.pool.fetch(
-            "SELECT id, workflow, listener, lane, status, batch, error, started_at, ended_at FROM executions"
-            " WHERE session_id = $1 AND ($2::text IS NULL OR listener = $2) AND ($3::text IS NULL OR status = $3)"
-            " ORDER BY started_at, id LIMIT $4",
+            "SELECT x.id, x.workflow, x.listener, x.lane, x.status, x.batch, x.error, x.started_at, x.ended_at,"
+            " (SELECT e.actor FROM events e WHERE e.id = x.started_event_id) AS actor FROM executions x"
+            " WHERE x.session_id = $1 AND ($2::text IS NULL OR x.listener = $2) AND ($3::text IS NULL OR x.status = $3)"
+            " ORDER BY x.started_at, x.id LIMIT $4",
             session_id,
             listener,
             status,

@@ -178,3 +178,15 @@ async def test_the_key_commands_answer_alike_through_call_http_and_the_client(ap
     assert (await api.post(body, TOKEN)).json() == through_client
     async with Client.local(api.platform) as local:
         assert await local.command(body) == through_client
+
+
+async def test_an_open_apis_callers_act_as_anonymous(platform: Platform, settings: Settings) -> None:
+    async with (
+        serve_api(create_app(platform, settings), "127.0.0.1", 0) as url,
+        Client.http(url) as client,
+    ):
+        sid = (await client.open_session("open"))["session"]["id"]
+        written = await client.write_object(sid, "a/b", {"type": "t"})
+        [event] = (await client.list_session_events(sid))["events"]
+    assert event["id"] == written["event_id"] and event["actor"] == {"key": "anonymous"}
+    assert event["cause"]["request"]["key"] == "anonymous"
