@@ -279,6 +279,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from orchestrator.runtime import ConfigurationError, run_api, run_dev, run_worker
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.access_log:
+        logging.getLogger("orchestrator.access").setLevel(logging.INFO)
     updates: dict[str, Any] = {}
     if getattr(args, "data_dir", None) is not None:
         updates["data_dir"] = args.data_dir

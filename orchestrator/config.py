@@ -34,7 +34,10 @@ class Settings(BaseSettings):
     http_host: str = "127.0.0.1"
     http_port: int = 8700
     temporal_ui_port: int = 8233
+    # The bootstrap admin key (docs/security.md); unset with no key created, the API is open.
     api_token: SecretStr | None = None
+    # One line per HTTP request on the `orchestrator.access` logger (never a secret: `orchestrator.access_log`).
+    access_log: bool = False
     max_request_bytes: int = 1024 * 1024
     database_pool_size: int = 10
     # On SIGTERM the worker stops polling and gives in-flight activities this long to finish before
