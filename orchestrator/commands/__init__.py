@@ -12,6 +12,7 @@ from orchestrator.commands import (
     runs,
     schedules,
     sessions,
+    simulate,
     threads,
 )
 from orchestrator.commands.registry import COMMANDS, dispatch
@@ -30,5 +31,6 @@ __all__ = [
     "runs",
     "schedules",
     "sessions",
+    "simulate",
     "threads",
 ]
