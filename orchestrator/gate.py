@@ -9,6 +9,7 @@ shared rate buckets (`core.rate_leases`). What a principal may do is `core.acces
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import secrets
 import time
@@ -49,6 +50,8 @@ class Gate:
         self._any_keys: tuple[float, bool] = (-1.0, False)
         self._aliases: OrderedDict[str, str | None] = OrderedDict()
         self._leases = Leases()
+        # A take from the database under way, per bucket (one at a time per process).
+        self._asking: dict[str, asyncio.Future[None]] = {}
         self._tidied = clock()
 
     # -- who is it -------------------------------------------------------------------------------------------
@@ -159,15 +162,26 @@ class Gate:
         return await self._take(f"session:{session_id}", self.limits.session_writes_per_second, count)
 
     async def _take(self, bucket: str, rate: float, count: int) -> float | None:
-        now = self.clock()
         tokens = need(rate, count)
-        if self._leases.spend(bucket, tokens, now):
-            return None
-        asked = self._leases.asked(rate, tokens)
-        granted, wait = await self.store.take_tokens(bucket, rate, burst(rate), asked, tokens)
-        if granted < tokens:
-            return wait
-        self._leases.granted(bucket, granted, tokens, now)
+        while True:
+            if self._leases.spend(bucket, tokens, self.clock()):
+                return None
+            asking = self._asking.get(bucket)
+            if asking is None:
+                break
+            # Another request of this process is taking a lease for the bucket: wait for what it brings.
+            await asyncio.shield(asking)
+        asking = asyncio.get_running_loop().create_future()
+        self._asking[bucket] = asking
+        try:
+            asked = self._leases.asked(rate, tokens)
+            granted, wait = await self.store.take_tokens(bucket, rate, burst(rate), asked, tokens)
+            if granted < tokens:
+                return wait
+            self._leases.granted(bucket, granted, tokens, self.clock())
+        finally:
+            del self._asking[bucket]
+            asking.set_result(None)
         await self._tidy()
         return None
 

@@ -3,8 +3,9 @@
 The bucket itself lives in PostgreSQL (`rate_buckets`, refilled and taken from by `orchestrator_take_tokens`
 in 0004_keys.sql). A replica takes a tenth of a second's worth of tokens at once (`LEASE_FRACTION`) and spends
 them here, so a busy key costs about ten statements a second per replica rather than one per request; what a
-lease has not spent lapses after `LEASE_SECONDS`, so no replica saves up a burst beyond the bucket's. A bucket
-holds one second's worth (`burst`), and a request never needs more than that (a bulk write of more events
+lease has not spent lapses after `LEASE_SECONDS`, so no replica saves up a burst beyond the bucket's. Requests of
+one process that find its lease empty at once wait for one take (the gate's), rather than each taking a lease.
+A bucket holds one second's worth (`burst`), and a request never needs more than that (a bulk write of more events
 than a second's worth takes the whole bucket), so every request can pass once the bucket is full.
 """
 
@@ -61,10 +62,12 @@ class Leases:
         return min(burst(rate), max(tokens, rate * LEASE_FRACTION))
 
     def granted(self, bucket: str, granted: float, spent: float, now: float) -> None:
-        """The database granted `granted` tokens, of which `spent` pay for this request: the rest is a lease."""
+        """The database granted `granted` tokens, of which `spent` pay for this request: the rest joins the
+        lease (what it still holds is kept, not thrown away), which lasts `LEASE_SECONDS` from now."""
         if len(self._held) >= MAX_LEASES:
             self._held = {k: v for k, v in self._held.items() if v.until > now}
-        self._held[bucket] = Lease(max(0.0, granted - spent), now + LEASE_SECONDS)
+        left = self.held(bucket, now)
+        self._held[bucket] = Lease(max(0.0, left + granted - spent), now + LEASE_SECONDS)
 
     def held(self, bucket: str, now: float) -> float:
         lease = self._held.get(bucket)

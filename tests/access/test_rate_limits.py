@@ -63,6 +63,17 @@ async def test_a_burst_over_a_keys_rate_is_answered_429_and_refused_requests_wri
     assert all(r.status_code == 200 for r in await burst(api.url, TOKEN, sid))
 
 
+async def test_concurrent_requests_within_a_keys_rate_are_all_served(api: Api) -> None:
+    """Requests that find the replica's lease empty at once share one take from the bucket instead of each
+    taking a lease of their own (which would spend the bucket many times over)."""
+    busy = await api.key("busy", ["read:**"], requests_per_second=100)
+    async with httpx.AsyncClient(base_url=api.url, headers={"Authorization": f"Bearer {busy}"}) as http:
+        replies = await asyncio.gather(
+            *(http.post("/v1/commands", json={"command": "list_listeners"}) for _ in range(60))
+        )
+    assert [r.status_code for r in replies] == [200] * 60
+
+
 @pytest.fixture
 async def slow_sessions(platform: Platform, settings: Settings) -> AsyncIterator[Api]:
     from orchestrator.client import Client
