@@ -1,13 +1,9 @@
 """Rate limits that every API replica shares, spent from leases: the per-process half of a token bucket.
 
-The bucket itself lives in PostgreSQL (`rate_buckets`, refilled and taken from by `orchestrator_take_tokens`
-in 0004_keys.sql). A replica takes a tenth of a second's worth of tokens at once (`LEASE_FRACTION`) and spends
-them here, so a busy key costs about ten statements a second per replica rather than one per request; what a
-lease has not spent lapses after `LEASE_SECONDS`, so no replica saves up a burst beyond the bucket's. Requests of
-one process that find its lease empty at once wait for one take (the gate's), rather than each taking a lease.
-A bucket holds one second's worth (`burst`), and a request never needs more than that (a bulk write of more events
-than a second's worth takes the whole bucket), so every request can pass once the bucket is full.
-"""
+The bucket lives in PostgreSQL (`orchestrator_take_tokens`, 0004_keys.sql). A replica takes a tenth of a second's
+worth at once (`LEASE_FRACTION`) and spends it here: a busy key costs about ten statements a second per replica,
+not one per request, and what a lease leaves unspent lapses after `LEASE_SECONDS`. A bucket holds a second's
+worth (`burst`) and a request never needs more (a bigger bulk write takes the whole bucket), so each can pass."""
 
 from __future__ import annotations
 

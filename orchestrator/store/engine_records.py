@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
+from orchestrator.core.events import actor_of
 from orchestrator.store.app_events import AppEvents
 from orchestrator.store.flow_control import FlowControl
 from orchestrator.store.graphs import Graphs
@@ -115,17 +116,24 @@ class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, 
     ) -> list[dict[str, Any]]:
         await self.get_session(session_id)
         rows = await self.pool.fetch(
-            "SELECT x.id, x.workflow, x.listener, x.lane, x.status, x.batch, x.error, x.started_at, x.ended_at,"
-            " (SELECT e.actor FROM events e WHERE e.id = x.started_event_id) AS actor FROM executions x"
-            " WHERE x.session_id = $1 AND ($2::text IS NULL OR x.listener = $2) AND ($3::text IS NULL OR x.status = $3)"
-            " ORDER BY x.started_at, x.id LIMIT $4",
+            "SELECT id, workflow, listener, lane, status, batch, error, started_at, ended_at, cause FROM executions"
+            " WHERE session_id = $1 AND ($2::text IS NULL OR listener = $2) AND ($3::text IS NULL OR status = $3)"
+            " ORDER BY started_at, id LIMIT $4",
             session_id,
             listener,
             status,
             limit,
         )
         return [
-            {k: (v.isoformat() if k in ("started_at", "ended_at") and v is not None else v) for k, v in dict(r).items()}
+            {
+                **{
+                    k: (v.isoformat() if k in ("started_at", "ended_at") and v is not None else v)
+                    for k, v in dict(r).items()
+                    if k != "cause"
+                },
+                # Who started it, as its `execution.started` event says (the key, the listener, the schedule).
+                "actor": actor_of({"listener": r["listener"], "execution": r["id"]}, r["cause"]),
+            }
             for r in rows
         ]
 

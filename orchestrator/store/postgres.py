@@ -26,9 +26,7 @@ from orchestrator.store.connection import Connection
 from orchestrator.store.migrate import migrate
 from orchestrator.telemetry import current_traceparent
 
-EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, cause, graph, created_at, actor"
-# What a write gives; `created_at` and `actor` (derived from the cause and the source) are the database's.
-_WRITTEN_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, cause, graph"
+EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, cause, graph, created_at"
 
 
 async def _init_connection(conn: Connection) -> None:
@@ -79,7 +77,6 @@ def event_from_row(row: asyncpg.Record) -> Event:
             "cause": row["cause"],
             "graph": row["graph"],
             "created_at": row["created_at"],
-            "actor": row.get("actor"),
         }
     )
 
@@ -274,7 +271,7 @@ class PostgresStore:
         else the one the caller acts under (`causes.current_cause`)."""
         row = await conn.fetchrow(
             "WITH e AS ("
-            f" INSERT INTO events ({_WRITTEN_COLUMNS}, idempotency_key, traceparent)"
+            f" INSERT INTO events ({EVENT_COLUMNS.replace(', created_at', '')}, idempotency_key, traceparent)"
             " VALUES (nextval('event_ids'), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
             f" RETURNING {EVENT_COLUMNS}),"
             " s AS (UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1)"

@@ -1,5 +1,6 @@
--- Keys, the short-lived passes a key signs a browser in with, shared rate buckets, and every event's actor
--- (SPEC section 13). docs/security.md explains the model.
+-- Keys, the short-lived passes a key signs a browser in with, and shared rate buckets (SPEC section 13).
+-- docs/security.md explains the model. An event's actor needs no column: its request's cause names the key,
+-- and the envelope derives it (`orchestrator.core.events.actor_of`).
 
 -- An API key. The secret is `ork_<id>_<32 random bytes, base64url>`: `id` finds the row, and only the SHA-256 of
 -- the whole secret is kept (a random 32-byte secret needs no slow hash or pepper: nothing can be guessed from
@@ -63,26 +64,4 @@ BEGIN
     END IF;
     RETURN NEXT;
 END
-$$;
-
--- Who did it, from what every write already records: the key of an outside request (its cause names the key),
--- the schedule of a firing, the listener and run of a run's writes and of the engine's writes for a listener
--- (its action, receipt, run start and end, failure, idle). A generated column, so that no function that writes
--- events needs to know about it.
-CREATE FUNCTION orchestrator_actor(p_source jsonb, p_cause jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
-    SELECT CASE
-        WHEN p_cause -> 'request' ? 'key' THEN jsonb_build_object('key', p_cause -> 'request' -> 'key')
-        WHEN p_cause ? 'schedule' THEN jsonb_build_object('schedule', p_cause -> 'schedule' -> 'alias')
-        WHEN p_source ? 'listener' OR p_source ? 'execution' THEN p_source - 'client'
-    END
-$$;
-ALTER TABLE events ADD COLUMN actor jsonb GENERATED ALWAYS AS (orchestrator_actor(source, cause)) STORED;
-
--- 0002's envelope as the engine reads it, with the actor (the one change: `'actor', e.actor`).
-CREATE OR REPLACE FUNCTION orchestrator_event_json(e events, p_whole jsonb) RETURNS json LANGUAGE sql STABLE AS $$
-    SELECT json_build_object(
-        'id', e.id, 'session_id', e.session_id, 'type', e.type, 'alias', e.alias, 'item', e.item,
-        'execution', e.execution, 'source', e.source, 'depth', e.depth, 'data', e.data, 'cause', e.cause,
-        'graph', e.graph, 'actor', e.actor, 'created_at', e.created_at, 'committed', extract(epoch FROM e.created_at),
-        'traceparent', e.traceparent, 'whole_message', p_whole)
 $$;
