@@ -74,7 +74,7 @@ async def dashboard_page(request: Request) -> Response:
 def create_app(platform: Platform, settings: Settings) -> Starlette:
     """The ASGI app serving `platform` under the keys, token and size limit of `settings`."""
     max_bytes = settings.max_request_bytes
-    gate = Gate(platform.store, settings)
+    gate = Gate(lambda: platform.store, settings)
     browser = BrowserRoutes(platform, settings, gate)
 
     async def read_body(request: Request) -> bytes:

@@ -40,8 +40,11 @@ ADMIN = Grant.of(["admin"])
 class Gate:
     """One per API process (`create_app`), in front of the store."""
 
-    def __init__(self, store: EngineRecords, settings: Settings, clock: Callable[[], float] = time.monotonic) -> None:
-        self.store = store
+    def __init__(
+        self, store: Callable[[], EngineRecords], settings: Settings, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        # Asked for at the first request: building the app needs no database.
+        self._store = store
         self.token = reveal(settings.api_token) or None
         self.limits = settings.limits
         self.clock = clock
@@ -53,6 +56,10 @@ class Gate:
         # A take from the database under way, per bucket (one at a time per process).
         self._asking: dict[str, asyncio.Future[None]] = {}
         self._tidied = clock()
+
+    @property
+    def store(self) -> EngineRecords:
+        return self._store()
 
     # -- who is it -------------------------------------------------------------------------------------------
 
