@@ -133,7 +133,7 @@ async def what_it_caused(
     """The batches that took the event, the runs they started, and what those and the batch's own action wrote,
     each with what it caused in turn (`budget`: how many more events may be named)."""
     store, found = platform.store, []
-    for batch in await store.batches_of_event(event_id):
+    for batch in await store.batches_of_event(session_id, event_id):
         node: dict[str, Any] = {
             "batch": {k: batch[k] for k in ("listener", "lane", "first_id", "last_id", "retry")},
             "runs": list(batch["executions"]),
