@@ -37,6 +37,8 @@ STATUS_BY_ERROR: dict[str, int] = {
     "unauthorized": 401,
     "access_denied": 403,
     "not_found": 404,
+    # The history asked about was there and retention deleted it: gone, not merely unknown.
+    "past_retention": 410,
     "rev_conflict": 409,
     "session_not_open": 409,
     "limit_exceeded": 422,
@@ -140,7 +142,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             reply = await platform.command(body)
         return JSONResponse(reply, status_code=status_for(reply))
 
-    hub = StreamHub(lambda: platform.database_url)
+    hub = StreamHub(lambda: platform.direct_url)
 
     async def stream(request: Request) -> Response:
         refusal = refuse_unauthorized(request, query_token=True)

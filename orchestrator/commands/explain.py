@@ -17,6 +17,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from orchestrator.commands.events import refuse_trimmed
 from orchestrator.commands.fields import SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
@@ -61,7 +62,13 @@ def decision(
 
 async def explain(platform: CommandContext, session_id: str, event_id: int) -> dict[str, Any]:
     store = platform.store
-    event = await store.event_by_id(session_id, event_id)
+    await store.get_session(session_id)  # not_found for a session being deleted, whose rows may linger
+    try:
+        event = await store.event_by_id(session_id, event_id)
+    except CommandError as err:
+        if err.code == "not_found":
+            await refuse_trimmed(platform, session_id, event_id, "event_id")
+        raise
     envelope = event.envelope()
     versions = versions_by_name(await store.listener_versions())
     routed = await store.routed_position(session_id)

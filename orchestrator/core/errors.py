@@ -1,7 +1,8 @@
 """The error codes every surface answers with.
 
 Owns the one exception type that crosses from validation and the store to the command surface, where it
-becomes `{"status": "error", "error": CODE, "message": TEXT}`. The codes are the SPEC's section 8 list.
+becomes `{"status": "error", "error": CODE, "message": TEXT}`. The codes are the SPEC's section 8 list, and
+`past_retention` for history retention deleted (section 14).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Literal
 ErrorCode = Literal[
     "invalid_request",
     "not_found",
+    # Retention deleted the history asked about (SPEC section 14): explain, replay and redeliver say so.
+    "past_retention",
     "session_not_open",
     "rev_conflict",
     "limit_exceeded",
