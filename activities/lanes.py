@@ -1,7 +1,7 @@
 """The engine's activities: a lane's steps, a run's end, a lane's silence.
 
-Owns the Temporal face of the lane driver (`lane_driver.py`): `orchestrator.fire`, the local activity a lane
-workflow steps its lane with; `orchestrator.run_ended`, which a run reports its own end with (see
+Owns the Temporal face of the lane driver (`orchestrator/lane_driver.py`): `orchestrator.fire`, the local
+activity a lane workflow steps its lane with; `orchestrator.run_ended`, which a run reports its own end with (see
 `workflows/run_end.py`), also called by the router's sweep for a run that closed without a word; and
 `orchestrator.lane_idle`, which writes a lane's `lane.idle` event.
 """
@@ -17,9 +17,11 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.base import PlatformActivities
-from activities.lane_driver import LaneDriver
+from activities.writes import StoreWriter
 from orchestrator.core.errors import CommandError
 from orchestrator.core.lane_snapshot import LaneAddress
+from orchestrator.lane_driver import LaneDriver, TemporalStarter
+from orchestrator.nudges import Nudger
 from orchestrator.telemetry import METRICS
 from workflows.messages import RUN_MEMO, FireReport, FireRequest, IdleNotice, RunEnd, RunTag
 from workflows.run_end import RUN_ENDED_ACTIVITY
@@ -43,8 +45,16 @@ class LaneActivities(PlatformActivities):
 
     @property
     def driver(self) -> LaneDriver:
+        """The driver of a worker: its store's lanes, runs on Temporal, writes through the store."""
         assert self.temporal is not None
-        return LaneDriver.on(self.store, self.settings, self.temporal, self.registered_workflows)
+        return LaneDriver(
+            self.store.lanes,
+            self.settings,
+            TemporalStarter(self.temporal, self.settings),
+            StoreWriter(self.store, self.settings),
+            Nudger(self.temporal, self.settings),
+            self.registered_workflows,
+        )
 
     @activity.defn(name="orchestrator.fire")
     async def fire(self, request: FireRequest) -> FireReport:
@@ -54,7 +64,11 @@ class LaneActivities(PlatformActivities):
         driver = self.driver
         try:
             drive = await driver.drive(
-                lane, lane_now=request.lane_now, early=request.early, time_skipping=request.time_skipping
+                lane,
+                lane_now=request.lane_now,
+                early=request.early,
+                settle=request.settle,
+                time_skipping=request.time_skipping,
             )
         except Exception:
             METRICS.fire_failures.add(1, {"listener": address.listener})

@@ -16,6 +16,7 @@ from pydantic import TypeAdapter
 
 from orchestrator.commands.fields import ObjectValue, check_payload
 from orchestrator.commands.threads import ThreadItem, check_item
+from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration, ThreadItemAction
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned, validate_alias
@@ -78,3 +79,17 @@ async def write_action(
         refused = err.code in ("limit_exceeded", "session_not_open")
         return ("refused" if refused else "invocation_error"), err.message
     return "success", None
+
+
+class StoreWriter:
+    """Write actions through the store's own writes (`write_action`): the lane driver's `ActionWriter`."""
+
+    def __init__(self, store: EngineRecords, settings: Settings) -> None:
+        self.store, self.settings = store, settings
+
+    async def write(
+        self, decl: ListenerDeclaration, session_id: str, context: dict[str, Any], depth: int, key: str
+    ) -> tuple[str, str | None]:
+        return await write_action(
+            self.store, decl, session_id, context, depth, key, self.settings.limits.max_payload_bytes
+        )

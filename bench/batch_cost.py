@@ -91,7 +91,7 @@ async def naive_case(bench: Any, events: int, in_flight: int) -> float:
             )
             await client.start_workflow(BenchNaiveTwo.run, n, id=f"naive-{task_queue}-{n}", task_queue=task_queue)
 
-    meter = CpuMeter(bench.server_pid)
+    meter = CpuMeter(bench.server_pid, bench.postgres_pid)
     async with worker:
         meter.start()
         began = time.time()
@@ -136,7 +136,7 @@ async def lanes_case(bench: Any, label: str, body: dict[str, Any], events: int, 
         signals_before = Nudger.sent_total
         await statement_counts(bench.database_url, reset=True)
         before = await statement_counts(bench.database_url)
-        meter = CpuMeter(bench.server_pid)
+        meter = CpuMeter(bench.server_pid, bench.postgres_pid)
         meter.start()
         began, written_at = await write_through_http(
             bench.api, session, aliases, writers=WRITERS, processes=WRITER_PROCESSES

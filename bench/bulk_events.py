@@ -102,7 +102,7 @@ async def case(bench: Any, label: str, events: int, per_request: int | None, lig
     session = (await platform.command({"command": "open_session"}))["session"]["id"]
     running = engine if light else two_activity_engine
     async with running(platform, bench.client, starts):
-        meter = CpuMeter(bench.server_pid)
+        meter = CpuMeter(bench.server_pid, bench.postgres_pid)
         meter.start()
         stop_polling = asyncio.Event()
         positions = asyncio.create_task(router_positions(platform, session, stop_polling))

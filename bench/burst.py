@@ -41,7 +41,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench.common import cpu_seconds, percentile, row, scratch_database
+from bench.common import cpu_seconds, percentile, postmaster_pid, row, scratch_database
 from bench.keep_alive import KeepAlive
 from bench.workflows import BenchNaive, BenchRun
 from orchestrator.api import create_app
@@ -423,6 +423,7 @@ class Bench:
     server_pid: int | None
     database_url: str
     api: str
+    postgres_pid: int | None = None
 
 
 @contextlib.asynccontextmanager
@@ -441,7 +442,7 @@ async def bench_platform(statements: bool = False) -> AsyncIterator[Bench]:
                 platform = await Platform.connect(settings, url, temporal=client)
                 try:
                     async with api_process(url, settings) as api:
-                        yield Bench(platform, client, server.pid, url, api)
+                        yield Bench(platform, client, server.pid, url, api, await postmaster_pid(url))
                 finally:
                     await platform.close()
         finally:

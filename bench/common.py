@@ -67,6 +67,17 @@ def row(label: str, value: float, unit: str) -> None:
     print(f"  {label:<58} {value:>12,.1f} {unit}")
 
 
+async def postmaster_pid(database_url: str) -> int:
+    """The pid of the PostgreSQL server behind `database_url` (the parent of a backend)."""
+    import psutil
+
+    conn = await asyncpg.connect(database_url)
+    try:
+        return psutil.Process(int(await conn.fetchval("SELECT pg_backend_pid()"))).ppid()
+    finally:
+        await conn.close()
+
+
 def cpu_seconds(pid: int | None = None) -> float:
     """User plus system CPU time a process has used so far (this one by default), from /proc."""
     with open(f"/proc/{pid or os.getpid()}/stat") as stat:
@@ -76,25 +87,31 @@ def cpu_seconds(pid: int | None = None) -> float:
 
 class CpuMeter:
     """CPU seconds the platform's parts used between `start` and `stop`: the Temporal server, this process
-    (the worker and router), PostgreSQL (all its processes) and the API (this process's children alive at the
-    start; writers started later are the load, not the platform)."""
+    (the worker and router), PostgreSQL (the benchmark's own server, `postgres_pid`: its postmaster and every
+    backend, those that exited meanwhile included; other PostgreSQL servers on the machine are not the
+    platform's) and the API (this process's children alive at the start; writers started later are the load,
+    not the platform)."""
 
-    def __init__(self, temporal_pid: int | None) -> None:
+    def __init__(self, temporal_pid: int | None, postgres_pid: int | None = None) -> None:
         self.temporal_pid = temporal_pid
+        self.postgres_pid = postgres_pid
         self._start: dict[str, float] = {}
         self._children: list[int] = []
 
     def _postgres(self) -> float:
         import psutil
 
-        total = 0.0
-        for process in psutil.process_iter(["name"]):
-            if process.info.get("name") == "postgres":
-                try:
-                    times = process.cpu_times()
-                    total += times.user + times.system
-                except psutil.Error:
-                    continue
+        if self.postgres_pid is None:
+            return 0.0
+        postmaster = psutil.Process(self.postgres_pid)
+        times = postmaster.cpu_times()
+        total = times.user + times.system + times.children_user + times.children_system
+        for backend in postmaster.children():
+            try:
+                times = backend.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                continue
         return total
 
     def _parts(self) -> dict[str, float]:

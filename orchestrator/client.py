@@ -325,6 +325,18 @@ class Client:
     ) -> dict[str, Any]:
         return await self._call("list_executions", session_id=session_id, listener=listener, status=status, **extra)
 
+    async def simulate_listener(
+        self,
+        session_id: str,
+        listener: dict[str, Any],
+        after: int | None = None,
+        before: int | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        return await self._call(
+            "simulate_listener", session_id=session_id, listener=listener, after=after, before=before, **extra
+        )
+
     # Schedules (SPEC section 6): the fields pass through as given.
 
     async def create_schedule(self, **fields: Any) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 Owns the start of a run (a listener's batch, `start_execution`, a schedule's workflow target): the workflow
 is started by its execution id with the platform's memo (`RunTag`, so the run reports its own end, see
 `workflows/run_end.py`). `start_run` records it first with its `execution.started` event; a listener's run
-is recorded by its batch's record and its event by the batch's finish (`activities/lane_driver.py`). A start asked again
-(an activity retried after its start went through) finds the run under its id, running or ended, and starts
+is recorded by its batch's record and its event by the batch's finish (`orchestrator/lane_driver.py`). A start
+asked again (an activity retried after its start went through) finds the run under its id, running or ended, and starts
 nothing: the id is never reused.
 """
 

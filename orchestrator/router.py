@@ -22,7 +22,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -32,16 +31,11 @@ from temporalio.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.declaration import (
     ListenerDeclaration,
-    WorkflowAction,
-    effective_max_parallel,
-    lane_run_slots,
     lane_timing,
 )
 from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
-from orchestrator.core.lane_keys import lane_workflow_id
-from orchestrator.core.limits import Limits
-from orchestrator.core.routing import LaneDelivery, ListenerVersion, own_silence, route, versions_by_name
+from orchestrator.core.routing import LaneDelivery, ListenerVersion, route, versions_by_name
 from orchestrator.nudges import Nudger
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.store.lane_store import LaneStore, QueuedLane, RouteNudge
@@ -218,7 +212,7 @@ class Router:
         spans = _route_spans(session_id, events, traces, deliveries)
         try:
             created = {e.id: e.created_at for e in events}
-            queued = [_queued(session_id, d, created, self.settings.limits) for d in deliveries]
+            queued = [QueuedLane.of(session_id, d, created, self.settings.limits) for d in deliveries]
             routed = await self.lanes.route(session_id, position, events[-1].id, queued)
         except Exception as err:
             for span in spans:
@@ -262,25 +256,6 @@ class Router:
                     await self.run_ended(row, status)
             except Exception:
                 log.warning("could not look at run %s", row["id"], exc_info=True)
-
-
-def _queued(session_id: str, delivery: LaneDelivery, created: dict[int, datetime], limits: Limits) -> QueuedLane:
-    ids = [int(e["id"]) for e in delivery.events]
-    others = [int(e["id"]) for e in delivery.events if own_silence(e) is None]
-    decl = delivery.declaration
-    return QueuedLane(
-        listener=delivery.listener,
-        lane=delivery.lane,
-        workflow_id=lane_workflow_id(session_id, delivery.listener, delivery.lane),
-        event_ids=ids,
-        declared=Declared(**lane_timing(decl)),
-        newest_id=others[-1] if others else None,
-        newest_at=created[others[-1]] if others else None,
-        run_slots=lane_run_slots(decl, limits),
-        key_max=effective_max_parallel(decl.concurrency, limits)
-        if decl.concurrency.mode == "keyed" and isinstance(decl.action, WorkflowAction)
-        else None,
-    )
 
 
 def _news(nudge: RouteNudge, decl: ListenerDeclaration, now: float) -> LaneNews:

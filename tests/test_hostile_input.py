@@ -104,6 +104,10 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
         ("session_id", "patch"),
     ),
     "read_graph": ({"session_id": SESSION}, ("session_id",)),
+    "simulate_listener": (
+        {"session_id": SESSION, "listener": LISTENER, "after": 0, "run_seconds": 1.0},
+        ("session_id", "listener"),
+    ),
 }
 TABLES = (
     "sessions",

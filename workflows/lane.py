@@ -1,7 +1,7 @@
 """The lane workflow: one per (session, listener, lane key), a durable timer over a queue in the store.
 
 Owns when its lane steps, announces its silence, continues as new and ends; its events, batches and slots
-live in PostgreSQL, and what a step does is the lane driver's (`activities/lane_driver.py`, through the
+live in PostgreSQL, and what a step does is the lane driver's (`orchestrator/lane_driver.py`, through the
 `orchestrator.fire` local activity). The lane's state is its clock (`orchestrator.core.lane_clock`), O(1) in
 its waiting events: a nudge (the one signal) or its step's report says when to step again, in seconds from
 now. The signal handler only calls the clock. A real server's timers resolve to about a second, so the lane
@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from orchestrator.core.lane_clock import (
         LaneNews,
         done,
+        early_for,
         next_deadline,
         nudged,
         reported,
@@ -52,9 +53,6 @@ FIRE_RETRY = RetryPolicy(
     initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5), maximum_attempts=5
 )
 TROUBLE_BACKOFF_MAX_SECONDS = 60.0
-# How early a lane wakes for a step on a real server, whose timers resolve to about a second: the step waits
-# out the rest itself (at most this long).
-TIMER_RESOLUTION_SECONDS = 1.0
 
 
 @workflow.defn(name="OrchestratorLane", sandboxed=False)
@@ -86,7 +84,7 @@ class LaneWorkflow:
 
     @workflow.run
     async def run(self, start: LaneStart) -> None:
-        early = 0.0 if self.state.time_skipping else TIMER_RESOLUTION_SECONDS
+        early = early_for(self.state.time_skipping)
         while True:
             # Cleared before the work, not after: a nudge that lands while a step runs must wake the next wait.
             self._wake = False
@@ -137,6 +135,9 @@ class LaneWorkflow:
 
     async def _fire(self, early: float) -> None:
         state = self.state
+        # Woken early for a step: the driver waits out the rest before it reads the lane, not after.
+        due = state.clock.due_at
+        settle = 0.0 if due is None else min(max(due - workflow.time(), 0.0), early)
         try:
             report: FireReport = await workflow.execute_local_activity(
                 "orchestrator.fire",
@@ -144,6 +145,7 @@ class LaneWorkflow:
                     address=state.address,
                     lane_now=workflow.now().timestamp(),
                     early=early,
+                    settle=settle,
                     time_skipping=state.time_skipping,
                 ),
                 result_type=FireReport,

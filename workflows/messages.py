@@ -54,11 +54,13 @@ class LaneStart(BaseModel):
 
 class FireRequest(BaseModel):
     """A lane asks its driver to take its next steps: `lane_now` is the lane's time (epoch seconds), and
-    waits shorter than `early` are waited out in the step rather than on a timer."""
+    waits shorter than `early` are waited out in the step rather than on a timer; `settle`, how long the step
+    it woke early for is still off, is waited out before the lane is read."""
 
     address: LaneAddress
     lane_now: float = 0.0
     early: float = 0.0
+    settle: float = 0.0
     time_skipping: bool = False
 
 

@@ -11,6 +11,7 @@ from orchestrator.commands import (
     runs,
     schedules,
     sessions,
+    simulate,
     threads,
 )
 from orchestrator.commands.registry import COMMANDS, dispatch
@@ -28,5 +29,6 @@ __all__ = [
     "runs",
     "schedules",
     "sessions",
+    "simulate",
     "threads",
 ]

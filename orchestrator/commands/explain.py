@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.commands.events import refuse_trimmed
 from orchestrator.commands.fields import SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
-from orchestrator.core.filters import mismatch
-from orchestrator.core.lane_keys import lane_key
-from orchestrator.core.routing import ListenerVersion, in_effect, own_silence, versions_by_name
+from orchestrator.core.routing import routing_decision, versions_by_name
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -39,25 +36,6 @@ class ExplainEvent(Request):
     command: Literal["explain_event"]
     session_id: SessionId
     event_id: int
-
-
-def decision(
-    name: str, versions: list[ListenerVersion], envelope: dict[str, Any], committed: datetime
-) -> dict[str, Any]:
-    """Whether routing gave the event to the listener, and the lane; or why not."""
-    version = in_effect(versions, committed)
-    if version is None:
-        return {"matched": False, "reason": "activation", "message": "no version had taken effect at its commit"}
-    silence = own_silence(envelope)
-    if silence is not None and silence[0] == name:
-        return {"matched": True, "version": version.version, "lane": silence[1]}
-    source = envelope.get("source") or {}
-    if source.get("listener") == name:
-        return {"matched": False, "reason": "self_wake", "message": "written by this listener's own run or action"}
-    why = mismatch(version.declaration.filter, envelope)
-    if why is not None:
-        return {"matched": False, "reason": "filter", "message": why}
-    return {"matched": True, "version": version.version, "lane": lane_key(version.declaration.concurrency, envelope)}
 
 
 async def explain(platform: CommandContext, session_id: str, event_id: int) -> dict[str, Any]:
@@ -76,7 +54,7 @@ async def explain(platform: CommandContext, session_id: str, event_id: int) -> d
     paused = await store.paused_listeners(session_id)
     answer: list[dict[str, Any]] = []
     for name in sorted(versions):
-        found = decision(name, versions[name], envelope, event.created_at)
+        found = routing_decision(name, versions[name], envelope, event.created_at)
         found["listener"] = name
         if name in disabled:
             found["switched_off"] = True

@@ -239,6 +239,9 @@ class Take:
     key_slot: Literal["take", "keep", "give_back"] | None = None
     # Counts as a fire (the throttle): a batch that acts.
     counted: bool = False
+    # A claimed batch whose run already started and ended (its end took the slot's row before the driver that
+    # started it finished): nothing to act on, only the finish.
+    ran: bool = False
 
     @property
     def first_id(self) -> int:

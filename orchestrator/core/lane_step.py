@@ -320,6 +320,8 @@ def take_of_claimed(snap: LaneSnapshot) -> Take:
     run_key = batch.run_key or run_key_of(snap.address.workflow_id, batch.first_id, batch.replay)
     kind: Kind = "repeat" if batch.retry else ("replay" if batch.replay else "batch")
     plan = run.plan if run is not None and isinstance(batch.verdict, Act) else None
+    # A batch keeps a run's key only when it planned one; with the run's slot gone, the run has ended.
+    ran = isinstance(batch.verdict, Act) and batch.run_key is not None and run is None
     depth = plan.depth if plan is not None else depth_of(past.entries)
     return Take(
         kind=kind,
@@ -335,6 +337,7 @@ def take_of_claimed(snap: LaneSnapshot) -> Take:
         plan=plan,
         key_slot=None,
         counted=False,
+        ran=ran,
     )
 
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from orchestrator.core.declaration import ListenerDeclaration
-from orchestrator.core.filters import listener_accepts
+from orchestrator.core.filters import listener_accepts, mismatch
 from orchestrator.core.lane_keys import lane_key
 
 
@@ -98,3 +98,23 @@ def route(
                 delivery.version, delivery.declaration = version.version, version.declaration
             delivery.events.append(envelope)
     return list(deliveries.values())
+
+
+def routing_decision(
+    name: str, versions: Sequence[ListenerVersion], envelope: dict[str, Any], committed: datetime
+) -> dict[str, Any]:
+    """Whether routing gives the event to the listener, and the lane; or why not (`reason`: `activation`,
+    `self_wake` or `filter`, with a `message`). `route` decides the same, for many events at once."""
+    version = in_effect(versions, committed)
+    if version is None:
+        return {"matched": False, "reason": "activation", "message": "no version had taken effect at its commit"}
+    silence = own_silence(envelope)
+    if silence is not None and silence[0] == name:
+        return {"matched": True, "version": version.version, "lane": silence[1]}
+    source = envelope.get("source") or {}
+    if source.get("listener") == name:
+        return {"matched": False, "reason": "self_wake", "message": "written by this listener's own run or action"}
+    why = mismatch(version.declaration.filter, envelope)
+    if why is not None:
+        return {"matched": False, "reason": "filter", "message": why}
+    return {"matched": True, "version": version.version, "lane": lane_key(version.declaration.concurrency, envelope)}

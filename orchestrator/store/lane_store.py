@@ -14,10 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from orchestrator.core.declaration import WorkflowAction, effective_max_parallel, lane_run_slots, lane_timing
 from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared
+from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import FETCH_EVENTS, LaneAddress, LaneSnapshot, Take
+from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
+from orchestrator.core.routing import LaneDelivery, own_silence
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,26 @@ class QueuedLane:
     run_slots: int | None = None
     # A keyed listener's key slots in the session (None: not keyed, or a write action).
     key_max: int | None = None
+
+    @classmethod
+    def of(cls, session_id: str, delivery: LaneDelivery, created: dict[int, datetime], limits: Limits) -> QueuedLane:
+        """What a routing round queues for the lane a delivery is for (`created`: the events' commits)."""
+        ids = [int(e["id"]) for e in delivery.events]
+        others = [int(e["id"]) for e in delivery.events if own_silence(e) is None]
+        decl = delivery.declaration
+        return cls(
+            listener=delivery.listener,
+            lane=delivery.lane,
+            workflow_id=lane_workflow_id(session_id, delivery.listener, delivery.lane),
+            event_ids=ids,
+            declared=Declared(**lane_timing(decl)),
+            newest_id=others[-1] if others else None,
+            newest_at=created[others[-1]] if others else None,
+            run_slots=lane_run_slots(decl, limits),
+            key_max=effective_max_parallel(decl.concurrency, limits)
+            if decl.concurrency.mode == "keyed" and isinstance(decl.action, WorkflowAction)
+            else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -233,6 +233,13 @@ class MemoryLaneStore:
         self.events[event_id] = MemEvent(event_id, session_id, envelope, committed, key)
         return event_id
 
+    def load(self, session_id: str, envelope: dict[str, Any], committed: float) -> None:
+        """Put an event committed elsewhere into the session's stream with its own id and commit (a stored
+        stream replayed); events appended later get later ids."""
+        event_id = int(envelope["id"])
+        self.events[event_id] = MemEvent(event_id, session_id, envelope, committed)
+        self._ids["event"] = max(self._ids["event"], event_id)
+
     # -- reading ---------------------------------------------------------------------------------------------
 
     def _lane(self, address: LaneAddress) -> MemLane | None:

@@ -84,6 +84,7 @@ def _batch(data: Mapping[str, Any]) -> BatchRecord:
         verdict=verdict_of(data.get("verdict")),
         replay=int(data.get("replay") or 0),
         replay_of=data.get("replay_of"),
+        run_key=data.get("run_key"),
     )
 
 

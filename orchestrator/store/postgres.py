@@ -20,7 +20,7 @@ import asyncpg
 
 from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
-from orchestrator.core.events import Event, preview
+from orchestrator.core.events import Committed, Event, envelope_of, preview
 from orchestrator.core.globs import compile_type_glob
 from orchestrator.store.connection import Connection
 from orchestrator.store.migrate import migrate
@@ -338,6 +338,22 @@ class PostgresStore:
             limit,
         )
         return [event_from_row(r) for r in rows]
+
+    async def routed_events(
+        self, session_id: str, *, after: int = 0, before: int | None = None, limit: int = 1000
+    ) -> list[Committed]:
+        """A page of the session's stream as the router reads it (a thread item's whole message in its
+        envelope), with each event's commit."""
+        await self.get_session(session_id)
+        rows = await self.pool.fetch(
+            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE e.session_id = $1"
+            " AND e.id > $2 AND ($3::bigint IS NULL OR e.id < $3) ORDER BY e.id LIMIT $4",
+            session_id,
+            after,
+            before,
+            limit,
+        )
+        return [Committed(envelope_of(dict(r)), r["created_at"]) for r in rows]
 
     # -- objects -------------------------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from activities.lane_driver import Drive, LaneDriver
 from orchestrator.config import Settings
 from orchestrator.core.backoff import retry_delay
 from orchestrator.core.declaration import ListenerDeclaration, effective_max_parallel, lane_run_slots
@@ -28,8 +27,8 @@ from orchestrator.core.lane_snapshot import LaneAddress, Take
 from orchestrator.core.lane_step import step
 from orchestrator.core.limits import Limits
 from orchestrator.core.routing import route, versions_by_name
-from orchestrator.router import _queued
-from orchestrator.store.lane_store import Recorded
+from orchestrator.lane_driver import Drive, LaneDriver
+from orchestrator.store.lane_store import QueuedLane, Recorded
 from orchestrator.store.lanes_memory import MemoryLaneStore
 from workflows.messages import RunInput, RunTag
 
@@ -137,7 +136,7 @@ class LaneMachine(RuleBasedStateMachine):
         )
         deliveries = route([(e.envelope, e.created_at) for e in events], versions)
         created = {e.id: e.created_at for e in events}
-        queued = [_queued(SESSION, d, created, self.limits) for d in deliveries]
+        queued = [QueuedLane.of(SESSION, d, created, self.limits) for d in deliveries]
         routed = self.run(self.store.route(SESSION, position, events[-1].id, queued))
         for q in queued if routed.saved else []:
             self.routed.setdefault((q.listener, q.lane), set()).update(q.event_ids)

@@ -43,6 +43,7 @@ ON_DELETED: dict[str, dict[str, Any]] = {
     "list_session_listeners": {},
     "list_executions": {},
     "explain_event": {"event_id": 1},
+    "simulate_listener": {"listener": SLEEPER},
     "replay_batch": {"listener": "sleeper", "batch": 1},
     "redeliver": {"listener": "sleeper", "after": 0, "through": 10},
     "emit_event": {"type": "app.noted", "data": {}},

@@ -15,15 +15,14 @@ from typing import Any, Protocol
 import pytest
 
 from orchestrator.core.lane_keys import lane_workflow_id
-from orchestrator.core.lane_snapshot import ACT, LaneAddress, LaneSnapshot, Take, Wait
-from orchestrator.core.lane_step import step
+from orchestrator.core.lane_snapshot import ACT, Finish, LaneAddress, LaneSnapshot, Take, Wait
+from orchestrator.core.lane_step import step, take_of_claimed
 from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
 from orchestrator.core.routing import route as route_events
 from orchestrator.core.routing import versions_by_name
 from orchestrator.platform import Platform
-from orchestrator.router import _queued
-from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
+from orchestrator.store.lane_store import Ending, Finishing, LaneStore, QueuedLane, Recorded, Stale
 from orchestrator.store.lanes_memory import MemoryLaneStore
 
 LIMITS = Limits(activation_delay_seconds=0)
@@ -140,7 +139,7 @@ async def route_all(world: World, session_id: str) -> Any:
     position, events, _ = await world.lanes.unrouted(session_id, 1000)
     deliveries = route_events([(e.envelope, e.created_at) for e in events], versions_by_name(await world.versions()))
     created = {e.id: e.created_at for e in events}
-    queued = [_queued(session_id, d, created, LIMITS) for d in deliveries]
+    queued = [QueuedLane.of(session_id, d, created, LIMITS) for d in deliveries]
     return await world.lanes.route(session_id, position, events[-1].id, queued)
 
 
@@ -296,6 +295,23 @@ async def test_a_claimed_batch_a_driver_left_is_in_the_next_snapshot(world: Worl
     assert left.claimed is not None and left.claimed.batch.id == recorded.batch_id
     assert [q.id for q in left.claimed.entries] == list(decision.entry_ids)
     assert left.claimed.run is not None and left.claimed.run.execution_id == decision.execution_id
+
+
+async def test_a_claimed_batch_whose_run_already_ended_is_finished_as_started_not_acted_again(world: World) -> None:
+    # The run ends (its end takes the slot's row) before the driver that started it has finished the batch,
+    # and another driver finds the batch claimed: it was started, so it is finished as a success.
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    _, decision, _ = await take(world, address(sid))
+    assert (await end(world, sid, decision.execution_id)).recorded
+    left = await snapshot(world, address(sid))
+    assert left.claimed is not None and left.claimed.run is None
+    again = step(left, left.now, LIMITS)
+    assert isinstance(again, Finish)
+    finishing = take_of_claimed(left)
+    assert finishing.ran and finishing.plan is None and finishing.execution_id == decision.execution_id
 
 
 async def test_a_runs_end_releases_its_slot_once_and_hands_its_lane_what_waits(world: World) -> None:

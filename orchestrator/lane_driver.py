@@ -21,16 +21,16 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import asyncpg
+from opentelemetry import trace
 from temporalio.client import Client
 from temporalio.common import Priority
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.writes import write_action
 from orchestrator.causes import batch_cause, caused_by
 from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration, effective_max_parallel
 from orchestrator.core.events import message_of, preview
-from orchestrator.core.lane_clock import LaneNews
+from orchestrator.core.lane_clock import LaneNews, early_for
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import (
     Acted,
@@ -47,11 +47,9 @@ from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, s
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, render
 from orchestrator.executions import run_priority, start_workflow_run
-from orchestrator.nudges import Nudger
-from orchestrator.store.engine_records import EngineRecords
 from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
-from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
+from orchestrator.telemetry import METRICS, TRACER, Metrics, log_fields, parent_and_links
 from workflows.messages import BatchInfo, RunInput, RunTag
 
 log = logging.getLogger(__name__)
@@ -114,6 +112,15 @@ def key_max(decl: ListenerDeclaration | None, settings: Settings) -> int:
     return effective_max_parallel(decl.concurrency, settings.limits)
 
 
+@dataclass(frozen=True)
+class Observed:
+    """Where a driver says what it did: the platform's metrics, traces and log (a simulation says nothing)."""
+
+    metrics: Metrics = METRICS
+    tracer: trace.Tracer = TRACER
+    log: logging.Logger = log
+
+
 class RunStarter(Protocol):
     async def start(self, tag: RunTag, run_input: RunInput, priority: Priority) -> None:
         """Start a run (once, however often asked)."""
@@ -142,20 +149,6 @@ class TemporalStarter:
         await start_workflow_run(self.temporal, self.settings, tag, run_input, priority)
 
 
-class StoreWriter:
-    """Write actions through the store's own writes (`writes.write_action`)."""
-
-    def __init__(self, store: EngineRecords, settings: Settings) -> None:
-        self.store, self.settings = store, settings
-
-    async def write(
-        self, decl: ListenerDeclaration, session_id: str, context: dict[str, Any], depth: int, key: str
-    ) -> tuple[str, str | None]:
-        return await write_action(
-            self.store, decl, session_id, context, depth, key, self.settings.limits.max_payload_bytes
-        )
-
-
 class LaneDriver:
     """Drives lanes on one lane store, starting runs, writing and nudging through what it is given."""
 
@@ -167,6 +160,7 @@ class LaneDriver:
         writer: ActionWriter,
         nudger: LaneNudger,
         registered: Collection[str] = (),
+        observed: Observed = Observed(),
     ) -> None:
         self.lanes = lanes
         self.settings = settings
@@ -174,30 +168,26 @@ class LaneDriver:
         self.writer = writer
         self.nudger = nudger
         self.registered = frozenset(registered) or None
-
-    @classmethod
-    def on(
-        cls, store: EngineRecords, settings: Settings, temporal: Client, registered: Collection[str] = ()
-    ) -> LaneDriver:
-        """The driver of a worker: its store's lanes, runs on Temporal, writes through the store."""
-        return cls(
-            store.lanes,
-            settings,
-            TemporalStarter(temporal, settings),
-            StoreWriter(store, settings),
-            Nudger(temporal, settings),
-            registered,
-        )
+        self.observed = observed
 
     # -- driving a lane --------------------------------------------------------------------------------------
 
     async def drive(
-        self, address: LaneAddress, *, lane_now: float | None = None, early: float = 0.0, time_skipping: bool = False
+        self,
+        address: LaneAddress,
+        *,
+        lane_now: float | None = None,
+        early: float = 0.0,
+        settle: float = 0.0,
+        time_skipping: bool = False,
     ) -> Drive:
         """Step the lane until it waits. `lane_now`: the lane's time, which leads the database's clock on a
-        server that skips time (the test server); `early`: the longest wait waited out here."""
+        server that skips time (the test server); `early`: the longest wait waited out here; `settle`: how
+        long to wait before the first read (a lane woken early for a step due then)."""
         skew = max(lane_now - time.time(), 0.0) if time_skipping and lane_now is not None else 0.0
         drive = Drive()
+        if settle > 0:
+            await asyncio.sleep(min(settle, early))
         snap = await self.lanes.snapshot(address)
         stale = 0
         for _ in range(MAX_STEPS):
@@ -241,7 +231,9 @@ class LaneDriver:
                 )
                 if isinstance(recorded, Stale):
                     stale += 1
-                    log.debug("lane %s moved on (%s); reading it again", address.workflow_id, recorded.reason)
+                    self.observed.log.debug(
+                        "lane %s moved on (%s); reading it again", address.workflow_id, recorded.reason
+                    )
                     snap = await self.lanes.snapshot(address)
                     continue
                 assert isinstance(recorded, Recorded)
@@ -258,7 +250,9 @@ class LaneDriver:
         attributes["orchestrator.events"] = len(take.consumed)
         if take.retry:
             attributes["orchestrator.retry"] = take.retry
-        with TRACER.start_as_current_span("batch", context=parent, links=links, attributes=attributes) as span:
+        with self.observed.tracer.start_as_current_span(
+            "batch", context=parent, links=links, attributes=attributes
+        ) as span:
             acted = await self._act(snap, take)
             if acted.status is not None:
                 span.set_attribute("orchestrator.outcome", acted.status)
@@ -300,13 +294,17 @@ class LaneDriver:
         if outcome is not None:
             drive.outcomes.append(outcome)
             if finished.outcome_new:
-                METRICS.outcomes.add(1, {"listener": outcome.listener, "status": outcome.status})
+                self.observed.metrics.outcomes.add(1, {"listener": outcome.listener, "status": outcome.status})
         if take.retry == 0 and take.kind == "batch":
-            METRICS.batches_cut.add(1, {"listener": address.listener})
-            METRICS.lane_pending.add(-len(take.consumed), {"listener": address.listener, "lane": address.lane})
+            self.observed.metrics.batches_cut.add(1, {"listener": address.listener})
+            self.observed.metrics.lane_pending.add(
+                -len(take.consumed), {"listener": address.listener, "lane": address.lane}
+            )
         if take.retry > 0 and acted.started:
-            METRICS.retries_waiting.add(-1, {"listener": address.listener})
-        log.info("batch %s", acted.status or "consumed", extra={**fields, "status": acted.status or "consumed"})
+            self.observed.metrics.retries_waiting.add(-1, {"listener": address.listener})
+        self.observed.log.info(
+            "batch %s", acted.status or "consumed", extra={**fields, "status": acted.status or "consumed"}
+        )
         return finished.snapshot
 
     def _receipt(self, snap: LaneSnapshot, take: Take, outcome: Outcome | None) -> dict[str, Any] | None:
@@ -363,6 +361,8 @@ class LaneDriver:
             return Acted(None)
         if isinstance(verdict, Stop):
             return Acted(verdict.status, verdict.message)
+        if take.ran:
+            return Acted("success", None, take.execution_id, started=True)
         address = snap.address
         decl = snap.listener.declaration
         entries = [dict(q.envelope) for q in take.entries]
@@ -389,7 +389,7 @@ class LaneDriver:
             if transient(err):
                 raise
             # Whatever else fails is the batch's own doing (a value the store refuses): it would fail again.
-            log.warning("batch failed for good: %s", err, exc_info=True)
+            self.observed.log.warning("batch failed for good: %s", err, exc_info=True)
             return Acted("invocation_error", f"action: {type(err).__name__}: {err}"[:2000])
 
     async def _start(
@@ -440,7 +440,7 @@ class LaneDriver:
         if take.retry == 0:
             commits = [q.committed for q in take.entries]
             first = datetime.fromtimestamp(min(commits), UTC) if commits else None
-            METRICS.run_started(address.listener, first, datetime.now(UTC))
+            self.observed.metrics.run_started(address.listener, first, datetime.now(UTC))
         return Acted("success", None, take.execution_id, started=True)
 
     # -- a run's end -----------------------------------------------------------------------------------------
@@ -449,7 +449,7 @@ class LaneDriver:
         """Record a run's end (once), hold its slot for its repeat or release it, and drive the lanes it frees
         a slot for (its own, when more waits in it; the one a freed key slot goes to)."""
         fields = log_fields(tag.session_id, tag.listener, tag.lane, execution=tag.execution_id)
-        log.info("run %s", status, extra={**fields, "status": status})
+        self.observed.log.info("run %s", status, extra={**fields, "status": status})
         decision = None
         if tag.run_key is not None and tag.listener is not None:
             run = HeldSlot(
@@ -485,7 +485,7 @@ class LaneDriver:
         if not ended.recorded or tag.listener is None or tag.lane is None:
             return
         if decision is not None and decision.repeat_in is not None:
-            METRICS.retries_waiting.add(1, {"listener": tag.listener})
+            self.observed.metrics.retries_waiting.add(1, {"listener": tag.listener})
             own = LaneAddress(
                 tag.session_id, tag.listener, tag.lane, lane_workflow_id(tag.session_id, tag.listener, tag.lane)
             )
@@ -494,16 +494,21 @@ class LaneDriver:
 
     async def hand_on(self, lanes: list[LaneAddress]) -> None:
         """Drive the lanes a freed slot went to, here and now: whoever frees a slot takes what waits for it (act's
-        drain), which spares each a nudge and a workflow task. A lane whose window is still open is nudged to
-        step when it closes; one that cannot be driven now is nudged to drive itself."""
+        drain), which spares each a nudge and a workflow task. A window that closes within a timer's resolution
+        is waited out here, as the lane would have; a lane whose window closes later is nudged to step then;
+        one that cannot be driven now is nudged to drive itself."""
         handed = 0
+        # One timer's resolution in all, however many lanes: the ending run's task waits for this.
+        waited_by = time.monotonic() + early_for(self.settings.temporal_time_skipping)
         while lanes and handed < MAX_HAND_ON:
             address = lanes.pop(0)
             handed += 1
             try:
-                drive = await self.drive(address)
+                drive = await self.drive(address, early=max(waited_by - time.monotonic(), 0.0))
             except Exception:
-                log.warning("could not drive lane %s for the slot it was handed", address.workflow_id, exc_info=True)
+                self.observed.log.warning(
+                    "could not drive lane %s for the slot it was handed", address.workflow_id, exc_info=True
+                )
                 await self.nudger.nudge_quietly(address, LaneNews(due_in=0.0))
                 continue
             lanes += drive.handed

@@ -1,0 +1,64 @@
+"""`simulate_listener`: a listener body, not saved, tried on a session's stored stream.
+
+Owns the command's bounds and its reading of the stream; the replay itself is `orchestrator.simulation`'s.
+The body is validated as `save_listener` validates it, and nothing is written. A simulation reads at most
+`SIMULATED_EVENTS` events (after `after`, before `before`), in pages of the router's size; a longer stream
+is cut there and the reply says so (`through`, `truncated`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field
+
+from orchestrator.commands.fields import SessionId
+from orchestrator.commands.registry import Request, command
+from orchestrator.core.declaration import parse_declaration
+from orchestrator.core.events import Committed
+from orchestrator.simulation import simulate
+
+if TYPE_CHECKING:
+    from orchestrator.commands.context import CommandContext
+
+# The most events one simulation reads: a few seconds of the driver's work at most.
+SIMULATED_EVENTS = 10_000
+PAGE = 1_000
+
+
+class SimulateListener(Request):
+    command: Literal["simulate_listener"]
+    session_id: SessionId
+    listener: Any
+    after: Annotated[int, Field(ge=0)] | None = None
+    before: Annotated[int, Field(ge=1)] | None = None
+    # How long each run takes (a workflow action's run holds its slot that long); 0: it ends at once.
+    run_seconds: Annotated[float, Field(ge=0, le=3600)] = 0.0
+
+
+@command("simulate_listener", SimulateListener)
+async def simulate_listener(platform: CommandContext, req: SimulateListener) -> dict[str, Any]:
+    """The batches the body would have cut from the session's stream: lanes, event ids, when each fires, its
+    outcome (a throttle's refusal, a depth's skip), and what never matched and why."""
+    limits = platform.settings.limits
+    declaration = parse_declaration(req.listener, limits, await platform.store.event_schemas())
+    await platform.store.get_session(req.session_id)
+    after = req.after or 0
+    stream: list[Committed] = []
+    while len(stream) < SIMULATED_EVENTS + 1:
+        page = await platform.store.routed_events(
+            req.session_id, after=stream[-1].id if stream else after, before=req.before, limit=PAGE
+        )
+        stream += page
+        if len(page) < PAGE:
+            break
+    truncated = len(stream) > SIMULATED_EVENTS
+    stream = stream[:SIMULATED_EVENTS]
+    found = await simulate(
+        stream, declaration, platform.settings, req.session_id, after=after, run_seconds=req.run_seconds
+    )
+    return {
+        **found.reply(),
+        "through": stream[-1].id if stream else after,
+        "truncated": truncated,
+    }
