@@ -28,8 +28,8 @@ from orchestrator.telemetry import METRICS, log_fields
 
 log = logging.getLogger(__name__)
 
-# Sessions one worker takes per round, and how long it holds them: a worker that dies with one leaves it to
-# another after the lease.
+# Sessions one worker takes at a time (again while its round has time left), and how long it holds them: a
+# worker that dies with one leaves it to another after the lease.
 ROUND_SESSIONS = 20
 LEASE_SECONDS = 60.0
 # How long one round (or one `delete_session`) deletes before it lets go: the rest is the next round's.
@@ -62,20 +62,22 @@ class Retention:
         retention = self.settings.retention
         deadline = time.monotonic() + ROUND_SECONDS
         deleted = 0
-        for session_id, action in await self.store.retention_due(
-            ROUND_SESSIONS, LEASE_SECONDS, retention.closed_session_seconds
-        ):
-            if time.monotonic() >= deadline:
-                await self.store.release_retention(session_id)  # not looked at: the next round's
-                continue
-            if action == "purge":
-                await self.store.mark_deleting(session_id, retention.closed_session_seconds)
-                done, rows = await self.purge(session_id, deadline)
-                if done:
-                    log.info("session %s deleted (%d rows)", session_id, rows, extra=log_fields(session_id))
-            else:
-                rows = await self.trim(session_id, deadline)
-            deleted += rows
+        while time.monotonic() < deadline:
+            due = await self.store.retention_due(ROUND_SESSIONS, LEASE_SECONDS, retention.closed_session_seconds)
+            for session_id, action in due:
+                if time.monotonic() >= deadline:
+                    await self.store.release_retention(session_id)  # not looked at: the next round's
+                    continue
+                if action == "purge":
+                    await self.store.mark_deleting(session_id, retention.closed_session_seconds)
+                    done, rows = await self.purge(session_id, deadline)
+                    if done:
+                        log.info("session %s deleted (%d rows)", session_id, rows, extra=log_fields(session_id))
+                else:
+                    rows = await self.trim(session_id, deadline)
+                deleted += rows
+            if len(due) < ROUND_SESSIONS:
+                break
         age = await self.store.oldest_event_age()
         if age is not None:
             METRICS.retention_oldest.set(age)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from tests.engine.harness import Engine, eventually, recorder_listener, write_many
+from tests.engine.harness import Engine, eventually, recorder_listener, routed, write_many
 from tests.retention.conftest import reply, retention_round, rows_of_session, session_ids, workflow_status
 
 pytestmark = pytest.mark.devserver
@@ -129,3 +129,19 @@ async def test_reads_past_retention_say_where_the_stream_starts_and_refuse_delet
     redelivered = await reply(engine, "redeliver", session_id=sid, listener="orchestrate", after=new - 1, through=new)
     assert redelivered["status"] == "success", redelivered
     assert (await reply(engine, "explain_event", session_id=sid, event_id=new + 10**6))["error"] == "not_found"
+
+
+async def test_a_trim_deletes_in_statements_of_a_bounded_number_of_rows(engine: Engine) -> None:
+    sid = await open_session(engine, event_seconds=1)
+    objects = [{"alias": f"bulk/{n}", "value": {"type": "b"}} for n in range(120)]
+    ids = (await engine.command("write_objects", session_id=sid, objects=objects))["event_ids"]
+    await routed(engine, sid, ids[-1])
+    await asyncio.sleep(PAST_SECONDS)
+    retention = engine.platform.settings.retention
+    store = engine.platform.store
+    first = await store.trim_session(sid, 50, retention.event_seconds, retention.closed_session_seconds)
+    assert first is not None and first["deleted"]["events"] == 50 and first["more"] is True
+    # More left: the session is due again at once, and a round takes the rest, 50 rows a statement.
+    assert await retention_round(engine) == 70
+    kept, _ = await event_ids(engine, sid)
+    assert not set(ids) & set(kept)

@@ -56,6 +56,8 @@ CREATE TABLE session_retention (
     -- Every event of the session at or below this id is deleted, but for those a lane still waited on when a
     -- trim passed them: every later trim looks at those again. Reads past it say where the stream now starts.
     trimmed_through        bigint NOT NULL DEFAULT 0,
+    -- The first of those kept below the mark (null: none), where a trim starts to look at them again.
+    kept_below             bigint,
     -- When a worker looks at the session next: when its oldest event kept comes due, or its closed retention
     -- ends; a worker that takes it moves this on by its lease meanwhile.
     due_at                 timestamptz NOT NULL DEFAULT clock_timestamp()
@@ -131,8 +133,8 @@ DECLARE
     v_routed bigint;
     v_old bigint[];
     v_next bigint[];
-    v_held bigint[];
     v_through bigint;
+    v_kept bigint;
     v_events integer;
     v_batches integer;
     v_outcomes integer;
@@ -152,23 +154,28 @@ BEGIN
     v_routed := coalesce((SELECT c.routed_event_id FROM routing_cursors c WHERE c.session_id = p_session), 0);
     -- Looked at: what a lane held when an earlier trim passed it, and the next events past the mark (ids are in
     -- commit order within a session, so these are its oldest). Both reads stop after `p_limit` rows.
-    v_old := ARRAY(SELECT e.id FROM events e WHERE e.session_id = p_session AND e.id <= r.trimmed_through
-                   AND e.created_at < v_cutoff ORDER BY e.id LIMIT p_limit);
+    v_old := ARRAY(SELECT e.id FROM events e WHERE e.session_id = p_session AND e.id >= r.kept_below
+                   AND e.id <= r.trimmed_through AND e.created_at < v_cutoff ORDER BY e.id LIMIT p_limit);
     v_next := ARRAY(SELECT x.id FROM (SELECT e.id, e.created_at FROM events e WHERE e.session_id = p_session
                                       AND e.id > r.trimmed_through ORDER BY e.id LIMIT p_limit) x
                     WHERE x.created_at < v_cutoff AND x.id <= v_routed);
-    v_held := ARRAY(
-        SELECT unnest(b.event_ids) FROM lanes l JOIN batches b ON b.lane_id = l.id AND b.state = 'claimed'
+    -- What a lane waits on, read in the statement that deletes: a batch that takes an event from its queue
+    -- commits its queue rows' end and its claim together, so one snapshot sees the event in one or the other.
+    WITH held AS (
+        SELECT unnest(b.event_ids) AS id FROM lanes l JOIN batches b ON b.lane_id = l.id AND b.state = 'claimed'
         WHERE l.session_id = p_session
         UNION SELECT unnest(b.event_ids) FROM lanes l JOIN lane_runs lr ON lr.lane_id = l.id
                                          JOIN batches b ON b.id = lr.batch_id WHERE l.session_id = p_session
-        UNION SELECT unnest(p.event_ids) FROM lanes l JOIN replays p ON p.lane_id = l.id WHERE l.session_id = p_session);
-    WITH gone AS (
+        UNION SELECT unnest(p.event_ids) FROM lanes l JOIN replays p ON p.lane_id = l.id WHERE l.session_id = p_session),
+    gone AS (
         DELETE FROM events e WHERE e.id = ANY (v_old || v_next) AND e.session_id = p_session
-            AND NOT e.id = ANY (v_held) AND NOT EXISTS (SELECT 1 FROM lane_events q WHERE q.event_id = e.id)
+            AND e.id NOT IN (SELECT h.id FROM held h) AND NOT EXISTS (SELECT 1 FROM lane_events q WHERE q.event_id = e.id)
         RETURNING e.id)
-    SELECT count(*) INTO v_events FROM gone;
+    SELECT count(*) INTO v_events FROM gone g;
     v_through := greatest(r.trimmed_through, (SELECT max(x) FROM unnest(v_next) x));
+    -- The first event left below the mark: none was below the old one but from `kept_below` on.
+    v_kept := (SELECT min(e.id) FROM events e WHERE e.session_id = p_session
+               AND e.id >= coalesce(r.kept_below, r.trimmed_through + 1) AND e.id <= v_through);
     WITH gone AS (
         DELETE FROM batches WHERE id IN (
             SELECT b.id FROM batches b WHERE b.session_id = p_session AND b.last_id <= v_through
@@ -208,7 +215,7 @@ BEGIN
             (SELECT e.created_at FROM events e WHERE e.session_id = p_session AND e.id > v_through ORDER BY e.id LIMIT 1),
             v_now) + make_interval(secs => coalesce(r.event_seconds, p_event));
         -- What was held, or is younger than the throttle's minute, is looked at again within a minute.
-        IF EXISTS (SELECT 1 FROM events e WHERE e.session_id = p_session AND e.id <= v_through)
+        IF v_kept IS NOT NULL
            OR EXISTS (SELECT 1 FROM batches b WHERE b.session_id = p_session AND b.last_id <= v_through) THEN
             v_due := least(v_due, v_now + interval '60 seconds');
         END IF;
@@ -216,7 +223,7 @@ BEGIN
             v_due := least(v_due, s.closed_at + make_interval(secs => coalesce(r.closed_session_seconds, p_closed)));
         END IF;
     END IF;
-    UPDATE session_retention SET trimmed_through = v_through, due_at = greatest(v_due, v_now)
+    UPDATE session_retention SET trimmed_through = v_through, kept_below = v_kept, due_at = greatest(v_due, v_now)
         WHERE session_id = p_session;
     RETURN jsonb_build_object(
         'deleted', jsonb_build_object('events', v_events, 'batches', v_batches, 'outcomes', v_outcomes,
