@@ -19,8 +19,8 @@ import yaml
 from orchestrator.api import create_app
 from orchestrator.cli import _parser
 from orchestrator.config import Settings
-from orchestrator.core.retention import Retention
 from orchestrator.core.limits import Limits
+from orchestrator.core.retention import Retention
 from orchestrator.embedded import TemporalDevServer
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
