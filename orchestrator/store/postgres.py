@@ -238,7 +238,7 @@ class PostgresStore:
     @staticmethod
     async def _locked_session(conn: Connection, session_id: str, *, require_open: bool) -> None:
         """Lock the session's row until commit: this is what keeps its event ids in commit order."""
-        status = await conn.fetchval("SELECT status FROM sessions WHERE id = $1 FOR UPDATE", session_id)
+        status = await conn.fetchval("SELECT status FROM sessions WHERE id = $1 FOR NO KEY UPDATE", session_id)
         if status is None or status == "deleting":
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         if require_open and status != "open":

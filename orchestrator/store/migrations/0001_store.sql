@@ -4,8 +4,10 @@
 CREATE SEQUENCE event_ids;
 
 -- A session's row is also its stream's write lock: every transaction that appends an event locks the row
--- (FOR UPDATE) before it draws the event's id and holds it until commit, so within one session ids are
--- drawn in commit order. A reader paging by id therefore never skips an event that commits late.
+-- (FOR NO KEY UPDATE) before it draws the event's id and holds it until commit, so within one session ids are
+-- drawn in commit order. A reader paging by id therefore never skips an event that commits late. The lock
+-- is the weaker row lock on purpose: a row that merely refers to the session (a lane, an execution) checks
+-- its foreign key with FOR KEY SHARE, which it leaves free, so the engine never queues behind the writers.
 -- `drain_through`: `close_session` with `drain: true` keeps the session open until what was pending when it
 -- was asked (events up to this id) has fired and the runs of those batches have ended.
 CREATE TABLE sessions (
@@ -265,13 +267,13 @@ END
 $$;
 
 -- Whether the session is there and open, its row locked for the rest of the transaction (event ids in commit
--- order): 'ok', 'not_found' or 'session_not_open'.
+-- order): 'ok', 'not_found' (also for one being deleted: 0003_retention.sql) or 'session_not_open'.
 CREATE FUNCTION orchestrator_lock_session(p_session text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     v_status text;
 BEGIN
-    SELECT s.status INTO v_status FROM sessions s WHERE s.id = p_session FOR UPDATE;
-    IF NOT FOUND THEN
+    SELECT s.status INTO v_status FROM sessions s WHERE s.id = p_session FOR NO KEY UPDATE;
+    IF NOT FOUND OR v_status = 'deleting' THEN
         RETURN 'not_found';
     END IF;
     RETURN CASE WHEN v_status = 'open' THEN 'ok' ELSE 'session_not_open' END;

@@ -284,6 +284,9 @@ BEGIN
 END
 $$;
 
+-- A keyed listener's lock on its key slots in a session. A function that also appends an event takes its
+-- session's lock first: the session's lock is queued for behind the writers, and the keys' lock held through
+-- that wait would hold every step of the listener up with it.
 CREATE FUNCTION orchestrator_keys_lock(p_session text, p_listener text) RETURNS void LANGUAGE sql AS $$
     SELECT pg_advisory_xact_lock(hashtext('keys:' || p_session || ':' || p_listener))
 $$;
@@ -458,6 +461,9 @@ DECLARE
     v_released text;
 BEGIN
     IF (p ->> 'release')::boolean AND (p ->> 'keyed')::boolean THEN
+        IF jsonb_typeof(c) = 'object' OR p ->> 'failed_execution' IS NOT NULL THEN
+            PERFORM orchestrator_lock_session(v_session);  -- before the keys' (see orchestrator_keys_lock)
+        END IF;
         PERFORM orchestrator_keys_lock(v_session, v_listener);
     END IF;
     IF (p ->> 'started')::boolean THEN
@@ -523,6 +529,8 @@ DECLARE
     v_drive jsonb := '[]';
     v_waiting boolean;
 BEGIN
+    -- Its `execution.ended` needs the session's lock: taken before the keys' (see orchestrator_keys_lock).
+    PERFORM orchestrator_lock_session(v_session);
     IF v_keyed THEN
         PERFORM orchestrator_keys_lock(v_session, v_listener);
     END IF;
@@ -600,7 +608,7 @@ DECLARE
     v_nudges jsonb := '[]';
     v_newest bigint;
 BEGIN
-    -- The keys' locks first, as every function here takes them (a keyed lane may join the queue for a slot).
+    -- The keys' locks (a keyed lane may join the queue for a slot); routing appends no event.
     PERFORM orchestrator_keys_lock(v_session, k.listener)
         FROM (SELECT DISTINCT x ->> 'listener' AS listener FROM jsonb_array_elements(p -> 'lanes') x
               WHERE x ->> 'key_max' IS NOT NULL ORDER BY 1) k;

@@ -82,19 +82,6 @@ CREATE TRIGGER sessions_retention_row AFTER INSERT ON sessions
 CREATE TRIGGER sessions_retention_status AFTER UPDATE OF status ON sessions
     FOR EACH ROW WHEN (OLD.status IS DISTINCT FROM NEW.status) EXECUTE FUNCTION orchestrator_session_retention_row();
 
--- A session being deleted answers not_found to every write, as one that is gone.
-CREATE OR REPLACE FUNCTION orchestrator_lock_session(p_session text) RETURNS text LANGUAGE plpgsql AS $$
-DECLARE
-    v_status text;
-BEGIN
-    SELECT s.status INTO v_status FROM sessions s WHERE s.id = p_session FOR UPDATE;
-    IF NOT FOUND OR v_status = 'deleting' THEN
-        RETURN 'not_found';
-    END IF;
-    RETURN CASE WHEN v_status = 'open' THEN 'ok' ELSE 'session_not_open' END;
-END
-$$;
-
 -- Sessions due for a look, each taken by one worker: its `due_at` moved on by the lease (`p_lease` seconds), so
 -- another worker takes it again only when this one died with it. Answers what each needs: 'purge' (being
 -- deleted, or closed past its retention: `p_closed` seconds unless its own) or 'trim'.
