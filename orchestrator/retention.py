@@ -55,6 +55,9 @@ class Retention:
                 await self.round()
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, RPCError) as err:
                 log.warning("a retention round failed (%s); trying again next round", err)
+            except Exception:
+                # Never the worker's end: what a round leaves is the next round's (its sessions' leases run out).
+                log.exception("a retention round failed; trying again next round")
             await asyncio.sleep(self.settings.retention.round_seconds)
 
     async def round(self) -> int:
