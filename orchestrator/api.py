@@ -115,7 +115,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             reply = await platform.command(body, Caller(principal, gate))
         return reply_response(reply)
 
-    hub = StreamHub(lambda: platform.database_url)
+    hub = StreamHub(lambda: platform.direct_url)
 
     async def stream(request: Request) -> Response:
         session_id = request.path_params["session_id"]

@@ -181,6 +181,9 @@ class Client:
     async def close_session(self, session_id: str, **extra: Any) -> dict[str, Any]:
         return await self._call("close_session", session_id=session_id, **extra)
 
+    async def delete_session(self, session_id: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("delete_session", session_id=session_id, **extra)
+
     async def reopen_session(self, session_id: str, **extra: Any) -> dict[str, Any]:
         return await self._call("reopen_session", session_id=session_id, **extra)
 

@@ -33,6 +33,8 @@ STATUS_BY_ERROR: dict[str, int] = {
     "unauthorized": 401,
     "access_denied": 403,
     "not_found": 404,
+    # The history asked about was there and retention deleted it: gone, not merely unknown.
+    "past_retention": 410,
     "rev_conflict": 409,
     "session_not_open": 409,
     "limit_exceeded": 422,

@@ -1,4 +1,5 @@
-"""Commands on sessions: open, close (at once, or once drained), reopen, list."""
+"""Commands on sessions: open (with a retention of its own), close (at once, or once drained), reopen, list,
+delete (the session and everything of it, its Temporal side included: `orchestrator.retention`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from orchestrator.commands.access import current_principal
 from orchestrator.commands.fields import Alias, Limit, SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.core.retention import SessionRetention
+from orchestrator.retention import Retention
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -15,6 +18,13 @@ if TYPE_CHECKING:
 class OpenSession(Request):
     command: Literal["open_session"]
     alias: Alias | None = None
+    # The session's own retention, where it differs from the deployment's (`ORCHESTRATOR_RETENTION__*`).
+    retention: SessionRetention | None = None
+
+
+class DeleteSession(Request):
+    command: Literal["delete_session"]
+    session_id: SessionId
 
 
 class SessionRef(Request):
@@ -38,8 +48,22 @@ class CloseSession(Request):
 
 @command("open_session", OpenSession)
 async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, Any]:
-    """Open a session; an alias already in use answers that session (opening is idempotent by alias)."""
-    return {"session": await platform.store.open_session(req.alias)}
+    """Open a session; an alias already in use answers that session (opening is idempotent by alias). A
+    `retention` given is the session's own from then on (also for a session opened before)."""
+    session = await platform.store.open_session(req.alias)
+    if req.retention is None:
+        return {"session": session}
+    own = await platform.store.set_session_retention(session["id"], req.retention)
+    return {"session": session, "retention": own}
+
+
+@command("delete_session", DeleteSession)
+async def delete_session(platform: CommandContext, req: DeleteSession) -> dict[str, Any]:
+    """Delete a session and everything of it: not_found from the start; its workflows ended and its rows
+    deleted before the answer, unless that takes longer than a few seconds (`complete` false: the workers
+    finish it) or this door has no Temporal."""
+    done, rows = await Retention(platform.store, platform.temporal, platform.settings).delete(req.session_id)
+    return {"session": {"id": req.session_id, "status": "deleted"}, "complete": done, "rows_deleted": rows}
 
 
 @command("close_session", CloseSession)

@@ -2,7 +2,8 @@
 
 Owns the one exception type that crosses from validation and the store to the command surface, where it
 becomes `{"status": "error", "error": CODE, "message": TEXT}`. The codes are the SPEC's section 8 list, with
-`unauthorized` and `rate_limited` (section 13) that the HTTP door answers too.
+`unauthorized` and `rate_limited` (section 13) that the HTTP door answers too, and `past_retention` for history
+retention deleted (section 14).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any, Literal
 ErrorCode = Literal[
     "invalid_request",
     "not_found",
+    # Retention deleted the history asked about (SPEC section 14): explain, replay and redeliver say so.
+    "past_retention",
     "session_not_open",
     "rev_conflict",
     "limit_exceeded",

@@ -3,8 +3,8 @@
 Owns the engine's statements that are not the lane store's verbs (`lane_store.py`, `lanes_pg.py`): a stream's
 reads, the sessions the router is behind on, the executions and outcomes `list_executions` and
 `list_session_listeners` show (outcomes keep a per-status count beside the rows, so a session with thousands
-of batches answers at once), and the run sweep's question. Flow control's statements, the lanes' views and the
-keys' are mixed in from `flow_control.py`, `lane_views.py` and `keys.py`.
+of batches answers at once), and the run sweep's question. Flow control's statements, the lanes' views, the
+keys' and retention's are mixed in from `flow_control.py`, `lane_views.py`, `keys.py` and `retention_records.py`.
 """
 
 from __future__ import annotations
@@ -22,10 +22,13 @@ from orchestrator.store.keys import KeyRecords
 from orchestrator.store.lane_views import LaneViews
 from orchestrator.store.lanes_pg import PgLaneStore
 from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, PostgresStore, event_from_row
+from orchestrator.store.retention_records import RetentionRecords
 from orchestrator.store.schedule_records import ScheduleRecords
 
 
-class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, KeyRecords, PostgresStore):
+class EngineRecords(
+    AppEvents, FlowControl, LaneViews, ScheduleRecords, RetentionRecords, Graphs, KeyRecords, PostgresStore
+):
     """The store with the engine's statements added, and the lane store on the same pool."""
 
     @functools.cached_property
@@ -45,7 +48,9 @@ class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, 
 
     async def session_end(self, session_id: str) -> int:
         """The session's last event id (where a stream with no position starts); not_found when none."""
-        last = await self.pool.fetchval("SELECT last_event_id FROM sessions WHERE id = $1", session_id)
+        last = await self.pool.fetchval(
+            "SELECT last_event_id FROM sessions WHERE id = $1 AND status <> 'deleting'", session_id
+        )
         if last is None:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         return int(last)
