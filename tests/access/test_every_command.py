@@ -162,6 +162,7 @@ LEAST: dict[str, list[str]] = {
     "list_sessions": ["read:t1/**"],
     "close_session": ["write:t1/**"],
     "reopen_session": ["write:t1/**"],
+    "delete_session": ["write:t1/**"],
     "write_object": ["write:t1/**:a/**"],
     "write_objects": ["write:t1/**:a/**"],
     "delete_object": ["write:t1/**:a/**"],
