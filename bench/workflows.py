@@ -56,3 +56,14 @@ class BenchNaiveTwo:
                 "bench.naive_done", n, start_to_close_timeout=TWO_ACTIVITIES, result_type=int
             )
         )
+
+
+@workflow.defn(name="bench_soak_run")
+class BenchSoakRun:
+    """Reports its listener and its batch's events as it starts (`bench.soak`: delays per listener)."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        await workflow.execute_local_activity(
+            "bench.soak_started", args=[run.listener, run.batch.event_ids], start_to_close_timeout=timedelta(seconds=10)
+        )

@@ -1,51 +1,53 @@
 """The HTTP door: `POST /v1/commands` on an ASGI app, the commands' JSON Schemas (`GET /v1/schema`), plus
 liveness and readiness probes.
 
-Owns the HTTP framing only (body size, JSON parsing, the bearer token, status codes); every command's
-meaning is `Platform.command`, so HTTP answers the same JSON as the Python client and the command line.
-The status code mirrors the reply's error code (table `STATUS_BY_ERROR`); the body is always the reply.
+Owns the HTTP framing only (body size, JSON parsing, who calls, status codes); every command's meaning is
+`Platform.command`, so HTTP answers the same JSON as the Python client and the command line. Who calls is
+`http_auth.who` (a key, the bootstrap token, a browser session, a stream ticket), a key's request rate the gate's
+(`orchestrator.gate`), and what the caller may do each command's decision (`commands.access`). The status code
+mirrors the reply's error code (`http_auth.STATUS_BY_ERROR`); the body is always the reply.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from orchestrator.access_log import AccessLog
+from orchestrator.browser import BrowserRoutes
 from orchestrator.causes import request_id
+from orchestrator.commands.access import Caller, authorize_stream
 from orchestrator.commands.reference import schema_index
 from orchestrator.commands.registry import MAX_JSON_DEPTH, unknown_command
-from orchestrator.config import Settings, reveal
+from orchestrator.config import Settings
 from orchestrator.core.connection_listener import parse_stream
 from orchestrator.core.errors import CommandError
+from orchestrator.gate import Gate
+from orchestrator.http_auth import (
+    STATUS_BY_ERROR,
+    UNKNOWN_ERROR_STATUS,
+    error_reply,
+    rate_limited,
+    reply_response,
+    status_for,
+    who,
+)
 from orchestrator.platform import Platform
 from orchestrator.streams import EventStream, StreamHub, start_position
 from orchestrator.telemetry import continuing
 
-log = logging.getLogger(__name__)
+__all__ = ["STATUS_BY_ERROR", "UNKNOWN_ERROR_STATUS", "create_app", "error_reply", "status_for"]
 
-# `limit_exceeded` is 422, not 429: a deployment limit refuses this request as it is (an oversize value,
-# too many executions), and 429 invites clients and proxies to retry the same request automatically.
-STATUS_BY_ERROR: dict[str, int] = {
-    "invalid_request": 400,
-    "unauthorized": 401,
-    "access_denied": 403,
-    "not_found": 404,
-    "rev_conflict": 409,
-    "session_not_open": 409,
-    "limit_exceeded": 422,
-    "internal_error": 500,
-}
-# A code this table does not know yet is still a refusal of the request, not a crash.
-UNKNOWN_ERROR_STATUS = 400
+log = logging.getLogger(__name__)
 
 
 def _request_id(request: Request) -> str | None:
@@ -54,16 +56,6 @@ def _request_id(request: Request) -> str | None:
     if given and len(given) <= 128 and given.isprintable() and " " not in given:
         return given
     return None
-
-
-def error_reply(code: str, message: str) -> dict[str, str]:
-    return {"status": "error", "error": code, "message": message}
-
-
-def status_for(reply: dict[str, Any]) -> int:
-    if reply.get("status") == "success":
-        return 200
-    return STATUS_BY_ERROR.get(str(reply.get("error")), UNKNOWN_ERROR_STATUS)
 
 
 class _TooLarge(Exception):
@@ -82,30 +74,10 @@ async def dashboard_page(request: Request) -> Response:
 
 
 def create_app(platform: Platform, settings: Settings) -> Starlette:
-    """The ASGI app serving `platform` under the token and size limit of `settings`."""
-    token = reveal(settings.api_token)
+    """The ASGI app serving `platform` under the keys, token and size limit of `settings`."""
     max_bytes = settings.max_request_bytes
-
-    def refuse_unauthorized(request: Request, query_token: bool = False) -> Response | None:
-        if not token:
-            return None
-        header = request.headers.get("authorization")
-        if header is None and query_token and "access_token" in request.query_params:
-            # A browser's EventSource cannot send a header: the stream takes the token as a parameter.
-            header = f"Bearer {request.query_params['access_token']}"
-        if header is None:
-            return JSONResponse(
-                error_reply("unauthorized", "authorization: a bearer token is required"),
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        scheme, _, presented = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode(), token.encode()):
-            return JSONResponse(
-                error_reply("unauthorized", "authorization: the bearer token is not valid"),
-                status_code=403,
-            )
-        return None
+    gate = Gate(lambda: platform.store, settings)
+    browser = BrowserRoutes(platform, settings, gate)
 
     async def read_body(request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -119,9 +91,12 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         return bytes(body)
 
     async def commands(request: Request) -> Response:
-        refusal = refuse_unauthorized(request)
-        if refusal is not None:
-            return refusal
+        principal = await who(request, gate, cookie=True)
+        if isinstance(principal, Response):
+            return principal
+        wait = await gate.take_request(principal)
+        if wait is not None:
+            return rate_limited(wait)
         try:
             raw = await read_body(request)
         except _TooLarge:
@@ -139,39 +114,32 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         # A caller's W3C `traceparent` makes its trace the parent of what this command writes; its
         # `X-Request-Id` names the request as the cause of what it writes.
         with continuing(request.headers.get("traceparent")), request_id(_request_id(request)):
-            reply = await platform.command(body)
-        return JSONResponse(reply, status_code=status_for(reply))
+            reply = await platform.command(body, Caller(principal, gate))
+        return reply_response(reply)
 
-    hub = StreamHub(lambda: platform.database_url)
+    hub = StreamHub(lambda: platform.direct_url)
 
     async def stream(request: Request) -> Response:
-        refusal = refuse_unauthorized(request, query_token=True)
-        if refusal is not None:
-            return refusal
         session_id = request.path_params["session_id"]
+        principal = await who(request, gate, query_token=True, ticket_for=session_id)
+        if isinstance(principal, Response):
+            return principal
+        wait = await gate.take_request(principal)
+        if wait is not None:
+            return rate_limited(wait)
         params = request.query_params
         try:
+            await authorize_stream(platform, Caller(principal, gate), session_id)
             spec = parse_stream(params.get("filter"), params.get("batch"), params.get("client"), settings.limits)
             end = await platform.store.session_end(session_id)
         except CommandError as err:
-            reply = error_reply(err.code, err.message)
-            return JSONResponse(reply, status_code=status_for(reply))
+            return reply_response(err.reply())
         position = start_position(end, params.get("after"), request.headers.get("last-event-id"))
         if position is None:
             field = "Last-Event-ID" if request.headers.get("last-event-id") else "after"
             reply = error_reply("invalid_request", f"{field}: must be an event id (a non-negative integer)")
             return JSONResponse(reply, status_code=400)
         return EventStream(platform.store, hub, session_id, spec, position)  # type: ignore[return-value]
-
-    async def dashboard_config(request: Request) -> Response:
-        # No secret here: whether a token is needed, and where the Temporal UI is for links to executions.
-        return JSONResponse(
-            {
-                "token_required": bool(token),
-                "temporal_ui": settings.temporal_ui_url,
-                "namespace": settings.temporal_namespace,
-            }
-        )
 
     async def schemas(request: Request) -> Response:
         # No token: the schemas say what every deployment of this version accepts, and an editor that
@@ -203,14 +171,18 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         routes=[
             Route("/v1/commands", commands, methods=["POST"]),
             Route("/v1/sessions/{session_id}/stream", stream, methods=["GET"]),
+            Route("/v1/stream-tickets", browser.stream_ticket, methods=["POST"]),
             Route("/v1/schema", schemas, methods=["GET"]),
             Route("/v1/schema/{name}", schema, methods=["GET"]),
             Route("/", dashboard_page, methods=["GET"]),
-            Route("/dashboard/config", dashboard_config, methods=["GET"]),
+            Route("/dashboard/config", browser.config, methods=["GET"]),
+            Route("/dashboard/sign-in", browser.sign_in, methods=["POST"]),
+            Route("/dashboard/sign-out", browser.sign_out, methods=["POST"]),
             Mount("/dashboard", app=StaticFiles(packages=[("orchestrator", "dashboard")])),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
-        ]
+        ],
+        middleware=[Middleware(AccessLog)],
     )
     # Closed by the server that serves the app (`orchestrator.runtime.ApiServer`).
     app.state.stream_hub = hub

@@ -41,11 +41,13 @@ def request_id(value: str | None) -> Iterator[None]:
         _REQUEST.reset(token)
 
 
-def request_cause(client: str | None) -> dict[str, Any]:
-    """An outside request's: its id (the caller's, or one made here) and the client it named."""
+def request_cause(client: str | None, key: str) -> dict[str, Any]:
+    """An outside request's: its id (the caller's, or one made here), the client it named, and the key it was
+    made with (`orchestrator.core.access.Principal`), which the store records as the event's actor."""
     request: dict[str, Any] = {"id": _REQUEST.get() or f"req_{secrets.token_hex(8)}"}
     if client is not None:
         request["client"] = client
+    request["key"] = key
     return {"request": request}
 
 

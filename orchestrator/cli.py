@@ -1,11 +1,13 @@
-"""The command line: `orchestrator call | status | events | dev | worker | api | new`. Argument parsing only;
-`runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
+"""The command line: `orchestrator call | status | events | keys | dev | worker | api | new`. Argument parsing
+only; `runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
 
-Exit codes of `call`, `status` and `events`: 0 for a success reply, 1 for an error reply, 2 for bad usage
-or a command that is not JSON, 3 when the API cannot be reached. `call` prints the reply as one line of JSON
-on stdout; `status` prints a table (or one JSON document with `--json`); `events` prints one line per event
-(one JSON object per line with `--json`). `call` over HTTP imports only the standard library
-(`plain_http`): it answers in about a tenth of a second; `call --help COMMAND` loads the registry.
+Exit codes of `call`, `status`, `events` and `keys`: 0 for a success reply, 1 for an error reply, 2 for bad
+usage or a command that is not JSON, 3 when the API cannot be reached. `call` prints the reply as one line of
+JSON on stdout; `status` prints a table (or one JSON document with `--json`); `events` prints one line per event
+(one JSON object per line with `--json`); `keys create` and `keys revoke` print the reply (a new key's secret is
+in it, shown this once), `keys list` a table (the reply with `--json`). `call` over HTTP imports only the
+standard library (`plain_http`): it answers in about a tenth of a second; `call --help COMMAND` loads the
+registry.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ def _print_reply(reply: dict[str, Any]) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orchestrator", description="Declared listeners on Temporal and PostgreSQL.")
-    sub = parser.add_subparsers(dest="subcommand", required=True, metavar="{call,status,events,dev,worker,api,new}")
+    sub = parser.add_subparsers(
+        dest="subcommand", required=True, metavar="{call,status,events,keys,dev,worker,api,new}"
+    )
 
     call = sub.add_parser(
         "call",
@@ -81,6 +85,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     events.add_argument("--json", action="store_true", help="print each event as one line of JSON")
     _add_door_arguments(events)
+
+    keys = sub.add_parser("keys", help="create, list and revoke API keys (needs an admin key)")
+    keys_sub = keys.add_subparsers(dest="keys_action", required=True, metavar="{create,list,revoke}")
+    create = keys_sub.add_parser("create", help="create a key and print its secret (shown this once)")
+    create.add_argument("name", help="the key's name (never reused, so events name one key for ever)")
+    create.add_argument(
+        "--scope",
+        dest="scopes",
+        action="append",
+        required=True,
+        metavar="SCOPE",
+        help="a scope (repeat for more): admin, listeners, read:GLOB, listen:GLOB, write:GLOB[:ALIAS-GLOB],"
+        " emit:TYPE-GLOB[:GLOB]",
+    )
+    create.add_argument("--requests-per-second", type=float, metavar="N", help="the key's request rate")
+    create.add_argument("--expires-at", metavar="TIME", help="when it stops working (ISO 8601 with a time zone)")
+    _add_door_arguments(create)
+    listing = keys_sub.add_parser("list", help="every key: name, state, scopes (never a secret)")
+    listing.add_argument("--json", action="store_true", help="print the reply instead of a table")
+    _add_door_arguments(listing)
+    revoke = keys_sub.add_parser("revoke", help="revoke a key: every API replica refuses it within a second")
+    revoke.add_argument("name", help="the key's name")
+    _add_door_arguments(revoke)
 
     dev = sub.add_parser("dev", help="run the whole platform: embedded servers, worker and HTTP API")
     dev.add_argument("--app", help="the app module or .py file (default: examples.missions.app when present)")
@@ -183,6 +210,48 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_SUCCESS
 
 
+def _keys(args: argparse.Namespace, settings: Settings) -> int:
+    """`keys create | list | revoke`: the key commands through the same doors and exit codes as `call`."""
+    import asyncio
+
+    import httpx
+
+    from orchestrator.inspect import command_client, format_keys
+
+    body: dict[str, Any] = {"command": f"{args.keys_action}_api_key" if args.keys_action != "list" else "list_api_keys"}
+    if args.keys_action == "create":
+        body |= {"name": args.name, "scopes": args.scopes}
+        if args.requests_per_second is not None:
+            body["requests_per_second"] = args.requests_per_second
+        if args.expires_at is not None:
+            body["expires_at"] = args.expires_at
+    elif args.keys_action == "revoke":
+        body["name"] = args.name
+
+    async def run() -> dict[str, Any]:
+        async with command_client(settings, url=args.url, token=args.token, local=args.local) as client:
+            return await client.command(body)
+
+    misconfigured: tuple[type[Exception], ...] = ()
+    if args.local:
+        from orchestrator.runtime import ConfigurationError
+
+        misconfigured = (ConfigurationError,)
+    try:
+        reply = asyncio.run(run())
+    except misconfigured as err:
+        print(f"orchestrator keys: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except httpx.TransportError as err:
+        print(f"orchestrator keys: cannot reach the API: {err!r}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    if args.keys_action == "list" and not args.json and reply.get("status") == "success":
+        print(format_keys(reply["keys"]), flush=True)
+    else:
+        _print_reply(reply)
+    return EXIT_SUCCESS if reply.get("status") == "success" else EXIT_ERROR_REPLY
+
+
 def _call(args: argparse.Namespace, settings: Settings) -> int:
     """`call --local`: the command in this process, against the settings' database."""
     import asyncio
@@ -281,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         return _call(args, settings)
     if args.subcommand in ("status", "events"):
         return _inspect(args, settings)
+    if args.subcommand == "keys":
+        return _keys(args, settings)
     return _serve(args, settings)
 
 
@@ -294,6 +365,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from orchestrator.runtime import ConfigurationError, run_api, run_dev, run_worker
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if settings.access_log:
+        logging.getLogger("orchestrator.access").setLevel(logging.INFO)
     updates: dict[str, Any] = {}
     if getattr(args, "data_dir", None) is not None:
         updates["data_dir"] = args.data_dir

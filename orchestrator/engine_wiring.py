@@ -1,8 +1,9 @@
 """What the platform itself runs beside the user's app: the lane engine's parts, handed to the runtime.
 
 Owns the list of platform workflows, activities and background tasks (the router that reads the event
-stream and signals lanes). The runtime calls `platform_components` once per process and passes the
-workflows and activities to `build_worker`; each background task runs until it is cancelled at shutdown.
+stream and signals lanes; retention, which deletes what is kept past its time). The runtime calls
+`platform_components` once per process and passes the workflows and activities to `build_worker`; each
+background task runs until it is cancelled at shutdown.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from activities.schedules import ScheduleActivities
 from activities.session import SessionActivities
 from orchestrator.app_loader import UserApp
 from orchestrator.platform import Platform
+from orchestrator.retention import Retention
 from orchestrator.router import Router
 from workflows.lane import LaneWorkflow
 from workflows.schedule_fire import ScheduleFireWorkflow
@@ -56,7 +58,7 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
         platform.store,
         platform.store.lanes,
         temporal_client,
-        platform.database_url,
+        platform.direct_url,
         platform.settings,
         run_status=engine.run_status,
         run_ended=engine.swept,
@@ -70,6 +72,6 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
                 platform.store, platform.settings, temporal_client, workflow_names(app.workflows)
             ).all(),
         ],
-        background_tasks=(router.run,),
+        background_tasks=(router.run, Retention(platform.store, temporal_client, platform.settings).run),
         router=router,
     )

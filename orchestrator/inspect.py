@@ -225,12 +225,35 @@ def format_event(event: dict[str, Any]) -> str:
     execution = event.get("execution")
     if isinstance(execution, dict):
         parts.append(f"execution {execution.get('id')} {execution.get('workflow')} {execution.get('status')}")
+    actor = event.get("actor")
+    if isinstance(actor, dict) and actor:
+        parts.append("by " + ",".join(f"{k}={v}" for k, v in actor.items()))
     source = event.get("source")
-    if isinstance(source, dict) and source:
-        parts.append("by " + ",".join(f"{k}={v}" for k, v in sorted(source.items())))
+    if isinstance(source, dict) and source.get("client"):
+        parts.append(f"client {source['client']}")
     if event.get("depth"):
         parts.append(f"depth {event['depth']}")
     return "  ".join(parts)
+
+
+def format_keys(keys: list[dict[str, Any]]) -> str:
+    """`orchestrator keys list`: one line per key, never a secret."""
+    if not keys:
+        return "no keys (the API is open while no token is set and no key was ever created)"
+    rows = [("name", "state", "requests/s", "expires", "scopes")]
+    for key in keys:
+        rate = key.get("requests_per_second")
+        rows.append(
+            (
+                str(key["name"]),
+                str(key["state"]),
+                "-" if rate is None else f"{rate:g}",
+                str(key.get("expires_at") or "-"),
+                " ".join(key["scopes"]),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)), row[4]]) for row in rows)
 
 
 async def tail_events(

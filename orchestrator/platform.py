@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from orchestrator.commands import dispatch
+from orchestrator.commands.access import Caller
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
 from orchestrator.store.engine_records import EngineRecords
@@ -22,27 +23,41 @@ class Platform:
     """What a command needs: the store, Temporal (None where no command needs it), the settings."""
 
     def __init__(
-        self, store: EngineRecords, settings: Settings, temporal: Any | None = None, database_url: str = ""
+        self,
+        store: EngineRecords,
+        settings: Settings,
+        temporal: Any | None = None,
+        database_url: str = "",
+        direct_url: str | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.temporal = temporal
-        # The router listens for NOTIFY on a connection of its own, outside the pool.
+        # The pools' database (perhaps a pooler in transaction mode), and PostgreSQL itself: the router and the
+        # streams listen for NOTIFY on connections of their own, which a pooler cannot hand out per transaction.
         self.database_url = database_url
+        self.direct_url = direct_url or database_url
 
     @classmethod
     async def connect(cls, settings: Settings, database_url: str, temporal: Any | None = None) -> Platform:
-        """Open the store (applying migrations) for a database that is already running."""
-        store = await EngineRecords.open(database_url, pool_size=settings.database_pool_size)
-        return cls(store, settings, temporal, database_url)
+        """Open the store (applying migrations) for a database that is already running: pools on `database_url`,
+        sessions of their own on `settings.database_direct_url` when set."""
+        direct_url = settings.database_direct_url or database_url
+        store = await EngineRecords.open(
+            database_url,
+            pool_size=settings.database_pool_size,
+            direct_url=direct_url,
+            statement_cache_size=settings.statement_cache_size,
+        )
+        return cls(store, settings, temporal, database_url, direct_url)
 
     async def close(self) -> None:
         await self.store.close()
 
-    async def command(self, body: Any) -> dict[str, Any]:
-        """Run one JSON command and answer with its JSON reply."""
+    async def command(self, body: Any, caller: Caller | None = None) -> dict[str, Any]:
+        """Run one JSON command and answer with its JSON reply; a door that checks keys says who calls."""
         try:
-            return await dispatch(self, body)
+            return await dispatch(self, body, caller)
         except CommandError as err:
             return err.reply()
         except Exception:

@@ -12,10 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from orchestrator.api import STATUS_BY_ERROR
 from orchestrator.commands import COMMANDS
 from orchestrator.commands.reference import CommandReference, reference
 from orchestrator.commands.reference_text import command_markdown
+from orchestrator.http_auth import STATUS_BY_ERROR
 
 DEFAULT_PATH = Path("docs/commands.md")
 # Headings of the modules that hold the commands, in the page's order; a module not named here comes last.
@@ -39,8 +39,10 @@ ERROR_MEANINGS = {
     "session_not_open": "the session is closed (`reopen_session` opens it again)",
     "rev_conflict": "`if_rev` is not the stored rev",
     "limit_exceeded": "a deployment limit refuses the request as it is (a payload's size, runs at once, a range)",
-    "access_denied": "outside what the caller, or a schedule, may write",
-    "unauthorized": "HTTP only: no bearer token (401) or a wrong one (403)",
+    "access_denied": "outside the scopes of the caller's key (or what schedules may write); nothing changed",
+    "unauthorized": "HTTP only: no key (401), or one that is wrong, revoked or expired (403)",
+    "past_retention": "the history asked about was there, and retention has deleted it",
+    "rate_limited": "over the key's request rate or the session's write rate; `Retry-After` says when to come back",
     "internal_error": "the platform failed; the message says no more, the logs do",
 }
 INTRO = """\
@@ -53,6 +55,9 @@ Every operation is one JSON command, the same through the three doors: `POST /v1
 call '<json>'` and the Python client (`await client.command({...})`). A reply is `{"status": "success", ...}`
 or `{"status": "error", "error": CODE, "message": TEXT}`. Arguments are checked strictly: a field the command
 does not know, or `"100"` where a number belongs, is refused with the field named, and nothing changes.
+Through the HTTP door with a key (docs/security.md), any command may also answer `access_denied` (outside
+the key's scopes; a session it may not read answers `not_found`) and `rate_limited`; the errors listed
+under each command are its own.
 
 Each command's JSON Schema is served at `GET /v1/schema/{command}`, a listener body's at
 `GET /v1/schema/listener`, and all of them at once at `GET /v1/schema` (no token needed: an editor can

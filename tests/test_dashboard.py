@@ -3,6 +3,7 @@
 The test opens the page on a session, sees its listener's lane, writes an event through the API and sees it
 appear on the page without a reload, and follows an execution's link into the Temporal UI. Another stops the
 API under the open page and starts it again: the page follows the stream again by itself, missing nothing.
+A third signs in with a key on an API that needs one, and finds no secret in any URL the page opened.
 `scripts/test` installs Debian's `chromium` and `chromium-driver` when they are missing; nothing downloads a browser.
 Set `ORCHESTRATOR_SCREENSHOT` to a path to keep a screenshot of the page (docs/dashboard.png is one).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
@@ -173,3 +176,66 @@ async def test_the_dashboard_follows_the_stream_again_once_the_platform_is_back(
         after = await write("missions/3")
         await until(shown(after), "an event written after the restart")
         assert await asyncio.to_thread(shown(meanwhile)), "the event written while the API was down"
+
+
+async def test_the_dashboard_signs_in_with_a_key_and_never_puts_a_secret_in_a_url(
+    platform: Platform, browser: WebDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key typed into the page once: the browser holds an HttpOnly cookie the page's script cannot read, the
+    stream opens with single-use tickets, and neither the key nor the cookie is in any URL it opens or in the
+    access log; a reload stays signed in."""
+    caplog.set_level(logging.INFO, logger="orchestrator.access")
+    made = await platform.command(
+        {"command": "create_api_key", "name": "viewer", "scopes": ["read:**", "listen:**", "listeners"]}
+    )
+    secret = made["key"]["secret"]
+    sid = str((await platform.command({"command": "open_session", "alias": "signed"}))["session"]["id"])
+    guarded = platform.settings.model_copy(update={"api_token": SecretStr("a-bootstrap-token-never-typed")})
+
+    def shown(event_id: int) -> Callable[[], Any]:
+        return lambda: browser.find_elements(By.CSS_SELECTOR, f'#stream [data-event="{event_id}"]')
+
+    async def write(alias: str) -> int:
+        body = {"command": "write_object", "session_id": sid, "alias": alias, "value": {"type": "m"}}
+        return int((await platform.command(body))["event_id"])
+
+    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
+        await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+        field = await until(lambda: _visible(browser, "key"), "the sign-in form")
+        await asyncio.to_thread(field.send_keys, secret + "\n")
+        await until(lambda: "signed in as viewer" in browser.find_element(By.ID, "who").text, "signed in")
+        await until(lambda: "signed" in browser.find_element(By.ID, "sessions").text, "the sessions listed")
+        first = await write("missions/1")
+        event = await until(shown(first), "an event in the live stream, opened with a ticket")
+        assert "by key local" in event[0].text, "the stream shows who did it"
+
+        cookies = {c["name"]: c for c in await asyncio.to_thread(browser.get_cookies)}
+        session_cookie = cookies["orchestrator_session"]
+        assert session_cookie["httpOnly"] and session_cookie["sameSite"] == "Strict"
+        assert "orchestrator_session" not in await asyncio.to_thread(browser.execute_script, "return document.cookie")
+
+        # A reload stays signed in by the cookie alone, and follows the stream again with a fresh ticket.
+        await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+        await until(lambda: "signed in as viewer" in browser.find_element(By.ID, "who").text, "still signed in")
+        await until(lambda: browser.find_element(By.ID, "connection").text == "live", "the page live again")
+        second = await write("missions/2")
+        await until(shown(second), "an event after the reload")
+        # Every URL the page opened: its own, its resources and requests, and its stream's (an EventSource is
+        # in the resource timings only once it ends, so the page's `stream` is asked).
+        opened: list[str] = await asyncio.to_thread(
+            browser.execute_script,
+            "return [location.href, stream.url, ...performance.getEntriesByType('resource').map((e) => e.name)]",
+        )
+
+    streams = [u for u in opened if "/stream?" in u]
+    assert streams and all("ticket=" in u and "access_token" not in u for u in streams), opened
+    for kept_out in (secret, session_cookie["value"]):
+        assert not [u for u in opened if kept_out in u], "a secret in a URL the page opened"
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "orchestrator.access")
+    assert "key=viewer" in logged and "ticket=***" in logged
+    assert secret not in logged and session_cookie["value"] not in logged
+
+
+def _visible(browser: WebDriver, element_id: str) -> Any:
+    found = browser.find_element(By.ID, element_id)
+    return found if found.is_displayed() else None

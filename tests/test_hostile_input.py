@@ -32,7 +32,8 @@ LISTENER = {
 }
 # A valid body of every command (SESSION stands for an open session's id), and which fields it requires.
 VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
-    "open_session": ({"alias": "s"}, ()),
+    "open_session": ({"alias": "s", "retention": {"event_seconds": 60.0, "closed_session_seconds": 60.0}}, ()),
+    "delete_session": ({"session_id": SESSION}, ("session_id",)),
     "list_sessions": ({"status": "open", "limit": 10}, ()),
     "close_session": ({"session_id": SESSION}, ("session_id",)),
     "reopen_session": ({"session_id": SESSION}, ("session_id",)),
@@ -108,6 +109,9 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
         {"session_id": SESSION, "listener": LISTENER, "after": 0, "run_seconds": 1.0},
         ("session_id", "listener"),
     ),
+    "create_api_key": ({"name": "hostile-key", "scopes": ["read:**"], "requests_per_second": 5}, ("name", "scopes")),
+    "list_api_keys": ({}, ()),
+    "revoke_api_key": ({"name": "hostile-key"}, ("name",)),
 }
 TABLES = (
     "sessions",
@@ -123,6 +127,9 @@ TABLES = (
     "replays",
     "event_types",
     "graphs",
+    "api_keys",
+    "key_passes",
+    "session_retention",
 )
 
 _odd_text = st.one_of(
@@ -192,7 +199,9 @@ async def snapshot(platform: Platform, session: str) -> dict[str, Any]:
         counts = {table: await conn.fetchval(f"SELECT count(*) FROM {table}") for table in TABLES}
         objects = await conn.fetch("SELECT alias, value, rev FROM objects WHERE session_id = $1", session)
         status = await conn.fetchval("SELECT status FROM sessions WHERE id = $1", session)
-    return {**counts, "objects": sorted(map(tuple, objects)), "status": status}
+        retention = await conn.fetch("SELECT session_id, event_seconds, closed_session_seconds FROM session_retention")
+    kept = sorted(map(tuple, retention))
+    return {**counts, "objects": sorted(map(tuple, objects)), "status": status, "retention": kept}
 
 
 def _check(response: httpx.Response) -> None:

@@ -1,4 +1,9 @@
-"""Reading a session's stream: `list_session_events`."""
+"""Reading a session's stream: `list_session_events`, and where the stream now starts once retention trimmed it.
+
+A read from before what the session keeps answers from the oldest event kept and says where the whole stream
+now starts (`first_id`); explain, replay and redeliver on deleted history answer `past_retention`
+(`refuse_trimmed`) rather than a partial answer.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ from pydantic import AfterValidator, Field
 
 from orchestrator.commands.fields import Limit, SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import validate_glob
 
 if TYPE_CHECKING:
@@ -38,4 +44,21 @@ async def list_session_events(platform: CommandContext, req: ListSessionEvents) 
         req.session_id, after=req.after, before=req.before, limit=req.limit, types=req.types
     )
     last_id = events[-1].id if events else (req.after or 0)
-    return {"events": [e.envelope() for e in events], "last_id": last_id}
+    reply: dict[str, Any] = {"events": [e.envelope() for e in events], "last_id": last_id}
+    trimmed, first = await platform.store.stream_start(req.session_id)
+    if (req.after or 0) < trimmed:
+        # Events after `after` were deleted: the whole stream now starts here.
+        reply["first_id"] = first if first is not None else trimmed + 1
+    return reply
+
+
+async def refuse_trimmed(platform: CommandContext, session_id: str, event_id: int, field: str) -> None:
+    """Raise `past_retention` when retention deleted the session's events up to `event_id` or past it."""
+    trimmed, first = await platform.store.stream_start(session_id)
+    if event_id <= trimmed:
+        starts = first if first is not None else trimmed + 1
+        raise CommandError(
+            "past_retention",
+            f"{field}: retention deleted session {session_id!r}'s events up to {trimmed};"
+            f" its stream now starts at {starts}",
+        )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from orchestrator.commands.events import refuse_trimmed
 from orchestrator.commands.fields import SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
@@ -41,7 +42,13 @@ class ExplainEvent(Request):
 
 async def explain(platform: CommandContext, session_id: str, event_id: int) -> dict[str, Any]:
     store = platform.store
-    event = await store.event_by_id(session_id, event_id)
+    await store.get_session(session_id)  # not_found for a session being deleted, whose rows may linger
+    try:
+        event = await store.event_by_id(session_id, event_id)
+    except CommandError as err:
+        if err.code == "not_found":
+            await refuse_trimmed(platform, session_id, event_id, "event_id")
+        raise
     envelope = event.envelope()
     versions = versions_by_name(await store.listener_versions())
     routed = await store.routed_position(session_id)
@@ -70,7 +77,8 @@ async def explain(platform: CommandContext, session_id: str, event_id: int) -> d
 
 
 def _named(envelope: dict[str, Any]) -> dict[str, Any]:
-    return {k: envelope[k] for k in ("id", "type", "alias") if k in envelope}
+    """An event as a chain of causes names it: what it is, and who did it."""
+    return {k: envelope[k] for k in ("id", "type", "alias", "actor") if k in envelope}
 
 
 async def what_caused(platform: CommandContext, session_id: str, envelope: dict[str, Any]) -> list[dict[str, Any]]:
@@ -113,7 +121,7 @@ async def what_it_caused(
     """The batches that took the event, the runs they started, and what those and the batch's own action wrote,
     each with what it caused in turn (`budget`: how many more events may be named)."""
     store, found = platform.store, []
-    for batch in await store.batches_of_event(event_id):
+    for batch in await store.batches_of_event(session_id, event_id):
         node: dict[str, Any] = {
             "batch": {k: batch[k] for k in ("listener", "lane", "first_id", "last_id", "retry")},
             "runs": list(batch["executions"]),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.causes import caused_by, request_cause
+from orchestrator.commands.access import LOCAL, Caller, authorize, calling
 from orchestrator.core.errors import CommandError, ErrorCode
 from orchestrator.core.validation import field_errors_message
 
@@ -87,7 +88,8 @@ def unknown_command(name: str) -> CommandError:
     )
 
 
-async def dispatch(platform: CommandContext, body: Any) -> dict[str, Any]:
+async def dispatch(platform: CommandContext, body: Any, caller: Caller | None = None) -> dict[str, Any]:
+    """Validate and run one command; a `caller` (a door that checks keys) is authorized first."""
     if not isinstance(body, dict):
         raise CommandError("invalid_request", "body: a command is a JSON object")
     if json_depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
@@ -102,9 +104,12 @@ async def dispatch(platform: CommandContext, body: Any) -> dict[str, Any]:
         request = spec.model.model_validate(body)
     except ValidationError as err:
         raise CommandError("invalid_request", field_errors_message(err, "")) from None
-    # What the command writes was caused by this request (unless a run or a listener acts through it: they
-    # call the store, not the commands).
+    if caller is not None:
+        await authorize(platform, caller, name, request)
+    # What the command writes was caused by this request, made with this key (unless a run or a listener acts
+    # through it: they call the store, not the commands).
     client = getattr(request, "client", None)
-    with caused_by(request_cause(client if isinstance(client, str) else None)):
+    key = caller.principal.name if caller is not None else LOCAL
+    with caused_by(request_cause(client if isinstance(client, str) else None, key)), calling(caller):
         reply = await spec.handler(platform, request)
     return {"status": "success", **reply}

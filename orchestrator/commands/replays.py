@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from orchestrator.commands.events import refuse_trimmed
 from orchestrator.commands.fields import ClientId, ListenerName, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import ListenerDeclaration
@@ -66,7 +67,11 @@ async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, 
     `batch.replay_of` its first event id)."""
     await _open_listener(platform, req.session_id, req.listener)
     found = await platform.store.find_batch(req.session_id, req.listener, req.batch)
-    if found is None:
+    # A batch outlives its events for the throttle's minute, but a replay needs all of them.
+    if found is None or await platform.store.events_kept(req.session_id, found["event_ids"]) < len(found["event_ids"]):
+        await refuse_trimmed(platform, req.session_id, req.batch, "batch")
+        if found is not None:
+            raise CommandError("past_retention", f"batch: retention deleted events of the batch at {req.batch}")
         raise CommandError("not_found", f"batch: no batch of {req.listener!r} starts at event {req.batch}")
     lane = await platform.store.ask_replay(
         req.session_id, req.listener, found["lane"], found["workflow_id"], [found["event_ids"]], req.batch
@@ -96,6 +101,8 @@ async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
         raise CommandError("invalid_request", f"through: must be after `after` ({req.after})")
     if req.through - req.after > MAX_REDELIVER_RANGE:
         raise CommandError("limit_exceeded", f"through: a range of at most {MAX_REDELIVER_RANGE} ids at once")
+    # A range reaching into what retention deleted would hand over part of what was asked for.
+    await refuse_trimmed(platform, req.session_id, req.after + 1, "after")
     events = await platform.store.list_events(
         req.session_id, after=req.after, before=req.through + 1, limit=MAX_REDELIVER_EVENTS + 1
     )

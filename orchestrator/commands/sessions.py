@@ -1,4 +1,5 @@
-"""Commands on sessions: open, close (at once, or once drained), reopen, list."""
+"""Commands on sessions: open (with a retention of its own), close (at once, or once drained), reopen, list,
+delete (the session and everything of it, its Temporal side included: `orchestrator.retention`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
+from orchestrator.commands.access import current_principal
 from orchestrator.commands.fields import Alias, Limit, SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.core.retention import SessionRetention
+from orchestrator.retention import Retention
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -18,6 +22,15 @@ class OpenSession(Request):
     alias: Alias | None = Field(
         default=None, description="the session's alias: one in use answers that session, open or closed"
     )
+    retention: SessionRetention | None = Field(
+        default=None,
+        description="the session's own retention, where it differs from the deployment's (ORCHESTRATOR_RETENTION__*)",
+    )
+
+
+class DeleteSession(Request):
+    command: Literal["delete_session"]
+    session_id: SessionId
 
 
 class SessionRef(Request):
@@ -39,10 +52,33 @@ class CloseSession(Request):
     drain: bool = Field(default=False, description="close once what is pending now has fired and its runs have ended")
 
 
-@command("open_session", OpenSession, reply="`session` {id, alias, status}")
+@command(
+    "open_session",
+    OpenSession,
+    reply="`session` {id, alias, status}; with `retention`, also `retention` (the session's own)",
+)
 async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, Any]:
-    """Open a session; an alias already in use answers that session (opening is idempotent by alias)."""
-    return {"session": await platform.store.open_session(req.alias)}
+    """Open a session; an alias already in use answers that session (opening is idempotent by alias). A
+    `retention` given is the session's own from then on (also for a session opened before)."""
+    session = await platform.store.open_session(req.alias)
+    if req.retention is None:
+        return {"session": session}
+    own = await platform.store.set_session_retention(session["id"], req.retention)
+    return {"session": session, "retention": own}
+
+
+@command(
+    "delete_session",
+    DeleteSession,
+    reply="`session` {id, status: deleted}, `complete` (false: the workers finish it), `rows_deleted`",
+    errors=("not_found",),
+)
+async def delete_session(platform: CommandContext, req: DeleteSession) -> dict[str, Any]:
+    """Delete a session and everything of it: not_found from the start; its workflows ended and its rows
+    deleted before the answer, unless that takes longer than a few seconds (`complete` false: the workers
+    finish it) or this door has no Temporal."""
+    done, rows = await Retention(platform.store, platform.temporal, platform.settings).delete(req.session_id)
+    return {"session": {"id": req.session_id, "status": "deleted"}, "complete": done, "rows_deleted": rows}
 
 
 @command(
@@ -66,8 +102,11 @@ async def close_session(platform: CommandContext, req: CloseSession) -> dict[str
     reply="`sessions` [{id, alias, status, created_at, closed_at, last_event_id, draining}]",
 )
 async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str, Any]:
-    """The newest sessions first (a dashboard's list), with where each one's stream stands."""
-    return {"sessions": await platform.store.list_sessions(req.status, req.limit)}
+    """The newest sessions first (a dashboard's list), with where each one's stream stands: those the caller's
+    key reads."""
+    grant = current_principal().grant
+    aliases = None if grant.admin else grant.read_globs()
+    return {"sessions": await platform.store.list_sessions(req.status, req.limit, aliases)}
 
 
 @command("reopen_session", SessionRef, reply="`session` {id, alias, status}", errors=("not_found",))

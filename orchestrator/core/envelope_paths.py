@@ -32,7 +32,7 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "listener.replayed": frozenset({"data"}),
     "listener.redelivered": frozenset({"data"}),
 }
-COMMON_FIELDS = frozenset({"id", "session_id", "type", "source", "depth", "created_at", "cause"})
+COMMON_FIELDS = frozenset({"id", "session_id", "type", "source", "depth", "created_at", "cause", "actor"})
 # What a field's subpaths may be (None: any, for `data`; empty: the field is a plain value).
 SUBFIELDS: dict[str, frozenset[str] | None] = {
     "id": frozenset(),
@@ -47,6 +47,7 @@ SUBFIELDS: dict[str, frozenset[str] | None] = {
     "data": None,
     "cause": None,
     "graph": frozenset({"nodes"}),
+    "actor": frozenset({"key", "listener", "execution", "schedule"}),
 }
 
 

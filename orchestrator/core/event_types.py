@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from jsonschema import Draft202012Validator, SchemaError
 from jsonschema.validators import validator_for
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from orchestrator.core.scopes import emitting_scope
 
 # The families of the platform's own events: a declared name may not start with one of them.
 PLATFORM_FAMILIES = frozenset({"object", "thread", "execution", "graph", "listener", "lane", "session", "schedule"})
@@ -55,8 +57,9 @@ class EventTypeDeclaration(BaseModel):
 
     name: str
     schema_: dict[str, Any] = Field(alias="schema")
-    # The scopes that may emit it from outside (section 13); None: whoever may write to the session.
-    allow: list[str] | None = Field(default=None, max_length=50)
+    # The scopes that may emit it from outside (section 13): a key holding one of them, as written, may; None:
+    # any `emit:` scope whose type glob matches it, or a `write:` scope on the whole session (`core.scopes`).
+    allow: list[Annotated[str, AfterValidator(emitting_scope)]] | None = Field(default=None, max_length=50)
     description: str | None = Field(default=None, max_length=2000)
 
     @field_validator("name")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict, JsonValue, computed_field
 from pydantic_core import to_jsonable_python
 
 # How much of a thread item's message an event carries: a preview, never the item.
@@ -68,6 +68,12 @@ class Event(BaseModel):
     # graph.changed: `{"nodes": [the ids of the nodes the update changed]}`.
     graph: dict[str, Any] | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def actor(self) -> dict[str, Any] | None:
+        """Who did it (`actor_of`), from what the event records."""
+        return actor_of(self.source.model_dump(exclude_none=True), self.cause)
+
     def envelope(self) -> dict[str, Any]:
         """The JSON form: what templates, `where` conditions and readers see."""
         return self.model_dump(mode="json", exclude_none=True)
@@ -110,7 +116,25 @@ def envelope_of(row: Mapping[str, Any]) -> dict[str, Any]:
     for part in ("data", "cause", "graph"):
         if row.get(part) is not None:
             envelope[part] = row[part]
+    actor = actor_of(envelope["source"], row.get("cause"))
+    if actor is not None:
+        envelope["actor"] = actor
     return envelope
+
+
+def actor_of(source: Mapping[str, Any], cause: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Who did it (SPEC section 13), from what every write records: the key an outside request's cause names
+    (`causes.request_cause`), the schedule of a firing, else the listener and run of its source (a run's writes,
+    and the engine's for a listener: its action, receipt, run start and end, failure, idle). Derived rather
+    than stored, so no writer can leave it out and a bulk write pays nothing for it."""
+    request = (cause or {}).get("request")
+    if isinstance(request, Mapping) and request.get("key") is not None:
+        return {"key": request["key"]}
+    schedule = (cause or {}).get("schedule")
+    if isinstance(schedule, Mapping) and schedule.get("alias") is not None:
+        return {"schedule": schedule["alias"]}
+    found = {k: source[k] for k in ("listener", "execution") if source.get(k) is not None}
+    return found or None
 
 
 @dataclass(frozen=True)

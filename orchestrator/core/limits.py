@@ -23,3 +23,8 @@ class Limits(BaseModel):
     max_writes_per_request: int = Field(default=1000, ge=1)
     # How long a saved listener waits before it takes effect (SPEC section 3); 0 in tests.
     activation_delay_seconds: float = Field(default=10, ge=0)
+    # A created key's requests per second when `create_api_key` names none (SPEC section 13), and the events per
+    # second any keys together may write into one session; both shared by every API replica. Generous: they
+    # stop a runaway client, not a busy one. The bootstrap token and an open API are not limited.
+    key_requests_per_second: float = Field(default=1000, gt=0)
+    session_writes_per_second: float = Field(default=5000, gt=0)

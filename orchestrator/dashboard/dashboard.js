@@ -1,12 +1,14 @@
 // The dashboard: sessions, their listeners' lanes and why each waits, outcomes, executions, schedules and
 // the live stream. It reads the same commands as every door (POST /v1/commands) and follows the session as a
 // connection listener (GET /v1/sessions/{id}/stream); the page never reloads.
+// Where the API needs a key, the page signs in with one (POST /dashboard/sign-in) and holds no secret itself:
+// the browser keeps an HttpOnly cookie that this script cannot read, each command carries the session's CSRF
+// token, and the stream opens with a single-use ticket (POST /v1/stream-tickets), never a key in a URL.
 "use strict";
 
 const REFRESH_MS = 2000;
 const STREAM_KEPT = 200;
-let config = { token_required: false, temporal_ui: null, namespace: "default" };
-let token = new URLSearchParams(location.search).get("token") || sessionStorage.getItem("orchestrator-token") || "";
+let config = { token_required: false, signed_in: null, csrf: null, temporal_ui: null, namespace: "default" };
 let current = null;
 let stream = null;
 let timer = null;
@@ -21,20 +23,34 @@ function node(tag, attrs = {}, ...children) {
   return n;
 }
 
-async function command(body) {
+// A POST of JSON with the browser session's CSRF token (the cookie goes with it by itself, same origin only).
+async function post(path, body) {
   const headers = { "content-type": "application/json" };
-  if (token) headers.authorization = `Bearer ${token}`;
-  const response = await fetch("/v1/commands", { method: "POST", headers, body: JSON.stringify(body) });
+  if (config.csrf) headers["x-csrf-token"] = config.csrf;
+  const response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body), credentials: "same-origin" });
   const reply = await response.json();
-  if (response.status === 401 || response.status === 403) askForToken(reply.message);
+  if (response.status === 401 || (response.status === 403 && reply.error === "unauthorized")) askToSignIn(reply.message);
   if (reply.status !== "success") throw new Error(`${reply.error}: ${reply.message}`);
+  return reply;
+}
+
+async function command(body) {
+  const reply = await post("/v1/commands", body);
   el("connection").textContent = "live";
   return reply;
 }
 
-function askForToken(message) {
-  el("token-form").hidden = false;
-  el("connection").textContent = message || "a token is needed";
+function askToSignIn(message) {
+  config.signed_in = null;
+  config.csrf = null;
+  showWho();
+  el("sign-in").hidden = false;
+  el("connection").textContent = message || "sign in with an API key";
+}
+
+function showWho() {
+  el("signed-in").hidden = !config.signed_in;
+  el("who").textContent = config.signed_in ? `signed in as ${config.signed_in}` : "";
 }
 
 function executionLink(id) {
@@ -145,11 +161,32 @@ async function renderSession() {
 const STREAM_RETRY_MS = 2000;
 let streamSeen = 0;
 
-function follow(sid, after) {
+// Where a key is needed, each opening takes a fresh single-use ticket; the browser's own reconnection would
+// present a used one, so a ticketed stream that fails is closed here and opened again after what it showed.
+// `following` numbers the openings: only the newest one may open a stream or try again.
+let following = 0;
+
+async function follow(sid, after) {
+  const mine = ++following;
   if (stream) stream.close();
+  stream = null;
+  const again = () => setTimeout(() => { if (mine === following && current === sid) follow(sid, streamSeen); }, STREAM_RETRY_MS);
   const params = new URLSearchParams();
-  if (token) params.set("access_token", token);
   if (after) params.set("after", String(after));
+  const ticketed = config.token_required;
+  if (ticketed) {
+    try {
+      params.set("ticket", (await post("/v1/stream-tickets", { session_id: sid })).ticket);
+    } catch (err) {
+      // Signed out: signing in follows again. Otherwise the platform is away for now: try again.
+      if (config.signed_in) {
+        el("connection").textContent = "stream reconnecting…";
+        again();
+      }
+      return;
+    }
+    if (mine !== following || current !== sid) return;
+  }
   const opened = new EventSource(`/v1/sessions/${encodeURIComponent(sid)}/stream?${params}`);
   stream = opened;
   opened.addEventListener("batch", (message) => {
@@ -157,7 +194,8 @@ function follow(sid, after) {
     streamSeen = Math.max(streamSeen, data.last_id);
     const list = el("stream");
     for (const e of data.events) {
-      const what = [e.id, e.type, e.alias || "", e.item ? `${e.item.type}/${e.item.role || ""}` : "", e.execution ? `${e.execution.id} ${e.execution.status}` : ""].join("  ");
+      const actor = e.actor ? `by ${Object.entries(e.actor).map(([k, v]) => `${k} ${v}`).join(", ")}` : "";
+      const what = [e.id, e.type, e.alias || "", e.item ? `${e.item.type}/${e.item.role || ""}` : "", e.execution ? `${e.execution.id} ${e.execution.status}` : "", actor].join("  ");
       list.prepend(node("li", { "data-event": String(e.id), text: what }));
     }
     while (list.children.length > STREAM_KEPT) list.lastChild.remove();
@@ -167,9 +205,8 @@ function follow(sid, after) {
   opened.onopen = () => { el("connection").textContent = "live"; };
   opened.onerror = () => {
     el("connection").textContent = "stream reconnecting…";
-    if (opened.readyState === EventSource.CLOSED && stream === opened) {
-      setTimeout(() => { if (stream === opened && current === sid) follow(sid, streamSeen); }, STREAM_RETRY_MS);
-    }
+    if (ticketed) opened.close();
+    if ((ticketed || opened.readyState === EventSource.CLOSED) && stream === opened) again();
   };
 }
 
@@ -197,20 +234,38 @@ async function tick() {
   }
 }
 
-el("token-form").addEventListener("submit", (e) => {
+el("sign-in").addEventListener("submit", async (e) => {
   e.preventDefault();
-  token = el("token").value;
-  sessionStorage.setItem("orchestrator-token", token);
-  el("token-form").hidden = true;
-  if (current) follow(current);
+  const key = el("key");
+  try {
+    const reply = await post("/dashboard/sign-in", { key: key.value });
+    config.signed_in = reply.signed_in;
+    config.csrf = reply.csrf;
+  } catch (err) {
+    el("connection").textContent = String(err);
+    return;
+  } finally {
+    key.value = "";
+  }
+  el("sign-in").hidden = true;
+  showWho();
+  if (current) follow(current, streamSeen);
   tick();
 });
 
+el("sign-out").addEventListener("click", async () => {
+  try { await post("/dashboard/sign-out", {}); } catch (err) { /* signed out either way */ }
+  if (stream) stream.close();
+  stream = null;
+  askToSignIn("signed out");
+});
+
 (async () => {
-  config = await (await fetch("/dashboard/config")).json();
-  if (config.token_required && !token) askForToken();
+  config = await (await fetch("/dashboard/config", { credentials: "same-origin" })).json();
+  showWho();
+  if (config.token_required && !config.signed_in) askToSignIn();
+  timer = setInterval(tick, REFRESH_MS);
   await tick();
   const wanted = new URLSearchParams(location.search).get("session");
-  if (wanted) await select(wanted);
-  timer = setInterval(tick, REFRESH_MS);
+  if (wanted) await select(wanted).catch((err) => { el("connection").textContent = String(err); });
 })();

@@ -3,8 +3,8 @@
 Owns the engine's statements that are not the lane store's verbs (`lane_store.py`, `lanes_pg.py`): a stream's
 reads, the sessions the router is behind on, the executions and outcomes `list_executions` and
 `list_session_listeners` show (outcomes keep a per-status count beside the rows, so a session with thousands
-of batches answers at once), and the run sweep's question. Flow control's statements and the lanes' views are
-mixed in from `flow_control.py` and `lane_views.py`.
+of batches answers at once), and the run sweep's question. Flow control's statements, the lanes' views, the
+keys' and retention's are mixed in from `flow_control.py`, `lane_views.py`, `keys.py` and `retention_records.py`.
 """
 
 from __future__ import annotations
@@ -14,16 +14,21 @@ from typing import Any
 
 from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
+from orchestrator.core.events import actor_of
 from orchestrator.store.app_events import AppEvents
 from orchestrator.store.flow_control import FlowControl
 from orchestrator.store.graphs import Graphs
+from orchestrator.store.keys import KeyRecords
 from orchestrator.store.lane_views import LaneViews
 from orchestrator.store.lanes_pg import PgLaneStore
 from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, PostgresStore, event_from_row
+from orchestrator.store.retention_records import RetentionRecords
 from orchestrator.store.schedule_records import ScheduleRecords
 
 
-class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, PostgresStore):
+class EngineRecords(
+    AppEvents, FlowControl, LaneViews, ScheduleRecords, RetentionRecords, Graphs, KeyRecords, PostgresStore
+):
     """The store with the engine's statements added, and the lane store on the same pool."""
 
     @functools.cached_property
@@ -43,7 +48,9 @@ class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, 
 
     async def session_end(self, session_id: str) -> int:
         """The session's last event id (where a stream with no position starts); not_found when none."""
-        last = await self.pool.fetchval("SELECT last_event_id FROM sessions WHERE id = $1", session_id)
+        last = await self.pool.fetchval(
+            "SELECT last_event_id FROM sessions WHERE id = $1 AND status <> 'deleting'", session_id
+        )
         if last is None:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         return int(last)
@@ -114,7 +121,7 @@ class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, 
     ) -> list[dict[str, Any]]:
         await self.get_session(session_id)
         rows = await self.pool.fetch(
-            "SELECT id, workflow, listener, lane, status, batch, error, started_at, ended_at FROM executions"
+            "SELECT id, workflow, listener, lane, status, batch, error, started_at, ended_at, cause FROM executions"
             " WHERE session_id = $1 AND ($2::text IS NULL OR listener = $2) AND ($3::text IS NULL OR status = $3)"
             " ORDER BY started_at, id LIMIT $4",
             session_id,
@@ -123,7 +130,15 @@ class EngineRecords(AppEvents, FlowControl, LaneViews, ScheduleRecords, Graphs, 
             limit,
         )
         return [
-            {k: (v.isoformat() if k in ("started_at", "ended_at") and v is not None else v) for k, v in dict(r).items()}
+            {
+                **{
+                    k: (v.isoformat() if k in ("started_at", "ended_at") and v is not None else v)
+                    for k, v in dict(r).items()
+                    if k != "cause"
+                },
+                # Who started it, as its `execution.started` event says (the key, the listener, the schedule).
+                "actor": actor_of({"listener": r["listener"], "execution": r["id"]}, r["cause"]),
+            }
             for r in rows
         ]
 

@@ -70,8 +70,12 @@ class LaneViews:
     async def event_fate(self, session_id: str, listener: str, lane: str, event_id: int) -> dict[str, Any]:
         """What became of an event in one listener's lane: queued when, in which batches (with their verdicts,
         runs, outcomes and receipts), or still waiting."""
+        # Queued when: its queue row while it waits, else what the lane's own batch that took it kept.
         row = await self.pool.fetchrow(
-            "SELECT l.id, l.workflow_id, l.fired_through, q.queued_at FROM lanes l"
+            "SELECT l.id, l.workflow_id, l.fired_through, coalesce(q.queued_at, (SELECT b.queued_at["
+            "   array_position(b.event_ids, $4::bigint)] FROM batches b WHERE b.lane_id = l.id AND b.retry = 0"
+            "   AND b.replay = 0 AND b.first_id <= $4 AND b.last_id >= $4 AND $4 = ANY (b.event_ids) LIMIT 1))"
+            " AS queued_at FROM lanes l"
             " LEFT JOIN lane_events q ON q.lane_id = l.id AND q.event_id = $4"
             " WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3",
             session_id,
@@ -137,16 +141,17 @@ class LaneViews:
 
     # -- causes ------------------------------------------------------------------------------------------
 
-    async def batches_of_event(self, event_id: int) -> list[dict[str, Any]]:
+    async def batches_of_event(self, session_id: str, event_id: int) -> list[dict[str, Any]]:
         """The batches that took an event, with their lane and the runs they started (all attempts)."""
         rows = await self.pool.fetch(
             "SELECT l.listener, l.lane, b.first_id, b.last_id, b.retry, b.replay, b.verdict, b.run_key,"
             " (SELECT coalesce(json_agg(x.id ORDER BY x.id), '[]') FROM executions x"
             "   WHERE b.run_key IS NOT NULL AND x.run_key = b.run_key"
             "   AND x.batch ->> 'retry' = b.retry::text) AS executions"
-            " FROM lane_events q JOIN lanes l ON l.id = q.lane_id"
-            " JOIN batches b ON b.lane_id = q.lane_id AND q.event_id = ANY (b.event_ids)"
-            " WHERE q.event_id = $1 ORDER BY b.id",
+            " FROM batches b JOIN lanes l ON l.id = b.lane_id"
+            " WHERE b.session_id = $1 AND b.last_id >= $2 AND b.first_id <= $2 AND $2 = ANY (b.event_ids)"
+            " ORDER BY b.id",
+            session_id,
             event_id,
         )
         return [dict(r) for r in rows]

@@ -426,6 +426,9 @@ class MemoryLaneStore:
         lane.seq += 1
         if take.kind == "batch":
             lane.fired_through = max(lane.fired_through, take.last_id)
+            # The lane's own batch takes its queue rows with it (0003_retention.sql's `batches_take_queue`).
+            for event_id in [i for i in lane.queue if i <= lane.fired_through]:
+                del lane.queue[event_id]
         if take.key_slot == "take":
             if slot is None:
                 self.key_slots[lane.id] = self._key_row(lane, True)

@@ -21,7 +21,7 @@ import asyncpg
 from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Committed, Event, envelope_of, preview
-from orchestrator.core.globs import compile_type_glob
+from orchestrator.core.globs import compile_alias_glob, compile_type_glob
 from orchestrator.store.connection import Connection
 from orchestrator.store.migrate import migrate
 from orchestrator.telemetry import current_traceparent
@@ -109,8 +109,18 @@ class PostgresStore:
         self.pool = pool
 
     @classmethod
-    async def open(cls, database_url: str, *, pool_size: int = 10) -> Self:
-        conn = await asyncpg.connect(database_url)
+    async def open(
+        cls,
+        database_url: str,
+        *,
+        pool_size: int = 10,
+        direct_url: str | None = None,
+        statement_cache_size: int = 100,
+    ) -> Self:
+        """Migrate (on `direct_url`: the migrations' advisory lock is a session's) and open the pool on
+        `database_url`, which may be a pooler in transaction mode (then `statement_cache_size` 0: asyncpg
+        prepares unnamed statements only, which live within one transaction)."""
+        conn = await asyncpg.connect(direct_url or database_url)
         try:
             await migrate(conn)
         finally:
@@ -121,6 +131,7 @@ class PostgresStore:
             max_size=pool_size,
             init=_init_connection,
             connection_class=_PooledConnection,
+            statement_cache_size=statement_cache_size,
         )
         return cls(pool)
 
@@ -152,7 +163,9 @@ class PostgresStore:
             return dict(row)
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
-        row = await self.pool.fetchrow("SELECT id, alias, status FROM sessions WHERE id = $1", session_id)
+        row = await self.pool.fetchrow(
+            "SELECT id, alias, status FROM sessions WHERE id = $1 AND status <> 'deleting'", session_id
+        )
         if row is None:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         return dict(row)
@@ -161,7 +174,7 @@ class PostgresStore:
         row = await self.pool.fetchrow(
             "UPDATE sessions SET status = $2, drain_through = NULL,"
             " closed_at = CASE WHEN $2 = 'closed' THEN clock_timestamp() END"
-            " WHERE id = $1 RETURNING id, alias, status",
+            " WHERE id = $1 AND status <> 'deleting' RETURNING id, alias, status",
             session_id,
             status,
         )
@@ -169,12 +182,22 @@ class PostgresStore:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         return dict(row)
 
-    async def list_sessions(self, status: str | None, limit: int) -> list[dict[str, Any]]:
+    async def list_sessions(
+        self, status: str | None, limit: int, aliases: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest sessions first; with `aliases` (session alias globs), only those under one of them (a
+        session with no alias only under `**`)."""
+        patterns = None
+        if aliases is not None and "**" not in aliases:
+            # The core's compiled globs are plain enough for PostgreSQL's regular expressions (see list_events).
+            patterns = [compile_alias_glob(a).pattern for a in aliases]
         rows = await self.pool.fetch(
             "SELECT id, alias, status, created_at, closed_at, last_event_id, drain_through IS NOT NULL AS draining"
-            " FROM sessions WHERE ($1::text IS NULL OR status = $1) ORDER BY created_at DESC, id LIMIT $2",
+            " FROM sessions WHERE status <> 'deleting' AND ($1::text IS NULL OR status = $1)"
+            " AND ($3::text[] IS NULL OR alias ~ ANY($3)) ORDER BY created_at DESC, id LIMIT $2",
             status,
             limit,
+            patterns,
         )
         return [
             {
@@ -204,7 +227,7 @@ class PostgresStore:
 
     async def session_view(self, session_id: str) -> dict[str, Any]:
         row = await self.pool.fetchrow(
-            "SELECT id, alias, status, drain_through FROM sessions WHERE id = $1", session_id
+            "SELECT id, alias, status, drain_through FROM sessions WHERE id = $1 AND status <> 'deleting'", session_id
         )
         if row is None:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
@@ -225,7 +248,7 @@ class PostgresStore:
     async def _locked_session(conn: Connection, session_id: str, *, require_open: bool) -> None:
         """Lock the session's row until commit: this is what keeps its event ids in commit order."""
         status = await conn.fetchval("SELECT status FROM sessions WHERE id = $1 FOR NO KEY UPDATE", session_id)
-        if status is None:
+        if status is None or status == "deleting":
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         if require_open and status != "open":
             raise CommandError("session_not_open", f"session_id: session {session_id!r} is {status}")

@@ -26,6 +26,20 @@ items = st.none() | st.fixed_dictionaries(
 executions = st.none() | st.fixed_dictionaries(
     {"id": st.text(max_size=4), "workflow": st.text(max_size=4), "status": st.sampled_from(["running", "failed"])}
 )
+# Causes of every kind, so that the actor derived from them (and from the source) is compared too.
+causes = (
+    st.none()
+    | json_dict
+    | st.one_of(
+        st.fixed_dictionaries(
+            {"request": st.fixed_dictionaries({"id": st.text(max_size=4)}, optional={"key": maybe_text})}
+        ),
+        st.fixed_dictionaries(
+            {"schedule": st.fixed_dictionaries({"alias": maybe_text, "due_at": st.text(max_size=4)})}
+        ),
+        st.fixed_dictionaries({"execution": st.text(max_size=4)}, optional={"batch": json_dict}),
+    )
+)
 sources = st.none() | st.fixed_dictionaries(
     {}, optional={"client": maybe_text, "listener": maybe_text, "execution": maybe_text}
 )
@@ -39,7 +53,7 @@ sources = st.none() | st.fixed_dictionaries(
     source=sources,
     depth=st.integers(min_value=0, max_value=8),
     data=st.none() | json_dict,
-    cause=st.none() | json_dict,
+    cause=causes,
     graph=st.none() | st.fixed_dictionaries({"nodes": st.lists(st.text(max_size=3), max_size=3)}),
     created=moments,
     as_text=st.booleans(),

@@ -107,6 +107,8 @@ class LaneMachine(RuleBasedStateMachine):
         self.driver = LaneDriver(self.store, self.settings, self.starts, Writes(), self.nudges)
         self.failed_at: dict[str, float] = {}  # run key -> when its repeat is due
         self.clocks: dict[str, LaneClock] = {}
+        # What the router queued into each lane (listener, lane), ever: the queue itself keeps only what waits.
+        self.routed: dict[tuple[str, str], set[int]] = {}
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
@@ -136,6 +138,8 @@ class LaneMachine(RuleBasedStateMachine):
         created = {e.id: e.created_at for e in events}
         queued = [QueuedLane.of(SESSION, d, created, self.limits) for d in deliveries]
         routed = self.run(self.store.route(SESSION, position, events[-1].id, queued))
+        for q in queued if routed.saved else []:
+            self.routed.setdefault((q.listener, q.lane), set()).update(q.event_ids)
         for nudge in routed.nudges:
             self._told(nudge.address.workflow_id, LaneNews(due_in=0.0), nudge=True)
 
@@ -239,8 +243,12 @@ class LaneMachine(RuleBasedStateMachine):
             own = [b for b in self.store.batches.values() if b.lane_id == lane.id and b.retry == 0 and b.replay == 0]
             taken = Counter(i for b in own for i in b.event_ids)
             assert all(n == 1 for n in taken.values()), f"an event in two batches of lane {lane.lane}: {taken}"
-            fired = {i for i in lane.queue if i <= lane.fired_through}
+            routed = self.routed.get((lane.listener, lane.lane), set())
+            fired = {i for i in routed if i <= lane.fired_through}
             assert set(taken) == fired, f"lane {lane.lane}: fired {sorted(fired)}, batched {sorted(taken)}"
+            # The queue holds what waits, and nothing its batches took.
+            waiting = {i for i in routed if i > lane.fired_through}
+            assert set(lane.queue) == waiting, f"lane {lane.lane}: queue {sorted(lane.queue)}, waiting {waiting}"
 
     @invariant()
     def never_more_runs_than_slots(self) -> None:

@@ -547,8 +547,12 @@ async def queue_times(database_url: str) -> dict[int, float]:
     """When each event was first queued into a lane by the router (epoch seconds), by event id."""
     conn = await asyncpg.connect(database_url)
     try:
+        # Waiting events have their queue rows; fired ones, what the lane's own batch kept of them.
         rows = await conn.fetch(
-            "SELECT event_id, extract(epoch FROM min(queued_at))::float8 AS at FROM lane_events GROUP BY event_id"
+            "SELECT event_id, extract(epoch FROM min(queued_at))::float8 AS at FROM ("
+            " SELECT event_id, queued_at FROM lane_events UNION ALL"
+            " SELECT unnest(event_ids), unnest(queued_at) FROM batches WHERE queued_at IS NOT NULL"
+            ") q WHERE queued_at IS NOT NULL GROUP BY event_id"
         )
     finally:
         await conn.close()

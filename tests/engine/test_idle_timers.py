@@ -39,6 +39,7 @@ async def test_silence_is_announced_once_after_n_seconds(engine: Engine, tempora
     [idle] = idle_runs(engine)
     assert idle["data"] == {"listener": "orchestrate", "lane": "_", "last_event_id": second, "after_seconds": 60.0}
     assert idle["source"] == {"listener": "orchestrate"}
+    assert idle["actor"] == {"listener": "orchestrate"}, "a lane's silence is its listener's doing"
     await temporal_env.sleep(300)
     await write_many(engine, sid, ["elsewhere/x"])  # an event for nobody: a chance for a stray wake-up to show
     assert len(idle_runs(engine)) == 1, "one silence, one announcement"

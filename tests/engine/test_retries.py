@@ -238,6 +238,7 @@ async def test_a_failing_run_is_repeated_then_reported_with_listener_failed(
 
     [failed] = await events_of(engine, sid, "listener.failed")
     assert failed["source"]["listener"] == "flaky"
+    assert failed["actor"] == {"listener": "flaky", "execution": runs[-1].execution_id}
     data = failed["data"]
     assert (data["listener"], data["first_id"], data["last_id"], data["event_ids"]) == ("flaky", ids[0], ids[-1], ids)
     assert data["retry"] == 2

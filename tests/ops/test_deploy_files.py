@@ -20,6 +20,7 @@ from orchestrator.api import create_app
 from orchestrator.cli import _parser
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
+from orchestrator.core.retention import Retention
 from orchestrator.embedded import TemporalDevServer
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -61,7 +62,8 @@ def _is_setting(env_name: str) -> bool:
     name = env_name.removeprefix("ORCHESTRATOR_").lower()
     if "__" in name:
         group, _, field = name.partition("__")
-        return group == "limits" and field in Limits.model_fields
+        nested = {"limits": Limits, "retention": Retention}.get(group)
+        return nested is not None and field in nested.model_fields
     return name in Settings.model_fields
 
 

@@ -76,5 +76,6 @@ async def test_a_run_sets_replaces_and_unsets_its_timers_and_a_firing_names_its_
     ][:1]
     assert reminder["cause"]["schedule"]["alias"] == "remind"
     assert reminder["cause"]["schedule"]["due_at"]
+    assert reminder["actor"] == {"schedule": "remind"}, "a firing's actor is its schedule"
     back = (await engine.command("explain_event", session_id=sid, event_id=reminder["id"]))["caused_by"]
     assert [next(iter(step)) for step in back] == ["schedule"]

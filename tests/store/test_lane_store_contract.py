@@ -36,6 +36,7 @@ class World(Protocol):
     async def save_listener(self, body: dict[str, Any]) -> None: ...
     async def pause(self, name: str) -> None: ...
     async def versions(self) -> list[dict[str, Any]]: ...
+    async def queue_rows(self, where: LaneAddress) -> list[int]: ...
 
 
 class PgWorld:
@@ -64,6 +65,16 @@ class PgWorld:
     async def versions(self) -> list[dict[str, Any]]:
         return await self.platform.store.listener_versions()
 
+    async def queue_rows(self, where: LaneAddress) -> list[int]:
+        rows = await self.platform.store.pool.fetch(
+            "SELECT q.event_id FROM lane_events q JOIN lanes l ON l.id = q.lane_id"
+            " WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3 ORDER BY q.event_id",
+            where.session_id,
+            where.listener,
+            where.lane,
+        )
+        return [int(r["event_id"]) for r in rows]
+
 
 class MemoryWorld:
     def __init__(self) -> None:
@@ -91,6 +102,14 @@ class MemoryWorld:
             for name, versions in sorted(self.store.listeners.items())
             for v, at, body in versions
         ]
+
+    async def queue_rows(self, where: LaneAddress) -> list[int]:
+        found = [
+            lane
+            for lane in self.store.lanes.values()
+            if (lane.session_id, lane.listener, lane.lane) == (where.session_id, where.listener, where.lane)
+        ]
+        return sorted(found[0].queue) if found else []
 
 
 @pytest.fixture(params=["postgres", "memory"])
@@ -222,6 +241,23 @@ async def test_a_record_takes_the_batch_and_its_slot_and_the_finish_answers_the_
     await route_all(world, sid)
     blocked = step(await snapshot(world, address(sid)), time.time(), LIMITS)
     assert isinstance(blocked, Wait) and blocked.reason == "slot_held"
+
+
+async def test_a_fired_batch_leaves_no_queue_rows_and_what_is_left_waits(world: World) -> None:
+    await world.save_listener(listener(batch={"window_seconds": 0, "max_events": 2}))
+    sid = await world.open_session()
+    ids = [await world.write(sid, f"a/{n}") for n in range(3)]
+    await route_all(world, sid)
+    assert await world.queue_rows(address(sid)) == ids
+    snap, decision, recorded = await take(world, address(sid))
+    assert decision.consumed == tuple(ids[:2])
+    # The batch's own statement takes its queue rows; the event past `max_events` still waits in the queue.
+    assert await world.queue_rows(address(sid)) == ids[2:]
+    await finish(world, snap, decision, recorded)
+    await end(world, sid, decision.execution_id)
+    snap, decision, recorded = await take(world, address(sid))
+    assert decision.consumed == tuple(ids[2:])
+    assert await world.queue_rows(address(sid)) == []
 
 
 async def test_a_record_over_a_snapshot_the_lane_has_moved_past_is_refused(world: World) -> None:

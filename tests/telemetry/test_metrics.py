@@ -24,6 +24,7 @@ ENVELOPE_FIELDS = {
     "data",
     "cause",
     "graph",
+    "actor",
 }
 
 

@@ -1,0 +1,132 @@
+"""Browsers without long-lived secrets: signing in with a key, the session cookie, and stream tickets.
+
+Owns `POST /dashboard/sign-in` (a key in the body answers an HttpOnly, SameSite=Strict cookie that lasts an hour
+and the CSRF token the page sends with each command), `POST /dashboard/sign-out`, `GET /dashboard/config` (no
+secret: whether sign-in is needed, who is signed in) and `POST /v1/stream-tickets` (a single-use ticket that
+opens one session's stream within half a minute, so an `EventSource` never carries a key in its URL). The
+cookie's value is a pass (`store/keys.py`), worth nothing once its key is revoked or expired.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from orchestrator.commands.access import Caller, authorize_stream
+from orchestrator.config import Settings
+from orchestrator.core.errors import CommandError
+from orchestrator.core.key_secrets import csrf_of
+from orchestrator.gate import COOKIE_SECONDS, TICKET_SECONDS, Gate
+from orchestrator.http_auth import COOKIE, error_reply, rate_limited, remember, reply_response, unauthorized, who
+from orchestrator.platform import Platform
+
+# The most a sign-in or ticket request's body may hold: a key or a session id, in a little JSON.
+MAX_BODY = 4096
+
+
+async def _json_body(request: Request) -> dict[str, Any] | Response:
+    """The body as a JSON object; a form a page on another origin could post (not JSON) is refused."""
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        return JSONResponse(error_reply("invalid_request", "content-type: must be application/json"), 400)
+    raw = await request.body()
+    try:
+        body = json.loads(raw) if len(raw) <= MAX_BODY else None
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        return JSONResponse(error_reply("invalid_request", "body: must be a small JSON object"), 400)
+    return body
+
+
+def _secure(request: Request) -> bool:
+    return request.url.scheme == "https" or request.headers.get("x-forwarded-proto") == "https"
+
+
+class BrowserRoutes:
+    """The routes' handlers, on one platform and its gate."""
+
+    def __init__(self, platform: Platform, settings: Settings, gate: Gate) -> None:
+        self.platform = platform
+        self.settings = settings
+        self.gate = gate
+
+    async def config(self, request: Request) -> Response:
+        """What the page needs before its first command; the CSRF token only to the page's own origin."""
+        anyone = await self.gate.open_principal()
+        cookie = request.cookies.get(COOKIE)
+        signed_in = await self.gate.cookie(cookie) if cookie and anyone is None else None
+        return JSONResponse(
+            {
+                "token_required": anyone is None,
+                "signed_in": signed_in.name if signed_in is not None else None,
+                "csrf": csrf_of(cookie) if signed_in is not None and cookie else None,
+                "temporal_ui": self.settings.temporal_ui_url,
+                "namespace": self.settings.temporal_namespace,
+            },
+            headers={"Cache-Control": "no-store"},
+        )
+
+    async def sign_in(self, request: Request) -> Response:
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        secret = body.get("key")
+        if not isinstance(secret, str) or not secret:
+            return JSONResponse(error_reply("invalid_request", "key: required, the key's secret"), 400)
+        principal = await self.gate.bearer(secret)
+        if principal is None:
+            return unauthorized("key: not valid (wrong, revoked or expired)")
+        remember(request, principal)
+        cookie = await self.gate.sign_in(principal, secret)
+        response = JSONResponse(
+            {"status": "success", "signed_in": principal.name, "csrf": csrf_of(cookie), "expires_in": COOKIE_SECONDS},
+            headers={"Cache-Control": "no-store"},
+        )
+        response.set_cookie(
+            COOKIE,
+            cookie,
+            max_age=int(COOKIE_SECONDS),
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=_secure(request),
+        )
+        return response
+
+    async def sign_out(self, request: Request) -> Response:
+        cookie = request.cookies.get(COOKIE)
+        if cookie:
+            principal = await who(request, self.gate, cookie=True)
+            if isinstance(principal, Response):
+                return principal
+            await self.gate.sign_out(cookie)
+        response = JSONResponse({"status": "success", "signed_in": None})
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=_secure(request))
+        return response
+
+    async def stream_ticket(self, request: Request) -> Response:
+        principal = await who(request, self.gate, cookie=True)
+        if isinstance(principal, Response):
+            return principal
+        wait = await self.gate.take_request(principal)
+        if wait is not None:
+            return rate_limited(wait)
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        session_id = body.get("session_id")
+        if not isinstance(session_id, str) or not 0 < len(session_id) <= 64:
+            return JSONResponse(error_reply("invalid_request", "session_id: required, a session's id"), 400)
+        try:
+            await authorize_stream(self.platform, Caller(principal, self.gate), session_id)
+            await self.platform.store.session_end(session_id)
+        except CommandError as err:
+            return reply_response(err.reply())
+        ticket = await self.gate.new_ticket(principal, session_id)
+        return JSONResponse(
+            {"status": "success", "ticket": ticket, "expires_in": TICKET_SECONDS},
+            headers={"Cache-Control": "no-store"},
+        )

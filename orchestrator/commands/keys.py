@@ -1,0 +1,122 @@
+"""API keys: `create_api_key` (its secret answered once), `list_api_keys`, `revoke_api_key` (SPEC section 13).
+
+Owns the keys' arguments and replies; the secret's shape and digest are the core's (`key_secrets`), the rows the
+store's (`store/keys.py`), and refusing a revoked or expired key the gate's, within its cache's lifetime.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, StringConstraints, field_validator
+
+from orchestrator.commands.registry import Request, command
+from orchestrator.core.errors import CommandError
+from orchestrator.core.key_secrets import KEY_NAME, RESERVED_NAMES, digest, key_secret
+from orchestrator.core.scopes import parse_scope
+from orchestrator.store.keys import key_view
+
+if TYPE_CHECKING:
+    from orchestrator.commands.context import CommandContext
+
+MAX_SCOPES = 50
+MAX_REQUESTS_PER_SECOND = 1_000_000.0
+
+
+def _key_name(value: str) -> str:
+    if not KEY_NAME.match(value):
+        raise ValueError("must be 1 to 64 letters, digits and '_', '.', '@', '-', starting with a letter or digit")
+    if value in RESERVED_NAMES:
+        raise ValueError(f"{value!r} is reserved ({', '.join(sorted(RESERVED_NAMES))})")
+    return value
+
+
+def _scope(value: str) -> str:
+    parse_scope(value)
+    return value
+
+
+KeyName = Annotated[str, AfterValidator(_key_name)]
+ScopeText = Annotated[str, StringConstraints(min_length=1, max_length=300), AfterValidator(_scope)]
+
+
+class CreateApiKey(Request):
+    command: Literal["create_api_key"]
+    name: KeyName = Field(description="the key's name, never reused (letters, digits and `_.@-`)")
+    scopes: Annotated[list[ScopeText], Field(min_length=1, max_length=MAX_SCOPES)] = Field(
+        description="what it may do: `admin`, `read:<session glob>`, `write:<session glob>[:<alias glob>]`,"
+        " `emit:<type glob>`, `listen:<session glob>`, `listeners` (docs/security.md)"
+    )
+    requests_per_second: Annotated[float, Field(gt=0, le=MAX_REQUESTS_PER_SECOND)] | None = Field(
+        default=None, description="its request rate; none: the deployment's `key_requests_per_second`"
+    )
+    # ISO 8601 with a time zone (`2027-01-01T00:00:00Z`); the key is refused from then on.
+    expires_at: str | None = Field(
+        default=None, description="an ISO 8601 time with its zone (`2027-01-01T00:00:00Z`); refused from then on"
+    )
+
+    @field_validator("expires_at")
+    @classmethod
+    def _expires_at(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError("must be an ISO 8601 time with a time zone, e.g. 2027-01-01T00:00:00Z") from None
+        if moment.tzinfo is None:
+            raise ValueError("must name its time zone (e.g. a trailing Z for UTC)")
+        return value
+
+
+class ListApiKeys(Request):
+    command: Literal["list_api_keys"]
+
+
+class RevokeApiKey(Request):
+    command: Literal["revoke_api_key"]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(description="the key's name")
+
+
+@command(
+    "create_api_key",
+    CreateApiKey,
+    reply="`key` {name, id, scopes, requests_per_second, created_at, expires_at, revoked_at, state, secret"
+    " (shown this once)}",
+)
+async def create_api_key(platform: CommandContext, req: CreateApiKey) -> dict[str, Any]:
+    """A new key with its scopes; the reply holds its secret, which is never shown again (only a digest is kept)."""
+    expires = datetime.fromisoformat(req.expires_at) if req.expires_at is not None else None
+    now = datetime.now(UTC)
+    if expires is not None and expires <= now:
+        raise CommandError("invalid_request", "expires_at: must be in the future")
+    rate = req.requests_per_second or platform.settings.limits.key_requests_per_second
+    key_id = secrets.token_hex(6)
+    secret = key_secret(key_id, secrets.token_urlsafe(32))
+    row = await platform.store.create_key(key_id, req.name, digest(secret), list(req.scopes), rate, expires)
+    return {"key": {**key_view(row, now), "secret": secret}}
+
+
+@command(
+    "list_api_keys",
+    ListApiKeys,
+    reply="`keys` [{name, id, scopes, requests_per_second, created_at, expires_at, revoked_at, state}]",
+)
+async def list_api_keys(platform: CommandContext, req: ListApiKeys) -> dict[str, Any]:
+    """Every key ever created, revoked and expired ones too (their names stay taken), never a secret."""
+    now = datetime.now(UTC)
+    return {"keys": [key_view(r, now) for r in await platform.store.list_keys()]}
+
+
+@command(
+    "revoke_api_key",
+    RevokeApiKey,
+    reply="`key` {name, id, scopes, ..., revoked_at, state}",
+    errors=("not_found",),
+)
+async def revoke_api_key(platform: CommandContext, req: RevokeApiKey) -> dict[str, Any]:
+    """Revoke a key: every API replica refuses it within a second (`orchestrator.gate`), its browser sessions and
+    stream tickets at once."""
+    return {"key": key_view(await platform.store.revoke_key(req.name), datetime.now(UTC))}

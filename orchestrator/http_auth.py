@@ -1,0 +1,118 @@
+"""How the HTTP door learns who calls, and the replies that refuse.
+
+Owns reading the credentials of a request: a bearer secret (the bootstrap token or a key; a stream may take it
+as `access_token`, for clients that cannot send a header), a stream ticket (`ticket`), or a browser session's
+cookie, whose requests other than GET must carry its CSRF token in `X-CSRF-Token`. While the API is open (no
+token, no key ever created) nobody needs credentials and none are looked at. What a principal may do is
+decided later, per command (`commands.access`); the status codes mirror the reply's error code.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from orchestrator.core.access import Principal
+from orchestrator.core.key_secrets import csrf_of
+from orchestrator.core.rate_leases import retry_after
+from orchestrator.gate import Gate
+
+COOKIE = "orchestrator_session"
+CSRF_HEADER = "x-csrf-token"
+# Where the access log finds who made a request (`access_log`).
+KEY_IN_SCOPE = "orchestrator.key"
+
+# `limit_exceeded` is 422, not 429: a deployment limit refuses this request as it is (an oversize value,
+# too many executions), and 429 invites clients and proxies to retry the same request automatically; a rate
+# limit (`rate_limited`) is exactly the case for that.
+STATUS_BY_ERROR: dict[str, int] = {
+    "invalid_request": 400,
+    "unauthorized": 401,
+    "access_denied": 403,
+    "not_found": 404,
+    # The history asked about was there and retention deleted it: gone, not merely unknown.
+    "past_retention": 410,
+    "rev_conflict": 409,
+    "session_not_open": 409,
+    "limit_exceeded": 422,
+    "rate_limited": 429,
+    "internal_error": 500,
+}
+# A code this table does not know yet is still a refusal of the request, not a crash.
+UNKNOWN_ERROR_STATUS = 400
+
+
+def error_reply(code: str, message: str) -> dict[str, str]:
+    return {"status": "error", "error": code, "message": message}
+
+
+def status_for(reply: dict[str, Any]) -> int:
+    if reply.get("status") == "success":
+        return 200
+    return STATUS_BY_ERROR.get(str(reply.get("error")), UNKNOWN_ERROR_STATUS)
+
+
+def reply_response(reply: dict[str, Any]) -> JSONResponse:
+    """A reply with its status code, and `Retry-After` when it is a rate limit's."""
+    headers = {"Retry-After": str(reply["retry_after"])} if reply.get("retry_after") is not None else None
+    return JSONResponse(reply, status_code=status_for(reply), headers=headers)
+
+
+def unauthorized(message: str, status: int = 403) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(error_reply("unauthorized", message), status_code=status, headers=headers)
+
+
+def rate_limited(wait_seconds: float) -> JSONResponse:
+    seconds = retry_after(wait_seconds)
+    reply = {**error_reply("rate_limited", f"key: over its requests per second; retry in {seconds} s")}
+    return reply_response({**reply, "retry_after": seconds})
+
+
+def remember(request: Request, principal: Principal) -> Principal:
+    request.scope[KEY_IN_SCOPE] = principal.name
+    return principal
+
+
+async def who(
+    request: Request,
+    gate: Gate,
+    *,
+    cookie: bool = False,
+    query_token: bool = False,
+    ticket_for: str | None = None,
+) -> Principal | Response:
+    """The caller's principal, or the reply that refuses it: 401 with no credentials (or a browser session that
+    has ended), 403 with credentials that are not valid (the same for a wrong, revoked or expired key)."""
+    anyone = await gate.open_principal()
+    if anyone is not None:
+        return remember(request, anyone)
+    header = request.headers.get("authorization")
+    params = request.query_params
+    if header is None and query_token and "access_token" in params:
+        header = f"Bearer {params['access_token']}"
+    if header is not None:
+        scheme, _, presented = header.partition(" ")
+        principal = await gate.bearer(presented.strip()) if scheme.lower() == "bearer" else None
+        if principal is None:
+            return unauthorized("authorization: the bearer token is not valid")
+        return remember(request, principal)
+    if ticket_for is not None and "ticket" in params:
+        principal = await gate.ticket(params["ticket"], ticket_for)
+        if principal is None:
+            return unauthorized("ticket: not valid (used already, lapsed, or for another session)")
+        return remember(request, principal)
+    value = request.cookies.get(COOKIE) if cookie else None
+    if value:
+        principal = await gate.cookie(value)
+        if principal is None:
+            return unauthorized("cookie: the browser session has ended; sign in again", 401)
+        if request.method != "GET" and not hmac.compare_digest(
+            request.headers.get(CSRF_HEADER, "").encode(), csrf_of(value).encode()
+        ):
+            return unauthorized(f"{CSRF_HEADER}: missing or not this browser session's")
+        return remember(request, principal)
+    return unauthorized("authorization: a bearer token is required", 401)

@@ -1,0 +1,148 @@
+"""Browsers without long-lived secrets, over HTTP: signing in with a key answers an HttpOnly SameSite cookie,
+whose commands need the session's CSRF token; a stream opens with a single-use ticket for one session; the
+access log never carries a secret; every response forbids inline script."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from importlib import resources
+
+import httpx
+import pytest
+
+from orchestrator.core.key_secrets import csrf_of
+from tests.access.conftest import TOKEN, Api
+from tests.test_streams import write
+
+LIST = {"command": "list_listeners"}
+
+
+async def sign_in(http: httpx.AsyncClient, secret: str) -> str:
+    """Sign the client in with a key; answers the browser session's CSRF token."""
+    reply = await http.post("/dashboard/sign-in", json={"key": secret})
+    assert reply.status_code == 200, reply.text
+    return str(reply.json()["csrf"])
+
+
+async def test_signing_in_answers_an_httponly_samesite_cookie_and_commands_need_its_csrf_token(api: Api) -> None:
+    secret = await api.key("viewer", ["read:**", "listen:**"])
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        signed = await http.post("/dashboard/sign-in", json={"key": secret})
+        csrf = signed.json()["csrf"]
+        cookie = http.cookies["orchestrator_session"]
+        [set_cookie] = [v for k, v in signed.headers.multi_items() if k == "set-cookie"]
+        assert "HttpOnly" in set_cookie and "SameSite=strict" in set_cookie and "Max-Age=3600" in set_cookie
+        assert secret not in set_cookie and secret not in signed.text and cookie not in (secret, csrf)
+        assert csrf == csrf_of(cookie)
+
+        assert (
+            await http.post("/v1/commands", json=LIST, headers={"x-csrf-token": http_csrf(http)})
+        ).status_code == 200
+        for headers in ({}, {"x-csrf-token": "forged"}):
+            refused = await http.post("/v1/commands", json=LIST, headers=headers)
+            assert (refused.status_code, refused.json()["error"]) == (403, "unauthorized"), headers
+        config = (await http.get("/dashboard/config")).json()
+        assert config["signed_in"] == "viewer" and config["token_required"] and config["csrf"] == http_csrf(http)
+        assert secret not in str(config)
+
+        # A form another site's page could post is not JSON: refused before anything is read.
+        form = await http.post("/dashboard/sign-in", data={"key": secret})
+        assert form.status_code == 400
+        wrong = await http.post("/dashboard/sign-in", json={"key": "ork_000000000000_" + "x" * 43})
+        assert (wrong.status_code, wrong.json()["error"]) == (403, "unauthorized")
+
+        out = await http.post("/dashboard/sign-out", json={}, headers={"x-csrf-token": http_csrf(http)})
+        assert out.status_code == 200 and "orchestrator_session" not in http.cookies
+        await asyncio.sleep(0.6)
+        assert (await http.post("/v1/commands", json=LIST)).status_code == 401
+
+
+def http_csrf(http: httpx.AsyncClient) -> str:
+    return csrf_of(http.cookies["orchestrator_session"])
+
+
+async def test_a_revoked_keys_browser_session_ends(api: Api) -> None:
+    secret = await api.key("leaving", ["read:**"])
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        csrf = await sign_in(http, secret)
+        assert (await http.post("/v1/commands", json=LIST, headers={"x-csrf-token": csrf})).status_code == 200
+        await api.admin.revoke_api_key("leaving")
+        await asyncio.sleep(0.6)
+        ended = await http.post("/v1/commands", json=LIST, headers={"x-csrf-token": csrf})
+        assert (ended.status_code, ended.json()["error"]) == (401, "unauthorized")
+
+
+async def test_a_stream_ticket_opens_one_stream_of_one_session_once(api: Api) -> None:
+    secret = await api.key("listener", ["listen:**"])
+    sid = (await api.admin.open_session("watched"))["session"]["id"]
+    other = (await api.admin.open_session("other"))["session"]["id"]
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        csrf = await sign_in(http, secret)
+
+        async def ticket(session_id: str) -> str:
+            reply = await http.post(
+                "/v1/stream-tickets", json={"session_id": session_id}, headers={"x-csrf-token": csrf}
+            )
+            assert reply.status_code == 200, reply.text
+            assert reply.json()["expires_in"] == 30
+            return str(reply.json()["ticket"])
+
+        first = await ticket(sid)
+        async with httpx.AsyncClient(base_url=api.url, timeout=10) as bare:
+            async with bare.stream("GET", f"/v1/sessions/{sid}/stream?ticket={first}") as response:
+                assert response.status_code == 200
+                lines = response.aiter_lines()
+                new = await write(api.platform, sid, "t/1")
+                async for line in lines:
+                    if line.startswith("data: "):
+                        assert str(new) in line
+                        break
+            again = await bare.get(f"/v1/sessions/{sid}/stream?ticket={first}")
+            assert (again.status_code, again.json()["error"]) == (403, "unauthorized"), "a ticket opens one stream"
+            elsewhere = await bare.get(f"/v1/sessions/{other}/stream?ticket={await ticket(sid)}")
+            assert elsewhere.status_code == 403, "a ticket is for the session it was asked for"
+            no_cookie = await bare.post("/v1/stream-tickets", json={"session_id": sid})
+            assert no_cookie.status_code == 401
+
+
+async def test_the_access_log_never_carries_a_secret(api: Api, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="orchestrator.access")
+    secret = await api.key("logged", ["read:**", "listen:**", "write:**"])
+    sid = (await api.admin.open_session("logged"))["session"]["id"]
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        csrf = await sign_in(http, secret)
+        cookie = http.cookies["orchestrator_session"]
+        await http.post("/v1/commands", json=LIST, headers={"x-csrf-token": csrf})
+        ticket = (
+            await http.post("/v1/stream-tickets", json={"session_id": sid}, headers={"x-csrf-token": csrf})
+        ).json()["ticket"]
+        for query in (f"ticket={ticket}", f"access_token={secret}", f"access_token={TOKEN}&after=0"):
+            async with http.stream("GET", f"/v1/sessions/{sid}/stream?{query}") as response:
+                assert response.status_code == 200
+                async for line in response.aiter_lines():
+                    if line == ": stream open":
+                        break
+        await api.post(LIST, secret)
+        await api.post(LIST, "ork_badbadbadbad_" + "y" * 43)
+    lines = [r.getMessage() for r in caplog.records if r.name == "orchestrator.access"]
+    assert len(lines) >= 8, lines
+    logged = "\n".join(lines)
+    for kept_out in (secret, TOKEN, cookie, csrf, ticket, "y" * 43):
+        assert kept_out not in logged
+    assert "ticket=***" in logged and "access_token=***" in logged and "after=0" in logged
+    assert "key=logged" in logged and '"POST /v1/commands" 200' in logged
+
+
+async def test_every_response_forbids_inline_script_and_the_page_has_none(api: Api) -> None:
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        for path in ("/", "/dashboard/dashboard.js", "/dashboard/config", "/healthz"):
+            policy = (await http.get(path)).headers["content-security-policy"]
+            assert "script-src 'self'" in policy and "unsafe-inline" not in policy, path
+            assert "frame-ancestors 'none'" in policy
+        page = (await http.get("/")).text
+    shipped = resources.files("orchestrator").joinpath("dashboard/index.html").read_text(encoding="utf-8")
+    assert page == shipped
+    assert page.count("<script") == page.count("<script src=") == 1
+    assert not re.search(r"\son[a-z]+\s*=", page), "no inline event handlers either"

@@ -1,0 +1,107 @@
+"""The access decision, without servers: properties over generated scopes and targets, and the cases the
+issue names (a tenant's key, an emit-only key)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.core.access import NEEDS, SESSION_NEEDS, Target, decide, need_of
+from orchestrator.core.scopes import Grant
+
+SESSION_GLOBS = ["**", "t1/**", "t2/**", "t1/*", "t1/a", "t*/a"]
+ALIAS_GLOBS = ["**", "x/**", "x/*", "y/1"]
+TYPE_GLOBS = ["**", "app.*", "app.**", "chat.message"]
+SESSIONS = [None, "t1/a", "t1/b/c", "t2/a", "other"]
+ALIASES = ["x/1", "x/1/2", "y/1", "z"]
+TYPES = ["app.one", "app.one.two", "chat.message", "misc.thing"]
+
+scope_texts = st.one_of(
+    st.just("admin"),
+    st.just("listeners"),
+    st.sampled_from(SESSION_GLOBS).map(lambda g: f"read:{g}"),
+    st.sampled_from(SESSION_GLOBS).map(lambda g: f"listen:{g}"),
+    st.sampled_from(SESSION_GLOBS).map(lambda g: f"write:{g}"),
+    st.tuples(st.sampled_from(SESSION_GLOBS), st.sampled_from(ALIAS_GLOBS)).map(lambda p: f"write:{p[0]}:{p[1]}"),
+    st.sampled_from(TYPE_GLOBS).map(lambda g: f"emit:{g}"),
+    st.tuples(st.sampled_from(TYPE_GLOBS), st.sampled_from(SESSION_GLOBS)).map(lambda p: f"emit:{p[0]}:{p[1]}"),
+)
+scope_sets = st.lists(scope_texts, max_size=5, unique=True)
+commands = st.sampled_from([*sorted(NEEDS), "a_command_nobody_named"])
+
+
+@st.composite
+def targets(draw: st.DrawFn, command: str) -> Target:
+    need = need_of(command)
+    if need == "open_session":
+        return Target(new_session_alias=draw(st.sampled_from(SESSIONS)))
+    if need not in SESSION_NEEDS:
+        return Target()
+    if need == "listeners_in_session" and draw(st.booleans()):
+        return Target()  # a pause for every session
+    emits = ()
+    if need == "emit":
+        allows = st.none() | st.lists(scope_texts, max_size=3).map(tuple)
+        emits = tuple(draw(st.lists(st.tuples(st.sampled_from(TYPES), allows), min_size=1, max_size=3)))
+    written = st.lists(st.sampled_from(ALIASES), min_size=1, max_size=3)
+    return Target(
+        session_id="ses_1",
+        session_found=draw(st.booleans()) or draw(st.booleans()),
+        session_alias=draw(st.sampled_from(SESSIONS)),
+        aliases=tuple(draw(written)) if need == "write_aliases" else (),
+        emits=emits,
+    )
+
+
+@given(data=st.data(), command=commands, scopes=scope_sets)
+def test_more_scopes_never_take_a_permission_away(data: st.DataObject, command: str, scopes: list[str]) -> None:
+    target = data.draw(targets(command))
+    more = data.draw(scope_sets)
+    narrow, wide = decide(Grant.of(scopes), command, target), decide(Grant.of([*scopes, *more]), command, target)
+    if narrow.allowed:
+        assert wide.allowed
+    if wide.code == "not_found":
+        assert narrow.code == "not_found", "a session hidden from more scopes is hidden from fewer"
+
+
+@given(data=st.data(), command=commands, scopes=scope_sets)
+def test_a_session_the_key_cannot_see_is_not_found_and_nothing_else_ever_is(
+    data: st.DataObject, command: str, scopes: list[str]
+) -> None:
+    target = data.draw(targets(command))
+    grant = Grant.of(scopes)
+    verdict = decide(grant, command, target)
+    assert verdict.code in (None, "not_found", "access_denied")
+    hidden = target.session_id is not None and (not target.session_found or not grant.sees(target.session_alias))
+    assert (verdict.code == "not_found") == (hidden and not grant.admin and need_of(command) in SESSION_NEEDS)
+    if verdict.code is not None:
+        assert verdict.message.split(":")[0] in ("command", "session_id", "alias", "type"), verdict.message
+
+
+@given(data=st.data(), command=commands)
+def test_admin_may_run_every_command_on_anything(data: st.DataObject, command: str) -> None:
+    assert decide(Grant.of(["admin"]), command, data.draw(targets(command))).allowed
+
+
+def test_a_command_nobody_named_needs_admin() -> None:
+    assert decide(Grant.of(["read:**", "write:**", "listeners"]), "something_new", Target()).code == "access_denied"
+
+
+def test_a_tenants_key_finds_no_other_tenants_session() -> None:
+    tenant = Grant.of(["read:t1/**", "write:t1/**", "listen:t1/**"])
+    theirs = Target(session_id="ses_b", session_alias="t2/s", aliases=("x",))
+    for command in ("read_object", "write_object", "list_session_events", "explain_event", "stream", "close_session"):
+        assert decide(tenant, command, theirs).code == "not_found", command
+    mine = Target(session_id="ses_a", session_alias="t1/s", aliases=("x",))
+    for command in ("read_object", "write_object", "list_session_events", "explain_event", "stream", "close_session"):
+        assert decide(tenant, command, mine).allowed, command
+
+
+def test_an_emit_only_key_emits_and_does_nothing_else() -> None:
+    widget = Grant.of(["emit:chat.*"])
+    session = Target(session_id="ses_a", session_alias="t1/s", aliases=("x",), emits=(("chat.sent", None),))
+    assert decide(widget, "emit_event", session).allowed
+    for command in ("write_object", "post_thread_item", "read_object", "list_session_events", "update_graph", "stream"):
+        assert decide(widget, command, session).code == "access_denied", command
+    assert decide(widget, "save_listener", Target()).code == "access_denied"
+    assert decide(widget, "open_session", Target(new_session_alias="t1/s")).code == "access_denied"

@@ -1,0 +1,94 @@
+"""Behind PgBouncer in transaction mode: the API's and the workers' pools through it (no named prepared
+statements), the router's LISTEN and the migrations straight to PostgreSQL. Writes, listeners and runs work,
+and nothing is lost across a SIGKILL of PgBouncer restarted five seconds later."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.platform import Platform
+from tests.engine.harness import Engine, eventually, new_session, recorder_listener, running_engine
+from tests.pooler.conftest import PgBouncer, needs_pgbouncer
+
+pytestmark = [needs_pgbouncer, pytest.mark.devserver]
+
+OUTAGE_SECONDS = 5.0
+# Writes at once: enough that PgBouncer hands one client's transactions to different server connections.
+AT_ONCE = 20
+
+
+async def write(platform: Platform, session_id: str, n: int) -> dict[str, Any]:
+    return await platform.command(
+        {"command": "write_object", "session_id": session_id, "alias": f"missions/{n % 7}", "value": {"type": "m"}}
+    )
+
+
+async def delivered(engine: Engine, session_id: str) -> set[int]:
+    return {i for r in engine.log.runs if r.input["session_id"] == session_id for i in r.input["batch"]["event_ids"]}
+
+
+async def committed(engine: Engine, session_id: str) -> set[int]:
+    page = await engine.command("list_session_events", session_id=session_id, types=["object.written"], limit=1000)
+    return {e["id"] for e in page["events"]}
+
+
+async def test_writes_listeners_and_runs_work_through_pgbouncer_and_survive_its_restart(
+    pooled: Platform, bouncer: PgBouncer, dev_env: WorkflowEnvironment
+) -> None:
+    async with running_engine(pooled, dev_env.client) as engine:
+        await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.2}))
+        sid = await new_session(engine)
+        # Many writes at once, each its own statements on whatever server connection PgBouncer hands out.
+        replies = await asyncio.gather(*(write(pooled, sid, n) for n in range(AT_ONCE * 3)))
+        assert all(r["status"] == "success" for r in replies), [r for r in replies if r["status"] != "success"]
+        items = [{"type": "text", "role": "user", "message": f"m{n}"} for n in range(5)]
+        await engine.command("post_thread_items", session_id=sid, alias="chats/1", items=items)
+        acked = {int(r["event_id"]) for r in replies}
+
+        async def all_delivered() -> bool:
+            return acked <= await delivered(engine, sid)
+
+        await eventually(all_delivered, what="every write delivered to a run through PgBouncer")
+        listeners = await engine.command("list_session_listeners", session_id=sid)
+        assert listeners["listeners"][0]["counts"]["success"] >= 1
+
+        # A writer that keeps writing (and retrying what fails) through a SIGKILL of PgBouncer and its restart.
+        failures: list[dict[str, Any]] = []
+        stop = asyncio.Event()
+
+        async def keep_writing() -> None:
+            n = 0
+            while not stop.is_set():
+                answer = await write(pooled, sid, n)
+                if answer["status"] == "success":
+                    acked.add(int(answer["event_id"]))
+                    n += 1
+                else:
+                    failures.append(answer)
+                await asyncio.sleep(0.05)
+
+        writer = asyncio.create_task(keep_writing())
+        await asyncio.sleep(1.0)
+        bouncer.kill()
+        killed_at = time.monotonic()
+        await asyncio.sleep(OUTAGE_SECONDS)
+        await bouncer.start()
+        before = len(acked)
+
+        async def writing_again() -> bool:
+            return len(acked) >= before + 20
+
+        await eventually(writing_again, within=30, what="writes through PgBouncer again after its restart")
+        stop.set()
+        await writer
+        assert failures, "the writes in the outage failed (PgBouncer really was down)"
+        assert all(f["error"] == "internal_error" for f in failures), failures[:3]
+        # Nothing lost: every write acknowledged, and every one committed, reaches a run.
+        await eventually(all_delivered, within=90, what="every acknowledged write delivered after the restart")
+        assert await committed(engine, sid) <= await delivered(engine, sid)
+        assert time.monotonic() - killed_at < 120
