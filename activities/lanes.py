@@ -16,15 +16,15 @@ from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.base import PlatformActivities
-from activities.writes import StoreWriter
+from orchestrator.activities.base import PlatformActivities
+from orchestrator.activities.writes import StoreWriter
 from orchestrator.core.errors import CommandError
 from orchestrator.core.lane_snapshot import LaneAddress
 from orchestrator.lane_driver import LaneDriver, TemporalStarter
 from orchestrator.nudges import Nudger
 from orchestrator.telemetry import METRICS
-from workflows.messages import RUN_MEMO, FireReport, FireRequest, IdleNotice, RunEnd, RunTag
-from workflows.run_end import RUN_ENDED_ACTIVITY
+from orchestrator.workflows.messages import RUN_MEMO, FireReport, FireRequest, IdleNotice, RunEnd, RunTag
+from orchestrator.workflows.run_end import RUN_ENDED_ACTIVITY
 
 log = logging.getLogger(__name__)
 

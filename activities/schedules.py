@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.base import PlatformActivities
+from orchestrator.activities.base import PlatformActivities
 from orchestrator.causes import caused_by, schedule_cause
 from orchestrator.commands.fields import check_payload
 from orchestrator.commands.schedules import schedule_owns
@@ -30,8 +30,8 @@ from orchestrator.core.schedule_spec import (
     firing_key,
 )
 from orchestrator.executions import start_run
-from workflows.messages import BatchInfo, RunInput, RunTag
-from workflows.schedule_fire import SCHEDULE_FIRE_ACTIVITY, ScheduleFiring, ScheduleRunResult
+from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
+from orchestrator.workflows.schedule_fire import SCHEDULE_FIRE_ACTIVITY, ScheduleFiring, ScheduleRunResult
 
 
 def schedule_execution_id(session_id: str, alias: str, scheduled_at: datetime) -> str:

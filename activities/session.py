@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.base import PlatformActivities
+from orchestrator.activities.base import PlatformActivities
 from orchestrator.causes import caused_by, run_cause
 from orchestrator.commands.app_events import Emitted, checked
 from orchestrator.commands.fields import check_payload

@@ -11,7 +11,7 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.messages import RunInput
+    from orchestrator.workflows.messages import RunInput
 
 
 @workflow.defn(name="bench_run")

@@ -14,15 +14,15 @@ from typing import Any, NamedTuple
 from temporalio import workflow as temporal_workflow
 from temporalio.client import Client
 
-from activities.lanes import LaneActivities
-from activities.schedules import ScheduleActivities
-from activities.session import SessionActivities
+from orchestrator.activities.lanes import LaneActivities
+from orchestrator.activities.schedules import ScheduleActivities
+from orchestrator.activities.session import SessionActivities
 from orchestrator.app_loader import UserApp
 from orchestrator.platform import Platform
 from orchestrator.retention import Retention
 from orchestrator.router import Router
-from workflows.lane import LaneWorkflow
-from workflows.schedule_fire import ScheduleFireWorkflow
+from orchestrator.workflows.lane import LaneWorkflow
+from orchestrator.workflows.schedule_fire import ScheduleFireWorkflow
 
 BackgroundTask = Callable[[], Coroutine[Any, Any, None]]
 PLATFORM_WORKFLOWS: tuple[type, ...] = (LaneWorkflow, ScheduleFireWorkflow)

@@ -29,7 +29,7 @@ from orchestrator.config import Settings
 from orchestrator.core.declaration import MAX_PRIORITY, MIN_PRIORITY
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.telemetry import METRICS
-from workflows.messages import RUN_MEMO, RunInput, RunTag
+from orchestrator.workflows.messages import RUN_MEMO, RunInput, RunTag
 
 SESSION_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorSession")
 LISTENER_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorListener")

@@ -50,7 +50,7 @@ from orchestrator.executions import run_priority, start_workflow_run
 from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
 from orchestrator.telemetry import METRICS, TRACER, Metrics, log_fields, parent_and_links
-from workflows.messages import BatchInfo, RunInput, RunTag
+from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from orchestrator.config import Settings
 from orchestrator.core.lane_clock import LaneNews
 from orchestrator.core.lane_snapshot import LaneAddress
 from orchestrator.telemetry import LANE_WORKFLOW
-from workflows.messages import NUDGE_SIGNAL, LaneStart
-from workflows.messages import LaneAddress as LaneName
+from orchestrator.workflows.messages import NUDGE_SIGNAL, LaneStart
+from orchestrator.workflows.messages import LaneAddress as LaneName
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows.messages import BatchInfo, RunInput
+from orchestrator.workflows.messages import BatchInfo, RunInput
 
 __all__ = ["BatchInfo", "RunInput", "RunSession", "SessionError"]
 

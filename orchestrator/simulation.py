@@ -31,7 +31,7 @@ from orchestrator.lane_driver import LaneDriver, Observed
 from orchestrator.store.lane_store import QueuedLane
 from orchestrator.store.lanes_memory import MemoryLaneStore
 from orchestrator.telemetry import Metrics
-from workflows.messages import RunInput, RunTag
+from orchestrator.workflows.messages import RunInput, RunTag
 
 # Steps of the simulated clock at most (an event's arrival, a lane's step, a run's end): far beyond what the
 # largest stream a simulation reads needs, and a bound on a body the engine would keep busy for ever.

@@ -1,9 +1,9 @@
 """`orchestrator new NAME`: a starter app in a folder of its own, whose test passes as written.
 
-Owns the starter's files: `app.py` (the `--app` module: one listener and the workflow list), `flows.py` (one
-workflow), `test_app.py` (a test on the `harness` fixture) and a three-line README. The modules are not
-named `workflows.py` or `activities.py`: the platform's own top-level packages of those names would shadow
-them.
+Owns the starter's files: `app.py` (the `--app` module: one listener, the workflow and activity lists),
+`workflows.py` (one workflow), `activities.py` (the one activity it calls), `test_app.py` (a test on the
+`harness` fixture) and a three-line README. The samples' own module names: the platform installs its
+workflows and activities under `orchestrator.`, so an app's `workflows` and `activities` are its own.
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ from pathlib import Path
 
 APP = '''"""The app: the listeners it declares and the workflows its runs start (`orchestrator dev --app app.py`)."""
 
-from flows import Greeter
+from activities import compose_reply
+from workflows import Greeter
 
 workflows = [Greeter]
+activities = [compose_reply]
 
 listeners = [
     {
@@ -33,12 +35,15 @@ listeners = [
 ]
 '''
 
-FLOWS = '''"""The app's workflows. A run is woken by a batch that says where to look; it reads the current state and
+WORKFLOWS = '''"""The app's workflows. A run is woken by a batch that says where to look; it reads the current state and
 writes what follows, through `RunSession` (its writes never wake its own listener)."""
+
+from datetime import timedelta
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from activities import compose_reply
     from orchestrator.sdk import RunInput, RunSession
 
 
@@ -51,9 +56,20 @@ class Greeter:
             thread = message["alias"]
             items = {item["id"]: item for item in await session.list_thread_items(thread)}
             said = items[message["item_id"]]["message"]
+            text = await workflow.execute_activity(compose_reply, said, start_to_close_timeout=timedelta(seconds=30))
             # The reply's id names the message it answers: a retried run posts it once.
             reply = {"id": f"reply-{message['item_id']}", "type": "text", "role": "assistant"}
-            await session.post_thread_item(thread, {**reply, "message": f"Hello! You said: {said}"})
+            await session.post_thread_item(thread, {**reply, "message": text})
+'''
+
+ACTIVITIES = '''"""The app's activities: where a run does its own I/O (a model, an API, a mail)."""
+
+from temporalio import activity
+
+
+@activity.defn
+async def compose_reply(said: str) -> str:
+    return f"Hello! You said: {said}"
 '''
 
 TEST = '''"""The app on the testing kit: `pytest` in this folder (the `harness` fixture runs `app`)."""
@@ -71,7 +87,7 @@ async def test_a_message_is_answered(harness) -> None:
 '''
 
 README = """# {name}
-Run it with `orchestrator dev --app app.py`: the listener `greet` (app.py) starts the workflow `greeter` (flows.py).
+Run it: `orchestrator dev --app app.py`. The listener `greet` (app.py) starts `greeter` (workflows.py, activities.py).
 Test it with `pytest`: the `harness` fixture runs the app on Temporal's time-skipping server (test_app.py).
 """
 
@@ -87,7 +103,8 @@ def write_starter(folder: Path) -> list[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     files = {
         "app.py": APP,
-        "flows.py": FLOWS,
+        "workflows.py": WORKFLOWS,
+        "activities.py": ACTIVITIES,
         "test_app.py": TEST,
         "README.md": README.format(name=folder.resolve().name),
     }

@@ -24,15 +24,13 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from orchestrator.app_loader import UserApp
 from orchestrator.config import Settings, reveal
 from orchestrator.telemetry import tracing_interceptor
-from workflows.run_end import RunEndInterceptor
+from orchestrator.workflows.run_end import RunEndInterceptor
 
 # Modules the workflow sandbox shares with the worker instead of importing afresh for every workflow run:
 # the platform's own (deterministic where workflows use them) and libraries with C extensions, which must
 # never be loaded twice in one process (asyncpg segfaults when it is).
 PASSTHROUGH_MODULES = (
     "orchestrator",
-    "workflows",
-    "activities",
     "bench",
     "pydantic",
     "pydantic_core",

@@ -181,9 +181,9 @@ async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_r
         batch = await until("  batch  greet  ")
         end = await until("  run    greet  ")
 
-        # A change to the workflow's file: the worker starts again on the new code.
-        flows = app / "flows.py"
-        flows.write_text(flows.read_text().replace("Hello! You said:", "Hello again! You said:"))
+        # A change to the app's activity: the worker starts again on the new code.
+        source = app / "activities.py"
+        source.write_text(source.read_text().replace("Hello! You said:", "Hello again! You said:"))
         await until("reload       the worker runs app again, on its new code")
         await until("Ready.")
         await say(session_id, "chats/2")
@@ -191,10 +191,10 @@ async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_r
         items = await call({"command": "list_thread_items", "session_id": session_id, "alias": "chats/2"})
 
         # A file that does not import is said, and once it is fixed the worker starts again on it.
-        good = flows.read_text()
-        flows.write_text(good + "\ndef broken(:\n")
+        good = source.read_text()
+        source.write_text(good + "\ndef broken(:\n")
         await until("reload       the app does not load")
-        flows.write_text(good)
+        source.write_text(good)
         await until("reload       the worker runs app again, on its new code")
         await say(session_id, "chats/3")
         await until("  run    greet  lane chats/3")
@@ -206,6 +206,6 @@ async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_r
 
     assert "lane chats/1  1 event (" in batch and "  success  run exe:" in batch
     assert re.search(r"lane chats/1  1 event  completed in \d+\.\d s  run exe:", end), end
-    assert "reload       flows.py changed" in "".join(seen)
+    assert "reload       activities.py changed" in "".join(seen)
     assert [item["message"] for item in items["items"]] == ["hi", "Hello again! You said: hi"]  # type: ignore[index]
     assert [item["message"] for item in kept["items"]] == ["hi", "Hello again! You said: hi"]  # type: ignore[index]

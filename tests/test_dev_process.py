@@ -1,5 +1,6 @@
-"""`orchestrator dev` starts the whole platform, answers on its API, and leaves nothing behind on Ctrl-C,
-within its shutdown bound even while clients hold streams open."""
+"""`orchestrator dev` starts the whole platform with an app of the user's own (its modules named `workflows.py`
+and `activities.py`, as the samples name them), answers on its API, runs the app's listener, and leaves
+nothing behind on Ctrl-C, within its shutdown bound even while clients hold streams open."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import psutil
 
 from orchestrator.embedded import free_port
+from orchestrator.starter import write_starter
 from tests.stream_clients import StreamClients
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
@@ -32,7 +34,17 @@ async def wait_for_line(stream: asyncio.StreamReader, text: str, seen: list[str]
             return
 
 
-async def test_dev_serves_then_stops_everything_on_sigint(tmp_path: Path) -> None:
+async def call(port: int, body: str) -> dict[str, object]:
+    process = await asyncio.create_subprocess_exec(
+        CLI, "call", "--url", f"http://127.0.0.1:{port}", body, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await process.communicate()
+    assert process.returncode == 0, out
+    reply: dict[str, object] = json.loads(out)
+    return reply
+
+
+async def test_dev_serves_an_app_then_stops_everything_on_sigint(tmp_path: Path) -> None:
     port = free_port()
     process = await asyncio.create_subprocess_exec(
         CLI,
@@ -45,6 +57,8 @@ async def test_dev_serves_then_stops_everything_on_sigint(tmp_path: Path) -> Non
     # An --app that is not there is refused before anything starts.
     assert await asyncio.wait_for(process.wait(), START_SECONDS) == 2
 
+    app = tmp_path / "hello"
+    write_starter(app)  # app.py, workflows.py, activities.py: names the platform's own packages never shadow
     process = await asyncio.create_subprocess_exec(
         CLI,
         "dev",
@@ -52,9 +66,11 @@ async def test_dev_serves_then_stops_everything_on_sigint(tmp_path: Path) -> Non
         str(tmp_path / "data"),
         "--http-port",
         str(port),
+        "--app",
+        "app.py",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
-        cwd=tmp_path,  # no example app here, so the platform runs alone
+        cwd=app,
     )
     assert process.stdout is not None
     seen: list[str] = []
@@ -64,18 +80,22 @@ async def test_dev_serves_then_stops_everything_on_sigint(tmp_path: Path) -> Non
         postmaster = int((tmp_path / "data" / "postgres" / "postmaster.pid").read_text().split()[0])
         assert any("temporal" in child.name() for child in children), children
 
-        call = await asyncio.create_subprocess_exec(
-            CLI,
-            "call",
-            "--url",
-            f"http://127.0.0.1:{port}",
-            '{"command": "open_session", "alias": "dev"}',
-            stdout=asyncio.subprocess.PIPE,
-        )
-        out, _ = await call.communicate()
-        assert call.returncode == 0
-        session_id = json.loads(out)["session"]["id"]
-        assert json.loads(out)["session"]["alias"] == "dev"
+        opened = await call(port, '{"command": "open_session", "alias": "dev"}')
+        session = opened["session"]
+        assert isinstance(session, dict) and session["alias"] == "dev"
+        session_id = session["id"]
+        item = {"type": "text", "role": "user", "message": "hi"}
+        post = {"command": "post_thread_item", "session_id": session_id, "alias": "chats/1", "item": item}
+        await call(port, json.dumps(post))
+        listing = json.dumps({"command": "list_thread_items", "session_id": session_id, "alias": "chats/1"})
+        deadline = time.monotonic() + 30
+        messages: list[object] = []
+        while time.monotonic() < deadline and len(messages) < 2:
+            await asyncio.sleep(0.3)
+            items = (await call(port, listing))["items"]
+            assert isinstance(items, list)
+            messages = [i["message"] for i in items]
+        assert messages == ["hi", "Hello! You said: hi"], "".join(seen)
 
         # Ten clients hold the session's stream open, as ten dashboards would.
         streams = StreamClients(f"http://127.0.0.1:{port}", session_id, STREAMS)

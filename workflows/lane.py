@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
         step_due,
     )
     from orchestrator.core.outcomes import Outcome
-    from workflows.messages import (
+    from orchestrator.workflows.messages import (
         LANE_OUTCOMES,
         NUDGE_SIGNAL,
         FireReport,

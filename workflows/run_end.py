@@ -26,7 +26,7 @@ from temporalio.worker import (
 )
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.messages import RUN_MEMO, RunEnd, RunTag
+    from orchestrator.workflows.messages import RUN_MEMO, RunEnd, RunTag
 
 RUN_ENDED_ACTIVITY = "orchestrator.run_ended"
 ACTIVITY_TIMEOUT = timedelta(seconds=30)

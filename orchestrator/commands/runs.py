@@ -391,7 +391,7 @@ async def list_executions(platform: CommandContext, req: ListExecutions) -> dict
 async def start_execution(platform: CommandContext, req: StartExecution) -> dict[str, Any]:
     """Start a registered workflow in a session; its start and end are events like a listener's runs."""
     from orchestrator.executions import start_run
-    from workflows.messages import BatchInfo, RunInput, RunTag
+    from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 
     session = await platform.store.get_session(req.session_id)
     if session["status"] != "open":

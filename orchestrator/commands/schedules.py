@@ -214,7 +214,7 @@ def temporal_spec(timing: ScheduleTiming) -> ScheduleSpec:
 def temporal_schedule(
     platform: CommandContext, session_id: str, alias: str, timing: ScheduleTiming, enabled: bool
 ) -> Schedule:
-    from workflows.schedule_fire import SCHEDULE_FIRE_WORKFLOW, ScheduleFiring
+    from orchestrator.workflows.schedule_fire import SCHEDULE_FIRE_WORKFLOW, ScheduleFiring
 
     firing = ScheduleFiring(session_id=session_id, alias=alias, schedule_id=schedule_id(session_id, alias))
     return Schedule(

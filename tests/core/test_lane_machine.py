@@ -30,7 +30,7 @@ from orchestrator.core.routing import route, versions_by_name
 from orchestrator.lane_driver import Drive, LaneDriver
 from orchestrator.store.lane_store import QueuedLane, Recorded
 from orchestrator.store.lanes_memory import MemoryLaneStore
-from workflows.messages import RunInput, RunTag
+from orchestrator.workflows.messages import RunInput, RunTag
 
 SESSION = "ses_machine"
 ALIASES = ["a", "b", "c"]

@@ -19,7 +19,7 @@ from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.messages import RunInput
+    from orchestrator.workflows.messages import RunInput
 
 CREATE_CRASH_RUNS = """
 CREATE TABLE IF NOT EXISTS crash_runs (

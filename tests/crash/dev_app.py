@@ -9,7 +9,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.messages import RunInput
+    from orchestrator.workflows.messages import RunInput
 
 
 @workflow.defn(name="noted")

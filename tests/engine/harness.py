@@ -30,7 +30,7 @@ from tests.conftest import skips_time
 from tests.timeouts import stop_within
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.messages import RunInput
+    from orchestrator.workflows.messages import RunInput
 
 
 # Replaces platform activities by stand-ins with the same registered names (to inject failures).

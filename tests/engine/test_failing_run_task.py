@@ -21,7 +21,7 @@ from orchestrator.platform import Platform
 from tests.engine.harness import Engine, eventually, lane_state, new_session, recorder_listener, running_engine
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.messages import RunInput
+    from orchestrator.workflows.messages import RunInput
 
 pytestmark = pytest.mark.devserver
 

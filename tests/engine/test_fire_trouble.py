@@ -10,8 +10,8 @@ from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.platform import Platform
+from orchestrator.workflows.messages import FireReport, FireRequest
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, replacing, running_engine
-from workflows.messages import FireReport, FireRequest
 
 pytestmark = pytest.mark.both_servers
 

@@ -11,6 +11,7 @@ from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.platform import Platform
+from orchestrator.workflows.messages import FireReport, FireRequest
 from tests.engine.harness import (
     Engine,
     eventually,
@@ -20,7 +21,6 @@ from tests.engine.harness import (
     running_engine,
     write_many,
 )
-from workflows.messages import FireReport, FireRequest
 
 pytestmark = pytest.mark.both_servers
 

@@ -10,7 +10,7 @@ import pytest
 from temporalio import activity, workflow
 from temporalio.testing import WorkflowEnvironment
 
-from activities.session import SessionCall
+from orchestrator.activities.session import SessionCall
 from orchestrator.platform import Platform
 from tests.engine.harness import Engine, eventually, new_session, running_engine
 

@@ -10,6 +10,7 @@ from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.platform import Platform
+from orchestrator.workflows.messages import RunEnd
 from tests.engine.harness import (
     Engine,
     eventually,
@@ -19,7 +20,6 @@ from tests.engine.harness import (
     replacing,
     running_engine,
 )
-from workflows.messages import RunEnd
 
 pytestmark = pytest.mark.both_servers
 

@@ -67,7 +67,13 @@ def test_a_new_app_passes_its_own_test(tmp_path: Path) -> None:
     made = subprocess.run([CLI, "new", "hello"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
     folder = tmp_path / "hello"
-    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "app.py", "flows.py", "test_app.py"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "README.md",
+        "activities.py",
+        "app.py",
+        "test_app.py",
+        "workflows.py",
+    ]
     readme = (folder / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(readme) == 3 and readme[0] == "# hello"
     assert "pytest" in made.stdout

@@ -17,7 +17,7 @@ from temporalio.worker import Replayer
 from examples.missions import app as missions
 from orchestrator.engine_wiring import PLATFORM_WORKFLOWS
 from orchestrator.worker import sandbox_runner
-from workflows.run_end import RunEndInterceptor
+from orchestrator.workflows.run_end import RunEndInterceptor
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
 
