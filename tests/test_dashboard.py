@@ -296,7 +296,7 @@ async def test_the_dashboard_is_a_place_to_work(dashboard: tuple[Engine, str], b
     await engine.command("close_session", session_id=closed)
     wrote = await engine.command("write_object", session_id=sid, alias="missions/1", value={"type": "m", "n": 1})
     request = {"type": "text", "role": "request", "message": "the printer is on fire"}
-    await engine.command("post_thread_item", session_id=sid, alias="chats/1", item=request)
+    asked = await engine.command("post_thread_item", session_id=sid, alias="chats/1", item=request)
     await eventually(lambda: _runs_ended(engine, sid, 2), what="both runs ended")
 
     await asyncio.to_thread(browser.get, f"{url}/")
@@ -386,7 +386,8 @@ async def test_the_dashboard_is_a_place_to_work(dashboard: tuple[Engine, str], b
     assert len(await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#timeline .tl-mark")) == 2
 
     if folder := os.environ.get("ORCHESTRATOR_SCREENSHOTS"):
-        await _screenshots(engine, browser, sid, Path(folder), wrote["event_id"])
+        # The event pictured: a request whose run failed, and what it caused.
+        await _screenshots(engine, browser, sid, Path(folder), asked["event_id"])
 
 
 async def _runs_ended(engine: Engine, session_id: str, count: int) -> bool:
@@ -433,6 +434,12 @@ async def _screenshots(engine: Engine, browser: WebDriver, session_id: str, fold
     await until(lambda: _click(browser, f'#stream [data-open="event"][data-id="{event_id}"]'), "an event")
     await until(lambda: _text(browser, "#detail:not([hidden]) ul.caused"), "the event opened")
     await asyncio.to_thread(browser.save_screenshot, str(folder / "dashboard-event.png"))
+    await until(lambda: _click(browser, "#detail-close"), "the detail closed")
+    await until(lambda: _click(browser, '[data-listener="orchestrate"] [data-act="try"]'), "orchestrate tried")
+    await until(lambda: _click(browser, "#simulate-form button[type=submit]"), "simulated")
+    await until(lambda: _text(browser, "#simulate-result.ok"), "the simulation drawn")
+    panel = await asyncio.to_thread(browser.find_element, By.ID, "simulate-panel")
+    await asyncio.to_thread(panel.screenshot, str(folder / "dashboard-simulate.png"))
 
 
 async def test_the_dashboard_writes_as_the_signed_in_key_and_only_what_it_may(

@@ -11,11 +11,12 @@ import { drawSimulation } from "./timeline.js";
 // Set by the page: what to do once a write went through (read the session again), and a listener's body.
 export const hooks = { changed: () => {}, body: () => null };
 
+// An answer beside what asked for it: `ok` true or false, or null while the command is on its way.
 function say(where, text, ok) {
   const out = el(where);
   out.textContent = text;
-  out.classList.toggle("error", !ok);
-  out.classList.toggle("ok", ok);
+  out.classList.toggle("error", ok === false);
+  out.classList.toggle("ok", ok === true);
 }
 
 // A JSON field of a form, or the reason it is not JSON (the field named as the platform would).
@@ -28,6 +29,7 @@ function parsed(text, field) {
 }
 
 async function run(where, body, done) {
+  say(where, "…", null);
   try {
     const reply = await inSession(body.command, body);
     say(where, done(reply), true);
@@ -77,6 +79,8 @@ async function simulate(form) {
   if (form.after.value !== "") body.after = Number(form.after.value);
   if (form.before.value !== "") body.before = Number(form.before.value);
   if (form.run_seconds.value !== "") body.run_seconds = Number(form.run_seconds.value);
+  say("simulate-result", "simulating…", null);
+  el("timeline").replaceChildren();
   try {
     const found = await inSession("simulate_listener", body);
     say("simulate-result", `${found.batches.length} batches from ${found.matched} of ${found.events} events${found.truncated ? " (cut short)" : ""}`, true);

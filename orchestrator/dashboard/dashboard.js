@@ -16,6 +16,8 @@ const RECENT_EVENTS = 50;
 // Thread aliases are learnt from this many of the newest events, and from the stream after that.
 const THREADS_LOOKBACK = 5000;
 const OBJECTS_SHOWN = 200;
+// `list_executions` answers a session's first 1000 runs, oldest first.
+const EXECUTIONS_ANSWERED = 1000;
 
 let sessions = [];
 let bodies = {};
@@ -69,10 +71,10 @@ function refreshSession() {
 async function renderSession() {
   if (!state.current) return;
   const sid = state.current;
-  const [{ listeners }, declared, { executions }, { schedules }] = await Promise.all([
+  const [{ listeners }, declared, executions, { schedules }] = await Promise.all([
     inSession("list_session_listeners"),
     command({ command: "list_listeners" }),
-    inSession("list_executions"),
+    readRuns(),
     inSession("list_schedules"),
   ]);
   if (sid !== state.current) return;
@@ -98,6 +100,20 @@ async function renderSession() {
   show(el("schedules").tBodies[0], rows);
   el("schedules-panel").hidden = schedules.length === 0;
   if (objectsStale) await renderObjects(sid);
+}
+
+// The session's runs as `list_executions` answers them; past its first 1000, the running and failed ones too
+// (asked for by status), so that a newer outcome still shows its run's failure.
+async function readRuns() {
+  const { executions } = await inSession("list_executions");
+  el("executions-more").textContent = "";
+  if (executions.length < EXECUTIONS_ANSWERED) return executions;
+  const known = new Set(executions.map((e) => e.id));
+  const more = await Promise.all(["running", "failed"].map((status) => inSession("list_executions", { status })));
+  const later = more.flatMap((r) => r.executions).filter((e) => !known.has(e.id));
+  later.sort((a, b) => (a.started_at < b.started_at ? -1 : 1));
+  el("executions-more").textContent = `the session's first ${EXECUTIONS_ANSWERED} runs, and the running and failed ones after them`;
+  return [...executions, ...later];
 }
 
 async function renderObjects(sid) {
