@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import SecretStr
 from selenium import webdriver
@@ -298,6 +299,11 @@ async def test_the_dashboard_is_a_place_to_work(dashboard: tuple[Engine, str], b
     request = {"type": "text", "role": "request", "message": "the printer is on fire"}
     asked = await engine.command("post_thread_item", session_id=sid, alias="chats/1", item=request)
     await eventually(lambda: _runs_ended(engine, sid, 2), what="both runs ended")
+
+    async with httpx.AsyncClient(base_url=url) as http:
+        # The page and its modules are revalidated on each load: never a cached module beside a newer one.
+        for path in ("/", "/dashboard/dashboard.js", "/dashboard/actions.js", "/dashboard/dashboard.css"):
+            assert (await http.get(path)).headers["cache-control"] == "no-cache", path
 
     await asyncio.to_thread(browser.get, f"{url}/")
     # The newest open session (not the newer closed one), and each listener's declaration.
