@@ -332,6 +332,17 @@ async def test_the_dashboard_is_a_place_to_work(dashboard: tuple[Engine, str], b
     read = await engine.command("read_object", session_id=sid, alias="missions/2")
     assert read["object"]["value"] == {"type": "m", "n": 2}
     await until(lambda: browser.find_elements(By.CSS_SELECTOR, '#objects [data-object="missions/2"]'), "it is listed")
+    # Opened for editing, the write is guarded by the rev it was read at: a write in between is a conflict.
+    await until(lambda: _click(browser, '#objects [data-open="object"][data-id="missions/2"]'), "missions/2 listed")
+    await until(lambda: _text(browser, "#detail-title") == "object missions/2", "missions/2 opened")
+    await until(lambda: _click(browser, '#detail [data-act="edit-object"]'), "edit in the form")
+    await asyncio.to_thread(_fill, browser, "object-form", value='{"type": "m", "n": 22}')
+    assert "rev 2" in await until(lambda: _text(browser, "#object-result.ok"), "the edit's answer")
+    await engine.command("write_object", session_id=sid, alias="missions/2", value={"type": "m", "n": 23})
+    await asyncio.to_thread(_fill, browser, "object-form", value='{"type": "m", "n": 24}')
+    assert (await until(lambda: _text(browser, "#object-result.error"), "refused")).startswith("rev_conflict: ")
+    read = await engine.command("read_object", session_id=sid, alias="missions/2")
+    assert read["object"]["value"] == {"type": "m", "n": 23}
     await until(lambda: _click(browser, "#post-item summary"), "the item form")
     await asyncio.to_thread(_fill, browser, "item-form", alias="chats/2", role="request", message="and the fax")
     assert "posted item" in await until(lambda: _text(browser, "#item-result.ok"), "the post's answer")
