@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Reinstall only when the dependencies may have changed.
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check setup clean
+.PHONY: run test check docs setup clean
 
 run: $(STAMP)
 	$(BIN)/orchestrator dev
@@ -18,6 +18,10 @@ check: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# docs/commands.md from the command registry (a test fails when it is out of date).
+docs: $(STAMP)
+	$(BIN)/python -m orchestrator.reference_doc
 
 setup: $(STAMP)
 

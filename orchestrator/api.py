@@ -1,4 +1,5 @@
-"""The HTTP door: `POST /v1/commands` on an ASGI app, plus liveness and readiness probes.
+"""The HTTP door: `POST /v1/commands` on an ASGI app, the commands' JSON Schemas (`GET /v1/schema`), plus
+liveness and readiness probes.
 
 Owns the HTTP framing only (body size, JSON parsing, who calls, status codes); every command's meaning is
 `Platform.command`, so HTTP answers the same JSON as the Python client and the command line. Who calls is
@@ -26,7 +27,8 @@ from orchestrator.access_log import AccessLog
 from orchestrator.browser import BrowserRoutes
 from orchestrator.causes import request_id
 from orchestrator.commands.access import Caller, authorize_stream
-from orchestrator.commands.registry import MAX_JSON_DEPTH
+from orchestrator.commands.reference import schema_index
+from orchestrator.commands.registry import MAX_JSON_DEPTH, unknown_command
 from orchestrator.config import Settings
 from orchestrator.core.connection_listener import parse_stream
 from orchestrator.core.errors import CommandError
@@ -154,6 +156,22 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             return JSONResponse(reply, status_code=400)
         return EventStream(platform.store, hub, session_id, spec, position)  # type: ignore[return-value]
 
+    async def schemas(request: Request) -> Response:
+        # No token: the schemas say what every deployment of this version accepts, and an editor that
+        # validates a file against a `$schema` URL sends no header.
+        return JSONResponse(schema_index())
+
+    async def schema(request: Request) -> Response:
+        name = request.path_params["name"]
+        found = schema_index()
+        if name == "listener":
+            return JSONResponse(found["listener"])
+        if name in found["commands"]:
+            return JSONResponse(found["commands"][name])
+        refusal = unknown_command(name)
+        reply = error_reply("not_found", refusal.message.replace("command: unknown command", "name: no command", 1))
+        return JSONResponse(reply, status_code=404)
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -169,6 +187,8 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             Route("/v1/commands", commands, methods=["POST"]),
             Route("/v1/sessions/{session_id}/stream", stream, methods=["GET"]),
             Route("/v1/stream-tickets", browser.stream_ticket, methods=["POST"]),
+            Route("/v1/schema", schemas, methods=["GET"]),
+            Route("/v1/schema/{name}", schema, methods=["GET"]),
             Route("/", dashboard_page, methods=["GET"]),
             Route("/dashboard/config", browser.config, methods=["GET"]),
             Route("/dashboard/sign-in", browser.sign_in, methods=["POST"]),

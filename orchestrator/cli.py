@@ -1,11 +1,13 @@
-"""The command line: `orchestrator call | status | events | keys | dev | worker | api`. Argument parsing only;
-`runtime` runs things and `inspect` builds what `status` and `events` show.
+"""The command line: `orchestrator call | status | events | keys | dev | worker | api | new`. Argument parsing
+only; `runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
 
 Exit codes of `call`, `status`, `events` and `keys`: 0 for a success reply, 1 for an error reply, 2 for bad
 usage or a command that is not JSON, 3 when the API cannot be reached. `call` prints the reply as one line of
 JSON on stdout; `status` prints a table (or one JSON document with `--json`); `events` prints one line per event
 (one JSON object per line with `--json`); `keys create` and `keys revoke` print the reply (a new key's secret is
-in it, shown this once), `keys list` a table (the reply with `--json`).
+in it, shown this once), `keys list` a table (the reply with `--json`). `call` over HTTP imports only the
+standard library (`plain_http`): it answers in about a tenth of a second; `call --help COMMAND` loads the
+registry.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import signal
 import sys
+import textwrap
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -40,10 +43,28 @@ def _print_reply(reply: dict[str, Any]) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orchestrator", description="Declared listeners on Temporal and PostgreSQL.")
-    sub = parser.add_subparsers(dest="subcommand", required=True, metavar="{call,status,events,keys,dev,worker,api}")
+    sub = parser.add_subparsers(
+        dest="subcommand", required=True, metavar="{call,status,events,keys,dev,worker,api,new}"
+    )
 
-    call = sub.add_parser("call", help="send one JSON command and print the reply")
-    call.add_argument("json", metavar="JSON", help='the command, e.g. \'{"command": "open_session"}\'; - reads stdin')
+    call = sub.add_parser(
+        "call",
+        help="send one JSON command and print the reply",
+        add_help=False,
+        epilog="The commands, their arguments and replies: `orchestrator call --help COMMAND`, or docs/commands.md.",
+    )
+    call.add_argument(
+        "json", metavar="JSON", nargs="?", help='the command, e.g. \'{"command": "open_session"}\'; - reads stdin'
+    )
+    call.add_argument(
+        "-h",
+        "--help",
+        nargs="?",
+        const="",
+        metavar="COMMAND",
+        help="show this help, or with COMMAND its arguments, reply and errors",
+    )
+    call.set_defaults(usage=call.format_help)
     call.add_argument("--url", help="the API's base URL (default: http://HTTP_HOST:HTTP_PORT from the settings)")
     call.add_argument("--token", help="bearer token (default: ORCHESTRATOR_API_TOKEN)")
     call.add_argument(
@@ -92,6 +113,8 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--app", help="the app module or .py file (default: examples.missions.app when present)")
     dev.add_argument("--data-dir", type=Path, help="where the embedded servers keep state (default: .orchestrator)")
     dev.add_argument("--http-port", type=int, help="the HTTP API's port (default: 8700)")
+    dev.add_argument("--quiet", action="store_true", help="print no line per batch and per run's end")
+    dev.add_argument("--reload", action="store_true", help="start the worker again when the app's files change")
 
     worker = sub.add_parser("worker", help="run the worker alone against external servers")
     worker.add_argument("--app", required=True, help="the app module or .py file")
@@ -102,7 +125,24 @@ def _parser() -> argparse.ArgumentParser:
     api = sub.add_parser("api", help="run the HTTP API alone against external servers")
     api.add_argument("--host", help="the interface to listen on (default: 127.0.0.1)")
     api.add_argument("--http-port", type=int, help="the port (default: 8700)")
+
+    new = sub.add_parser("new", help="write a starter app (a listener, a workflow, a passing test) into a folder")
+    new.add_argument("name", metavar="NAME", type=Path, help="the folder to create (it must not hold anything yet)")
     return parser
+
+
+def _new(args: argparse.Namespace) -> int:
+    from orchestrator.starter import StarterExists, write_starter
+
+    try:
+        written = write_starter(args.name)
+    except StarterExists as err:
+        print(f"orchestrator new: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in written:
+        _announce(f"wrote        {path}")
+    _announce(f"Next: cd {args.name} && pytest, then orchestrator dev --app app.py")
+    return EXIT_SUCCESS
 
 
 def _add_door_arguments(parser: argparse.ArgumentParser) -> None:
@@ -213,50 +253,96 @@ def _keys(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _call(args: argparse.Namespace, settings: Settings) -> int:
+    """`call --local`: the command in this process, against the settings' database."""
     import asyncio
 
-    import httpx
+    # Imported here: the platform and its store are needed only in-process.
+    from orchestrator.runtime import ConfigurationError, run_local_command
 
-    from orchestrator.client import api_url
-    from orchestrator.config import reveal
-
-    text = sys.stdin.read() if args.json == "-" else args.json
-    try:
-        body = json.loads(text)
-    except ValueError as err:
-        _print_reply({"status": "error", "error": "invalid_request", "message": f"command: not valid JSON ({err})"})
+    body = _read_command(args)
+    if body is None:
         return EXIT_USAGE
     try:
-        if args.local:
-            # Imported here: the platform and its store are needed only in-process.
-            from orchestrator.runtime import ConfigurationError, run_local_command
+        reply = asyncio.run(run_local_command(settings, body))
+    except ConfigurationError as err:
+        print(f"orchestrator call: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    _print_reply(reply)
+    return EXIT_SUCCESS if reply.get("status") == "success" else EXIT_ERROR_REPLY
 
-            try:
-                reply = asyncio.run(run_local_command(settings, body))
-            except ConfigurationError as err:
-                print(f"orchestrator call: {err}", file=sys.stderr)
-                return EXIT_USAGE
-        else:
-            url = args.url or api_url(settings.http_host, settings.http_port)
-            reply = asyncio.run(_call_http(url, args.token or reveal(settings.api_token), body))
-    except httpx.TransportError as err:
-        print(f"orchestrator call: cannot reach the API: {err!r}", file=sys.stderr)
+
+def _call_help(usage: str, name: str) -> int:
+    """`call --help [COMMAND]`: the call's usage and the commands, or one command's arguments."""
+    from orchestrator.commands import COMMANDS
+    from orchestrator.commands.reference import reference, summary_of
+    from orchestrator.commands.reference_text import command_help
+    from orchestrator.commands.registry import unknown_command
+
+    if not name:
+        print(usage)
+        print("commands:")
+        for command_name in sorted(COMMANDS):
+            first = summary_of(COMMANDS[command_name]).split(". ")[0].split("; ")[0].rstrip(".")
+            print(f"  {command_name:<24}{textwrap.shorten(first, 74, placeholder='...')}")
+        return EXIT_SUCCESS
+    if name not in COMMANDS:
+        print(f"orchestrator call: {unknown_command(name).message}", file=sys.stderr)
+        return EXIT_USAGE
+    print(command_help(reference(name)))
+    return EXIT_SUCCESS
+
+
+def _call_fast(args: argparse.Namespace) -> int:
+    """`call` over HTTP: the standard library only, no settings model, no event loop."""
+    from orchestrator.plain_http import BadSetting, Unreachable, door_from_env, post_command
+
+    body = _read_command(args)
+    if body is None:
+        return EXIT_USAGE
+    try:
+        url, token = door_from_env()
+    except BadSetting as err:
+        print(f"orchestrator call: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        reply = post_command(args.url or url, args.token or token, body)
+    except Unreachable as err:
+        print(f"orchestrator call: cannot reach the API: {err}", file=sys.stderr)
         return EXIT_UNREACHABLE
     _print_reply(reply)
     return EXIT_SUCCESS if reply.get("status") == "success" else EXIT_ERROR_REPLY
 
 
-async def _call_http(url: str, token: str | None, body: Any) -> dict[str, Any]:
-    from orchestrator.client import Client
+def _read_command(args: argparse.Namespace) -> Any:
+    """The command's JSON (from the argument, or stdin for `-`), or None once an error reply is printed."""
+    text = sys.stdin.read() if args.json == "-" else args.json
+    try:
+        return json.loads(text, parse_constant=_not_json)
+    except ValueError as err:
+        _print_reply({"status": "error", "error": "invalid_request", "message": f"command: not valid JSON ({err})"})
+        return None
 
-    async with Client.http(url, token) as client:
-        return await client.command(body)
+
+def _not_json(name: str) -> Any:
+    # NaN and Infinity are not JSON, though Python's parser takes them; the API refuses them too.
+    raise ValueError(f"{name} is not valid JSON")
 
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the command line's own process, not a caller's (a test's) that passes arguments
         _end_at_once_on_interrupt()
     args = _parser().parse_args(argv)
+    if args.subcommand == "call":
+        if args.help is not None:
+            # `call write_object --help` asks about the command named where the JSON would be.
+            return _call_help(args.usage(), args.help or (args.json or "").strip())
+        if args.json is None:
+            print("orchestrator call: the command's JSON is required (or --help [COMMAND])", file=sys.stderr)
+            return EXIT_USAGE
+        if not args.local:
+            return _call_fast(args)
+    if args.subcommand == "new":
+        return _new(args)
     from orchestrator.config import Settings
 
     settings = Settings()
@@ -291,7 +377,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     settings = settings.model_copy(update=updates)
     try:
         if args.subcommand == "dev":
-            asyncio.run(run_dev(settings, args.app, announce=_announce))
+            asyncio.run(run_dev(settings, args.app, announce=_announce, quiet=args.quiet, reload=args.reload))
         elif args.subcommand == "worker":
             asyncio.run(run_worker(settings, args.app, announce=_announce, health_port=args.health_port))
         else:

@@ -16,6 +16,9 @@ from typing import Any, Protocol, Self, cast
 import httpx
 
 from orchestrator.core.errors import CommandError, ErrorCode
+from orchestrator.plain_http import api_url
+
+__all__ = ["Client", "Commands", "api_url"]
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 
@@ -24,12 +27,6 @@ class Commands(Protocol):
     """What runs commands in this process (a `Platform`)."""
 
     async def command(self, body: Any) -> dict[str, Any]: ...
-
-
-def api_url(host: str, port: int) -> str:
-    """The base URL of an API listening on `host:port` (a wildcard host is reached on loopback)."""
-    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-    return f"http://[{shown}]:{port}" if ":" in shown else f"http://{shown}:{port}"
 
 
 class _Transport(Protocol):

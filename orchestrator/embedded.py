@@ -55,15 +55,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-        return True
-
-
 def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -219,14 +210,11 @@ class TemporalDevServer:
         namespace: str = "default",
         host: str = "127.0.0.1",
         extra_args: tuple[str, ...] = (),
-        ports_preferred: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port
         self.ui_port = ui_port
-        # The given ports are wishes: one in use is replaced by a free one (`orchestrator dev`'s 7233 and 8233).
-        self.ports_preferred = ports_preferred
         self.ui = ui
         self.namespace = namespace
         self.extra_args = extra_args
@@ -314,9 +302,8 @@ class TemporalDevServer:
             )
 
     def _usable_port(self, port: int | None) -> int:
-        if port is None or (self.ports_preferred and not port_is_free(port, self.host)):
-            return free_port(self.host)
-        return port
+        # `orchestrator dev` settles its ports before it starts the server (`dev_ports`).
+        return free_port(self.host) if port is None else port
 
     async def _wait_ready(self, startup_seconds: float) -> None:
         assert self._process is not None
@@ -327,6 +314,10 @@ class TemporalDevServer:
             if code is not None:
                 raise self._failure(f"exited with code {code}")
             try:
+                # Another server answering on the port is not this one (a second start that lost the race
+                # for the port would otherwise take it for its own, and two platforms would share it).
+                if not _listens(self._process.pid, self.port):
+                    raise EmbeddedServerError(f"process {self._process.pid} does not listen on {self.port} yet")
                 client = await temporalio.client.Client.connect(self.address, namespace=self.namespace)
                 # Connecting proves the frontend is up; describing the namespace proves it can serve it.
                 await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=self.namespace))
@@ -415,6 +406,18 @@ def stop_abandoned_dev_servers(db_file: Path, grace_seconds: float = ABANDONED_S
     return [process.pid for process in abandoned]
 
 
+def _listens(pid: int, port: int | None) -> bool:
+    """Whether process `pid` holds a TCP socket listening on `port`."""
+    try:
+        process = psutil.Process(pid)
+        # `net_connections` since psutil 6, `connections` before.
+        look = getattr(process, "net_connections", None) or process.connections
+        sockets = look(kind="tcp")
+    except psutil.Error:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in sockets)
+
+
 def _owner_file(db_file: Path) -> Path:
     return db_file.with_name("temporal.owner")
 
@@ -453,7 +456,6 @@ __all__ = [
     "EmbeddedServerError",
     "TemporalDevServer",
     "free_port",
-    "port_is_free",
     "start_postgres",
     "start_temporal",
     "stop_abandoned_dev_servers",

@@ -302,9 +302,19 @@ class LaneDriver:
             )
         if take.retry > 0 and acted.started:
             self.observed.metrics.retries_waiting.add(-1, {"listener": address.listener})
-        self.observed.log.info(
-            "batch %s", acted.status or "consumed", extra={**fields, "status": acted.status or "consumed"}
-        )
+        # `activity` and its fields are what `orchestrator dev` prints a line of (`dev_log`).
+        batch_fields = {
+            **fields,
+            "activity": "batch",
+            "status": acted.status or "consumed",
+            "events": len(take.consumed),
+            "retry": take.retry,
+        }
+        if acted.started and acted.execution_id:
+            batch_fields["execution"] = acted.execution_id
+        elif acted.message:
+            batch_fields["reason"] = acted.message
+        self.observed.log.info("batch %s", acted.status or "consumed", extra=batch_fields)
         return finished.snapshot
 
     def _receipt(self, snap: LaneSnapshot, take: Take, outcome: Outcome | None) -> dict[str, Any] | None:
@@ -448,8 +458,7 @@ class LaneDriver:
     async def end(self, tag: RunTag, status: str, error: str | None) -> None:
         """Record a run's end (once), hold its slot for its repeat or release it, and drive the lanes it frees
         a slot for (its own, when more waits in it; the one a freed key slot goes to)."""
-        fields = log_fields(tag.session_id, tag.listener, tag.lane, execution=tag.execution_id)
-        self.observed.log.info("run %s", status, extra={**fields, "status": status})
+        fields = log_fields(tag.session_id, tag.listener, tag.lane, execution=tag.execution_id, error=error)
         decision = None
         if tag.run_key is not None and tag.listener is not None:
             run = HeldSlot(
@@ -482,6 +491,9 @@ class LaneDriver:
                 gave_up=decision is not None and decision.gave_up,
             )
         )
+        # A second report of the same end (the run's own, the sweep's) is no activity of its own.
+        activity = {"activity": "run_end"} if ended.recorded else {}
+        self.observed.log.info("run %s", status, extra={**fields, "status": status, **activity})
         if not ended.recorded or tag.listener is None or tag.lane is None:
             return
         if decision is not None and decision.repeat_in is not None:

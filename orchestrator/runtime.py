@@ -17,6 +17,7 @@ import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -32,7 +33,10 @@ from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp, load_app
 from orchestrator.client import api_url
 from orchestrator.config import Settings
-from orchestrator.embedded import TemporalDevServer, start_postgres
+from orchestrator.dev_log import activity_lines
+from orchestrator.dev_ports import PortTaken, plan_ports
+from orchestrator.dev_reload import ReloadingEngine, import_app
+from orchestrator.embedded import TemporalDevServer, start_postgres, stop_abandoned_dev_servers
 from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.telemetry import install as install_telemetry
@@ -44,8 +48,8 @@ Announce = Callable[[str], None]
 
 # The example app `orchestrator dev` runs when no --app is given; without it the platform runs alone.
 DEFAULT_APP = "examples.missions.app"
-# Temporal's usual gRPC port; taken only when free, so a second platform on the machine still starts.
-TEMPORAL_DEFAULT_PORT = 7233
+# `Ready.` waits this much past the listeners' `effective_at`, for a database clock a little ahead of ours.
+CLOCK_MARGIN_SECONDS = 0.2
 
 
 class ConfigurationError(Exception):
@@ -235,28 +239,50 @@ def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
 # The shared steps
 
 
-def _load_app(spec: str | None, announce: Announce) -> UserApp | None:
+def _load_app(spec: str | None, announce: Announce) -> tuple[UserApp | None, set[str]]:
+    """The app (None when no --app is given and the example is not here), and the modules it imported."""
     if spec is not None:
-        return load_app(spec)
+        return import_app(spec)
     try:
-        return load_app(DEFAULT_APP)
+        return import_app(DEFAULT_APP)
     except Exception as err:
         cause = err.__cause__
         if isinstance(cause, ModuleNotFoundError) and cause.name is not None and DEFAULT_APP.startswith(cause.name):
             announce(f"app          none ({DEFAULT_APP} is not here; pass --app MODULE)")
-            return None
+            return None, set()
         raise
 
 
-async def save_app_listeners(platform: Platform, app: UserApp, announce: Announce) -> None:
+async def save_app_listeners(platform: Platform, app: UserApp, announce: Announce) -> datetime | None:
     """Save the app's declared event types, then its listeners (which may name them), announcing each reply;
-    a refused one does not stop the rest."""
+    a refused one does not stop the rest. Answers when the last of them takes effect (None: none saved)."""
     for body in app.event_types:
         reply = await platform.command({**body, "command": "save_event_type"})
         announce(f"save_event_type {body.get('name', '?')}: {json.dumps(reply)}")
+    effective: datetime | None = None
     for body in app.listeners:
         reply = await platform.command({"command": "save_listener", "listener": body})
         announce(f"save_listener {body.get('name', '?')}: {json.dumps(reply)}")
+        if reply.get("status") == "success":
+            at = datetime.fromisoformat(reply["listener"]["effective_at"])
+            effective = at if effective is None else max(effective, at)
+    return effective
+
+
+async def announce_ready(announce: Announce, effective: datetime | None) -> None:
+    """`Ready.` once the app's listeners are in effect: a write made before then is not theirs (the
+    activation delay), so the line waits for it, saying when it will be."""
+    if effective is not None:
+        wait = (effective - datetime.now(UTC)).total_seconds() + CLOCK_MARGIN_SECONDS
+        if wait > CLOCK_MARGIN_SECONDS:
+            local = effective.astimezone().strftime("%H:%M:%S")
+            announce(
+                f"listeners    in effect at {local}, in {wait:.0f} s"
+                " (the activation delay, ORCHESTRATOR_LIMITS__ACTIVATION_DELAY_SECONDS)"
+            )
+        if wait > 0:
+            await asyncio.sleep(wait)
+    announce("Ready. Press Ctrl-C to stop.")
 
 
 async def _run_parts(
@@ -307,21 +333,27 @@ async def _run_worker_and_api(
     serve_http: bool,
     announce: Announce,
     on_ready: Callable[[str | None], None],
+    engine: ReloadingEngine | None = None,
 ) -> None:
     user_app = app if app is not None else UserApp(name="(none)")
-    components = platform_components(platform, temporal, user_app)
     async with contextlib.AsyncExitStack() as stack:
         parts: dict[str, Callable[[], Awaitable[Any]]] = {}
         graceful: list[Callable[[], Awaitable[None]]] = []
-        try:
-            worker = build_worker(temporal, settings, user_app, components.workflows, components.activities)
-        except ValueError:
-            announce("worker       nothing to run (no app workflows and no platform workflows)")
+        if engine is not None:
+            # The worker and the router, started again on the app's new code when its files change.
+            parts["engine"] = engine.run
+            graceful.append(engine.shutdown)
         else:
-            parts["worker"] = worker.run
-            graceful.append(worker.shutdown)
-        for index, background in enumerate(components.background_tasks):
-            parts[f"background-{index}"] = background
+            components = platform_components(platform, temporal, user_app)
+            try:
+                worker = build_worker(temporal, settings, user_app, components.workflows, components.activities)
+            except ValueError:
+                announce("worker       nothing to run (no app workflows and no platform workflows)")
+            else:
+                parts["worker"] = worker.run
+                graceful.append(worker.shutdown)
+            for index, background in enumerate(components.background_tasks):
+                parts[f"background-{index}"] = background
         url = None
         if serve_http:
             api = ApiServer(
@@ -339,19 +371,37 @@ async def _run_worker_and_api(
 # The three processes
 
 
-async def run_dev(settings: Settings, app_spec: str | None = None, *, announce: Announce = _log_announce) -> None:
+async def run_dev(
+    settings: Settings,
+    app_spec: str | None = None,
+    *,
+    announce: Announce = _log_announce,
+    quiet: bool = False,
+    reload: bool = False,
+) -> None:
     """The whole platform in one process tree: embedded servers where the settings name none.
 
-    Servers: PostgreSQL under `settings.data_dir / "postgres"` unless `database_url` is set, and the
-    Temporal dev server (with its UI) on `settings.data_dir / "temporal.sqlite"` unless `temporal_address`
-    is set. Then the platform, the app's listeners saved, the worker and the HTTP API, until Ctrl-C.
+    Its ports are settled first (`dev_ports`): one that is taken stops it before anything starts. Servers:
+    PostgreSQL under `settings.data_dir / "postgres"` unless `database_url` is set, and the Temporal dev
+    server (with its UI) on `settings.data_dir / "temporal.sqlite"` unless `temporal_address` is set. Then
+    the platform, the app's listeners saved, the worker and the HTTP API, until Ctrl-C; `Ready.` once the
+    listeners are in effect. Unless `quiet`, each batch and each run's end is announced as it happens. With
+    `reload`, the worker starts again on the app's new code when its files change (`dev_reload`).
     """
     install_telemetry()
     stop = asyncio.Event()
-    app = _load_app(app_spec, announce)
-    with _stop_on_signals(stop):
+    app, app_modules = _load_app(app_spec, announce)
+    data_dir = settings.data_dir.resolve()
+    if not settings.temporal_address:
+        # A dev server a crashed platform left on this folder holds the ports it remembered: gone first.
+        await asyncio.to_thread(stop_abandoned_dev_servers, data_dir / "temporal.sqlite")
+    try:
+        ports = plan_ports(settings, data_dir)
+    except PortTaken as err:
+        raise ConfigurationError(str(err)) from None
+    lines = contextlib.nullcontext() if quiet else activity_lines(announce)
+    with _stop_on_signals(stop), lines:
         async with contextlib.AsyncExitStack() as stack:
-            data_dir = settings.data_dir.resolve()
             if settings.database_url:
                 database_url = settings.database_url
             else:
@@ -365,11 +415,7 @@ async def run_dev(settings: Settings, app_spec: str | None = None, *, announce: 
                 temporal_address = settings.temporal_address
             else:
                 server = await TemporalDevServer(
-                    data_dir,
-                    port=TEMPORAL_DEFAULT_PORT,
-                    ui_port=settings.temporal_ui_port,
-                    namespace=settings.temporal_namespace,
-                    ports_preferred=True,
+                    data_dir, port=ports.temporal, ui_port=ports.temporal_ui, namespace=settings.temporal_namespace
                 ).start()
                 stack.push_async_callback(server.stop)
                 temporal_address, ui_url = server.address, server.ui_url
@@ -380,20 +426,45 @@ async def run_dev(settings: Settings, app_spec: str | None = None, *, announce: 
                 settings = settings.model_copy(update={"temporal_ui_url": ui_url})
             platform = await Platform.connect(settings, database_url, temporal=temporal)
             stack.push_async_callback(platform.close)
+            effective = None
             if app is not None:
                 counts = f"{len(app.workflows)} workflows, {len(app.activities)} activities"
                 announce(f"app          {app.name}: {counts}, {len(app.listeners)} listeners")
-                await save_app_listeners(platform, app, announce)
+                effective = await save_app_listeners(platform, app, announce)
+            readiness: list[asyncio.Task[None]] = []
 
             def ready(url: str | None) -> None:
                 endpoints = Endpoints(database_url, temporal_address, settings.temporal_namespace, ui_url, url)
                 for line in describe(endpoints, settings):
                     announce(line)
-                announce("Ready. Press Ctrl-C to stop.")
+                readiness.append(asyncio.create_task(announce_ready(announce, effective)))
 
-            await _run_worker_and_api(
-                stop, platform, temporal, settings, app, serve_http=True, announce=announce, on_ready=ready
-            )
+            async def restarted(new_app: UserApp) -> None:
+                saved = await save_app_listeners(platform, new_app, announce)
+                readiness.append(asyncio.create_task(announce_ready(announce, saved)))
+
+            engine = None
+            if reload and app is not None:
+                spec = app_spec or DEFAULT_APP
+                engine = ReloadingEngine(
+                    platform, temporal, settings, spec, app, app_modules, announce=announce, restarted=restarted
+                )
+                announce(f"reload       on: watching {engine.folder} for changes")
+            try:
+                await _run_worker_and_api(
+                    stop,
+                    platform,
+                    temporal,
+                    settings,
+                    app,
+                    serve_http=True,
+                    announce=announce,
+                    on_ready=ready,
+                    engine=engine,
+                )
+            finally:
+                for task in readiness:
+                    task.cancel()
             announce("Stopping...")
     announce("Stopped.")
 

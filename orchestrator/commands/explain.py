@@ -16,6 +16,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import Field
+
 from orchestrator.commands.events import refuse_trimmed
 from orchestrator.commands.fields import SessionId
 from orchestrator.commands.registry import Request, command
@@ -35,7 +37,7 @@ CAUSED_EVENTS = 50
 class ExplainEvent(Request):
     command: Literal["explain_event"]
     session_id: SessionId
-    event_id: int
+    event_id: int = Field(description="the event's id in the session's stream")
 
 
 async def explain(platform: CommandContext, session_id: str, event_id: int) -> dict[str, Any]:
@@ -143,8 +145,16 @@ async def what_it_caused(
     return found
 
 
-@command("explain_event", ExplainEvent)
+@command(
+    "explain_event",
+    ExplainEvent,
+    reply="`event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, batch?, run?, outcome?,"
+    " receipt?}], `caused_by`, `caused`",
+    errors=("not_found",),
+)
 async def explain_event(platform: CommandContext, req: ExplainEvent) -> dict[str, Any]:
+    """What became of an event, listener by listener (matched or why not, its lane, batch, run, outcome and
+    receipt), what caused it and what it caused."""
     return await explain(platform, req.session_id, req.event_id)
 
 

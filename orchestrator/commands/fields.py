@@ -1,21 +1,53 @@
 """Argument types the commands share: ids, aliases, JSON values and their size limits.
 
 Owns the checks that every door needs the same way: an alias's syntax (via the core's `validate_alias`),
-that an object value is a JSON object with a `type`, and that a payload fits `max_payload_bytes`.
+that an object value is a JSON object with a `type`, and that a payload fits `max_payload_bytes`; and
+`SchemaOf`, the JSON Schema of an argument a command takes as any JSON and validates itself (a listener
+body, a schedule's `repeat`), so the reference shows its real shape.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, Field, GetJsonSchemaHandler, StringConstraints, TypeAdapter, WithJsonSchema
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from orchestrator.core.errors import CommandError
-from orchestrator.core.globs import MAX_ALIAS_CHARS, validate_alias
+from orchestrator.core.globs import ALIAS_RE, MAX_ALIAS_CHARS, validate_alias
+
+
+@dataclass(frozen=True)
+class SchemaOf:
+    """Annotates an argument validated by the handler (so that its errors name fields the handler's way) with
+    the JSON Schema of what it must hold: `Annotated[Any, SchemaOf(ListenerDeclaration)]`. Built only when a
+    schema is asked for, so it costs a command's import nothing."""
+
+    shape: Any
+
+    def __get_pydantic_json_schema__(self, core: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return handler(TypeAdapter(self.shape).core_schema)
+
 
 SessionId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-Alias = Annotated[str, AfterValidator(validate_alias)]
+# The schema says what `validate_alias` checks but for its one rule a pattern cannot say simply (no `.` or
+# `..` segment).
+Alias = Annotated[
+    str,
+    AfterValidator(validate_alias),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_ALIAS_CHARS,
+            "pattern": ALIAS_RE.pattern,
+            "description": "an alias: `/`-separated segments of letters, digits and `_.:@-`, no `.` or `..` segment",
+        }
+    ),
+]
 # The start of an alias: what an alias may hold, cut anywhere (so a trailing `/` is fine).
 AliasPrefix = Annotated[str, StringConstraints(max_length=MAX_ALIAS_CHARS, pattern=r"^[A-Za-z0-9_.:@/-]*$")]
 ClientId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -32,7 +64,18 @@ def _json_object_with_type(value: Any) -> dict[str, Any]:
     return value
 
 
-ObjectValue = Annotated[dict[str, Any], AfterValidator(_json_object_with_type)]
+ObjectValue = Annotated[
+    dict[str, Any],
+    AfterValidator(_json_object_with_type),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "required": ["type"],
+            "properties": {"type": {"type": "string", "minLength": 1}},
+            "description": "a JSON object with a non-empty string `type`",
+        }
+    ),
+]
 
 
 def check_payload(field: str, value: Any, max_bytes: int) -> None:

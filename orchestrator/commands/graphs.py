@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 class UpdateGraph(Request):
     command: Literal["update_graph"]
     session_id: SessionId
-    patch: GraphPatch
-    if_rev: Annotated[int, Field(ge=0)] | None = None
+    patch: GraphPatch = Field(description="nodes to set (a JSON object each) or remove (null), edges to add or remove")
+    if_rev: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="apply only when the graph's rev is this one, else `rev_conflict`"
+    )
     client: ClientId | None = None
     idempotency_key: IdempotencyKey | None = None
 
@@ -26,11 +28,20 @@ class UpdateGraph(Request):
 class ReadGraph(Request):
     command: Literal["read_graph"]
     session_id: SessionId
-    nodes: Annotated[list[NodeId], Field(max_length=MAX_PATCH_NODES)] | None = None
+    nodes: Annotated[list[NodeId], Field(max_length=MAX_PATCH_NODES)] | None = Field(
+        default=None, description="only these nodes, and the edges that touch them"
+    )
 
 
-@command("update_graph", UpdateGraph)
+@command(
+    "update_graph",
+    UpdateGraph,
+    reply="`graph` {rev, ...}, `event_id` (its `graph.changed` event)",
+    errors=("not_found", "session_not_open", "rev_conflict", "limit_exceeded"),
+)
 async def update_graph(platform: CommandContext, req: UpdateGraph) -> dict[str, Any]:
+    """Apply a patch to the session's graph, all or none, guarded by `if_rev`, with one `graph.changed` event
+    naming the nodes it changed."""
     check_payload("patch", req.patch.model_dump(mode="json", by_alias=True), platform.settings.limits.max_payload_bytes)
     graph, event_id = await platform.store.update_graph(
         req.session_id,
@@ -42,6 +53,7 @@ async def update_graph(platform: CommandContext, req: UpdateGraph) -> dict[str, 
     return {"graph": graph, "event_id": event_id}
 
 
-@command("read_graph", ReadGraph)
+@command("read_graph", ReadGraph, reply="`graph` {rev, nodes, edges}", errors=("not_found",))
 async def read_graph(platform: CommandContext, req: ReadGraph) -> dict[str, Any]:
+    """The session's graph with its rev; with `nodes`, only those nodes and the edges that touch them."""
     return {"graph": await platform.store.read_graph(req.session_id, req.nodes)}

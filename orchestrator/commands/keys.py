@@ -44,11 +44,18 @@ ScopeText = Annotated[str, StringConstraints(min_length=1, max_length=300), Afte
 
 class CreateApiKey(Request):
     command: Literal["create_api_key"]
-    name: KeyName
-    scopes: Annotated[list[ScopeText], Field(min_length=1, max_length=MAX_SCOPES)]
-    requests_per_second: Annotated[float, Field(gt=0, le=MAX_REQUESTS_PER_SECOND)] | None = None
+    name: KeyName = Field(description="the key's name, never reused (letters, digits and `_.@-`)")
+    scopes: Annotated[list[ScopeText], Field(min_length=1, max_length=MAX_SCOPES)] = Field(
+        description="what it may do: `admin`, `read:<session glob>`, `write:<session glob>[:<alias glob>]`,"
+        " `emit:<type glob>`, `listen:<session glob>`, `listeners` (docs/security.md)"
+    )
+    requests_per_second: Annotated[float, Field(gt=0, le=MAX_REQUESTS_PER_SECOND)] | None = Field(
+        default=None, description="its request rate; none: the deployment's `key_requests_per_second`"
+    )
     # ISO 8601 with a time zone (`2027-01-01T00:00:00Z`); the key is refused from then on.
-    expires_at: str | None = None
+    expires_at: str | None = Field(
+        default=None, description="an ISO 8601 time with its zone (`2027-01-01T00:00:00Z`); refused from then on"
+    )
 
     @field_validator("expires_at")
     @classmethod
@@ -70,10 +77,15 @@ class ListApiKeys(Request):
 
 class RevokeApiKey(Request):
     command: Literal["revoke_api_key"]
-    name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(description="the key's name")
 
 
-@command("create_api_key", CreateApiKey)
+@command(
+    "create_api_key",
+    CreateApiKey,
+    reply="`key` {name, id, scopes, requests_per_second, created_at, expires_at, revoked_at, state, secret"
+    " (shown this once)}",
+)
 async def create_api_key(platform: CommandContext, req: CreateApiKey) -> dict[str, Any]:
     """A new key with its scopes; the reply holds its secret, which is never shown again (only a digest is kept)."""
     expires = datetime.fromisoformat(req.expires_at) if req.expires_at is not None else None
@@ -87,14 +99,23 @@ async def create_api_key(platform: CommandContext, req: CreateApiKey) -> dict[st
     return {"key": {**key_view(row, now), "secret": secret}}
 
 
-@command("list_api_keys", ListApiKeys)
+@command(
+    "list_api_keys",
+    ListApiKeys,
+    reply="`keys` [{name, id, scopes, requests_per_second, created_at, expires_at, revoked_at, state}]",
+)
 async def list_api_keys(platform: CommandContext, req: ListApiKeys) -> dict[str, Any]:
     """Every key ever created, revoked and expired ones too (their names stay taken), never a secret."""
     now = datetime.now(UTC)
     return {"keys": [key_view(r, now) for r in await platform.store.list_keys()]}
 
 
-@command("revoke_api_key", RevokeApiKey)
+@command(
+    "revoke_api_key",
+    RevokeApiKey,
+    reply="`key` {name, id, scopes, ..., revoked_at, state}",
+    errors=("not_found",),
+)
 async def revoke_api_key(platform: CommandContext, req: RevokeApiKey) -> dict[str, Any]:
     """Revoke a key: every API replica refuses it within a second (`orchestrator.gate`), its browser sessions and
     stream tickets at once."""

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from orchestrator.commands.fields import ListenerName, SessionId
+from pydantic import Field
+
+from orchestrator.commands.fields import ListenerName, SchemaOf, SessionId
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.declaration import parse_declaration
+from orchestrator.core.declaration import ListenerDeclaration, parse_declaration
 from orchestrator.nudges import nudge_lanes
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
 
 
+# Validated by the handler (`parse_declaration`), so that its errors read `listener.<field>`.
+ListenerBody = Annotated[
+    Any, SchemaOf(ListenerDeclaration), Field(description="a listener body: every field in docs/listeners.md")
+]
+
+
 class SaveListener(Request):
     command: Literal["save_listener"]
-    listener: Any
+    listener: ListenerBody
 
 
 class ListenerRef(Request):
@@ -31,17 +39,16 @@ class SwitchListener(Request):
     command: Literal["switch_listener"]
     session_id: SessionId
     name: ListenerName
-    enabled: bool
+    enabled: bool = Field(description="false: the listener's batches in this session are consumed with no run")
 
 
 class PauseListener(Request):
     command: Literal["pause_listener", "resume_listener"]
     name: ListenerName
-    # A pause in one session; without it, in every session.
-    session_id: SessionId | None = None
+    session_id: SessionId | None = Field(default=None, description="in this session only; without it, in every one")
 
 
-@command("pause_listener", PauseListener)
+@command("pause_listener", PauseListener, reply="`listener` {name, session_id, paused: true}", errors=("not_found",))
 async def pause_listener(platform: CommandContext, req: PauseListener) -> dict[str, Any]:
     """Stop firing, keep routing: the listener's events wait in its lanes (pending), and nothing is lost."""
     await platform.store.get_listener(req.name)
@@ -51,7 +58,12 @@ async def pause_listener(platform: CommandContext, req: PauseListener) -> dict[s
     return {"listener": {"name": req.name, "session_id": req.session_id, "paused": True}}
 
 
-@command("resume_listener", PauseListener)
+@command(
+    "resume_listener",
+    PauseListener,
+    reply="`listener` {name, session_id, paused: false}, `lanes_resumed`",
+    errors=("not_found",),
+)
 async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[str, Any]:
     """Fire what waited, as batches by the usual rules: the lanes that hold events are nudged."""
     await platform.store.get_listener(req.name)
@@ -62,7 +74,7 @@ async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[
     return {"listener": {"name": req.name, "session_id": req.session_id, "paused": False}, "lanes_resumed": len(lanes)}
 
 
-@command("save_listener", SaveListener)
+@command("save_listener", SaveListener, reply="`listener` {name, version, effective_at}")
 async def save_listener(platform: CommandContext, req: SaveListener) -> dict[str, Any]:
     """Validate the body and store it as the listener's next version, in effect after the activation delay."""
     limits = platform.settings.limits
@@ -72,22 +84,34 @@ async def save_listener(platform: CommandContext, req: SaveListener) -> dict[str
     return {"listener": saved}
 
 
-@command("get_listener", ListenerRef)
+@command(
+    "get_listener", ListenerRef, reply="`listener` {name, version, effective_at, saved_at, body}", errors=("not_found",)
+)
 async def get_listener(platform: CommandContext, req: ListenerRef) -> dict[str, Any]:
+    """A listener's version in effect: its body, and when it took effect."""
     return {"listener": await platform.store.get_listener(req.name)}
 
 
-@command("delete_listener", ListenerRef)
+@command(
+    "delete_listener",
+    ListenerRef,
+    reply="`listener` {name, version, effective_at, saved_at, body}, as it was",
+    errors=("not_found",),
+)
 async def delete_listener(platform: CommandContext, req: ListenerRef) -> dict[str, Any]:
+    """Delete a listener: no batch is cut for it any more (what it did stays recorded)."""
     return {"listener": await platform.store.delete_listener(req.name)}
 
 
-@command("list_listeners", ListListeners)
+@command("list_listeners", ListListeners, reply="`listeners` [{name, version, effective_at, saved_at, body}], by name")
 async def list_listeners(platform: CommandContext, req: ListListeners) -> dict[str, Any]:
+    """Every listener declared and not deleted, by name."""
     return {"listeners": await platform.store.list_listeners()}
 
 
-@command("switch_listener", SwitchListener)
+@command("switch_listener", SwitchListener, reply="`enabled`", errors=("not_found",))
 async def switch_listener(platform: CommandContext, req: SwitchListener) -> dict[str, Any]:
+    """Switch a listener off or on in one session: while it is off, its batches come due and are consumed with no
+    run and no outcome."""
     enabled = await platform.store.switch_listener(req.session_id, req.name, req.enabled)
     return {"enabled": enabled}

@@ -23,16 +23,19 @@ if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
 
 
+IF_REV = "write only when the stored rev is this one (0: only when there is none), else `rev_conflict`"
+
+
 class WriteObject(Request):
     command: Literal["write_object"]
     session_id: SessionId
     alias: Alias
     value: ObjectValue
-    if_rev: Annotated[int, Field(ge=0)] | None = None
+    if_rev: Annotated[int, Field(ge=0)] | None = Field(default=None, description=IF_REV)
     client: ClientId | None = None
     idempotency_key: IdempotencyKey | None = None
-    # Answer, beside the write, what routing made of its event (waiting a few seconds for the router).
-    explain: bool = False
+    # Waits a few seconds for the router at most.
+    explain: bool = Field(default=False, description="answer, beside the write, what routing made of its event")
 
 
 class ObjectWrite(BaseModel):
@@ -42,7 +45,7 @@ class ObjectWrite(BaseModel):
 
     alias: Alias
     value: ObjectValue
-    if_rev: Annotated[int, Field(ge=0)] | None = None
+    if_rev: Annotated[int, Field(ge=0)] | None = Field(default=None, description=IF_REV)
 
 
 class WriteObjects(Request):
@@ -64,11 +67,18 @@ class ObjectRef(Request):
 class ListObjects(Request):
     command: Literal["list_objects"]
     session_id: SessionId
-    prefix: AliasPrefix | None = None
+    prefix: AliasPrefix | None = Field(default=None, description="only the aliases that start with this")
 
 
-@command("write_object", WriteObject)
+@command(
+    "write_object",
+    WriteObject,
+    reply="`object` {alias, rev}, `event_id`; with `explain`, also `explain` (as `explain_event` answers)",
+    errors=("not_found", "session_not_open", "rev_conflict", "limit_exceeded"),
+)
 async def write_object(platform: CommandContext, req: WriteObject) -> dict[str, Any]:
+    """Replace the value at `alias` and raise its `rev` by one, with an `object.written` event in the same
+    transaction; `if_rev` refuses the write when the stored rev differs (0: only when there is none)."""
     check_payload("value", req.value, platform.settings.limits.max_payload_bytes)
     # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
     attributes = {"orchestrator.session": req.session_id, "orchestrator.alias": req.alias}
@@ -90,7 +100,12 @@ async def write_object(platform: CommandContext, req: WriteObject) -> dict[str, 
     return reply
 
 
-@command("write_objects", WriteObjects)
+@command(
+    "write_objects",
+    WriteObjects,
+    reply="`objects` [{alias, rev}], `event_ids`",
+    errors=("not_found", "session_not_open", "rev_conflict", "limit_exceeded"),
+)
 async def write_objects(platform: CommandContext, req: WriteObjects) -> dict[str, Any]:
     """Many objects in one transaction, all or none: the first one refused is named, and nothing is written."""
     limits = platform.settings.limits
@@ -116,17 +131,27 @@ async def write_objects(platform: CommandContext, req: WriteObjects) -> dict[str
     return {"objects": [obj for obj, _ in written], "event_ids": [event_id for _, event_id in written]}
 
 
-@command("read_object", ObjectRef)
+@command("read_object", ObjectRef, reply="`object` {alias, value, rev, updated_at}", errors=("not_found",))
 async def read_object(platform: CommandContext, req: ObjectRef) -> dict[str, Any]:
+    """An object's current value and rev."""
     return {"object": await platform.store.read_object(req.session_id, req.alias)}
 
 
-@command("delete_object", ObjectRef)
+@command(
+    "delete_object",
+    ObjectRef,
+    reply="`object` {alias, rev, deleted}, `event_id` (its `object.deleted` event)",
+    errors=("not_found", "session_not_open"),
+)
 async def delete_object(platform: CommandContext, req: ObjectRef) -> dict[str, Any]:
+    """Delete an object, with an `object.deleted` event."""
     obj, event_id = await platform.store.delete_object(req.session_id, req.alias, source={"client": req.client})
     return {"object": obj, "event_id": event_id}
 
 
-@command("list_objects", ListObjects)
+@command(
+    "list_objects", ListObjects, reply="`objects` [{alias, value, rev, updated_at}], by alias", errors=("not_found",)
+)
 async def list_objects(platform: CommandContext, req: ListObjects) -> dict[str, Any]:
+    """The session's objects, values included, by alias; with `prefix`, only the aliases that start with it."""
     return {"objects": await platform.store.list_objects(req.session_id, req.prefix)}

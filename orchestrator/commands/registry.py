@@ -1,11 +1,14 @@
 """The command registry: a name, the pydantic model that validates its arguments, and its handler.
 
 Owns how a raw JSON command becomes a validated request and a reply. Handlers live in modules named for
-what they act on (sessions, objects, threads, listeners, events) and register themselves here.
+what they act on (sessions, objects, threads, listeners, events) and register themselves here, with what
+their reply holds and the errors they answer besides `invalid_request`: the reference (`docs/commands.md`,
+`GET /v1/schema`, `orchestrator call --help`) is generated from this registry (`reference.py`).
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -14,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from orchestrator.causes import caused_by, request_cause
 from orchestrator.commands.access import LOCAL, Caller, authorize, calling
-from orchestrator.core.errors import CommandError
+from orchestrator.core.errors import CommandError, ErrorCode
 from orchestrator.core.validation import field_errors_message
 
 if TYPE_CHECKING:
@@ -37,6 +40,10 @@ Handler = Callable[["CommandContext", Any], Awaitable[dict[str, Any]]]
 class CommandSpec:
     model: type[Request]
     handler: Handler
+    # What a success reply holds, in a line (`session {id, alias, status}`), for the reference.
+    reply: str = ""
+    # The error codes it answers besides `invalid_request` (which every command answers), for the reference.
+    errors: tuple[ErrorCode, ...] = ()
 
 
 COMMANDS: dict[str, CommandSpec] = {}
@@ -59,14 +66,26 @@ def json_depth(value: Any, limit: int) -> int:
     return deepest
 
 
-def command(name: str, model: type[R]) -> Callable[[Callable[[CommandContext, R], Awaitable[dict[str, Any]]]], Handler]:
-    """Register the decorated handler for `name`, its arguments validated by `model`."""
+def command(
+    name: str, model: type[R], *, reply: str = "", errors: tuple[ErrorCode, ...] = ()
+) -> Callable[[Callable[[CommandContext, R], Awaitable[dict[str, Any]]]], Handler]:
+    """Register the decorated handler for `name`, its arguments validated by `model`; `reply` and `errors`
+    (and the handler's docstring) are what the reference says of it."""
 
     def register(handler: Callable[[CommandContext, R], Awaitable[dict[str, Any]]]) -> Handler:
-        COMMANDS[name] = CommandSpec(model, handler)
+        COMMANDS[name] = CommandSpec(model, handler, reply, errors)
         return handler
 
     return register
+
+
+def unknown_command(name: str) -> CommandError:
+    """The refusal of a command name the registry does not hold: the nearest names, then every valid one."""
+    near = difflib.get_close_matches(name, COMMANDS, n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else "."
+    return CommandError(
+        "invalid_request", f"command: unknown command {name!r}{hint} The commands are: {', '.join(sorted(COMMANDS))}"
+    )
 
 
 async def dispatch(platform: CommandContext, body: Any, caller: Caller | None = None) -> dict[str, Any]:
@@ -80,7 +99,7 @@ async def dispatch(platform: CommandContext, body: Any, caller: Caller | None = 
         raise CommandError("invalid_request", "command: required, the command's name as a string")
     spec = COMMANDS.get(name)
     if spec is None:
-        raise CommandError("invalid_request", f"command: unknown command {name!r}")
+        raise unknown_command(name)
     try:
         request = spec.model.model_validate(body)
     except ValidationError as err:

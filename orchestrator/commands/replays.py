@@ -35,8 +35,7 @@ class ReplayBatch(Request):
     command: Literal["replay_batch"]
     session_id: SessionId
     listener: ListenerName
-    # The batch's first event id (as its outcome and receipt name it).
-    batch: int = Field(ge=1)
+    batch: int = Field(ge=1, description="the batch's first event id, as its outcome and receipt name it")
     client: ClientId | None = None
 
 
@@ -44,8 +43,8 @@ class Redeliver(Request):
     command: Literal["redeliver"]
     session_id: SessionId
     listener: ListenerName
-    after: int = Field(ge=0)
-    through: int = Field(ge=1)
+    after: int = Field(ge=0, description="the events after this id")
+    through: int = Field(ge=1, description="up to this id, included")
     client: ClientId | None = None
 
 
@@ -57,8 +56,15 @@ async def _open_listener(platform: CommandContext, session_id: str, name: str) -
     return ListenerDeclaration.model_validate(listener["body"])
 
 
-@command("replay_batch", ReplayBatch)
+@command(
+    "replay_batch",
+    ReplayBatch,
+    reply="`replay` {listener, lane, replay_of}, `event_id` (its `listener.replayed` event)",
+    errors=("not_found", "session_not_open"),
+)
 async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, Any]:
+    """Run a past batch again with all of its events, as a batch of its own (its own outcome, receipt and run,
+    `batch.replay_of` its first event id)."""
     await _open_listener(platform, req.session_id, req.listener)
     found = await platform.store.find_batch(req.session_id, req.listener, req.batch)
     # A batch outlives its events for the throttle's minute, but a replay needs all of them.
@@ -81,8 +87,15 @@ async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, 
     return {"replay": {"listener": req.listener, "lane": found["lane"], "replay_of": req.batch}, "event_id": audit.id}
 
 
-@command("redeliver", Redeliver)
+@command(
+    "redeliver",
+    Redeliver,
+    reply="`redelivered` {listener, events, batches}, `event_id` (its `listener.redelivered` event)",
+    errors=("not_found", "session_not_open", "limit_exceeded"),
+)
 async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
+    """Hand the events after `after` through `through` to one listener again, in its lanes by its key and cut by
+    its `max_events`."""
     decl = await _open_listener(platform, req.session_id, req.listener)
     if req.through <= req.after:
         raise CommandError("invalid_request", f"through: must be after `after` ({req.after})")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import StringConstraints
+from pydantic import Field, StringConstraints
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
@@ -60,15 +60,17 @@ class SessionListeners(Request):
 class ListExecutions(Request):
     command: Literal["list_executions"]
     session_id: SessionId
-    listener: ListenerName | None = None
-    status: Literal["running", "completed", "failed", "stopped"] | None = None
+    listener: ListenerName | None = Field(default=None, description="only this listener's runs")
+    status: Literal["running", "completed", "failed", "stopped"] | None = Field(
+        default=None, description="only the runs with this status"
+    )
 
 
 class StartExecution(Request):
     command: Literal["start_execution"]
     session_id: SessionId
-    workflow: WorkflowName
-    input: Any = None
+    workflow: WorkflowName = Field(description="a workflow the worker registers, by its name")
+    input: Any = Field(default=None, description="the run's `input` (any JSON value)")
 
 
 async def _troubles(platform: CommandContext, lanes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -314,8 +316,16 @@ def _lane(row: dict[str, Any], waiting: dict[str, Any] | None) -> dict[str, Any]
     }
 
 
-@command("list_session_listeners", SessionListeners)
+@command(
+    "list_session_listeners",
+    SessionListeners,
+    reply="`listeners` [{name, version, enabled, paused, effective_at, lanes [{lane, pending, in_flight,"
+    " runs_in_flight, waiting, ...}], recent_outcomes, counts}]",
+    errors=("not_found",),
+)
 async def list_session_listeners(platform: CommandContext, req: SessionListeners) -> dict[str, Any]:
+    """Each listener as it stands in the session: switched on or off, paused, its lanes (what waits, the runs
+    holding slots, why each lane waits), its recent outcomes and its counts by status."""
     store = platform.store
     session = await store.get_session(req.session_id)
     listeners = await store.list_listeners()
@@ -361,12 +371,23 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
     return {"listeners": answer}
 
 
-@command("list_executions", ListExecutions)
+@command(
+    "list_executions",
+    ListExecutions,
+    reply="`executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at}], oldest first",
+    errors=("not_found",),
+)
 async def list_executions(platform: CommandContext, req: ListExecutions) -> dict[str, Any]:
+    """The session's runs, oldest first: a listener's (with the batch that started it) and those started by hand."""
     return {"executions": await platform.store.list_executions(req.session_id, req.listener, req.status)}
 
 
-@command("start_execution", StartExecution)
+@command(
+    "start_execution",
+    StartExecution,
+    reply="`execution` {id, workflow}",
+    errors=("not_found", "session_not_open", "limit_exceeded"),
+)
 async def start_execution(platform: CommandContext, req: StartExecution) -> dict[str, Any]:
     """Start a registered workflow in a session; its start and end are events like a listener's runs."""
     from orchestrator.executions import start_run

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import contextlib
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 from temporalio.client import (
     Client,
     Schedule,
@@ -32,15 +32,19 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from orchestrator.commands.fields import Alias, Limit, SessionId, check_payload
+from orchestrator.commands.fields import Alias, Limit, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned
 from orchestrator.core.schedule_spec import (
     Calendar,
+    IsoDate,
+    ObjectTarget,
+    Repeat,
     ScheduleDefinition,
     ScheduleTiming,
     Span,
+    WorkflowTarget,
     parse_schedule,
     schedule_id,
     schedule_timing,
@@ -95,21 +99,37 @@ def nested_form(data: Any) -> Any:
     return data
 
 
+# Checked by the core's `parse_schedule`, which names nested fields as the caller wrote them.
+RepeatArg = Annotated[Any, SchemaOf(Repeat), Field(description="when it fires: a cron, an interval, or one time")]
+DateArg = Annotated[Any, SchemaOf(IsoDate | None)]
+TargetTypeArg = Annotated[
+    Any,
+    SchemaOf(Literal["object", "workflow"]),
+    Field(description="what a firing does: write an object or start a run"),
+]
+TargetArg = Annotated[
+    Any,
+    SchemaOf(ObjectTarget | WorkflowTarget),
+    Field(description="the object to write ({alias, value}) or the workflow to start ({workflow, input})"),
+]
+START_DATE = "no firing before this date (in the repeat's time zone)"
+END_DATE = "no firing after this date (in the repeat's time zone)"
+
+
 class CreateSchedule(Request):
     command: Literal["create_schedule"]
     session_id: SessionId
     alias: Alias
-    # Checked by the core's `parse_schedule`, which names nested fields as the caller wrote them.
-    repeat: Any
-    start_date: Any = None
-    end_date: Any = None
-    invocation_target_type: Any
-    target: Any
+    repeat: RepeatArg
+    start_date: DateArg = Field(default=None, description=START_DATE)
+    end_date: DateArg = Field(default=None, description=END_DATE)
+    invocation_target_type: TargetTypeArg
+    target: TargetArg
     # What the seed's flat form named the target by besides its session (`blob`, `revision`), kept as given.
-    origin: dict[str, Any] | None = None
-    enabled: bool = True
-    # A schedule already at the alias is replaced (a run setting its timer again), not refused.
-    replace: bool = False
+    origin: dict[str, Any] | None = Field(default=None, description="kept as given (the seed's `blob`, `revision`)")
+    enabled: bool = Field(default=True, description="false: created paused")
+    # A run setting its timer again replaces it.
+    replace: bool = Field(default=False, description="replace a schedule already at the alias instead of refusing")
 
     @model_validator(mode="before")
     @classmethod
@@ -121,12 +141,12 @@ class UpdateSchedule(Request):
     command: Literal["update_schedule"]
     session_id: SessionId
     alias: Alias
-    repeat: Any = None
-    start_date: Any = None
-    end_date: Any = None
-    invocation_target_type: Any = None
-    target: Any = None
-    enabled: bool | None = None
+    repeat: RepeatArg = None
+    start_date: DateArg = Field(default=None, description=START_DATE)
+    end_date: DateArg = Field(default=None, description=END_DATE)
+    invocation_target_type: TargetTypeArg = None
+    target: TargetArg = None
+    enabled: bool | None = Field(default=None, description="false: paused; true: running again")
 
 
 class ScheduleRef(Request):
@@ -234,8 +254,16 @@ async def _open_session(platform: CommandContext, session_id: str) -> None:
         raise CommandError("session_not_open", f"session_id: session {session_id!r} is {session['status']}")
 
 
-@command("create_schedule", CreateSchedule)
+@command(
+    "create_schedule",
+    CreateSchedule,
+    reply="`schedule` {alias, schedule_id, repeat, target, enabled, ...}",
+    errors=("not_found", "session_not_open", "access_denied", "limit_exceeded"),
+)
 async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict[str, Any]:
+    """Create a schedule at an alias, backed by a Temporal Schedule: on each firing it writes an object or starts
+    a workflow in the session. The seed's flat body (`repeat` a string, `cron_expression`, `timezone`,
+    `invocation_target`) is accepted too."""
     await _open_session(platform, req.session_id)
     body = {name: getattr(req, name) for name in BODY_FIELDS}
     definition = parse_schedule(body, now=datetime.now(UTC))
@@ -265,8 +293,14 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
     return {"schedule": row}
 
 
-@command("update_schedule", UpdateSchedule)
+@command(
+    "update_schedule",
+    UpdateSchedule,
+    reply="`schedule` {alias, schedule_id, repeat, target, enabled, ...}",
+    errors=("not_found", "access_denied", "limit_exceeded"),
+)
 async def update_schedule(platform: CommandContext, req: UpdateSchedule) -> dict[str, Any]:
+    """Change a schedule: the fields given replace the stored ones, the rest are kept."""
     row = await platform.store.get_schedule(req.session_id, req.alias)
     given = req.model_fields_set
     body = {name: (getattr(req, name) if name in given else row.get(name)) for name in BODY_FIELDS}
@@ -287,8 +321,14 @@ async def update_schedule(platform: CommandContext, req: UpdateSchedule) -> dict
     return {"schedule": await platform.store.update_schedule(req.session_id, req.alias, stored, enabled)}
 
 
-@command("get_schedule", ScheduleRef)
+@command(
+    "get_schedule",
+    ScheduleRef,
+    reply="`schedule` {alias, schedule_id, repeat, target, enabled, ..., next_invocations, invocations}",
+    errors=("not_found",),
+)
 async def get_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, Any]:
+    """A schedule, with its next invocation times and how often it has fired."""
     row = await platform.store.get_schedule(req.session_id, req.alias)
     if platform.temporal is not None:
         try:
@@ -302,14 +342,16 @@ async def get_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, 
     return {"schedule": row}
 
 
-@command("list_schedules", ListSchedules)
+@command("list_schedules", ListSchedules, reply="`schedules` [...]", errors=("not_found",))
 async def list_schedules(platform: CommandContext, req: ListSchedules) -> dict[str, Any]:
+    """The session's schedules."""
     await platform.store.get_session(req.session_id)
     return {"schedules": await platform.store.list_schedules(req.session_id)}
 
 
-@command("delete_schedule", ScheduleRef)
+@command("delete_schedule", ScheduleRef, reply="`schedule`, as it was", errors=("not_found",))
 async def delete_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, Any]:
+    """Delete a schedule (and its Temporal Schedule)."""
     row = await platform.store.get_schedule(req.session_id, req.alias)
     try:
         await _temporal(platform).get_schedule_handle(row["schedule_id"]).delete()
@@ -319,6 +361,12 @@ async def delete_schedule(platform: CommandContext, req: ScheduleRef) -> dict[st
     return {"schedule": await platform.store.delete_schedule(req.session_id, req.alias)}
 
 
-@command("list_schedule_runs", ListScheduleRuns)
+@command(
+    "list_schedule_runs",
+    ListScheduleRuns,
+    reply="`runs` [{scheduled_at, status, message?, event_id?, execution_id?, created_at}], oldest first",
+    errors=("not_found",),
+)
 async def list_schedule_runs(platform: CommandContext, req: ListScheduleRuns) -> dict[str, Any]:
+    """A schedule's most recent firings, oldest first."""
     return {"runs": await platform.store.list_schedule_runs(req.session_id, req.alias, req.limit)}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
+from pydantic import Field
+
 from orchestrator.commands.access import current_principal
 from orchestrator.commands.fields import Alias, Limit, SessionId
 from orchestrator.commands.registry import Request, command
@@ -17,9 +19,13 @@ if TYPE_CHECKING:
 
 class OpenSession(Request):
     command: Literal["open_session"]
-    alias: Alias | None = None
-    # The session's own retention, where it differs from the deployment's (`ORCHESTRATOR_RETENTION__*`).
-    retention: SessionRetention | None = None
+    alias: Alias | None = Field(
+        default=None, description="the session's alias: one in use answers that session, open or closed"
+    )
+    retention: SessionRetention | None = Field(
+        default=None,
+        description="the session's own retention, where it differs from the deployment's (ORCHESTRATOR_RETENTION__*)",
+    )
 
 
 class DeleteSession(Request):
@@ -34,8 +40,8 @@ class SessionRef(Request):
 
 class ListSessions(Request):
     command: Literal["list_sessions"]
-    status: Literal["open", "closed"] | None = None
-    limit: Limit = 100
+    status: Literal["open", "closed"] | None = Field(default=None, description="only the sessions with this status")
+    limit: Limit = Field(default=100, description="the most sessions answered")
 
 
 class CloseSession(Request):
@@ -43,10 +49,14 @@ class CloseSession(Request):
     session_id: SessionId
     # Close once what is pending now has fired and its runs have ended, instead of at once (which skips
     # pending batches as `session_not_open`): replies that arrive around a resolution still reach a run.
-    drain: bool = False
+    drain: bool = Field(default=False, description="close once what is pending now has fired and its runs have ended")
 
 
-@command("open_session", OpenSession)
+@command(
+    "open_session",
+    OpenSession,
+    reply="`session` {id, alias, status}; with `retention`, also `retention` (the session's own)",
+)
 async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, Any]:
     """Open a session; an alias already in use answers that session (opening is idempotent by alias). A
     `retention` given is the session's own from then on (also for a session opened before)."""
@@ -57,7 +67,12 @@ async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, 
     return {"session": session, "retention": own}
 
 
-@command("delete_session", DeleteSession)
+@command(
+    "delete_session",
+    DeleteSession,
+    reply="`session` {id, status: deleted}, `complete` (false: the workers finish it), `rows_deleted`",
+    errors=("not_found",),
+)
 async def delete_session(platform: CommandContext, req: DeleteSession) -> dict[str, Any]:
     """Delete a session and everything of it: not_found from the start; its workflows ended and its rows
     deleted before the answer, unless that takes longer than a few seconds (`complete` false: the workers
@@ -66,14 +81,26 @@ async def delete_session(platform: CommandContext, req: DeleteSession) -> dict[s
     return {"session": {"id": req.session_id, "status": "deleted"}, "complete": done, "rows_deleted": rows}
 
 
-@command("close_session", CloseSession)
+@command(
+    "close_session",
+    CloseSession,
+    reply="`session` {id, alias, status}; while a drain waits, also `draining: true` and `drains_through`"
+    " (the last event id it waits for)",
+    errors=("not_found",),
+)
 async def close_session(platform: CommandContext, req: CloseSession) -> dict[str, Any]:
+    """Close a session: at once (pending batches are then skipped as `session_not_open`), or with `drain:
+    true` once what is pending now has fired and its runs have ended."""
     if req.drain:
         return {"session": await platform.store.drain_session(req.session_id)}
     return {"session": await platform.store.set_session_status(req.session_id, "closed")}
 
 
-@command("list_sessions", ListSessions)
+@command(
+    "list_sessions",
+    ListSessions,
+    reply="`sessions` [{id, alias, status, created_at, closed_at, last_event_id, draining}]",
+)
 async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str, Any]:
     """The newest sessions first (a dashboard's list), with where each one's stream stands: those the caller's
     key reads."""
@@ -82,6 +109,7 @@ async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str
     return {"sessions": await platform.store.list_sessions(req.status, req.limit, aliases)}
 
 
-@command("reopen_session", SessionRef)
+@command("reopen_session", SessionRef, reply="`session` {id, alias, status}", errors=("not_found",))
 async def reopen_session(platform: CommandContext, req: SessionRef) -> dict[str, Any]:
+    """Open a closed session again: it takes writes again, and its listeners fire on what comes next."""
     return {"session": await platform.store.set_session_status(req.session_id, "open")}

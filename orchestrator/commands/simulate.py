@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import Field
 
 from orchestrator.commands.fields import SessionId
+from orchestrator.commands.listeners import ListenerBody
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import parse_declaration
 from orchestrator.core.events import Committed
@@ -29,14 +30,22 @@ PAGE = 1_000
 class SimulateListener(Request):
     command: Literal["simulate_listener"]
     session_id: SessionId
-    listener: Any
-    after: Annotated[int, Field(ge=0)] | None = None
-    before: Annotated[int, Field(ge=1)] | None = None
-    # How long each run takes (a workflow action's run holds its slot that long); 0: it ends at once.
-    run_seconds: Annotated[float, Field(ge=0, le=3600)] = 0.0
+    listener: ListenerBody
+    after: Annotated[int, Field(ge=0)] | None = Field(default=None, description="only the events after this id")
+    before: Annotated[int, Field(ge=1)] | None = Field(default=None, description="only the events before this id")
+    run_seconds: Annotated[float, Field(ge=0, le=3600)] = Field(
+        default=0.0,
+        description="how long each run takes (a workflow action's run holds its slot that long); 0: it ends at once",
+    )
 
 
-@command("simulate_listener", SimulateListener)
+@command(
+    "simulate_listener",
+    SimulateListener,
+    reply="`batches` [{lane, event_ids, fires_at, outcome, ...}], `events`, `matched`, `unmatched` (why, by"
+    " reason), `unmatched_events`, `through`, `truncated`",
+    errors=("not_found",),
+)
 async def simulate_listener(platform: CommandContext, req: SimulateListener) -> dict[str, Any]:
     """The batches the body would have cut from the session's stream: lanes, event ids, when each fires, its
     outcome (a throttle's refusal, a depth's skip), and what never matched and why."""

@@ -19,7 +19,7 @@ ItemType = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern
 
 
 class ThreadItem(BaseModel):
-    """An item as posted, by hand or by a listener's `thread_item` action (both are checked by this model).
+    """A thread item, as posted by hand or by a listener's `thread_item` action.
 
     A `json` item's message may be any JSON value (the seed's agent inbox posts its failures as one); every
     other type's message is text.
@@ -27,11 +27,15 @@ class ThreadItem(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
-    type: ItemType
-    role: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
-    message: JsonValue = None
-    metadata: dict[str, JsonValue] | None = None
+    id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = Field(
+        default=None, description="the item's id (one is made when absent); an id already there answers that item"
+    )
+    type: ItemType = Field(description="`text`, `json`, `request`, ... (the app's own vocabulary)")
+    role: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
+        default=None, description="who speaks: `user`, `assistant`, `request`, ..."
+    )
+    message: JsonValue = Field(default=None, description="text; for a `json` item, any JSON value")
+    metadata: dict[str, JsonValue] | None = Field(default=None, description="any JSON object kept with the item")
 
     @model_validator(mode="after")
     def _text_unless_json(self) -> ThreadItem:
@@ -52,11 +56,11 @@ class PostThreadItem(Request):
     command: Literal["post_thread_item"]
     session_id: SessionId
     alias: Alias
-    item: ThreadItem
+    item: ThreadItem = Field(description="the item to post")
     client: ClientId | None = None
     idempotency_key: IdempotencyKey | None = None
-    # Answer, beside the post, what routing made of its event (waiting a few seconds for the router).
-    explain: bool = False
+    # Waits a few seconds for the router at most.
+    explain: bool = Field(default=False, description="answer, beside the post, what routing made of its event")
 
 
 class PostThreadItems(Request):
@@ -73,12 +77,19 @@ class ListThreadItems(Request):
     command: Literal["list_thread_items"]
     session_id: SessionId
     alias: Alias
-    after: str | None = None
-    limit: Limit = 100
+    after: str | None = Field(default=None, description="an item id: only the items posted after it")
+    limit: Limit = Field(default=100, description="the most items answered")
 
 
-@command("post_thread_item", PostThreadItem)
+@command(
+    "post_thread_item",
+    PostThreadItem,
+    reply="`item` {id, alias}, `event_id`; with `explain`, also `explain` (as `explain_event` answers)",
+    errors=("not_found", "session_not_open", "limit_exceeded"),
+)
 async def post_thread_item(platform: CommandContext, req: PostThreadItem) -> dict[str, Any]:
+    """Append an item to a thread, with a `thread.item_posted` event; an item id already there answers the first
+    post (items never change)."""
     limit = platform.settings.limits.max_payload_bytes
     check_item(req.item, limit)
     # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
@@ -100,7 +111,12 @@ async def post_thread_item(platform: CommandContext, req: PostThreadItem) -> dic
     return reply
 
 
-@command("post_thread_items", PostThreadItems)
+@command(
+    "post_thread_items",
+    PostThreadItems,
+    reply="`items` [{id}], `event_ids`",
+    errors=("not_found", "session_not_open", "limit_exceeded"),
+)
 async def post_thread_items(platform: CommandContext, req: PostThreadItems) -> dict[str, Any]:
     """Many items on one thread in one transaction, all or none."""
     limits = platform.settings.limits
@@ -119,7 +135,13 @@ async def post_thread_items(platform: CommandContext, req: PostThreadItems) -> d
     return {"items": [{"id": item_id} for item_id, _ in posted], "event_ids": [event_id for _, event_id in posted]}
 
 
-@command("list_thread_items", ListThreadItems)
+@command(
+    "list_thread_items",
+    ListThreadItems,
+    reply="`items` [{id, type, role, message, metadata?, source, event_id, created_at}], oldest first",
+    errors=("not_found",),
+)
 async def list_thread_items(platform: CommandContext, req: ListThreadItems) -> dict[str, Any]:
+    """A thread's items, oldest first; with `after` (an item id), those posted after it."""
     items = await platform.store.list_thread_items(req.session_id, req.alias, after=req.after, limit=req.limit)
     return {"items": items}

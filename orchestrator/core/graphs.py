@@ -20,9 +20,11 @@ MAX_PATCH_NODES = 1000
 class Edge(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    from_: NodeId = Field(alias="from")
-    to: NodeId
-    type: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    from_: NodeId = Field(alias="from", description="the id of the node it leaves")
+    to: NodeId = Field(description="the id of the node it reaches")
+    type: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
+        default=None, description="what the edge means; two edges between the same nodes differ by it"
+    )
 
     def key(self) -> tuple[str, str, str | None]:
         return (self.from_, self.to, self.type)
@@ -37,15 +39,18 @@ class Edge(BaseModel):
 class EdgePatch(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    add: Annotated[list[Edge], Field(max_length=MAX_PATCH_NODES)] = []
-    remove: Annotated[list[Edge], Field(max_length=MAX_PATCH_NODES)] = []
+    add: Annotated[list[Edge], Field(max_length=MAX_PATCH_NODES, description="edges to add")] = []
+    remove: Annotated[list[Edge], Field(max_length=MAX_PATCH_NODES, description="edges to remove")] = []
 
 
 class GraphPatch(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    nodes: Annotated[dict[NodeId, dict[str, Any] | None], Field(max_length=MAX_PATCH_NODES)] = {}
-    edges: EdgePatch = EdgePatch()
+    nodes: Annotated[
+        dict[NodeId, dict[str, Any] | None],
+        Field(max_length=MAX_PATCH_NODES, description="by node id: its new value (an object with a `type`), or null"),
+    ] = {}
+    edges: EdgePatch = Field(default=EdgePatch(), description="edges to add and to remove")
 
 
 def apply_patch(

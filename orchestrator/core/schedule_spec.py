@@ -286,22 +286,27 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+_ZONE = "an IANA time zone (`Europe/Paris`)"
+
+
 class CronRepeat(_Strict):
     type: Literal["recurring_cron"]
-    cron_expression: Annotated[str, AfterValidator(_cron)]
-    timezone: Timezone = "UTC"
+    cron_expression: Annotated[str, AfterValidator(_cron)] = Field(
+        description="5 fields (minute to day of week), 6 (seconds first) or 7 (a year last), or `@daily` and kin"
+    )
+    timezone: Timezone = Field(default="UTC", description=_ZONE)
 
 
 class IntervalRepeat(_Strict):
     type: Literal["interval"]
-    every_seconds: int = Field(ge=1, le=MAX_EVERY_SECONDS)
+    every_seconds: int = Field(ge=1, le=MAX_EVERY_SECONDS, description="seconds between firings")
 
 
 class OneTimeRepeat(_Strict):
     type: Literal["one_time"]
     # Declared before the time, so that the time's check can read it.
-    timezone: Timezone = "UTC"
-    invocation_time: IsoDateTime
+    timezone: Timezone = Field(default="UTC", description=_ZONE)
+    invocation_time: IsoDateTime = Field(description="an ISO 8601 date-time in `timezone`, not in the past")
 
     @field_validator("invocation_time")
     @classmethod
@@ -316,8 +321,8 @@ Repeat = Annotated[CronRepeat | IntervalRepeat | OneTimeRepeat, Field(discrimina
 
 
 class ObjectTarget(_Strict):
-    alias: Annotated[str, AfterValidator(validate_alias)]
-    value: dict[str, Any]
+    alias: Annotated[str, AfterValidator(validate_alias)] = Field(description="the object each firing writes")
+    value: dict[str, Any] = Field(description="the value it writes, as given (an object with a `type`)")
 
     @field_validator("value")
     @classmethod
@@ -328,8 +333,8 @@ class ObjectTarget(_Strict):
 
 
 class WorkflowTarget(_Strict):
-    workflow: str = Field(min_length=1, max_length=200)
-    input: Any = None
+    workflow: str = Field(min_length=1, max_length=200, description="the workflow each firing starts")
+    input: Any = Field(default=None, description="its input")
 
 
 class ScheduleDefinition(_Strict):

@@ -1,0 +1,262 @@
+"""The reference of the commands, read off the registry: a JSON Schema per command and for a listener body, and
+each command's arguments (type, default, bounds, meaning), summary, reply and errors.
+
+Owns turning the pydantic models into what people and editors read; `docs/commands.md`, `GET /v1/schema` and
+`orchestrator call --help` all come from here (the markdown and the terminal text are `reference_text`'s),
+so the reference cannot drift from what the commands validate. An argument's meaning is its field's
+`description`, else the shared one for its name below.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.commands.registry import COMMANDS, CommandSpec
+from orchestrator.core.declaration import ListenerDeclaration
+
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+# A shape documented on a page of its own rather than field by field under each command that takes it.
+LINKED_SHAPES = {
+    "ListenerDeclaration": "a listener body (docs/listeners.md; JSON Schema at `GET /v1/schema/listener`)",
+}
+# What an argument means when its field says nothing: the names every command uses the same way.
+SHARED_MEANINGS = {
+    "command": "the command's name",
+    "session_id": "the session's id (`ses_...`), as `open_session` answers it",
+    "client": "the caller's client id, kept in the event's `source.client` (a listener may leave its own out)",
+    "idempotency_key": "a retry with the same key answers the first request's result instead of writing again",
+    "name": "the listener's name",
+    "listener": "the listener's name",
+}
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One field of a command or of a shape it takes, as the reference shows it."""
+
+    name: str
+    type: str
+    required: bool
+    default: str | None
+    bounds: str
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A nested object a command takes (`ThreadItem` in `post_thread_item`), with its own fields."""
+
+    name: str
+    meaning: str
+    arguments: tuple[Argument, ...]
+
+
+@dataclass(frozen=True)
+class CommandReference:
+    name: str
+    summary: str
+    arguments: tuple[Argument, ...]
+    shapes: tuple[Shape, ...]
+    reply: str
+    errors: tuple[str, ...]
+    group: str
+
+
+def _without_titles(schema: Any, *, in_mapping: bool = False) -> Any:
+    """`schema` without pydantic's generated `title`s ("Session Id"): noise beside the names themselves."""
+    if isinstance(schema, list):
+        return [_without_titles(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if in_mapping:  # `properties` or `$defs`: keys are names, not keywords
+        return {key: _without_titles(value) for key, value in schema.items()}
+    return {
+        key: _without_titles(value, in_mapping=key in ("properties", "$defs"))
+        for key, value in schema.items()
+        if not (key == "title" and isinstance(value, str))
+    }
+
+
+def summary_of(spec: CommandSpec) -> str:
+    """The handler's docstring, as one paragraph."""
+    return " ".join(inspect.cleandoc(spec.handler.__doc__ or "").split())
+
+
+def command_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one command's body."""
+    spec = COMMANDS[name]
+    schema = _without_titles(spec.model.model_json_schema())
+    schema["properties"]["command"] = {"const": name, "description": SHARED_MEANINGS["command"]}
+    return {"$schema": JSON_SCHEMA_DIALECT, "title": name, "description": summary_of(spec), **schema}
+
+
+def listener_schema() -> dict[str, Any]:
+    """The JSON Schema of a listener body, as `save_listener` takes it."""
+    schema = _without_titles(ListenerDeclaration.model_json_schema())
+    return {
+        "$schema": JSON_SCHEMA_DIALECT,
+        "title": "listener",
+        "description": "A listener declaration body (docs/listeners.md). The save also checks what a schema "
+        "cannot say: paths against the event types, `owns`, the deployment's limits.",
+        **schema,
+    }
+
+
+@functools.cache
+def schema_index() -> dict[str, Any]:
+    """Every schema at once: `GET /v1/schema` (built once: the registry is fixed once imported). Not to be
+    changed by its callers."""
+    return {
+        "listener": listener_schema(),
+        "commands": {name: command_schema(name) for name in sorted(COMMANDS)},
+    }
+
+
+def _ref_name(schema: dict[str, Any]) -> str | None:
+    ref = schema.get("$ref")
+    return ref.rsplit("/", 1)[-1] if isinstance(ref, str) else None
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def _number_bounds(schema: dict[str, Any]) -> str:
+    low = (
+        f">= {_number(schema['minimum'])}"
+        if "minimum" in schema
+        else f"> {_number(schema['exclusiveMinimum'])}"
+        if "exclusiveMinimum" in schema
+        else ""
+    )
+    high = (
+        f"<= {_number(schema['maximum'])}"
+        if "maximum" in schema
+        else f"< {_number(schema['exclusiveMaximum'])}"
+        if "exclusiveMaximum" in schema
+        else ""
+    )
+    return ", ".join(part for part in (low, high) if part)
+
+
+def _count_bounds(schema: dict[str, Any], low_key: str, high_key: str, unit: str) -> str:
+    low, high = schema.get(low_key), schema.get(high_key)
+    if low is not None and high is not None:
+        return f"{low} to {high} {unit}"
+    if low is not None:
+        return f"at least {low} {unit}"
+    if high is not None:
+        return f"at most {high} {unit}"
+    return ""
+
+
+def describe_type(schema: dict[str, Any], defs: dict[str, Any]) -> tuple[str, str]:
+    """A schema's type and its bounds, in words: ("array of string", "at least 1 item")."""
+    if not schema:
+        return "any JSON", ""
+    name = _ref_name(schema)
+    if name is not None:
+        target = defs.get(name, {})
+        return ("any JSON", "") if not target else (name, "")
+    if schema.get("title") in LINKED_SHAPES or schema.get("$id") in LINKED_SHAPES:
+        return "listener body", ""
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [option for option in schema[key] if option.get("type") != "null"]
+            described = [describe_type(option, defs) for option in options]
+            if len(described) == 1:
+                return described[0]
+            return " or ".join(kind for kind, _ in described), "; ".join(b for _, b in described if b)
+    if "const" in schema:
+        return json.dumps(schema["const"]), ""
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(value) for value in schema["enum"]), ""
+    kind = schema.get("type")
+    if kind == "string":
+        bounds = [_count_bounds(schema, "minLength", "maxLength", "characters")]
+        if "pattern" in schema:
+            bounds.append(f"matching `{schema['pattern']}`")
+        return "string", ", ".join(b for b in bounds if b)
+    if kind in ("integer", "number"):
+        return str(kind), _number_bounds(schema)
+    if kind == "boolean":
+        return "boolean", ""
+    if kind == "array":
+        item, item_bounds = describe_type(schema.get("items", {}), defs)
+        bounds = [_count_bounds(schema, "minItems", "maxItems", "items")]
+        if item_bounds:
+            bounds.append(f"each {item_bounds}")
+        return f"array of {item}", ", ".join(b for b in bounds if b)
+    if kind == "object":
+        values = schema.get("additionalProperties")
+        size = _count_bounds(schema, "minProperties", "maxProperties", "keys")
+        if isinstance(values, dict) and values:
+            value, value_bounds = describe_type(values, defs)
+            return f"object of {value}", ", ".join(b for b in (size, value_bounds) if b)
+        return "object", size
+    return "any JSON", ""
+
+
+def arguments_of(schema: dict[str, Any], defs: dict[str, Any]) -> tuple[Argument, ...]:
+    """The fields of an object schema, in the model's order."""
+    required = set(schema.get("required", ()))
+    found = []
+    for name, field in schema.get("properties", {}).items():
+        kind, bounds = describe_type(field, defs)
+        # A default of null is no default: the argument is optional.
+        default = None if field.get("default") is None or name in required else json.dumps(field["default"])
+        meaning = field.get("description") or _ref_description(field, defs) or SHARED_MEANINGS.get(name, "")
+        found.append(Argument(name, kind, name in required, default, bounds, " ".join(meaning.split())))
+    return tuple(found)
+
+
+def _ref_description(field: dict[str, Any], defs: dict[str, Any]) -> str:
+    name = _ref_name(field)
+    if name is None:
+        return ""
+    first = str(defs.get(name, {}).get("description", "")).split("\n\n", 1)[0]
+    return first
+
+
+def _shapes(schema: dict[str, Any]) -> tuple[Shape, ...]:
+    """The nested objects a command's arguments name ($defs), in the order they are first met, but for a
+    shape with a page of its own (a listener body)."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+    order: list[str] = []
+
+    def visit(node: Any, *, inside_linked: bool = False) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item, inside_linked=inside_linked)
+            return
+        if not isinstance(node, dict):
+            return
+        linked = inside_linked or node.get("title") in LINKED_SHAPES
+        name = _ref_name(node)
+        if name is not None and name not in order and not linked and defs.get(name):
+            order.append(name)
+            visit(defs[name])
+        for key, value in node.items():
+            if key != "$defs":
+                visit(value, inside_linked=linked)
+
+    visit(schema.get("properties", {}))
+    return tuple(
+        Shape(name, " ".join(str(defs[name].get("description", "")).split()), arguments_of(defs[name], defs))
+        for name in order
+    )
+
+
+def reference(name: str) -> CommandReference:
+    """What the reference says of one command."""
+    spec = COMMANDS[name]
+    raw = spec.model.model_json_schema()
+    defs = raw.get("$defs", {})
+    arguments = tuple(a for a in arguments_of(raw, defs) if a.name != "command")
+    group = spec.handler.__module__.rsplit(".", 1)[-1]
+    errors = ("invalid_request", *spec.errors)
+    return CommandReference(name, summary_of(spec), arguments, _shapes(raw), spec.reply, errors, group)

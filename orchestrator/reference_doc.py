@@ -1,0 +1,117 @@
+"""`docs/commands.md`, generated from the command registry: `make docs`, or
+`python -m orchestrator.reference_doc [PATH]` (`--check` exits 1 when the file is not what it would write).
+
+Owns the page's layout: the error codes with their HTTP status (the API's own table), then every command by
+the module that holds it. Each command's section is `commands.reference_text`'s, from the models, so a
+command or an argument added to the registry shows here once the page is generated again (a test compares).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from orchestrator.commands import COMMANDS
+from orchestrator.commands.reference import CommandReference, reference
+from orchestrator.commands.reference_text import command_markdown
+from orchestrator.http_auth import STATUS_BY_ERROR
+
+DEFAULT_PATH = Path("docs/commands.md")
+# Headings of the modules that hold the commands, in the page's order; a module not named here comes last.
+GROUPS = {
+    "sessions": "Sessions",
+    "objects": "Objects",
+    "threads": "Threads",
+    "events": "The stream",
+    "app_events": "The application's own events",
+    "graphs": "The graph",
+    "listeners": "Listeners",
+    "runs": "What listeners and runs did",
+    "explain": "Explaining an event",
+    "replays": "Replays",
+    "simulate": "Trying a listener before saving it",
+    "schedules": "Schedules",
+}
+ERROR_MEANINGS = {
+    "invalid_request": "the body, or a field of it, is wrong; the message starts with the field. Nothing changed.",
+    "not_found": "what the command names (a session, an object, a listener, a batch) is not there",
+    "session_not_open": "the session is closed (`reopen_session` opens it again)",
+    "rev_conflict": "`if_rev` is not the stored rev",
+    "limit_exceeded": "a deployment limit refuses the request as it is (a payload's size, runs at once, a range)",
+    "access_denied": "outside the scopes of the caller's key (or what schedules may write); nothing changed",
+    "unauthorized": "HTTP only: no key (401), or one that is wrong, revoked or expired (403)",
+    "past_retention": "the history asked about was there, and retention has deleted it",
+    "rate_limited": "over the key's request rate or the session's write rate; `Retry-After` says when to come back",
+    "internal_error": "the platform failed; the message says no more, the logs do",
+}
+INTRO = """\
+# Commands
+
+<!-- Generated from the command registry by `make docs` (python -m orchestrator.reference_doc): edit the
+     models and handlers in orchestrator/commands/, not this page. -->
+
+Every operation is one JSON command, the same through the three doors: `POST /v1/commands`, `orchestrator
+call '<json>'` and the Python client (`await client.command({...})`). A reply is `{"status": "success", ...}`
+or `{"status": "error", "error": CODE, "message": TEXT}`. Arguments are checked strictly: a field the command
+does not know, or `"100"` where a number belongs, is refused with the field named, and nothing changes.
+Through the HTTP door with a key (docs/security.md), any command may also answer `access_denied` (outside
+the key's scopes; a session it may not read answers `not_found`) and `rate_limited`; the errors listed
+under each command are its own.
+
+Each command's JSON Schema is served at `GET /v1/schema/{command}`, a listener body's at
+`GET /v1/schema/listener`, and all of them at once at `GET /v1/schema` (no token needed: an editor can
+validate a body with them). `orchestrator call --help COMMAND` prints a command's arguments in the terminal.
+"""
+
+
+def _errors_table() -> list[str]:
+    lines = ["## Errors", "", "| code | HTTP status | when |", "| --- | --- | --- |"]
+    for code, status in STATUS_BY_ERROR.items():
+        lines.append(f"| `{code}` | {status} | {ERROR_MEANINGS.get(code, '')} |")
+    return [*lines, ""]
+
+
+def _grouped() -> list[tuple[str, list[CommandReference]]]:
+    refs = [reference(name) for name in COMMANDS]
+    order = list(GROUPS)
+    groups = sorted({ref.group for ref in refs}, key=lambda g: (order.index(g) if g in order else len(order), g))
+    return [
+        (GROUPS.get(group, group.replace("_", " ").capitalize()), [r for r in refs if r.group == group])
+        for group in groups
+    ]
+
+
+def render() -> str:
+    """The whole page."""
+    grouped = _grouped()
+    lines = [INTRO, *_errors_table(), "## The commands", ""]
+    for title, refs in grouped:
+        names = ", ".join(f"[`{ref.name}`](#{ref.name})" for ref in refs)
+        lines.append(f"- {title}: {names}")
+    lines.append("")
+    for title, refs in grouped:
+        lines += [f"## {title}", ""]
+        for ref in refs:
+            lines.append(command_markdown(ref))
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m orchestrator.reference_doc", description=__doc__)
+    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH, help="default: docs/commands.md")
+    parser.add_argument("--check", action="store_true", help="exit 1 when the file differs from what it would be")
+    args = parser.parse_args(argv)
+    page = render()
+    if args.check:
+        current = args.path.read_text(encoding="utf-8") if args.path.exists() else ""
+        if current != page:
+            sys.stderr.write(f"{args.path} is out of date: run `make docs`\n")
+            return 1
+        return 0
+    args.path.write_text(page, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

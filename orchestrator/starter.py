@@ -1,0 +1,99 @@
+"""`orchestrator new NAME`: a starter app in a folder of its own, whose test passes as written.
+
+Owns the starter's files: `app.py` (the `--app` module: one listener and the workflow list), `flows.py` (one
+workflow), `test_app.py` (a test on the `harness` fixture) and a three-line README. The modules are not
+named `workflows.py` or `activities.py`: the platform's own top-level packages of those names would shadow
+them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+APP = '''"""The app: the listeners it declares and the workflows its runs start (`orchestrator dev --app app.py`)."""
+
+from flows import Greeter
+
+workflows = [Greeter]
+
+listeners = [
+    {
+        "name": "greet",
+        "description": "Answer each message a user posts on a chat thread.",
+        "filter": {
+            "types": ["thread.item_posted"],
+            "aliases": ["chats/**"],
+            "where": [{"path": "item.role", "op": "eq", "value": "user"}],
+        },
+        # One run at a time per thread; messages posted within a second are one batch.
+        "concurrency": {"mode": "keyed", "key": "alias"},
+        "batch": {"window_seconds": 1},
+        "action": {"type": "workflow", "workflow": "greeter", "input": {}},
+    }
+]
+'''
+
+FLOWS = '''"""The app's workflows. A run is woken by a batch that says where to look; it reads the current state and
+writes what follows, through `RunSession` (its writes never wake its own listener)."""
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.sdk import RunInput, RunSession
+
+
+@workflow.defn(name="greeter")
+class Greeter:
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        session = RunSession(run)
+        for message in run.batch.messages:
+            thread = message["alias"]
+            items = {item["id"]: item for item in await session.list_thread_items(thread)}
+            said = items[message["item_id"]]["message"]
+            # The reply's id names the message it answers: a retried run posts it once.
+            reply = {"id": f"reply-{message['item_id']}", "type": "text", "role": "assistant"}
+            await session.post_thread_item(thread, {**reply, "message": f"Hello! You said: {said}"})
+'''
+
+TEST = '''"""The app on the testing kit: `pytest` in this folder (the `harness` fixture runs `app`)."""
+
+
+async def test_a_message_is_answered(harness) -> None:
+    sid = (await harness.client.open_session())["session"]["id"]
+    await harness.client.post_thread_item(sid, "chats/1", {"type": "text", "role": "user", "message": "hi"})
+    await harness.settle()  # routed, batched, run and ended; the batch window skipped on Temporal's clock
+    items = (await harness.client.list_thread_items(sid, "chats/1"))["items"]
+    assert [(item["role"], item["message"]) for item in items] == [
+        ("user", "hi"),
+        ("assistant", "Hello! You said: hi"),
+    ]
+'''
+
+README = """# {name}
+Run it with `orchestrator dev --app app.py`: the listener `greet` (app.py) starts the workflow `greeter` (flows.py).
+Test it with `pytest`: the `harness` fixture runs the app on Temporal's time-skipping server (test_app.py).
+"""
+
+
+class StarterExists(Exception):
+    """The folder is there and not empty: nothing is written over it."""
+
+
+def write_starter(folder: Path) -> list[Path]:
+    """Write the starter app into `folder` (made if missing); answers the files written."""
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise StarterExists(f"{folder} already exists and is not an empty folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {
+        "app.py": APP,
+        "flows.py": FLOWS,
+        "test_app.py": TEST,
+        "README.md": README.format(name=folder.resolve().name),
+    }
+    written = []
+    for name, text in files.items():
+        path = folder / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written

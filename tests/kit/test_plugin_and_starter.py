@@ -1,0 +1,90 @@
+"""The kit's pytest plugin and `orchestrator new`, as a newcomer meets them: the README's test example in a
+folder holding only the app and the test, and a starter app whose own test passes, each run by a bare
+`pytest` in a subprocess (the plugin comes from the installed entry point, as it would for them)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = str(Path(sys.executable).parent / "orchestrator")
+# A bare pytest run of one harness test: an embedded PostgreSQL, the test server, the test.
+PYTEST_SECONDS = 180
+
+pytestmark = pytest.mark.timeout(PYTEST_SECONDS + 30)
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_", "PYTEST_"))}
+
+
+def _pytest(folder: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=folder,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=PYTEST_SECONDS,
+    )
+
+
+def _readme_example() -> dict[str, str]:
+    """The README's "Testing an app" files, by the name each block's first line gives it (`# app.py: ...`)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Testing an app", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    files = {}
+    for block in blocks:
+        first = block.splitlines()[0]
+        match = re.match(r"# (\w+\.py)\b", first)
+        assert match, f"a block of the example does not start by naming its file: {first!r}"
+        files[match.group(1)] = block
+    return files
+
+
+def test_the_readme_example_runs_in_a_folder_holding_only_the_app_and_the_test(tmp_path: Path) -> None:
+    files = _readme_example()
+    assert set(files) == {"app.py", "test_app.py"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+
+    done = _pytest(tmp_path)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+    assert "warning" not in done.stdout.lower(), done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == ["app.py", "test_app.py"]
+
+
+def test_a_new_app_passes_its_own_test(tmp_path: Path) -> None:
+    made = subprocess.run([CLI, "new", "hello"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    folder = tmp_path / "hello"
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "app.py", "flows.py", "test_app.py"]
+    readme = (folder / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(readme) == 3 and readme[0] == "# hello"
+    assert "pytest" in made.stdout
+
+    done = _pytest(folder)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+def test_new_writes_nothing_over_a_folder_that_holds_something(tmp_path: Path) -> None:
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "app.py").write_text("mine\n", encoding="utf-8")
+
+    made = subprocess.run([CLI, "new", "taken"], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
+
+    assert made.returncode == 2
+    assert "already exists" in made.stderr
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["app.py"]
+    assert (tmp_path / "taken" / "app.py").read_text(encoding="utf-8") == "mine\n"

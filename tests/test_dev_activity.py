@@ -1,0 +1,211 @@
+"""What `orchestrator dev` says while it runs: `Ready.` once the app's listeners are in effect, then a line
+per batch and per run's end (none with `--quiet`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import signal
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from orchestrator.dev_log import DRIVER_LOGGER, ActivityLines, activity_lines
+from orchestrator.embedded import free_port
+from orchestrator.runtime import announce_ready
+from orchestrator.starter import write_starter
+
+CLI = str(Path(sys.executable).parent / "orchestrator")
+START_SECONDS = 90
+
+
+def record(message: str, **fields: object) -> logging.LogRecord:
+    made = logging.LogRecord(DRIVER_LOGGER, logging.INFO, __file__, 1, message, (), None)
+    made.__dict__.update(fields)
+    return made
+
+
+def test_a_batch_and_its_runs_end_are_one_line_each() -> None:
+    lines: list[str] = []
+    handler = ActivityLines(lines.append)
+    common = {"session": "ses_1", "listener": "respond", "lane": "chats/1"}
+    started = {"activity": "batch", "status": "success", "events": 2, "batch": "1-2", "retry": 1, "execution": "exe:2"}
+
+    handler.handle(record("batch success", **started, **common))
+    handler.handle(record("lane moved on", **common))  # not an activity: no line
+    handler.handle(record("run completed", activity="run_end", status="completed", execution="exe:2", **common))
+    handler.handle(record("batch throttled", activity="batch", status="throttled", events=1, batch="3-3", **common))
+
+    batch, end, throttled = lines
+    assert re.fullmatch(r"\d\d:\d\d:\d\d  batch  respond  lane chats/1  .*", batch)
+    assert batch.endswith("  2 events (1-2)  success (retry 1)  run exe:2  session ses_1")
+    assert re.search(r"  run    respond  lane chats/1  2 events  completed in \d+\.\d s  run exe:2$", end), end
+    assert throttled.endswith("  batch  respond  lane chats/1  1 event (3-3)  throttled  session ses_1")
+
+
+def test_a_runs_error_is_one_line_and_an_unknown_start_has_no_duration() -> None:
+    lines: list[str] = []
+    ActivityLines(lines.append).handle(
+        record(
+            "run failed",
+            activity="run_end",
+            status="failed",
+            listener="l",
+            lane="_",
+            execution="exe:9",
+            error="Traceback\n  line 1\nValueError: no",
+        )
+    )
+    [line] = lines
+    assert line.endswith("  run    l  lane _  failed  run exe:9  error: Traceback line 1 ValueError: no")
+
+
+class Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_the_lines_go_only_while_the_block_runs_and_the_usual_handlers_keep_to_warnings() -> None:
+    lines: list[str] = []
+    driver = logging.getLogger(DRIVER_LOGGER)
+    usual = Kept()
+    logging.getLogger().addHandler(usual)
+    try:
+        with activity_lines(lines.append):
+            driver.info("batch %s", "success", extra={"activity": "batch", "status": "success", "events": 1})
+            driver.warning("could not drive lane %s", "x")
+        driver.info("batch %s", "success", extra={"activity": "batch", "status": "success", "events": 1})
+    finally:
+        logging.getLogger().removeHandler(usual)
+    assert len(lines) == 1
+    assert [r.getMessage() for r in usual.records if r.name == DRIVER_LOGGER] == ["could not drive lane x"]
+
+
+async def test_ready_waits_for_the_listeners_to_take_effect() -> None:
+    said: list[tuple[datetime, str]] = []
+    effective = datetime.now(UTC) + timedelta(seconds=1)
+
+    await announce_ready(lambda line: said.append((datetime.now(UTC), line)), effective)
+
+    (_, waiting), (at, ready) = said
+    assert (
+        waiting.startswith("listeners    in effect at ") and "ORCHESTRATOR_LIMITS__ACTIVATION_DELAY_SECONDS" in waiting
+    )
+    assert ready == "Ready. Press Ctrl-C to stop."
+    assert at >= effective
+
+
+async def test_ready_at_once_when_the_listeners_are_already_in_effect() -> None:
+    said: list[str] = []
+    await announce_ready(said.append, datetime.now(UTC) - timedelta(seconds=5))
+    await announce_ready(said.append, None)
+    assert said == ["Ready. Press Ctrl-C to stop."] * 2
+
+
+async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_reloads_new_code(
+    tmp_path: Path,
+) -> None:
+    app = tmp_path / "hello"
+    write_starter(app)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    env["ORCHESTRATOR_LIMITS__ACTIVATION_DELAY_SECONDS"] = "2"
+    # Ports of its own for the embedded Temporal, as a data folder remembers them: not 7233 and 8233, which
+    # another platform on the machine may be starting on at this very moment.
+    (tmp_path / "data").mkdir()
+    remembered = {"temporal": free_port(), "temporal_ui": free_port()}
+    (tmp_path / "data" / "ports.json").write_text(json.dumps(remembered))
+    process = await asyncio.create_subprocess_exec(
+        CLI,
+        "dev",
+        "--app",
+        "app.py",
+        "--reload",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--http-port",
+        str(port),
+        cwd=app,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert process.stdout is not None
+    seen: list[str] = []
+
+    async def until(text: str, within: float = 60) -> str:
+        async def read() -> str:
+            while True:
+                line = (await process.stdout.readline()).decode()  # type: ignore[union-attr]
+                assert line, f"dev ended before {text!r}:\n{''.join(seen)}"
+                seen.append(line)
+                if text in line:
+                    return line
+
+        try:
+            return await asyncio.wait_for(read(), within)
+        except TimeoutError:
+            raise AssertionError(f"no {text!r} within {within:g} s:\n{''.join(seen)}") from None
+
+    async def call(body: dict[str, object]) -> dict[str, object]:
+        done = await asyncio.create_subprocess_exec(
+            CLI, "call", "--url", url, json.dumps(body), stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await done.communicate()
+        reply: dict[str, object] = json.loads(out)
+        assert reply["status"] == "success", reply
+        return reply
+
+    async def say(session_id: str, thread: str) -> None:
+        item = {"type": "text", "role": "user", "message": "hi"}
+        await call({"command": "post_thread_item", "session_id": session_id, "alias": thread, "item": item})
+
+    try:
+        await until("Ready.", START_SECONDS)
+        output = "".join(seen)
+        assert f"temporal ui  http://127.0.0.1:{remembered['temporal_ui']}" in output
+        assert "listeners    in effect at " in output
+        assert output.index("listeners    in effect at ") < output.index("Ready.")
+
+        # At once after Ready, a write is the listener's: a batch, a run, its end.
+        session_id = str((await call({"command": "open_session", "alias": "hi"}))["session"]["id"])  # type: ignore[index]
+        await say(session_id, "chats/1")
+        batch = await until("  batch  greet  ")
+        end = await until("  run    greet  ")
+
+        # A change to the workflow's file: the worker starts again on the new code.
+        flows = app / "flows.py"
+        flows.write_text(flows.read_text().replace("Hello! You said:", "Hello again! You said:"))
+        await until("reload       the worker runs app again, on its new code")
+        await until("Ready.")
+        await say(session_id, "chats/2")
+        await until("  run    greet  lane chats/2")
+        items = await call({"command": "list_thread_items", "session_id": session_id, "alias": "chats/2"})
+
+        # A file that does not import is said, and once it is fixed the worker starts again on it.
+        good = flows.read_text()
+        flows.write_text(good + "\ndef broken(:\n")
+        await until("reload       the app does not load")
+        flows.write_text(good)
+        await until("reload       the worker runs app again, on its new code")
+        await say(session_id, "chats/3")
+        await until("  run    greet  lane chats/3")
+        kept = await call({"command": "list_thread_items", "session_id": session_id, "alias": "chats/3"})
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        await asyncio.wait_for(process.communicate(), START_SECONDS)
+
+    assert "lane chats/1  1 event (" in batch and "  success  run exe:" in batch
+    assert re.search(r"lane chats/1  1 event  completed in \d+\.\d s  run exe:", end), end
+    assert "reload       flows.py changed" in "".join(seen)
+    assert [item["message"] for item in items["items"]] == ["hi", "Hello again! You said: hi"]  # type: ignore[index]
+    assert [item["message"] for item in kept["items"]] == ["hi", "Hello again! You said: hi"]  # type: ignore[index]

@@ -1,0 +1,98 @@
+"""`orchestrator dev`'s ports, settled before anything starts: a taken API port is refused naming how to
+move it, and the embedded Temporal's fallback ports are remembered in the data folder."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import Settings
+from orchestrator.dev_ports import TEMPORAL_DEFAULT_PORT, PortTaken, plan_ports, port_is_free
+
+CLI = str(Path(sys.executable).parent / "orchestrator")
+
+
+@pytest.fixture
+def listening() -> Iterator[list[socket.socket]]:
+    """Listening sockets a test opens to take ports, closed after it."""
+    opened: list[socket.socket] = []
+    yield opened
+    for sock in opened:
+        sock.close()
+
+
+def take(opened: list[socket.socket], port: int = 0) -> int:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", port))
+    sock.listen()
+    opened.append(sock)
+    return int(sock.getsockname()[1])
+
+
+def test_a_taken_api_port_is_refused_naming_the_flag_and_the_variable(
+    tmp_path: Path, listening: list[socket.socket]
+) -> None:
+    port = take(listening)
+    with pytest.raises(PortTaken) as refused:
+        plan_ports(Settings(http_port=port, temporal_address="elsewhere:7233"), tmp_path)
+    assert f"port {port}" in str(refused.value)
+    assert "--http-port" in str(refused.value) and "ORCHESTRATOR_HTTP_PORT" in str(refused.value)
+
+
+def test_a_taken_ui_port_set_explicitly_is_refused_naming_its_variable(
+    tmp_path: Path, listening: list[socket.socket]
+) -> None:
+    ui = take(listening)
+    with pytest.raises(PortTaken, match="ORCHESTRATOR_TEMPORAL_UI_PORT"):
+        plan_ports(Settings(http_port=0, temporal_ui_port=ui), tmp_path)
+    assert not (tmp_path / "ports.json").exists()
+
+
+def test_the_temporal_fallback_ports_are_remembered_for_the_data_folder(
+    tmp_path: Path, listening: list[socket.socket]
+) -> None:
+    # The defaults are taken (by this test, or by a platform already running on the machine).
+    for port in (TEMPORAL_DEFAULT_PORT, 8233):
+        if port_is_free(port, "127.0.0.1"):
+            take(listening, port)
+    first = plan_ports(Settings(http_port=0), tmp_path)
+    assert first.temporal not in (None, TEMPORAL_DEFAULT_PORT) and first.temporal_ui not in (None, 8233)
+
+    again = plan_ports(Settings(http_port=0), tmp_path)
+    assert again == first  # the same UI address, start after start
+
+    # Once a remembered port is taken, another is found and remembered in its place.
+    assert first.temporal_ui is not None
+    take(listening, first.temporal_ui)
+    moved = plan_ports(Settings(http_port=0), tmp_path)
+    assert moved.temporal == first.temporal and moved.temporal_ui != first.temporal_ui
+    assert plan_ports(Settings(http_port=0), tmp_path) == moved
+
+
+async def test_dev_refuses_a_taken_port_before_starting_anything(
+    tmp_path: Path, listening: list[socket.socket]
+) -> None:
+    port = take(listening)
+    process = await asyncio.create_subprocess_exec(
+        CLI,
+        "dev",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--http-port",
+        str(port),
+        cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+
+    assert process.returncode == 2
+    assert f"the HTTP API's port {port} on 127.0.0.1 is in use" in err.decode()
+    assert "--http-port" in err.decode()
+    assert not (tmp_path / "data").exists(), "something was started or written before the check"
+    assert "Ready." not in out.decode()
