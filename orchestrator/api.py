@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from orchestrator.access_log import AccessLog
 from orchestrator.browser import BrowserRoutes
@@ -67,10 +68,24 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# The dashboard's page and files are asked for again on each load (a 304 when unchanged): its scripts are modules
+# that import one another, and a browser mixing a cached one with a newer one after an upgrade would break.
+REVALIDATE = {"Cache-Control": "no-cache"}
+
+
 async def dashboard_page(request: Request) -> Response:
     """The dashboard (`orchestrator/dashboard/`): static files, no build step, nothing from a CDN."""
     page = resources.files("orchestrator").joinpath("dashboard/index.html").read_text(encoding="utf-8")
-    return HTMLResponse(page)
+    return HTMLResponse(page, headers=REVALIDATE)
+
+
+class DashboardFiles(StaticFiles):
+    """The dashboard's scripts and style, revalidated on each load."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.update(REVALIDATE)
+        return response
 
 
 def create_app(platform: Platform, settings: Settings) -> Starlette:
@@ -178,7 +193,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             Route("/dashboard/config", browser.config, methods=["GET"]),
             Route("/dashboard/sign-in", browser.sign_in, methods=["POST"]),
             Route("/dashboard/sign-out", browser.sign_out, methods=["POST"]),
-            Mount("/dashboard", app=StaticFiles(packages=[("orchestrator", "dashboard")])),
+            Mount("/dashboard", app=DashboardFiles(packages=[("orchestrator", "dashboard")])),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
         ],

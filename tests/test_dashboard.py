@@ -1,16 +1,20 @@
 """The dashboard at `/`, in a real browser: Debian's headless Chromium, driven by Selenium and chromedriver.
 
-The test opens the page on a session, sees its listener's lane, writes an event through the API and sees it
-appear on the page without a reload, and follows an execution's link into the Temporal UI. Another stops the
-API under the open page and starts it again: the page follows the stream again by itself, missing nothing.
-A third signs in with a key on an API that needs one, and finds no secret in any URL the page opened.
+One test opens a session's page, sees its listener's lane and a write appear without a reload, and follows an
+execution's link into the Temporal UI. Another works in the page: it opens on the newest open session, shows
+each listener's declaration and a failed run's error beside its outcome, opens an object and an event (what
+caused it, what it caused), and writes, posts, emits, pauses, resumes, replays and simulates from the page.
+Others stop the API under the open page (it follows the stream again by itself), and sign in with keys: no
+secret in any URL, writes as the key and only what it may. Nodes that a live refresh may replace are read and
+clicked in one step inside the page (`_click`, `_text`).
 `scripts/test` installs Debian's `chromium` and `chromium-driver` when they are missing; nothing downloads a browser.
-Set `ORCHESTRATOR_SCREENSHOT` to a path to keep a screenshot of the page (docs/dashboard.png is one).
+Set `ORCHESTRATOR_SCREENSHOTS` to a folder to keep the docs' pictures of a settled page (docs/dashboard*.png).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import os
@@ -19,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import SecretStr
 from selenium import webdriver
@@ -126,11 +131,6 @@ async def test_the_dashboard_shows_lanes_and_the_live_stream_and_links_to_execut
     assert "/temporal-ui/namespaces/default/workflows/" in browser.current_url
     assert "orchestrate" in browser.current_url
     await asyncio.to_thread(browser.switch_to.window, browser.window_handles[0])
-    if screenshot := os.environ.get("ORCHESTRATOR_SCREENSHOT"):
-        # The picture for the docs: once the second run has shown up on the page by itself and its lane is idle.
-        await until(lambda: len(browser.find_elements(By.CSS_SELECTOR, "#executions tbody tr")) >= 2, "a 2nd run")
-        await until(lambda: "idle" in browser.find_element(By.CSS_SELECTOR, ".lane-why").text, "the lane idle")
-        await asyncio.to_thread(browser.save_screenshot, screenshot)
 
 
 def _click_first_execution(browser: WebDriver) -> str | None:
@@ -224,7 +224,8 @@ async def test_the_dashboard_signs_in_with_a_key_and_never_puts_a_secret_in_a_ur
         # in the resource timings only once it ends, so the page's `stream` is asked).
         opened: list[str] = await asyncio.to_thread(
             browser.execute_script,
-            "return [location.href, stream.url, ...performance.getEntriesByType('resource').map((e) => e.name)]",
+            "return [location.href, dashboard.stream.url,"
+            " ...performance.getEntriesByType('resource').map((e) => e.name)]",
         )
 
     streams = [u for u in opened if "/stream?" in u]
@@ -239,3 +240,257 @@ async def test_the_dashboard_signs_in_with_a_key_and_never_puts_a_secret_in_a_ur
 def _visible(browser: WebDriver, element_id: str) -> Any:
     found = browser.find_element(By.ID, element_id)
     return found if found.is_displayed() else None
+
+
+def _click(browser: WebDriver, css: str) -> str | None:
+    """Finds and clicks a node in one step inside the page (a live refresh cannot replace it in between): its
+    text, or None when there is none yet."""
+    script = "const n = document.querySelector(arguments[0]); if (!n) return null; n.click(); return n.textContent;"
+    found = browser.execute_script(script, css)
+    return None if found is None else str(found)
+
+
+def _text(browser: WebDriver, css: str) -> str:
+    """The text of every node `css` finds, read in one step inside the page."""
+    script = "return [...document.querySelectorAll(arguments[0])].map((n) => n.textContent).join('\\n');"
+    return str(browser.execute_script(script, css))
+
+
+def _fill(browser: WebDriver, form: str, **fields: str) -> None:
+    """Types into a form's fields as a user would (the forms are never replaced by a refresh), and submits it."""
+    for name, value in fields.items():
+        field = browser.find_element(By.CSS_SELECTOR, f'#{form} [name="{name}"]')
+        if field.tag_name == "select":
+            browser.execute_script("arguments[0].value = arguments[1]", field, value)
+            continue
+        field.clear()
+        field.send_keys(value)
+    browser.find_element(By.CSS_SELECTOR, f"#{form} button[type=submit]").click()
+
+
+FAILING = {"type": "workflow", "workflow": "recorder", "input": {"fail": True, "events": "{{ batch.messages }}"}}
+
+
+async def test_the_dashboard_is_a_place_to_work(dashboard: tuple[Engine, str], browser: WebDriver) -> None:
+    """Opened at `/`, the page shows the newest open session: each listener's declaration, an outcome beside
+    its run's own failure, objects that open, and an event followed through what caused it and what it caused;
+    from the page, an object is written, a thread item posted, an event emitted, a listener paused and resumed,
+    and a batch replayed, each through the commands."""
+    engine, url = dashboard
+    await engine.command("save_event_type", name="ops.note", schema={"type": "object"})
+    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.2}))
+    triage = {
+        "name": "triage",
+        "filter": {
+            "types": ["thread.item_posted"],
+            "aliases": ["chats/**"],
+            "where": [{"path": "item.role", "op": "eq", "value": "request"}],
+        },
+        "concurrency": {"mode": "keyed", "key": "alias"},
+        "batch": {"max_events": 1},
+        "action": FAILING,
+    }
+    await engine.command("save_listener", listener=triage)
+    await engine.command("open_session", alias="yesterday")
+    sid = str((await engine.command("open_session", alias="today"))["session"]["id"])
+    closed = str((await engine.command("open_session", alias="archived"))["session"]["id"])
+    await engine.command("close_session", session_id=closed)
+    wrote = await engine.command("write_object", session_id=sid, alias="missions/1", value={"type": "m", "n": 1})
+    request = {"type": "text", "role": "request", "message": "the printer is on fire"}
+    asked = await engine.command("post_thread_item", session_id=sid, alias="chats/1", item=request)
+    await eventually(lambda: _runs_ended(engine, sid, 2), what="both runs ended")
+
+    async with httpx.AsyncClient(base_url=url) as http:
+        # The page and its modules are revalidated on each load: never a cached module beside a newer one.
+        for path in ("/", "/dashboard/dashboard.js", "/dashboard/actions.js", "/dashboard/dashboard.css"):
+            assert (await http.get(path)).headers["cache-control"] == "no-cache", path
+
+    await asyncio.to_thread(browser.get, f"{url}/")
+    # The newest open session (not the newer closed one), and each listener's declaration.
+    await until(lambda: "today" in browser.find_element(By.ID, "session-title").text, "the newest open session")
+    assert f"session={sid}" in browser.current_url, "the address names the session shown"
+    filters = await until(lambda: _text(browser, '[data-listener="triage"] dd.filter'), "triage's filter")
+    assert filters == 'types thread.item_posted; aliases chats/**; where item.role eq "request"'
+    declared = await asyncio.to_thread(_text, browser, '[data-listener="triage"] dd')
+    assert "keyed by alias" in declared and "up to 1 events" in declared and "workflow recorder" in declared
+    assert "missions/**" in await asyncio.to_thread(_text, browser, '[data-listener="orchestrate"] dd.filter')
+    # An outcome `success` whose run failed says so, with the run's error.
+    outcome = await until(lambda: _text(browser, '[data-listener="triage"] .outcomes tr[data-outcome]'), "an outcome")
+    assert "success" in outcome and "run failed: asked to fail" in outcome, outcome
+
+    # An object opens whole.
+    await until(lambda: _click(browser, '#objects [data-open="object"][data-id="missions/1"]'), "missions/1 listed")
+    value = await until(lambda: _text(browser, "#detail:not([hidden]) .object-value"), "the object opened")
+    assert '"n": 1' in value
+    await until(lambda: _click(browser, "#detail-close"), "the detail closed")
+
+    # Written from the page: an object, a thread item, an application event.
+    await until(lambda: _click(browser, "#write-object summary"), "the object form")
+    await asyncio.to_thread(_fill, browser, "object-form", alias="missions/2", value='{"type": "m", "n": 2}')
+    said = await until(lambda: _text(browser, "#object-result.ok"), "the write's answer")
+    assert said.startswith("wrote missions/2, rev 1")
+    read = await engine.command("read_object", session_id=sid, alias="missions/2")
+    assert read["object"]["value"] == {"type": "m", "n": 2}
+    await until(lambda: browser.find_elements(By.CSS_SELECTOR, '#objects [data-object="missions/2"]'), "it is listed")
+    # Opened for editing, the write is guarded by the rev it was read at: a write in between is a conflict.
+    await until(lambda: _click(browser, '#objects [data-open="object"][data-id="missions/2"]'), "missions/2 listed")
+    await until(lambda: _text(browser, "#detail-title") == "object missions/2", "missions/2 opened")
+    await until(lambda: _click(browser, '#detail [data-act="edit-object"]'), "edit in the form")
+    await asyncio.to_thread(_fill, browser, "object-form", value='{"type": "m", "n": 22}')
+    assert "rev 2" in await until(lambda: _text(browser, "#object-result.ok"), "the edit's answer")
+    await engine.command("write_object", session_id=sid, alias="missions/2", value={"type": "m", "n": 23})
+    await asyncio.to_thread(_fill, browser, "object-form", value='{"type": "m", "n": 24}')
+    assert (await until(lambda: _text(browser, "#object-result.error"), "refused")).startswith("rev_conflict: ")
+    read = await engine.command("read_object", session_id=sid, alias="missions/2")
+    assert read["object"]["value"] == {"type": "m", "n": 23}
+    await until(lambda: _click(browser, "#post-item summary"), "the item form")
+    await asyncio.to_thread(_fill, browser, "item-form", alias="chats/2", role="request", message="and the fax")
+    assert "posted item" in await until(lambda: _text(browser, "#item-result.ok"), "the post's answer")
+    items = (await engine.command("list_thread_items", session_id=sid, alias="chats/2"))["items"]
+    assert [i["message"] for i in items] == ["and the fax"]
+    await until(lambda: _click(browser, "#emit-event summary"), "the emit form")
+    await asyncio.to_thread(_fill, browser, "emit-form", type="ops.note", data='{"text": "hello"}')
+    assert "emitted ops.note" in await until(lambda: _text(browser, "#emit-result.ok"), "the emit's answer")
+    notes = await engine.command("list_session_events", session_id=sid, types=["ops.note"])
+    assert [e["data"] for e in notes["events"]] == [{"text": "hello"}]
+
+    # Paused from the page, a listener's lane waits; resumed, it fires.
+    orchestrate = '[data-listener="orchestrate"]'
+    await until(lambda: _click(browser, f'{orchestrate} [data-act="pause"]'), "the pause button")
+    await until(lambda: browser.find_elements(By.CSS_SELECTOR, f'{orchestrate}[data-paused="yes"]'), "paused")
+    assert await _paused(engine, sid, "orchestrate")
+    waiting = await engine.command("write_object", session_id=sid, alias="missions/3", value={"type": "m", "n": 3})
+    lane = f'{orchestrate} [data-lane="_"]'
+    await until(lambda: "paused" in _text(browser, f"{lane} .lane-why"), "the lane waiting, paused")
+    assert await asyncio.to_thread(_text, browser, f"{lane} .pending") == "1"
+    await until(lambda: _click(browser, f'{orchestrate} [data-act="resume"]'), "the resume button")
+    await until(lambda: browser.find_elements(By.CSS_SELECTOR, f'{orchestrate}[data-paused="no"]'), "resumed")
+    assert not await _paused(engine, sid, "orchestrate")
+    await until(lambda: _outcome_of(browser, "orchestrate", waiting["event_id"]), "the waiting batch fired")
+
+    # A batch replayed from the page.
+    replay = f'{orchestrate} [data-act="replay"][data-batch="{wrote["event_id"]}"]'
+    await until(lambda: _click(browser, replay), "the replay button")
+    await until(lambda: "replay of orchestrate's batch" in _text(browser, "#notice.ok"), "the replay's answer")
+    replayed = await engine.command("list_session_events", session_id=sid, types=["listener.replayed"])
+    assert [e["data"]["batch"] for e in replayed["events"]] == [wrote["event_id"]]
+
+    # One event, followed through what caused it and what it caused.
+    await until(lambda: _click(browser, f'#stream [data-open="event"][data-id="{wrote["event_id"]}"]'), "the event")
+    caused = await until(lambda: _text(browser, "#detail:not([hidden]) ul.caused"), "what the write caused")
+    assert "batch of orchestrate" in caused and "execution.started" in caused
+    assert "the outside request" in await asyncio.to_thread(_text, browser, "#detail ol.caused-by")
+    started = await asyncio.to_thread(
+        lambda: browser.execute_script(
+            "return document.querySelector('#detail ul.caused [data-open=event]').dataset.id"
+        )
+    )
+    caused_event = f'#detail ul.caused [data-open="event"][data-id="{started}"]'
+    await until(lambda: _click(browser, caused_event), "a caused event")
+    await until(lambda: _text(browser, "#detail-title").startswith(f"event {started}:"), "the caused event opened")
+    back = await asyncio.to_thread(_text, browser, "#detail ol.caused-by")
+    assert f"event {wrote['event_id']}" in back and "batch of orchestrate" in back, back
+
+    # A body tried on the session's stream, drawn as a timeline: a mark per batch it would have cut.
+    await until(lambda: _click(browser, "#detail-close"), "the detail closed")
+    await until(lambda: _click(browser, '[data-listener="triage"] [data-act="try"]'), "triage tried")
+    await until(lambda: _click(browser, "#simulate-form button[type=submit]"), "simulated")
+    said = await until(lambda: _text(browser, "#simulate-result.ok"), "the simulation's answer")
+    simulated = await engine.command("simulate_listener", session_id=sid, listener=triage)
+    assert said.startswith(f"{len(simulated['batches'])} batches"), said
+    lanes = await asyncio.to_thread(_text, browser, "#timeline .tl-lane")
+    assert lanes.split("\n") == ["chats/1", "chats/2"]
+    assert len(await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#timeline .tl-mark")) == 2
+
+    if folder := os.environ.get("ORCHESTRATOR_SCREENSHOTS"):
+        # The event pictured: a request whose run failed, and what it caused.
+        await _screenshots(engine, browser, sid, Path(folder), asked["event_id"])
+
+
+async def _runs_ended(engine: Engine, session_id: str, count: int) -> bool:
+    executions = (await engine.command("list_executions", session_id=session_id))["executions"]
+    return len(executions) >= count and all(e["status"] != "running" for e in executions)
+
+
+async def _paused(engine: Engine, session_id: str, name: str) -> bool:
+    listeners = (await engine.command("list_session_listeners", session_id=session_id))["listeners"]
+    return bool(next(li for li in listeners if li["name"] == name)["paused"])
+
+
+def _whole_page(browser: WebDriver, path: Path) -> None:
+    """A screenshot of the whole page, below the window's edge too (Chromium's own capture)."""
+    assert isinstance(browser, webdriver.Chrome)
+    size = browser.execute_script("return [window.innerWidth, document.documentElement.scrollHeight]")
+    clip = {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}
+    shot = browser.execute_cdp_cmd("Page.captureScreenshot", {"captureBeyondViewport": True, "clip": clip})
+    path.write_bytes(base64.b64decode(shot["data"]))
+
+
+def _outcome_of(browser: WebDriver, listener: str, first_id: int) -> bool:
+    rows = _text(browser, f'[data-listener="{listener}"] .outcomes tr[data-outcome^="{first_id}."]')
+    return "success" in rows
+
+
+async def _screenshots(engine: Engine, browser: WebDriver, session_id: str, folder: Path, event_id: int) -> None:
+    """The pictures for the docs, of a settled page: every run ended and shown, every lane idle."""
+    await eventually(lambda: _runs_ended(engine, session_id, 5), what="every run ended")
+    for summary in ("#write-object", "#post-item", "#emit-event", "#simulate-panel"):
+        await asyncio.to_thread(browser.execute_script, f"document.querySelector('{summary}').open = false")
+
+    def settled() -> bool:
+        why = _text(browser, ".lane-why").split("\n")
+        running = _text(browser, "#executions .run-state")
+        return all(w == "idle" for w in why) and "running" not in running
+
+    await until(settled, "the page settled")
+    await asyncio.to_thread(browser.execute_script, "window.scrollTo(0, 0)")
+    await asyncio.to_thread(_whole_page, browser, folder / "dashboard.png")
+    await until(lambda: _click(browser, '#objects [data-open="object"][data-id="missions/2"]'), "an object")
+    await until(lambda: _text(browser, "#detail:not([hidden]) .object-value"), "the object opened")
+    await asyncio.to_thread(browser.save_screenshot, str(folder / "dashboard-object.png"))
+    await until(lambda: _click(browser, f'#stream [data-open="event"][data-id="{event_id}"]'), "an event")
+    await until(lambda: _text(browser, "#detail:not([hidden]) ul.caused"), "the event opened")
+    await asyncio.to_thread(browser.save_screenshot, str(folder / "dashboard-event.png"))
+    await until(lambda: _click(browser, "#detail-close"), "the detail closed")
+    await until(lambda: _click(browser, '[data-listener="orchestrate"] [data-act="try"]'), "orchestrate tried")
+    await until(lambda: _click(browser, "#simulate-form button[type=submit]"), "simulated")
+    await until(lambda: _text(browser, "#simulate-result.ok"), "the simulation drawn")
+    panel = await asyncio.to_thread(browser.find_element, By.ID, "simulate-panel")
+    await asyncio.to_thread(panel.screenshot, str(folder / "dashboard-simulate.png"))
+
+
+async def test_the_dashboard_writes_as_the_signed_in_key_and_only_what_it_may(
+    platform: Platform, browser: WebDriver
+) -> None:
+    """Signed in with a key that may write `missions/**`: the page's write goes through as that key (its cookie
+    and the CSRF token the platform requires of it), and a write outside the key's scopes is refused on the
+    page with the platform's `access_denied`, writing nothing."""
+    made = await platform.command(
+        {"command": "create_api_key", "name": "editor", "scopes": ["read:**", "listen:**", "write:**:missions/**"]}
+    )
+    sid = str((await platform.command({"command": "open_session", "alias": "edited"}))["session"]["id"])
+    guarded = platform.settings.model_copy(update={"api_token": SecretStr("a-bootstrap-token-never-typed")})
+
+    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
+        await asyncio.to_thread(browser.get, f"{url}/")
+        field = await until(lambda: _visible(browser, "key"), "the sign-in form")
+        await asyncio.to_thread(field.send_keys, made["key"]["secret"] + "\n")
+        await until(lambda: "edited" in browser.find_element(By.ID, "session-title").text, "the session, signed in")
+        await until(lambda: _click(browser, "#write-object summary"), "the object form")
+        await asyncio.to_thread(_fill, browser, "object-form", alias="missions/9", value='{"type": "m"}')
+        assert "wrote missions/9, rev 1" in await until(lambda: _text(browser, "#object-result.ok"), "written")
+        await asyncio.to_thread(_fill, browser, "object-form", alias="secrets/1", value='{"type": "m"}', if_rev="")
+        refused = await until(lambda: _text(browser, "#object-result.error"), "refused")
+        assert refused.startswith("access_denied: "), refused
+        # The same command from the page's origin without the CSRF token: the cookie alone does not do.
+        status = await asyncio.to_thread(
+            browser.execute_async_script,
+            "const done = arguments[arguments.length - 1];"
+            "fetch('/v1/commands', {method: 'POST', headers: {'content-type': 'application/json'},"
+            f" body: JSON.stringify({{command: 'write_object', session_id: '{sid}', alias: 'missions/10',"
+            " value: {type: 'm'}})}).then((r) => done(r.status));",
+        )
+        assert status == 403
+
+    events = (await platform.command({"command": "list_session_events", "session_id": sid}))["events"]
+    assert [(e["alias"], e["actor"]) for e in events] == [("missions/9", {"key": "editor"})]

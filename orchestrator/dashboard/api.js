@@ -1,0 +1,56 @@
+// The page's one way to the platform: POST /v1/commands, as every door. Where the API needs a key the page
+// signs in with one (POST /dashboard/sign-in) and holds no secret itself: the browser keeps an HttpOnly cookie
+// this script cannot read, and every POST carries the browser session's CSRF token (`X-CSRF-Token`), which
+// the platform requires of any request a cookie authenticates that is not a GET.
+
+// What the page knows of the platform and of who is signed in (`GET /dashboard/config`, the sign-in reply).
+export const state = {
+  config: { token_required: false, signed_in: null, csrf: null, temporal_ui: null, namespace: "default" },
+  // The session on the page.
+  current: null,
+};
+
+// The client id the page's writes carry (`source.client`), so a listener may tell them apart.
+export const CLIENT = "dashboard";
+
+let onSignedOut = () => {};
+export function whenSignedOut(handler) {
+  onSignedOut = handler;
+}
+
+export async function loadConfig() {
+  state.config = await (await fetch("/dashboard/config", { credentials: "same-origin" })).json();
+  return state.config;
+}
+
+// A refused command, with the platform's code and message (`access_denied: ...`).
+export class Refused extends Error {
+  constructor(reply) {
+    super(`${reply.error}: ${reply.message}`);
+    this.code = reply.error;
+  }
+}
+
+// A POST of JSON with the browser session's CSRF token (the cookie goes with it by itself, same origin only).
+export async function post(path, body) {
+  const headers = { "content-type": "application/json" };
+  if (state.config.csrf) headers["x-csrf-token"] = state.config.csrf;
+  const response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body), credentials: "same-origin" });
+  const reply = await response.json();
+  if (response.status === 401 || (response.status === 403 && reply.error === "unauthorized")) {
+    state.config.signed_in = null;
+    state.config.csrf = null;
+    onSignedOut(reply.message);
+  }
+  if (reply.status !== "success") throw new Refused(reply);
+  return reply;
+}
+
+export function command(body) {
+  return post("/v1/commands", body);
+}
+
+// A command on the session on the page.
+export function inSession(name, args = {}) {
+  return command({ command: name, session_id: state.current, ...args });
+}
