@@ -13,10 +13,16 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from orchestrator.dev_log import DRIVER_LOGGER, ActivityLines, activity_lines
 from orchestrator.embedded import free_port
 from orchestrator.runtime import announce_ready
 from orchestrator.starter import write_starter
+
+# `orchestrator dev` takes Temporal's default ports: its tests run one at a time, on one test worker.
+pytestmark = pytest.mark.xdist_group("orchestrator-dev")
+
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
 START_SECONDS = 90

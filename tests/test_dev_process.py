@@ -12,10 +12,15 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from orchestrator.embedded import free_port
 from orchestrator.starter import write_starter
 from tests.stream_clients import StreamClients
+
+# `orchestrator dev` takes Temporal's default ports: its tests run one at a time, on one test worker.
+pytestmark = pytest.mark.xdist_group("orchestrator-dev")
+
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
 START_SECONDS = 90

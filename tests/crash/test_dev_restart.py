@@ -24,7 +24,8 @@ import pytest
 
 from orchestrator.embedded import EmbeddedServerError, TemporalDevServer, free_port
 
-pytestmark = pytest.mark.devserver
+# `orchestrator dev` takes Temporal's default ports: its tests run one at a time, on one test worker.
+pytestmark = [pytest.mark.devserver, pytest.mark.xdist_group("orchestrator-dev")]
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).parent / "orchestrator")
