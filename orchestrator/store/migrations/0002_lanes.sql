@@ -345,13 +345,15 @@ BEGIN
 END
 $$;
 
--- `execution.started` for a run, once (with its end, if that is recorded first). The caller may hold the
--- session's lock; `orchestrator_append` takes it.
+-- `execution.started` for a run, once (with its end, if that is recorded first). The session's lock comes
+-- before the execution's row, in the order a run's end takes them: the other order deadlocks with a run that
+-- ends while its start is being recorded. The caller may hold the session's lock already.
 CREATE FUNCTION orchestrator_execution_started(p_execution text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     x executions%ROWTYPE;
     v_event bigint;
 BEGIN
+    PERFORM orchestrator_lock_session(e.session_id) FROM executions e WHERE e.id = p_execution;
     SELECT * INTO x FROM executions WHERE id = p_execution FOR UPDATE;
     IF NOT FOUND OR x.started_event_id IS NOT NULL THEN
         RETURN;
@@ -460,10 +462,12 @@ DECLARE
     v_inserted bigint;
     v_released text;
 BEGIN
+    -- What appends an event takes the session's lock first: before the keys' (see orchestrator_keys_lock) and
+    -- before the execution's row (see orchestrator_execution_started).
+    IF (p ->> 'started')::boolean OR jsonb_typeof(c) = 'object' OR p ->> 'failed_execution' IS NOT NULL THEN
+        PERFORM orchestrator_lock_session(v_session);
+    END IF;
     IF (p ->> 'release')::boolean AND (p ->> 'keyed')::boolean THEN
-        IF jsonb_typeof(c) = 'object' OR p ->> 'failed_execution' IS NOT NULL THEN
-            PERFORM orchestrator_lock_session(v_session);  -- before the keys' (see orchestrator_keys_lock)
-        END IF;
         PERFORM orchestrator_keys_lock(v_session, v_listener);
     END IF;
     IF (p ->> 'started')::boolean THEN
