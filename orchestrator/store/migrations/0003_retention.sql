@@ -283,6 +283,8 @@ BEGIN
     IF v_count > 0 THEN
         RETURN jsonb_build_object('table', 'lanes', 'deleted', v_count, 'done', false);
     END IF;
+    -- Its write rate's bucket (0004_keys.sql) names it in its key rather than a column.
+    DELETE FROM rate_buckets WHERE bucket = 'session:' || p_session;
     DELETE FROM sessions WHERE id = p_session;
     RETURN jsonb_build_object('table', 'sessions', 'deleted', 1, 'done', true);
 END
