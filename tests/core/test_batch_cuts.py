@@ -84,3 +84,23 @@ def test_cutting_until_nothing_waits_takes_every_event_once_in_order(
         taken += batch.consumed
         waiting = waiting[len(batch.consumed) :]
     assert taken == list(range(1, len(aliases) + 1))
+
+
+@settings(max_examples=300)
+@given(
+    sizes=st.lists(st.integers(0, 40), min_size=1, max_size=30),
+    max_events=st.integers(1, 30),
+    max_bytes=st.integers(1, 800),
+)
+def test_without_distinct_by_a_batch_is_the_longest_prefix_that_fits(
+    sizes: list[int], max_events: int, max_bytes: int
+) -> None:
+    waiting = [{**_event(n + 1), "pad": "é" * size} for n, size in enumerate(sizes)]
+    batch = cut(waiting, max_events, None, max_bytes)
+    assert batch is not None
+    longest = 1
+    for n in range(2, min(max_events, len(waiting)) + 1):
+        if sum(envelope_bytes(e) for e in waiting[:n]) <= max_bytes:
+            longest = n
+    assert batch.consumed == _ids(waiting[:longest])
+    assert batch.entries == waiting[:longest]
