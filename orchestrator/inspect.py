@@ -196,7 +196,9 @@ def format_status(status: dict[str, Any]) -> str:
             rows = [
                 [
                     o.get("created_at"),
-                    o.get("status") + (f" ({o['reason']})" if o.get("reason") else ""),
+                    o.get("status")
+                    + (f" ({o['reason']})" if o.get("reason") else "")
+                    + (f" (replay {o['replay']})" if o.get("replay") else ""),
                     o.get("lane") or "(one lane)",
                     f"{o.get('first_id')}..{o.get('last_id')}",
                     o.get("retry"),

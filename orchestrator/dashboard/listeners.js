@@ -85,10 +85,10 @@ export function runState(run) {
 
 function outcomeRow(listener, o, runs) {
   const run = o.execution_id ? runs.get(o.execution_id) : null;
-  const status = o.status + (o.reason ? ` (${o.reason})` : "");
+  const status = o.status + (o.reason ? ` (${o.reason})` : "") + (o.replay ? ` (replay ${o.replay})` : "");
   const said = o.execution_id ? node("div", {}, executionLink(o.execution_id, true), " ", runState(run)) : node("span", { text: o.message || "" });
   const count = (o.event_ids || []).length;
-  return node("tr", { "data-outcome": `${o.first_id}.${o.retry}` },
+  return node("tr", { "data-outcome": `${o.first_id}.${o.retry}${o.replay ? `.r${o.replay}` : ""}` },
     node("td", {}, clock(o.created_at)),
     node("td", { class: `status-${o.status}`, text: status }),
     node("td", { text: o.lane }),

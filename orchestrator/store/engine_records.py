@@ -68,7 +68,10 @@ class EngineRecords(
 
     async def recent_outcomes(self, session_id: str, listener: str, limit: int = 20) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
-            "SELECT status, reason, lane, first_id, last_id, event_ids, retry, execution_id, message, created_at"
+            "SELECT status, reason, lane, first_id, last_id, event_ids, retry,"
+            # The nth time a batch was asked for again, which its key ends with (`Outcome.batch_key`); 0 for its own.
+            " coalesce(substring(batch_key from ':r([0-9]+)$')::integer, 0) AS replay,"
+            " execution_id, message, created_at"
             " FROM outcomes WHERE session_id = $1 AND listener = $2 ORDER BY id DESC LIMIT $3",
             session_id,
             listener,

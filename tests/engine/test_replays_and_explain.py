@@ -78,6 +78,9 @@ async def test_replay_batch_runs_a_past_batch_again_as_a_batch_of_its_own(engine
         return len(await lane_outcomes(engine, sid, "orchestrate")) == 2
 
     await eventually(two_outcomes, what="the replay's own outcome")
+    replayed, own = await lane_outcomes(engine, sid, "orchestrate")
+    assert (replayed["replay"], own["replay"]) == (1, 0), "the replay's outcome says which time it is"
+    assert replayed["first_id"] == own["first_id"] == ids[0]
     audit = (await engine.command("list_session_events", session_id=sid, types=["listener.replayed"]))["events"]
     assert [e["data"]["batch"] for e in audit] == [ids[0]], "audited as an event"
 
