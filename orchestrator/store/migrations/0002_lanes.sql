@@ -9,8 +9,9 @@
 -- lanes share (the throttle, key slots): a record that finds the lane moved on answers `stale`, and the driver
 -- reads it again.
 --
--- Lock order, in every function here: advisory locks (fires, then keys), then the session's row, then a lane's
--- rows; the router holds its cursor and then lane rows. No two functions wait on each other in a cycle.
+-- Lock order, in every function here: the session's row (whatever appends an event takes it first), then the
+-- advisory locks (fires, then keys), then an execution's row, then a lane's rows; the router holds its cursor
+-- and then lane rows. No two functions wait on each other in a cycle (tests/store/test_lock_order.py).
 
 CREATE TABLE lanes (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
