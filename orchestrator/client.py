@@ -16,7 +16,7 @@ from typing import Any, Protocol, Self, cast
 import httpx
 
 from orchestrator.core.errors import CommandError, ErrorCode
-from orchestrator.plain_http import api_url
+from orchestrator.plain_http import api_url, command_reply
 
 __all__ = ["Client", "Commands", "api_url"]
 
@@ -53,18 +53,7 @@ class _HttpTransport:
 
     async def send(self, body: Any) -> dict[str, Any]:
         response = await self._http.post("/v1/commands", json=body)
-        try:
-            reply = response.json()
-        except ValueError:
-            reply = None
-        if isinstance(reply, dict) and "status" in reply:
-            return reply
-        # Something other than the API answered (a proxy, a wrong URL): report it as a reply, not a crash.
-        return {
-            "status": "error",
-            "error": "internal_error",
-            "message": f"HTTP {response.status_code} from {response.url} without a command reply",
-        }
+        return command_reply(response.content, response.status_code, str(response.url))
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -75,15 +75,20 @@ def post_command(url: str, token: str | None, body: Any, timeout: float = TIMEOU
         raise Unreachable(repr(err)) from None
     finally:
         connection.close()
+    return command_reply(raw, response.status, f"{parts.scheme}://{parts.netloc}{path}")
+
+
+def command_reply(raw: bytes, status: int, url: str) -> dict[str, Any]:
+    """The API's reply in `raw`; anything else that answered (a proxy, a wrong URL) reported as a reply, not
+    a crash (both HTTP doors)."""
     try:
         reply = json.loads(raw)
     except ValueError:
         reply = None
     if isinstance(reply, dict) and "status" in reply:
         return reply
-    # Something other than the API answered (a proxy, a wrong URL): report it as a reply, not a crash.
     return {
         "status": "error",
         "error": "internal_error",
-        "message": f"HTTP {response.status} from {parts.scheme}://{parts.netloc}{path} without a command reply",
+        "message": f"HTTP {status} from {url} without a command reply",
     }
