@@ -35,11 +35,14 @@ class FlowControl:
             name,
             session_id,
         )
+        # The lanes' rows locked in the order a routing round locks them, so the two never wait on each other.
         rows = await self.pool.fetch(
-            "UPDATE lanes l SET nudged_at = clock_timestamp()"
+            "WITH held AS (SELECT l.id FROM lanes l"
             " WHERE l.listener = $1 AND ($2::text IS NULL OR l.session_id = $2)"
             " AND (l.routed_through > l.fired_through OR EXISTS (SELECT 1 FROM lane_runs r WHERE r.lane_id = l.id"
             "  AND r.due_at IS NOT NULL) OR EXISTS (SELECT 1 FROM replays p WHERE p.lane_id = l.id))"
+            " ORDER BY l.session_id, l.listener, l.lane FOR UPDATE OF l)"
+            " UPDATE lanes l SET nudged_at = clock_timestamp() FROM held WHERE l.id = held.id"
             " RETURNING l.session_id, l.lane, l.workflow_id",
             name,
             session_id,

@@ -9,6 +9,7 @@ of them after a second, and the writers queued behind the session with them).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -38,3 +39,99 @@ async def test_a_start_recorded_while_its_run_ends_waits_for_the_session_first(p
     await asyncio.wait_for(starting, timeout=5)
     started = [e for e in await all_events(platform, session_id) if e["type"] == "execution.started"]
     assert len(started) == 1
+
+
+async def _lane_with_events(platform: Platform, alias: str) -> tuple[str, int, list[int]]:
+    """A session (with an alias) and a lane holding three of its events: the session, the lane's id, the ids."""
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    session_id = (await ok(platform, "open_session", alias=alias))["session"]["id"]
+    ids = [
+        int(
+            (await ok(platform, "write_object", session_id=session_id, alias=f"x/{n}", value={"type": "t"}))["event_id"]
+        )
+        for n in range(3)
+    ]
+    lane_id = await store.pool.fetchval(
+        "INSERT INTO lanes (session_id, listener, lane, workflow_id, routed_through) VALUES ($1, 'l', 'k', 'w', $2)"
+        " RETURNING id",
+        session_id,
+        ids[-1],
+    )
+    await store.pool.execute(
+        "INSERT INTO lane_events (lane_id, event_id) SELECT $1, unnest($2::bigint[])", lane_id, ids
+    )
+    return session_id, int(lane_id), ids
+
+
+def _record_body(session_id: str, lane_id: int, ids: list[int], execution_id: str) -> dict[str, Any]:
+    """`orchestrator_lane_record`'s body for a batch of `ids` whose run is `execution_id`."""
+    return {
+        "lane_id": lane_id, "seq": 0, "session_id": session_id, "listener": "l", "lane": "k", "kind": "batch",
+        "key_slot": None, "fires_limit": 100,
+        "batch": {"first_id": ids[0], "last_id": ids[-1], "event_ids": ids, "entry_ids": ids, "retry": 0,
+                  "replay": 0, "counted": False, "run_key": "rk"},
+        "run": {"run_key": "rk", "execution_id": execution_id, "retry": 0, "plan": {}, "workflow": "wf",
+                "depth": 1, "batch": {}, "cause": None},
+    }  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_a_session_deleted_while_a_batch_is_recorded_waits_for_the_record(platform: Platform) -> None:
+    """The record locks its lane and takes its queue rows, then inserts its run's execution (whose key check
+    wants the session's row); the deletion locks the session's row (its alias freed) and then wants the lane's
+    queue. Each waited on the other until the record took the session's row first."""
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    session_id, lane_id, ids = await _lane_with_events(platform, "doomed")
+    async with store.pool.acquire() as holder:
+        held = holder.transaction()
+        await held.start()
+        # Holds the execution's id, so the record stops at its insert after taking the lane and its queue.
+        await holder.execute(
+            "INSERT INTO executions (id, session_id, workflow) VALUES ('exe:held', $1, 'wf')", session_id
+        )
+        recording = asyncio.create_task(
+            store.pool.fetchval(
+                "SELECT orchestrator_lane_record($1::jsonb)", _record_body(session_id, lane_id, ids, "exe:held")
+            )
+        )
+        await asyncio.sleep(0.3)
+        deleting = asyncio.create_task(store.pool.fetchval("SELECT orchestrator_mark_deleting($1, NULL)", session_id))
+        await asyncio.sleep(0.3)
+        await held.rollback()  # the id given up: the record inserts the execution, the deletion goes on
+    recorded, marked = await asyncio.wait_for(asyncio.gather(recording, deleting), timeout=10)
+    assert marked is True
+    assert "batch_id" in recorded
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("verb", ["lane_record", "route"])
+async def test_the_engine_takes_the_session_before_its_rows(platform: Platform, verb: str) -> None:
+    """While a deletion holds the session's row (it takes it first), a batch's record and a routing round wait
+    for it before they lock anything of the session: its lane and its routing position stay free."""
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    session_id, lane_id, ids = await _lane_with_events(platform, f"held-{verb}")
+    if verb == "lane_record":
+        statement, body = "SELECT orchestrator_lane_record($1::jsonb)", _record_body(session_id, lane_id, ids, "exe:r")
+    else:
+        lane = {
+            "listener": "l", "lane": "k", "workflow_id": "w", "event_ids": ids, "through": ids[-1],
+            "window_seconds": 0, "run_slots": None, "newest_id": ids[-1], "newest_at": None, "idle": False,
+        }  # fmt: skip
+        route = {"session_id": session_id, "from": 0, "through": ids[-1], "lanes": [lane]}
+        statement, body = "SELECT orchestrator_route($1::jsonb)", route
+    async with store.pool.acquire() as deletion:
+        held = deletion.transaction()
+        await held.start()
+        await deletion.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", session_id)
+        stepping = asyncio.create_task(store.pool.fetchval(statement, body))
+        await asyncio.sleep(0.3)
+        assert not stepping.done()
+        async with store.transaction() as look:
+            # Neither is locked by the waiting verb (NOWAIT fails at once on a row another holds).
+            await look.execute("SELECT 1 FROM lanes WHERE id = $1 FOR UPDATE NOWAIT", lane_id)
+            await look.execute("SELECT 1 FROM routing_cursors WHERE session_id = $1 FOR UPDATE NOWAIT", session_id)
+        await held.rollback()
+    await asyncio.wait_for(stepping, timeout=10)

@@ -9,9 +9,11 @@
 -- lanes share (the throttle, key slots): a record that finds the lane moved on answers `stale`, and the driver
 -- reads it again.
 --
--- Lock order, in every function here: the session's row (whatever appends an event takes it first), then the
--- advisory locks (fires, then keys), then an execution's row, then a lane's rows; the router holds its cursor
--- and then lane rows. No two functions wait on each other in a cycle (tests/store/test_lock_order.py).
+-- Lock order, in every function here: the session's row first (FOR NO KEY UPDATE where it appends an event,
+-- FOR KEY SHARE otherwise: orchestrator_share_session), then the advisory locks (fires, then keys), then an
+-- execution's row, then a lane's rows; the router holds its cursor and then lane rows, in their order. A
+-- session's deletion takes the session's row FOR UPDATE before anything else (0003_retention.sql). No two
+-- functions wait on each other in a cycle (tests/store/test_lock_order.py).
 
 CREATE TABLE lanes (
     id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -297,6 +299,7 @@ $$;
 CREATE FUNCTION orchestrator_queue_for_key_slot(p_lane bigint, p_session text, p_listener text, p_max integer)
 RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM orchestrator_share_session(p_session);
     PERFORM orchestrator_keys_lock(p_session, p_listener);
     IF EXISTS (SELECT 1 FROM key_slots WHERE lane_id = p_lane AND holding) THEN
         RETURN true;
@@ -315,6 +318,7 @@ $$;
 CREATE FUNCTION orchestrator_give_back_key_slot(p_lane bigint, p_session text, p_listener text, p_max integer)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 BEGIN
+    PERFORM orchestrator_share_session(p_session);
     PERFORM orchestrator_keys_lock(p_session, p_listener);
     IF EXISTS (SELECT 1 FROM lane_runs WHERE lane_id = p_lane) THEN
         RETURN '[]';  -- a run took it meanwhile
@@ -383,6 +387,7 @@ DECLARE
     v_batch bigint;
     v_granted jsonb := '[]';
 BEGIN
+    PERFORM orchestrator_share_session(v_session);
     IF (b ->> 'counted')::boolean THEN
         PERFORM pg_advisory_xact_lock(hashtext('fires:' || v_session || ':' || v_listener));
         IF (SELECT count(*) FROM batches WHERE session_id = v_session AND listener = v_listener AND counted
@@ -463,13 +468,19 @@ DECLARE
     v_inserted bigint;
     v_released text;
 BEGIN
-    -- What appends an event takes the session's lock first: before the keys' (see orchestrator_keys_lock) and
-    -- before the execution's row (see orchestrator_execution_started).
+    -- The session's row first: locked where this appends an event (before the keys' lock, see
+    -- orchestrator_keys_lock, and the execution's row, see orchestrator_execution_started), else shared.
     IF (p ->> 'started')::boolean OR jsonb_typeof(c) = 'object' OR p ->> 'failed_execution' IS NOT NULL THEN
         PERFORM orchestrator_lock_session(v_session);
+    ELSE
+        PERFORM orchestrator_share_session(v_session);
     END IF;
     IF (p ->> 'release')::boolean AND (p ->> 'keyed')::boolean THEN
         PERFORM orchestrator_keys_lock(v_session, v_listener);
+    END IF;
+    IF (p ->> 'release')::boolean THEN
+        -- The execution's row before the batch's and the slot's, as a run's end takes them.
+        PERFORM 1 FROM executions WHERE id = p ->> 'execution_id' FOR UPDATE;
     END IF;
     IF (p ->> 'started')::boolean THEN
         PERFORM orchestrator_execution_started(p ->> 'execution_id');
@@ -534,8 +545,11 @@ DECLARE
     v_drive jsonb := '[]';
     v_waiting boolean;
 BEGIN
-    -- Its `execution.ended` needs the session's lock: taken before the keys' (see orchestrator_keys_lock).
-    PERFORM orchestrator_lock_session(v_session);
+    -- Its `execution.ended` needs the session's lock: taken before the keys' (see orchestrator_keys_lock). A
+    -- session being deleted takes its runs with it: nothing to record.
+    IF orchestrator_lock_session(v_session) = 'not_found' THEN
+        RETURN '{"recorded": false, "drive": []}';
+    END IF;
     IF v_keyed THEN
         PERFORM orchestrator_keys_lock(v_session, v_listener);
     END IF;
@@ -613,6 +627,7 @@ DECLARE
     v_nudges jsonb := '[]';
     v_newest bigint;
 BEGIN
+    PERFORM orchestrator_share_session(v_session);
     -- The keys' locks (a keyed lane may join the queue for a slot); routing appends no event.
     PERFORM orchestrator_keys_lock(v_session, k.listener)
         FROM (SELECT DISTINCT x ->> 'listener' AS listener FROM jsonb_array_elements(p -> 'lanes') x

@@ -227,6 +227,8 @@ $$;
 CREATE FUNCTION orchestrator_mark_deleting(p_session text, p_closed double precision) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
+    -- The session's row before anything else, as the engine's functions take it (0002_lanes.sql's lock order).
+    PERFORM 1 FROM sessions WHERE id = p_session FOR UPDATE;
     UPDATE sessions s SET status = 'deleting', alias = NULL, drain_through = NULL
     WHERE s.id = p_session AND s.status <> 'deleting'
       AND (p_closed IS NULL OR (s.status = 'closed' AND s.closed_at <= clock_timestamp() - make_interval(
@@ -236,8 +238,10 @@ BEGIN
         RETURN false;
     END IF;
     DELETE FROM routing_cursors WHERE session_id = p_session;
-    DELETE FROM lane_events q USING lanes l WHERE l.id = q.lane_id AND l.session_id = p_session;
+    -- Its lanes' rows before their queues' (as a batch's record takes them), each set in one order.
+    PERFORM 1 FROM lanes WHERE session_id = p_session ORDER BY listener, lane FOR UPDATE;
     UPDATE lanes SET fired_through = routed_through WHERE session_id = p_session AND fired_through < routed_through;
+    DELETE FROM lane_events q USING lanes l WHERE l.id = q.lane_id AND l.session_id = p_session;
     RETURN true;
 END
 $$;
@@ -261,6 +265,8 @@ DECLARE
     v_table text;
     v_count integer;
 BEGIN
+    -- The session's row before any of its rows, as the engine's functions take it (0002_lanes.sql's lock order).
+    PERFORM 1 FROM sessions WHERE id = p_session FOR UPDATE;
     IF NOT EXISTS (SELECT 1 FROM sessions WHERE id = p_session AND status = 'deleting') THEN
         -- Gone already (done), or not being deleted (reopened before it was marked): nothing to do.
         RETURN jsonb_build_object('done', NOT EXISTS (SELECT 1 FROM sessions WHERE id = p_session), 'deleted', 0);
