@@ -23,6 +23,7 @@ from orchestrator.commands.registry import COMMANDS
 from orchestrator.config import Settings
 from orchestrator.platform import Platform
 from orchestrator.runtime import serve_api
+from tests.store.helpers import STATE_TABLES
 
 SESSION = "$SESSION"
 LISTENER = {
@@ -113,24 +114,6 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "list_api_keys": ({}, ()),
     "revoke_api_key": ({"name": "hostile-key"}, ("name",)),
 }
-TABLES = (
-    "sessions",
-    "events",
-    "objects",
-    "thread_items",
-    "listener_versions",
-    "listeners",
-    "listener_switches",
-    "schedules",
-    "executions",
-    "listener_pauses",
-    "replays",
-    "event_types",
-    "graphs",
-    "api_keys",
-    "key_passes",
-    "session_retention",
-)
 
 _odd_text = st.one_of(
     st.text(max_size=40),
@@ -196,7 +179,7 @@ async def door(platform: Platform, settings: Settings) -> AsyncIterator[tuple[ht
 
 async def snapshot(platform: Platform, session: str) -> dict[str, Any]:
     async with platform.store.transaction() as conn:
-        counts = {table: await conn.fetchval(f"SELECT count(*) FROM {table}") for table in TABLES}
+        counts = {table: await conn.fetchval(f"SELECT count(*) FROM {table}") for table in STATE_TABLES}
         objects = await conn.fetch("SELECT alias, value, rev FROM objects WHERE session_id = $1", session)
         status = await conn.fetchval("SELECT status FROM sessions WHERE id = $1", session)
         retention = await conn.fetch("SELECT session_id, event_seconds, closed_session_seconds FROM session_retention")

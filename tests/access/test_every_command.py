@@ -21,6 +21,7 @@ from orchestrator.commands.registry import COMMANDS
 from orchestrator.core.access import NEEDS, SESSION_NEEDS, Target, decide, need_of
 from orchestrator.core.scopes import Grant
 from tests.access.conftest import Api
+from tests.store.helpers import STATE_TABLES
 from tests.test_hostile_input import LISTENER, SESSION, VALID
 
 # Sessions each example opens one of (under a new alias below this one; None: no alias).
@@ -31,23 +32,6 @@ ALIAS_GLOBS = ["**", "x/**", "a/*"]
 TYPE_GLOBS = ["**", "app.*", "pay.*"]
 PAY_ALLOW = ["emit:pay.*", "write:t1/**"]
 TYPES = {"app.note": None, "pay.captured": PAY_ALLOW}
-TABLES = (
-    "sessions",
-    "events",
-    "objects",
-    "thread_items",
-    "listener_versions",
-    "listeners",
-    "listener_switches",
-    "listener_pauses",
-    "schedules",
-    "executions",
-    "replays",
-    "event_types",
-    "graphs",
-    "api_keys",
-    "key_passes",
-)
 # Failures an allowed command may meet that are not about who asks (no Temporal here, a name taken before).
 NOT_ABOUT_ACCESS = {"invalid_request", "not_found", "session_not_open", "internal_error", "rev_conflict"}
 
@@ -68,7 +52,7 @@ async def fingerprint(api: Api) -> dict[str, Any]:
             table: await conn.fetchval(
                 f"SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {table} t"
             )
-            for table in TABLES
+            for table in STATE_TABLES
         }
 
 

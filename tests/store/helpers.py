@@ -9,6 +9,26 @@ from typing import Any
 from orchestrator.platform import Platform
 from orchestrator.store.postgres import PostgresStore
 
+# The tables a command's changes land in: what the tests that a refused command changes nothing compare.
+STATE_TABLES = (
+    "sessions",
+    "events",
+    "objects",
+    "thread_items",
+    "listener_versions",
+    "listeners",
+    "listener_switches",
+    "listener_pauses",
+    "schedules",
+    "executions",
+    "replays",
+    "event_types",
+    "graphs",
+    "api_keys",
+    "key_passes",
+    "session_retention",
+)
+
 
 async def ok(platform: Platform, command: str, **args: Any) -> dict[str, Any]:
     reply = await platform.command({"command": command, **args})

@@ -8,17 +8,8 @@ import pytest
 
 from orchestrator.platform import Platform
 from orchestrator.store.postgres import PostgresStore
-from tests.store.helpers import ok
+from tests.store.helpers import STATE_TABLES, ok
 
-TABLES = [
-    "sessions",
-    "events",
-    "objects",
-    "thread_items",
-    "listener_versions",
-    "listeners",
-    "listener_switches",
-]
 BIG = "x" * (256 * 1024 + 1)
 S = "$SESSION"  # replaced by a real open session's id
 
@@ -269,7 +260,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
 
 
 async def _snapshot(store: PostgresStore) -> dict[str, int]:
-    return {t: int(await store.pool.fetchval(f"SELECT count(*) FROM {t}")) for t in TABLES}
+    return {t: int(await store.pool.fetchval(f"SELECT count(*) FROM {t}")) for t in STATE_TABLES}
 
 
 @pytest.mark.parametrize(("case", "body", "code", "field"), CASES, ids=[c[0] for c in CASES])
