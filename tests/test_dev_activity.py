@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
 import signal
 import sys
@@ -19,6 +18,7 @@ from orchestrator.dev_log import DRIVER_LOGGER, ActivityLines, activity_lines
 from orchestrator.embedded import free_port
 from orchestrator.runtime import announce_ready
 from orchestrator.starter import write_starter
+from tests.ops.conftest import child_env
 
 # `orchestrator dev` takes Temporal's default ports: its tests run one at a time, on one test worker.
 pytestmark = pytest.mark.xdist_group("orchestrator-dev")
@@ -122,8 +122,7 @@ async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_r
     write_starter(app)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    env["ORCHESTRATOR_LIMITS__ACTIVATION_DELAY_SECONDS"] = "2"
+    env = child_env(ORCHESTRATOR_LIMITS__ACTIVATION_DELAY_SECONDS="2")
     # Ports of its own for the embedded Temporal, as a data folder remembers them: not 7233 and 8233, which
     # another platform on the machine may be starting on at this very moment.
     (tmp_path / "data").mkdir()

@@ -4,11 +4,9 @@ the same database, that was using the key a moment before it was revoked through
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import httpx
@@ -22,7 +20,7 @@ from orchestrator.config import Settings
 from orchestrator.embedded import free_port
 from orchestrator.platform import Platform
 from orchestrator.runtime import serve_api
-from tests.ops.conftest import temporal_address
+from tests.ops.conftest import platform_env
 
 pytestmark = pytest.mark.devserver
 
@@ -36,13 +34,7 @@ async def test_a_revoked_key_is_refused_by_a_second_api_process_within_a_second(
     platform: Platform, settings: Settings, fresh_db: str, dev_env: WorkflowEnvironment
 ) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    env |= {
-        "ORCHESTRATOR_DATABASE_URL": fresh_db,
-        "ORCHESTRATOR_TEMPORAL_ADDRESS": temporal_address(dev_env),
-        "ORCHESTRATOR_TASK_QUEUE": f"tq-{uuid.uuid4().hex[:12]}",
-        "ORCHESTRATOR_API_TOKEN": TOKEN,
-    }
+    env = platform_env(fresh_db, dev_env, ORCHESTRATOR_API_TOKEN=TOKEN)
     process = await asyncio.create_subprocess_exec(
         ORCHESTRATOR, "api", "--http-port", str(port), env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,

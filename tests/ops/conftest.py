@@ -7,6 +7,8 @@ while a test uses the workload, so lanes answer their `state` and `outcomes` que
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +47,22 @@ class Workload:
 
 def temporal_address(env: WorkflowEnvironment) -> str:
     return env.client.service_client.config.target_host
+
+
+def child_env(**settings: str) -> dict[str, str]:
+    """This process's environment less its `ORCHESTRATOR_` settings, plus `settings`: what a process of the
+    platform that a test starts sees, whatever the shell that runs the suite has set."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")} | settings
+
+
+def platform_env(database_url: str, temporal: WorkflowEnvironment, **settings: str) -> dict[str, str]:
+    """`child_env` for an API or worker process on the test's database and Temporal, on a task queue of its own."""
+    return child_env(
+        ORCHESTRATOR_DATABASE_URL=database_url,
+        ORCHESTRATOR_TEMPORAL_ADDRESS=temporal_address(temporal),
+        ORCHESTRATOR_TASK_QUEUE=f"tq-{uuid.uuid4().hex[:12]}",
+        **settings,
+    )
 
 
 @pytest.fixture(scope="package")

@@ -4,12 +4,10 @@ do: ten readers hold streams open, one more holds a stream and never reads, one 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import httpx
@@ -17,7 +15,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.embedded import free_port
-from tests.ops.conftest import temporal_address
+from tests.ops.conftest import platform_env
 from tests.stream_clients import StreamClients
 
 pytestmark = pytest.mark.devserver
@@ -32,13 +30,7 @@ async def test_the_api_ends_open_streams_and_stops_within_its_bound_on_sigterm(
     fresh_db: str, dev_env: WorkflowEnvironment
 ) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    env |= {
-        "ORCHESTRATOR_DATABASE_URL": fresh_db,
-        "ORCHESTRATOR_TEMPORAL_ADDRESS": temporal_address(dev_env),
-        "ORCHESTRATOR_TASK_QUEUE": f"tq-{uuid.uuid4().hex[:12]}",
-        "ORCHESTRATOR_SHUTDOWN_SECONDS": str(BOUND_SECONDS),
-    }
+    env = platform_env(fresh_db, dev_env, ORCHESTRATOR_SHUTDOWN_SECONDS=str(BOUND_SECONDS))
     process = await asyncio.create_subprocess_exec(
         ORCHESTRATOR,
         "api",

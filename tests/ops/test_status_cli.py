@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import re
 import signal
@@ -23,7 +22,7 @@ from pydantic import SecretStr
 
 from orchestrator.api import create_app
 from orchestrator.runtime import serve_api
-from tests.ops.conftest import FLAKY_DELAY_SECONDS, Workload
+from tests.ops.conftest import FLAKY_DELAY_SECONDS, Workload, child_env
 
 pytestmark = pytest.mark.devserver
 
@@ -43,19 +42,13 @@ async def api(workload: Workload) -> AsyncIterator[str]:
         yield url
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    env.update(extra)
-    return env
-
-
 async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         ORCHESTRATOR,
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=env if env is not None else _env(),
+        env=env if env is not None else child_env(),
     )
     out, err = await asyncio.wait_for(process.communicate(), CLI_SECONDS)
     assert process.returncode is not None
@@ -132,7 +125,7 @@ async def test_unreachable_api_exits_3(workload: Workload) -> None:
 
 
 async def test_status_local_reads_the_database_and_queries_the_lanes(workload: Workload) -> None:
-    env = _env(
+    env = child_env(
         ORCHESTRATOR_DATABASE_URL=workload.database_url,
         ORCHESTRATOR_TEMPORAL_ADDRESS=workload.temporal_address,
     )
@@ -187,7 +180,7 @@ async def test_events_follow_tails_new_events_until_interrupted(workload: Worklo
         TOKEN,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=_env(),
+        env=child_env(),
     )
     assert process.stdout is not None
     try:
@@ -226,7 +219,7 @@ async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Wor
             [ORCHESTRATOR, "events", "--session", session_id, "--follow", "--url", api, "--token", TOKEN, *tail],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_env(),
+            env=child_env(),
         )
         delay = rng.uniform(0.0, 2.5)
         await asyncio.sleep(delay)

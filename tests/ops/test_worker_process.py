@@ -7,18 +7,16 @@ pod: it answers `/healthz` once its servers answer, and SIGTERM drains it and ex
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import sys
-import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from tests.ops.conftest import temporal_address
+from tests.ops.conftest import platform_env
 
 pytestmark = pytest.mark.devserver
 
@@ -31,13 +29,7 @@ START_SECONDS = 30
 async def test_the_worker_serves_healthz_and_stops_cleanly_on_sigterm(
     fresh_db: str, dev_env: WorkflowEnvironment
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
-    env |= {
-        "ORCHESTRATOR_DATABASE_URL": fresh_db,
-        "ORCHESTRATOR_TEMPORAL_ADDRESS": temporal_address(dev_env),
-        "ORCHESTRATOR_TASK_QUEUE": f"tq-{uuid.uuid4().hex[:12]}",
-        "ORCHESTRATOR_WORKER_GRACEFUL_SHUTDOWN_SECONDS": "5",
-    }
+    env = platform_env(fresh_db, dev_env, ORCHESTRATOR_WORKER_GRACEFUL_SHUTDOWN_SECONDS="5")
     process = await asyncio.create_subprocess_exec(
         ORCHESTRATOR,
         "worker",
