@@ -59,7 +59,9 @@ class _HttpTransport:
         await self._http.aclose()
 
     async def stream(self, session_id: str, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        """The batches of a connection listener on the session, as they come (SSE `data`)."""
+        """The batches of a connection listener on the session, as they come (the `data` of each `batch`
+        message), until the server lets the stream go with another (`shutdown`: it is stopping; `closed`: a
+        reader too slow)."""
         async with self._http.stream(
             "GET", f"/v1/sessions/{session_id}/stream", params=params, timeout=httpx.Timeout(30, read=None)
         ) as response:
@@ -71,12 +73,17 @@ class _HttpTransport:
                 code = cast(ErrorCode, str(reply.get("error", "internal_error")))
                 raise CommandError(code, str(reply.get("message", f"HTTP {response.status_code}")))
             data: list[str] = []
+            event = "message"
             async for line in response.aiter_lines():
                 if line.startswith("data: "):
                     data.append(line[6:])
+                elif line.startswith("event: "):
+                    event = line[7:]
                 elif line == "" and data:
+                    if event != "batch":
+                        return
                     yield json.loads("\n".join(data))
-                    data = []
+                    data, event = [], "message"
 
 
 class Client:
@@ -124,6 +131,8 @@ class Client:
         client: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """A connection listener on the session (HTTP only): each batch as `{first_id, last_id, count, events}`.
+        It ends when the server lets it go (stopping, or a reader too slow): follow again from the last batch's
+        `last_id`, as a browser's `EventSource` reconnects.
 
         Raises:
             CommandError: the stream was refused (bad parameters, an unknown session).

@@ -1,5 +1,7 @@
 """`orchestrator api` stops within its bound on SIGTERM (how Kubernetes stops a replica), whatever its clients
-do: ten readers hold streams open, one more holds a stream and never reads, one keeps a connection alive."""
+do: ten readers hold streams open, one more holds a stream and never reads, one keeps a connection alive; the
+Python client's stream and `orchestrator events --follow` end on the server's last message, the CLI saying the
+API is out of reach."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import httpx
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.client import Client
 from orchestrator.embedded import free_port
 from tests.ops.conftest import platform_env
 from tests.stream_clients import StreamClients
@@ -55,6 +58,16 @@ async def test_the_api_ends_open_streams_and_stops_within_its_bound_on_sigterm(
                 await http.post("/v1/commands", json=body)
         streams = StreamClients(url, session_id, STREAMS)
         await streams.open()
+        follower = await asyncio.create_subprocess_exec(
+            ORCHESTRATOR, "events", "--session", session_id, "--follow", "--url", url,
+            env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert follower.stdout is not None
+        async with asyncio.timeout(START_SECONDS):  # caught up, so following the stream when the API stops
+            while b"a/49" not in (line := await follower.stdout.readline()):
+                assert line, "the follower ended early"
+        client = Client.http(url)
+        followed = asyncio.create_task(_batches(client, session_id))
         # A client that asks for the whole stream and never reads a byte of it.
         stalled.connect(("127.0.0.1", port))
         stalled.sendall(f"GET /v1/sessions/{session_id}/stream?after=0 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
@@ -70,3 +83,14 @@ async def test_the_api_ends_open_streams_and_stops_within_its_bound_on_sigterm(
     assert took < BOUND_SECONDS + 1, f"stopping took {took:.1f} s"
     for received in await streams.received():
         assert "event: shutdown" in received, received
+    # The Python client's stream ends at the last message, which is no batch.
+    batches = await asyncio.wait_for(followed, 5)
+    await client.aclose()
+    assert batches and all("events" in b for b in batches), batches
+    _, err = await asyncio.wait_for(follower.communicate(), START_SECONDS)
+    assert follower.returncode == 3, err.decode()  # out of reach, as when the API was never there
+    assert b"cannot reach the API" in err and b"Traceback" not in err, err.decode()
+
+
+async def _batches(client: Client, session_id: str) -> list[dict[str, object]]:
+    return [batch async for batch in client.stream(session_id, after=0)]
