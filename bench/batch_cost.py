@@ -37,7 +37,7 @@ from orchestrator.app_loader import UserApp
 from orchestrator.engine_wiring import platform_components
 from orchestrator.nudges import Nudger
 from orchestrator.platform import Platform
-from orchestrator.worker import build_worker, sandbox_runner
+from orchestrator.worker import build_worker, sandbox_runner, settle_heap
 
 WRITERS = 32
 WRITER_PROCESSES = 4
@@ -56,6 +56,7 @@ async def two_activity_engine(platform: Platform, client: Client, starts: Starts
     app = UserApp(name="bench", workflows=[BenchRunTwo], activities=[starts.run_started, noop])
     components = platform_components(platform, client, app)
     worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
+    settle_heap()  # as the platform's worker process does once started
     tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(t()) for t in components.background_tasks)]
     try:
         yield components

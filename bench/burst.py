@@ -53,7 +53,7 @@ from orchestrator.engine_wiring import platform_components
 from orchestrator.nudges import Nudger
 from orchestrator.platform import Platform
 from orchestrator.runtime import serve_api
-from orchestrator.worker import build_worker, connect_temporal, sandbox_runner
+from orchestrator.worker import build_worker, connect_temporal, sandbox_runner, settle_heap
 
 WRITERS = 32
 SPAWN = multiprocessing.get_context("spawn")
@@ -170,6 +170,7 @@ async def engine(platform: Platform, client: Client, starts: Starts) -> AsyncIte
     app = UserApp(name="bench", workflows=[BenchRun], activities=[starts.run_started])
     components = platform_components(platform, client, app)
     worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
+    settle_heap()  # as the platform's worker process does once started
     tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(t()) for t in components.background_tasks)]
     try:
         yield components

@@ -36,7 +36,7 @@ from bench.workflows import BenchSoakRun
 from orchestrator.app_loader import UserApp
 from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
-from orchestrator.worker import build_worker
+from orchestrator.worker import build_worker, settle_heap
 
 KEYS = 200
 WINDOW_SECONDS = 1.0
@@ -202,6 +202,7 @@ async def main(minutes: float, rate: float, retention: float) -> None:
         session = opened["session"]["id"]
         components = platform_components(platform, client, app)
         worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
+        settle_heap()  # as the platform's worker process does once started
         tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(t()) for t in components.background_tasks)]
         stop = asyncio.Event()
         tasks.append(asyncio.create_task(side_sessions(platform, retention, stop)))

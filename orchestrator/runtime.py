@@ -40,7 +40,7 @@ from orchestrator.embedded import TemporalDevServer, start_postgres, stop_abando
 from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.telemetry import install as install_telemetry
-from orchestrator.worker import build_worker, connect_temporal
+from orchestrator.worker import build_worker, connect_temporal, settle_heap
 
 log = logging.getLogger(__name__)
 
@@ -364,6 +364,7 @@ async def _run_worker_and_api(
             parts["api"] = api.wait
             # The API stops first, so no command arrives while the worker drains.
             graceful.insert(0, api.stop)
+        settle_heap()
         on_ready(url)
         await _run_parts(stop, parts, graceful, settings.shutdown_seconds)
 
@@ -563,6 +564,7 @@ async def run_api(settings: Settings, *, announce: Announce = _log_announce) -> 
             app = create_app(platform, settings)
             async with serve_api(app, settings.http_host, settings.http_port, settings.shutdown_seconds) as url:
                 announce(f"api          {url}/v1/commands")
+                settle_heap()
                 announce("Ready. Press Ctrl-C to stop.")
                 await stop.wait()
         finally:

@@ -22,6 +22,7 @@ from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Committed, Event, envelope_of, preview
 from orchestrator.core.globs import compile_alias_glob, compile_type_glob
+from orchestrator.store import json_codec
 from orchestrator.store.connection import Connection
 from orchestrator.store.migrate import migrate
 from orchestrator.telemetry import current_traceparent
@@ -30,8 +31,8 @@ EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, da
 
 
 async def _init_connection(conn: Connection) -> None:
-    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
-    await conn.set_type_codec("json", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await conn.set_type_codec("jsonb", encoder=json.dumps, decoder=json_codec.loads, schema="pg_catalog")
+    await conn.set_type_codec("json", encoder=json.dumps, decoder=json_codec.loads, schema="pg_catalog")
 
 
 class _PooledConnection(asyncpg.Connection):

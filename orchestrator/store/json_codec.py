@@ -1,0 +1,24 @@
+"""How the store turns PostgreSQL's JSON into Python: msgspec, with `json.loads` where it refuses.
+
+The engine decodes every event's JSON when it routes it and again when a lane reads it, a thousand at a
+time: `json.loads` took 8 ms of a lane's 400 KB snapshot, msgspec takes 3 to 4 (`bench.bulk_events`). It
+keeps what `json.loads` keeps (an integer of any width as an int, key order); a number beyond a double's range
+(`1e400`, which PostgreSQL's `json` type lets through) it refuses, and `json.loads` reads it as inf.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+_DECODER = msgspec.json.Decoder()
+
+
+def loads(text: str) -> Any:
+    """`json.loads(text)`, faster."""
+    try:
+        return _DECODER.decode(text)
+    except msgspec.DecodeError:
+        return json.loads(text)
