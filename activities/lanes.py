@@ -8,6 +8,7 @@ activity a lane workflow steps its lane with; `orchestrator.run_ended`, which a 
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,9 @@ from orchestrator.workflows.run_end import RUN_ENDED_ACTIVITY
 
 log = logging.getLogger(__name__)
 
+# Lanes whose next batch a worker reads while their run runs, at most: a thousand envelopes each.
+READ_AHEAD_LANES = 8
+
 # How a closed run's Temporal status reads as an execution's status.
 CLOSED_AS = {
     WorkflowExecutionStatus.COMPLETED: "completed",
@@ -43,9 +47,10 @@ class LaneActivities(PlatformActivities):
     def all(self) -> list[Callable[..., Any]]:
         return [self.fire, self.run_ended, self.lane_idle]
 
-    @property
+    @functools.cached_property
     def driver(self) -> LaneDriver:
-        """The driver of a worker: its store's lanes, runs on Temporal, writes through the store."""
+        """The driver of a worker: its store's lanes, runs on Temporal, writes through the store. One per worker,
+        so a lane's read ahead (taken when its drive ends waiting for its run) is there for its run's end."""
         assert self.temporal is not None
         return LaneDriver(
             self.store.lanes,
@@ -54,6 +59,7 @@ class LaneActivities(PlatformActivities):
             StoreWriter(self.store, self.settings),
             Nudger(self.temporal, self.settings),
             self.registered_workflows,
+            read_ahead=READ_AHEAD_LANES,
         )
 
     @activity.defn(name="orchestrator.fire")

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from orchestrator.commands.fields import ClientId, IdempotencyKey, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
-from orchestrator.core.event_types import EventTypeDeclaration, data_errors
+from orchestrator.core.event_types import DataCheck, EventTypeDeclaration, data_check
 from orchestrator.core.validation import field_errors_message
 from orchestrator.telemetry import TRACER
 
@@ -116,14 +116,18 @@ async def checked(platform: CommandContext, events: list[Emitted], field: str) -
             "limit_exceeded", f"events: {len(events)} events is over the limit of {limits.max_writes_per_request}"
         )
     schemas = await platform.store.event_schemas()
+    checks: dict[str, DataCheck] = {}
     rows = []
     for index, event in enumerate(events):
         where = field.format(index=index)
-        schema = schemas.get(event.type)
-        if schema is None:
-            raise CommandError("invalid_request", f"{where}type: {event.type!r} is not a declared event type")
+        check = checks.get(event.type)
+        if check is None:
+            schema = schemas.get(event.type)
+            if schema is None:
+                raise CommandError("invalid_request", f"{where}type: {event.type!r} is not a declared event type")
+            check = checks[event.type] = data_check(schema)
         check_payload(f"{where}data", event.data, limits.max_payload_bytes)
-        problems = data_errors(schema, event.data, f"{where}data")
+        problems = check(event.data, f"{where}data")
         if problems:
             raise CommandError("invalid_request", "; ".join(problems))
         row: dict[str, Any] = {"type": event.type, "data": event.data}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, JsonValue, computed_field
@@ -98,28 +98,50 @@ def envelope_of(row: Mapping[str, Any]) -> dict[str, Any]:
     ISO text, a thread item's `whole_message` beside its preview), key for key and in the same order: what
     the router and the lanes read a thousand at a time, without a model per event. The stored parts were
     validated when they were written."""
+    get = row.get
     envelope: dict[str, Any] = {"id": row["id"], "session_id": row["session_id"], "type": row["type"]}
-    if row.get("alias") is not None:
-        envelope["alias"] = row["alias"]
-    item = row.get("item")
+    alias = get("alias")
+    if alias is not None:
+        envelope["alias"] = alias
+    item = get("item")
     if item is not None:
-        whole = row.get("whole_message")
+        whole = get("whole_message")
         envelope["item"] = _present(item if whole is None else {**item, "message": whole}, _ITEM_KEYS)
-    if row.get("execution") is not None:
-        envelope["execution"] = _present(row["execution"], _EXECUTION_KEYS)
-    envelope["source"] = _present(row.get("source") or {}, _SOURCE_KEYS)
-    envelope["depth"] = row.get("depth") or 0
-    created = row["created_at"]
-    envelope["created_at"] = to_jsonable_python(
-        datetime.fromisoformat(created) if isinstance(created, str) else created
-    )
-    for part in ("data", "cause", "graph"):
-        if row.get(part) is not None:
-            envelope[part] = row[part]
-    actor = actor_of(envelope["source"], row.get("cause"))
+    execution = get("execution")
+    if execution is not None:
+        envelope["execution"] = _present(execution, _EXECUTION_KEYS)
+    source = get("source")
+    envelope["source"] = _present(source, _SOURCE_KEYS) if source else {}
+    envelope["depth"] = get("depth") or 0
+    envelope["created_at"] = created_text(row["created_at"])
+    data, cause, graph = get("data"), get("cause"), get("graph")
+    if data is not None:
+        envelope["data"] = data
+    if cause is not None:
+        envelope["cause"] = cause
+    if graph is not None:
+        envelope["graph"] = graph
+    actor = actor_of(envelope["source"], cause)
     if actor is not None:
         envelope["actor"] = actor
     return envelope
+
+
+def created_text(created: datetime | str) -> str:
+    """A commit time as the envelope's JSON writes it, in UTC (pydantic's form: `...:SS.ffffffZ`, `...:SSZ`
+    without microseconds), from a datetime or PostgreSQL's ISO text, whatever the database's zone. UTC text
+    is cut to form directly: parsing and formatting took a fifth of the time to read an event."""
+    if isinstance(created, str):
+        if len(created) == _UTC_MICROS_TEXT and created.endswith("+00:00"):
+            return created[:-6] + "Z"
+        created = datetime.fromisoformat(created)
+    if created.tzinfo is None:
+        return str(to_jsonable_python(created))
+    return created.astimezone(UTC).isoformat()[:-6] + "Z"
+
+
+# `YYYY-MM-DDTHH:MM:SS.ffffff+00:00`: PostgreSQL leaves out trailing zeros of the fraction, pydantic does not.
+_UTC_MICROS_TEXT = 32
 
 
 def actor_of(source: Mapping[str, Any], cause: Mapping[str, Any] | None) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ key slots and fires of its listener, and the database's clock), and the decision
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from orchestrator.core.declaration import ListenerDeclaration
@@ -201,6 +201,9 @@ class LaneSnapshot:
     oldest_at: float | None = None
     newest_at: float | None = None
     newest_id: int = 0
+    # The newest event ever queued for the lane (its own `lane.idle` too): what tells a read that nothing
+    # was queued since another.
+    routed_through: int = 0
     runs: tuple[HeldSlot, ...] = ()
     claimed: PastBatch | None = None
     # The batch of the waiting run whose repeat is due first (by the database's clock, when read).
@@ -213,6 +216,32 @@ class LaneSnapshot:
     running_executions: int = 0
     # False: read without envelopes (counts and times only), enough for `next_move` but not to cut a batch.
     complete: bool = True
+
+
+def fetch_limit(listener: ListenerNow | None, fetch: int = FETCH_EVENTS) -> int:
+    """How many waiting events a read of `fetch` holds at most (the store's rule): a batch without
+    `distinct_by` takes at most `max_events`, so no more are read."""
+    if listener is not None and listener.declaration.batch.distinct_by is None:
+        return min(fetch, listener.declaration.batch.max_events)
+    return fetch
+
+
+def with_read_ahead(fresh: LaneSnapshot, ahead: LaneSnapshot) -> LaneSnapshot | None:
+    """`fresh`, read without envelopes, with the waiting events of `ahead`, read in full earlier, when those are
+    exactly what a full read would hold now; None when they may not be.
+
+    They are when no batch was taken since (the same `seq`: only a record moves it), under the same listener
+    version, with no replay to read, and either the earlier read held as many as a read takes or nothing was
+    queued since: the lane's queue only grows at its end (the router queues in id order) and only a record
+    takes from its head.
+    """
+    if not ahead.complete or fresh.seq != ahead.seq or fresh.replay is not None:
+        return None
+    if fresh.listener is None or ahead.listener is None or fresh.listener.version != ahead.listener.version:
+        return None
+    if len(ahead.waiting) < fetch_limit(ahead.listener) and fresh.routed_through != ahead.routed_through:
+        return None
+    return replace(fresh, waiting=ahead.waiting, pending=max(fresh.pending, len(ahead.waiting)), complete=True)
 
 
 # -- decisions ---------------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from orchestrator.core.lane_snapshot import (
     Replay,
     RunPlan,
     Take,
+    fetch_limit,
     verdict_json,
     verdict_of,
 )
@@ -293,8 +294,7 @@ class MemoryLaneStore:
             return None
         now = self.now()
         listener = self._listener_now(lane.session_id, lane.listener, now)
-        if listener is not None and listener.declaration.batch.distinct_by is None:
-            fetch = min(fetch, listener.declaration.batch.max_events)
+        fetch = fetch_limit(listener, fetch)
         waiting_ids = sorted(i for i in lane.queue if i > lane.fired_through)[: max(fetch, 1)]
         runs = sorted((r for r in self.runs.values() if r.lane_id == lane.id), key=lambda r: r.run_key)
         claimed = sorted(
@@ -330,6 +330,7 @@ class MemoryLaneStore:
             oldest_at=self.events[waiting_ids[0]].committed if waiting_ids else None,
             newest_at=lane.newest_at,
             newest_id=lane.newest_id,
+            routed_through=lane.routed_through,
             runs=tuple(self._held(r) for r in runs),
             claimed=self._past(claimed[0]) if claimed else None,
             repeat=self._past(self.batches[waiting_runs[0].batch_id]) if waiting_runs else None,

@@ -132,6 +132,7 @@ def snapshot_of(
         complete=complete,
         newest_at=None if row.get("newest_at") is None else float(row["newest_at"]),
         newest_id=int(row.get("newest_id") or 0),
+        routed_through=int(row.get("routed_through") or 0),
         runs=tuple(_run(r) for r in data["runs"]),
         claimed=_past(data.get("claimed")),
         repeat=_past(data.get("repeat")),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from hypothesis import given
@@ -40,6 +40,19 @@ causes = (
         st.fixed_dictionaries({"execution": st.text(max_size=4)}, optional={"batch": json_dict}),
     )
 )
+
+
+def postgres_text(moment: datetime, offset_hours: int) -> str:
+    """A timestamptz as PostgreSQL's JSON writes it: the fraction without its trailing zeros, in the session's
+    zone (UTC for the store's connections, another for a database set otherwise)."""
+    local = moment.astimezone(timezone(timedelta(hours=offset_hours)))
+    text = local.isoformat()
+    if "." in text:
+        head, tail = text.split(".")
+        text = f"{head}.{tail[:6].rstrip('0')}{tail[6:]}".replace(".+", "+").replace(".-", "-")
+    return text
+
+
 sources = st.none() | st.fixed_dictionaries(
     {}, optional={"client": maybe_text, "listener": maybe_text, "execution": maybe_text}
 )
@@ -56,7 +69,8 @@ sources = st.none() | st.fixed_dictionaries(
     cause=causes,
     graph=st.none() | st.fixed_dictionaries({"nodes": st.lists(st.text(max_size=3), max_size=3)}),
     created=moments,
-    as_text=st.booleans(),
+    as_text=st.sampled_from([None, "python", "postgres"]),
+    offset_hours=st.sampled_from([0, 0, 2, -5]),
 )
 def test_envelope_of_is_the_models_envelope(
     alias: str | None,
@@ -69,7 +83,8 @@ def test_envelope_of_is_the_models_envelope(
     cause: dict[str, Any] | None,
     graph: dict[str, Any] | None,
     created: datetime,
-    as_text: bool,
+    as_text: str | None,
+    offset_hours: int,
 ) -> None:
     def stored(found: dict[str, Any] | None) -> dict[str, Any] | None:
         # As `jsonb` hands a value back: its keys in an order of its own (here reversed).
@@ -88,7 +103,11 @@ def test_envelope_of_is_the_models_envelope(
         "data": data,
         "cause": cause,
         "graph": graph,
-        "created_at": created.isoformat() if as_text else created,
+        "created_at": created
+        if as_text is None
+        else created.isoformat()
+        if as_text == "python"
+        else postgres_text(created, offset_hours),
     }
     merged = item if item is None or whole is None else {**item, "message": whole}
     fields = {k: v for k, v in row.items() if k != "whole_message"}

@@ -77,9 +77,18 @@ class LaneMachine(RuleBasedStateMachine):
         attempts=st.integers(0, 2),
         distinct=st.booleans(),
         fires=st.sampled_from([3, 1000]),
+        read_ahead=st.sampled_from([0, 1, 8]),
     )
     def start(
-        self, mode: str, window: float, max_events: int, max_parallel: int, attempts: int, distinct: bool, fires: int
+        self,
+        mode: str,
+        window: float,
+        max_events: int,
+        max_parallel: int,
+        attempts: int,
+        distinct: bool,
+        fires: int,
+        read_ahead: int,
     ) -> None:
         self.loop = asyncio.new_event_loop()
         self.t = 1_000.0
@@ -105,8 +114,11 @@ class LaneMachine(RuleBasedStateMachine):
         # The machine's clock is its own: a driver waits nothing out on the wall clock (as on a server that skips time).
         self.settings = Settings(limits=self.limits, temporal_time_skipping=True)
         self.starts, self.nudges = Starts(), Nudges()
-        self.driver = LaneDriver(self.store, self.settings, self.starts, Writes(), self.nudges)
-        self.failed_at: dict[str, float] = {}  # run key -> when its repeat is due
+        # With a read ahead, a drive's first read may be one taken when an earlier drive ended, before any of
+        # the writes, routes, ends and records that came between.
+        self.driver = LaneDriver(self.store, self.settings, self.starts, Writes(), self.nudges, read_ahead=read_ahead)
+        # (run key, the repeat's retry number) -> when that repeat is due: each failure sets its own repeat's.
+        self.repeat_due: dict[tuple[str, int], float] = {}
         self.clocks: dict[str, LaneClock] = {}
         # What the router queued into each lane (listener, lane), ever: the queue itself keeps only what waits.
         self.routed: dict[tuple[str, str], set[int]] = {}
@@ -207,7 +219,7 @@ class LaneMachine(RuleBasedStateMachine):
         tag = running[index % len(running)]
         self.starts.ended.add(tag.execution_id)
         if status == "failed" and tag.retry < tag.attempts and tag.run_key is not None:
-            self.failed_at[tag.run_key] = self.t + retry_delay(tag.delay_seconds, tag.retry)
+            self.repeat_due[(tag.run_key, tag.retry + 1)] = self.t + retry_delay(tag.delay_seconds, tag.retry)
         self.run(self.driver.end(tag, status, None))
 
     @rule(paused=st.booleans())
@@ -290,11 +302,12 @@ class LaneMachine(RuleBasedStateMachine):
     @invariant()
     def repeats_wait_their_delay_and_hold_their_slot(self) -> None:
         for batch in self.store.batches.values():
-            if batch.retry > 0 and batch.run_key in self.failed_at:
-                assert batch.created_at >= self.failed_at[batch.run_key] - 1e-9, "a repeat came before its delay"
+            due = self.repeat_due.get((batch.run_key or "", batch.retry))
+            if batch.retry > 0 and due is not None:
+                assert batch.created_at >= due - 1e-9, "a repeat came before its delay"
         for run in self.store.runs.values():
             if run.due_at is not None:
-                assert run.run_key in self.failed_at, "only a failed run waits for its repeat"
+                assert (run.run_key, run.retry + 1) in self.repeat_due, "only a failed run waits for its repeat"
 
     # -- nothing stranded ----------------------------------------------------------------------------------
 
