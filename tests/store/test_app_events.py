@@ -107,6 +107,31 @@ async def test_emit_events_is_all_or_none_and_names_the_failing_event(platform: 
     await refused(platform, "limit_exceeded", "events", "emit_events", session_id=sid, events=[good] * over)
 
 
+async def test_emit_events_draws_ids_in_order_and_writes_each_key_once(platform: Platform) -> None:
+    await ok(platform, "save_event_type", **TICKET)
+    sid = await _session(platform)
+    many = [{"type": "ticket.escalated", "data": {"priority": n}} for n in range(1000)]
+    ids = (await ok(platform, "emit_events", session_id=sid, events=many))["event_ids"]
+    assert ids == sorted(ids) and len(set(ids)) == 1000
+    stored = await all_events(platform, sid)
+    assert [(e["id"], e["data"]["priority"]) for e in stored] == list(zip(ids, range(1000), strict=True))
+    # A key the session holds answers its event; a key given twice in one call writes once.
+    keyed = [
+        {"type": "ticket.escalated", "data": {"priority": 1}, "idempotency_key": "a"},
+        {"type": "ticket.escalated", "data": {"priority": 2}, "client": "w"},
+        {"type": "ticket.escalated", "data": {"priority": 3}, "idempotency_key": "a"},
+        {"type": "ticket.escalated", "data": {"priority": 4}, "idempotency_key": "b"},
+    ]
+    first = (await ok(platform, "emit_events", session_id=sid, events=keyed))["event_ids"]
+    assert first[0] == first[2] and first[0] < first[1] < first[3]
+    again = (await ok(platform, "emit_events", session_id=sid, events=keyed))["event_ids"]
+    assert again[0] == again[2] == first[0] and again[3] == first[3] and again[1] > first[3]
+    after = (await ok(platform, "list_session_events", session_id=sid, after=ids[-1], limit=1000))["events"]
+    written = {e["id"]: e for e in after}
+    assert len(written) == 3 + 1
+    assert written[first[0]]["data"] == {"priority": 1} and written[first[1]]["source"] == {"client": "w"}
+
+
 async def test_a_bad_type_declaration_is_refused_naming_the_field(platform: Platform) -> None:
     cases: list[tuple[dict[str, Any], str]] = [
         ({**TICKET, "name": "object.escalated"}, "name"),
