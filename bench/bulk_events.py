@@ -8,7 +8,10 @@ first write to the last batch's run starting, the writers' own pace, events/s fr
 router queueing the last into the listener's lane, the door's CPU per event (the API process), and the delay
 added beyond the window (p50, p99 per batch).
 
-Run: .venv/bin/python -m bench.bulk_events [--events 5000] [--bulk-events 50000] [--cases single,100,1000,light]
+A last case (`drain`) times the lane alone: the listener paused while everything is written and routed, then
+resumed; the run is one local activity.
+
+Run: .venv/bin/python -m bench.bulk_events [--events 5000] [--bulk-events 50000] [--cases single,100,1000,light,drain]
 """
 
 from __future__ import annotations
@@ -73,13 +76,18 @@ async def emit_through_http(url: str, session: str, total: int, per_request: int
     return min(b for b, _ in spans), max(e for _, e in spans)
 
 
+async def routed_position(platform: Any, session: str) -> int:
+    """The router's position in the session: the last event id it has queued from (one indexed read)."""
+    async with platform.store.transaction() as conn:
+        position = await conn.fetchval("SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session)
+    return int(position or 0)
+
+
 async def router_positions(platform: Any, session: str, done: asyncio.Event) -> list[tuple[float, int]]:
-    """The router's position in the session over time (polled every 20 ms, one indexed read each)."""
+    """The router's position in the session over time (polled every 20 ms)."""
     seen: list[tuple[float, int]] = []
     while not done.is_set():
-        async with platform.store.transaction() as conn:
-            position = await conn.fetchval("SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session)
-        seen.append((time.time(), int(position or 0)))
+        seen.append((time.time(), await routed_position(platform, session)))
         await asyncio.sleep(0.02)
     return seen
 
@@ -137,6 +145,47 @@ async def case(bench: Any, label: str, events: int, per_request: int | None, lig
     row("added delay beyond the window, p99 (per batch)", 1000 * percentile(added, 99), "ms")
 
 
+async def drain(bench: Any, events: int) -> None:
+    """The lane's own pace: the listener paused while `emit_events` of 1,000 are written and routed, then
+    resumed, and timed from the resume to the last batch's run starting (runs of one local activity). What
+    the end-to-end cases add to it is the machine's two cores shared with the writers, the door and the
+    router."""
+    platform = bench.platform
+    starts = Starts(expected=events)
+    platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
+    name = "bulk_drain"
+    body = {
+        "name": name,
+        "filter": {"types": ["bench.fact"]},
+        "batch": {"window_seconds": 1, "max_events": 1000},
+        "action": {"type": "workflow", "workflow": "bench_run"},
+    }
+    assert (await platform.command({"command": "save_listener", "listener": body}))["status"] == "success"
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    assert (await platform.command({"command": "pause_listener", "name": name}))["status"] == "success"
+    async with engine(platform, bench.client, starts):
+        await emit_through_http(bench.api, session, events, 1000)
+        last_id = max(e.id for e in await platform.store.list_events(session, limit=events + 10, types=["bench.fact"]))
+        for _ in range(18_000):  # 15 minutes at most
+            if await routed_position(platform, session) >= last_id:
+                break
+            await asyncio.sleep(0.05)
+        meter = CpuMeter(bench.server_pid, bench.postgres_pid)
+        meter.start()
+        resumed = time.time()
+        assert (await platform.command({"command": "resume_listener", "name": name}))["status"] == "success"
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(starts.all_started.wait(), timeout=900)
+        cpu = meter.stop()
+    await platform.command({"command": "delete_listener", "name": name})
+    last = max(t for t, _ in starts.runs)
+    print(f"a serial lane's own pace, everything routed first: {events:,} events, {len(starts.runs)} batches")
+    row("events/s, resume to last run started", events / (last - resumed), "events/s")
+    row("a batch's cycle (1,000 events)", 1000 * (last - resumed) / len(starts.runs), "ms")
+    for part, seconds in cpu.items():
+        row(f"  CPU per event, {part}", 1_000_000 * seconds / events, "us")
+
+
 async def main(events: int, bulk_events: int, cases: set[str]) -> None:
     async with bench_platform() as bench:
         saved = await bench.platform.command({"command": "save_event_type", "name": "bench.fact", "schema": FACT})
@@ -150,12 +199,14 @@ async def main(events: int, bulk_events: int, cases: set[str]) -> None:
             await case(bench, "emit_events of 1,000 per request", bulk_events, 1000)
         if "light" in cases:
             await case(bench, "emit_events of 1,000, a run of one local activity", bulk_events, 1000, light=True)
+        if "drain" in cases:
+            await drain(bench, bulk_events)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=5_000)
     parser.add_argument("--bulk-events", type=int, default=50_000)
-    parser.add_argument("--cases", default="single,100,1000,light")
+    parser.add_argument("--cases", default="single,100,1000,light,drain")
     args = parser.parse_args()
     asyncio.run(main(args.events, args.bulk_events, set(args.cases.split(","))))
