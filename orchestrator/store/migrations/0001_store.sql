@@ -224,14 +224,16 @@ CREATE TABLE schedule_runs (
 CREATE INDEX schedule_runs_recent ON schedule_runs (session_id, alias, id DESC);
 
 -- Routers and streams wake on these instead of polling: one notification per session per committing
--- transaction (PostgreSQL folds identical notifications of one transaction into one).
-CREATE FUNCTION notify_event() RETURNS trigger LANGUAGE plpgsql AS $$
+-- transaction (PostgreSQL folds identical notifications of one transaction into one), raised once per
+-- statement (a trigger call per row cost a bulk write of a thousand events 6 us an event).
+CREATE FUNCTION notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('orchestrator_events', NEW.session_id);
+    PERFORM pg_notify('orchestrator_events', s.session_id) FROM (SELECT DISTINCT session_id FROM written) s;
     RETURN NULL;
 END
 $$;
-CREATE TRIGGER events_notify AFTER INSERT ON events FOR EACH ROW EXECUTE FUNCTION notify_event();
+CREATE TRIGGER events_notify AFTER INSERT ON events REFERENCING NEW TABLE AS written
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_events();
 
 CREATE FUNCTION notify_listener() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -493,27 +495,47 @@ END
 $$;
 
 -- The application's own events (`emit_events`), each checked against its type before this statement: appended
--- in order under the session's lock, in one transaction. An event whose key was seen answers the first's id.
+-- in order under the session's lock, in one transaction, as one statement (a function call per event cost
+-- about 45 us of PostgreSQL's time an event). Each answers its id, in the order given, ids drawn in that order;
+-- an event whose key the session holds answers that event's id and writes nothing, and a key given twice in
+-- one call writes once.
 CREATE FUNCTION orchestrator_emit(
     p_session text, p_events jsonb, p_source jsonb, p_depth integer, p_traceparent text, p_cause jsonb
 ) RETURNS TABLE (o_event bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_lock text := orchestrator_lock_session(p_session);
-    v_event jsonb;
-    v_last bigint := 0;
+    v_ids bigint[];
 BEGIN
     IF v_lock <> 'ok' THEN
         RAISE EXCEPTION 'orchestrator: 0 % 0', v_lock USING ERRCODE = 'P0001';
     END IF;
-    FOR v_event IN SELECT x FROM jsonb_array_elements(p_events) x LOOP
-        o_event := orchestrator_event_row(
-            p_session, v_event ->> 'type', NULL, NULL, NULL,
-            CASE WHEN v_event ? 'client' THEN p_source || jsonb_build_object('client', v_event ->> 'client') ELSE p_source END,
-            p_depth, v_event -> 'data', v_event ->> 'key', p_traceparent, p_cause);
-        v_last := greatest(v_last, o_event);
-        RETURN NEXT;
-    END LOOP;
-    UPDATE sessions SET last_event_id = v_last WHERE id = p_session AND last_event_id < v_last;
+    WITH given AS (
+        SELECT g.n, g.x, g.x ->> 'key' AS key,
+               row_number() OVER (PARTITION BY g.x ->> 'key' ORDER BY g.n) AS nth
+        FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n)
+    ), known AS (
+        SELECT g.n, e.id FROM given g JOIN events e ON e.session_id = p_session AND e.idempotency_key = g.key
+    ), numbered AS MATERIALIZED (
+        -- nextval over rows already in order: ids follow the events' order.
+        SELECT o.n, o.x, o.key, nextval('event_ids') AS id
+        FROM (SELECT g.n, g.x, g.key FROM given g
+              WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.n = g.n)
+                AND (g.key IS NULL OR g.nth = 1)
+              ORDER BY g.n) o
+    ), written AS (
+        INSERT INTO events (id, session_id, type, source, depth, data, idempotency_key, traceparent, cause)
+        SELECT b.id, p_session, b.x ->> 'type',
+               CASE WHEN b.x ? 'client' THEN coalesce(p_source, '{}') || jsonb_build_object('client', b.x ->> 'client')
+                    ELSE coalesce(p_source, '{}') END,
+               p_depth, b.x -> 'data', b.key, p_traceparent, p_cause
+        FROM numbered b ORDER BY b.n
+    )
+    SELECT array_agg(coalesce(k.id, b.id, (SELECT d.id FROM numbered d WHERE d.key = g.key)) ORDER BY g.n)
+    INTO v_ids
+    FROM given g LEFT JOIN known k ON k.n = g.n LEFT JOIN numbered b ON b.n = g.n;
+    UPDATE sessions SET last_event_id = (SELECT max(i) FROM unnest(v_ids) i)
+        WHERE id = p_session AND last_event_id < (SELECT max(i) FROM unnest(v_ids) i);
+    RETURN QUERY SELECT u.id FROM unnest(v_ids) WITH ORDINALITY AS u(id, n) ORDER BY u.n;
 END
 $$;
