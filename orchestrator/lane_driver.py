@@ -227,8 +227,8 @@ class LaneDriver:
                     await asyncio.sleep(max(decision.until - now, 0.0))
                     snap = await self.lanes.snapshot(address)
                     continue
-                if decision.reason == "slot_held" and snap.oldest_at is not None:
-                    self._read_next(address)
+                if decision.reason == "slot_held" and snap.oldest_at is not None and decl is not None:
+                    self._read_next(address, decl)
                 drive.wait = decision
                 return drive
             if isinstance(decision, Drop):
@@ -258,11 +258,12 @@ class LaneDriver:
 
     # -- reading ahead -------------------------------------------------------------------------------------
 
-    def _read_next(self, address: LaneAddress) -> None:
+    def _read_next(self, address: LaneAddress, decl: ListenerDeclaration) -> None:
         """Read the lane's waiting events now, while the run that holds its slot runs: that run's end drives the
         lane, and a full read (a thousand envelopes: a quarter of a serial lane's cycle, bench.bulk_events) is
-        then off its path."""
-        if self.read_ahead <= 0 or address in self._ahead:
+        then off its path. Not with `distinct_by`: a read then holds up to five times as many envelopes, and is
+        full, so of use, only when five times `max_events` wait."""
+        if self.read_ahead <= 0 or address in self._ahead or decl.batch.distinct_by is not None:
             return
         while len(self._ahead) >= self.read_ahead:
             self._ahead.popitem(last=False)[1].cancel()
