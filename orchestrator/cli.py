@@ -31,6 +31,8 @@ EXIT_ERROR_REPLY = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_INTERRUPTED = 130
+# 128 + SIGPIPE, what a shell reports for a tool whose reader went away.
+EXIT_BROKEN_PIPE = 141
 
 
 def _announce(line: str) -> None:
@@ -329,6 +331,19 @@ def _not_json(name: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line. A reader that stops reading (`orchestrator events | head`) ends the command quietly, as
+    it ends any Unix tool, with no traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # The interpreter's exit would flush stdout into the closed pipe again: point it at nothing first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     if argv is None:  # the command line's own process, not a caller's (a test's) that passes arguments
         _end_at_once_on_interrupt()
     args = _parser().parse_args(argv)

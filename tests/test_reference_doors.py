@@ -4,6 +4,7 @@ answer naming the valid ones."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -81,6 +82,16 @@ async def test_call_help_prints_a_commands_arguments() -> None:
     # The command named where the JSON goes is asked about too.
     code, again, _ = await _cli("write_object", "--help")
     assert (code, again) == (0, out)
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly() -> None:
+    # `orchestrator call --help | head -0`: the pipe's reader is gone before the first line is written.
+    with subprocess.Popen([CLI, "call", "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 141
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err, err.decode()
 
 
 async def test_call_help_alone_lists_every_command_and_an_unknown_one_is_a_usage_error() -> None:
