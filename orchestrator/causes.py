@@ -51,9 +51,21 @@ def request_cause(client: str | None, key: str) -> dict[str, Any]:
     return {"request": request}
 
 
-def batch_cause(listener: str, lane: str, first_id: int, last_id: int, retry: int = 0) -> dict[str, Any]:
-    """A listener's batch's (what its action wrote, its receipt, its run's start)."""
-    return {"batch": {"listener": listener, "lane": lane, "first_id": first_id, "last_id": last_id, "retry": retry}}
+def batch_cause(
+    listener: str, lane: str, first_id: int, last_id: int, retry: int = 0, replay: int = 0
+) -> dict[str, Any]:
+    """A listener's batch's (what its action wrote, its receipt, its run's start). A replay of a batch takes the
+    same events, so it says which replay it is (`replay`, left out for the lane's own batch)."""
+    batch: dict[str, Any] = {
+        "listener": listener,
+        "lane": lane,
+        "first_id": first_id,
+        "last_id": last_id,
+        "retry": retry,
+    }
+    if replay:
+        batch["replay"] = replay
+    return {"batch": batch}
 
 
 def run_cause(execution_id: str, batch: dict[str, Any] | None) -> dict[str, Any]:

@@ -391,7 +391,7 @@ class LaneDriver:
     @staticmethod
     def _cause(address: LaneAddress, take: Take) -> dict[str, Any]:
         """What the batch's action, receipt and run were caused by: the batch."""
-        return batch_cause(address.listener, address.lane, take.first_id, take.last_id, take.retry)
+        return batch_cause(address.listener, address.lane, take.first_id, take.last_id, take.retry, take.replay_number)
 
     @staticmethod
     def _declared_receipt(snap: LaneSnapshot) -> str | None:

@@ -123,13 +123,11 @@ async def what_it_caused(
     store, found = platform.store, []
     for batch in await store.batches_of_event(session_id, event_id):
         node: dict[str, Any] = {
-            "batch": {k: batch[k] for k in ("listener", "lane", "first_id", "last_id", "retry")},
+            "batch": {k: batch[k] for k in ("listener", "lane", "first_id", "last_id", "retry", "replay")},
             "runs": list(batch["executions"]),
             "wrote": [],
         }
-        written = {
-            e.id: e for e in await store.events_caused_by(session_id, batch=(batch["listener"], batch["first_id"]))
-        }
+        written = {e.id: e for e in await store.events_caused_by(session_id, batch=batch)}
         for execution_id in batch["executions"]:
             written.update({e.id: e for e in await store.events_caused_by(session_id, execution_id=execution_id)})
         for event in sorted(written.values(), key=lambda e: e.id):

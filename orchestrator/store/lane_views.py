@@ -7,6 +7,7 @@ answered here (`commands/runs.py`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -157,9 +158,16 @@ class LaneViews:
         return [dict(r) for r in rows]
 
     async def events_caused_by(
-        self, session_id: str, *, execution_id: str | None = None, batch: tuple[str, int] | None = None, limit: int = 50
+        self,
+        session_id: str,
+        *,
+        execution_id: str | None = None,
+        batch: Mapping[str, Any] | None = None,
+        limit: int = 50,
     ) -> list[Event]:
-        """The events a run wrote (by its execution id), or a listener's batch (by listener and first event id)."""
+        """The events a run wrote (by its execution id), or a listener's batch (`batch`: its listener, lane, first
+        and last id, retry and replay, as `batches_of_event` answers them; its retries and replays take the same
+        events and are batches of their own)."""
         if execution_id is not None:
             rows = await self.pool.fetch(
                 f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1"
@@ -173,10 +181,17 @@ class LaneViews:
             rows = await self.pool.fetch(
                 f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1"
                 " AND cause ? 'batch' AND NOT cause ? 'execution' AND cause -> 'batch' ->> 'listener' = $2"
-                " AND (cause -> 'batch' ->> 'first_id')::bigint = $3 ORDER BY id LIMIT $4",
+                " AND (cause -> 'batch' ->> 'first_id')::bigint = $3 AND cause -> 'batch' ->> 'lane' = $4"
+                " AND (cause -> 'batch' ->> 'last_id')::bigint = $5"
+                " AND coalesce((cause -> 'batch' ->> 'retry')::integer, 0) = $6"
+                " AND coalesce((cause -> 'batch' ->> 'replay')::integer, 0) = $7 ORDER BY id LIMIT $8",
                 session_id,
-                batch[0],
-                batch[1],
+                batch["listener"],
+                int(batch["first_id"]),
+                batch["lane"],
+                int(batch["last_id"]),
+                int(batch["retry"]),
+                int(batch.get("replay") or 0),
                 limit,
             )
         return [event_from_row(r) for r in rows]

@@ -84,6 +84,21 @@ async def test_replay_batch_runs_a_past_batch_again_as_a_batch_of_its_own(engine
     audit = (await engine.command("list_session_events", session_id=sid, types=["listener.replayed"]))["events"]
     assert [e["data"]["batch"] for e in audit] == [ids[0]], "audited as an event"
 
+    # What the event caused: the lane's batch and its replay, each with its own run and its own writes only
+    # (both took the same events, so the first event's id alone cannot tell their writes apart).
+    async def both_receipts() -> bool:
+        found = await engine.command("list_session_events", session_id=sid, types=["thread.item_posted"])
+        return len(found["events"]) == 2
+
+    await eventually(both_receipts, what="both receipts")
+    caused = (await engine.command("explain_event", session_id=sid, event_id=ids[0]))["caused"]
+    assert [node["batch"]["replay"] for node in caused] == [0, 1]
+    wrote = [{step["event"]["id"] for step in node["wrote"]} for node in caused]
+    assert wrote[0] and wrote[1] and not wrote[0] & wrote[1], wrote
+    for node, items in zip(caused, wrote, strict=True):
+        receipts = [s["event"] for s in node["wrote"] if s["event"]["type"] == "thread.item_posted"]
+        assert len(receipts) == 1, items
+
 
 async def test_redeliver_hands_a_range_of_events_to_one_listener_as_new_batches(engine: Engine) -> None:
     await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.2, "max_events": 3}))
