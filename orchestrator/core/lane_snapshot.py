@@ -230,12 +230,14 @@ def with_read_ahead(fresh: LaneSnapshot, ahead: LaneSnapshot) -> LaneSnapshot | 
     """`fresh`, read without envelopes, with the waiting events of `ahead`, read in full earlier, when those are
     exactly what a full read would hold now; None when they may not be.
 
-    They are when no batch was taken since (the same `seq`: only a record moves it), under the same listener
-    version, with no replay to read, and either the earlier read held as many as a read takes or nothing was
-    queued since: the lane's queue only grows at its end (the router queues in id order) and only a record
-    takes from its head.
+    They are when no batch was taken since (the same `seq` and `fired_through`: a record moves both, a session's
+    deletion empties the queue and moves the second), the session's status is the same, under the same
+    listener version, with no replay to read, and either the earlier read held as many as a read takes or
+    nothing was queued since: the lane's queue only grows at its end (the router queues in id order).
     """
-    if not ahead.complete or fresh.seq != ahead.seq or fresh.replay is not None:
+    if not ahead.complete or fresh.seq != ahead.seq or fresh.fired_through != ahead.fired_through:
+        return None
+    if fresh.session_status != ahead.session_status or fresh.replay is not None:
         return None
     if fresh.listener is None or ahead.listener is None or fresh.listener.version != ahead.listener.version:
         return None

@@ -75,6 +75,13 @@ def test_a_batch_taken_since_makes_it_stale() -> None:
     assert with_read_ahead(fresh_of(earlier, seq=5, fired_through=13), earlier) is None
 
 
+def test_a_session_deleted_since_makes_it_stale() -> None:
+    # A deletion empties the lane's queue (fired_through moves to routed_through) without a record.
+    earlier = ahead(queued(11, 12, 13), routed_through=13)
+    assert with_read_ahead(fresh_of(earlier, fired_through=13, pending=0, oldest_at=None), earlier) is None
+    assert with_read_ahead(fresh_of(earlier, session_status="deleting"), earlier) is None
+
+
 def test_a_new_listener_version_makes_it_stale() -> None:
     earlier = ahead(queued(11, 12, 13), routed_through=13)
     assert with_read_ahead(fresh_of(earlier, listener=listener(version=2)), earlier) is None

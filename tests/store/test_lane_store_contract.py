@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import pytest
 
 from orchestrator.core.lane_keys import lane_workflow_id
-from orchestrator.core.lane_snapshot import ACT, Finish, LaneAddress, LaneSnapshot, Take, Wait
+from orchestrator.core.lane_snapshot import ACT, Finish, LaneAddress, LaneSnapshot, Take, Wait, fetch_limit
 from orchestrator.core.lane_step import step, take_of_claimed
 from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
@@ -218,6 +218,17 @@ async def test_a_round_queues_its_events_and_answers_the_lanes_it_made_pending(w
     again = await route_all(world, sid)
     assert again.saved and again.nudges == ()
     assert not (await world.lanes.route(sid, 0, later, [])).saved
+
+
+async def test_a_read_holds_at_most_what_a_batch_takes(world: World) -> None:
+    # `max_events` left out of the body: the declaration's default (100) bounds the read, not `FETCH_EVENTS`.
+    await world.save_listener(listener(batch={"window_seconds": 0}))
+    sid = await world.open_session()
+    ids = [await world.write(sid, f"a/{n}") for n in range(105)]
+    await route_all(world, sid)
+    snap = await snapshot(world, address(sid))
+    assert [q.id for q in snap.waiting] == ids[:100]
+    assert fetch_limit(snap.listener) == 100
 
 
 async def test_a_lane_never_queued_for_has_no_snapshot(world: World) -> None:

@@ -191,9 +191,11 @@ BEGIN
     FROM listeners n JOIN listener_versions v ON v.name = n.name
     WHERE n.name = p_listener AND n.deleted_at IS NULL
     ORDER BY v.effective_at <= v_now DESC, v.version DESC LIMIT 1;
-    -- Without `distinct_by` a batch takes at most `max_events` events: no more are read.
+    -- Without `distinct_by` a batch takes at most `max_events` events: no more are read. A body keeps what was
+    -- declared, so a default left out is the declaration's (`BatchSpec.max_events`, 100), as
+    -- `lane_snapshot.fetch_limit` says.
     IF v_listener IS NOT NULL AND v_listener -> 'body' -> 'batch' ->> 'distinct_by' IS NULL THEN
-        v_fetch := least(p_fetch, coalesce((v_listener -> 'body' -> 'batch' ->> 'max_events')::integer, p_fetch));
+        v_fetch := least(p_fetch, coalesce((v_listener -> 'body' -> 'batch' ->> 'max_events')::integer, 100));
     END IF;
     RETURN json_build_object(
         'lane', jsonb_build_object(
