@@ -333,6 +333,8 @@ def _not_json(name: str) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """The command line. A reader that stops reading (`orchestrator events | head`) ends the command quietly, as
     it ends any Unix tool, with no traceback."""
+    if argv is None:  # the command line's own process, not a caller's (a test's) that passes arguments
+        _end_at_once_on_interrupt()
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
@@ -344,8 +346,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    if argv is None:  # the command line's own process, not a caller's (a test's) that passes arguments
-        _end_at_once_on_interrupt()
     args = _parser().parse_args(argv)
     if args.subcommand == "call":
         if args.help is not None:
