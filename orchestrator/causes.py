@@ -14,6 +14,8 @@ import secrets
 from collections.abc import Iterator
 from typing import Any
 
+from orchestrator.core.lane_snapshot import LaneAddress, Take
+
 _CAUSE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("orchestrator_cause", default=None)
 _REQUEST: contextvars.ContextVar[str | None] = contextvars.ContextVar("orchestrator_request", default=None)
 
@@ -51,20 +53,18 @@ def request_cause(client: str | None, key: str) -> dict[str, Any]:
     return {"request": request}
 
 
-def batch_cause(
-    listener: str, lane: str, first_id: int, last_id: int, retry: int = 0, replay: int = 0
-) -> dict[str, Any]:
+def batch_cause(address: LaneAddress, take: Take) -> dict[str, Any]:
     """A listener's batch's (what its action wrote, its receipt, its run's start). A replay of a batch takes the
     same events, so it says which replay it is (`replay`, left out for the lane's own batch)."""
     batch: dict[str, Any] = {
-        "listener": listener,
-        "lane": lane,
-        "first_id": first_id,
-        "last_id": last_id,
-        "retry": retry,
+        "listener": address.listener,
+        "lane": address.lane,
+        "first_id": take.first_id,
+        "last_id": take.last_id,
+        "retry": take.retry,
     }
-    if replay:
-        batch["replay"] = replay
+    if take.replay_number:
+        batch["replay"] = take.replay_number
     return {"batch": batch}
 
 

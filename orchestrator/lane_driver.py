@@ -385,13 +385,8 @@ class LaneDriver:
             "metadata": item["metadata"],
             "depth": take.depth + 1,
             "key": f"receipt:{outcome.listener}:{outcome.batch_key}",
-            "cause": self._cause(snap.address, take),
+            "cause": batch_cause(snap.address, take),
         }
-
-    @staticmethod
-    def _cause(address: LaneAddress, take: Take) -> dict[str, Any]:
-        """What the batch's action, receipt and run were caused by: the batch."""
-        return batch_cause(address.listener, address.lane, take.first_id, take.last_id, take.retry, take.replay_number)
 
     @staticmethod
     def _declared_receipt(snap: LaneSnapshot) -> str | None:
@@ -439,7 +434,7 @@ class LaneDriver:
                 return await self._start(snap, take, entries, context)
             suffix = f":r{take.replay_number}" if take.replay_number else ""
             key = f"{address.workflow_id}:{take.first_id}:{take.last_id}{suffix}"
-            with caused_by(self._cause(address, take)):
+            with caused_by(batch_cause(address, take)):
                 status, message = await self.writer.write(decl, address.session_id, context, take.depth + 1, key)
             return Acted(status, message)
         except Exception as err:

@@ -197,9 +197,7 @@ class PgLaneStore:
                 "workflow": take.plan.workflow,
                 "depth": take.depth + 1,
                 "batch": batch_info(take, address),
-                "cause": batch_cause(
-                    address.listener, address.lane, take.first_id, take.last_id, take.retry, take.replay_number
-                ),
+                "cause": batch_cause(address, take),
             }
         body = {
             "lane_id": snap.lane_id,

@@ -506,6 +506,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_lock text := orchestrator_lock_session(p_session);
     v_ids bigint[];
+    v_last bigint;
 BEGIN
     IF v_lock <> 'ok' THEN
         RAISE EXCEPTION 'orchestrator: 0 % 0', v_lock USING ERRCODE = 'P0001';
@@ -534,8 +535,8 @@ BEGIN
     SELECT array_agg(coalesce(k.id, b.id, (SELECT d.id FROM numbered d WHERE d.key = g.key)) ORDER BY g.n)
     INTO v_ids
     FROM given g LEFT JOIN known k ON k.n = g.n LEFT JOIN numbered b ON b.n = g.n;
-    UPDATE sessions SET last_event_id = (SELECT max(i) FROM unnest(v_ids) i)
-        WHERE id = p_session AND last_event_id < (SELECT max(i) FROM unnest(v_ids) i);
+    v_last := (SELECT max(i) FROM unnest(v_ids) i);
+    UPDATE sessions SET last_event_id = v_last WHERE id = p_session AND last_event_id < v_last;
     RETURN QUERY SELECT u.id FROM unnest(v_ids) WITH ORDINALITY AS u(id, n) ORDER BY u.n;
 END
 $$;
