@@ -49,6 +49,7 @@ from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, s
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, render
 from orchestrator.executions import run_priority, start_workflow_run
+from orchestrator.store.connection import DATABASE_AWAY
 from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
 from orchestrator.telemetry import METRICS, TRACER, Metrics, log_fields, parent_and_links
@@ -64,12 +65,8 @@ MAX_HAND_ON = 16
 
 # Errors that say nothing about the batch, only that the database or Temporal is out of reach for now.
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
+    *DATABASE_AWAY,
     TimeoutError,
-    asyncpg.InterfaceError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
     asyncpg.DeadlockDetectedError,
     asyncpg.SerializationError,
 )

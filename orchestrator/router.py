@@ -37,6 +37,7 @@ from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.core.routing import LaneDelivery, ListenerVersion, route, versions_by_name
 from orchestrator.nudges import Nudger
+from orchestrator.store.connection import DATABASE_AWAY
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.store.lane_store import LaneStore, QueuedLane, RouteNudge
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
@@ -59,6 +60,8 @@ BUSY_ROUND_EVENTS = 100
 BUSY_ROUND_INTERVAL_SECONDS = 0.1
 # How long the router waits before it tries a lost database again.
 RECONNECT_SECONDS = 1.0
+# What the router waits out as the database's trouble, not its own: the database away, or a statement it refused.
+DATABASE_TROUBLE: tuple[type[BaseException], ...] = (*DATABASE_AWAY, asyncpg.PostgresError)
 # Sessions routed at once by one worker; each round holds a pooled connection while it queues.
 CONCURRENT_ROUNDS = 4
 
@@ -131,17 +134,25 @@ class Router:
                     if now >= self._swept_at + min(SWEEP_SECONDS, self.settings.run_check_seconds):
                         self._swept_at = now
                         await self._sweep_runs()
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as err:
+                except DATABASE_TROUBLE as err:
                     log.warning("the router lost the database (%s); trying again", err)
-                    if listen is not None:
-                        with contextlib.suppress(Exception):
-                            await listen.close()
+                    await self._after_failure(listen)
                     listen = None
-                    await asyncio.sleep(RECONNECT_SECONDS)
+                except Exception:
+                    # Never the worker's end: the router is the only way committed events reach their lanes.
+                    log.exception("the router's loop failed; trying again")
+                    await self._after_failure(listen)
+                    listen = None
         finally:
             if listen is not None:
                 with contextlib.suppress(Exception):
                     await listen.close()
+
+    async def _after_failure(self, listen: asyncpg.Connection | None) -> None:
+        """Drop the listening connection (notifications may have been lost with it) and wait a moment."""
+        if listen is not None:
+            listen.terminate()  # not close(): a connection the server left half open would hold it
+        await asyncio.sleep(RECONNECT_SECONDS)
 
     async def _listen(self) -> asyncpg.Connection:
         """A connection of its own that LISTENs; while it was gone notifications were lost, so look at all."""
