@@ -17,12 +17,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import asyncpg
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
+from orchestrator.store.connection import DATABASE_TROUBLE
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.telemetry import METRICS, log_fields
 
@@ -37,6 +37,8 @@ ROUND_SECONDS = 2.0
 # Temporal calls in flight at once while a session's workflows are ended.
 TEMPORAL_CALLS = 16
 STOP_REASON = "its session was deleted"
+# A round that meets these is tried again next round, with a warning (anything else is logged whole).
+ROUND_TROUBLE: tuple[type[BaseException], ...] = (*DATABASE_TROUBLE, RPCError)
 
 
 class Retention:
@@ -53,7 +55,7 @@ class Retention:
         while True:
             try:
                 await self.round()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, RPCError) as err:
+            except ROUND_TROUBLE as err:
                 log.warning("a retention round failed (%s); trying again next round", err)
             except Exception:
                 # Never the worker's end: what a round leaves is the next round's (its sessions' leases run out).

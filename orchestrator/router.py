@@ -37,7 +37,7 @@ from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.core.routing import LaneDelivery, ListenerVersion, route, versions_by_name
 from orchestrator.nudges import Nudger
-from orchestrator.store.connection import DATABASE_AWAY
+from orchestrator.store.connection import DATABASE_TROUBLE
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.store.lane_store import LaneStore, QueuedLane, RouteNudge
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
@@ -60,8 +60,6 @@ BUSY_ROUND_EVENTS = 100
 BUSY_ROUND_INTERVAL_SECONDS = 0.1
 # How long the router waits before it tries a lost database again.
 RECONNECT_SECONDS = 1.0
-# What the router waits out as the database's trouble, not its own: the database away, or a statement it refused.
-DATABASE_TROUBLE: tuple[type[BaseException], ...] = (*DATABASE_AWAY, asyncpg.PostgresError)
 # Sessions routed at once by one worker; each round holds a pooled connection while it queues.
 CONCURRENT_ROUNDS = 4
 

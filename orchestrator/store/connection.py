@@ -27,3 +27,5 @@ DATABASE_AWAY: tuple[type[BaseException], ...] = (
     asyncpg.CannotConnectNowError,
     asyncpg.TooManyConnectionsError,
 )
+# What a loop that goes on (the router, retention) waits out as the database's trouble: away, or refusing.
+DATABASE_TROUBLE: tuple[type[BaseException], ...] = (*DATABASE_AWAY, asyncpg.PostgresError)
