@@ -31,10 +31,13 @@ def listening() -> Iterator[list[socket.socket]]:
 
 
 def take(opened: list[socket.socket], port: int = 0) -> int:
+    """Listen on `port` (0: any free one). As servers bind (SO_REUSEADDR): the connections of a `dev` that
+    ran just before on the port linger in TIME_WAIT, and a plain bind would find it taken."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    opened.append(sock)  # closed by the fixture even when the bind fails
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen()
-    opened.append(sock)
     return int(sock.getsockname()[1])
 
 
