@@ -1,10 +1,10 @@
 """Who may run which command on what: the decision, as a pure function of a key's scopes and a target.
 
 Owns the table of what each command needs (`NEEDS`) and `decide`, which answers allow, `not_found` (the
-session is outside everything the key reaches, so it cannot probe for other tenants' sessions) or
-`access_denied` (it sees the session but may not do this). Finding the target (a session's alias, an event
-type's `allow`) is the commands' (`orchestrator.commands.access`); a command not in the table needs `admin`,
-so a new command is closed until someone says who may run it.
+session is outside everything the key reaches, or a read's session outside its read scopes, so it cannot
+probe for other tenants' sessions) or `access_denied` (it sees the session but may not do this). Finding
+the target (a session's alias, an event type's `allow`) is the commands' (`orchestrator.commands.access`);
+a command not in the table needs `admin`, so a new command is closed until someone says who may run it.
 """
 
 from __future__ import annotations
@@ -157,6 +157,12 @@ def decide(grant: Grant, command: str, target: Target) -> Verdict:
     if target.session_id is None:
         # Only a listener's pause or resume names no session: it is for every session.
         return ALLOWED if grant.listeners else _denied("command", f"{command} needs the listeners scope")
+    if need == "read":
+        # A read outside the key's read scopes finds no session (the spec's words), whatever else the key may
+        # do there: an `emit:` scope on every session must not let it tell another tenant's sessions apart.
+        if not target.session_found or not grant.reads(target.session_alias):
+            return Verdict("not_found", f"session_id: no session {target.session_id!r} among those this key reads")
+        return ALLOWED
     if not target.session_found or not grant.sees(target.session_alias):
         return Verdict("not_found", f"session_id: no session {target.session_id!r}")
     return _in_session(grant, command, need, target)
@@ -164,8 +170,6 @@ def decide(grant: Grant, command: str, target: Target) -> Verdict:
 
 def _in_session(grant: Grant, command: str, need: Need, target: Target) -> Verdict:
     alias = target.session_alias
-    if need == "read":
-        return ALLOWED if grant.reads(alias) else _denied("session_id", f"{command} needs a read: scope on the session")
     if need == "listen":
         return (
             ALLOWED if grant.listens(alias) else _denied("session_id", "a stream needs a listen: scope on the session")

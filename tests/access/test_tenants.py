@@ -106,14 +106,19 @@ async def test_an_emit_only_key_emits_and_cannot_write_objects_or_read(api: Api)
         {"command": "write_objects", "objects": [{"alias": "tickets/1", "value": {"type": "t"}}]},
         {"command": "post_thread_item", "alias": "chats/1", "item": {"type": "text", "message": "x"}},
         {"command": "update_graph", "patch": {"nodes": {"n": {"type": "x"}}}},
-        {"command": "read_object", "alias": "tickets/1"},
-        {"command": "list_session_events"},
         {"command": "emit_event", "type": "billing.paid", "data": {}},
         {"command": "emit_events", "events": [{"type": "chat.sent", "data": {}}, {"type": "billing.paid", "data": {}}]},
     ]
     for attempt in refused:
         reply = await api.post({**attempt, "session_id": sid}, widget)
         assert (reply.status_code, reply.json()["error"]) == (403, "access_denied"), (attempt, reply.text)
+    # Reading, it finds no session, as for one that does not exist: outside its read scopes (none) a
+    # session is not found, though its emit: scope reaches every session.
+    for attempt in ({"command": "read_object", "alias": "tickets/1"}, {"command": "list_session_events"}):
+        reply = await api.post({**attempt, "session_id": sid}, widget)
+        assert (reply.status_code, reply.json()["error"]) == (404, "not_found"), (attempt, reply.text)
+        missing = await api.post({**attempt, "session_id": "ses_nosuchsession"}, widget)
+        assert missing.json() == reply.json() | {"message": missing.json()["message"]}, (reply.text, missing.text)
     assert await events_of(api, sid) == before, "a refused command wrote nothing"
     for command in ({"command": "save_listener", "listener": {}}, {"command": "list_api_keys"}):
         assert (await api.post(command, widget)).json()["error"] == "access_denied"

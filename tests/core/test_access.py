@@ -72,8 +72,11 @@ def test_a_session_the_key_cannot_see_is_not_found_and_nothing_else_ever_is(
     grant = Grant.of(scopes)
     verdict = decide(grant, command, target)
     assert verdict.code in (None, "not_found", "access_denied")
-    hidden = target.session_id is not None and (not target.session_found or not grant.sees(target.session_alias))
-    assert (verdict.code == "not_found") == (hidden and not grant.admin and need_of(command) in SESSION_NEEDS)
+    need = need_of(command)
+    # A read's session is hidden outside the key's read scopes; any other command's, outside all it reaches.
+    reaches = grant.reads if need == "read" else grant.sees
+    hidden = target.session_id is not None and (not target.session_found or not reaches(target.session_alias))
+    assert (verdict.code == "not_found") == (hidden and not grant.admin and need in SESSION_NEEDS)
     if verdict.code is not None:
         assert verdict.message.split(":")[0] in ("command", "session_id", "alias", "type"), verdict.message
 
@@ -97,11 +100,25 @@ def test_a_tenants_key_finds_no_other_tenants_session() -> None:
         assert decide(tenant, command, mine).allowed, command
 
 
+def test_a_session_outside_a_keys_read_scopes_is_not_found_by_a_read_whatever_else_the_key_may_do() -> None:
+    tenant = Grant.of(["read:t1/**", "write:t1/**", "emit:app.*"])
+    theirs = Target(session_id="ses_b", session_alias="t2/s")
+    for command in ("read_object", "list_objects", "list_session_events", "explain_event", "read_graph"):
+        verdict = decide(tenant, command, theirs)
+        assert verdict.code == "not_found", command
+        assert verdict == decide(tenant, command, Target(session_id="ses_b", session_found=False)), command
+    ingest = Grant.of(["write:t1/**"])
+    assert decide(ingest, "read_object", Target(session_id="ses_a", session_alias="t1/s")).code == "not_found"
+
+
 def test_an_emit_only_key_emits_and_does_nothing_else() -> None:
     widget = Grant.of(["emit:chat.*"])
     session = Target(session_id="ses_a", session_alias="t1/s", aliases=("x",), emits=(("chat.sent", None),))
     assert decide(widget, "emit_event", session).allowed
-    for command in ("write_object", "post_thread_item", "read_object", "list_session_events", "update_graph", "stream"):
+    for command in ("write_object", "post_thread_item", "update_graph", "stream"):
         assert decide(widget, command, session).code == "access_denied", command
+    # Reading, it finds no session at all: an emit: scope on every session tells it none of theirs apart.
+    for command in ("read_object", "list_session_events", "explain_event"):
+        assert decide(widget, command, session).code == "not_found", command
     assert decide(widget, "save_listener", Target()).code == "access_denied"
     assert decide(widget, "open_session", Target(new_session_alias="t1/s")).code == "access_denied"
