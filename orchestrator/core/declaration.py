@@ -29,6 +29,7 @@ from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned, validate_alias, validate_glob
 from orchestrator.core.limits import Limits
 from orchestrator.core.paths import validate_path
+from orchestrator.core.templates import holes, why_no_hole
 from orchestrator.core.validation import field_errors_message
 
 MAX_WINDOW_SECONDS = 300
@@ -282,6 +283,7 @@ def parse_declaration(
         message = field_errors_message(exc, "listener", union_tags=ACTION_TYPES)
         raise CommandError("invalid_request", message) from None
     unresolvable = unresolvable_paths(decl.filter, decl.batch, decl.concurrency.key, event_types)
+    unresolvable += unresolvable_holes(decl.action, decl.filter.types, event_types)
     problems = [f"listener.{problem}" for problem in unresolvable]
     action = decl.action
     # A literal alias outside `owns` would answer `access_error` on every batch: refused now (a template alias
@@ -310,6 +312,26 @@ def unresolvable_paths(
         f"{field}: path {path!r} never resolves: {why}"
         for field, path in paths
         if (why := why_unresolvable(path, flt.types, event_types)) is not None
+    ]
+
+
+def unresolvable_holes(
+    action: WorkflowAction | ThreadItemAction | ObjectAction,
+    types: list[str] | None,
+    event_types: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[str]:
+    """The template holes of an action that no batch of the listener's types can fill, as `field: ... why`."""
+    if isinstance(action, WorkflowAction):
+        fields = {"input": action.input}
+    elif isinstance(action, ThreadItemAction):
+        fields = {"alias": action.alias, "item": action.item}
+    else:
+        fields = {"alias": action.alias, "value": action.value}
+    return [
+        f"action.{field}: template path {path!r} never resolves: {why}"
+        for field, template in fields.items()
+        for path in holes(template)
+        if (why := why_no_hole(path, types, event_types)) is not None
     ]
 
 

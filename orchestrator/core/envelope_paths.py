@@ -1,10 +1,10 @@
 """Paths into an event's envelope: the seed's spellings, and which paths can ever resolve for which types.
 
-Owns what `where`, `key` and `distinct_by` may name. The envelope keeps `alias` at its top, and the seed
-speaks of `object.alias` (the alias the event is about, an object's or a thread's): both resolve. A path
-that no event of the listener's types can carry (`item.role` on a listener of `object.**` only, `objet.alias`
-anywhere) is refused when the listener is saved, rather than left to never match, lane everything into the
-shared lane or collapse nothing, silently.
+Owns what `where`, `key`, `distinct_by` and a template's `event.` and `item.` holes may name. The envelope
+keeps `alias` at its top, and the seed speaks of `object.alias` (the alias the event is about, an object's
+or a thread's): both resolve. A path that no event of the listener's types can carry (`item.role` on a
+listener of `object.**` only, `objet.alias` anywhere) is refused when the listener is saved, rather than left
+to never match, lane everything into the shared lane, collapse nothing or fail every batch, silently.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "thread.item_posted": frozenset({"alias", "item"}),
     "execution.started": frozenset({"execution"}),
     "execution.ended": frozenset({"execution"}),
-    "graph.changed": frozenset({"graph"}),
+    "graph.changed": frozenset({"graph", "data"}),
     "listener.failed": frozenset({"data"}),
     "lane.idle": frozenset({"data"}),
     "listener.replayed": frozenset({"data"}),
@@ -50,6 +50,9 @@ SUBFIELDS: dict[str, frozenset[str] | None] = {
     "actor": frozenset({"key", "listener", "execution", "schedule"}),
 }
 
+# The subfields that hold any JSON below them: a thread item's whole message (a `json` item's is any value).
+DEEP_SUBFIELDS = frozenset({("item", "message")})
+
 
 def resolve_in_event(envelope: dict[str, Any], path: str) -> Any | Missing:
     """The value at `path` in an envelope, the seed's spellings included."""
@@ -71,7 +74,7 @@ def why_unresolvable(
     allowed = SUBFIELDS[field]
     if rest and allowed is not None:
         sub = rest.split(".")[0]
-        if sub not in allowed or "." in rest:
+        if sub not in allowed or ("." in rest and (field, sub) not in DEEP_SUBFIELDS):
             shown = ", ".join(sorted(allowed)) or "nothing: it is a plain value"
             return f"{field!r} holds {shown}"
     if field in COMMON_FIELDS:

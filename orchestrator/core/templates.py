@@ -4,7 +4,8 @@ Owns rendering (SPEC section 3, Templates) and the template context of a batch; 
 action is the engine's. Nothing is evaluated as code: a hole holds a dotted path, read with `paths.py`.
 A string that is exactly one hole becomes the value at its path, keeping its type; holes inside a longer
 string are interpolated as text (strings as they are, anything else as compact JSON). Dict keys are not
-rendered. An unknown path (or one reaching null) raises TemplateError, which the engine records as an
+rendered. A path no batch of the listener's types can hold is refused at save (`why_no_hole`); one that
+does not resolve in a given batch (or reaches null) raises TemplateError, which the engine records as an
 `invocation_error`. Text that merely looks like a brace (`{{` with no closing `}}`) is left as it is.
 """
 
@@ -12,9 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from orchestrator.core.envelope_paths import resolve_in_event, why_unresolvable
 from orchestrator.core.events import message_of
 from orchestrator.core.paths import MISSING, resolve
 
@@ -31,11 +33,69 @@ class TemplateError(Exception):
         self.path = path
 
 
+# What each root of a batch's context holds (None: any path below it).
+CONTEXT_FIELDS: dict[str, dict[str, bool] | None] = {
+    # a field's flag: whether paths go on below it
+    "batch": {
+        "events": True,
+        "messages": True,
+        "first_id": False,
+        "last_id": False,
+        "count": False,
+        "retry": False,
+        "lane": False,
+        "replay_of": False,
+    },
+    "listener": {"name": False, "version": False},
+    "session": {"id": False, "alias": False},
+    "event": None,  # an envelope: judged by `envelope_paths`
+    "item": None,  # the last event's item: likewise
+}
+
+
 def _lookup(context: dict[str, Any], path: str) -> Any:
-    value = resolve(context, path) if path else MISSING
+    root, _, rest = path.partition(".")
+    if root == "event" and rest:
+        # The seed's spellings (`event.object.alias`) resolve in a template as they do in `where`.
+        value = resolve_in_event(context.get("event") or {}, rest)
+    else:
+        value = resolve(context, path) if path else MISSING
     if value is MISSING:
         raise TemplateError(path)
     return value
+
+
+def holes(template: Any) -> list[str]:
+    """Every path a template's holes name, in order (dict keys are not rendered, so not looked at)."""
+    if isinstance(template, str):
+        return [hole.group(1) for hole in _INLINE.finditer(template)]
+    if isinstance(template, dict):
+        return [path for value in template.values() for path in holes(value)]
+    if isinstance(template, list):
+        return [path for value in template for path in holes(value)]
+    return []
+
+
+def why_no_hole(
+    path: str, types: Sequence[str] | None, declared: Mapping[str, Mapping[str, Any]] | None = None
+) -> str | None:
+    """Why a template's `path` can never resolve in a batch of a listener on `types`, or None when it can."""
+    root, _, rest = path.partition(".")
+    if root not in CONTEXT_FIELDS:
+        return f"a template's root is one of {', '.join(CONTEXT_FIELDS)}, not {root!r}"
+    if root == "event":
+        return why_unresolvable(rest, types, declared) if rest else None
+    if root == "item":
+        return why_unresolvable(f"item.{rest}" if rest else "item", types, declared)
+    fields = CONTEXT_FIELDS[root]
+    if not rest or fields is None:
+        return None
+    field, _, below = rest.partition(".")
+    if field not in fields:
+        return f"{root!r} holds {', '.join(fields)}"
+    if below and not fields[field]:
+        return f"'{root}.{field}' is a plain value"
+    return None
 
 
 def _as_text(value: Any) -> str:

@@ -8,8 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orchestrator.core.declaration import parse_declaration
+from orchestrator.core.errors import CommandError
 from orchestrator.core.events import message_of
-from orchestrator.core.templates import TemplateError, batch_context, render
+from orchestrator.core.limits import Limits
+from orchestrator.core.templates import TemplateError, batch_context, render, why_no_hole
 
 POSTED: dict[str, Any] = {
     "id": 4,
@@ -131,3 +134,25 @@ def test_message_of_agrees_with_the_event_model() -> None:
         created_at=datetime(2025, 1, 1, tzinfo=UTC),
     )
     assert message_of(event.envelope()) == event.message()
+
+
+def test_a_template_path_no_batch_of_the_listeners_types_can_hold_is_refused_at_save() -> None:
+    def save(action: dict[str, Any], types: list[str]) -> None:
+        parse_declaration({"name": "l", "filter": {"types": types}, "action": action}, Limits())
+
+    written = {"type": "object", "alias": "views/{{ event.alais }}", "value": {"type": "v", "n": "{{ batch.count }}"}}
+    with pytest.raises(CommandError, match=r"listener\.action\.alias: template path 'event\.alais' never resolves"):
+        save(written, ["object.**"])
+    item = {"type": "thread_item", "alias": "chats/1", "item": {"type": "text", "message": "{{ item.role }}"}}
+    with pytest.raises(CommandError, match=r"listener\.action\.item: template path 'item\.role' never resolves"):
+        save(item, ["object.**"])  # object events carry no item
+    save(item, ["thread.item_posted"])
+    deep = {"type": "workflow", "workflow": "w", "input": "{{ item.message.kind }} {{ event.item.message.a.b }}"}
+    save(deep, ["thread.item_posted"])  # a json item's whole message is any value
+
+
+def test_the_seeds_spelling_resolves_in_a_template_as_in_a_filter() -> None:
+    context = _context([WRITTEN])
+    assert render("{{ event.object.alias }}", context) == "cells/1"
+    assert render("at {{ event.object.alias }}", context) == "at cells/1"
+    assert why_no_hole("event.object.alias", ["object.**"]) is None

@@ -127,6 +127,13 @@ CASES: list[tuple[str, Any, str]] = [
     ("action", {"type": "object", "alias": "views/**", "value": {"type": "v"}}, "listener.action.alias"),
     ("action", {"type": "object", "alias": 5, "value": {"type": "v"}}, "listener.action.alias"),
     ("action", {"type": "object", "alias": "views/x"}, "listener.action.value"),
+    # a template hole no batch of the listener's types can fill (types: object.**, thread.item_posted)
+    ("action.input", {"events": "{{ batch.mesages }}"}, "listener.action.input: template path 'batch.mesages'"),
+    ("action.input", "{{ batch.count.n }}", "listener.action.input: template path 'batch.count.n'"),
+    ("action.input", ["{{ evnt.alias }}"], "listener.action.input: template path 'evnt.alias'"),
+    ("action.input", "id {{ event.execution.id }}", "listener.action.input: template path 'event.execution.id'"),
+    ("action.input", {"who": "{{ item.nickname }}"}, "listener.action.input: template path 'item.nickname'"),
+    ("action.input", "{{ session.name }}", "listener.action.input: template path 'session.name'"),
     # retry
     ("retry", 2, "listener.retry"),
     ("retry.attempts", DROP, "listener.retry.attempts"),
@@ -254,6 +261,16 @@ async def test_every_action_type_and_an_empty_where_are_accepted(fresh_db: str) 
             {"type": "workflow", "workflow": "w"},
             {"type": "thread_item", "alias": "chats/{{ event.alias }}", "item": {"type": "text", "message": "hi"}},
             {"type": "object", "alias": "views/x", "value": {"type": "v", "n": "{{ batch.count }}"}},
+            # every root, the seed's spelling, and a deep path into data
+            {
+                "type": "workflow",
+                "workflow": "w",
+                "input": {
+                    "a": "{{ event.object.alias }} {{ event.data.rev }} {{ event.cause.batch.lane }}",
+                    "b": ["{{ batch.events.0.alias }}", "{{ batch.messages }}", "{{ listener.name }}"],
+                    "c": "{{ session.alias }}/{{ session.id }}/{{ batch.first_id }}-{{ batch.last_id }}",
+                },
+            },
         ]
         for n, action in enumerate(actions):
             body = {"name": f"l{n}", "filter": {"types": ["object.**"], "where": []}, "action": action}
