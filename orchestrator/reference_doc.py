@@ -54,10 +54,11 @@ INTRO = """\
 Every operation is one JSON command, the same through the three doors: `POST /v1/commands`, `orchestrator
 call '<json>'` and the Python client (`await client.command({...})`). A reply is `{"status": "success", ...}`
 or `{"status": "error", "error": CODE, "message": TEXT}`. Arguments are checked strictly: a field the command
-does not know, or `"100"` where a number belongs, is refused with the field named, and nothing changes.
-Through the HTTP door with a key (docs/security.md), any command may also answer `access_denied` (outside
-the key's scopes; a session it may not read answers `not_found`) and `rate_limited`; the errors listed
-under each command are its own.
+does not know, or `"100"` where a number belongs, is refused with the field named, and nothing changes. So
+is what nothing can store: a NUL character (`\\u0000`) in any string or key (PostgreSQL's text cannot hold
+one), an id or rev past 2^63 - 1, JSON nested deeper than 100 levels. Through the HTTP door with a key
+(docs/security.md), any command may also answer `access_denied` (outside the key's scopes; a session it may
+not read answers `not_found`) and `rate_limited`; the errors listed under each command are its own.
 
 Each command's JSON Schema is served at `GET /v1/schema/{command}`, a listener body's at
 `GET /v1/schema/listener`, and all of them at once at `GET /v1/schema` (no token needed: an editor can

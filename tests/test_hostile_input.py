@@ -239,3 +239,61 @@ async def test_a_body_that_is_not_json_is_refused_and_changes_nothing(
     before = await snapshot(platform, session)
     _check(await http.post("/v1/commands", content=raw))
     assert await snapshot(platform, session) == before
+
+
+BIG = 2**63  # one past PostgreSQL's bigint
+# Values each command's schema takes as their type, but that no id, rev or PostgreSQL text can hold; with the
+# field the refusal must name.
+UNSTORABLE: list[tuple[dict[str, Any], str]] = [
+    ({"command": "list_session_events", "session_id": SESSION, "after": BIG}, "after"),
+    ({"command": "list_session_events", "session_id": SESSION, "before": 2**64}, "before"),
+    ({"command": "explain_event", "session_id": SESSION, "event_id": BIG}, "event_id"),
+    ({"command": "explain_event", "session_id": SESSION, "event_id": 0}, "event_id"),
+    ({"command": "explain_event", "session_id": SESSION, "event_id": -1}, "event_id"),
+    (
+        {"command": "write_object", "session_id": SESSION, "alias": "a/b", "value": {"type": "t"}, "if_rev": BIG},
+        "if_rev",
+    ),
+    ({"command": "update_graph", "session_id": SESSION, "patch": {"nodes": {}}, "if_rev": BIG}, "if_rev"),
+    ({"command": "replay_batch", "session_id": SESSION, "listener": "hostile", "batch": BIG}, "batch"),
+    ({"command": "redeliver", "session_id": SESSION, "listener": "hostile", "after": 0, "through": BIG}, "through"),
+    ({"command": "simulate_listener", "session_id": SESSION, "listener": LISTENER, "before": 2**64}, "before"),
+    ({"command": "write_object", "session_id": SESSION + "\x00", "alias": "a/b", "value": {"type": "t"}}, "session_id"),
+    (
+        {"command": "write_object", "session_id": SESSION, "alias": "a/b", "value": {"type": "t", "s": "a\x00"}},
+        "value.s",
+    ),
+    ({"command": "write_object", "session_id": SESSION, "alias": "a/b", "value": {"type": "t", "\x00": 1}}, "value"),
+    (
+        {"command": "write_object", "session_id": SESSION, "alias": "a/b", "value": {"type": "t"}, "client": "c\x00"},
+        "client",
+    ),
+    (
+        {
+            "command": "post_thread_item",
+            "session_id": SESSION,
+            "alias": "c/1",
+            "item": {"type": "text", "message": "\x00"},
+        },
+        "item.message",
+    ),
+    (
+        {"command": "write_objects", "session_id": SESSION, "objects": [{"alias": "a/b", "value": {"type": "t\x00"}}]},
+        "objects.0.value.type",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "field"), UNSTORABLE, ids=[f"{b['command']}-{f}" for b, f in UNSTORABLE])
+async def test_a_value_of_the_right_type_that_nothing_can_store_is_refused_naming_its_field(
+    door: tuple[httpx.AsyncClient, Platform, str], body: dict[str, Any], field: str
+) -> None:
+    http, platform, session = door
+    body = json.loads(json.dumps(body).replace(json.dumps(SESSION)[1:-1], session))
+    before = await snapshot(platform, session)
+    response = await http.post("/v1/commands", content=json.dumps(body).encode())
+    _check(response)
+    reply = response.json()
+    assert (response.status_code, reply["error"]) == (400, "invalid_request"), reply
+    assert reply["message"].startswith(f"{field}:") or f" {field}:" in reply["message"], reply
+    assert await snapshot(platform, session) == before

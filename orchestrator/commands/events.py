@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from orchestrator.commands.fields import Limit, SessionId
+from orchestrator.commands.fields import EventId, Limit, Position, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import validate_glob
@@ -27,8 +27,8 @@ def _type_glob(value: str) -> str:
 class ListSessionEvents(Request):
     command: Literal["list_session_events"]
     session_id: SessionId
-    after: Annotated[int, Field(ge=0)] | None = Field(default=None, description="only the events after this id")
-    before: Annotated[int, Field(ge=1)] | None = Field(default=None, description="only the events before this id")
+    after: Position | None = Field(default=None, description="only the events after this id")
+    before: EventId | None = Field(default=None, description="only the events before this id")
     limit: Limit = Field(default=100, description="the most events answered")
     types: Annotated[list[Annotated[str, AfterValidator(_type_glob)]], Field(min_length=1)] | None = Field(
         default=None, description="only the events whose type matches one of these globs (`object.*`)"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from orchestrator.commands.events import refuse_trimmed
-from orchestrator.commands.fields import SessionId
+from orchestrator.commands.fields import EventId, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 from orchestrator.core.routing import routing_decision, versions_by_name
@@ -37,7 +37,7 @@ CAUSED_EVENTS = 50
 class ExplainEvent(Request):
     command: Literal["explain_event"]
     session_id: SessionId
-    event_id: int = Field(description="the event's id in the session's stream")
+    event_id: EventId = Field(description="the event's id in the session's stream")
 
 
 async def explain(platform: CommandContext, session_id: str, event_id: int) -> dict[str, Any]:

@@ -53,6 +53,13 @@ AliasPrefix = Annotated[str, StringConstraints(max_length=MAX_ALIAS_CHARS, patte
 ClientId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Limit = Annotated[int, Field(ge=1, le=1000)]
+# Ids and revs are PostgreSQL bigints: a number past the largest could never name anything, and is refused
+# as bad input rather than failing in the database.
+MAX_BIGINT = 2**63 - 1
+EventId = Annotated[int, Field(ge=1, le=MAX_BIGINT)]
+# A place in a stream: 0 is before its first event.
+Position = Annotated[int, Field(ge=0, le=MAX_BIGINT)]
+Rev = Annotated[int, Field(ge=0, le=MAX_BIGINT)]
 ListenerName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 

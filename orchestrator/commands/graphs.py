@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from orchestrator.commands.fields import ClientId, IdempotencyKey, SessionId, check_payload
+from orchestrator.commands.fields import ClientId, IdempotencyKey, Rev, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.graphs import MAX_PATCH_NODES, GraphPatch, NodeId
 
@@ -18,7 +18,7 @@ class UpdateGraph(Request):
     command: Literal["update_graph"]
     session_id: SessionId
     patch: GraphPatch = Field(description="nodes to set (a JSON object each) or remove (null), edges to add or remove")
-    if_rev: Annotated[int, Field(ge=0)] | None = Field(
+    if_rev: Rev | None = Field(
         default=None, description="apply only when the graph's rev is this one, else `rev_conflict`"
     )
     client: ClientId | None = None

@@ -12,6 +12,7 @@ from orchestrator.commands.fields import (
     ClientId,
     IdempotencyKey,
     ObjectValue,
+    Rev,
     SessionId,
     check_payload,
 )
@@ -31,7 +32,7 @@ class WriteObject(Request):
     session_id: SessionId
     alias: Alias
     value: ObjectValue
-    if_rev: Annotated[int, Field(ge=0)] | None = Field(default=None, description=IF_REV)
+    if_rev: Rev | None = Field(default=None, description=IF_REV)
     client: ClientId | None = None
     idempotency_key: IdempotencyKey | None = None
     # Waits a few seconds for the router at most.
@@ -45,7 +46,7 @@ class ObjectWrite(BaseModel):
 
     alias: Alias
     value: ObjectValue
-    if_rev: Annotated[int, Field(ge=0)] | None = Field(default=None, description=IF_REV)
+    if_rev: Rev | None = Field(default=None, description=IF_REV)
 
 
 class WriteObjects(Request):

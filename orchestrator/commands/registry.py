@@ -53,17 +53,32 @@ COMMANDS: dict[str, CommandSpec] = {}
 MAX_JSON_DEPTH = 100
 
 
-def json_depth(value: Any, limit: int) -> int:
-    """How deep `value` nests (a scalar is 0), counted without recursion and only as far as `limit` + 1."""
-    deepest, stack = 0, [(value, 0)]
+def json_trouble(body: dict[str, Any], limit: int) -> str | None:
+    """What no command may hold, as the refusal's message, or None: JSON nested deeper than `limit`, or a NUL
+    character in a string or a key (PostgreSQL's text cannot hold one). Walked without recursion; a path is
+    spelled out only for a container or a string found wanting."""
+    stack: list[tuple[Any, str, Any, int]] = [(body, "", None, 0)]
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
+        item, parent, key, depth = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return f"{_joined(parent, key)}: a NUL character (\\u0000) cannot be stored"
+        elif isinstance(item, dict | list):
             if depth + 1 > limit:
-                return depth + 1
-            deepest = max(deepest, depth + 1)
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
+                return f"body: JSON nested deeper than {limit} levels"
+            path = _joined(parent, key) if key is not None else parent
+            if isinstance(item, dict):
+                for name, child in item.items():
+                    if isinstance(name, str) and "\x00" in name:
+                        return f"{path or 'body'}: a NUL character (\\u0000) cannot be stored, in the key {name!r}"
+                    stack.append((child, path, name, depth + 1))
+            else:
+                stack.extend((child, path, index, depth + 1) for index, child in enumerate(item))
+    return None
+
+
+def _joined(parent: str, key: Any) -> str:
+    return f"{parent}.{key}" if parent else str(key)
 
 
 def command(
@@ -92,8 +107,9 @@ async def dispatch(platform: CommandContext, body: Any, caller: Caller | None = 
     """Validate and run one command; a `caller` (a door that checks keys) is authorized first."""
     if not isinstance(body, dict):
         raise CommandError("invalid_request", "body: a command is a JSON object")
-    if json_depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
-        raise CommandError("invalid_request", f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    trouble = json_trouble(body, MAX_JSON_DEPTH)
+    if trouble is not None:
+        raise CommandError("invalid_request", trouble)
     name = body.get("command")
     if not isinstance(name, str):
         raise CommandError("invalid_request", "command: required, the command's name as a string")

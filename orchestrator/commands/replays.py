@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from orchestrator.commands.events import refuse_trimmed
-from orchestrator.commands.fields import ClientId, ListenerName, SessionId
+from orchestrator.commands.fields import ClientId, EventId, ListenerName, Position, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
@@ -35,7 +35,7 @@ class ReplayBatch(Request):
     command: Literal["replay_batch"]
     session_id: SessionId
     listener: ListenerName
-    batch: int = Field(ge=1, description="the batch's first event id, as its outcome and receipt name it")
+    batch: EventId = Field(description="the batch's first event id, as its outcome and receipt name it")
     client: ClientId | None = None
 
 
@@ -43,8 +43,8 @@ class Redeliver(Request):
     command: Literal["redeliver"]
     session_id: SessionId
     listener: ListenerName
-    after: int = Field(ge=0, description="the events after this id")
-    through: int = Field(ge=1, description="up to this id, included")
+    after: Position = Field(description="the events after this id")
+    through: EventId = Field(description="up to this id, included")
     client: ClientId | None = None
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from orchestrator.commands.fields import SessionId
+from orchestrator.commands.fields import EventId, Position, SessionId
 from orchestrator.commands.listeners import ListenerBody
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import parse_declaration
@@ -31,8 +31,8 @@ class SimulateListener(Request):
     command: Literal["simulate_listener"]
     session_id: SessionId
     listener: ListenerBody
-    after: Annotated[int, Field(ge=0)] | None = Field(default=None, description="only the events after this id")
-    before: Annotated[int, Field(ge=1)] | None = Field(default=None, description="only the events before this id")
+    after: Position | None = Field(default=None, description="only the events after this id")
+    before: EventId | None = Field(default=None, description="only the events before this id")
     run_seconds: Annotated[float, Field(ge=0, le=3600)] = Field(
         default=0.0,
         description="how long each run takes (a workflow action's run holds its slot that long); 0: it ends at once",
