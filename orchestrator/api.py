@@ -30,7 +30,7 @@ from orchestrator.commands.access import Caller, authorize_stream
 from orchestrator.commands.reference import schema_index
 from orchestrator.commands.registry import MAX_JSON_DEPTH, unknown_command
 from orchestrator.config import Settings
-from orchestrator.core.connection_listener import parse_stream
+from orchestrator.core.connection_listener import parse_stream, unknown_stream_params
 from orchestrator.core.errors import CommandError
 from orchestrator.gate import Gate
 from orchestrator.http_auth import (
@@ -144,8 +144,15 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             return rate_limited(wait)
         params = request.query_params
         try:
+            unknown_stream_params(params.keys())
             await authorize_stream(platform, Caller(principal, gate), session_id)
-            spec = parse_stream(params.get("filter"), params.get("batch"), params.get("client"), settings.limits)
+            spec = parse_stream(
+                params.get("filter"),
+                params.get("batch"),
+                params.get("client"),
+                settings.limits,
+                await platform.store.event_schemas(),
+            )
             end = await platform.store.session_end(session_id)
         except CommandError as err:
             return reply_response(err.reply())

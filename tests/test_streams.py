@@ -153,6 +153,7 @@ async def test_quiet_streams_get_heartbeat_comments(api: tuple[str, Platform], m
         ({"filter": {"types": ["object.**"], "where": [{"path": "item.role", "op": "exists"}]}}, "filter.where.0.path"),
         ({"after": "-3"}, "after"),
         ({"client": "x" * 200}, "client"),
+        ({"fitler": {"types": ["object.**"]}}, "fitler"),  # a typo would have streamed everything
     ],
 )
 async def test_bad_parameters_are_refused_before_the_stream_starts(
@@ -166,6 +167,20 @@ async def test_bad_parameters_are_refused_before_the_stream_starts(
     reply = response.json()
     assert (reply["status"], reply["error"]) == ("error", "invalid_request")
     assert reply["message"].startswith(field), reply
+
+
+async def test_a_data_path_the_declared_type_can_never_hold_is_refused_as_save_listener_refuses_it(
+    api: tuple[str, Platform],
+) -> None:
+    url, platform = api
+    schema = {"type": "object", "properties": {"total": {"type": "number"}}, "additionalProperties": False}
+    await platform.command({"command": "save_event_type", "name": "order.placed", "schema": schema})
+    sid = await session(platform)
+    where = [{"path": "data.nope", "op": "exists"}]
+    async with httpx.AsyncClient(base_url=url) as http:
+        response = await http.get(f"/v1/sessions/{sid}/stream?{query(filter={'types': ['order.*'], 'where': where})}")
+    assert response.status_code == 400
+    assert response.json()["message"].startswith("filter.where.0.path"), response.text
 
 
 async def test_an_unknown_session_is_404(api: tuple[str, Platform]) -> None:

@@ -11,7 +11,7 @@ from which a reconnecting client misses nothing and gets nothing twice (`Last-Ev
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,8 +47,27 @@ def _json_param(name: str, raw: str | None) -> Any:
         raise CommandError("invalid_request", f"{name}: not valid JSON ({err})") from None
 
 
-def parse_stream(filter_param: str | None, batch_param: str | None, client: str | None, limits: Limits) -> StreamSpec:
-    """The stream's parameters, checked like a saved listener's; raises CommandError naming the field."""
+# The query parameters a stream takes: its own, where to start, and a browser's or a script's credential.
+STREAM_PARAMS = ("filter", "batch", "client", "after", "access_token", "ticket")
+
+
+def unknown_stream_params(names: Iterable[str]) -> None:
+    """Refuse a parameter the stream does not take: a typo (`fitler`) would otherwise stream everything."""
+    for name in names:
+        if name not in STREAM_PARAMS:
+            known = ", ".join(STREAM_PARAMS)
+            raise CommandError("invalid_request", f"{name}: not a stream parameter (they are {known})")
+
+
+def parse_stream(
+    filter_param: str | None,
+    batch_param: str | None,
+    client: str | None,
+    limits: Limits,
+    event_types: Mapping[str, Mapping[str, Any]] | None = None,
+) -> StreamSpec:
+    """The stream's parameters, checked like a saved listener's (against the application's event types too);
+    raises CommandError naming the field."""
     try:
         flt = ListenerFilter.model_validate(_json_param("filter", filter_param), strict=True)
     except pydantic.ValidationError as err:
@@ -57,7 +76,7 @@ def parse_stream(filter_param: str | None, batch_param: str | None, client: str 
         batch = BatchSpec.model_validate(_json_param("batch", batch_param), strict=True, context={"limits": limits})
     except pydantic.ValidationError as err:
         raise CommandError("invalid_request", field_errors_message(err, "batch")) from None
-    for problem in unresolvable_paths(flt, batch):
+    for problem in unresolvable_paths(flt, batch, event_types=event_types):
         raise CommandError("invalid_request", problem)
     if client is not None and not (0 < len(client) <= MAX_CLIENT_CHARS):
         raise CommandError("invalid_request", f"client: must be 1 to {MAX_CLIENT_CHARS} characters")
