@@ -161,7 +161,8 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             field = "Last-Event-ID" if request.headers.get("last-event-id") else "after"
             reply = error_reply("invalid_request", f"{field}: must be an event id (a non-negative integer)")
             return JSONResponse(reply, status_code=400)
-        return EventStream(platform.store, hub, session_id, spec, position)  # type: ignore[return-value]
+        holds = gate.holds_on(principal)
+        return EventStream(platform.store, hub, session_id, spec, position, holds)  # type: ignore[return-value]
 
     async def schemas(request: Request) -> Response:
         # No token: the schemas say what every deployment of this version accepts, and an editor that

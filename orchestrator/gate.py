@@ -14,7 +14,7 @@ import hmac
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +49,8 @@ class Gate:
         self.limits = settings.limits
         self.clock = clock
         self._keys: dict[str, tuple[float, Mapping[str, Any] | None]] = {}
+        # Whether a key (by name) still works, for the streams it opened.
+        self._names: dict[str, tuple[float, bool]] = {}
         self._cookies: dict[bytes, tuple[float, Principal | None]] = {}
         self._any_keys: tuple[float, bool] = (-1.0, False)
         self._aliases: OrderedDict[str, str | None] = OrderedDict()
@@ -85,6 +87,23 @@ class Gate:
         if row is None or not matches(secret, bytes(row["hash"])):
             return None
         return _principal(row["name"], row)
+
+    def holds_on(self, principal: Principal) -> Callable[[], Awaitable[bool]] | None:
+        """For what outlives its request (a stream): whether `principal` still holds, asked as it goes on;
+        None when nothing can take it away (the bootstrap token and the open API are the process's own)."""
+        if principal.name in (BOOTSTRAP, ANONYMOUS):
+            return None
+
+        async def holds() -> bool:
+            now = self.clock()
+            cached = self._names.get(principal.name)
+            if cached is None or cached[0] <= now:
+                row = await self.store.key_by_name(principal.name)
+                cached = (now + CACHE_SECONDS, row is not None and _principal(principal.name, dict(row)) is not None)
+                self._names[principal.name] = cached
+            return cached[1]
+
+        return holds
 
     async def _key(self, key_id: str) -> Mapping[str, Any] | None:
         now = self.clock()

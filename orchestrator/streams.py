@@ -17,7 +17,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import asyncpg
 from starlette.types import Receive, Scope, Send
@@ -35,6 +35,8 @@ PAGE = 1000
 POLL_SECONDS = 5.0
 # The reconnection delay a stopping server asks of an `EventSource` (the SSE `retry:` field).
 RECONNECT_MS = 1000
+# How often a stream asks whether its key still works (the gate caches the answer as long).
+KEY_CHECK_SECONDS = 0.5
 # How long a stopping server waits for a reader to take the last message.
 LAST_MESSAGE_SECONDS = 1.0
 
@@ -99,10 +101,21 @@ class StreamHub:
 class EventStream:
     """The ASGI response of one connection listener, from `position` on."""
 
-    def __init__(self, store: EngineRecords, hub: StreamHub, session_id: str, spec: StreamSpec, position: int):
+    def __init__(
+        self,
+        store: EngineRecords,
+        hub: StreamHub,
+        session_id: str,
+        spec: StreamSpec,
+        position: int,
+        holds: Callable[[], Awaitable[bool]] | None = None,
+    ):
         self.store, self.hub, self.session_id, self.spec = store, hub, session_id, spec
         self.position = position
         self.batches = StreamBatches(spec)
+        # Whether the key that opened it still works (None: nothing can take it away), asked every
+        # KEY_CHECK_SECONDS: a revoked or expired key's stream ends within a second, as its requests do.
+        self.holds = holds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [
@@ -149,12 +162,20 @@ class EventStream:
         return True
 
     async def _stream(self, send: Send) -> bool:
-        """Send batches until the reader goes (False) or the server stops (True, after `event: shutdown`)."""
+        """Send batches until the reader goes (False), or the server stops or the key no longer holds (True, after
+        `event: shutdown` or `event: closed`)."""
         async with self.hub.subscribed(self.session_id) as woken:
             if not await self._send(send, ": stream open\n\n"):
                 return False
             last_sent = time.monotonic()
+            checked = last_sent
             while True:
+                if self.holds is not None and time.monotonic() >= checked + KEY_CHECK_SECONDS:
+                    checked = time.monotonic()
+                    if not await self.holds():
+                        reason = {"reason": "the key that opened the stream was revoked or has expired"}
+                        # Finished cleanly: a reader that connects again is refused, as the key's requests are.
+                        return await self._send(send, f"event: closed\ndata: {json.dumps(reason)}\n\n")
                 if self.hub.stopping.is_set():
                     last = {"reason": "the server is stopping", "last_id": self.position}
                     text = f"event: shutdown\nretry: {RECONNECT_MS}\ndata: {json.dumps(last)}\n\n"
@@ -181,6 +202,8 @@ class EventStream:
                         return False
                     last_sent = now
                 deadlines = [last_sent + HEARTBEAT_SECONDS, now + POLL_SECONDS]
+                if self.holds is not None:
+                    deadlines.append(checked + KEY_CHECK_SECONDS)
                 due = self.batches.due_at()
                 if due is not None:
                     deadlines.append(due)

@@ -92,6 +92,9 @@ class KeyRecords:
             await conn.execute("DELETE FROM key_passes WHERE key_name = $1", name)
             return row
 
+    async def key_by_name(self, name: str) -> asyncpg.Record | None:
+        return await self.pool.fetchrow(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE name = $1", name)
+
     async def key_by_id(self, key_id: str) -> asyncpg.Record | None:
         return await self.pool.fetchrow(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = $1", key_id)
 

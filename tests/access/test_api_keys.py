@@ -190,3 +190,28 @@ async def test_an_open_apis_callers_act_as_anonymous(platform: Platform, setting
         [event] = (await client.list_session_events(sid))["events"]
     assert event["id"] == written["event_id"] and event["actor"] == {"key": "anonymous"}
     assert event["cause"]["request"]["key"] == "anonymous"
+
+
+async def test_a_stream_a_key_opened_ends_within_a_second_of_the_keys_revocation(api: Api) -> None:
+    sid = (await api.admin.open_session("watched"))["session"]["id"]
+    secret = await api.key("watcher", ["listen:**"])
+    headers = {"Authorization": f"Bearer {secret}"}
+    async with (
+        httpx.AsyncClient(base_url=api.url, timeout=httpx.Timeout(10, read=None)) as http,
+        http.stream("GET", f"/v1/sessions/{sid}/stream", headers=headers) as response,
+    ):
+        assert response.status_code == 200
+        lines = (line async for line in response.aiter_lines() if line)
+        assert await anext(lines) == ": stream open"
+        await api.admin.command({"command": "write_object", "session_id": sid, "alias": "a/1", "value": {"type": "t"}})
+        assert (await asyncio.wait_for(anext(lines), 5)).startswith("id:")  # it streams while the key works
+        await api.admin.revoke_api_key("watcher")
+        revoked_at = asyncio.get_running_loop().time()
+
+        async def rest() -> list[str]:
+            return [line async for line in lines]
+
+        tail = await asyncio.wait_for(rest(), 5)
+        ended_after = asyncio.get_running_loop().time() - revoked_at
+    assert "event: closed" in tail and any("revoked" in line for line in tail), tail
+    assert ended_after < 1.5, f"the stream went on {ended_after:.2f} s after its key was revoked"
