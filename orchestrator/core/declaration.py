@@ -27,13 +27,11 @@ from orchestrator.core.backoff import MAX_RETRY_DELAY_SECONDS
 from orchestrator.core.envelope_paths import why_unresolvable
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned, validate_alias, validate_glob
-from orchestrator.core.limits import Limits
+from orchestrator.core.limits import MAX_EVENTS_PER_BATCH, MAX_WINDOW_SECONDS, Limits
 from orchestrator.core.paths import validate_path
 from orchestrator.core.templates import holes, why_no_hole
 from orchestrator.core.validation import field_errors_message
 
-MAX_WINDOW_SECONDS = 300
-MAX_EVENTS_PER_BATCH = 1000
 MAX_RETRY_ATTEMPTS = 20
 DEFAULT_RETRY_DELAY_SECONDS = 30.0
 MAX_IDLE_SECONDS = 7 * 24 * 3600

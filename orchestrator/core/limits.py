@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# The specification's bounds on a batch: a deployment may lower them, never raise them (a setting past them
+# is refused when the settings are read, not accepted and then ignored).
+MAX_WINDOW_SECONDS = 300
+MAX_EVENTS_PER_BATCH = 1000
+
 
 class Limits(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -16,8 +21,8 @@ class Limits(BaseModel):
     listener_fires_per_minute: int = Field(default=120, ge=1)
     listener_parallel_runs: int = Field(default=16, ge=1)
     executions_per_session: int = Field(default=256, ge=1)
-    max_events_per_batch: int = Field(default=1000, ge=1)
-    max_window_seconds: float = Field(default=300, ge=0)
+    max_events_per_batch: int = Field(default=MAX_EVENTS_PER_BATCH, ge=1, le=MAX_EVENTS_PER_BATCH)
+    max_window_seconds: float = Field(default=MAX_WINDOW_SECONDS, ge=0, le=MAX_WINDOW_SECONDS)
     max_payload_bytes: int = Field(default=256 * 1024, ge=1)
     # The most events, objects or items one `emit_events`, `write_objects` or `post_thread_items` takes.
     max_writes_per_request: int = Field(default=1000, ge=1)

@@ -6,8 +6,10 @@ import copy
 import re
 from typing import Any
 
+import pydantic
 import pytest
 
+from orchestrator.config import Settings
 from orchestrator.core.declaration import (
     Concurrency,
     ObjectAction,
@@ -126,6 +128,19 @@ def test_the_deployment_limits_apply() -> None:
     message = _refusal(_with("batch", {"window_seconds": 10, "max_events": 60}), limits)
     assert "listener.batch.window_seconds: must be at most 5" in message
     assert "listener.batch.max_events: must be at most 50" in message
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("ORCHESTRATOR_LIMITS__MAX_WINDOW_SECONDS", "600"), ("ORCHESTRATOR_LIMITS__MAX_EVENTS_PER_BATCH", "5000")],
+)
+def test_a_limit_past_the_specifications_bound_is_refused_when_the_settings_are_read(
+    variable: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A deployment may lower a batch's bounds, never raise them: accepted and then ignored, a setting would lie.
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(pydantic.ValidationError, match=variable.split("__")[1].lower()):
+        Settings()
 
 
 @pytest.mark.parametrize("body", ["text", None, [], 3])
