@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from orchestrator.commands.fields import ClientId, IdempotencyKey, SchemaOf, SessionId, check_payload
+from orchestrator.commands.fields import BULK, ClientId, IdempotencyKey, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import DataCheck, EventTypeDeclaration, data_check
+from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 from orchestrator.core.validation import field_errors_message
 from orchestrator.telemetry import TRACER
 
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
 
 TypeName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
-# The most a request may carry at all; the deployment's `max_writes_per_request` is checked by each command.
-MAX_LIST = 10_000
 
 
 class SaveEventType(Request):
@@ -46,7 +45,7 @@ class SaveEventType(Request):
 
 class EventTypeRef(Request):
     command: Literal["get_event_type"]
-    name: TypeName
+    name: TypeName = Field(description="the event type's name (`ticket.escalated`)")
 
 
 class ListEventTypes(Request):
@@ -76,7 +75,7 @@ class EmitEvent(Request):
 class EmitEvents(Request):
     command: Literal["emit_events"]
     session_id: SessionId
-    events: Annotated[list[Emitted], Field(min_length=1, max_length=MAX_LIST)]
+    events: Annotated[list[Emitted], Field(min_length=1, max_length=MAX_WRITES_PER_REQUEST, description=BULK)]
     client: ClientId | None = None
 
 

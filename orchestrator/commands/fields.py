@@ -18,6 +18,7 @@ from pydantic_core import CoreSchema
 
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import ALIAS_RE, MAX_ALIAS_CHARS, validate_alias
+from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ EventId = Annotated[int, Field(ge=1, le=MAX_BIGINT)]
 # A place in a stream: 0 is before its first event.
 Position = Annotated[int, Field(ge=0, le=MAX_BIGINT)]
 Rev = Annotated[int, Field(ge=0, le=MAX_BIGINT)]
+# What the schemas say of a bulk write's list (`emit_events`, `write_objects`, `post_thread_items`); each command
+# checks the deployment's `max_writes_per_request`, itself within MAX_WRITES_PER_REQUEST.
+BULK = f"at most the deployment's max_writes_per_request (1,000 unless set; never over {MAX_WRITES_PER_REQUEST:,})"
 ListenerName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.commands.fields import (
+    BULK,
     Alias,
     AliasPrefix,
     ClientId,
@@ -18,6 +19,7 @@ from orchestrator.commands.fields import (
 )
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
+from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 from orchestrator.telemetry import TRACER
 
 if TYPE_CHECKING:
@@ -52,7 +54,7 @@ class ObjectWrite(BaseModel):
 class WriteObjects(Request):
     command: Literal["write_objects"]
     session_id: SessionId
-    objects: Annotated[list[ObjectWrite], Field(min_length=1, max_length=10_000)]
+    objects: Annotated[list[ObjectWrite], Field(min_length=1, max_length=MAX_WRITES_PER_REQUEST, description=BULK)]
     client: ClientId | None = None
     # A retried request with the same key finds the first one's writes (each object's is the key and its index).
     idempotency_key: IdempotencyKey | None = None

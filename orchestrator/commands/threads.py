@@ -6,9 +6,10 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, model_validator
 
-from orchestrator.commands.fields import Alias, ClientId, IdempotencyKey, Limit, SessionId, check_payload
+from orchestrator.commands.fields import BULK, Alias, ClientId, IdempotencyKey, Limit, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
+from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 from orchestrator.store.postgres import thread_item_row
 from orchestrator.telemetry import TRACER
 
@@ -67,7 +68,7 @@ class PostThreadItems(Request):
     command: Literal["post_thread_items"]
     session_id: SessionId
     alias: Alias
-    items: Annotated[list[ThreadItem], Field(min_length=1, max_length=10_000)]
+    items: Annotated[list[ThreadItem], Field(min_length=1, max_length=MAX_WRITES_PER_REQUEST, description=BULK)]
     client: ClientId | None = None
     # A retried request with the same key finds the first one's posts (each item's is the key and its index).
     idempotency_key: IdempotencyKey | None = None

@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 # is refused when the settings are read, not accepted and then ignored).
 MAX_WINDOW_SECONDS = 300
 MAX_EVENTS_PER_BATCH = 1000
+# The most events, objects or items one request may carry at all, whatever a deployment allows.
+MAX_WRITES_PER_REQUEST = 10_000
 
 
 class Limits(BaseModel):
@@ -25,7 +27,7 @@ class Limits(BaseModel):
     max_window_seconds: float = Field(default=MAX_WINDOW_SECONDS, ge=0, le=MAX_WINDOW_SECONDS)
     max_payload_bytes: int = Field(default=256 * 1024, ge=1)
     # The most events, objects or items one `emit_events`, `write_objects` or `post_thread_items` takes.
-    max_writes_per_request: int = Field(default=1000, ge=1)
+    max_writes_per_request: int = Field(default=1000, ge=1, le=MAX_WRITES_PER_REQUEST)
     # How long a saved listener waits before it takes effect (SPEC section 3); 0 in tests.
     activation_delay_seconds: float = Field(default=10, ge=0)
     # A created key's requests per second when `create_api_key` names none (SPEC section 13), and the events per
