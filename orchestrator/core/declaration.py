@@ -225,7 +225,8 @@ Action = Annotated[WorkflowAction | ThreadItemAction | ObjectAction, Field(discr
 
 
 class RetrySpec(_Strict):
-    attempts: int = Field(ge=0, le=MAX_RETRY_ATTEMPTS)
+    # At least one: a retry of no attempts would do nothing, and is refused rather than ignored (SPEC section 3).
+    attempts: int = Field(ge=1, le=MAX_RETRY_ATTEMPTS)
     # The seed's `{"attempts": 2}` means a repeat 30 s after the failure, another 60 s after that.
     delay_seconds: float = Field(default=DEFAULT_RETRY_DELAY_SECONDS, ge=0, le=MAX_RETRY_DELAY_SECONDS)
 

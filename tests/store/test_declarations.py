@@ -138,6 +138,7 @@ CASES: list[tuple[str, Any, str]] = [
     ("retry", 2, "listener.retry"),
     ("retry.attempts", DROP, "listener.retry.attempts"),
     ("retry.attempts", -1, "listener.retry.attempts"),
+    ("retry.attempts", 0, "listener.retry.attempts"),  # a retry that would do nothing
     ("retry.attempts", "2", "listener.retry.attempts"),
     ("retry.attempts", 1.5, "listener.retry.attempts"),
     ("retry.delay_seconds", -1, "listener.retry.delay_seconds"),
