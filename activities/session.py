@@ -21,7 +21,13 @@ from orchestrator.activities.base import PlatformActivities
 from orchestrator.causes import caused_by, run_cause
 from orchestrator.commands.app_events import Emitted, checked
 from orchestrator.commands.fields import check_payload
-from orchestrator.commands.schedules import CreateSchedule, ScheduleRef, create_schedule, delete_schedule
+from orchestrator.commands.schedules import (
+    CreateSchedule,
+    ScheduleRef,
+    create_schedule,
+    delete_schedule,
+    written_alias,
+)
 from orchestrator.commands.threads import ThreadItem, check_item
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
@@ -59,7 +65,7 @@ class SessionActivities(PlatformActivities):
     def all(self) -> list[Callable[..., Any]]:
         return [self.session_call]
 
-    async def _check_owns(self, call: SessionCall, alias: str) -> None:
+    async def _check_owns(self, call: SessionCall, alias: str, field: str = "alias") -> None:
         if call.listener is None:
             return
 
@@ -69,7 +75,7 @@ class SessionActivities(PlatformActivities):
             return
         owns = ListenerDeclaration.model_validate(listener["body"]).owns
         if not owned(owns, alias):
-            raise CommandError("access_denied", f"alias: {alias!r} is outside what listener {call.listener!r} owns")
+            raise CommandError("access_denied", f"{field}: {alias!r} is outside what listener {call.listener!r} owns")
 
     @activity.defn(name="orchestrator.session")
     async def session_call(self, call: SessionCall) -> Any:
@@ -178,6 +184,10 @@ class SessionActivities(PlatformActivities):
                 request = CreateSchedule.model_validate(body)
             except pydantic.ValidationError as err:
                 raise CommandError("invalid_request", field_errors_message(err, "")) from None
+            # Its firings write for the run: within what the listener owns, as the run's own writes are.
+            written = written_alias(request)
+            if written is not None:
+                await self._check_owns(call, written, "target.alias")
             return (await create_schedule(self, request))["schedule"]
         if call.op == "unschedule":
             ref = ScheduleRef(

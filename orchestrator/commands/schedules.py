@@ -173,6 +173,12 @@ def schedule_owns(settings: Settings) -> list[str] | None:
     return None if owns is None else [str(glob) for glob in owns]
 
 
+def written_alias(req: CreateSchedule) -> str | None:
+    """The alias a schedule's firings write (None: it starts a workflow); raises CommandError on a bad body."""
+    definition = parse_schedule({name: getattr(req, name) for name in BODY_FIELDS}, now=datetime.now(UTC))
+    return definition.object_target().alias if definition.invocation_target_type == "object" else None
+
+
 def _check_target(platform: CommandContext, definition: ScheduleDefinition) -> None:
     if definition.invocation_target_type != "object":
         return

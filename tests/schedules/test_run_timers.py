@@ -18,7 +18,7 @@ from tests.engine.harness import Engine, eventually, new_session, recorder_liste
 pytestmark = pytest.mark.devserver
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.sdk import RunInput, RunSession
+    from orchestrator.sdk import RunInput, RunSession, SessionError
 
 
 @workflow.defn(name="snoozer")
@@ -37,9 +37,26 @@ class Snoozer:
         return [first["alias"], again["repeat"], gone is not None, missing]
 
 
+@workflow.defn(name="outsider")
+class Outsider:
+    """Sets a timer whose firings would write outside what its listener owns, and notes what the session said."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        session = RunSession(run)
+        try:
+            await session.schedule(
+                "escape", {"type": "interval", "every_seconds": 1}, {"alias": "elsewhere/1", "value": {"type": "x"}}
+            )
+            said = "set"
+        except SessionError as err:
+            said = f"{err.code}: {err.message}"
+        await session.write_object("snooze/said", {"type": "said", "said": said})
+
+
 @pytest.fixture
 async def engine(platform: Platform, dev_env: WorkflowEnvironment) -> AsyncIterator[Engine]:
-    async with running_engine(platform, dev_env.client, workflows=[Snoozer]) as running:
+    async with running_engine(platform, dev_env.client, workflows=[Snoozer, Outsider]) as running:
         try:
             yield running
         finally:
@@ -79,3 +96,28 @@ async def test_a_run_sets_replaces_and_unsets_its_timers_and_a_firing_names_its_
     assert reminder["actor"] == {"schedule": "remind"}, "a firing's actor is its schedule"
     back = (await engine.command("explain_event", session_id=sid, event_id=reminder["id"]))["caused_by"]
     assert [next(iter(step)) for step in back] == ["schedule"]
+
+
+async def test_a_timer_whose_firings_would_write_outside_what_the_listener_owns_is_refused(engine: Engine) -> None:
+    outsider = recorder_listener(
+        "outsider",
+        filter={"types": ["object.written"], "aliases": ["snooze/go"]},
+        batch={"window_seconds": 0.2},
+        action={"type": "workflow", "workflow": "outsider"},
+        owns=["snooze/**"],
+    )
+    await engine.command("save_listener", listener=outsider)
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias="snooze/go", value={"type": "t"})
+
+    async def said() -> dict[str, Any] | None:
+        reply = await engine.platform.command({"command": "read_object", "session_id": sid, "alias": "snooze/said"})
+        return reply.get("object")
+
+    async def noted_it() -> bool:
+        return await said() is not None
+
+    await eventually(noted_it, within=20, what="the run to note what its session said")
+    noted = await said()
+    assert noted is not None and noted["value"]["said"].startswith("access_denied: target.alias"), noted
+    assert (await engine.command("list_schedules", session_id=sid))["schedules"] == []
