@@ -80,6 +80,9 @@ class _HttpTransport:
                 elif line.startswith("event: "):
                     event = line[7:]
                 elif line == "" and data:
+                    if event == "trimmed":  # retention deleted some of what was asked for; the rest follows
+                        data, event = [], "message"
+                        continue
                     if event != "batch":
                         return
                     yield json.loads("\n".join(data))

@@ -167,6 +167,13 @@ class EventStream:
         async with self.hub.subscribed(self.session_id) as woken:
             if not await self._send(send, ": stream open\n\n"):
                 return False
+            trimmed, first = await self.store.stream_start(self.session_id)
+            if self.position < trimmed:
+                # A reconnect (or `after`) from before what retention kept: say where the stream starts now, as
+                # `list_session_events` does, rather than go on from there as if nothing were missing.
+                told = {"after": self.position, "first_id": first if first is not None else trimmed + 1}
+                if not await self._send(send, f"event: trimmed\ndata: {json.dumps(told)}\n\n"):
+                    return False
             last_sent = time.monotonic()
             checked = last_sent
             while True:

@@ -4,11 +4,15 @@ events go, with the records behind them, but never one a lane still waits on; re
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
+from orchestrator.api import create_app
+from orchestrator.runtime import serve_api
 from tests.engine.harness import Engine, eventually, recorder_listener, routed, write_many
 from tests.retention.conftest import reply, retention_round, rows_of_session, session_ids, workflow_status
 
@@ -114,6 +118,18 @@ async def test_reads_past_retention_say_where_the_stream_starts_and_refuse_delet
     assert page["first_id"] == kept[0], "a read from before what is kept says where the stream now starts"
     _, current = await event_ids(engine, sid, after=new - 1)
     assert "first_id" not in current, "a read within what is kept says nothing more"
+    # A stream (re)connecting from before what is kept says so first, then goes on from what is.
+    async with (
+        serve_api(create_app(engine.platform, engine.platform.settings), "127.0.0.1", 0) as url,
+        httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(10, read=None)) as http,
+        http.stream("GET", f"/v1/sessions/{sid}/stream", params={"after": str(old[0])}) as response,
+    ):
+        lines = (line async for line in response.aiter_lines() if line)
+        assert [await anext(lines) for _ in range(3)] == [
+            ": stream open",
+            "event: trimmed",
+            "data: " + json.dumps({"after": old[0], "first_id": page["first_id"]}),
+        ]
 
     refusals = {
         "explain_event": {"event_id": old[0]},
