@@ -19,6 +19,7 @@ from orchestrator.activities.schedules import ScheduleActivities
 from orchestrator.activities.session import SessionActivities
 from orchestrator.app_loader import UserApp
 from orchestrator.platform import Platform
+from orchestrator.registry import WorkflowRegistry
 from orchestrator.retention import Retention
 from orchestrator.router import Router
 from orchestrator.workflows.lane import LaneWorkflow
@@ -34,6 +35,8 @@ class PlatformComponents(NamedTuple):
     # Long-running coroutines (started once, cancelled on shutdown), e.g. the event router.
     background_tasks: Sequence[BackgroundTask] = ()
     router: Router | None = None
+    # The app's workflows, said to the store (`registry.say()` before the worker is announced ready).
+    registry: WorkflowRegistry | None = None
 
 
 def workflow_names(workflows: Sequence[type]) -> list[str]:
@@ -54,6 +57,7 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
         temporal_client,
         workflow_names(app.workflows),
     )
+    registry = WorkflowRegistry(platform.store, workflow_names(app.workflows))
     router = Router(
         platform.store,
         platform.store.lanes,
@@ -72,6 +76,7 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
                 platform.store, platform.settings, temporal_client, workflow_names(app.workflows)
             ).all(),
         ],
-        background_tasks=(router.run, Retention(platform.store, temporal_client, platform.settings).run),
+        background_tasks=(router.run, Retention(platform.store, temporal_client, platform.settings).run, registry.run),
         router=router,
+        registry=registry,
     )

@@ -345,6 +345,8 @@ async def _run_worker_and_api(
             graceful.append(engine.shutdown)
         else:
             components = platform_components(platform, temporal, user_app)
+            if components.registry is not None:
+                await components.registry.say()  # before Ready: a start right after finds the app's workflows
             try:
                 worker = build_worker(temporal, settings, user_app, components.workflows, components.activities)
             except ValueError:

@@ -92,6 +92,8 @@ class Harness:
             stack.push_async_callback(self.platform.close)
             app = self.app or UserApp(name="(none)")
             components = platform_components(self.platform, self.env.client, app)
+            if components.registry is not None:
+                await components.registry.say()
             worker = build_worker(self.env.client, self.settings, app, components.workflows, components.activities)
             await self._run(worker, [background() for background in components.background_tasks])
             self.client = Client.local(self.platform)

@@ -38,6 +38,7 @@ from orchestrator.core.lane_snapshot import (
 )
 from orchestrator.core.lane_step import next_move
 from orchestrator.core.limits import Limits
+from orchestrator.registry import FRESH_SECONDS
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -389,7 +390,8 @@ async def list_executions(platform: CommandContext, req: ListExecutions) -> dict
     errors=("not_found", "session_not_open", "limit_exceeded"),
 )
 async def start_execution(platform: CommandContext, req: StartExecution) -> dict[str, Any]:
-    """Start a registered workflow in a session; its start and end are events like a listener's runs."""
+    """Start a registered workflow in a session; its start and end are events like a listener's runs. A workflow
+    no worker has registered lately is refused (`not_found`)."""
     from orchestrator.executions import start_run
     from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 
@@ -398,6 +400,15 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
         raise CommandError("session_not_open", f"session_id: session {req.session_id!r} is {session['status']}")
     if platform.temporal is None:
         raise CommandError("internal_error", "start_execution needs Temporal, and this door has none")
+    registered = await platform.store.registered_workflows(FRESH_SECONDS)
+    if req.workflow not in registered:
+        # Started, it would wait for a worker that never comes, holding one of the session's runs for good.
+        known = ", ".join(registered) or "none (is a worker running?)"
+        raise CommandError(
+            "not_found",
+            f"workflow: no worker has registered {req.workflow!r} in the last {FRESH_SECONDS / 60:g} minutes;"
+            f" the workflows registered: {known}",
+        )
     limits = platform.settings.limits
     if await platform.store.running_executions(req.session_id) >= limits.executions_per_session:
         raise CommandError("limit_exceeded", f"executions_per_session: {limits.executions_per_session} running")

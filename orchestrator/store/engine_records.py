@@ -10,6 +10,7 @@ keys' and retention's are mixed in from `flow_control.py`, `lane_views.py`, `key
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from orchestrator.causes import current_cause
@@ -54,6 +55,22 @@ class EngineRecords(
         if last is None:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         return int(last)
+
+    async def register_workflows(self, names: Sequence[str]) -> None:
+        """Say that a worker runs these workflows, now (`orchestrator.registry`)."""
+        await self.pool.execute(
+            "INSERT INTO worker_workflows (name, seen_at) SELECT unnest($1::text[]), now()"
+            " ON CONFLICT (name) DO UPDATE SET seen_at = EXCLUDED.seen_at",
+            list(names),
+        )
+
+    async def registered_workflows(self, within_seconds: float) -> list[str]:
+        """The workflows some worker said it runs within the last `within_seconds`, by name."""
+        rows = await self.pool.fetch(
+            "SELECT name FROM worker_workflows WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name",
+            within_seconds,
+        )
+        return [str(r["name"]) for r in rows]
 
     async def sessions_behind(self, limit: int = 1000) -> list[str]:
         """Sessions whose stream has events the router has not routed (the slow poll's question)."""

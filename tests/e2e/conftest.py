@@ -82,6 +82,8 @@ async def missions(platform: Platform, dev_env: WorkflowEnvironment) -> AsyncIte
     example = load_app("examples.missions.app")
     app = UserApp(name=example.name, workflows=[*example.workflows, Flaky], activities=example.activities)
     components = platform_components(platform, dev_env.client, app)
+    if components.registry is not None:
+        await components.registry.say()
     worker: Worker = build_worker(dev_env.client, platform.settings, app, components.workflows, components.activities)
     tasks = [asyncio.create_task(worker.run())]
     tasks += [asyncio.create_task(background()) for background in components.background_tasks]

@@ -155,6 +155,8 @@ async def running_engine(
     try:
         for _ in range(workers):
             components = platform_components(platform, client, app)
+            if components.registry is not None:
+                await components.registry.say()
             activities = list(components.activities)
             worker = build_worker(
                 client, platform.settings, app, components.workflows, wrap(activities) if wrap else activities

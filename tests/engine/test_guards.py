@@ -264,6 +264,22 @@ async def test_a_run_past_executions_per_session_is_refused_with_a_receipt(
         assert (receipt["status"], receipt["listener"], receipt["event_ids"]) == ("refused", "other", ids)
 
 
+async def test_a_workflow_no_worker_runs_is_refused_at_start_execution_and_nothing_is_started(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    async with guarded(platform, temporal_env) as (engine, _):
+        sid = await new_session(engine)
+        reply = await platform.command(
+            {"command": "start_execution", "session_id": sid, "workflow": "recorderr", "input": {}}
+        )
+        assert (reply["status"], reply["error"]) == ("error", "not_found"), reply
+        assert reply["message"].startswith("workflow: no worker has registered 'recorderr'"), reply
+        assert "recorder" in reply["message"], "it names the workflows there are"
+        assert (await engine.command("list_executions", session_id=sid))["executions"] == []
+        started = await engine.command("start_execution", session_id=sid, workflow="recorder", input={})
+        assert started["execution"]["workflow"] == "recorder"
+
+
 async def test_an_object_action_over_the_payload_limit_is_refused(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:

@@ -35,6 +35,8 @@ async def test_settle_waits_out_retry_delays_on_temporals_clock() -> None:
 async def test_settle_says_what_is_left_when_it_cannot_settle() -> None:
     async with Harness() as h:
         sid = (await h.client.open_session())["session"]["id"]
+        # A workflow some worker said it runs, and none runs now: its run waits for ever.
+        await h.platform.store.register_workflows(["unknown"])
         await h.client.command({"command": "start_execution", "session_id": sid, "workflow": "unknown", "input": {}})
         with pytest.raises(NotSettled, match="executions_running"):
             await h.settle(within=2)
