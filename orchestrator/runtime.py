@@ -37,8 +37,9 @@ from orchestrator.dev_log import activity_lines
 from orchestrator.dev_ports import PortTaken, plan_ports
 from orchestrator.dev_reload import ReloadingEngine, import_app
 from orchestrator.embedded import TemporalDevServer, start_postgres, stop_abandoned_dev_servers
-from orchestrator.engine_wiring import platform_components
+from orchestrator.engine_wiring import platform_components, workflow_names
 from orchestrator.platform import Platform
+from orchestrator.registry import WorkflowRegistry
 from orchestrator.telemetry import install as install_telemetry
 from orchestrator.worker import build_worker, connect_temporal, settle_heap
 
@@ -339,14 +340,14 @@ async def _run_worker_and_api(
     async with contextlib.AsyncExitStack() as stack:
         parts: dict[str, Callable[[], Awaitable[Any]]] = {}
         graceful: list[Callable[[], Awaitable[None]]] = []
+        # Said before Ready (and again every minute by the worker's registry): a start right after finds them.
+        await WorkflowRegistry(platform.store, workflow_names(user_app.workflows)).say()
         if engine is not None:
             # The worker and the router, started again on the app's new code when its files change.
             parts["engine"] = engine.run
             graceful.append(engine.shutdown)
         else:
             components = platform_components(platform, temporal, user_app)
-            if components.registry is not None:
-                await components.registry.say()  # before Ready: a start right after finds the app's workflows
             try:
                 worker = build_worker(temporal, settings, user_app, components.workflows, components.activities)
             except ValueError:
