@@ -335,6 +335,28 @@ class Client:
             "simulate_listener", session_id=session_id, listener=listener, after=after, before=before, **extra
         )
 
+    async def explain_event(self, session_id: str, event_id: int, **extra: Any) -> dict[str, Any]:
+        return await self._call("explain_event", session_id=session_id, event_id=event_id, **extra)
+
+    async def list_sessions(self, **extra: Any) -> dict[str, Any]:
+        return await self._call("list_sessions", **extra)
+
+    # Flow control: pause and resume (everywhere, or in one session), replay a batch, redeliver a range.
+
+    async def pause_listener(self, name: str, session_id: str | None = None, **extra: Any) -> dict[str, Any]:
+        return await self._call("pause_listener", name=name, session_id=session_id, **extra)
+
+    async def resume_listener(self, name: str, session_id: str | None = None, **extra: Any) -> dict[str, Any]:
+        return await self._call("resume_listener", name=name, session_id=session_id, **extra)
+
+    async def replay_batch(self, session_id: str, listener: str, batch: int, **extra: Any) -> dict[str, Any]:
+        return await self._call("replay_batch", session_id=session_id, listener=listener, batch=batch, **extra)
+
+    async def redeliver(self, session_id: str, listener: str, after: int, through: int, **extra: Any) -> dict[str, Any]:
+        return await self._call(
+            "redeliver", session_id=session_id, listener=listener, after=after, through=through, **extra
+        )
+
     # Keys (SPEC section 13): an admin key's commands.
 
     async def create_api_key(
