@@ -129,6 +129,28 @@ async def test_orchestrate_moves_the_missions_a_graph_change_names(missions: Mis
     assert await missions.value("views/missions/red/status") is None, "teams/red is not a mission"
 
 
+async def test_the_clock_a_schedule_writes_is_a_sweep_in_the_orchestrators_own_lane(missions: Missions) -> None:
+    # SPEC section 10, Clock: a schedule writes ops/clock every so long; orchestrate takes the tick as a sweep.
+    await write(missions, "missions/6/meta", {"type": "mission", "state": "active"})
+    await wait_for_runs(missions, "orchestrate", 1)
+    await missions.client.create_schedule(
+        session_id=missions.session_id,
+        alias="clock",
+        repeat={"type": "interval", "every_seconds": 2},
+        invocation_target_type="object",
+        target={"alias": "ops/clock", "value": {"type": "tick"}},
+    )
+    try:
+        await wait_for_runs(missions, "orchestrate", 2)
+    finally:
+        await missions.client.delete_schedule("clock", session_id=missions.session_id)
+    runs = sorted(await executions(missions, "orchestrate"), key=lambda run: run["started_at"])
+    ticks = await events_at(missions, "ops/clock")
+    assert ticks and set(runs[1]["batch"]["event_ids"]) <= {e["id"] for e in ticks}, "the second run is the tick's"
+    assert ticks[0]["cause"]["schedule"]["alias"] == "clock"
+    assert (await stored(missions, "views/missions/6/status"))["rev"] == 2, "the tick moved mission 6 again"
+
+
 async def test_respond_answers_each_request_once_on_its_thread(missions: Missions) -> None:
     requests = {
         "chats/a": [
