@@ -195,6 +195,19 @@ def _check(response: httpx.Response) -> None:
     assert isinstance(reply["message"], str) and reply["message"]
 
 
+async def refused_and_nothing_changed(
+    door: tuple[httpx.AsyncClient, Platform, str], body: dict[str, Any]
+) -> httpx.Response:
+    """Send `body` (SESSION standing for the door's session) and insist it was refused and changed nothing."""
+    http, platform, session = door
+    body = json.loads(json.dumps(body).replace(json.dumps(SESSION)[1:-1], session))
+    before = await snapshot(platform, session)
+    response = await http.post("/v1/commands", content=json.dumps(body).encode())
+    _check(response)
+    assert await snapshot(platform, session) == before, f"{body!r} changed something"
+    return response
+
+
 def test_every_command_has_a_valid_body_to_start_from() -> None:
     assert set(VALID) == set(COMMANDS)
 
@@ -204,12 +217,7 @@ def test_every_command_has_a_valid_body_to_start_from() -> None:
 async def test_a_hostile_body_is_refused_with_a_code_and_a_message_and_changes_nothing(
     door: tuple[httpx.AsyncClient, Platform, str], body: dict[str, Any]
 ) -> None:
-    http, platform, session = door
-    body = json.loads(json.dumps(body).replace(json.dumps(SESSION)[1:-1], session))
-    before = await snapshot(platform, session)
-    response = await http.post("/v1/commands", content=json.dumps(body).encode())
-    _check(response)
-    assert await snapshot(platform, session) == before, f"{body!r} changed something"
+    await refused_and_nothing_changed(door, body)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -288,12 +296,7 @@ UNSTORABLE: list[tuple[dict[str, Any], str]] = [
 async def test_a_value_of_the_right_type_that_nothing_can_store_is_refused_naming_its_field(
     door: tuple[httpx.AsyncClient, Platform, str], body: dict[str, Any], field: str
 ) -> None:
-    http, platform, session = door
-    body = json.loads(json.dumps(body).replace(json.dumps(SESSION)[1:-1], session))
-    before = await snapshot(platform, session)
-    response = await http.post("/v1/commands", content=json.dumps(body).encode())
-    _check(response)
+    response = await refused_and_nothing_changed(door, body)
     reply = response.json()
     assert (response.status_code, reply["error"]) == (400, "invalid_request"), reply
     assert reply["message"].startswith(f"{field}:") or f" {field}:" in reply["message"], reply
-    assert await snapshot(platform, session) == before
