@@ -65,7 +65,9 @@ class SessionActivities(PlatformActivities):
     def all(self) -> list[Callable[..., Any]]:
         return [self.session_call]
 
-    async def _check_owns(self, call: SessionCall, alias: str, field: str = "alias") -> None:
+    async def _check_owns(self, call: SessionCall, alias: str | None, field: str = "alias") -> None:
+        """Refuse a write outside what the calling run's listener owns; `alias` None: a timer that starts a
+        workflow, whose run no `owns` would hold, so only a listener that owns anywhere may set one."""
         if call.listener is None:
             return
 
@@ -74,6 +76,14 @@ class SessionActivities(PlatformActivities):
         except CommandError:
             return
         owns = ListenerDeclaration.model_validate(listener["body"]).owns
+        if alias is None:
+            if owns is not None:
+                raise CommandError(
+                    "access_denied",
+                    f"{field}: a timer that starts a workflow would write beyond what listener {call.listener!r}"
+                    f" owns ({owns}); set one that writes an object there",
+                )
+            return
         if not owned(owns, alias):
             raise CommandError("access_denied", f"{field}: {alias!r} is outside what listener {call.listener!r} owns")
 
@@ -186,8 +196,7 @@ class SessionActivities(PlatformActivities):
                 raise CommandError("invalid_request", field_errors_message(err, "")) from None
             # Its firings write for the run: within what the listener owns, as the run's own writes are.
             written = written_alias(request)
-            if written is not None:
-                await self._check_owns(call, written, "target.alias")
+            await self._check_owns(call, written, "target.alias" if written is not None else "target")
             return (await create_schedule(self, request))["schedule"]
         if call.op == "unschedule":
             ref = ScheduleRef(

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import asyncpg
 from starlette.types import Receive, Scope, Send
 
+from orchestrator.commands.fields import MAX_BIGINT
 from orchestrator.core.connection_listener import StreamBatches, StreamSpec, sse_message
 from orchestrator.store.engine_records import EngineRecords
 
@@ -221,11 +222,11 @@ class EventStream:
 def start_position(store_last: int, after: str | None, last_event_id: str | None) -> int | None:
     """Where a stream starts: after `Last-Event-ID` or `after` when given, else at the session's end.
 
-    None when one is given but is not a non-negative integer.
+    None when one is given but is not a non-negative integer an event id can be (ASCII digits, within a bigint).
     """
     given = last_event_id if last_event_id not in (None, "") else after
     if given is None:
         return store_last
-    if not given.isdigit():
+    if not (given.isascii() and given.isdigit()) or int(given) > MAX_BIGINT:
         return None
     return int(given)

@@ -154,6 +154,8 @@ async def test_quiet_streams_get_heartbeat_comments(api: tuple[str, Platform], m
         ({"after": "-3"}, "after"),
         ({"client": "x" * 200}, "client"),
         ({"fitler": {"types": ["object.**"]}}, "fitler"),  # a typo would have streamed everything
+        ({"after": str(2**63)}, "after"),  # past any event id: it failed inside the stream, after its 200
+        ({"after": "²"}, "after"),
     ],
 )
 async def test_bad_parameters_are_refused_before_the_stream_starts(

@@ -225,8 +225,9 @@ Action = Annotated[WorkflowAction | ThreadItemAction | ObjectAction, Field(discr
 
 
 class RetrySpec(_Strict):
-    # At least one: a retry of no attempts would do nothing, and is refused rather than ignored (SPEC section 3).
-    attempts: int = Field(ge=1, le=MAX_RETRY_ATTEMPTS)
+    # 0 is refused at save (`parse_declaration`: a retry that would do nothing), but read back from versions
+    # saved before that rule, where it means no repeat.
+    attempts: int = Field(ge=0, le=MAX_RETRY_ATTEMPTS)
     # The seed's `{"attempts": 2}` means a repeat 30 s after the failure, another 60 s after that.
     delay_seconds: float = Field(default=DEFAULT_RETRY_DELAY_SECONDS, ge=0, le=MAX_RETRY_DELAY_SECONDS)
 
@@ -282,8 +283,13 @@ def parse_declaration(
         message = field_errors_message(exc, "listener", union_tags=ACTION_TYPES)
         raise CommandError("invalid_request", message) from None
     unresolvable = unresolvable_paths(decl.filter, decl.batch, decl.concurrency.key, event_types)
-    unresolvable += unresolvable_holes(decl.action, decl.filter.types, event_types)
+    # A lane with `idle` also gets its own `lane.idle`, whatever the filter says: its templates may read it.
+    types = decl.filter.types
+    template_types = [*types, "lane.idle"] if types is not None and decl.idle is not None else types
+    unresolvable += unresolvable_holes(decl.action, template_types, event_types)
     problems = [f"listener.{problem}" for problem in unresolvable]
+    if decl.retry is not None and decl.retry.attempts == 0:
+        problems.append("listener.retry.attempts: 0 would repeat nothing; leave retry out (SPEC: refused, not ignored)")
     action = decl.action
     # A literal alias outside `owns` would answer `access_error` on every batch: refused now (a template alias
     # is checked once rendered).

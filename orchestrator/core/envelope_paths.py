@@ -50,8 +50,9 @@ SUBFIELDS: dict[str, frozenset[str] | None] = {
     "actor": frozenset({"key", "listener", "execution", "schedule"}),
 }
 
-# The subfields that hold any JSON below them: a thread item's whole message (a `json` item's is any value).
-DEEP_SUBFIELDS = frozenset({("item", "message")})
+# The subfields that hold any JSON below them: a thread item's whole message (a `json` item's is any value), and
+# the list of node ids a graph change names (`graph.nodes.0`).
+DEEP_SUBFIELDS = frozenset({("item", "message"), ("graph", "nodes")})
 
 
 def resolve_in_event(envelope: dict[str, Any], path: str) -> Any | Missing:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.core.declaration import parse_declaration
+from orchestrator.core.declaration import ListenerDeclaration, parse_declaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import message_of
 from orchestrator.core.limits import Limits
@@ -156,3 +156,24 @@ def test_the_seeds_spelling_resolves_in_a_template_as_in_a_filter() -> None:
     assert render("{{ event.object.alias }}", context) == "cells/1"
     assert render("at {{ event.object.alias }}", context) == "at cells/1"
     assert why_no_hole("event.object.alias", ["object.**"]) is None
+
+
+def test_a_lane_with_idle_may_template_its_own_lane_idle_event_and_graph_nodes_by_index() -> None:
+    def save(**body: Any) -> None:
+        parse_declaration({"name": "l", "action": {"type": "workflow", "workflow": "w"}, **body}, Limits())
+
+    reads_idle = {"type": "workflow", "workflow": "w", "input": "{{ event.data.last_event_id }}"}
+    with pytest.raises(CommandError, match=r"template path 'event\.data\.last_event_id'"):
+        save(filter={"types": ["thread.item_posted"]}, action=reads_idle)
+    save(filter={"types": ["thread.item_posted"]}, action=reads_idle, idle={"after_seconds": 60})
+    save(
+        filter={"types": ["graph.changed"]},
+        action={"type": "workflow", "workflow": "w", "input": "{{ event.graph.nodes.0 }}"},
+    )
+
+
+def test_a_retry_of_no_attempts_is_refused_at_save_but_a_version_stored_with_one_still_reads() -> None:
+    body = {"name": "l", "filter": {}, "action": {"type": "workflow", "workflow": "w"}, "retry": {"attempts": 0}}
+    with pytest.raises(CommandError, match=r"listener\.retry\.attempts: 0 would repeat nothing"):
+        parse_declaration(body, Limits())
+    assert ListenerDeclaration.model_validate(body).retry is not None  # saved before the rule: still routed

@@ -44,13 +44,16 @@ class Outsider:
     @workflow.run
     async def run(self, run: RunInput) -> None:
         session = RunSession(run)
-        try:
-            await session.schedule(
-                "escape", {"type": "interval", "every_seconds": 1}, {"alias": "elsewhere/1", "value": {"type": "x"}}
-            )
-            said = "set"
-        except SessionError as err:
-            said = f"{err.code}: {err.message}"
+        said = []
+        for target, target_type in (
+            ({"alias": "elsewhere/1", "value": {"type": "x"}}, "object"),
+            ({"workflow": "snoozer", "input": {}}, "workflow"),  # its run would be held by no owns
+        ):
+            try:
+                await session.schedule("escape", {"type": "interval", "every_seconds": 1}, target, target_type)
+                said.append("set")
+            except SessionError as err:
+                said.append(f"{err.code}: {err.message}")
         await session.write_object("snooze/said", {"type": "said", "said": said})
 
 
@@ -119,5 +122,8 @@ async def test_a_timer_whose_firings_would_write_outside_what_the_listener_owns_
 
     await eventually(noted_it, within=20, what="the run to note what its session said")
     noted = await said()
-    assert noted is not None and noted["value"]["said"].startswith("access_denied: target.alias"), noted
+    assert noted is not None, noted
+    to_object, to_workflow = noted["value"]["said"]
+    assert to_object.startswith("access_denied: target.alias: 'elsewhere/1' is outside"), noted
+    assert to_workflow.startswith("access_denied: target: a timer that starts a workflow"), noted
     assert (await engine.command("list_schedules", session_id=sid))["schedules"] == []
