@@ -204,6 +204,10 @@ async def test_events_follow_tails_new_events_until_interrupted(workload: Worklo
     assert process.returncode == 130
 
 
+# Long enough for a CLI to start, read 400 events and block on a pipe nobody reads, on a slow, busy machine.
+FULL_PIPE_SECONDS = 8.0
+
+
 async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Workload, api: str) -> None:
     """Fifty interrupts after random delays: while the CLI starts, connects, prints its history into a pipe nobody
     reads (so its print blocks, the case that ignored SIGINT), or waits on the live stream. Each ends the process
@@ -225,6 +229,10 @@ async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Wor
             env=child_env(),
         )
         delay = rng.uniform(0.0, 2.5)
+        if index in (0, 2):
+            # Two `--json` runs wait long enough to be blocked on their full pipe however slowly the machine
+            # starts them: the case that ignored SIGINT must come up, not only by chance.
+            delay = FULL_PIPE_SECONDS
         await asyncio.sleep(delay)
         process.send_signal(signal.SIGINT)
         try:
