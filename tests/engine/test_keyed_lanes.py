@@ -229,6 +229,12 @@ async def test_a_fire_that_dies_after_starting_its_run_is_finished_once_and_leak
     await engine.command("save_listener", listener=keyed_listener(sleep=1, window=0.2, max_parallel=1))
     sid = await new_session(engine)
     a = await write_many(engine, sid, ["missions/a"])
+
+    async def a_started() -> bool:
+        return bool(runs_of_lane(engine, "missions/a"))
+
+    # b comes once a's run holds the key slot: written together, either lane's window may close first.
+    await eventually(a_started, what="a's run")
     b = await write_many(engine, sid, ["missions/b"])
 
     async def both_ran() -> bool:
