@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from orchestrator.config import Settings, reveal
 from orchestrator.core.access import Principal
@@ -35,6 +35,8 @@ TIDY_SECONDS = 600.0
 MAX_ALIASES = 50_000
 
 ADMIN = Grant.of(["admin"])
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class Gate:
@@ -95,41 +97,44 @@ class Gate:
             return None
 
         async def holds() -> bool:
-            now = self.clock()
-            cached = self._names.get(principal.name)
-            if cached is None or cached[0] <= now:
+            async def fetch() -> bool:
                 row = await self.store.key_by_name(principal.name)
-                cached = (now + CACHE_SECONDS, row is not None and _principal(principal.name, dict(row)) is not None)
-                self._names[principal.name] = cached
-            return cached[1]
+                return row is not None and _principal(principal.name, dict(row)) is not None
+
+            return await self._cached(self._names, principal.name, fetch)
 
         return holds
 
     async def _key(self, key_id: str) -> Mapping[str, Any] | None:
-        now = self.clock()
-        cached = self._keys.get(key_id)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        row = await self.store.key_by_id(key_id)
-        found = None if row is None else dict(row)
-        if len(self._keys) > MAX_ALIASES:
-            self._keys = {k: v for k, v in self._keys.items() if v[0] > now}
-        self._keys[key_id] = (now + CACHE_SECONDS, found)
-        return found
+        async def fetch() -> Mapping[str, Any] | None:
+            row = await self.store.key_by_id(key_id)
+            return None if row is None else dict(row)
+
+        return await self._cached(self._keys, key_id, fetch)
 
     async def cookie(self, cookie: str) -> Principal | None:
         """The principal of a browser session's cookie while it lasts and its key works."""
         hashed = digest(cookie)
+
+        async def fetch() -> Principal | None:
+            row = await self.store.cookie_pass(hashed)
+            return None if row is None else self._pass_principal(dict(row))
+
+        return await self._cached(self._cookies, hashed, fetch)
+
+    async def _cached(self, cache: dict[K, tuple[float, V]], key: K, fetch: Callable[[], Awaitable[V]]) -> V:
+        """The answer kept for `key` while it is younger than CACHE_SECONDS, else `fetch`'s, kept in its place
+        (what has lapsed is forgotten once the cache holds more than MAX_ALIASES)."""
         now = self.clock()
-        cached = self._cookies.get(hashed)
+        cached = cache.get(key)
         if cached is not None and cached[0] > now:
             return cached[1]
-        row = await self.store.cookie_pass(hashed)
-        principal = None if row is None else self._pass_principal(dict(row))
-        if len(self._cookies) > MAX_ALIASES:
-            self._cookies = {k: v for k, v in self._cookies.items() if v[0] > now}
-        self._cookies[hashed] = (now + CACHE_SECONDS, principal)
-        return principal
+        value = await fetch()
+        if len(cache) > MAX_ALIASES:
+            for lapsed in [k for k, (until, _) in cache.items() if until <= now]:
+                del cache[lapsed]
+        cache[key] = (now + CACHE_SECONDS, value)
+        return value
 
     async def ticket(self, ticket: str, session_id: str) -> Principal | None:
         """The principal of a stream ticket for this session's stream, using it up."""

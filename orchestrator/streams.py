@@ -172,7 +172,7 @@ class EventStream:
             if self.position < trimmed:
                 # A reconnect (or `after`) from before what retention kept: say where the stream starts now, as
                 # `list_session_events` does, rather than go on from there as if nothing were missing.
-                told = {"after": self.position, "first_id": first if first is not None else trimmed + 1}
+                told = {"after": self.position, "first_id": first}
                 if not await self._send(send, f"event: trimmed\ndata: {json.dumps(told)}\n\n"):
                     return False
             last_sent = time.monotonic()

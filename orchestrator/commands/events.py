@@ -48,7 +48,7 @@ async def list_session_events(platform: CommandContext, req: ListSessionEvents) 
     trimmed, first = await platform.store.stream_start(req.session_id)
     if (req.after or 0) < trimmed:
         # Events after `after` were deleted: the whole stream now starts here.
-        reply["first_id"] = first if first is not None else trimmed + 1
+        reply["first_id"] = first
     return reply
 
 
@@ -56,9 +56,8 @@ async def refuse_trimmed(platform: CommandContext, session_id: str, event_id: in
     """Raise `past_retention` when retention deleted the session's events up to `event_id` or past it."""
     trimmed, first = await platform.store.stream_start(session_id)
     if event_id <= trimmed:
-        starts = first if first is not None else trimmed + 1
         raise CommandError(
             "past_retention",
             f"{field}: retention deleted session {session_id!r}'s events up to {trimmed};"
-            f" its stream now starts at {starts}",
+            f" its stream now starts at {first}",
         )

@@ -33,9 +33,10 @@ class TemplateError(Exception):
         self.path = path
 
 
-# What each root of a batch's context holds (None: any path below it).
-CONTEXT_FIELDS: dict[str, dict[str, bool] | None] = {
-    # a field's flag: whether paths go on below it
+# The roots of a batch's context that are envelopes (the last event, and its item): judged by `envelope_paths`.
+ENVELOPE_ROOTS = ("event", "item")
+# What each other root holds, and for each field whether paths go on below it.
+CONTEXT_FIELDS: dict[str, dict[str, bool]] = {
     "batch": {
         "events": True,
         "messages": True,
@@ -48,8 +49,6 @@ CONTEXT_FIELDS: dict[str, dict[str, bool] | None] = {
     },
     "listener": {"name": False, "version": False},
     "session": {"id": False, "alias": False},
-    "event": None,  # an envelope: judged by `envelope_paths`
-    "item": None,  # the last event's item: likewise
 }
 
 
@@ -81,14 +80,14 @@ def why_no_hole(
 ) -> str | None:
     """Why a template's `path` can never resolve in a batch of a listener on `types`, or None when it can."""
     root, _, rest = path.partition(".")
-    if root not in CONTEXT_FIELDS:
-        return f"a template's root is one of {', '.join(CONTEXT_FIELDS)}, not {root!r}"
     if root == "event":
         return why_unresolvable(rest, types, declared) if rest else None
     if root == "item":
-        return why_unresolvable(f"item.{rest}" if rest else "item", types, declared)
+        return why_unresolvable(path, types, declared)
+    if root not in CONTEXT_FIELDS:
+        return f"a template's root is one of {', '.join((*CONTEXT_FIELDS, *ENVELOPE_ROOTS))}, not {root!r}"
     fields = CONTEXT_FIELDS[root]
-    if not rest or fields is None:
+    if not rest:
         return None
     field, _, below = rest.partition(".")
     if field not in fields:

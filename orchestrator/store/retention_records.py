@@ -36,13 +36,14 @@ class RetentionRecords(PostgresStore):
         )
         return {"event_seconds": None, "closed_session_seconds": None} if row is None else dict(row)
 
-    async def stream_start(self, session_id: str) -> tuple[int, int | None]:
-        """How far the session's stream was trimmed (0: never), and the first event it keeps past that."""
+    async def stream_start(self, session_id: str) -> tuple[int, int]:
+        """How far the session's stream was trimmed (0: never), and where it starts now: the first event it keeps
+        past that, or the id after the trim when it keeps none."""
         found = await self.pool.fetchval("SELECT orchestrator_stream_start($1)", session_id)
         if found is None:
-            return 0, None
-        first = found.get("first_id")
-        return int(found["trimmed_through"]), None if first is None else int(first)
+            return 0, 1
+        trimmed, first = int(found["trimmed_through"]), found.get("first_id")
+        return trimmed, trimmed + 1 if first is None else int(first)
 
     async def events_kept(self, session_id: str, event_ids: list[int]) -> int:
         """How many of `event_ids` the session still keeps."""
