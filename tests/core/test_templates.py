@@ -12,7 +12,14 @@ from orchestrator.core.declaration import ListenerDeclaration, parse_declaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import message_of
 from orchestrator.core.limits import Limits
-from orchestrator.core.templates import TemplateError, batch_context, render, why_no_hole
+from orchestrator.core.templates import (
+    CONTEXT_FIELDS,
+    ENVELOPE_ROOTS,
+    TemplateError,
+    batch_context,
+    render,
+    why_no_hole,
+)
 
 POSTED: dict[str, Any] = {
     "id": 4,
@@ -177,3 +184,13 @@ def test_a_retry_of_no_attempts_is_refused_at_save_but_a_version_stored_with_one
     with pytest.raises(CommandError, match=r"listener\.retry\.attempts: 0 would repeat nothing"):
         parse_declaration(body, Limits())
     assert ListenerDeclaration.model_validate(body).retry is not None  # saved before the rule: still routed
+
+
+def test_what_the_save_check_takes_a_batchs_context_to_hold_is_what_a_batch_context_holds() -> None:
+    # The check at save lists the context's fields by hand: a field added to one and not the other would refuse
+    # a path that renders, or take one that never does.
+    context = _context([WRITTEN, POSTED], replay_of=2)
+    assert {root: set(fields) for root, fields in CONTEXT_FIELDS.items()} == {
+        root: set(context[root]) for root in CONTEXT_FIELDS
+    }
+    assert set(context) == {*CONTEXT_FIELDS, *ENVELOPE_ROOTS}
