@@ -2,8 +2,7 @@
 
 Owns the Temporal face of the lane driver (`orchestrator/lane_driver.py`): `orchestrator.fire`, the local
 activity a lane workflow steps its lane with; `orchestrator.run_ended`, which a run reports its own end with (see
-`workflows/run_end.py`), also called by the router's sweep for a run that closed without a word; and
-`orchestrator.lane_idle`, which writes a lane's `lane.idle` event.
+`workflows/run_end.py`); and `orchestrator.lane_idle`, which writes a lane's `lane.idle` event.
 """
 
 from __future__ import annotations
@@ -14,33 +13,22 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.activities.base import PlatformActivities
 from orchestrator.activities.writes import StoreWriter
 from orchestrator.core.errors import CommandError
 from orchestrator.core.lane_snapshot import LaneAddress
-from orchestrator.lane_driver import LaneDriver, TemporalStarter
+from orchestrator.executions import TemporalRuns
+from orchestrator.lane_driver import LaneDriver
 from orchestrator.nudges import Nudger
 from orchestrator.telemetry import METRICS
-from orchestrator.workflows.messages import RUN_MEMO, FireReport, FireRequest, IdleNotice, RunEnd, RunTag
+from orchestrator.workflows.messages import FireReport, FireRequest, IdleNotice, RunEnd
 from orchestrator.workflows.run_end import RUN_ENDED_ACTIVITY
 
 log = logging.getLogger(__name__)
 
 # Lanes whose next batch a worker reads while their run runs, at most: a thousand envelopes each.
 READ_AHEAD_LANES = 8
-
-# How a closed run's Temporal status reads as an execution's status.
-CLOSED_AS = {
-    WorkflowExecutionStatus.COMPLETED: "completed",
-    WorkflowExecutionStatus.FAILED: "failed",
-    WorkflowExecutionStatus.TIMED_OUT: "failed",
-    WorkflowExecutionStatus.CANCELED: "stopped",
-    WorkflowExecutionStatus.TERMINATED: "stopped",
-    WorkflowExecutionStatus.CONTINUED_AS_NEW: None,
-}
 
 
 class LaneActivities(PlatformActivities):
@@ -55,7 +43,7 @@ class LaneActivities(PlatformActivities):
         return LaneDriver(
             self.store.lanes,
             self.settings,
-            TemporalStarter(self.temporal, self.settings),
+            TemporalRuns(self.temporal, self.settings),
             StoreWriter(self.store, self.settings),
             Nudger(self.temporal, self.settings),
             self.registered_workflows,
@@ -86,42 +74,6 @@ class LaneActivities(PlatformActivities):
     @activity.defn(name=RUN_ENDED_ACTIVITY)
     async def run_ended(self, end: RunEnd) -> None:
         await self.driver.end(end.tag, end.status, end.error)
-
-    async def run_status(self, execution_id: str) -> str | None:
-        """A run's end as its execution's status, or None while it runs (the router's sweep asks)."""
-        assert self.temporal is not None
-        try:
-            status = (await self.temporal.get_workflow_handle(execution_id).describe()).status
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            return "stopped"  # gone from Temporal altogether (its retention passed)
-        if status is None or status == WorkflowExecutionStatus.RUNNING:
-            return None
-        return CLOSED_AS.get(status)
-
-    async def swept(self, row: dict[str, Any], status: str) -> None:
-        """The sweep's record of a run found closed: as if it had reported its end itself (its memo says how
-        its lane treats it)."""
-        tag = await self._tag(row)
-        await self.driver.end(tag, status, f"the run closed as {status} without reporting")
-
-    async def _tag(self, row: dict[str, Any]) -> RunTag:
-        """A run's memo, read back from Temporal; rebuilt from its record when Temporal has none."""
-        assert self.temporal is not None
-        try:
-            described = await self.temporal.get_workflow_handle(row["id"]).describe()
-            return await described.memo_value(RUN_MEMO, type_hint=RunTag)
-        except Exception:
-            return RunTag(
-                execution_id=row["id"],
-                session_id=row["session_id"],
-                workflow=row["workflow"],
-                run_key=row["run_key"],
-                listener=row["listener"],
-                lane=row["lane"],
-                depth=row["depth"],
-            )
 
     @activity.defn(name="orchestrator.lane_idle")
     async def lane_idle(self, notice: IdleNotice) -> None:

@@ -29,6 +29,7 @@ from orchestrator.core.schedule_spec import (
     WorkflowTarget,
     firing_key,
 )
+from orchestrator.crossings import crossing
 from orchestrator.executions import start_run
 from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 from orchestrator.workflows.schedule_fire import SCHEDULE_FIRE_ACTIVITY, ScheduleFiring, ScheduleRunResult
@@ -57,6 +58,7 @@ class ScheduleActivities(PlatformActivities):
                 result = await self._write(firing, definition.object_target(), scheduled_at)
             else:
                 result = await self._start(firing, definition.workflow_target(), scheduled_at)
+        crossing("schedule.performed")
         await self.store.record_schedule_run(
             firing.session_id,
             firing.alias,

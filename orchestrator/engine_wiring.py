@@ -18,10 +18,12 @@ from orchestrator.activities.lanes import LaneActivities
 from orchestrator.activities.schedules import ScheduleActivities
 from orchestrator.activities.session import SessionActivities
 from orchestrator.app_loader import UserApp
+from orchestrator.executions import TemporalRuns
 from orchestrator.platform import Platform
 from orchestrator.registry import WorkflowRegistry
 from orchestrator.retention import Retention
 from orchestrator.router import Router
+from orchestrator.run_sweep import RunSweep
 from orchestrator.workflows.lane import LaneWorkflow
 from orchestrator.workflows.schedule_fire import ScheduleFireWorkflow
 
@@ -64,8 +66,9 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
         temporal_client,
         platform.direct_url,
         platform.settings,
-        run_status=engine.run_status,
-        run_ended=engine.swept,
+        sweep=RunSweep(
+            platform.store.lanes, engine.driver, TemporalRuns(temporal_client, platform.settings), platform.settings
+        ),
     )
     return PlatformComponents(
         workflows=PLATFORM_WORKFLOWS,

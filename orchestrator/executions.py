@@ -2,19 +2,23 @@
 
 Owns the start of a run (a listener's batch, `start_execution`, a schedule's workflow target): the workflow
 is started by its execution id with the platform's memo (`RunTag`, so the run reports its own end, see
-`workflows/run_end.py`). `start_run` records it first with its `execution.started` event; a listener's run
-is recorded by its batch's record and its event by the batch's finish (`orchestrator/lane_driver.py`). A start
-asked again (an activity retried after its start went through) finds the run under its id, running or ended, and starts
-nothing: the id is never reused.
+`workflows/run_end.py`). `start_run` records it first with its `execution.started` event and the input it is
+started with; a listener's run is recorded by its batch's record and its event by the batch's finish
+(`orchestrator/lane_driver.py`). A start asked again (an activity retried after its start went through, the
+sweep starting a run whose start was lost: `orchestrator/run_sweep.py`) finds the run under its id, running or
+ended, and starts nothing: the id is never reused. `TemporalRuns` is Temporal's side of runs as the engine
+asks it: start one, and what Temporal says of one (`core/run_checks.py`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from datetime import UTC, datetime
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import (
     Priority,
     SearchAttributeKey,
@@ -24,9 +28,12 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.config import Settings
 from orchestrator.core.declaration import MAX_PRIORITY, MIN_PRIORITY
+from orchestrator.core.run_checks import Closed, Running, Unknown, Word
+from orchestrator.crossings import crossing
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.telemetry import METRICS
 from orchestrator.workflows.messages import RUN_MEMO, RunInput, RunTag
@@ -71,10 +78,13 @@ async def start_run(
         "batch": batch.model_dump(mode="json", exclude={"events", "messages"}) if tag.listener else None,
         "run_key": tag.run_key,
         "depth": tag.depth,
+        # What starts it again should this start be lost (the process dying right after the record).
+        "start_input": None if tag.listener else run_input.model_dump(mode="json"),
     }
     # Recorded before the start: a run may end (and record its end) before the call that started it returns,
     # and an end is recorded only over a start.
     first = await store.execution_started(record)
+    crossing("execution.recorded")
     await start_workflow_run(temporal, settings, tag, run_input, priority)
     if first and tag.listener is not None:
         commits = [datetime.fromisoformat(e["created_at"]) for e in batch.events if "created_at" in e]
@@ -100,3 +110,66 @@ async def start_workflow_run(
             request_eager_start=True,
             priority=priority,
         )
+
+
+# How a closed run's Temporal status reads as an execution's status (None: it continued as a run of its own).
+CLOSED_AS = {
+    WorkflowExecutionStatus.COMPLETED: "completed",
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.TIMED_OUT: "failed",
+    WorkflowExecutionStatus.CANCELED: "stopped",
+    WorkflowExecutionStatus.TERMINATED: "stopped",
+    WorkflowExecutionStatus.CONTINUED_AS_NEW: None,
+}
+# How long the namespace's retention is trusted before it is asked again.
+RETENTION_CACHE_SECONDS = 600.0
+
+
+class TemporalRuns:
+    """Runs on Temporal as the engine asks for them: started with the platform's memo and ids, and what Temporal
+    says of one (running, closed with a status, or unknown), with the memo it was started with."""
+
+    def __init__(self, temporal: Client, settings: Settings) -> None:
+        self.temporal, self.settings = temporal, settings
+        self._retention: tuple[float, float | None] | None = None
+
+    async def start(self, tag: RunTag, run_input: RunInput, priority: Priority) -> None:
+        await start_workflow_run(self.temporal, self.settings, tag, run_input, priority)
+
+    async def word(self, execution_id: str) -> tuple[Word, RunTag | None]:
+        """Temporal's word on a run, and its memo when it has one. Only NOT_FOUND is `Unknown`: any other error
+        says nothing of the run and is raised."""
+        try:
+            described = await self.temporal.get_workflow_handle(execution_id).describe()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return Unknown(), None
+        try:
+            tag: RunTag | None = await described.memo_value(RUN_MEMO, type_hint=RunTag)
+        except KeyError:
+            tag = None
+        status = described.status
+        if status is None or status == WorkflowExecutionStatus.RUNNING:
+            return Running(), tag
+        return Closed(CLOSED_AS.get(status)), tag
+
+    async def retention_seconds(self) -> float | None:
+        """How long the namespace keeps closed runs (asked every ten minutes; None: it would not say)."""
+        now = time.monotonic()
+        if self._retention is not None and now < self._retention[0]:
+            return self._retention[1]
+        try:
+            described = await self.temporal.workflow_service.describe_namespace(
+                DescribeNamespaceRequest(namespace=self.temporal.namespace)
+            )
+            ttl = described.config.workflow_execution_retention_ttl
+            seconds: float | None = (
+                ttl.ToTimedelta().total_seconds()
+                if described.config.HasField("workflow_execution_retention_ttl")
+                else None
+            )
+        except RPCError:
+            seconds = None
+        self._retention = (now + RETENTION_CACHE_SECONDS, seconds)
+        return seconds

@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 import asyncpg
 from opentelemetry import trace
-from temporalio.client import Client
 from temporalio.common import Priority
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -48,7 +47,8 @@ from orchestrator.core.lane_snapshot import (
 from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, step, take_of_claimed
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, render
-from orchestrator.executions import run_priority, start_workflow_run
+from orchestrator.crossings import crossing
+from orchestrator.executions import run_priority
 from orchestrator.store.connection import DATABASE_AWAY
 from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
@@ -142,16 +142,6 @@ class ActionWriter(Protocol):
 
 class LaneNudger(Protocol):
     async def nudge_quietly(self, address: LaneAddress, news: LaneNews) -> None: ...
-
-
-class TemporalStarter:
-    """Runs start on Temporal, with the platform's memo and ids (`executions.start_workflow_run`)."""
-
-    def __init__(self, temporal: Client, settings: Settings) -> None:
-        self.temporal, self.settings = temporal, settings
-
-    async def start(self, tag: RunTag, run_input: RunInput, priority: Priority) -> None:
-        await start_workflow_run(self.temporal, self.settings, tag, run_input, priority)
 
 
 class LaneDriver:
@@ -248,6 +238,7 @@ class LaneDriver:
                     snap = await self.lanes.snapshot(address)
                     continue
                 assert isinstance(recorded, Recorded)
+                crossing("batch.recorded")
                 batch_id = recorded.batch_id
                 drive.handed += recorded.granted
             snap = await self._act_and_finish(snap, take, batch_id, drive)
@@ -334,6 +325,7 @@ class LaneDriver:
                     failed_execution=self._failure_before(take, acted),
                 )
             )
+        crossing("batch.finished")
         drive.handed += finished.granted
         if outcome is not None:
             drive.outcomes.append(outcome)
@@ -433,6 +425,7 @@ class LaneDriver:
             key = f"{address.workflow_id}:{take.first_id}:{take.last_id}{suffix}"
             with caused_by(batch_cause(address, take)):
                 status, message = await self.writer.write(decl, address.session_id, context, take.depth + 1, key)
+            crossing("write.made")
             return Acted(status, message)
         except Exception as err:
             if transient(err):
@@ -486,6 +479,7 @@ class LaneDriver:
         )
         priority = run_priority(plan.priority, address.lane if plan.keyed else None)
         await self.starter.start(tag, run_input, priority)
+        crossing("run.started")
         if take.retry == 0:
             commits = [q.committed for q in take.entries]
             first = datetime.fromtimestamp(min(commits), UTC) if commits else None
@@ -530,6 +524,7 @@ class LaneDriver:
                 gave_up=decision is not None and decision.gave_up,
             )
         )
+        crossing("run_end.recorded")
         # A second report of the same end (the run's own, the sweep's) is no activity of its own.
         activity = {"activity": "run_end"} if ended.recorded else {}
         self.observed.log.info("run %s", status, extra={**fields, "status": status, **activity})

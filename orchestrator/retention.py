@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
+from orchestrator.crossings import crossing
 from orchestrator.store.connection import DATABASE_TROUBLE
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.telemetry import METRICS, log_fields
@@ -108,7 +109,9 @@ class Retention:
         passes; answer whether it is gone, and the rows deleted."""
         if self.temporal is None:
             return False, 0  # a door without Temporal: a worker ends its workflows
+        crossing("session.marked")
         await end_workflows(self.temporal, await self.store.session_workflows(session_id))
+        crossing("session.ended_on_temporal")
         deleted = 0
         while True:
             step = await self.store.purge_step(session_id, self.settings.retention.rows_per_statement)

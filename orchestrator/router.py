@@ -10,8 +10,8 @@ never holds an event: what is committed is queued, and a lane reads its events w
 
 The same loop keeps the lanes honest about what a crash may lose: every few seconds it nudges lanes whose
 events have waited past their window with nobody nudging them (a nudge lost with a worker, a lane
-terminated from outside), and asks Temporal about runs the records still call running (a run terminated
-from outside never reports its end).
+terminated from outside) or whose batch stayed claimed (its driver died before finishing it), and its run
+sweep (`run_sweep.py`) holds the runs the records still call running against what Temporal says of them.
 Each event written under a trace gets a `route` span in that trace.
 """
 
@@ -21,8 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import asyncpg
 from opentelemetry import trace
@@ -36,7 +35,9 @@ from orchestrator.core.declaration import (
 from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.core.routing import LaneDelivery, ListenerVersion, route, versions_by_name
+from orchestrator.crossings import crossing
 from orchestrator.nudges import Nudger
+from orchestrator.run_sweep import RunSweep
 from orchestrator.store.connection import DATABASE_TROUBLE
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.store.lane_store import LaneStore, QueuedLane, RouteNudge
@@ -63,11 +64,6 @@ RECONNECT_SECONDS = 1.0
 # Sessions routed at once by one worker; each round holds a pooled connection while it queues.
 CONCURRENT_ROUNDS = 4
 
-# The sweep's answer for a run found closed: its status, or None while it runs.
-RunStatus = Callable[[str], Awaitable[str | None]]
-# The record of a run's end (the engine's), called by the sweep for runs that ended without reporting.
-RunEnded = Callable[[dict[str, Any], str], Awaitable[None]]
-
 
 class Router:
     def __init__(
@@ -78,8 +74,7 @@ class Router:
         database_url: str,
         settings: Settings,
         *,
-        run_status: RunStatus | None = None,
-        run_ended: RunEnded | None = None,
+        sweep: RunSweep | None = None,
         poll_seconds: float = POLL_SECONDS,
         round_interval: float = ROUND_INTERVAL_SECONDS,
     ) -> None:
@@ -90,8 +85,7 @@ class Router:
         self.settings = settings
         self.poll_seconds = poll_seconds
         self.round_interval = round_interval
-        self.run_status = run_status
-        self.run_ended = run_ended
+        self.sweep = sweep
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         # Per session: when its last round ended, and how long its next waits after it.
@@ -131,7 +125,8 @@ class Router:
                             log.info("session %s drained and closed", closed, extra=log_fields(closed))
                     if now >= self._swept_at + min(SWEEP_SECONDS, self.settings.run_check_seconds):
                         self._swept_at = now
-                        await self._sweep_runs()
+                        if self.sweep is not None:
+                            await self.sweep.round()
                 except DATABASE_TROUBLE as err:
                     log.warning("the router lost the database (%s); trying again", err)
                     await self._after_failure(listen)
@@ -232,6 +227,7 @@ class Router:
                 span.end()
         if not routed.saved:
             return 0  # another worker routed them meanwhile
+        crossing("route.saved")
         # After the commit, so that a lane's step finds what it is nudged for. A nudge lost here (the router
         # dies) is found by the stale-lane poll, once the lane's window and a grace have passed.
         declarations = {d.listener: d.declaration for d in deliveries}
@@ -252,19 +248,6 @@ class Router:
         for stale in await self.lanes.stale_lanes():
             log.info("nudging lane %s again: its events waited past their window", stale.address.workflow_id)
             await self.nudger.nudge_quietly(stale.address, LaneNews(due_in=0.0))
-
-    async def _sweep_runs(self) -> None:
-        """Record the end of runs that closed without reporting it (terminated from outside, timed out)."""
-        if self.run_status is None or self.run_ended is None:
-            return
-        for row in await self.store.unchecked_runs(self.settings.run_check_seconds):
-            try:
-                status = await self.run_status(row["id"])
-                if status is not None:
-                    log.warning("run %s ended %s without reporting it", row["id"], status)
-                    await self.run_ended(row, status)
-            except Exception:
-                log.warning("could not look at run %s", row["id"], exc_info=True)
 
 
 def _news(nudge: RouteNudge, decl: ListenerDeclaration, now: float) -> LaneNews:

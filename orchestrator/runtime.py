@@ -33,6 +33,7 @@ from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp, load_app
 from orchestrator.client import api_url
 from orchestrator.config import Settings
+from orchestrator.crossings import install_from_environment
 from orchestrator.dev_log import activity_lines
 from orchestrator.dev_ports import PortTaken, plan_ports
 from orchestrator.dev_reload import ReloadingEngine, import_app
@@ -337,6 +338,8 @@ async def _run_worker_and_api(
     engine: ReloadingEngine | None = None,
 ) -> None:
     user_app = app if app is not None else UserApp(name="(none)")
+    # A fault a crash test asks for (ORCHESTRATOR_FAULTS): this process dies at that crossing.
+    install_from_environment()
     async with contextlib.AsyncExitStack() as stack:
         parts: dict[str, Callable[[], Awaitable[Any]]] = {}
         graceful: list[Callable[[], Awaitable[None]]] = []

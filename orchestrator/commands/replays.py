@@ -21,6 +21,7 @@ from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import listener_accepts
 from orchestrator.core.lane_keys import lane_key, lane_workflow_id
+from orchestrator.crossings import crossing
 from orchestrator.nudges import nudge_lanes
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, 
         source={"client": req.client} if req.client else None,
         data={"listener": req.listener, "lane": found["lane"], "batch": req.batch, "events": len(found["event_ids"])},
     )
+    crossing("replay.recorded")
     await nudge_lanes(platform.temporal, platform.settings, [lane])
     return {"replay": {"listener": req.listener, "lane": found["lane"], "replay_of": req.batch}, "event_id": audit.id}
 
@@ -133,6 +135,7 @@ async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
         source={"client": req.client} if req.client else None,
         data={"listener": req.listener, "after": req.after, "through": req.through, "events": handed},
     )
+    crossing("replay.recorded")
     await nudge_lanes(platform.temporal, platform.settings, asked)
     batches = sum(-(-len(ids) // size) for ids in lanes.values())
     return {"redelivered": {"listener": req.listener, "events": handed, "batches": batches}, "event_id": audit.id}

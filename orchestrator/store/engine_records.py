@@ -3,8 +3,8 @@
 Owns the engine's statements that are not the lane store's verbs (`lane_store.py`, `lanes_pg.py`): a stream's
 reads, the sessions the router is behind on, the executions and outcomes `list_executions` and
 `list_session_listeners` show (outcomes keep a per-status count beside the rows, so a session with thousands
-of batches answers at once), and the run sweep's question. Flow control's statements, the lanes' views, the
-keys' and retention's are mixed in from `flow_control.py`, `lane_views.py`, `keys.py` and `retention_records.py`.
+of batches answers at once). Flow control's statements, the lanes' views, the keys' and retention's are mixed
+in from `flow_control.py`, `lane_views.py`, `keys.py` and `retention_records.py`.
 """
 
 from __future__ import annotations
@@ -119,8 +119,8 @@ class EngineRecords(
     async def execution_started(self, record: dict[str, Any]) -> bool:
         """Record a run's start and its `execution.started` event, once per execution id (True: new)."""
         inserted = await self.pool.fetchval(
-            "INSERT INTO executions (id, session_id, workflow, listener, lane, batch, run_key, depth, cause)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (id) DO NOTHING RETURNING id",
+            "INSERT INTO executions (id, session_id, workflow, listener, lane, batch, run_key, depth, cause,"
+            " start_input) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING RETURNING id",
             record["execution_id"],
             record["session_id"],
             record["workflow"],
@@ -130,6 +130,7 @@ class EngineRecords(
             record.get("run_key"),
             record["depth"],
             current_cause(),
+            record.get("start_input"),
         )
         if inserted is None:
             return False
@@ -161,21 +162,3 @@ class EngineRecords(
             }
             for r in rows
         ]
-
-    # -- the run sweep ---------------------------------------------------------------------------------------
-
-    async def unchecked_runs(self, older_than_seconds: float, limit: int = 50) -> list[dict[str, Any]]:
-        """Executions still running by the records and not looked at for a while: looked at now, by one sweep.
-
-        A run terminated from outside (or timed out) never reports its end; the sweep asks Temporal.
-        """
-        rows = await self.pool.fetch(
-            "WITH due AS (SELECT id FROM executions WHERE status = 'running'"
-            " AND checked_at < clock_timestamp() - make_interval(secs => $1)"
-            " ORDER BY checked_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
-            " UPDATE executions x SET checked_at = clock_timestamp() FROM due WHERE x.id = due.id"
-            " RETURNING x.id, x.session_id, x.workflow, x.listener, x.lane, x.run_key, x.depth",
-            older_than_seconds,
-            limit,
-        )
-        return [dict(r) for r in rows]

@@ -22,6 +22,11 @@ from orchestrator.core.lane_snapshot import FETCH_EVENTS, LaneAddress, LaneSnaps
 from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
 from orchestrator.core.routing import LaneDelivery, own_silence
+from orchestrator.core.run_checks import RunRecord
+
+# How long an unfired lane may go unnudged past its window, or a batch stay claimed, before the router's poll
+# nudges its lane again (a nudge lost with a worker, a driver that died between a batch's record and its finish).
+STALE_GRACE_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -189,5 +194,16 @@ class LaneStore(Protocol):
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
         """Lanes with events waiting past their window and a grace with no nudge (a lost nudge, a terminated
-        lane), not blocked on slots: marked nudged now, by one caller each."""
+        lane), not blocked on slots, and lanes with a batch claimed for longer than the grace (its driver died
+        before finishing it): marked nudged now, by one caller each."""
+        ...
+
+    async def unsettled_runs(self, older_than_seconds: float, limit: int = 50) -> list[RunRecord]:
+        """Runs the records call running that nobody looked at for `older_than_seconds`: marked looked at now,
+        by one caller each, with what a start could be made from (`run_checks.RunRecord`)."""
+        ...
+
+    async def reopen_run(self, execution_id: str) -> LaneAddress | None:
+        """Claim again the finished batch of a run Temporal does not know, so its lane's next step starts it;
+        answer the lane (None: the run ended or holds no slot, nothing to reopen)."""
         ...

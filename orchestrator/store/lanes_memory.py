@@ -31,7 +31,9 @@ from orchestrator.core.lane_snapshot import (
     verdict_json,
     verdict_of,
 )
+from orchestrator.core.run_checks import RunRecord
 from orchestrator.store.lane_store import (
+    STALE_GRACE_SECONDS,
     Ended,
     Ending,
     Finished,
@@ -43,8 +45,6 @@ from orchestrator.store.lane_store import (
     Stale,
     StaleLane,
 )
-
-STALE_GRACE_SECONDS = 10.0
 
 
 @dataclass
@@ -151,6 +151,9 @@ class MemExecution:
     status: str = "running"
     error: str | None = None
     started_event_id: int | None = None
+    started_at: float = 0.0
+    checked_at: float = 0.0
+    start_input: dict[str, Any] | None = None
 
 
 class MemoryLaneStore:
@@ -170,6 +173,7 @@ class MemoryLaneStore:
         self.runs: dict[str, MemRun] = {}
         self.key_slots: dict[int, MemKeySlot] = {}
         self.replays: dict[int, tuple[int, tuple[int, ...], int | None]] = {}
+        self.replays_asked_at: dict[int, float] = {}
         self.executions: dict[str, MemExecution] = {}
         self.outcomes: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.receipts: dict[str, dict[str, Any]] = {}
@@ -233,6 +237,13 @@ class MemoryLaneStore:
         ).envelope()
         self.events[event_id] = MemEvent(event_id, session_id, envelope, committed, key)
         return event_id
+
+    def ask_replay(self, lane_id: int, event_ids: tuple[int, ...], replay_of: int | None) -> int:
+        """A batch asked for again (`replay_batch`, `redeliver`) for a lane: its replay's id."""
+        replay_id = self._next("replay")
+        self.replays[replay_id] = (lane_id, event_ids, replay_of)
+        self.replays_asked_at[replay_id] = self.now()
+        return replay_id
 
     def load(self, session_id: str, envelope: dict[str, Any], committed: float) -> None:
         """Put an event committed elsewhere into the session's stream with its own id and commit (a stored
@@ -483,6 +494,8 @@ class MemoryLaneStore:
                     },
                     run_key=take.run_key,
                     depth=take.depth + 1,
+                    started_at=now,
+                    checked_at=now,
                 )
         elif take.kind == "repeat":
             gone = self.runs.pop(take.run_key, None)
@@ -639,18 +652,91 @@ class MemoryLaneStore:
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
         now = self.now()
+        old = now - STALE_GRACE_SECONDS
+        claimed = {b.lane_id for b in self.batches.values() if b.state == "claimed" and b.created_at < old}
+        replayed = {r[0] for i, r in self.replays.items() if self.replays_asked_at.get(i, now) < old}
         found = []
         for lane in sorted(self.lanes.values(), key=lambda lane: lane.nudged_at):
-            if not self._waiting(lane) or lane.nudged_at >= now - (lane.window_seconds + STALE_GRACE_SECONDS):
-                continue
-            held = sum(1 for r in self.runs.values() if r.lane_id == lane.id)
-            if lane.run_slots is not None and held >= lane.run_slots:
-                continue
-            if lane.id in self.key_slots and not self.key_slots[lane.id].holding:
+            unfired = self._waiting(lane) and self._unnudged(lane, now, lane.window_seconds)
+            asked = lane.id in replayed and self._unnudged(lane, now, 0.0)
+            left = (unfired or asked) and not self._blocked(lane)
+            if not (left or (lane.id in claimed and self._unnudged(lane, now, 0.0))):
                 continue
             lane.nudged_at = now
-            oldest = min(i for i in lane.queue if i > lane.fired_through)
-            found.append(StaleLane(lane.address, max(now - self.events[oldest].committed, 0.0)))
+            waiting = [i for i in lane.queue if i > lane.fired_through]
+            age = now - self.events[min(waiting)].committed if waiting else 0.0
+            found.append(StaleLane(lane.address, max(age, 0.0)))
             if len(found) >= limit:
                 break
         return found
+
+    def _unnudged(self, lane: MemLane, now: float, window: float) -> bool:
+        return lane.nudged_at < now - (window + STALE_GRACE_SECONDS)
+
+    def _blocked(self, lane: MemLane) -> bool:
+        """Left to whoever frees the slot it waits for: its runs hold all of them, or it is queued for a key."""
+        held = sum(1 for r in self.runs.values() if r.lane_id == lane.id)
+        if lane.run_slots is not None and held >= lane.run_slots:
+            return True
+        return lane.id in self.key_slots and not self.key_slots[lane.id].holding
+
+    # -- the runs' crossing to Temporal ---------------------------------------------------------------------
+
+    def record_execution(self, execution: MemExecution) -> bool:
+        """A run of no lane recorded before its start (`start_run`): True when new."""
+        if execution.id in self.executions:
+            return False
+        now = self.now()
+        execution.started_at = execution.checked_at = now
+        self.executions[execution.id] = execution
+        self._started(execution)
+        return True
+
+    def _run_batch(self, execution_id: str) -> MemBatch | None:
+        run = next((r for r in self.runs.values() if r.execution_id == execution_id), None)
+        original = None if run is None else self.batches.get(run.batch_id)
+        if run is None or original is None:
+            return None
+        return next(
+            (
+                b
+                for b in self.batches.values()
+                if (b.lane_id, b.first_id, b.replay, b.retry)
+                == (original.lane_id, original.first_id, original.replay, run.retry)
+            ),
+            None,
+        )
+
+    async def unsettled_runs(self, older_than_seconds: float, limit: int = 50) -> list[RunRecord]:
+        now = self.now()
+        due = sorted(
+            (x for x in self.executions.values() if x.status == "running" and x.checked_at < now - older_than_seconds),
+            key=lambda x: x.checked_at,
+        )[:limit]
+        found = []
+        for x in due:
+            x.checked_at = now
+            batch = self._run_batch(x.id)
+            found.append(
+                RunRecord(
+                    execution_id=x.id,
+                    session_id=x.session_id,
+                    workflow=x.workflow,
+                    listener=x.listener,
+                    lane=x.lane,
+                    run_key=x.run_key,
+                    depth=x.depth,
+                    age_seconds=now - x.started_at,
+                    batch=None if batch is None else ("claimed" if batch.state == "claimed" else "done"),
+                    start_input=x.start_input,
+                )
+            )
+        return found
+
+    async def reopen_run(self, execution_id: str) -> LaneAddress | None:
+        execution = self.executions.get(execution_id)
+        batch = self._run_batch(execution_id)
+        if execution is None or execution.status != "running" or batch is None:
+            return None
+        batch.state = "claimed"
+        return self.lanes[batch.lane_id].address

@@ -30,7 +30,9 @@ from orchestrator.core.lane_snapshot import (
     verdict_json,
     verdict_of,
 )
+from orchestrator.core.run_checks import RunRecord
 from orchestrator.store.lane_store import (
+    STALE_GRACE_SECONDS,
     Ended,
     Ending,
     Finished,
@@ -43,9 +45,6 @@ from orchestrator.store.lane_store import (
     StaleLane,
 )
 from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE
-
-# How long an unfired lane may go unnudged past its window before the router's poll nudges it again.
-STALE_GRACE_SECONDS = 10.0
 
 
 def queued_of(row: Mapping[str, Any]) -> Queued:
@@ -374,12 +373,21 @@ class PgLaneStore:
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
         rows = await self.pool.fetch(
-            "WITH stale AS (SELECT id FROM lanes l WHERE routed_through > fired_through"
-            " AND nudged_at < clock_timestamp() - make_interval(secs => window_seconds + $1)"
+            "WITH stale AS (SELECT id FROM lanes l WHERE ("
+            # Events waiting past the window and the grace, or a replay asked for past the grace, with no nudge.
+            "  ((routed_through > fired_through"
+            "    AND nudged_at < clock_timestamp() - make_interval(secs => window_seconds + $1))"
+            "   OR (nudged_at < clock_timestamp() - make_interval(secs => $1) AND l.id IN ("
+            "    SELECT p.lane_id FROM replays p"
+            "    WHERE p.requested_at < clock_timestamp() - make_interval(secs => $1))))"
             # Left to whoever frees the slot it waits for: its runs hold all of them, or it is queued for a key.
-            " AND NOT (run_slots IS NOT NULL"
-            "  AND (SELECT count(*) FROM lane_runs r WHERE r.lane_id = l.id) >= run_slots)"
-            " AND NOT EXISTS (SELECT 1 FROM key_slots k WHERE k.lane_id = l.id AND NOT k.holding)"
+            "  AND NOT (run_slots IS NOT NULL"
+            "   AND (SELECT count(*) FROM lane_runs r WHERE r.lane_id = l.id) >= run_slots)"
+            "  AND NOT EXISTS (SELECT 1 FROM key_slots k WHERE k.lane_id = l.id AND NOT k.holding)"
+            # A batch its driver left claimed (it died between the record and the finish): the step finishes it.
+            " ) OR (nudged_at < clock_timestamp() - make_interval(secs => $1) AND l.id IN ("
+            "  SELECT b.lane_id FROM batches b WHERE b.state = 'claimed'"
+            "  AND b.created_at < clock_timestamp() - make_interval(secs => $1)))"
             " ORDER BY nudged_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
             " UPDATE lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
             " RETURNING l.session_id, l.listener, l.lane, l.workflow_id,"
@@ -396,6 +404,28 @@ class PgLaneStore:
             )
             for r in rows
         ]
+
+    async def unsettled_runs(self, older_than_seconds: float, limit: int = 50) -> list[RunRecord]:
+        rows = await self.pool.fetch("SELECT * FROM orchestrator_unsettled_runs($1, $2)", older_than_seconds, limit)
+        return [
+            RunRecord(
+                execution_id=r["id"],
+                session_id=r["session_id"],
+                workflow=r["workflow"],
+                listener=r["listener"],
+                lane=r["lane"],
+                run_key=r["run_key"],
+                depth=int(r["depth"]),
+                age_seconds=float(r["age"]),
+                batch=r["batch_state"],
+                start_input=r["start_input"],
+            )
+            for r in rows
+        ]
+
+    async def reopen_run(self, execution_id: str) -> LaneAddress | None:
+        address = await self.pool.fetchval("SELECT orchestrator_reopen_run($1)", execution_id)
+        return None if address is None else _address(address)
 
 
 __all__ = ["PgLaneStore", "execution_id_of"]

@@ -234,8 +234,7 @@ class LaneMachine(RuleBasedStateMachine):
     def replay_a_batch(self, index: int) -> None:
         own = sorted((b for b in self.store.batches.values() if b.retry == 0 and b.replay == 0), key=lambda b: b.id)
         batch = own[index % len(own)]
-        replay_id = self.store._next("replay")
-        self.store.replays[replay_id] = (batch.lane_id, batch.event_ids, batch.first_id)
+        self.store.ask_replay(batch.lane_id, batch.event_ids, batch.first_id)
 
     @rule()
     def continue_as_new(self) -> None:

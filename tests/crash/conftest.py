@@ -181,7 +181,7 @@ class Workers:
         self.log_dir = log_dir
         self.started: list[WorkerProcess] = []
 
-    def env(self) -> dict[str, str]:
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ)
         env.update(
             {
@@ -195,13 +195,15 @@ class Workers:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        env.update(extra or {})
         return env
 
-    async def start(self) -> WorkerProcess:
+    async def start(self, env: dict[str, str] | None = None) -> WorkerProcess:
+        """A worker, ready; `env`: settings of its own (`ORCHESTRATOR_FAULTS` to make it die at a crossing)."""
         name = f"worker-{len(self.started) + 1}"
         log_path = self.log_dir / f"{name}.log"
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        process = self._spawn(log_path)
+        process = self._spawn(log_path, env)
         worker = WorkerProcess(name, process, log_path)
         self.started.append(worker)
         deadline = time.monotonic() + WORKER_READY_SECONDS
@@ -214,13 +216,13 @@ class Workers:
             await asyncio.sleep(0.1)
         raise AssertionError(f"{name} not ready within {WORKER_READY_SECONDS:.0f} s:\n{worker.log_tail()}")
 
-    def _spawn(self, log_path: Path) -> subprocess.Popen[bytes]:
+    def _spawn(self, log_path: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
         # Its own process group, so a kill reaches the worker and anything it started, and nothing else.
         with log_path.open("ab") as out:
             return subprocess.Popen(
                 [str(Path(sys.executable).parent / "orchestrator"), "worker", "--app", APP],
                 cwd=REPO,
-                env=self.env(),
+                env=self.env(env),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -506,8 +508,11 @@ async def explain_missing(database_url: str, temporal: TemporalClient, verdict: 
         ):
             lines.append(f"outcome naming a missing event: {dict(row)}")
         lanes = await conn.fetch(
-            "SELECT l.listener, l.lane, l.workflow_id, l.routed_through, l.fired_through, l.waiting_slot,"
-            " (SELECT array_agg(run_key || ' ' || state) FROM lane_runs r WHERE r.lane_id = l.id) AS runs"
+            "SELECT l.listener, l.lane, l.workflow_id, l.routed_through, l.fired_through,"
+            " (SELECT array_agg(r.execution_id || coalesce(' due ' || r.due_at::text, '')) FROM lane_runs r"
+            "  WHERE r.lane_id = l.id) AS runs,"
+            " (SELECT array_agg(b.first_id || ' ' || b.state) FROM batches b WHERE b.lane_id = l.id"
+            "  AND b.state = 'claimed') AS claimed"
             " FROM lanes l ORDER BY 1, 2"
         )
     finally:
