@@ -19,7 +19,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.crossings import FAULTS_VARIABLE, KILLED_STATUS
 from orchestrator.platform import Platform
-from tests.crash.conftest import DevServer, Workers, WorkerProcess, Workload, explain_missing, settle, temporal_client
+from tests.crash.conftest import DevServer, WorkerProcess, Workers, Workload, explain_missing, settle, temporal_client
 
 pytestmark = pytest.mark.devserver
 log = logging.getLogger(__name__)
