@@ -30,7 +30,7 @@ from orchestrator.core.schedule_spec import (
     firing_key,
 )
 from orchestrator.crossings import crossing
-from orchestrator.executions import start_run
+from orchestrator.executions import TemporalRuns, start_run
 from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 from orchestrator.workflows.schedule_fire import SCHEDULE_FIRE_ACTIVITY, ScheduleFiring, ScheduleRunResult
 
@@ -116,5 +116,5 @@ class ScheduleActivities(PlatformActivities):
         )
         # A retried firing whose run already ran finds it under its id: started once.
         tag = RunTag(execution_id=execution_id, session_id=session_id, workflow=target.workflow)
-        await start_run(self.temporal, self.store, self.settings, tag, run_input)
+        await start_run(TemporalRuns(self.temporal, self.settings), self.store, tag, run_input)
         return ScheduleRunResult(status="success", execution_id=execution_id)

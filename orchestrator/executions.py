@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -34,8 +33,6 @@ from orchestrator.config import Settings
 from orchestrator.core.declaration import MAX_PRIORITY, MIN_PRIORITY
 from orchestrator.core.run_checks import Closed, Running, Unknown, Word
 from orchestrator.crossings import crossing
-from orchestrator.store.engine_records import EngineRecords
-from orchestrator.telemetry import METRICS
 from orchestrator.workflows.messages import RUN_MEMO, RunInput, RunTag
 
 SESSION_ATTRIBUTE = SearchAttributeKey.for_keyword("OrchestratorSession")
@@ -56,39 +53,52 @@ def run_priority(priority: int | None, fairness_key: str | None) -> Priority:
     return Priority(priority_key=key, fairness_key=fairness_key)
 
 
+class RunStarter(Protocol):
+    async def start(self, tag: RunTag, run_input: RunInput, priority: Priority) -> None:
+        """Start a run (once, however often asked)."""
+        ...
+
+
+class ExecutionRecords(Protocol):
+    async def execution_started(self, record: dict[str, Any]) -> bool:
+        """Record a run's start and its `execution.started` event, once per execution id (True: new)."""
+        ...
+
+    async def execution_start_made(self, execution_id: str) -> None:
+        """The run's start was made: the input kept to start it again is let go."""
+        ...
+
+
 async def start_run(
-    temporal: Client,
-    store: EngineRecords,
-    settings: Settings,
+    runs: RunStarter,
+    records: ExecutionRecords,
     tag: RunTag,
     run_input: RunInput,
     priority: Priority = Priority.default,
 ) -> None:
-    """Record the start of `tag.workflow` as `tag.execution_id` and start it (once, however often this is asked).
+    """Record the start of a run of no lane (`start_execution`, a schedule's) as `tag.execution_id`, with the
+    input that starts it should this start be lost, start it (once, however often this is asked), and let the
+    input go: a record that still holds it is a start never known made (`core/run_checks.py`).
 
     Raises whatever Temporal raises when the start cannot be asked (the caller's retry asks again).
     """
-    batch = run_input.batch
     record: dict[str, Any] = {
         "execution_id": tag.execution_id,
         "session_id": tag.session_id,
         "workflow": tag.workflow,
-        "listener": tag.listener,
-        "lane": tag.lane,
-        "batch": batch.model_dump(mode="json", exclude={"events", "messages"}) if tag.listener else None,
+        "listener": None,
+        "lane": None,
+        "batch": None,
         "run_key": tag.run_key,
         "depth": tag.depth,
-        # What starts it again should this start be lost (the process dying right after the record).
-        "start_input": None if tag.listener else run_input.model_dump(mode="json"),
+        "start_input": run_input.model_dump(mode="json"),
     }
     # Recorded before the start: a run may end (and record its end) before the call that started it returns,
     # and an end is recorded only over a start.
-    first = await store.execution_started(record)
+    await records.execution_started(record)
     crossing("execution.recorded")
-    await start_workflow_run(temporal, settings, tag, run_input, priority)
-    if first and tag.listener is not None:
-        commits = [datetime.fromisoformat(e["created_at"]) for e in batch.events if "created_at" in e]
-        METRICS.run_started(tag.listener, min(commits, default=None), datetime.now(UTC))
+    await runs.start(tag, run_input, priority)
+    await records.execution_start_made(tag.execution_id)
 
 
 async def start_workflow_run(

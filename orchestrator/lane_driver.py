@@ -23,7 +23,6 @@ from typing import Any, Protocol
 
 import asyncpg
 from opentelemetry import trace
-from temporalio.common import Priority
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.causes import batch_cause, caused_by
@@ -48,7 +47,7 @@ from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, s
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, render
 from orchestrator.crossings import crossing
-from orchestrator.executions import run_priority
+from orchestrator.executions import RunStarter, run_priority
 from orchestrator.store.connection import DATABASE_AWAY
 from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
@@ -124,12 +123,6 @@ class Observed:
     metrics: Metrics = METRICS
     tracer: trace.Tracer = TRACER
     log: logging.Logger = log
-
-
-class RunStarter(Protocol):
-    async def start(self, tag: RunTag, run_input: RunInput, priority: Priority) -> None:
-        """Start a run (once, however often asked)."""
-        ...
 
 
 class ActionWriter(Protocol):
@@ -528,15 +521,19 @@ class LaneDriver:
         # A second report of the same end (the run's own, the sweep's) is no activity of its own.
         activity = {"activity": "run_end"} if ended.recorded else {}
         self.observed.log.info("run %s", status, extra={**fields, "status": status, **activity})
-        if not ended.recorded or tag.listener is None or tag.lane is None:
+        if tag.listener is None or tag.lane is None:
             return
         if decision is not None and decision.repeat_in is not None:
-            self.observed.metrics.retries_waiting.add(1, {"listener": tag.listener})
+            # Told again when the end was recorded before (a report that died after its record runs again): the
+            # lane learns of its repeat either way, at worst a little late.
+            if ended.recorded:
+                self.observed.metrics.retries_waiting.add(1, {"listener": tag.listener})
             own = LaneAddress(
                 tag.session_id, tag.listener, tag.lane, lane_workflow_id(tag.session_id, tag.listener, tag.lane)
             )
             await self.nudger.nudge_quietly(own, LaneNews(due_in=decision.repeat_in))
-        await self.hand_on(list(ended.drive))
+        if ended.recorded:
+            await self.hand_on(list(ended.drive))
 
     async def hand_on(self, lanes: list[LaneAddress]) -> None:
         """Drive the lanes a freed slot went to, here and now: whoever frees a slot takes what waits for it (act's

@@ -32,7 +32,8 @@ from orchestrator.core.run_checks import (
     check_run,
 )
 from orchestrator.crossings import crossing
-from orchestrator.lane_driver import LaneDriver, RunStarter
+from orchestrator.executions import RunStarter
+from orchestrator.lane_driver import LaneDriver
 from orchestrator.store.lane_store import LaneStore
 from orchestrator.workflows.messages import RunInput, RunTag
 
@@ -106,6 +107,7 @@ class RunSweep:
             log.warning("run %s was recorded and never started: starting it", record.execution_id)
             assert record.start_input is not None
             await self.temporal.start(tag_of(record), RunInput.model_validate(record.start_input), Priority.default)
+            await self.lanes.execution_start_made(record.execution_id)
         elif isinstance(check, Forget):
             log.warning("run %s: %s", record.execution_id, check.message)
             await self.driver.end(tag or tag_of(record), "stopped", check.message)

@@ -392,7 +392,7 @@ async def list_executions(platform: CommandContext, req: ListExecutions) -> dict
 async def start_execution(platform: CommandContext, req: StartExecution) -> dict[str, Any]:
     """Start a registered workflow in a session; its start and end are events like a listener's runs. A workflow
     no worker has registered lately is refused (`not_found`)."""
-    from orchestrator.executions import start_run
+    from orchestrator.executions import TemporalRuns, start_run
     from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 
     session = await platform.store.get_session(req.session_id)
@@ -421,5 +421,5 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
         execution_id=execution_id,
     )
     tag = RunTag(execution_id=execution_id, session_id=req.session_id, workflow=req.workflow)
-    await start_run(platform.temporal, platform.store, platform.settings, tag, run_input)
+    await start_run(TemporalRuns(platform.temporal, platform.settings), platform.store, tag, run_input)
     return {"execution": {"id": execution_id, "workflow": req.workflow}}

@@ -320,8 +320,14 @@ def take_of_claimed(snap: LaneSnapshot) -> Take:
     run_key = batch.run_key or run_key_of(snap.address.workflow_id, batch.first_id, batch.replay)
     kind: Kind = "repeat" if batch.retry else ("replay" if batch.replay else "batch")
     plan = run.plan if run is not None and isinstance(batch.verdict, Act) else None
-    # A batch keeps a run's key only when it planned one; with the run's slot gone, the run has ended.
-    ran = isinstance(batch.verdict, Act) and batch.run_key is not None and run is None
+    # A batch keeps a run's key only when it planned one. Its run has ended when the run's slot is gone, waits for
+    # a repeat (that attempt failed), or went on to a later attempt: then nothing is started again (a start of an
+    # ended run is refused by Temporal only while it remembers the run).
+    ran = (
+        isinstance(batch.verdict, Act)
+        and batch.run_key is not None
+        and (run is None or run.due_at is not None or run.retry != batch.retry)
+    )
     depth = plan.depth if plan is not None else depth_of(past.entries)
     return Take(
         kind=kind,

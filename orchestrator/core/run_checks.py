@@ -2,10 +2,12 @@
 
 Owns the one rule for the crossing between a run's record in PostgreSQL and its execution on Temporal: only
 Temporal's own word ends a run. A run is recorded before it is started (its batch's record, or `start_run`'s),
-so a record with no execution behind it is a start that was asked for and never made (the process died
-between the two): it has not started, and the sweep starts it, from its record, by its own id. Temporal
-forgets a closed run after its namespace's retention; a record older than that with no execution behind it
-is the one case settled otherwise, as ended, with a message that says so. Pure: the sweep brings the record,
+so a record with no execution behind it whose start was never made (the process died between the two) has not
+started, and the sweep starts it, from its record, by its own id. A start is known made when its lane's batch
+was finished, or, for a run of no lane, when its record let go of the input it keeps for a start. Temporal
+forgets a closed run after its namespace's retention: a record whose start was made, older than that, with no
+execution behind it, is the one case settled otherwise, as ended, with a message that says so. A lane's run
+younger than that (Temporal's data lost) is started again from its batch. Pure: the sweep brings the record,
 Temporal's answer and the clock (docs/decisions.md, "Two stores").
 """
 
@@ -26,7 +28,7 @@ class RunRecord:
 
     `batch`: the state of the lane batch that started it (`claimed`: its driver has not yet finished it;
     `done`: its start was made), None for a run of no lane (`start_execution`, a schedule's) or whose batch is
-    gone. `start_input`: what a run of no lane was started with, kept to start it again.
+    gone. `start_input`: what a run of no lane is started with, kept until its start is made.
     """
 
     execution_id: str
@@ -108,16 +110,16 @@ def check_run(record: RunRecord, word: Word, retention_seconds: float | None) ->
         return Leave() if word.status is None else RecordEnd(word.status)
     if record.batch == "claimed":
         return DriveLane()
-    if retention_seconds is not None and record.age_seconds > retention_seconds:
-        return Forget(
-            f"{FORGOTTEN}: recorded {record.age_seconds:.0f} s ago, longer than the namespace keeps closed runs"
-            f" ({retention_seconds:.0f} s), and its end was never recorded"
-        )
     if record.batch == "done":
+        if retention_seconds is not None and record.age_seconds > retention_seconds:
+            return Forget(
+                f"{FORGOTTEN}: started {record.age_seconds:.0f} s ago, longer than the namespace keeps closed runs"
+                f" ({retention_seconds:.0f} s), and its end was never recorded"
+            )
         return Reopen()
     if record.listener is None and record.start_input is not None:
         return StartAgain()
-    return Forget(f"{FORGOTTEN}: never started, and its record keeps nothing to start it from")
+    return Forget(f"{FORGOTTEN}: its start was made, and Temporal no longer knows it")
 
 
 __all__ = [

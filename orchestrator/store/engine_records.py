@@ -137,6 +137,9 @@ class EngineRecords(
         await self.pool.execute("SELECT orchestrator_execution_started($1)", record["execution_id"])
         return True
 
+    async def execution_start_made(self, execution_id: str) -> None:
+        await self.lanes.execution_start_made(execution_id)
+
     async def list_executions(
         self, session_id: str, listener: str | None, status: str | None, limit: int = 1000
     ) -> list[dict[str, Any]]:

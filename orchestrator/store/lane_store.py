@@ -194,13 +194,18 @@ class LaneStore(Protocol):
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
         """Lanes with events waiting past their window and a grace with no nudge (a lost nudge, a terminated
-        lane), not blocked on slots, and lanes with a batch claimed for longer than the grace (its driver died
-        before finishing it): marked nudged now, by one caller each."""
+        lane), or a replay asked for, not blocked on slots; and lanes with a batch claimed for longer than the
+        grace (its driver died before finishing it) or a repeat due for longer (its nudge lost with the report of
+        its run's end): marked nudged now, by one caller each."""
         ...
 
     async def unsettled_runs(self, older_than_seconds: float, limit: int = 50) -> list[RunRecord]:
         """Runs the records call running that nobody looked at for `older_than_seconds`: marked looked at now,
         by one caller each, with what a start could be made from (`run_checks.RunRecord`)."""
+        ...
+
+    async def execution_start_made(self, execution_id: str) -> None:
+        """A run of no lane started: the input its record kept to start it is let go (`executions.start_run`)."""
         ...
 
     async def reopen_run(self, execution_id: str) -> LaneAddress | None:

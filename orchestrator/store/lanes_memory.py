@@ -8,6 +8,7 @@ the caller's (`now`). Each verb runs whole, as a PostgreSQL statement does; noth
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -177,6 +178,8 @@ class MemoryLaneStore:
         self.executions: dict[str, MemExecution] = {}
         self.outcomes: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.receipts: dict[str, dict[str, Any]] = {}
+        # How often each run's slot was given back (by its run key): once, or the twin is wrong.
+        self.released: Counter[str] = Counter()
         self._ids = {"event": 0, "lane": 0, "batch": 0, "replay": 0, "order": 0}
 
     def _next(self, kind: str) -> int:
@@ -499,8 +502,10 @@ class MemoryLaneStore:
                 )
         elif take.kind == "repeat":
             gone = self.runs.pop(take.run_key, None)
-            if gone is not None and gone.batch_id in self.batches:
-                self.batches[gone.batch_id].released_at = now
+            if gone is not None:
+                self.released[gone.run_key] += 1
+                if gone.batch_id in self.batches:
+                    self.batches[gone.batch_id].released_at = now
         granted: tuple[LaneAddress, ...] = ()
         if take.key_slot == "give_back":
             granted = self._key_slot_freed(lane, key_max, self._waiting(lane))
@@ -553,6 +558,7 @@ class MemoryLaneStore:
             run = self.runs.get(take.run_key)
             if run is not None and run.execution_id == take.execution_id:
                 del self.runs[take.run_key]
+                self.released[run.run_key] += 1
                 if run.batch_id in self.batches:
                     self.batches[run.batch_id].released_at = self.now()
                 if take.plan is not None and take.plan.keyed:
@@ -592,6 +598,7 @@ class MemoryLaneStore:
                 run.due_at = self.now() + ending.repeat_in
             else:
                 del self.runs[run.run_key]
+                self.released[run.run_key] += 1
                 self.batches[run.batch_id].released_at = self.now()
                 waiting = self._waiting(lane) or any(r[0] == lane.id for r in self.replays.values())
                 if ending.keyed:
@@ -654,6 +661,7 @@ class MemoryLaneStore:
         now = self.now()
         old = now - STALE_GRACE_SECONDS
         claimed = {b.lane_id for b in self.batches.values() if b.state == "claimed" and b.created_at < old}
+        claimed |= {r.lane_id for r in self.runs.values() if r.due_at is not None and r.due_at < old}
         replayed = {r[0] for i, r in self.replays.items() if self.replays_asked_at.get(i, now) < old}
         found = []
         for lane in sorted(self.lanes.values(), key=lambda lane: lane.nudged_at):
@@ -682,15 +690,33 @@ class MemoryLaneStore:
 
     # -- the runs' crossing to Temporal ---------------------------------------------------------------------
 
-    def record_execution(self, execution: MemExecution) -> bool:
-        """A run of no lane recorded before its start (`start_run`): True when new."""
-        if execution.id in self.executions:
+    async def execution_started(self, record: dict[str, Any]) -> bool:
+        """A run of no lane recorded before its start (`executions.start_run`), with its `execution.started`:
+        True when new."""
+        if record["execution_id"] in self.executions:
             return False
         now = self.now()
-        execution.started_at = execution.checked_at = now
+        execution = MemExecution(
+            id=record["execution_id"],
+            session_id=record["session_id"],
+            workflow=record["workflow"],
+            listener=record["listener"],
+            lane=record["lane"],
+            batch=record["batch"],
+            run_key=record["run_key"],
+            depth=record["depth"],
+            started_at=now,
+            checked_at=now,
+            start_input=record.get("start_input"),
+        )
         self.executions[execution.id] = execution
         self._started(execution)
         return True
+
+    async def execution_start_made(self, execution_id: str) -> None:
+        execution = self.executions.get(execution_id)
+        if execution is not None:
+            execution.start_input = None
 
     def _run_batch(self, execution_id: str) -> MemBatch | None:
         run = next((r for r in self.runs.values() if r.execution_id == execution_id), None)

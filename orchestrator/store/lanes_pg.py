@@ -384,10 +384,13 @@ class PgLaneStore:
             "  AND NOT (run_slots IS NOT NULL"
             "   AND (SELECT count(*) FROM lane_runs r WHERE r.lane_id = l.id) >= run_slots)"
             "  AND NOT EXISTS (SELECT 1 FROM key_slots k WHERE k.lane_id = l.id AND NOT k.holding)"
-            # A batch its driver left claimed (it died between the record and the finish): the step finishes it.
+            # A batch its driver left claimed (it died between the record and the finish), or a failed run's repeat
+            # due (its nudge lost with the report of its end): the step finishes it, or starts the repeat.
             " ) OR (nudged_at < clock_timestamp() - make_interval(secs => $1) AND l.id IN ("
             "  SELECT b.lane_id FROM batches b WHERE b.state = 'claimed'"
-            "  AND b.created_at < clock_timestamp() - make_interval(secs => $1)))"
+            "  AND b.created_at < clock_timestamp() - make_interval(secs => $1)"
+            "  UNION ALL SELECT r.lane_id FROM lane_runs r"
+            "  WHERE r.due_at < clock_timestamp() - make_interval(secs => $1)))"
             " ORDER BY nudged_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
             " UPDATE lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
             " RETURNING l.session_id, l.listener, l.lane, l.workflow_id,"
@@ -422,6 +425,9 @@ class PgLaneStore:
             )
             for r in rows
         ]
+
+    async def execution_start_made(self, execution_id: str) -> None:
+        await self.pool.execute("UPDATE executions SET start_input = NULL WHERE id = $1", execution_id)
 
     async def reopen_run(self, execution_id: str) -> LaneAddress | None:
         address = await self.pool.fetchval("SELECT orchestrator_reopen_run($1)", execution_id)

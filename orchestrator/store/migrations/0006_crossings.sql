@@ -1,7 +1,8 @@
 -- The crossing between a run's record and its execution on Temporal (docs/decisions.md, "Two stores"): only
 -- Temporal's word ends a run, and a run the records call running that Temporal does not know is started from
--- its record. A lane's run starts from its batch (claimed again when its start was lost after its finish); a run
--- of no lane (`start_execution`, a schedule's workflow target) from the input it was started with, kept here.
+-- its record. A lane's run starts from its batch (claimed again when Temporal lost it after its finish); a run of
+-- no lane (`start_execution`, a schedule's workflow target) from the input it is started with, kept here until its
+-- start is made (so a record that still holds it is a start never known made).
 
 ALTER TABLE executions ADD COLUMN start_input jsonb;
 
