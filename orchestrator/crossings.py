@@ -30,6 +30,7 @@ POINTS: dict[str, str] = {
     "replay.recorded": "a replay or redelivery recorded; its lane not nudged",
     "session.marked": "a session marked for deletion; its lanes and runs not yet ended on Temporal",
     "session.ended_on_temporal": "a deleting session's workflows ended on Temporal; its rows not deleted",
+    "schedule.written": "a schedule's row written; its Temporal Schedule not created",
     "schedule.performed": "a schedule firing's write made or run started; its result not recorded",
 }
 

@@ -18,6 +18,7 @@ from orchestrator.activities.lanes import LaneActivities
 from orchestrator.activities.schedules import ScheduleActivities
 from orchestrator.activities.session import SessionActivities
 from orchestrator.app_loader import UserApp
+from orchestrator.commands.schedules import make_unmade_schedules
 from orchestrator.executions import TemporalRuns
 from orchestrator.platform import Platform
 from orchestrator.registry import WorkflowRegistry
@@ -66,6 +67,7 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
         temporal_client,
         platform.direct_url,
         platform.settings,
+        upkeep=[lambda: make_unmade_schedules(platform)],
         sweep=RunSweep(
             platform.store.lanes, engine.driver, TemporalRuns(temporal_client, platform.settings), platform.settings
         ),

@@ -58,6 +58,10 @@ class RunStarter(Protocol):
         """Start a run (once, however often asked)."""
         ...
 
+    async def stop(self, execution_id: str, reason: str) -> None:
+        """End a run from outside (nothing when it has ended or is not there)."""
+        ...
+
 
 class ExecutionRecords(Protocol):
     async def execution_started(self, record: dict[str, Any]) -> bool:
@@ -145,6 +149,13 @@ class TemporalRuns:
 
     async def start(self, tag: RunTag, run_input: RunInput, priority: Priority) -> None:
         await start_workflow_run(self.temporal, self.settings, tag, run_input, priority)
+
+    async def stop(self, execution_id: str, reason: str) -> None:
+        try:
+            await self.temporal.get_workflow_handle(execution_id).terminate(reason=reason)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
 
     async def word(self, execution_id: str) -> tuple[Word, RunTag | None]:
         """Temporal's word on a run, and its memo when it has one. Only NOT_FOUND is `Unknown`: any other error

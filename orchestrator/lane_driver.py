@@ -319,6 +319,10 @@ class LaneDriver:
                 )
             )
         crossing("batch.finished")
+        if acted.started and (finished.snapshot is None or finished.snapshot.session_status == "deleting"):
+            # Its session's deletion began after the batch's record and ended the session's runs before this one
+            # started: the run has no session left to act in.
+            await self.starter.stop(take.execution_id, "its session was deleted")
         drive.handed += finished.granted
         if outcome is not None:
             drive.outcomes.append(outcome)

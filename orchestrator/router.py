@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
 from opentelemetry import trace
@@ -75,6 +75,7 @@ class Router:
         settings: Settings,
         *,
         sweep: RunSweep | None = None,
+        upkeep: Sequence[Callable[[], Awaitable[object]]] = (),
         poll_seconds: float = POLL_SECONDS,
         round_interval: float = ROUND_INTERVAL_SECONDS,
     ) -> None:
@@ -86,6 +87,8 @@ class Router:
         self.poll_seconds = poll_seconds
         self.round_interval = round_interval
         self.sweep = sweep
+        # Run at every poll: what else recovers a crossing a dead process left half made (a schedule's).
+        self.upkeep = upkeep
         self._dirty: set[str] = set()
         self._wake = asyncio.Event()
         # Per session: when its last round ended, and how long its next waits after it.
@@ -121,6 +124,8 @@ class Router:
                         self._polled_at = now
                         self._dirty.update(await self.store.sessions_behind())
                         await self._nudge_stale_lanes()
+                        for task in self.upkeep:
+                            await task()
                         for closed in await self.store.close_drained_sessions():
                             log.info("session %s drained and closed", closed, extra=log_fields(closed))
                     if now >= self._swept_at + min(SWEEP_SECONDS, self.settings.run_check_seconds):

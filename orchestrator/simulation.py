@@ -63,6 +63,9 @@ class _Runs:
     async def start(self, tag: RunTag, run_input: RunInput, priority: Any) -> None:
         heapq.heappush(self.ends, (self.clock.t + self.seconds, len(self.ends), tag))
 
+    async def stop(self, execution_id: str, reason: str) -> None:
+        """Never asked: a simulation deletes no session."""
+
 
 class _Writes:
     async def write(self, decl: Any, session_id: str, context: Any, depth: int, key: str) -> tuple[str, None]:

@@ -63,6 +63,11 @@ class TemporalTwin:
         if fault == "after":
             raise StartFailed(f"start of {tag.execution_id} made, and its answer lost")
 
+    async def stop(self, execution_id: str, reason: str) -> None:
+        run = self.runs.get(execution_id)
+        if run is not None and run.closed is None:
+            self.close(execution_id, "stopped")
+
     def _check_lane(self, tag: RunTag) -> None:
         if tag.listener not in self.one_per_lane:
             return

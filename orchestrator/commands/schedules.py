@@ -11,6 +11,7 @@ again when Temporal refuses the schedule.
 from __future__ import annotations
 
 import contextlib
+import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -49,11 +50,16 @@ from orchestrator.core.schedule_spec import (
     schedule_id,
     schedule_timing,
 )
+from orchestrator.crossings import crossing
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
     from orchestrator.config import Settings
 
+log = logging.getLogger(__name__)
+
+# How long a schedule's row may wait for its Temporal Schedule before the upkeep makes it (its command died).
+UNMADE_GRACE_SECONDS = 10.0
 BODY_FIELDS = ("repeat", "start_date", "end_date", "invocation_target_type", "target", "origin")
 TIMING_FIELDS = ("repeat", "start_date", "end_date")
 # get_schedule shows this many of the next firing times Temporal has computed.
@@ -274,7 +280,7 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
     body = {name: getattr(req, name) for name in BODY_FIELDS}
     definition = parse_schedule(body, now=datetime.now(UTC))
     _check_target(platform, definition)
-    temporal = _temporal(platform)
+    _temporal(platform)
     sid = schedule_id(req.session_id, req.alias)
     stored = definition.model_dump(mode="json")
     if req.replace:
@@ -283,20 +289,48 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
                 platform, ScheduleRef(command="delete_schedule", session_id=req.session_id, alias=req.alias)
             )
     row = await platform.store.insert_schedule(req.session_id, req.alias, sid, stored, req.enabled)
-    schedule = temporal_schedule(platform, req.session_id, req.alias, schedule_timing(definition), req.enabled)
+    crossing("schedule.written")
     try:
-        try:
-            await temporal.create_schedule(sid, schedule)
-        except ScheduleAlreadyRunningError:
-            # Left behind by a schedule whose row is gone (the row is the truth): replace it.
-            await temporal.get_schedule_handle(sid).delete()
-            await temporal.create_schedule(sid, schedule)
+        await _make(platform, row, definition, replace_stray=True)
     except Exception as err:
         await platform.store.delete_schedule(req.session_id, req.alias)
         if isinstance(err, RPCError):
             raise _refused(err) from None
         raise
     return {"schedule": row}
+
+
+async def _make(
+    platform: CommandContext, row: dict[str, Any], definition: ScheduleDefinition, *, replace_stray: bool
+) -> None:
+    """Create a schedule's Temporal Schedule from its row, and mark the row made. One found under its id is
+    replaced when `replace_stray` (left behind by a schedule whose row is gone: the row is the truth), else it is
+    the one this row asked for, made before its mark."""
+    temporal = _temporal(platform)
+    sid = row["schedule_id"]
+    schedule = temporal_schedule(platform, row["session_id"], row["alias"], schedule_timing(definition), row["enabled"])
+    try:
+        await temporal.create_schedule(sid, schedule)
+    except ScheduleAlreadyRunningError:
+        if replace_stray:
+            await temporal.get_schedule_handle(sid).delete()
+            await temporal.create_schedule(sid, schedule)
+    await platform.store.schedule_made(row["session_id"], row["alias"])
+
+
+async def make_unmade_schedules(platform: CommandContext, older_than_seconds: float = UNMADE_GRACE_SECONDS) -> int:
+    """Make the Temporal Schedules of rows a process wrote and died before making (`create_schedule`'s crossing);
+    answers how many. Run by each worker's router every few seconds."""
+    made = 0
+    for row in await platform.store.unmade_schedules(older_than_seconds):
+        definition = ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields if k in row})
+        try:
+            await _make(platform, row, definition, replace_stray=False)
+        except RPCError as err:
+            log.warning("could not make the schedule %s: %s", row["schedule_id"], err)
+            continue
+        made += 1
+    return made
 
 
 @command(

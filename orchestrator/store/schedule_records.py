@@ -43,8 +43,8 @@ class ScheduleRecords(PostgresStore):
     ) -> dict[str, Any]:
         try:
             row = await self.pool.fetchrow(
-                f"INSERT INTO schedules (session_id, alias, schedule_id, body, enabled) VALUES ($1, $2, $3, $4, $5)"
-                f" RETURNING {_SCHEDULE_COLUMNS}",
+                "INSERT INTO schedules (session_id, alias, schedule_id, body, enabled, made)"
+                f" VALUES ($1, $2, $3, $4, $5, false) RETURNING {_SCHEDULE_COLUMNS}",
                 session_id,
                 alias,
                 schedule_id,
@@ -59,6 +59,22 @@ class ScheduleRecords(PostgresStore):
             raise CommandError("not_found", f"session_id: no session {session_id!r}") from None
         assert row is not None
         return _schedule_json(row)
+
+    async def schedule_made(self, session_id: str, alias: str) -> None:
+        """The schedule's Temporal Schedule exists: its row is made."""
+        await self.pool.execute(
+            "UPDATE schedules SET made = true WHERE session_id = $1 AND alias = $2", session_id, alias
+        )
+
+    async def unmade_schedules(self, older_than_seconds: float, limit: int = 50) -> list[dict[str, Any]]:
+        """Schedules written longer ago than `older_than_seconds` whose Temporal Schedule was never made."""
+        rows = await self.pool.fetch(
+            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE NOT made"
+            " AND created_at < clock_timestamp() - make_interval(secs => $1) ORDER BY created_at LIMIT $2",
+            older_than_seconds,
+            limit,
+        )
+        return [_schedule_json(r) for r in rows]
 
     async def find_schedule(self, session_id: str, alias: str) -> dict[str, Any] | None:
         row = await self.pool.fetchrow(

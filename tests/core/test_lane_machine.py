@@ -47,6 +47,9 @@ class Starts:
     async def start(self, tag: RunTag, run_input: RunInput, priority: Any) -> None:
         self.runs.setdefault(tag.execution_id, tag)
 
+    async def stop(self, execution_id: str, reason: str) -> None:
+        self.ended.add(execution_id)
+
     def running(self) -> list[RunTag]:
         return [t for i, t in sorted(self.runs.items()) if i not in self.ended]
 

@@ -57,8 +57,14 @@ ACTIONS = {
 STEPS = 160
 
 
+@dataclass
 class Writes:
+    """A write action's object written, by its key (the store's writes are idempotent by it)."""
+
+    written: Counter[str] = field(default_factory=Counter)
+
     async def write(self, decl: Any, session_id: str, context: Any, depth: int, key: str) -> tuple[str, None]:
+        self.written[key] += 1
         return "success", None
 
 
@@ -105,7 +111,10 @@ class World:
             "batch": {"window_seconds": self.rng.choice([0.0, 1.0]), "max_events": self.rng.choice([1, 3])},
             "action": {"type": "workflow", "workflow": "w"},
         }
-        if self.rng.random() < 0.5:
+        self.writes_objects = self.rng.random() < 0.2
+        if self.writes_objects:
+            body["action"] = {"type": "object", "alias": "out/view", "value": {"type": "view"}}
+        elif self.rng.random() < 0.5:
             body["retry"] = {"attempts": 2, "delay_seconds": 2}
         self.store.save_listener(body, effective_at=0.0)
         self.faults = Faults(random.Random(seed * 7 + 1), rate=self.rng.choice([0.05, 0.15, 0.3]))
@@ -131,6 +140,7 @@ class World:
         self.by_hand = 0
         # What the sweep did, by the kind of its check (RecordEnd, DriveLane, Reopen, Forget, ...).
         self.sweeps: Counter[str] = Counter()
+        self.writes = Writes()
         self.loop = asyncio.new_event_loop()
         self.restart()
 
@@ -139,7 +149,7 @@ class World:
     def restart(self) -> None:
         """A new process: the driver's memory (its reads ahead) is gone, the stores are not."""
         self.driver = LaneDriver(
-            self.store, self.settings, self.temporal, Writes(), self, read_ahead=self.rng.choice([0, 8])
+            self.store, self.settings, self.temporal, self.writes, self, read_ahead=self.rng.choice([0, 8])
         )
         self.sweep = RunSweep(self.store, self.driver, self.temporal, self.settings)
 
@@ -364,6 +374,15 @@ class World:
             assert set(taken) == self.routed.get(lane.id, set()), f"lane {lane.lane}: routed events not in a batch"
             assert all(n == 1 for n in taken.values()), f"lane {lane.lane}: an event in two batches"
         for batch in self.store.batches.values():
+            if self.writes_objects and batch.verdict is None:
+                lane = self.store.lanes[batch.lane_id]
+                key = f"{lane.workflow_id}:{batch.first_id}:{batch.last_id}" + (
+                    f":r{batch.replay}" if batch.replay else ""
+                )
+                assert self.writes.written[key] >= 1, f"seed {self.seed}: batch {batch.first_id}'s write never made"
+                outcome_key = f"{lane.lane}:{batch.first_id}:{batch.last_id}:{batch.retry}"
+                outcome = self.store.outcomes.get((lane.session_id, lane.listener, outcome_key))
+                assert outcome is not None and outcome["status"] == "success", f"seed {self.seed}: {outcome}"
             if batch.verdict is not None or batch.run_key is None:
                 continue
             execution_id = next(

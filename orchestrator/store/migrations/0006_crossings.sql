@@ -52,3 +52,8 @@ BEGIN
     RETURN orchestrator_lane_address(v_lane);
 END
 $$;
+
+-- A schedule's row is written before its Temporal Schedule is created, and marked made once it is: a row the
+-- process left unmade (it died between the two) is made by the workers' upkeep (`commands/schedules.py`). Rows
+-- from before this migration were made in the command that wrote them.
+ALTER TABLE schedules ADD COLUMN made boolean NOT NULL DEFAULT true;
