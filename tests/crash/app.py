@@ -97,7 +97,7 @@ class Tracked:
         if sleep > 0:
             await workflow.sleep(sleep)
         await workflow.execute_activity(
-            run_ended, run.execution_id, start_to_close_timeout=ACTIVITY_TIMEOUT, retry_policy=ACTIVITY_RETRY
+            run_ended, str(run.execution_id), start_to_close_timeout=ACTIVITY_TIMEOUT, retry_policy=ACTIVITY_RETRY
         )
         return "done"
 
