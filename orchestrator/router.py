@@ -4,9 +4,11 @@ Owns the path from the stream to the lanes. Each worker process runs one router.
 NOTIFY (one per committing session) and on a slow poll that catches anything a lost notification missed. A
 routing round for a session holds that session's position row (FOR UPDATE SKIP LOCKED), so exactly one
 worker routes a session at a time and a worker that dies mid-round gives the row back with its connection.
-A round reads the events after the position, matches them (`orchestrator.core.routing`), writes each
-lane's queue rows and saves the position in one transaction, then nudges the lanes that were empty. It
-never holds an event: what is committed is queued, and a lane reads its events when it fires.
+A round is one call (`orchestrator_route_page`, 0007_routing.sql): it reads a page of events after the
+position, matches them against every listener version by index probes and compiled checks (`core/rules.py`),
+writes each lane's queue rows and saves the position; no event crosses into Python. Then the router nudges the
+lanes that were empty. It never holds an event: what is committed is queued, and a lane reads its events when
+it fires.
 
 The same loop keeps the lanes honest about what a crash may lose: every few seconds it nudges lanes whose
 events have waited past their window with nobody nudging them (a nudge lost with a worker, a lane
@@ -24,7 +26,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import asyncpg
-from opentelemetry import trace
 from temporalio.client import Client
 
 from orchestrator.config import Settings
@@ -32,15 +33,14 @@ from orchestrator.core.declaration import (
     ListenerDeclaration,
     lane_timing,
 )
-from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
-from orchestrator.core.routing import LaneDelivery, ListenerVersion, route, versions_by_name
+from orchestrator.core.routing import ListenerVersion, versions_by_name
 from orchestrator.crossings import crossing
 from orchestrator.nudges import Nudger
 from orchestrator.run_sweep import RunSweep
 from orchestrator.store.connection import DATABASE_TROUBLE
 from orchestrator.store.engine_records import EngineRecords
-from orchestrator.store.lane_store import LaneStore, QueuedLane, RouteNudge
+from orchestrator.store.lane_store import LaneStore, RouteNudge, TracedEvent
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
 
 log = logging.getLogger(__name__)
@@ -212,42 +212,33 @@ class Router:
         return versions
 
     async def route_session(self, session_id: str) -> int:
-        """One round for one session; answers how many events it read (0 when another worker routed them)."""
-        listeners = await self._listeners()
-        position, events, traces = await self.lanes.unrouted(session_id, ROUND_EVENTS)
-        if not events:
+        """One round for one session; answers how many events it read (0 when another worker routes it now)."""
+        page = await self.lanes.route_page(session_id, ROUND_EVENTS, self.settings.limits.listener_parallel_runs)
+        if not page.read:
             return 0
-        deliveries = route([(e.envelope, e.created_at) for e in events], listeners)
-        spans = _route_spans(session_id, events, traces, deliveries)
-        try:
-            created = {e.id: e.created_at for e in events}
-            queued = [QueuedLane.of(session_id, d, created, self.settings.limits) for d in deliveries]
-            routed = await self.lanes.route(session_id, position, events[-1].id, queued)
-        except Exception as err:
-            for span in spans:
-                span.set_status(trace.StatusCode.ERROR, f"routing failed: {err}")
-            raise
-        finally:
-            for span in spans:
-                span.end()
-        if not routed.saved:
-            return 0  # another worker routed them meanwhile
         crossing("route.saved")
+        _route_spans(session_id, page.traced)
         # After the commit, so that a lane's step finds what it is nudged for. A nudge lost here (the router
         # dies) is found by the stale-lane poll, once the lane's window and a grace have passed.
-        declarations = {d.listener: d.declaration for d in deliveries}
+        nudges = [(n, await self._declaration(n.address.listener, n.version)) for n in page.nudges]
         await asyncio.gather(
-            *(
-                self.nudger.nudge_quietly(n.address, _news(n, declarations[n.address.listener], routed.now))
-                for n in routed.nudges
-            )
+            *(self.nudger.nudge_quietly(n.address, _news(n, decl, page.now)) for n, decl in nudges if decl is not None)
         )
-        for delivery in deliveries:
-            labels = {"listener": delivery.listener}
-            METRICS.events_routed.add(len(delivery.events), labels)
-            METRICS.lane_pending.add(len(delivery.events), {**labels, "lane": delivery.lane})
-        self.routed += len(events)
-        return len(events)
+        for listener, lane, events in page.lanes:
+            METRICS.events_routed.add(events, {"listener": listener})
+            METRICS.lane_pending.add(events, {"listener": listener, "lane": lane})
+        self.routed += page.read
+        return page.read
+
+    async def _declaration(self, name: str, version: int) -> ListenerDeclaration | None:
+        """A listener version's declaration, from the versions read (read again for one saved since)."""
+        for attempt in range(2):
+            found = next((v for v in (await self._listeners()).get(name, []) if v.version == version), None)
+            if found is not None:
+                return found.declaration
+            if attempt == 0:
+                self._versions = None
+        return None
 
     async def _nudge_stale_lanes(self) -> None:
         for stale in await self.lanes.stale_lanes():
@@ -267,31 +258,19 @@ def _news(nudge: RouteNudge, decl: ListenerDeclaration, now: float) -> LaneNews:
     )
 
 
-def _route_spans(
-    session_id: str, events: Sequence[Committed], traces: dict[int, str], deliveries: Sequence[LaneDelivery]
-) -> list[trace.Span]:
-    """A `route` span for each traced event, a child of its write's span, open until the round ends."""
-    if not traces:
-        return []
-    lanes: dict[int, int] = {}
-    for delivery in deliveries:
-        for envelope in delivery.events:
-            lanes[envelope["id"]] = lanes.get(envelope["id"], 0) + 1
-    spans = []
-    for event in events:
-        parent, _ = parent_and_links([traces.get(event.id)])
+def _route_spans(session_id: str, traced: Sequence[TracedEvent]) -> None:
+    """A `route` span for each traced event the round read, a child of its write's span."""
+    for event in traced:
+        parent, _ = parent_and_links([event.traceparent])
         if parent is None:
             continue
-        spans.append(
-            TRACER.start_span(
-                "route",
-                context=parent,
-                attributes={
-                    "orchestrator.session": session_id,
-                    "orchestrator.event_id": event.id,
-                    "orchestrator.event_type": event.type,
-                    "orchestrator.lanes": lanes.get(event.id, 0),
-                },
-            )
-        )
-    return spans
+        TRACER.start_span(
+            "route",
+            context=parent,
+            attributes={
+                "orchestrator.session": session_id,
+                "orchestrator.event_id": event.id,
+                "orchestrator.event_type": event.type,
+                "orchestrator.lanes": event.lanes,
+            },
+        ).end()

@@ -22,7 +22,7 @@ from orchestrator.core.paths import MISSING, canonical_json
 ONLY_LANE_KEY = "_"
 SHARED_LANE_KEY = "~"
 MAX_READABLE_KEY_CHARS = 100
-_READABLE_KEY = re.compile(r"^[A-Za-z0-9_./:@~-]+$")
+_READABLE_KEY = re.compile(r"[A-Za-z0-9_./:@~-]+")
 
 
 def key_text(value: Any) -> str:
@@ -44,7 +44,7 @@ def lane_key(concurrency: Concurrency, envelope: dict[str, Any]) -> str:
 
 def safe_key(key: str) -> str:
     """The key as it appears in a workflow id: itself when short and plain, else `#` and a sha256 prefix."""
-    if len(key) <= MAX_READABLE_KEY_CHARS and _READABLE_KEY.match(key):
+    if len(key) <= MAX_READABLE_KEY_CHARS and _READABLE_KEY.fullmatch(key):
         return key
     return "#" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import re
+from decimal import Decimal
 from typing import Any, Final, Literal
 
 _SEGMENT = r"[A-Za-z0-9_:@-]+"
@@ -63,5 +65,28 @@ def resolve(value: Any, path: str) -> Any | Missing:
 
 
 def canonical_json(value: Any) -> str:
-    """A value's identity as text: equal JSON values give equal text (keys sorted, compact)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """A value's identity as text: equal JSON values give equal text. Compact, keys sorted, and a number in
+    plain notation without trailing zeros (so 1 and 1.0, equal as JSON values, are one text: "1"), which is
+    also how the routing statement writes it (`orchestrator_canonical`, 0007_routing.sql)."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool) or value is None:
+        return "true" if value is True else "false" if value is False else "null"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _plain_number(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(canonical_json(str(k)) + ":" + canonical_json(value[k]) for k in sorted(value)) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(canonical_json(v) for v in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def _plain_number(number: float) -> str:
+    if not math.isfinite(number):
+        return json.dumps(number)
+    if number.is_integer():
+        return str(int(number))
+    text = format(Decimal(repr(number)), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -9,13 +9,11 @@ snapshot it was decided from and answers `Stale` when the lane moved on meanwhil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from orchestrator.core.declaration import WorkflowAction, effective_max_parallel, lane_run_slots, lane_timing
-from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import FETCH_EVENTS, LaneAddress, LaneSnapshot, Take
@@ -133,12 +131,14 @@ class QueuedLane:
 
 @dataclass(frozen=True)
 class RouteNudge:
-    """A lane the round found empty and now pending: its oldest and newest events' commits."""
+    """A lane the round found empty and now pending: its oldest and newest events' commits, and the listener
+    version whose timing says when its window closes."""
 
     address: LaneAddress
     oldest_at: float
     newest_id: int | None
     newest_at: float | None
+    version: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,6 +146,29 @@ class Routed:
     saved: bool
     now: float = 0.0
     nudges: tuple[RouteNudge, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class TracedEvent:
+    """An event a round read that was written under a trace: its round's span joins that trace."""
+
+    id: int
+    type: str
+    traceparent: str
+    lanes: int
+
+
+@dataclass(frozen=True)
+class RoutedPage:
+    """One routing round: how many events it read (0: none after the position, or `busy`: another router has the
+    session now), the lanes to nudge, how many events each lane got, and the traced events."""
+
+    read: int
+    busy: bool = False
+    now: float = 0.0
+    nudges: tuple[RouteNudge, ...] = ()
+    lanes: tuple[tuple[str, str, int], ...] = ()
+    traced: tuple[TracedEvent, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -183,13 +206,10 @@ class LaneStore(Protocol):
         """Record a run's end (once) and what it does to its slot."""
         ...
 
-    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Committed], dict[int, str]]:
-        """The router's position in the session's stream, the events after it (at most `limit`), and the
-        traceparents of those traced."""
-        ...
-
-    async def route(self, session_id: str, position: int, through: int, lanes: Sequence[QueuedLane]) -> Routed:
-        """Queue a round's events and move the position from `position` to `through`, or answer not saved."""
+    async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:
+        """One routing round: the events after the session's position (at most `limit`) matched against every
+        listener version in effect at their commit, queued into their lanes, the position moved past them.
+        `parallel_cap`: the deployment's `listener_parallel_runs`, which caps a lane's slots and key slots."""
         ...
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +32,8 @@ from orchestrator.core.lane_snapshot import (
     verdict_json,
     verdict_of,
 )
+from orchestrator.core.limits import Limits
+from orchestrator.core.routing import route, versions_by_name
 from orchestrator.core.run_checks import RunRecord
 from orchestrator.store.lane_store import (
     STALE_GRACE_SECONDS,
@@ -42,6 +44,7 @@ from orchestrator.store.lane_store import (
     QueuedLane,
     Recorded,
     Routed,
+    RoutedPage,
     RouteNudge,
     Stale,
     StaleLane,
@@ -656,6 +659,34 @@ class MemoryLaneStore:
                     RouteNudge(lane.address, self.events[oldest].committed, lane.newest_id or None, lane.newest_at)
                 )
         return Routed(True, now, tuple(nudges))
+
+    async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:
+        """The round as `orchestrator_route_page` takes it, with the core's `route` for the matching."""
+        position, events, _ = await self.unrouted(session_id, limit)
+        if not events:
+            return RoutedPage(0)
+        versions = versions_by_name(
+            {
+                "name": name,
+                "version": version,
+                "effective_at": datetime.fromtimestamp(effective_at, UTC).isoformat(),
+                "body": body,
+            }
+            for name, found in sorted(self.listeners.items())
+            for version, effective_at, body in found
+        )
+        deliveries = route([(e.envelope, e.created_at) for e in events], versions)
+        created = {e.id: e.created_at for e in events}
+        limits = Limits(listener_parallel_runs=parallel_cap)
+        queued = [QueuedLane.of(session_id, d, created, limits) for d in deliveries]
+        routed = await self.route(session_id, position, events[-1].id, queued)
+        by_lane = {(d.listener, d.lane): d.version for d in deliveries}
+        return RoutedPage(
+            read=len(events),
+            now=routed.now,
+            nudges=tuple(replace(n, version=by_lane[(n.address.listener, n.address.lane)]) for n in routed.nudges),
+            lanes=tuple(sorted((q.listener, q.lane, len(q.event_ids)) for q in queued)),
+        )
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
         now = self.now()

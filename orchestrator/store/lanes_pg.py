@@ -6,14 +6,14 @@ order, the checks a record makes over its snapshot) is written beside them in th
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import asyncpg
 
 from orchestrator.causes import batch_cause
 from orchestrator.core.declaration import ListenerDeclaration
-from orchestrator.core.events import Committed, envelope_of
+from orchestrator.core.events import envelope_of
 from orchestrator.core.lane_keys import execution_id_of
 from orchestrator.core.lane_snapshot import (
     FETCH_EVENTS,
@@ -37,14 +37,13 @@ from orchestrator.store.lane_store import (
     Ending,
     Finished,
     Finishing,
-    QueuedLane,
     Recorded,
-    Routed,
+    RoutedPage,
     RouteNudge,
     Stale,
     StaleLane,
+    TracedEvent,
 )
-from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE
 
 
 def queued_of(row: Mapping[str, Any]) -> Queued:
@@ -313,61 +312,27 @@ class PgLaneStore:
         answer = await self.pool.fetchval("SELECT orchestrator_run_end($1::jsonb)", body)
         return Ended(bool(answer["recorded"]), tuple(_address(a) for a in answer["drive"]))
 
-    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Committed], dict[int, str]]:
-        rows = await self.pool.fetch(
-            "SELECT c.routed_event_id AS position, u.* FROM routing_cursors c LEFT JOIN LATERAL ("
-            f" SELECT {EVENT_COLUMNS}, traceparent, {WHOLE_MESSAGE} FROM events e"
-            "  WHERE e.session_id = c.session_id AND e.id > c.routed_event_id ORDER BY e.id LIMIT $2) u ON true"
-            " WHERE c.session_id = $1",
-            session_id,
-            limit,
-        )
-        if not rows:
-            return 0, [], {}
-        position = int(rows[0]["position"])
-        found = [r for r in rows if r["id"] is not None]
-        return (
-            position,
-            [Committed(envelope_of(dict(r)), r["created_at"]) for r in found],
-            {r["id"]: r["traceparent"] for r in found if r["traceparent"]},
-        )
-
-    async def route(self, session_id: str, position: int, through: int, lanes: Sequence[QueuedLane]) -> Routed:
-        body = {
-            "session_id": session_id,
-            "from": position,
-            "through": through,
-            "lanes": [
-                {
-                    "listener": q.listener,
-                    "lane": q.lane,
-                    "workflow_id": q.workflow_id,
-                    "event_ids": q.event_ids,
-                    "through": max(q.event_ids),
-                    "window_seconds": q.declared.window_seconds,
-                    "run_slots": q.run_slots,
-                    "key_max": q.key_max,
-                    "idle": q.declared.idle_after_seconds is not None,
-                    "newest_id": q.newest_id or 0,
-                    "newest_at": None if q.newest_at is None else q.newest_at.isoformat(),
-                }
-                for q in lanes
-            ],
-        }
-        answer = await self.pool.fetchval("SELECT orchestrator_route($1::jsonb)", body)
-        if not answer["saved"]:
-            return Routed(False)
-        return Routed(
-            True,
-            float(answer["now"]),
-            tuple(
+    async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:
+        answer = await self.pool.fetchval("SELECT orchestrator_route_page($1, $2, $3)", session_id, limit, parallel_cap)
+        if not answer["read"]:
+            return RoutedPage(0, busy=bool(answer["busy"]))
+        return RoutedPage(
+            read=int(answer["read"]),
+            now=float(answer["now"]),
+            nudges=tuple(
                 RouteNudge(
                     address=LaneAddress(session_id, str(n["listener"]), str(n["lane"]), str(n["workflow_id"])),
                     oldest_at=float(n["oldest_at"]),
                     newest_id=int(n["newest_id"]) if n.get("newest_id") else None,
                     newest_at=None if n.get("newest_at") is None else float(n["newest_at"]),
+                    version=int(n["version"]),
                 )
                 for n in answer["nudges"]
+            ),
+            lanes=tuple((str(x["listener"]), str(x["lane"]), int(x["events"])) for x in answer["lanes"] or ()),
+            traced=tuple(
+                TracedEvent(int(t["id"]), str(t["type"]), str(t["traceparent"]), int(t["lanes"]))
+                for t in answer["traced"]
             ),
         )
 

@@ -24,6 +24,7 @@ from orchestrator.core.events import Committed, Event, envelope_of, preview
 from orchestrator.core.globs import compile_alias_glob, compile_type_glob
 from orchestrator.store import json_codec
 from orchestrator.store.connection import Connection
+from orchestrator.store.listener_rules import compile_missing_rules, save_rule
 from orchestrator.store.migrate import migrate
 from orchestrator.telemetry import current_traceparent
 
@@ -124,6 +125,8 @@ class PostgresStore:
         conn = await asyncpg.connect(direct_url or database_url)
         try:
             await migrate(conn)
+            await _init_connection(conn)
+            await compile_missing_rules(conn)
         finally:
             await conn.close()
         pool = await asyncpg.create_pool(
@@ -549,6 +552,7 @@ class PostgresStore:
                 version,
             )
             assert row is not None
+            await save_rule(conn, name, version, row["effective_at"], body)
             return _listener_json(row)
 
     async def get_listener(self, name: str) -> dict[str, Any]:

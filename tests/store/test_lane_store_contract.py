@@ -19,10 +19,8 @@ from orchestrator.core.lane_snapshot import ACT, Finish, LaneAddress, LaneSnapsh
 from orchestrator.core.lane_step import step, take_of_claimed
 from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
-from orchestrator.core.routing import route as route_events
-from orchestrator.core.routing import versions_by_name
 from orchestrator.platform import Platform
-from orchestrator.store.lane_store import Ending, Finishing, LaneStore, QueuedLane, Recorded, Stale
+from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.lanes_memory import MemoryLaneStore
 
 LIMITS = Limits(activation_delay_seconds=0)
@@ -135,12 +133,8 @@ def keyed(name: str = "k", max_parallel: int = 1) -> dict[str, Any]:
 
 
 async def route_all(world: World, session_id: str) -> Any:
-    """One routing round, as the router runs it: read after the position, match, queue."""
-    position, events, _ = await world.lanes.unrouted(session_id, 1000)
-    deliveries = route_events([(e.envelope, e.created_at) for e in events], versions_by_name(await world.versions()))
-    created = {e.id: e.created_at for e in events}
-    queued = [QueuedLane.of(session_id, d, created, LIMITS) for d in deliveries]
-    return await world.lanes.route(session_id, position, events[-1].id, queued)
+    """One routing round, as the router runs it."""
+    return await world.lanes.route_page(session_id, 1000, LIMITS.listener_parallel_runs)
 
 
 def address(session_id: str, name: str = "l", lane: str = "_") -> LaneAddress:
@@ -209,15 +203,16 @@ async def test_a_round_queues_its_events_and_answers_the_lanes_it_made_pending(w
     sid = await world.open_session()
     ids = [await world.write(sid, f"a/{n}") for n in range(3)]
     routed = await route_all(world, sid)
-    assert routed.saved and [n.address.workflow_id for n in routed.nudges] == [address(sid).workflow_id]
+    assert routed.read == 3 and [n.address.workflow_id for n in routed.nudges] == [address(sid).workflow_id]
+    assert routed.lanes == (("l", "_", 3),)
     snap = await snapshot(world, address(sid))
     assert [q.id for q in snap.waiting] == ids and snap.pending == 3
     assert snap.oldest_at == snap.waiting[0].committed and snap.newest_id == ids[-1]
-    # A lane with events waiting is not nudged again; a round over a position another moved is refused.
-    later = await world.write(sid, "a/3")
+    # A lane with events waiting is not nudged again; a round with nothing new reads nothing.
+    await world.write(sid, "a/3")
     again = await route_all(world, sid)
-    assert again.saved and again.nudges == ()
-    assert not (await world.lanes.route(sid, 0, later, [])).saved
+    assert again.read == 1 and again.nudges == ()
+    assert (await route_all(world, sid)).read == 0
 
 
 async def test_a_read_holds_at_most_what_a_batch_takes(world: World) -> None:

@@ -116,12 +116,10 @@ async def test_the_engine_takes_the_session_before_its_rows(platform: Platform, 
     if verb == "lane_record":
         statement, body = "SELECT orchestrator_lane_record($1::jsonb)", _record_body(session_id, lane_id, ids, "exe:r")
     else:
-        lane = {
-            "listener": "l", "lane": "k", "workflow_id": "w", "event_ids": ids, "through": ids[-1],
-            "window_seconds": 0, "run_slots": None, "newest_id": ids[-1], "newest_at": None, "idle": False,
-        }  # fmt: skip
-        route = {"session_id": session_id, "from": 0, "through": ids[-1], "lanes": [lane]}
-        statement, body = "SELECT orchestrator_route($1::jsonb)", route
+        await platform.store.pool.execute(
+            "UPDATE routing_cursors SET routed_event_id = 0 WHERE session_id = $1", session_id
+        )
+        statement, body = "SELECT orchestrator_route_page($1, 1000, 16)", session_id
     async with store.pool.acquire() as deletion:
         held = deletion.transaction()
         await held.start()

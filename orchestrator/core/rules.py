@@ -1,0 +1,176 @@
+"""A listener version compiled for routing in SQL: index probes that find it, and the checks that decide.
+
+Owns the translation of a declaration's filter, key and timing into values one static statement evaluates for
+every listener at once (`orchestrator_route_page`, 0007_routing.sql), with no SQL text per listener. The
+filter is inverted (SET-BASED.md): each version gets probe rows keyed by the literal head of its type globs
+and of its alias globs (`object.**` is found under `object`, `missions/*/meta` under `missions`), and by the
+value of one `eq` (or short `in`) condition, so an event finds only the listeners that could take it, whatever
+their number; then the full globs (as PostgreSQL regular expressions), the `where` conditions, the self-wake
+rule and the activation time decide. `route` (routing.py) is the same decision in Python, event by event: a
+differential test holds the two to one behaviour.
+
+A version whose probes would fan out past `MAX_PROBES` (many globs times many `in` values) is probed by fewer
+of its parts, never dropped: a coarser probe only lets more candidates reach the checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.core.declaration import ListenerDeclaration, WhereCondition, WorkflowAction
+from orchestrator.core.envelope_paths import SEED_PATHS
+
+# The most probe rows one version gets; past it the `eq` term, then the alias heads, are left out.
+MAX_PROBES = 256
+# An `in` condition probes by each of its values when it has at most this many.
+MAX_IN_PROBES = 16
+# The probe key of a version with no `eq` term: no event value is ever JSON null (null reads as missing).
+NO_EQ_PATH = ""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One index entry: the literal heads an event's type and alias (or a graph node) must start with, and the
+    value the event must hold at `eq_path` (NO_EQ_PATH: none)."""
+
+    type_head: str
+    alias_head: str
+    eq_path: str = NO_EQ_PATH
+    eq_value: Any = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A listener version as the routing statement reads it."""
+
+    name: str
+    version: int
+    type_res: tuple[str, ...] | None
+    alias_res: tuple[str, ...] | None
+    # `where`, each condition as {root, rest, op, value}: the envelope field its path starts in, the rest.
+    where: tuple[dict[str, Any], ...]
+    # Keyed: the key path split as the conditions' are, and how many alias segments it keeps.
+    key_root: str | None
+    key_rest: tuple[str, ...]
+    key_segments: int | None
+    window_seconds: float
+    idle: bool
+    # Runs a lane may hold as declared (None: a write action), and a keyed listener's key slots as declared;
+    # the routing statement caps both by the deployment's `listener_parallel_runs`.
+    slots: int | None
+    key_slots: int | None
+    probes: tuple[Probe, ...]
+
+
+def split_path(path: str) -> tuple[str, tuple[str, ...]]:
+    """An envelope path as (the field it starts in, the rest), the seed's spellings read as the envelope's."""
+    parts = SEED_PATHS.get(path, path).split(".")
+    return parts[0], tuple(parts[1:])
+
+
+def glob_regex(pattern: str, sep: str) -> str:
+    """A validated glob as an anchored PostgreSQL regular expression with `globs._compile`'s meaning: `*` one
+    segment, `**` any number of segments (zero too), `*` inside a segment any run of its characters."""
+    esc = "\\" + sep
+    one = f"[^{sep}]+"
+    segments: list[str] = []
+    for segment in pattern.split(sep):
+        if not (segment == "**" and segments and segments[-1] == "**"):
+            segments.append(segment)
+    parts: list[str] = []
+    needs_sep = False
+    for index, segment in enumerate(segments):
+        if segment == "**":
+            if len(segments) == 1:
+                parts.append(f"{one}(?:{esc}{one})*")
+            elif index == 0:
+                parts.append(f"(?:{one}{esc})*")
+                needs_sep = False
+                continue
+            else:
+                parts.append(f"(?:{esc}{one})*")
+        elif segment == "*":
+            parts.append((esc if needs_sep else "") + one)
+        else:
+            literal = f"[^{sep}]*".join(_escape(part) for part in segment.split("*"))
+            parts.append((esc if needs_sep else "") + literal)
+        needs_sep = True
+    return "^(?:" + "".join(parts) + ")$"
+
+
+def _escape(text: str) -> str:
+    """Every character not a letter or digit escaped: a literal in both Python's and PostgreSQL's syntax."""
+    return "".join(ch if ch.isalnum() and ch.isascii() else "\\" + ch for ch in text)
+
+
+def glob_head(pattern: str, sep: str) -> str:
+    """The literal segments a glob starts with, before its first wildcard: what an event's value must begin
+    with, segment for segment, to match it ('' when it starts with one)."""
+    head: list[str] = []
+    for segment in pattern.split(sep):
+        if "*" in segment:
+            break
+        head.append(segment)
+    return sep.join(head)
+
+
+def _heads(globs: Sequence[str] | None, sep: str) -> list[str]:
+    return [""] if globs is None else sorted({glob_head(g, sep) for g in globs})
+
+
+def _eq_term(where: Sequence[WhereCondition]) -> tuple[str, list[Any]] | None:
+    """The condition to probe by: the first `eq`, else the first `in` short enough (its path, its values)."""
+    for condition in where:
+        if condition.op == "eq":
+            return SEED_PATHS.get(condition.path, condition.path), [condition.value]
+    for condition in where:
+        if condition.op == "in" and 0 < len(condition.value) <= MAX_IN_PROBES:
+            return SEED_PATHS.get(condition.path, condition.path), list(condition.value)
+    return None
+
+
+def probes_of(decl: ListenerDeclaration) -> tuple[Probe, ...]:
+    flt = decl.filter
+    types, aliases = _heads(flt.types, "."), _heads(flt.aliases, "/")
+    term = _eq_term(flt.where)
+    if term is not None and len(types) * len(aliases) * len(term[1]) > MAX_PROBES:
+        term = None
+    if len(types) * len(aliases) > MAX_PROBES:
+        aliases = [""]
+    eqs: list[tuple[str, Any]] = [(NO_EQ_PATH, None)] if term is None else [(term[0], v) for v in term[1]]
+    found = [Probe(t, a, path, value) for t in types for a in aliases for path, value in eqs]
+    return tuple(p for i, p in enumerate(found) if p not in found[:i])
+
+
+def compile_rule(name: str, version: int, decl: ListenerDeclaration) -> Rule:
+    flt, concurrency = decl.filter, decl.concurrency
+    keyed = concurrency.mode == "keyed" and concurrency.key is not None
+    key_root, key_rest = split_path(concurrency.key) if keyed and concurrency.key else (None, ())
+    workflow = isinstance(decl.action, WorkflowAction)
+    slots = None
+    if workflow:
+        slots = concurrency.max_parallel if concurrency.mode == "parallel" else 1
+    return Rule(
+        name=name,
+        version=version,
+        type_res=None if flt.types is None else tuple(glob_regex(g, ".") for g in flt.types),
+        alias_res=None if flt.aliases is None else tuple(glob_regex(g, "/") for g in flt.aliases),
+        where=tuple(
+            {"root": root, "rest": list(rest), "op": c.op, "value": c.value}
+            for c in flt.where
+            for root, rest in [split_path(c.path)]
+        ),
+        key_root=key_root,
+        key_rest=key_rest,
+        key_segments=concurrency.key_segments if keyed else None,
+        window_seconds=decl.batch.window_seconds,
+        idle=decl.idle is not None,
+        slots=slots,
+        key_slots=concurrency.max_parallel if keyed and workflow else None,
+        probes=probes_of(decl),
+    )
+
+
+__all__ = ["MAX_PROBES", "NO_EQ_PATH", "Probe", "Rule", "compile_rule", "glob_head", "glob_regex", "split_path"]

@@ -1,0 +1,86 @@
+"""The listener versions compiled for routing, kept beside them (0007_routing.sql): written when a version is saved.
+
+Owns the rows `orchestrator_route_page` reads: each version's rule (`core/rules.compile_rule`), its probes, and
+the paths some version probes by. Derived data: a version saved before the rules existed is compiled by the
+first process that opens the store (`compile_missing_rules`); a rule is written once, with its version.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.rules import NO_EQ_PATH, compile_rule, split_path
+
+Conn = asyncpg.Connection | PoolConnectionProxy
+
+
+async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime, body: Any) -> None:
+    """Compile a version and write its rule and probes (in the caller's transaction), once; then every version of
+    the listener hands over to the next at that one's `effective_at`."""
+    rule = compile_rule(name, version, ListenerDeclaration.model_validate(body))
+    written = await conn.fetchval(
+        "INSERT INTO listener_rules (name, version, effective_at, type_res, alias_res, where_conds, key_root,"
+        " key_rest, key_segments, window_seconds, idle, slots, key_slots)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+        " ON CONFLICT (name, version) DO NOTHING RETURNING 1",
+        name,
+        version,
+        effective_at,
+        None if rule.type_res is None else list(rule.type_res),
+        None if rule.alias_res is None else list(rule.alias_res),
+        list(rule.where),
+        rule.key_root,
+        list(rule.key_rest),
+        rule.key_segments,
+        rule.window_seconds,
+        rule.idle,
+        rule.slots,
+        rule.key_slots,
+    )
+    if written is None:
+        return
+    # A version with no `eq` term probes with JSON null, which no event's value ever is (null reads as missing).
+    probes = rule.probes
+    await conn.execute(
+        "INSERT INTO listener_probes (name, version, type_head, alias_head, eq_path, eq_value)"
+        " SELECT $1, $2, t, a, p, v::jsonb FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS x(t, a, p, v)",
+        name,
+        version,
+        [p.type_head for p in probes],
+        [p.alias_head for p in probes],
+        [p.eq_path for p in probes],
+        # As JSON text: a list value would read as a dimension of the array.
+        [json.dumps(p.eq_value) for p in probes],
+    )
+    paths = sorted({p.eq_path for p in probes if p.eq_path != NO_EQ_PATH})
+    for path in paths:
+        root, rest = split_path(path)
+        await conn.execute(
+            "INSERT INTO listener_probe_paths (path, root, rest) VALUES ($1, $2, $3) ON CONFLICT (path) DO NOTHING",
+            path,
+            root,
+            list(rest),
+        )
+    await conn.execute(
+        "UPDATE listener_rules r SET effective_until = (SELECT min(w.effective_at) FROM listener_rules w"
+        " WHERE w.name = r.name AND w.version > r.version) WHERE r.name = $1",
+        name,
+    )
+
+
+async def compile_missing_rules(conn: asyncpg.Connection) -> int:
+    """Compile every saved version that has no rule yet (saved before rules were kept); answers how many."""
+    rows = await conn.fetch(
+        "SELECT v.name, v.version, v.effective_at, v.body FROM listener_versions v"
+        " LEFT JOIN listener_rules r USING (name, version) WHERE r.name IS NULL ORDER BY v.name, v.version"
+    )
+    for row in rows:
+        async with conn.transaction():
+            await save_rule(conn, row["name"], row["version"], row["effective_at"], row["body"])
+    return len(rows)

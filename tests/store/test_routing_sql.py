@@ -1,0 +1,260 @@
+"""Routing in SQL against routing in Python: the same lanes, the same keys, the same verdicts.
+
+Generated listeners (type and alias globs, `where` with every op, keyed on paths into every part of the
+envelope, versions taking effect later) and generated events (objects, thread items with whole messages, app
+events with data of every JSON kind, graph changes, executions, a listener's own writes and its own lane's
+silence) go through `orchestrator_route_page` on a real PostgreSQL; the same events, read back as the
+envelopes the engine reads, go through the core's `route`. Each (listener, lane) must get exactly the same
+events, and each lane the workflow id `lane_workflow_id` gives it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.events import Committed, envelope_of
+from orchestrator.core.lane_keys import lane_workflow_id
+from orchestrator.core.routing import route, versions_by_name
+from orchestrator.platform import Platform
+from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, PostgresStore
+
+TYPE_GLOBS = ["object.**", "object.written", "object.*", "*.written", "thread.item_posted", "app.*", "app.**", "**",
+              "graph.changed", "lane.idle", "execution.*", "ap*.thing"]  # fmt: skip
+ALIAS_GLOBS = ["a/**", "a/*", "a/b", "*/b", "**/c", "a/*/c", "x*", "a/b*", "**", "a.b/**", "n*"]
+PATHS = ["alias", "object.alias", "type", "data.n", "data.s", "data.l", "data.o", "data.l.0", "data.o.k",
+         "source.client", "source.listener", "item.role", "item.type", "item.message", "item.message.k", "depth",
+         "actor.key", "actor.listener", "data.missing", "execution.status", "graph.nodes.0", "id",
+         "session_id"]  # fmt: skip
+KEY_PATHS = ["alias", "data.n", "data.s", "data.o", "data.l", "item.role", "data.missing", "item.message", "depth"]
+SCALARS = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from([1.0, 1.5, -0.0, 2.25, 1e20, 1e-7, 0.1]),
+    st.booleans(),
+    st.sampled_from(["", "a", "b", "é", "a/b/c", "A", "10", "2"]),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["k", "j", "é"]), inner, max_size=2)
+    ),
+    max_leaves=4,
+)
+
+
+def conditions() -> st.SearchStrategy[dict[str, Any]]:
+    def one(path: str, op: str) -> st.SearchStrategy[dict[str, Any]]:
+        if op == "exists":
+            value: st.SearchStrategy[Any] = st.booleans()
+        elif op in ("in", "not_in"):
+            value = st.lists(st.one_of(SCALARS, st.none()), min_size=0, max_size=3)
+        elif op in ("gt", "gte", "lt", "lte"):
+            value = st.one_of(st.integers(-3, 3), st.sampled_from([1.5, 0.1]), st.sampled_from(["", "a", "b", "é"]))
+        else:
+            value = VALUES
+        return value.map(lambda v: {"path": path, "op": op, "value": v})
+
+    ops = ["eq", "neq", "in", "not_in", "exists", "gt", "gte", "lt", "lte"]
+    return st.tuples(st.sampled_from(PATHS), st.sampled_from(ops)).flatmap(lambda t: one(*t))
+
+
+@st.composite
+def listener_bodies(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    flt: dict[str, Any] = {}
+    if draw(st.booleans()):
+        flt["types"] = draw(st.lists(st.sampled_from(TYPE_GLOBS), min_size=1, max_size=2, unique=True))
+    if draw(st.booleans()):
+        flt["aliases"] = draw(st.lists(st.sampled_from(ALIAS_GLOBS), min_size=1, max_size=2, unique=True))
+    flt["where"] = draw(st.lists(conditions(), max_size=2))
+    mode = draw(st.sampled_from(["serial", "keyed", "parallel"]))
+    concurrency: dict[str, Any] = {"mode": mode}
+    if mode == "keyed":
+        concurrency["key"] = draw(st.sampled_from(KEY_PATHS))
+        concurrency["key_segments"] = draw(st.sampled_from([None, 1, 2]))
+    body = {"name": name, "filter": flt, "concurrency": concurrency, "action": {"type": "workflow", "workflow": "w"}}
+    ListenerDeclaration.model_validate(body)
+    return body
+
+
+@st.composite
+def events(draw: st.DrawFn, names: Sequence[str]) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["object.written", "object.deleted", "thread.item_posted", "app.thing", "app.other.x",
+                                 "graph.changed", "execution.ended", "lane.idle"]))  # fmt: skip
+    event: dict[str, Any] = {"type": kind, "source": {}}
+    if kind.startswith("object") or kind == "thread.item_posted":
+        event["alias"] = draw(st.sampled_from(["a", "a/b", "a/b/c", "x1", "a/bc", "b", "n/b", "a.b/c"]))
+    if kind.startswith("app") or kind.startswith("object"):
+        data = draw(st.dictionaries(st.sampled_from(["n", "s", "l", "o"]), VALUES, max_size=3))
+        event["data"] = data
+    if kind == "thread.item_posted":
+        event["item"] = {"id": "i", "type": draw(st.sampled_from(["text", "request", "json"])),
+                         "role": draw(st.sampled_from([None, "user", "request"]))}  # fmt: skip
+        event["message"] = draw(st.one_of(st.sampled_from(["hello", ""]), VALUES))
+    if kind == "graph.changed":
+        event["graph"] = {"nodes": draw(st.lists(st.sampled_from(["a/b", "c", "n", "a/x/c"]), max_size=2))}
+    if kind == "execution.ended":
+        event["execution"] = {"id": "exe", "workflow": "w", "status": draw(st.sampled_from(["completed", "failed"]))}
+    if kind == "lane.idle":
+        event["data"] = {
+            "listener": draw(st.sampled_from([*names, "other"])),
+            "lane": draw(st.sampled_from(["_", "a"])),
+        }
+        event["source"] = {"listener": event["data"]["listener"]}
+    elif draw(st.booleans()):
+        event["source"] = draw(st.sampled_from([{"client": "c1"}, {"listener": names[0]}, {"client": "c2"}]))
+    if draw(st.booleans()):
+        event["cause"] = draw(st.sampled_from([{"request": {"key": "k1"}}, {"schedule": {"alias": "clock"}}]))
+    event["depth"] = draw(st.integers(0, 2))
+    return event
+
+
+_numbers = itertools.count()
+
+
+async def _write(store: PostgresStore, session_id: str, event: dict[str, Any], n: int) -> None:
+    item = event.get("item")
+    if item is not None:
+        message = event["message"]
+        text, whole = (message, None) if isinstance(message, str) else (None, message)
+        await store.pool.execute(
+            "INSERT INTO thread_items (session_id, alias, id, type, role, message, message_json, event_id)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, 0)",
+            session_id, event["alias"], f"i{n}", item["type"], item["role"], text, whole,
+        )  # fmt: skip
+        item = {k: v for k, v in {**item, "id": f"i{n}", "message": "preview"}.items() if v is not None}
+    await store.pool.execute(
+        "WITH e AS (INSERT INTO events"
+        " (id, session_id, type, alias, item, execution, source, depth, data, cause, graph)"
+        " VALUES (nextval('event_ids'), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id)"
+        " UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1",
+        session_id, event["type"], event.get("alias"), item, event.get("execution"), event["source"],
+        event["depth"], event.get("data"), event.get("cause"), event.get("graph"),
+    )  # fmt: skip
+
+
+async def _python_routes(store: PostgresStore, session_id: str) -> dict[tuple[str, str], list[int]]:
+    rows = await store.pool.fetch(
+        f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1 ORDER BY id", session_id
+    )
+    committed = [Committed(envelope_of(dict(r)), r["created_at"]) for r in rows]
+    versions = versions_by_name(await store.listener_versions())
+    deliveries = route([(c.envelope, c.created_at) for c in committed], versions)
+    return {(d.listener, d.lane): [int(e["id"]) for e in d.events] for d in deliveries}
+
+
+async def _sql_routes(store: PostgresStore, session_id: str) -> dict[tuple[str, str], list[int]]:
+    while (await store.lanes.route_page(session_id, 7, 16)).read:
+        pass
+    rows = await store.pool.fetch(
+        "SELECT l.listener, l.lane, l.workflow_id, array_agg(q.event_id ORDER BY q.event_id) AS ids FROM lanes l"
+        " JOIN lane_events q ON q.lane_id = l.id WHERE l.session_id = $1 GROUP BY 1, 2, 3",
+        session_id,
+    )
+    for r in rows:
+        assert r["workflow_id"] == lane_workflow_id(session_id, r["listener"], r["lane"]), dict(r)
+    return {(r["listener"], r["lane"]): list(r["ids"]) for r in rows}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+async def test_routing_in_sql_gives_every_lane_what_routing_in_python_gives_it(platform: Platform, data: Any) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    number = next(_numbers)
+    names = [f"l{number}x{i}" for i in range(data.draw(st.integers(1, 3)))]
+    for name in names:
+        await store.save_listener(name, data.draw(listener_bodies(name)), 0)
+        if data.draw(st.booleans()):
+            # A later version that takes effect in an hour: every event here is the first version's.
+            await store.save_listener(name, data.draw(listener_bodies(name)), 3600)
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    for n, event in enumerate(data.draw(st.lists(events(names), min_size=1, max_size=12))):
+        await _write(store, session_id, event, n)
+    try:
+        expected = await _python_routes(store, session_id)
+        got = await _sql_routes(store, session_id)
+        assert got == expected, json.dumps({"sql": {str(k): v for k, v in got.items()},
+                                            "python": {str(k): v for k, v in expected.items()}})  # fmt: skip
+    finally:
+        for name in names:
+            await store.delete_listener(name)
+
+
+@pytest.mark.parametrize("value", [1, 1.0, 1.5, 1e20, 1e-7, -0.0, True, {"b": 1, "a": [1, "é"]}, [2.50, None]])
+async def test_a_key_of_any_json_value_is_the_same_text_in_sql_and_python(platform: Platform, value: Any) -> None:
+    from orchestrator.core.lane_keys import key_text
+
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    text = await store.pool.fetchval("SELECT orchestrator_key_text($1::jsonb, NULL)", value)
+    assert text == key_text(value)
+
+
+# Every value against every other, under every op: one statement evaluates them all.
+EDGE_VALUES: list[Any] = [-1, 0, 1, 1.0, 1.5, 2, True, False, "", "a", "b", "B", "é", "10", "2", [1], [1, 2],
+                          [1.0, 2], {"k": 1}, {"k": 1.0}, {"k": 1, "j": 2}, {"j": 2, "k": 1}, [], {}]  # fmt: skip
+
+
+async def test_every_where_op_holds_in_sql_exactly_when_it_holds_in_python(platform: Platform) -> None:
+    from orchestrator.core.declaration import WhereCondition
+    from orchestrator.core.filters import condition_holds
+    from orchestrator.core.paths import MISSING
+
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    cases: list[tuple[Any, str, Any]] = []
+    for found in [MISSING, *EDGE_VALUES]:
+        for op in ("eq", "neq", "gt", "gte", "lt", "lte"):
+            cases += [(found, op, v) for v in EDGE_VALUES if op in ("eq", "neq") or isinstance(v, int | float | str)]
+        cases += [(found, op, v) for op in ("in", "not_in") for v in ([], [1], [1.0, "a"], [[1, 2]], [{"k": 1}])]
+        cases += [(found, "exists", v) for v in (True, False)]
+    cases = [c for c in cases if not (c[1] in ("gt", "gte", "lt", "lte") and isinstance(c[2], bool))]
+    rows = await store.pool.fetch(
+        "SELECT n, orchestrator_holds(f::jsonb, o, v::jsonb) AS holds"
+        " FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS x(f, o, v, n)",
+        [None if f is MISSING else json.dumps(f) for f, _, _ in cases],
+        [o for _, o, _ in cases],
+        [json.dumps(v) for _, _, v in cases],
+    )
+    wrong = []
+    for row in rows:
+        found, op, value = cases[row["n"] - 1]
+        envelope = {} if found is MISSING else {"data": {"x": found}}
+        expected = condition_holds(WhereCondition(path="data.x", op=op, value=value), envelope)  # type: ignore[arg-type]
+        if row["holds"] is not expected:
+            wrong.append((found, op, value, row["holds"], expected))
+    assert not wrong, wrong[:20]
+    assert len(rows) > 1500
+
+
+TYPE_NAMES = ["object.written", "object", "object.written.x", "thread.item_posted", "app.thing", "ap.thing",
+              "apx.thing", "graph.changed", "a.b.c", "x"]  # fmt: skip
+ALIASES = ["a", "a/b", "a/b/c", "a/x/c", "x1", "x", "a/bc", "b", "n/b", "a.b/c", "c", "a/b/c/d", "ab"]
+MORE_TYPE_GLOBS = ["**.written", "object.**.x", "a.*.c", "a.**.c", "*", "*.*", "ob*ct.*", "**.**"]
+MORE_ALIAS_GLOBS = ["a/**/c", "**/b/**", "a*/*", "*/*/*", "a/b/**", "*", "a/*c", "x*1"]
+
+
+async def test_every_glob_matches_in_sql_what_it_matches_in_python(platform: Platform) -> None:
+    from orchestrator.core.globs import compile_alias_glob, compile_type_glob
+    from orchestrator.core.rules import glob_regex
+
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    cases = [(g, ".", t, bool(compile_type_glob(g).match(t))) for g in TYPE_GLOBS + MORE_TYPE_GLOBS for t in TYPE_NAMES]
+    cases += [
+        (g, "/", a, bool(compile_alias_glob(g).match(a))) for g in ALIAS_GLOBS + MORE_ALIAS_GLOBS for a in ALIASES
+    ]
+    rows = await store.pool.fetch(
+        "SELECT n, x ~ r AS hit FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS c(x, r, n)",
+        [x for _, _, x, _ in cases],
+        [glob_regex(g, sep) for g, sep, _, _ in cases],
+    )
+    wrong = [(cases[r["n"] - 1], r["hit"]) for r in rows if r["hit"] is not cases[r["n"] - 1][3]]
+    assert not wrong, wrong[:20]
