@@ -48,8 +48,9 @@ async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime,
     # A version with no `eq` term probes with JSON null, which no event's value ever is (null reads as missing).
     probes = rule.probes
     await conn.execute(
-        "INSERT INTO listener_probes (name, version, type_head, alias_head, eq_path, eq_value)"
-        " SELECT $1, $2, t, a, p, v::jsonb FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS x(t, a, p, v)",
+        "INSERT INTO listener_probes (name, version, probe_key, type_head)"
+        " SELECT DISTINCT $1::text, $2::integer, orchestrator_probe_key(a, p, v::jsonb), t"
+        " FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS x(t, a, p, v)",
         name,
         version,
         [p.type_head for p in probes],

@@ -147,7 +147,10 @@ class RestartablePostgres:
         pid_file = self.data_dir / "postmaster.pid"
         with contextlib.suppress(OSError, ValueError, psutil.Error):
             postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
-            for process in [postmaster, *postmaster.children(recursive=True)]:
+            # Stopped first, so that no backend is forked between the listing and the kill (one left alive holds
+            # the cluster's shared memory, and the next start refuses to run beside it).
+            postmaster.suspend()
+            for process in [*postmaster.children(recursive=True), postmaster]:
                 with contextlib.suppress(psutil.Error):
                     process.send_signal(signal.SIGKILL)
             with contextlib.suppress(psutil.Error):

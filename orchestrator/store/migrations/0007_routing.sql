@@ -28,16 +28,16 @@ CREATE TABLE listener_rules (
     FOREIGN KEY (name, version) REFERENCES listener_versions (name, version) ON DELETE CASCADE
 );
 
+-- A probe: the head of a type, and in one text (`orchestrator_probe_key`) the head of an alias with a path and the
+-- value there. An event's keys and type heads find its candidates in one index scan.
 CREATE TABLE listener_probes (
-    name       text NOT NULL,
-    version    integer NOT NULL,
-    type_head  text NOT NULL,
-    alias_head text NOT NULL,
-    eq_path    text NOT NULL,
-    eq_value   jsonb NOT NULL,
+    name      text NOT NULL,
+    version   integer NOT NULL,
+    probe_key text NOT NULL,
+    type_head text NOT NULL,
     FOREIGN KEY (name, version) REFERENCES listener_rules (name, version) ON DELETE CASCADE
 );
-CREATE INDEX listener_probes_find ON listener_probes (type_head, alias_head, eq_path, eq_value);
+CREATE INDEX listener_probes_find ON listener_probes (probe_key, type_head);
 CREATE INDEX listener_probes_rule ON listener_probes (name, version);
 
 -- The paths some version probes by (few): where a round reads each event's value to probe with.
@@ -235,9 +235,74 @@ CREATE FUNCTION orchestrator_places(p_alias text, p_graph jsonb) RETURNS text[] 
 $$;
 
 -- The heads a value offers a probe: '' and each run of its first segments ('a', 'a.b', 'a.b.c' for a type).
-CREATE FUNCTION orchestrator_heads(p_value text, p_sep text) RETURNS SETOF text LANGUAGE sql IMMUTABLE AS $$
-    SELECT array_to_string((string_to_array(p_value, p_sep))[1:n], p_sep)
-    FROM generate_series(0, coalesce(array_length(string_to_array(p_value, p_sep), 1), 0)) AS n
+CREATE FUNCTION orchestrator_heads(p_value text, p_sep text) RETURNS text[] LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_heads text[] := ARRAY[''];
+    v_head text;
+    v_part text;
+BEGIN
+    IF p_value IS NULL THEN
+        RETURN v_heads;
+    END IF;
+    FOREACH v_part IN ARRAY string_to_array(p_value, p_sep) LOOP
+        v_head := CASE WHEN v_head IS NULL THEN v_part ELSE v_head || p_sep || v_part END;
+        v_heads := v_heads || v_head;
+    END LOOP;
+    RETURN v_heads;
+END
+$$;
+
+-- The alias heads an event offers: those of each of its places ('' always).
+CREATE FUNCTION orchestrator_place_heads(p_alias text, p_graph jsonb) RETURNS text[] LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_heads text[] := ARRAY[''];
+    v_place text;
+BEGIN
+    IF p_alias IS NOT NULL THEN
+        RETURN orchestrator_heads(p_alias, '/');
+    END IF;
+    FOREACH v_place IN ARRAY orchestrator_places(p_alias, p_graph) LOOP
+        v_heads := v_heads || (SELECT array_agg(h) FROM unnest(orchestrator_heads(v_place, '/')) h
+                               WHERE h <> ALL (v_heads));
+    END LOOP;
+    RETURN v_heads;
+END
+$$;
+
+-- A probe's key: the head of an alias, a path and the canonical text of the value there (equal JSON values, equal
+-- text). Unit separators keep the parts apart: none of them can hold one.
+CREATE FUNCTION orchestrator_probe_key(p_alias text, p_path text, p_value jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT p_alias || chr(31) || p_path || chr(31) || orchestrator_canonical(p_value)
+$$;
+
+-- Every probe key an event offers: each head of its places, times '' (no `eq` term) and its value at each path
+-- some version probes by (`p_paths`, dotted). Its type's heads are the probe's other column.
+CREATE FUNCTION orchestrator_event_keys(e events, p_paths text[]) RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_keys text[] := '{}';
+    v_values text[] := ARRAY[chr(31) || 'null'];
+    v_path text;
+    v_parts text[];
+    v_value jsonb;
+    v_alias text;
+BEGIN
+    IF cardinality(p_paths) > 0 THEN
+        FOREACH v_path IN ARRAY p_paths LOOP
+            v_parts := string_to_array(v_path, '.');
+            v_value := orchestrator_value(e, v_parts[1], v_parts[2:]);
+            IF v_value IS NOT NULL THEN
+                v_values := v_values || (v_path || chr(31) || orchestrator_canonical(v_value));
+            END IF;
+        END LOOP;
+    END IF;
+    FOREACH v_alias IN ARRAY orchestrator_place_heads(e.alias, e.graph) LOOP
+        FOREACH v_path IN ARRAY v_values LOOP
+            v_keys := v_keys || (v_alias || chr(31) || v_path);
+        END LOOP;
+    END LOOP;
+    RETURN v_keys;
+END
 $$;
 
 -- -- the round ---------------------------------------------------------------------------------------------
@@ -258,6 +323,7 @@ DECLARE
     v_nudges jsonb;
     v_lanes jsonb;
     v_traced jsonb;
+    v_paths text[] := ARRAY(SELECT path FROM listener_probe_paths ORDER BY path);
 BEGIN
     PERFORM orchestrator_share_session(p_session);
     SELECT c.routed_event_id INTO v_from FROM routing_cursors c WHERE c.session_id = p_session FOR UPDATE SKIP LOCKED;
@@ -269,58 +335,43 @@ BEGIN
     IF v_read = 0 THEN
         RETURN jsonb_build_object('read', 0, 'busy', false);
     END IF;
-    WITH ev AS (
-        SELECT e FROM events e WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through),
-    paths AS (
-        SELECT '' AS path, '{}'::text[] AS rest, '' AS root
-        UNION ALL SELECT p.path, p.rest, p.root FROM listener_probe_paths p),
-    keys AS (
-        SELECT (ev.e).id AS event_id, t.head AS type_head, a.head AS alias_head, q.path AS eq_path, q.value AS eq_value
-        FROM ev
-        CROSS JOIN LATERAL orchestrator_heads((ev.e).type, '.') AS t(head)
-        CROSS JOIN LATERAL (
-            SELECT DISTINCT h FROM unnest(orchestrator_places((ev.e).alias, (ev.e).graph)) AS pl(place),
-                orchestrator_heads(pl.place, '/') AS h
-            UNION SELECT '') AS a(head)
-        CROSS JOIN LATERAL (
-            SELECT paths.path, CASE WHEN paths.path = '' THEN 'null'::jsonb
-                                    ELSE orchestrator_value(ev.e, paths.root, paths.rest) END
-            FROM paths) AS q(path, value)
-        WHERE q.value IS NOT NULL),
-    candidates AS (
-        SELECT DISTINCT k.event_id, p.name, p.version FROM keys k
-        JOIN listener_probes p ON p.type_head = k.type_head AND p.alias_head = k.alias_head
-                              AND p.eq_path = k.eq_path AND p.eq_value = k.eq_value),
+    WITH candidates AS (
+        SELECT DISTINCT e.id AS event_id, p.name, p.version
+        FROM events e
+        JOIN listener_probes p ON p.probe_key = ANY (orchestrator_event_keys(e, v_paths))
+                               AND p.type_head = ANY (orchestrator_heads(e.type, '.'))
+        WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through),
     matched AS (
-        SELECT (ev.e).id AS event_id, r.name, r.version,
+        SELECT e.id AS event_id, r.name, r.version,
                CASE WHEN r.key_root IS NULL THEN '_'
-                    ELSE coalesce(orchestrator_key_text(orchestrator_value(ev.e, r.key_root, r.key_rest), r.key_segments),
+                    ELSE coalesce(orchestrator_key_text(orchestrator_value(e, r.key_root, r.key_rest), r.key_segments),
                                   '~') END AS lane,
                false AS own
         FROM candidates c
-        JOIN ev ON (ev.e).id = c.event_id
+        JOIN events e ON e.id = c.event_id
         JOIN listener_rules r ON r.name = c.name AND r.version = c.version
         JOIN listeners l ON l.name = r.name AND l.deleted_at IS NULL
-        WHERE r.effective_at <= (ev.e).created_at
-          AND (r.effective_until IS NULL OR (ev.e).created_at < r.effective_until)
-          AND ((ev.e).source ->> 'listener') IS DISTINCT FROM r.name
-          AND NOT ((ev.e).type = 'lane.idle' AND jsonb_typeof((ev.e).data -> 'lane') = 'string'
-                   AND (ev.e).data ->> 'listener' = r.name)
-          AND (r.type_res IS NULL OR (ev.e).type ~ ANY (r.type_res))
+        WHERE r.effective_at <= e.created_at
+          AND (r.effective_until IS NULL OR e.created_at < r.effective_until)
+          AND (e.source ->> 'listener') IS DISTINCT FROM r.name
+          AND NOT (e.type = 'lane.idle' AND jsonb_typeof(e.data -> 'lane') = 'string'
+                   AND e.data ->> 'listener' = r.name)
+          AND (r.type_res IS NULL OR e.type ~ ANY (r.type_res))
           AND (r.alias_res IS NULL OR EXISTS (
-                SELECT 1 FROM unnest(orchestrator_places((ev.e).alias, (ev.e).graph)) AS pl(place)
+                SELECT 1 FROM unnest(orchestrator_places(e.alias, e.graph)) AS pl(place)
                 WHERE pl.place ~ ANY (r.alias_res)))
-          AND (r.where_conds = '[]'::jsonb OR orchestrator_where_holds(ev.e, r.where_conds))
+          AND (r.where_conds = '[]'::jsonb OR orchestrator_where_holds(e, r.where_conds))
         UNION ALL
         -- A lane's own silence goes back to that lane, whatever the listener's filter says.
-        SELECT (ev.e).id, r.name, r.version, (ev.e).data ->> 'lane', true
-        FROM ev
-        JOIN listener_rules r ON r.name = (ev.e).data ->> 'listener'
+        SELECT e.id, r.name, r.version, e.data ->> 'lane', true
+        FROM events e
+        JOIN listener_rules r ON r.name = e.data ->> 'listener'
         JOIN listeners l ON l.name = r.name AND l.deleted_at IS NULL
-        WHERE (ev.e).type = 'lane.idle' AND jsonb_typeof((ev.e).data -> 'lane') = 'string'
-          AND jsonb_typeof((ev.e).data -> 'listener') = 'string'
-          AND r.effective_at <= (ev.e).created_at
-          AND (r.effective_until IS NULL OR (ev.e).created_at < r.effective_until))
+        WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through
+          AND e.type = 'lane.idle' AND jsonb_typeof(e.data -> 'lane') = 'string'
+          AND jsonb_typeof(e.data -> 'listener') = 'string'
+          AND r.effective_at <= e.created_at
+          AND (r.effective_until IS NULL OR e.created_at < r.effective_until))
     SELECT array_agg(ROW(m.event_id, m.name, m.lane, m.version, m.own)::orchestrator_hit ORDER BY m.name, m.lane, m.event_id)
         INTO v_hits FROM matched m;
 
