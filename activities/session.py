@@ -51,6 +51,9 @@ class SessionCall(BaseModel):
     batch: dict[str, Any] | None = None
 
 
+# The most events one `batch_events` call reads (a batch holds at most 1,000 entries; what `distinct_by`
+# superseded comes on top).
+MAX_BATCH_EVENTS = 1000
 ALIAS_WRITES = frozenset({"write_object", "delete_object", "post_thread_item"})
 WRITES = ALIAS_WRITES | {"emit_events", "update_graph", "schedule", "unschedule"}
 ALIAS_OPS = ALIAS_WRITES | {"read_object", "list_thread_items"}
@@ -218,6 +221,9 @@ class SessionActivities(PlatformActivities):
             if args.get("drain", True):
                 return await store.drain_session(session)
             return await store.set_session_status(session, "closed")
+        if call.op == "batch_events":
+            ids = [int(i) for i in args.get("ids") or ()][:MAX_BATCH_EVENTS]
+            return [e for e in await store.lanes.envelopes(ids) if e["session_id"] == session]
         if call.op == "list_session_events":
             events = await store.list_events(
                 session,

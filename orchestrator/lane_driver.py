@@ -27,7 +27,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.causes import batch_cause, caused_by
 from orchestrator.config import Settings
-from orchestrator.core.declaration import ListenerDeclaration, effective_max_parallel
+from orchestrator.core.declaration import (
+    ListenerDeclaration,
+    ObjectAction,
+    ThreadItemAction,
+    effective_max_parallel,
+)
 from orchestrator.core.events import preview
 from orchestrator.core.lane_clock import LaneNews
 from orchestrator.core.lane_keys import lane_workflow_id
@@ -45,7 +50,7 @@ from orchestrator.core.lane_snapshot import (
 )
 from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, step, take_of_claimed
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
-from orchestrator.core.templates import TemplateError, batch_context, render
+from orchestrator.core.templates import TemplateError, batch_context, needs_envelopes, render
 from orchestrator.crossings import crossing
 from orchestrator.executions import RunStarter, run_priority
 from orchestrator.store.connection import DATABASE_AWAY
@@ -108,6 +113,16 @@ def _forget_failure(task: asyncio.Task[Any]) -> None:
     """A read ahead that failed or was dropped is read again when needed: its error is nobody's to see."""
     if not task.cancelled():
         task.exception()
+
+
+def _write_template(decl: ListenerDeclaration) -> Any:
+    """What a write action renders: its alias and its value or item."""
+    action = decl.action
+    if isinstance(action, ObjectAction):
+        return [action.alias, action.value]
+    if isinstance(action, ThreadItemAction):
+        return [action.alias, action.item]
+    return None
 
 
 def key_max(decl: ListenerDeclaration | None, settings: Settings) -> int:
@@ -403,11 +418,14 @@ class LaneDriver:
             return Acted("success", None, take.execution_id, started=True)
         address = snap.address
         decl = snap.listener.declaration
-        entries = [dict(q.envelope) for q in take.entries]
         session = {"id": address.session_id, **({"alias": snap.session_alias} if snap.session_alias else {})}
         version = take.plan.version if take.plan is not None else snap.listener.version
+        template = take.plan.input if take.plan is not None else _write_template(decl)
+        # Events whole only for a template that names them: the rest renders from the entries' pointers.
+        events = await self.lanes.envelopes([q.id for q in take.entries]) if needs_envelopes(template) else None
         context = batch_context(
-            entries=entries,
+            messages=[q.message for q in take.entries],
+            events=events,
             retry=take.retry,
             lane=address.lane,
             listener={"name": address.listener, "version": version},
@@ -417,7 +435,7 @@ class LaneDriver:
         )
         try:
             if take.plan is not None:
-                return await self._start(snap, take, entries, context)
+                return await self._start(snap, take, context)
             suffix = f":r{take.replay_number}" if take.replay_number else ""
             key = f"{address.workflow_id}:{take.first_id}:{take.last_id}{suffix}"
             with caused_by(batch_cause(address, take)):
@@ -431,9 +449,7 @@ class LaneDriver:
             self.observed.log.warning("batch failed for good: %s", err, exc_info=True)
             return Acted("invocation_error", f"action: {type(err).__name__}: {err}"[:2000])
 
-    async def _start(
-        self, snap: LaneSnapshot, take: Take, entries: list[dict[str, Any]], context: dict[str, Any]
-    ) -> Acted:
+    async def _start(self, snap: LaneSnapshot, take: Take, context: dict[str, Any]) -> Acted:
         plan = take.plan
         assert plan is not None
         try:
@@ -447,12 +463,12 @@ class LaneDriver:
             batch=BatchInfo(
                 first_id=take.first_id,
                 last_id=take.last_id,
-                count=len(entries),
+                count=len(take.entries),
                 retry=take.retry,
                 lane=address.lane,
                 event_ids=list(take.consumed),
                 messages=context["batch"]["messages"],
-                events=entries,
+                events=context["batch"].get("events", []),
                 replay_of=take.replay_of,
             ),
             input=rendered,

@@ -159,6 +159,16 @@ class RunSession:
         result: dict[str, Any] = await self._call("close_session", drain=drain)
         return result
 
+    async def batch_events(self, offset: int = 0, limit: int = 200) -> list[dict[str, Any]]:
+        """The batch's events whole (envelopes, a thread item's whole message), `limit` at a time (at most 1,000)
+        from `offset` among `batch.event_ids`: a run gets pointers (`batch.messages`), and the events themselves
+        only when its listener's template names `batch.events`; a run that wants them reads them here."""
+        ids = self.run.batch.event_ids[offset : offset + min(limit, 1000)]
+        if not ids:
+            return []
+        result: list[dict[str, Any]] = await self._call("batch_events", ids=ids)
+        return result
+
     async def list_events(
         self,
         after: int | None = None,

@@ -37,7 +37,8 @@ class Resolver:
     @workflow.run
     async def run(self, run: RunInput) -> dict[str, Any] | None:
         session = RunSession(run)
-        events = run.batch.events
+        # The batch says where to look; the replies' whole messages are read by their ids.
+        events = await session.batch_events(limit=1000)
         if await session.read_object("agent/resolution") is not None:
             replies = [e["id"] for e in events if (e.get("item") or {}).get("role") == "reply"]
             if replies:

@@ -17,8 +17,9 @@ from typing import Any
 
 import pydantic
 
-from orchestrator.core.batch_cuts import Cut, cut
+from orchestrator.core.batch_cuts import Cut, cut, envelope_bytes
 from orchestrator.core.declaration import BatchSpec, ListenerFilter, unresolvable_paths
+from orchestrator.core.distinct import distinct_value
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import matches
 from orchestrator.core.lane_clock import window_close
@@ -91,17 +92,35 @@ def wanted(spec: StreamSpec, envelope: dict[str, Any]) -> bool:
     return matches(spec.filter, envelope)
 
 
+@dataclass(frozen=True)
+class StreamEvent:
+    """An envelope a stream holds, weighed for the cut (a stream carries its events whole)."""
+
+    envelope: dict[str, Any]
+    distinct: str | None
+    size: int
+
+    @property
+    def id(self) -> int:
+        return int(self.envelope["id"])
+
+
 @dataclass
 class StreamBatches:
     """What one stream has waiting, and when its window opened (the stream's own clock, in seconds)."""
 
     spec: StreamSpec
-    waiting: list[dict[str, Any]] = field(default_factory=list)
+    waiting: list[StreamEvent] = field(default_factory=list)
     opened_at: float | None = None
     last_at: float | None = None
 
     def add(self, envelopes: Sequence[dict[str, Any]], now: float) -> None:
-        fresh = [e for e in envelopes if wanted(self.spec, e)]
+        distinct_by = self.spec.batch.distinct_by
+        fresh = [
+            StreamEvent(e, None if distinct_by is None else distinct_value(e, distinct_by), envelope_bytes(e))
+            for e in envelopes
+            if wanted(self.spec, e)
+        ]
         if fresh:
             self.last_at = now
             if self.opened_at is None:
@@ -117,12 +136,12 @@ class StreamBatches:
             return self.opened_at
         return window_close(self.opened_at, self.last_at, self.spec.batch)
 
-    def take(self, now: float) -> Cut | None:
+    def take(self, now: float) -> Cut[StreamEvent] | None:
         """The next batch if it is due at `now` (what it leaves is due at once: it waited a whole window)."""
         due = self.due_at()
         if due is None or now < due:
             return None
-        batch = cut(self.waiting, self.spec.batch.max_events, self.spec.batch.distinct_by)
+        batch = cut(self.waiting, self.spec.batch.max_events, self.spec.batch.distinct_by is not None)
         if batch is None:
             return None
         self.waiting = self.waiting[len(batch.consumed) :]
@@ -131,12 +150,12 @@ class StreamBatches:
         return batch
 
 
-def sse_message(batch: Cut) -> str:
+def sse_message(batch: Cut[StreamEvent]) -> str:
     """One batch as a Server-Sent Events message."""
     data = {
         "first_id": batch.consumed[0],
         "last_id": batch.through,
         "count": len(batch.entries),
-        "events": batch.entries,
+        "events": [entry.envelope for entry in batch.entries],
     }
     return f"id: {batch.through}\nevent: batch\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"

@@ -9,7 +9,7 @@ key slots and fires of its listener, and the database's clock), and the decision
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from orchestrator.core.declaration import ListenerDeclaration
@@ -29,11 +29,21 @@ class LaneAddress:
 
 @dataclass(frozen=True)
 class Queued:
-    """An event as a lane holds it: its id, its commit, its envelope and its write's traceparent."""
+    """An event as a lane holds it, by reference: what the step decides by and where a run is to look, never
+    its envelope (the driver reads envelopes only for a template that names them).
+
+    `size`: what it weighs in a batch that carries it; `distinct`: its `distinct_by` value under the listener
+    as declared now (None: none, or the path is missing); `accepted`: whether the listener as declared now
+    takes it (a re-save may have narrowed the filter since it was routed); `message`: its pointer, as
+    `batch.messages` shows it."""
 
     id: int
     committed: float
-    envelope: Mapping[str, Any]
+    depth: int = 0
+    size: int = 0
+    distinct: str | None = None
+    accepted: bool = True
+    message: Mapping[str, Any] = field(default_factory=dict)
     traceparent: str | None = None
 
 
@@ -353,4 +363,4 @@ class Acted:
 
 def depth_of(entries: Sequence[Queued]) -> int:
     """A batch's depth: its deepest event's (a run's writes are one deeper)."""
-    return max((int(q.envelope.get("depth", 0)) for q in entries), default=0)
+    return max((q.depth for q in entries), default=0)

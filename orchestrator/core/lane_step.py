@@ -235,12 +235,10 @@ def _batch(snap: LaneSnapshot, limits: Limits, registered: Collection[str] | Non
             return Wait("nothing")
         return _taking(snap, "batch", consumed, (), limits, registered)
     decl = snap.listener.declaration
-    by_id = {q.id: q for q in snap.waiting}
-    taken = cut([dict(q.envelope) for q in snap.waiting], decl.batch.max_events, decl.batch.distinct_by)
+    taken = cut(snap.waiting, decl.batch.max_events, decl.batch.distinct_by is not None)
     if taken is None:
         return Wait("nothing")
-    entries = tuple(by_id[int(e["id"])] for e in taken.entries)
-    return _taking(snap, "batch", tuple(taken.consumed), entries, limits, registered)
+    return _taking(snap, "batch", tuple(taken.consumed), tuple(taken.entries), limits, registered)
 
 
 def _replay(snap: LaneSnapshot, limits: Limits, registered: Collection[str] | None) -> Take | Drop:
@@ -249,12 +247,9 @@ def _replay(snap: LaneSnapshot, limits: Limits, registered: Collection[str] | No
     if not replay.events:
         return Drop(replay.id)  # its events are gone
     decl = snap.listener.declaration
-    by_id = {q.id: q for q in replay.events}
-    taken = cut(
-        [dict(q.envelope) for q in replay.events], decl.batch.max_events, decl.batch.distinct_by, UNBOUNDED_BYTES
-    )
+    taken = cut(replay.events, decl.batch.max_events, decl.batch.distinct_by is not None, UNBOUNDED_BYTES)
     assert taken is not None
-    entries = tuple(by_id[int(e["id"])] for e in taken.entries)
+    entries = tuple(taken.entries)
     # A replay consumes all its events, whatever `distinct_by` leaves as entries.
     consumed = tuple(q.id for q in replay.events)
     return _taking(

@@ -55,6 +55,8 @@ class Rule:
     key_root: str | None
     key_rest: tuple[str, ...]
     key_segments: int | None
+    distinct_root: str | None
+    distinct_rest: tuple[str, ...]
     window_seconds: float
     idle: bool
     # Runs a lane may hold as declared (None: a write action), and a keyed listener's key slots as declared;
@@ -149,6 +151,8 @@ def compile_rule(name: str, version: int, decl: ListenerDeclaration) -> Rule:
     keyed = concurrency.mode == "keyed" and concurrency.key is not None
     key_root, key_rest = split_path(concurrency.key) if keyed and concurrency.key else (None, ())
     workflow = isinstance(decl.action, WorkflowAction)
+    distinct_by = decl.batch.distinct_by
+    distinct_root, distinct_rest = split_path(distinct_by) if distinct_by is not None else (None, ())
     slots = None
     if workflow:
         slots = concurrency.max_parallel if concurrency.mode == "parallel" else 1
@@ -165,6 +169,8 @@ def compile_rule(name: str, version: int, decl: ListenerDeclaration) -> Rule:
         key_root=key_root,
         key_rest=key_rest,
         key_segments=concurrency.key_segments if keyed else None,
+        distinct_root=distinct_root,
+        distinct_rest=distinct_rest,
         window_seconds=decl.batch.window_seconds,
         idle=decl.idle is not None,
         slots=slots,

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orchestrator.core.envelope_paths import resolve_in_event, why_unresolvable
-from orchestrator.core.events import message_of
 from orchestrator.core.paths import MISSING, resolve
 
 _HOLE = r"\{\{\s*([^{}]*?)\s*\}\}"
@@ -117,9 +116,21 @@ def render(template: Any, context: dict[str, Any]) -> Any:
     return template
 
 
+def needs_envelopes(template: Any) -> bool:
+    """Whether rendering `template` reads events whole (`batch.events`, the last `event`, its `item`, or the
+    whole `batch`): a batch's envelopes are read from the store only for such a template; every other hole
+    renders from the batch's pointers and numbers."""
+    for path in holes(template):
+        root, _, rest = path.partition(".")
+        if root in ENVELOPE_ROOTS or (root == "batch" and (not rest or rest.split(".")[0] == "events")):
+            return True
+    return False
+
+
 def batch_context(
     *,
-    entries: Sequence[dict[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
+    events: Sequence[dict[str, Any]] | None,
     retry: int,
     lane: str,
     listener: dict[str, Any],
@@ -129,30 +140,31 @@ def batch_context(
 ) -> dict[str, Any]:
     """The template context of a batch: roots `batch`, `event`, `item`, `listener` and `session`.
 
-    `entries` are the batch's envelopes ordered by id; `event` is the last of them and `item` its item.
-    When that event has no item, `item` is left out (a template naming it fails as an unknown path), which
-    keeps the context plain JSON. `consumed_ids`, when given (the ids `cut_batch` consumed, superseded
-    ones included), widen `first_id`/`last_id` to every event the batch consumed.
+    `messages` are the entries' pointers, ordered by id; `events` their envelopes, read only for a template
+    that names them (`needs_envelopes`): without them `batch.events`, `event` and `item` are left out. `event`
+    is the last entry and `item` its item; when that event has no item, `item` is left out (a template naming
+    it fails as an unknown path), which keeps the context plain JSON. `consumed_ids`, when given (the ids the
+    cut consumed, superseded ones included), widen `first_id`/`last_id` to every event the batch consumed.
     """
-    if not entries:
+    if not messages:
         raise ValueError("a batch has at least one entry")
-    ids = [int(envelope["id"]) for envelope in entries] + list(consumed_ids or ())
-    last = entries[-1]
-    context: dict[str, Any] = {
-        "batch": {
-            "events": list(entries),
-            "messages": [message_of(envelope) for envelope in entries],
-            "first_id": min(ids),
-            "last_id": max(ids),
-            "count": len(entries),
-            "retry": retry,
-            "lane": lane,
-            **({"replay_of": replay_of} if replay_of is not None else {}),
-        },
-        "event": last,
-        "listener": listener,
-        "session": session,
+    ids = [int(message["id"]) for message in messages] + list(consumed_ids or ())
+    batch: dict[str, Any] = {}
+    if events is not None:
+        batch["events"] = list(events)
+    batch |= {
+        "messages": [dict(message) for message in messages],
+        "first_id": min(ids),
+        "last_id": max(ids),
+        "count": len(messages),
+        "retry": retry,
+        "lane": lane,
+        **({"replay_of": replay_of} if replay_of is not None else {}),
     }
-    if last.get("item") is not None:
-        context["item"] = last["item"]
+    context: dict[str, Any] = {"batch": batch, "listener": listener, "session": session}
+    if events:
+        last = events[-1]
+        context["event"] = last
+        if last.get("item") is not None:
+            context["item"] = last["item"]
     return context

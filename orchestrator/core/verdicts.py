@@ -9,6 +9,7 @@ when it records the batch), and the executions running in the session.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction
 from orchestrator.core.filters import listener_accepts
@@ -17,9 +18,9 @@ from orchestrator.core.limits import Limits
 from orchestrator.core.routing import own_silence
 
 
-def accepts(decl: ListenerDeclaration, listener: str, lane: str, entry: Queued) -> bool:
-    """Whether the listener as declared now wants the entry (its own `lane.idle` always)."""
-    envelope = dict(entry.envelope)
+def accepts(decl: ListenerDeclaration, listener: str, lane: str, envelope: dict[str, Any]) -> bool:
+    """Whether the listener as declared now wants an event (its own `lane.idle` always): what a store reads
+    into `Queued.accepted` (the in-memory twin by this; PostgreSQL by `orchestrator_accepts`)."""
     return listener_accepts(decl, envelope) or own_silence(envelope) == (listener, lane)
 
 
@@ -43,8 +44,7 @@ def batch_verdict(
         return CONSUME
     if snap.session_status != "open":
         return Stop("skipped", "session_not_open")
-    address = snap.address
-    if not any(accepts(decl, address.listener, address.lane, entry) for entry in entries):
+    if not any(entry.accepted for entry in entries):
         return Stop("skipped", "unmatched")
     if depth >= limits.listener_chain_depth:
         return Stop("skipped", "depth", f"depth {depth} reached listener_chain_depth")

@@ -9,6 +9,7 @@ snapshot it was decided from and answers `Stale` when the lane moved on meanwhil
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -201,6 +202,11 @@ class LaneStore(Protocol):
         ...
 
     async def drop_replay(self, replay_id: int) -> None: ...
+
+    async def envelopes(self, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The events `ids` whole, as the engine reads them (a thread item's whole message), ordered by id: what
+        a template that names them renders from."""
+        ...
 
     async def end_run(self, ending: Ending) -> Ended:
         """Record a run's end (once) and what it does to its slot."""

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from orchestrator.core.batch_cuts import envelope_bytes
 from orchestrator.core.declaration import ListenerDeclaration
-from orchestrator.core.events import Committed, Event
+from orchestrator.core.distinct import distinct_value
+from orchestrator.core.events import Committed, Event, message_of
 from orchestrator.core.lane_snapshot import (
     FETCH_EVENTS,
     BatchRecord,
@@ -35,6 +37,7 @@ from orchestrator.core.lane_snapshot import (
 from orchestrator.core.limits import Limits
 from orchestrator.core.routing import route, versions_by_name
 from orchestrator.core.run_checks import RunRecord
+from orchestrator.core.verdicts import accepts
 from orchestrator.store.lane_store import (
     STALE_GRACE_SECONDS,
     Ended,
@@ -59,8 +62,21 @@ class MemEvent:
     committed: float
     key: str | None = None
 
-    def queued(self) -> Queued:
-        return Queued(self.id, self.committed, self.envelope)
+    def queued(self, lane: MemLane | None = None, listener: ListenerNow | None = None) -> Queued:
+        """The event as a lane holds it, by reference (`orchestrator_queued`'s row), under `listener` as declared
+        now (None: nothing to group by, nothing to ask)."""
+        envelope = self.envelope
+        decl = None if listener is None else listener.declaration
+        distinct_by = None if decl is None else decl.batch.distinct_by
+        return Queued(
+            id=self.id,
+            committed=self.committed,
+            depth=int(envelope.get("depth") or 0),
+            size=envelope_bytes(envelope),
+            distinct=None if distinct_by is None else distinct_value(envelope, distinct_by),
+            accepted=decl is None or lane is None or accepts(decl, lane.listener, lane.lane, envelope),
+            message=message_of(envelope),
+        )
 
 
 @dataclass
@@ -282,8 +298,13 @@ class MemoryLaneStore:
     def _paused(self, name: str, session_id: str) -> bool:
         return (name, None) in self.pauses or (name, session_id) in self.pauses
 
-    def _events(self, ids: Sequence[int]) -> tuple[Queued, ...]:
-        return tuple(self.events[i].queued() for i in sorted(ids) if i in self.events)
+    def _events(
+        self, ids: Sequence[int], lane: MemLane | None = None, listener: ListenerNow | None = None
+    ) -> tuple[Queued, ...]:
+        return tuple(self.events[i].queued(lane, listener) for i in sorted(ids) if i in self.events)
+
+    async def envelopes(self, ids: Sequence[int]) -> list[dict[str, Any]]:
+        return [dict(self.events[i].envelope) for i in sorted(ids) if i in self.events]
 
     def _held(self, run: MemRun) -> HeldSlot:
         batch = self.batches.get(run.batch_id)
@@ -324,7 +345,7 @@ class MemoryLaneStore:
             replay_id, (_, event_ids, replay_of) = replays[0]
             first = min(event_ids)
             done = [b.replay for b in self.batches.values() if b.lane_id == lane.id and b.first_id == first]
-            events = self._events(event_ids) if fetch > 0 else ()
+            events = self._events(event_ids, lane, listener) if fetch > 0 else ()
             replay = Replay(replay_id, events, replay_of, 1 + max(done, default=0))
         slot = self.key_slots.get(lane.id)
         session = self.sessions.get(lane.session_id, {"status": "closed", "alias": None})
@@ -343,7 +364,7 @@ class MemoryLaneStore:
             session_alias=session.get("alias"),
             listener=listener,
             pending=len(waiting_ids) if fetch > 0 else min(len(waiting_ids), 1),
-            waiting=self._events(waiting_ids) if fetch > 0 else (),
+            waiting=self._events(waiting_ids, lane, listener) if fetch > 0 else (),
             oldest_at=self.events[waiting_ids[0]].committed if waiting_ids else None,
             newest_at=lane.newest_at,
             newest_id=lane.newest_id,

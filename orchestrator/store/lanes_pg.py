@@ -6,7 +6,7 @@ order, the checks a record makes over its snapshot) is written beside them in th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -46,13 +46,11 @@ from orchestrator.store.lane_store import (
 )
 
 
-def queued_of(row: Mapping[str, Any]) -> Queued:
-    return Queued(
-        id=int(row["id"]),
-        committed=float(row["committed"]),
-        envelope=envelope_of(row),
-        traceparent=row.get("traceparent"),
-    )
+def queued_of(row: Sequence[Any]) -> Queued:
+    """A waiting event as `orchestrator_queued` reads it: [id, commit, depth, size, distinct, accepted,
+    traceparent, message]."""
+    event_id, committed, depth, size, distinct, accepted, traceparent, message = row
+    return Queued(int(event_id), float(committed), depth, size, distinct, accepted, message, traceparent)
 
 
 def _address(data: Mapping[str, Any]) -> LaneAddress:
@@ -293,6 +291,10 @@ class PgLaneStore:
             key_max,
         )
         return tuple(_address(a) for a in granted)
+
+    async def envelopes(self, ids: Sequence[int]) -> list[dict[str, Any]]:
+        rows = await self.pool.fetchval("SELECT orchestrator_events_json($1::bigint[])", list(ids))
+        return [envelope_of(row) for row in rows]
 
     async def drop_replay(self, replay_id: int) -> None:
         await self.pool.execute("DELETE FROM replays WHERE id = $1", replay_id)

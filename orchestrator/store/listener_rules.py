@@ -26,8 +26,8 @@ async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime,
     rule = compile_rule(name, version, ListenerDeclaration.model_validate(body))
     written = await conn.fetchval(
         "INSERT INTO listener_rules (name, version, effective_at, type_res, alias_res, where_conds, key_root,"
-        " key_rest, key_segments, window_seconds, idle, slots, key_slots)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+        " key_rest, key_segments, distinct_root, distinct_rest, window_seconds, idle, slots, key_slots)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
         " ON CONFLICT (name, version) DO NOTHING RETURNING 1",
         name,
         version,
@@ -38,6 +38,8 @@ async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime,
         rule.key_root,
         list(rule.key_rest),
         rule.key_segments,
+        rule.distinct_root,
+        list(rule.distinct_rest),
         rule.window_seconds,
         rule.idle,
         rule.slots,

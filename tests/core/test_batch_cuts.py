@@ -2,12 +2,44 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.core.batch_cuts import BATCH_BYTES, cut, envelope_bytes
+from orchestrator.core import batch_cuts
+from orchestrator.core.batch_cuts import BATCH_BYTES, envelope_bytes
+from orchestrator.core.distinct import distinct_value
+
+
+@dataclass(frozen=True)
+class Weighed:
+    """An envelope as a store hands it to the cut: its id, its size, its `distinct_by` value."""
+
+    envelope: dict[str, Any]
+    id: int
+    size: int
+    distinct: str | None
+
+
+@dataclass(frozen=True)
+class Envelopes:
+    entries: list[dict[str, Any]]
+    consumed: list[int]
+    through: int
+
+
+def cut(
+    envelopes: list[dict[str, Any]], max_events: int, distinct_by: str | None, max_bytes: int = BATCH_BYTES
+) -> Envelopes | None:
+    """The cut over envelopes, weighed as the in-memory store weighs them."""
+    weighed = [
+        Weighed(e, int(e["id"]), envelope_bytes(e), None if distinct_by is None else distinct_value(e, distinct_by))
+        for e in envelopes
+    ]
+    found = batch_cuts.cut(weighed, max_events, distinct_by is not None, max_bytes)
+    return None if found is None else Envelopes([w.envelope for w in found.entries], found.consumed, found.through)
 
 
 def _event(event_id: int, alias: str = "a") -> dict[str, Any]:

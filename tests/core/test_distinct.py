@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.core.batch_cuts import cut
+from tests.core.test_batch_cuts import cut
 
 
 def distinct_newest(events: list[dict[str, Any]], path: str) -> list[dict[str, Any]]:

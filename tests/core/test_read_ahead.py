@@ -30,7 +30,7 @@ def listener(version: int = 1, max_events: int = 3, distinct_by: str | None = No
 
 
 def queued(*ids: int) -> tuple[Queued, ...]:
-    return tuple(Queued(i, 1.0, {"id": i, "type": "object.written"}) for i in ids)
+    return tuple(Queued(i, 1.0) for i in ids)
 
 
 def ahead(waiting: tuple[Queued, ...], routed_through: int, now_listener: ListenerNow | None = None) -> LaneSnapshot:

@@ -17,6 +17,7 @@ from orchestrator.core.templates import (
     ENVELOPE_ROOTS,
     TemplateError,
     batch_context,
+    needs_envelopes,
     render,
     why_no_hole,
 )
@@ -40,8 +41,10 @@ ENDED: dict[str, Any] = {
 
 
 def _context(entries: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """A batch's context with its events whole (a template that names them), the messages from the events."""
     return batch_context(
-        entries=entries,
+        messages=[message_of(e) for e in entries],
+        events=entries,
         retry=1,
         lane="chats/7",
         listener={"name": "answer", "version": 3},
@@ -61,6 +64,32 @@ def test_the_batch_context() -> None:
         {"id": 4, "type": "thread.item_posted", "alias": "chats/7", "item_id": "i9"},
     ]
     assert context["event"] == POSTED and context["item"] == POSTED["item"]
+
+
+def test_without_its_events_a_batch_renders_from_its_pointers_and_leaves_events_unknown() -> None:
+    messages = [message_of(e) for e in (WRITTEN, POSTED)]
+    context = batch_context(messages=messages, events=None, retry=0, lane="_", listener={}, session={})
+    assert render("{{ batch.messages }}", context) == messages and render("{{ batch.count }}", context) == 2
+    for path in ("batch.events", "event.alias", "item.id"):
+        with pytest.raises(TemplateError):
+            render("{{ " + path + " }}", context)
+
+
+@pytest.mark.parametrize(
+    ("template", "needs"),
+    [
+        ({"events": "{{ batch.messages }}"}, False),
+        ("{{ batch.count }} {{ listener.name }}", False),
+        ({"all": "{{ batch.events }}"}, True),
+        ("{{ batch.events.0.alias }}", True),
+        (["{{ event.alias }}"], True),
+        ("{{ item.message }}", True),
+        ("{{ batch }}", True),
+        (None, False),
+    ],
+)
+def test_a_template_needs_events_whole_only_when_it_names_them(template: Any, needs: bool) -> None:
+    assert needs_envelopes(template) is needs
 
 
 def test_consumed_ids_widen_the_batch_span() -> None:

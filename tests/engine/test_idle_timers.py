@@ -13,6 +13,10 @@ from tests.engine.harness import Engine, eventually, new_session, recorder_liste
 pytestmark = pytest.mark.asyncio
 
 
+# The recorder's action with a template that names the batch's events: its runs get them whole.
+WHOLE = {"type": "workflow", "workflow": "recorder", "input": {"events": "{{ batch.events }}"}}
+
+
 def idle_runs(engine: Engine) -> list[dict[str, object]]:
     return [e for r in engine.log.runs for e in r.input["batch"]["events"] if e["type"] == "lane.idle"]
 
@@ -20,7 +24,7 @@ def idle_runs(engine: Engine) -> list[dict[str, object]]:
 async def test_silence_is_announced_once_after_n_seconds(engine: Engine, temporal_env: WorkflowEnvironment) -> None:
     if not temporal_env.supports_time_skipping:
         pytest.skip("needs the time-skipping server to wait minutes in seconds")
-    listener = recorder_listener(batch={"window_seconds": 0.2}, idle={"after_seconds": 60})
+    listener = recorder_listener(batch={"window_seconds": 0.2}, idle={"after_seconds": 60}, action=WHOLE)
     await engine.command("save_listener", listener=listener)
     sid = await new_session(engine)
     [first] = await write_many(engine, sid, ["missions/a"])
@@ -52,9 +56,10 @@ async def test_an_announced_silence_is_in_the_stream_for_other_listeners(
     if not temporal_env.supports_time_skipping:
         pytest.skip("needs the time-skipping server to wait minutes in seconds")
     await engine.command(
-        "save_listener", listener=recorder_listener(batch={"window_seconds": 0.2}, idle={"after_seconds": 30})
+        "save_listener",
+        listener=recorder_listener(batch={"window_seconds": 0.2}, idle={"after_seconds": 30}, action=WHOLE),
     )
-    watcher = recorder_listener("watcher", filter={"types": ["lane.idle"]}, batch={"window_seconds": 0.2})
+    watcher = recorder_listener("watcher", filter={"types": ["lane.idle"]}, batch={"window_seconds": 0.2}, action=WHOLE)
     await engine.command("save_listener", listener=watcher)
     sid = await new_session(engine)
     await write_many(engine, sid, ["missions/a"])
@@ -89,7 +94,8 @@ async def test_the_idle_timer_survives_continue_as_new(
         pytest.skip("needs the time-skipping server to wait minutes in seconds")
     engine = short_history_engine
     await engine.command(
-        "save_listener", listener=recorder_listener(batch={"window_seconds": 0.1}, idle={"after_seconds": 60})
+        "save_listener",
+        listener=recorder_listener(batch={"window_seconds": 0.1}, idle={"after_seconds": 60}, action=WHOLE),
     )
     sid = await new_session(engine)
     ids: list[int] = []

@@ -37,8 +37,11 @@ class SdkWriter:
         except SessionError as err:
             conflict = err.code
         events = await session.list_events(after=run.batch.first_id - 1, before=run.batch.last_id + 1)
+        whole = await session.batch_events()
         await workflow.execute_activity(
-            "test.note", [written, posted, conflict, missing, len(events)], start_to_close_timeout=timedelta(seconds=10)
+            "test.note",
+            [written, posted, conflict, missing, len(events), [e["id"] for e in whole], len(run.batch.events)],
+            start_to_close_timeout=timedelta(seconds=10),
         )
         return {"written": written, "posted": posted}
 
@@ -102,7 +105,9 @@ async def test_a_run_reads_and_writes_its_session_once_despite_retries(sdk_engin
         return bool(notes.notes)
 
     await eventually(noted, what="the run's note")
-    written, posted, conflict, missing, seen_events = notes.notes[0]
+    written, posted, conflict, missing, seen_events, whole, carried = notes.notes[0]
+    assert carried == 0, "its template names no events: the run got pointers, not envelopes"
+    assert whole == [first["event_id"]], "and read its batch's events whole by their ids"
     assert written["rev"] == 1, "the retried write found its first write instead of writing again"
     assert conflict == "rev_conflict"
     assert missing is None

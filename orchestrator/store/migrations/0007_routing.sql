@@ -19,6 +19,9 @@ CREATE TABLE listener_rules (
     key_root        text,
     key_rest        text[] NOT NULL DEFAULT '{}',
     key_segments    integer,
+    -- `distinct_by`, split as the conditions' paths are (null: none).
+    distinct_root   text,
+    distinct_rest   text[] NOT NULL DEFAULT '{}',
     window_seconds  double precision NOT NULL,
     idle            boolean NOT NULL,
     -- As declared; the round caps both by the deployment's `listener_parallel_runs`.
@@ -46,6 +49,10 @@ CREATE TABLE listener_probe_paths (
     root text NOT NULL,
     rest text[] NOT NULL
 );
+
+-- The version each queue row was routed by: a lane's step asks the listener as declared now again only of
+-- events routed by another version (a re-save may have narrowed its filter).
+ALTER TABLE lane_events ADD COLUMN version integer;
 
 CREATE TYPE orchestrator_hit AS (event_id bigint, listener text, lane text, version integer, own boolean);
 
@@ -269,6 +276,16 @@ BEGIN
 END
 $$;
 
+-- Whether a listener version's filter takes an event (`core/filters.listener_accepts`): not its own doing, and
+-- its types, places and `where` all hold. A lane's own silence is taken apart from this (route_page, 0008).
+CREATE FUNCTION orchestrator_takes(e events, r listener_rules) RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT (e.source ->> 'listener') IS DISTINCT FROM r.name
+       AND (r.type_res IS NULL OR e.type ~ ANY (r.type_res))
+       AND (r.alias_res IS NULL OR EXISTS (
+             SELECT 1 FROM unnest(orchestrator_places(e.alias, e.graph)) AS pl(place) WHERE pl.place ~ ANY (r.alias_res)))
+       AND (r.where_conds = '[]'::jsonb OR orchestrator_where_holds(e, r.where_conds))
+$$;
+
 -- A probe's key: the head of an alias, a path and the canonical text of the value there (equal JSON values, equal
 -- text). Unit separators keep the parts apart: none of them can hold one.
 CREATE FUNCTION orchestrator_probe_key(p_alias text, p_path text, p_value jsonb) RETURNS text
@@ -353,14 +370,9 @@ BEGIN
         JOIN listeners l ON l.name = r.name AND l.deleted_at IS NULL
         WHERE r.effective_at <= e.created_at
           AND (r.effective_until IS NULL OR e.created_at < r.effective_until)
-          AND (e.source ->> 'listener') IS DISTINCT FROM r.name
           AND NOT (e.type = 'lane.idle' AND jsonb_typeof(e.data -> 'lane') = 'string'
                    AND e.data ->> 'listener' = r.name)
-          AND (r.type_res IS NULL OR e.type ~ ANY (r.type_res))
-          AND (r.alias_res IS NULL OR EXISTS (
-                SELECT 1 FROM unnest(orchestrator_places(e.alias, e.graph)) AS pl(place)
-                WHERE pl.place ~ ANY (r.alias_res)))
-          AND (r.where_conds = '[]'::jsonb OR orchestrator_where_holds(e, r.where_conds))
+          AND orchestrator_takes(e, r)
         UNION ALL
         -- A lane's own silence goes back to that lane, whatever the listener's filter says.
         SELECT e.id, r.name, r.version, e.data ->> 'lane', true
@@ -376,9 +388,16 @@ BEGIN
         INTO v_hits FROM matched m;
 
     UPDATE routing_cursors SET routed_event_id = v_through WHERE session_id = p_session;
+    -- The events written under a trace, each with how many lanes it went to: its span in that trace.
+    SELECT coalesce(jsonb_agg(jsonb_build_object('id', e.id, 'type', e.type, 'traceparent', e.traceparent,
+                                                 'lanes', (SELECT count(*) FROM unnest(coalesce(v_hits, '{}')) h WHERE h.event_id = e.id))),
+                    '[]'::jsonb)
+        INTO v_traced FROM events e
+        WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through AND e.traceparent IS NOT NULL;
+
     IF v_hits IS NULL THEN
         RETURN jsonb_build_object('read', v_read, 'busy', false, 'now', extract(epoch FROM clock_timestamp()),
-                                  'nudges', '[]'::jsonb, 'lanes', '[]'::jsonb, 'traced', '[]'::jsonb);
+                                  'nudges', '[]'::jsonb, 'lanes', '[]'::jsonb, 'traced', v_traced);
     END IF;
 
     -- The keys' locks of the keyed listeners queued for (a lane may join the queue for a key slot), in order,
@@ -412,8 +431,8 @@ BEGIN
         INTO v_lanes
         FROM declared d JOIN locked k ON k.listener = d.listener AND k.lane = d.lane;
 
-    INSERT INTO lane_events (lane_id, event_id)
-        SELECT (x ->> 'id')::bigint, h.event_id
+    INSERT INTO lane_events (lane_id, event_id, version)
+        SELECT (x ->> 'id')::bigint, h.event_id, h.version
         FROM unnest(v_hits) h JOIN jsonb_array_elements(v_lanes) x
           ON x ->> 'listener' = h.listener AND x ->> 'lane' = h.lane
         ON CONFLICT DO NOTHING;
@@ -456,12 +475,6 @@ BEGIN
         INTO v_nudges
         FROM jsonb_array_elements(v_lanes) x JOIN lanes l ON l.id = (x ->> 'id')::bigint
         WHERE (x ->> 'was_empty')::boolean AND (NOT (x ->> 'blocked')::boolean OR (x ->> 'idle')::boolean);
-
-    SELECT coalesce(jsonb_agg(jsonb_build_object('id', e.id, 'type', e.type, 'traceparent', e.traceparent,
-                                                 'lanes', (SELECT count(*) FROM unnest(v_hits) h WHERE h.event_id = e.id))),
-                    '[]'::jsonb)
-        INTO v_traced FROM events e
-        WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through AND e.traceparent IS NOT NULL;
 
     RETURN jsonb_build_object(
         'read', v_read, 'busy', false, 'now', extract(epoch FROM clock_timestamp()), 'nudges', v_nudges,
