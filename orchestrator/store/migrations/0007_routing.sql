@@ -53,6 +53,10 @@ CREATE TABLE listener_probe_paths (
 -- The version each queue row was routed by: a lane's step asks the listener as declared now again only of
 -- events routed by another version (a re-save may have narrowed its filter).
 ALTER TABLE lane_events ADD COLUMN version integer;
+-- Queue rows are written a page at a time, and their lane always exists (the round creates it first); the
+-- foreign key's check, one index probe and lock per row, was a third of a round's writing. A session's queue
+-- rows are deleted when it is marked for deletion (0003_retention.sql), before its lanes go.
+ALTER TABLE lane_events DROP CONSTRAINT lane_events_lane_id_fkey;
 
 CREATE TYPE orchestrator_hit AS (event_id bigint, listener text, lane text, version integer, own boolean);
 
@@ -407,8 +411,8 @@ BEGIN
               JOIN listener_rules r ON r.name = h.listener AND r.version = h.version
               WHERE r.key_slots IS NOT NULL ORDER BY 1) k;
     INSERT INTO lanes (session_id, listener, lane, workflow_id)
-        SELECT DISTINCT p_session, h.listener, h.lane, orchestrator_lane_workflow_id(p_session, h.listener, h.lane)
-        FROM unnest(v_hits) h
+        SELECT p_session, k.listener, k.lane, orchestrator_lane_workflow_id(p_session, k.listener, k.lane)
+        FROM (SELECT DISTINCT h.listener, h.lane FROM unnest(v_hits) h) k
         ON CONFLICT (session_id, listener, lane) DO NOTHING;
 
     WITH per_lane AS (
@@ -432,9 +436,9 @@ BEGIN
         FROM declared d JOIN locked k ON k.listener = d.listener AND k.lane = d.lane;
 
     INSERT INTO lane_events (lane_id, event_id, version)
-        SELECT (x ->> 'id')::bigint, h.event_id, h.version
-        FROM unnest(v_hits) h JOIN jsonb_array_elements(v_lanes) x
-          ON x ->> 'listener' = h.listener AND x ->> 'lane' = h.lane
+        SELECT x.id, h.event_id, h.version
+        FROM unnest(v_hits) h JOIN jsonb_to_recordset(v_lanes) AS x(id bigint, listener text, lane text)
+          ON x.listener = h.listener AND x.lane = h.lane
         ON CONFLICT DO NOTHING;
 
     -- Whether each lane that was empty is blocked (its runs hold all its slots, or it waits in the queue for a
