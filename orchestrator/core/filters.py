@@ -15,20 +15,7 @@ from typing import Any
 from orchestrator.core.declaration import ListenerDeclaration, ListenerFilter, WhereCondition
 from orchestrator.core.envelope_paths import resolve_in_event
 from orchestrator.core.globs import compile_alias_glob, compile_type_glob
-from orchestrator.core.paths import MISSING
-
-
-def json_equal(left: Any, right: Any) -> bool:
-    """Equality of JSON values: booleans are not numbers, 1 equals 1.0, containers compare deeply."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return isinstance(left, bool) and isinstance(right, bool) and left == right
-    if isinstance(left, int | float) and isinstance(right, int | float):
-        return left == right
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(json_equal(a, b) for a, b in zip(left, right, strict=True))
-    return type(left) is type(right) and bool(left == right)
+from orchestrator.core.paths import MISSING, json_equal
 
 
 def _ordered(left: Any, right: Any) -> bool:

@@ -64,6 +64,19 @@ def resolve(value: Any, path: str) -> Any | Missing:
     return current
 
 
+def json_equal(left: Any, right: Any) -> bool:
+    """Equality of JSON values: booleans are not numbers, 1 equals 1.0, containers compare deeply."""
+    if isinstance(left, bool) or isinstance(right, bool):
+        return isinstance(left, bool) and isinstance(right, bool) and left == right
+    if isinstance(left, int | float) and isinstance(right, int | float):
+        return left == right
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(json_equal(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(json_equal(a, b) for a, b in zip(left, right, strict=True))
+    return type(left) is type(right) and bool(left == right)
+
+
 def canonical_json(value: Any) -> str:
     """A value's identity as text: equal JSON values give equal text. Compact, keys sorted, and a number in
     plain notation without trailing zeros (so 1 and 1.0, equal as JSON values, are one text: "1"), which is

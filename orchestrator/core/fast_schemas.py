@@ -1,0 +1,149 @@
+"""A fast yes or no for the plain JSON Schemas event types mostly declare, compiled once into closures.
+
+Owns deciding whether `data` fits a schema built only of the common keywords (`type`, `properties`, `required`,
+`additionalProperties`, `items`, `enum`, `const`, the bounds of numbers, strings and arrays, and annotations),
+with JSON Schema 2020-12's meaning. A schema that uses anything else (`$ref`, `pattern`, `format`, combinators,
+another draft) gets no fast check, and `event_types` asks `jsonschema` as before; so does any data the fast
+check refuses, for the messages. jsonschema's own walk cost a bulk emit most of its time at the door.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from orchestrator.core.paths import json_equal
+
+Check = Callable[[Any], bool]
+
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated", "readOnly",
+                          "writeOnly"})  # fmt: skip
+_HANDLED = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum", "const", "minimum",
+                      "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems",
+                      "maxItems"}) | _ANNOTATIONS  # fmt: skip
+_DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+_TYPES: dict[str, Check] = {
+    "null": lambda v: v is None,
+    "boolean": lambda v: isinstance(v, bool),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "number": _number,
+    "string": lambda v: isinstance(v, str),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def fast_check(schema: Any) -> Check | None:
+    """A check of `schema` (True: the data fits), or None when the schema uses more than this knows."""
+    if isinstance(schema, dict) and schema.get("$schema", _DRAFT) != _DRAFT:
+        return None
+    try:
+        return _compile(schema)
+    except _Unsupported:
+        return None
+
+
+def _compile(schema: Any) -> Check:
+    if schema is True:
+        return lambda _: True
+    if schema is False:
+        return lambda _: False
+    if not isinstance(schema, dict) or set(schema) - _HANDLED - {"$schema"}:
+        raise _Unsupported
+    checks: list[Check] = []
+    kind = schema.get("type")
+    if kind is not None:
+        kinds = [kind] if isinstance(kind, str) else kind
+        if not isinstance(kinds, list) or any(k not in _TYPES for k in kinds):
+            raise _Unsupported
+        tests = [_TYPES[k] for k in kinds]
+        checks.append(lambda v: any(t(v) for t in tests))
+    if "enum" in schema:
+        choices = schema["enum"]
+        if not isinstance(choices, list):
+            raise _Unsupported
+        checks.append(lambda v: any(json_equal(v, c) for c in choices))
+    if "const" in schema:
+        const = schema["const"]
+        checks.append(lambda v: json_equal(v, const))
+    checks += _bounds(schema)
+    checks += _object(schema)
+    if "items" in schema:
+        item = _compile(schema["items"])
+        checks.append(lambda v: not isinstance(v, list) or all(item(x) for x in v))
+    return lambda v: all(check(v) for check in checks)
+
+
+def _bound(limit: Any) -> int | float:
+    if not _number(limit):
+        raise _Unsupported
+    bound: int | float = limit
+    return bound
+
+
+def _bounds(schema: Mapping[str, Any]) -> list[Check]:
+    checks: list[Check] = []
+    numeric: dict[str, Callable[[Any, Any], bool]] = {
+        "minimum": lambda v, b: bool(v >= b),
+        "maximum": lambda v, b: bool(v <= b),
+        "exclusiveMinimum": lambda v, b: bool(v > b),
+        "exclusiveMaximum": lambda v, b: bool(v < b),
+    }
+    for key, holds in numeric.items():
+        if key in schema:
+            checks.append(_bounded(_bound(schema[key]), holds))
+    sized: dict[str, tuple[type[str] | type[list[Any]], bool]] = {
+        "minLength": (str, True),
+        "maxLength": (str, False),
+        "minItems": (list, True),
+        "maxItems": (list, False),
+    }
+    for key, (kind, at_least) in sized.items():
+        if key in schema:
+            size = schema[key]
+            if not isinstance(size, int) or isinstance(size, bool):
+                raise _Unsupported
+            checks.append(_sized(kind, size, at_least))
+    return checks
+
+
+def _bounded(bound: int | float, holds: Callable[[Any, Any], bool]) -> Check:
+    return lambda v: not _number(v) or holds(v, bound)
+
+
+def _sized(kind: type[str] | type[list[Any]], size: int, at_least: bool) -> Check:
+    if at_least:
+        return lambda v: not isinstance(v, kind) or len(v) >= size
+    return lambda v: not isinstance(v, kind) or len(v) <= size
+
+
+def _object(schema: Mapping[str, Any]) -> list[Check]:
+    checks: list[Check] = []
+    properties = schema.get("properties", {})
+    if not isinstance(properties, dict):
+        raise _Unsupported
+    compiled = {name: _compile(sub) for name, sub in properties.items()}
+    if compiled:
+        checks.append(lambda v: not isinstance(v, dict) or all(c(v[k]) for k, c in compiled.items() if k in v))
+    required = schema.get("required", [])
+    if not isinstance(required, list):
+        raise _Unsupported
+    if required:
+        checks.append(lambda v: not isinstance(v, dict) or all(k in v for k in required))
+    if "additionalProperties" in schema:
+        extra = _compile(schema["additionalProperties"])
+        checks.append(lambda v: not isinstance(v, dict) or all(extra(x) for k, x in v.items() if k not in compiled))
+    return checks
+
+
+__all__ = ["Check", "fast_check"]
