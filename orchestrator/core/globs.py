@@ -78,21 +78,22 @@ def validate_glob(pattern: str, kind: GlobKind) -> str:
     return pattern
 
 
-def _segment_regex(segment: str, sep: str) -> str:
-    not_sep = f"[^{re.escape(sep)}]"
-    if segment == "*":
-        return f"{not_sep}+"
-    return f"{not_sep}*".join(re.escape(part) for part in segment.split("*"))
+def _escape(text: str) -> str:
+    """Every character not an ASCII letter or digit escaped: a literal in Python's and PostgreSQL's syntax."""
+    return "".join(ch if ch.isalnum() and ch.isascii() else "\\" + ch for ch in text)
 
 
-def _compile(pattern: str, sep: str) -> re.Pattern[str]:
+def glob_body(pattern: str, sep: str) -> str:
+    """A validated glob as a regular expression to anchor, in the syntax Python's `re` and PostgreSQL's share:
+    `*` one segment, `**` any number of segments (zero too), `*` inside a segment any run of its characters.
+    The router's SQL anchors it with `^...$` (`rules.glob_regex`), Python with `\\A...\\Z`."""
+    esc = "\\" + sep
+    one = f"[^{sep}]+"
     segments: list[str] = []
     for segment in pattern.split(sep):
         # `**.**` means the same as `**`; collapsing keeps the regex linear.
         if not (segment == "**" and segments and segments[-1] == "**"):
             segments.append(segment)
-    esc = re.escape(sep)
-    one = f"[^{esc}]+"
     parts: list[str] = []
     needs_sep = False
     for index, segment in enumerate(segments):
@@ -105,11 +106,18 @@ def _compile(pattern: str, sep: str) -> re.Pattern[str]:
                 continue
             else:
                 parts.append(f"(?:{esc}{one})*")
+        elif segment == "*":
+            parts.append((esc if needs_sep else "") + one)
         else:
-            parts.append((esc if needs_sep else "") + _segment_regex(segment, sep))
+            literal = f"[^{sep}]*".join(_escape(part) for part in segment.split("*"))
+            parts.append((esc if needs_sep else "") + literal)
         needs_sep = True
+    return "(?:" + "".join(parts) + ")"
+
+
+def _compile(pattern: str, sep: str) -> re.Pattern[str]:
     # Anchored, so `match`, `fullmatch` and `search` all test the whole name.
-    return re.compile(r"\A(?:" + "".join(parts) + r")\Z")
+    return re.compile(r"\A" + glob_body(pattern, sep) + r"\Z")
 
 
 @functools.lru_cache(maxsize=4096)

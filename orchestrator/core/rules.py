@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestrator.core.declaration import ListenerDeclaration, WhereCondition, WorkflowAction
 from orchestrator.core.envelope_paths import SEED_PATHS
+from orchestrator.core.globs import glob_body
 
 # The most probe rows one version gets; past it the `eq` term, then the alias heads, are left out.
 MAX_PROBES = 256
@@ -73,38 +74,8 @@ def split_path(path: str) -> tuple[str, tuple[str, ...]]:
 
 
 def glob_regex(pattern: str, sep: str) -> str:
-    """A validated glob as an anchored PostgreSQL regular expression with `globs._compile`'s meaning: `*` one
-    segment, `**` any number of segments (zero too), `*` inside a segment any run of its characters."""
-    esc = "\\" + sep
-    one = f"[^{sep}]+"
-    segments: list[str] = []
-    for segment in pattern.split(sep):
-        if not (segment == "**" and segments and segments[-1] == "**"):
-            segments.append(segment)
-    parts: list[str] = []
-    needs_sep = False
-    for index, segment in enumerate(segments):
-        if segment == "**":
-            if len(segments) == 1:
-                parts.append(f"{one}(?:{esc}{one})*")
-            elif index == 0:
-                parts.append(f"(?:{one}{esc})*")
-                needs_sep = False
-                continue
-            else:
-                parts.append(f"(?:{esc}{one})*")
-        elif segment == "*":
-            parts.append((esc if needs_sep else "") + one)
-        else:
-            literal = f"[^{sep}]*".join(_escape(part) for part in segment.split("*"))
-            parts.append((esc if needs_sep else "") + literal)
-        needs_sep = True
-    return "^(?:" + "".join(parts) + ")$"
-
-
-def _escape(text: str) -> str:
-    """Every character not a letter or digit escaped: a literal in both Python's and PostgreSQL's syntax."""
-    return "".join(ch if ch.isalnum() and ch.isascii() else "\\" + ch for ch in text)
+    """A validated glob as an anchored PostgreSQL regular expression, meaning what `globs.py`'s does."""
+    return "^" + glob_body(pattern, sep) + "$"
 
 
 def glob_head(pattern: str, sep: str) -> str:
