@@ -73,7 +73,7 @@ class LaneActivities(PlatformActivities):
 
     @activity.defn(name=RUN_ENDED_ACTIVITY)
     async def run_ended(self, end: RunEnd) -> None:
-        await self.driver.end(end.tag, end.status, end.error)
+        await self.driver.end(end.tag, end.status, end.error, end.error_type)
 
     @activity.defn(name="orchestrator.lane_idle")
     async def lane_idle(self, notice: IdleNotice) -> None:

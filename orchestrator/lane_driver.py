@@ -501,7 +501,7 @@ class LaneDriver:
 
     # -- a run's end -----------------------------------------------------------------------------------------
 
-    async def end(self, tag: RunTag, status: str, error: str | None) -> None:
+    async def end(self, tag: RunTag, status: str, error: str | None, error_type: str | None = None) -> None:
         """Record a run's end (once), hold its slot for its repeat or release it, and drive the lanes it frees
         a slot for (its own, when more waits in it; the one a freed key slot goes to)."""
         fields = log_fields(tag.session_id, tag.listener, tag.lane, execution=tag.execution_id, error=error)
@@ -530,6 +530,7 @@ class LaneDriver:
                 session_id=tag.session_id,
                 status=status,
                 error=error,
+                error_type=error_type,
                 listener=tag.listener,
                 keyed=tag.key_slots is not None,
                 key_max=tag.key_slots or 0,

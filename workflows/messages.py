@@ -142,3 +142,5 @@ class RunEnd(BaseModel):
     tag: RunTag
     status: str
     error: str | None = None
+    # A failed run's error's type (an ApplicationError's own `type`, else the exception's class).
+    error_type: str | None = None

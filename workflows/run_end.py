@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import CancelledError, FailureError
+from temporalio.exceptions import ApplicationError, CancelledError, FailureError
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -53,14 +53,15 @@ class _ReportsItsEnd(WorkflowInboundInterceptor):
             await _report(tag, "stopped", str(err) or "cancelled")
             raise
         except FailureError as err:
-            await _report(tag, "failed", str(err))
+            kind = err.type if isinstance(err, ApplicationError) and err.type else type(err).__name__
+            await _report(tag, "failed", str(err), kind)
             raise
         await _report(tag, "completed", None)
         return result
 
 
-async def _report(tag: RunTag, status: str, error: str | None) -> None:
-    end = RunEnd(tag=tag, status=status, error=None if error is None else error[:ERROR_CHARS])
+async def _report(tag: RunTag, status: str, error: str | None, error_type: str | None = None) -> None:
+    end = RunEnd(tag=tag, status=status, error=None if error is None else error[:ERROR_CHARS], error_type=error_type)
     await workflow.execute_local_activity(
         RUN_ENDED_ACTIVITY, end, start_to_close_timeout=ACTIVITY_TIMEOUT, retry_policy=RETRY
     )

@@ -42,7 +42,7 @@ SUBFIELDS: dict[str, frozenset[str] | None] = {
     "depth": frozenset(),
     "created_at": frozenset(),
     "item": frozenset({"id", "type", "role", "message"}),
-    "execution": frozenset({"id", "workflow", "status"}),
+    "execution": frozenset({"id", "workflow", "status", "error"}),
     "source": frozenset({"client", "listener", "execution"}),
     "data": None,
     "cause": None,
@@ -50,9 +50,9 @@ SUBFIELDS: dict[str, frozenset[str] | None] = {
     "actor": frozenset({"key", "listener", "execution", "schedule"}),
 }
 
-# The subfields that hold any JSON below them: a thread item's whole message (a `json` item's is any value), and
-# the list of node ids a graph change names (`graph.nodes.0`).
-DEEP_SUBFIELDS = frozenset({("item", "message"), ("graph", "nodes")})
+# The subfields that hold any JSON below them: a thread item's whole message (a `json` item's is any value), a
+# failed run's error (`execution.error.message`), and the list of node ids a graph change names (`graph.nodes.0`).
+DEEP_SUBFIELDS = frozenset({("item", "message"), ("graph", "nodes"), ("execution", "error")})
 
 
 def resolve_in_event(envelope: dict[str, Any], path: str) -> Any | Missing:

@@ -36,6 +36,8 @@ class EventExecution(BaseModel):
     id: str
     workflow: str
     status: str
+    # A failed run's end: its error's `type` and `message` (at most 2,000 characters).
+    error: dict[str, Any] | None = None
 
 
 class EventSource(BaseModel):

@@ -79,6 +79,7 @@ class Ending:
     status: str
     error: str | None
     listener: str | None
+    error_type: str | None = None
     keyed: bool = False
     key_max: int = 0
     repeat_in: float | None = None

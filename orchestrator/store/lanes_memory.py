@@ -607,10 +607,14 @@ class MemoryLaneStore:
             return Ended(False)
         execution.status, execution.error = ending.status, ending.error
         self._started(execution)
+        ended: dict[str, Any] = {"id": execution.id, "workflow": execution.workflow, "status": execution.status}
+        if execution.status == "failed" and execution.error is not None:
+            error = {"type": ending.error_type, "message": execution.error[:2000]}
+            ended["error"] = {k: v for k, v in error.items() if v is not None}
         self.append(
             execution.session_id,
             "execution.ended",
-            execution={"id": execution.id, "workflow": execution.workflow, "status": execution.status},
+            execution=ended,
             source={"listener": execution.listener, "execution": execution.id},
             depth=execution.depth,
         )

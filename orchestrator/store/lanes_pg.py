@@ -306,6 +306,7 @@ class PgLaneStore:
             "listener": ending.listener,
             "status": ending.status,
             "error": ending.error,
+            "error_type": ending.error_type,
             "keyed": ending.keyed,
             "key_max": ending.key_max,
             "repeat_in": ending.repeat_in,

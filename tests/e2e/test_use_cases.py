@@ -193,7 +193,15 @@ async def test_inbox_posts_one_item_for_a_failed_execution(missions: Missions) -
     await asyncio.sleep(INBOX_WINDOW_SECONDS + 1)
     (item,) = await missions.items("ops/inbox")
     assert item["type"] == "json"
-    assert [f["execution"] for f in item["message"]] == [{"id": failed_id, "workflow": "flaky", "status": "failed"}]
+    # The failure's error reaches the agent: what went wrong, not only that something did.
+    assert [f["execution"] for f in item["message"]] == [
+        {
+            "id": failed_id,
+            "workflow": "flaky",
+            "status": "failed",
+            "error": {"type": "ApplicationError", "message": "flaky failed, as it always does"},
+        }
+    ]
     (event,) = await events_at(missions, "ops/inbox")
     assert event["source"]["listener"] == "inbox"
 
