@@ -296,6 +296,9 @@ class Client:
     async def start_execution(self, session_id: str, workflow: str, input: Any = None, **extra: Any) -> dict[str, Any]:
         return await self._call("start_execution", session_id=session_id, workflow=workflow, input=input, **extra)
 
+    async def stop_execution(self, session_id: str, execution_id: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("stop_execution", session_id=session_id, execution_id=execution_id, **extra)
+
     async def list_session_events(
         self,
         session_id: str,

@@ -50,6 +50,7 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "list_session_listeners": ({"session_id": SESSION}, ("session_id",)),
     "list_executions": ({"session_id": SESSION}, ("session_id",)),
     "start_execution": ({"session_id": SESSION, "workflow": "w", "input": {}}, ("session_id", "workflow")),
+    "stop_execution": ({"session_id": SESSION, "execution_id": "exe:x.0"}, ("session_id", "execution_id")),
     "save_listener": ({"listener": LISTENER}, ("listener",)),
     "get_listener": ({"name": "hostile"}, ("name",)),
     "delete_listener": ({"name": "hostile"}, ("name",)),

@@ -58,6 +58,14 @@ class SessionListeners(Request):
     session_id: SessionId
 
 
+class StopExecution(Request):
+    command: Literal["stop_execution"]
+    session_id: SessionId
+    execution_id: Annotated[str, StringConstraints(min_length=1, max_length=512)] = Field(
+        description="the run, as `list_executions` names it"
+    )
+
+
 class ListExecutions(Request):
     command: Literal["list_executions"]
     session_id: SessionId
@@ -423,3 +431,51 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
     tag = RunTag(execution_id=execution_id, session_id=req.session_id, workflow=req.workflow)
     await start_run(TemporalRuns(platform.temporal, platform.settings), platform.store, tag, run_input)
     return {"execution": {"id": execution_id, "workflow": req.workflow}}
+
+
+@command(
+    "stop_execution",
+    StopExecution,
+    reply="`execution` {id, status}: `stopped`, or how it had ended already",
+    errors=("not_found",),
+)
+async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[str, Any]:
+    """Stop a run (terminate it on Temporal): its end is recorded as `stopped`, and its batch's slot follows as
+    for a run stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended
+    already answers how it ended, and nothing changes."""
+    from orchestrator.executions import TemporalRuns
+    from orchestrator.nudges import nudge_lanes
+    from orchestrator.store.lane_store import Ending
+
+    found = await platform.store.find_execution(req.session_id, req.execution_id)
+    if found is None:
+        raise CommandError("not_found", f"execution_id: no run {req.execution_id!r} in session {req.session_id!r}")
+    if found["status"] != "running":
+        return {"execution": {"id": req.execution_id, "status": found["status"]}}
+    if platform.temporal is None:
+        raise CommandError("internal_error", "stop_execution needs Temporal, and this door has none")
+    runs = TemporalRuns(platform.temporal, platform.settings)
+    _, tag = await runs.word(req.execution_id)
+    await runs.stop(req.execution_id, STOPPED_BY_COMMAND)
+    ended = await platform.store.lanes.end_run(
+        Ending(
+            execution_id=req.execution_id,
+            session_id=req.session_id,
+            status="stopped",
+            error=STOPPED_BY_COMMAND,
+            listener=found["listener"],
+            keyed=tag is not None and tag.key_slots is not None,
+            key_max=(tag.key_slots or 0) if tag is not None else 0,
+        )
+    )
+    # The lanes its slot went to step now, as after any run's end.
+    await nudge_lanes(platform.temporal, platform.settings, ended.drive)
+    status = (
+        "stopped"
+        if ended.recorded
+        else (await platform.store.find_execution(req.session_id, req.execution_id) or found)["status"]
+    )
+    return {"execution": {"id": req.execution_id, "status": status}}
+
+
+STOPPED_BY_COMMAND = "stopped by stop_execution"

@@ -56,6 +56,7 @@ NEEDS: dict[str, Need] = {
     "list_executions": "read",
     "simulate_listener": "read",
     "start_execution": "write_session",
+    "stop_execution": "write_session",
     "create_schedule": "write_session",
     "update_schedule": "write_session",
     "delete_schedule": "write_session",

@@ -137,6 +137,16 @@ class EngineRecords(
         await self.pool.execute("SELECT orchestrator_execution_started($1)", record["execution_id"])
         return True
 
+    async def find_execution(self, session_id: str, execution_id: str) -> dict[str, Any] | None:
+        """A run of the session (`id`, `workflow`, `listener`, `lane`, `status`), or None."""
+        await self.get_session(session_id)
+        row = await self.pool.fetchrow(
+            "SELECT id, workflow, listener, lane, status FROM executions WHERE session_id = $1 AND id = $2",
+            session_id,
+            execution_id,
+        )
+        return None if row is None else dict(row)
+
     async def execution_start_made(self, execution_id: str) -> None:
         await self.lanes.execution_start_made(execution_id)
 

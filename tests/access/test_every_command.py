@@ -154,6 +154,7 @@ LEAST: dict[str, list[str]] = {
     "post_thread_items": ["write:t1/**:a/**"],
     "update_graph": ["write:t1/**"],
     "start_execution": ["write:t1/**"],
+    "stop_execution": ["write:t1/**"],
     "create_schedule": ["write:t1/**"],
     "update_schedule": ["write:t1/**"],
     "delete_schedule": ["write:t1/**"],

@@ -1,0 +1,45 @@
+"""`stop_execution`: a run is stopped, its end recorded `stopped`, and its lane goes on as after a run stopped from
+outside: the slot is freed, handed on, and the stopped run is not repeated."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
+
+pytestmark = pytest.mark.asyncio
+
+SLOW = {
+    "type": "workflow",
+    "workflow": "recorder",
+    "input": {"sleep": 600, "sleep_for": "missions/slow"},
+}
+
+
+async def test_a_stopped_run_ends_stopped_and_its_lane_takes_what_waited(engine: Engine) -> None:
+    listener = recorder_listener(batch={"window_seconds": 0.1}, action=SLOW, retry={"attempts": 2})
+    await engine.command("save_listener", listener=listener)
+    sid = await new_session(engine)
+    await write_many(engine, sid, ["missions/slow"])
+
+    async def started(n: int) -> bool:
+        return len(engine.log.runs) >= n
+
+    await eventually(lambda: started(1), what="the slow run")
+    await write_many(engine, sid, ["missions/fast"])  # waits behind the slow run: one run at a time
+    slow = str(engine.log.runs[0].input["execution_id"])
+
+    reply = await engine.command("stop_execution", session_id=sid, execution_id=slow)
+    assert reply["execution"] == {"id": slow, "status": "stopped"}
+
+    await eventually(lambda: started(2), what="the next batch, in the slot the stopped run freed")
+    runs = {r["id"]: r for r in (await engine.command("list_executions", session_id=sid))["executions"]}
+    assert runs[slow]["status"] == "stopped" and runs[slow]["error"] == "stopped by stop_execution"
+    assert len(engine.log.runs) == 2, "a stopped run is not repeated"
+    again = await engine.command("stop_execution", session_id=sid, execution_id=slow)
+    assert again["execution"]["status"] == "stopped", "stopping it again changes nothing"
+    ended = (await engine.command("list_session_events", session_id=sid, types=["execution.ended"]))["events"]
+    assert [e["execution"]["id"] for e in ended].count(slow) == 1, "its end is recorded once"
+
+    missing = await engine.platform.command({"command": "stop_execution", "session_id": sid, "execution_id": "exe:x"})
+    assert missing["error"] == "not_found" and missing["message"].startswith("execution_id")
