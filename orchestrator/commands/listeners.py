@@ -8,8 +8,9 @@ from pydantic import Field
 
 from orchestrator.commands.fields import ListenerName, SchemaOf, SessionId
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.declaration import ListenerDeclaration, parse_declaration
+from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, parse_declaration
 from orchestrator.nudges import nudge_lanes
+from orchestrator.registry import FRESH_SECONDS
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -74,14 +75,30 @@ async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[
     return {"listener": {"name": req.name, "session_id": req.session_id, "paused": False}, "lanes_resumed": len(lanes)}
 
 
-@command("save_listener", SaveListener, reply="`listener` {name, version, effective_at}")
+@command(
+    "save_listener",
+    SaveListener,
+    reply="`listener` {name, version, effective_at}; `warnings` when its workflow is one no worker has said it runs",
+)
 async def save_listener(platform: CommandContext, req: SaveListener) -> dict[str, Any]:
-    """Validate the body and store it as the listener's next version, in effect after the activation delay."""
+    """Validate the body and store it as the listener's next version, in effect after the activation delay. A
+    type no event can have is refused; a workflow no worker has registered lately is saved with a warning
+    (workers may deploy after their listeners), and its batches answer `invocation_error` until one does."""
     limits = platform.settings.limits
     declaration = parse_declaration(req.listener, limits, await platform.store.event_schemas())
     body = declaration.model_dump(mode="json", exclude_unset=True)
     saved = await platform.store.save_listener(declaration.name, body, limits.activation_delay_seconds)
-    return {"listener": saved}
+    reply: dict[str, Any] = {"listener": saved}
+    action = declaration.action
+    if isinstance(action, WorkflowAction):
+        registered = await platform.store.registered_workflows(FRESH_SECONDS)
+        if action.workflow not in registered:
+            known = ", ".join(registered) or "none (is a worker running?)"
+            reply["warnings"] = [
+                f"listener.action.workflow: no worker has registered {action.workflow!r} in the last"
+                f" {FRESH_SECONDS / 60:g} minutes; its batches fail until one does (registered: {known})"
+            ]
+    return reply
 
 
 @command(

@@ -9,7 +9,8 @@ delay (the backoff cap), and an idle timer of at most seven days (a lane that sl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import pydantic
@@ -24,9 +25,9 @@ from pydantic import (
 )
 
 from orchestrator.core.backoff import MAX_RETRY_DELAY_SECONDS
-from orchestrator.core.envelope_paths import why_unresolvable
+from orchestrator.core.envelope_paths import EVENT_FIELDS, why_unresolvable
 from orchestrator.core.errors import CommandError
-from orchestrator.core.globs import owned, validate_alias, validate_glob
+from orchestrator.core.globs import compile_type_glob, owned, validate_alias, validate_glob
 from orchestrator.core.limits import MAX_EVENTS_PER_BATCH, MAX_WINDOW_SECONDS, Limits
 from orchestrator.core.paths import validate_path
 from orchestrator.core.templates import holes, why_no_hole
@@ -288,6 +289,7 @@ def parse_declaration(
     template_types = [*types, "lane.idle"] if types is not None and decl.idle is not None else types
     unresolvable += unresolvable_holes(decl.action, template_types, event_types)
     problems = [f"listener.{problem}" for problem in unresolvable]
+    problems += [f"listener.{problem}" for problem in unknown_types(decl.filter.types, event_types)]
     if decl.retry is not None and decl.retry.attempts == 0:
         problems.append("listener.retry.attempts: 0 would repeat nothing; leave retry out (SPEC: refused, not ignored)")
     action = decl.action
@@ -298,6 +300,20 @@ def parse_declaration(
     if problems:
         raise CommandError("invalid_request", "; ".join(problems))
     return decl
+
+
+def unknown_types(types: Sequence[str] | None, event_types: Mapping[str, Any] | None) -> list[str]:
+    """The type globs of a filter that no event type can ever match, neither the platform's nor one the
+    application declared (a typo, or a type not declared yet), each with the closest known name."""
+    known = [*EVENT_FIELDS, *(event_types or {})]
+    problems = []
+    for n, glob in enumerate(types or ()):
+        if any(compile_type_glob(glob).match(name) for name in known):
+            continue
+        close = difflib.get_close_matches(glob, known, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else "; declare it first (save_event_type)"
+        problems.append(f"filter.types.{n}: {glob!r} matches no event type, the platform's nor the app's{hint}")
+    return problems
 
 
 def unresolvable_paths(

@@ -39,6 +39,7 @@ ON_DELETED: dict[str, dict[str, Any]] = {
     "post_thread_items": {"alias": "chats/1", "items": [ITEM]},
     "list_thread_items": {"alias": "chats/1"},
     "start_execution": {"workflow": "recorder", "input": {}},
+    "stop_execution": {"execution_id": "exe:x.0"},
     "list_session_events": {},
     "list_session_listeners": {},
     "list_executions": {},

@@ -1,0 +1,48 @@
+"""What a save refuses because it can never fire, and what it saves with a warning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.platform import Platform
+from tests.store.helpers import ok, refused
+
+
+def body(types: list[str], workflow: str = "recorder") -> dict[str, Any]:
+    return {"name": "l", "filter": {"types": types}, "action": {"type": "workflow", "workflow": workflow}}
+
+
+@pytest.mark.parametrize(
+    ("types", "hint"),
+    [
+        (["objekt.written"], "did you mean 'object.written'?"),
+        (["object.written", "shipment.delayd"], "did you mean 'shipment.delayed'?"),
+        (["nothing.like.it"], "declare it first"),
+        (["objekt.*"], None),
+    ],
+)
+async def test_a_type_no_event_can_have_is_refused_naming_it(
+    platform: Platform, types: list[str], hint: str | None
+) -> None:
+    await ok(platform, "save_event_type", name="shipment.delayed", schema={"type": "object"})
+    index = len(types) - 1
+    reply = await refused(
+        platform, "invalid_request", f"listener.filter.types.{index}", "save_listener", listener=body(types)
+    )
+    assert hint is None or hint in reply["message"], reply
+    assert (await ok(platform, "list_listeners"))["listeners"] == [], "nothing was saved"
+
+
+async def test_a_declared_type_and_the_platforms_globs_are_taken(platform: Platform) -> None:
+    await ok(platform, "save_event_type", name="shipment.delayed", schema={"type": "object"})
+    await ok(platform, "save_listener", listener=body(["shipment.*", "object.**", "**.idle"]))
+
+
+async def test_a_workflow_no_worker_runs_is_saved_with_a_warning(platform: Platform) -> None:
+    reply = await ok(platform, "save_listener", listener=body(["object.written"], "no_such_workflow"))
+    (warning,) = reply["warnings"]
+    assert warning.startswith("listener.action.workflow: no worker has registered 'no_such_workflow'"), warning
+    await platform.store.register_workflows(["recorder"])
+    assert "warnings" not in await ok(platform, "save_listener", listener=body(["object.written"]))
