@@ -18,7 +18,7 @@ from typing import Any
 import pydantic
 
 from orchestrator.core.batch_cuts import Cut, cut, envelope_bytes
-from orchestrator.core.declaration import BatchSpec, ListenerFilter, unresolvable_paths
+from orchestrator.core.declaration import WHERE_TAGS, BatchSpec, ListenerFilter, unresolvable_paths
 from orchestrator.core.distinct import distinct_value
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import matches
@@ -72,7 +72,7 @@ def parse_stream(
     try:
         flt = ListenerFilter.model_validate(_json_param("filter", filter_param), strict=True)
     except pydantic.ValidationError as err:
-        raise CommandError("invalid_request", field_errors_message(err, "filter")) from None
+        raise CommandError("invalid_request", field_errors_message(err, "filter", union_tags=WHERE_TAGS)) from None
     try:
         batch = BatchSpec.model_validate(_json_param("batch", batch_param), strict=True, context={"limits": limits})
     except pydantic.ValidationError as err:

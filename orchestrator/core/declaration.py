@@ -18,7 +18,9 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -95,11 +97,78 @@ class WhereCondition(_Strict):
         return value
 
 
+# How deep `any` and `not` groups may nest (a filter is data a person writes, not a program).
+MAX_WHERE_DEPTH = 4
+
+
+class WhereAny(_Strict):
+    """Holds when one of its conditions (or groups) holds."""
+
+    any: list[WhereItem] = Field(min_length=1, max_length=50)
+
+
+class WhereNot(_Strict):
+    """Holds when its condition (or group) does not."""
+
+    not_: WhereItem = Field(alias="not")
+
+
+def _where_kind(item: Any) -> str:
+    if isinstance(item, dict):
+        return "where_any" if "any" in item else "where_not" if "not" in item else "where_condition"
+    return (
+        "where_any" if isinstance(item, WhereAny) else "where_not" if isinstance(item, WhereNot) else "where_condition"
+    )
+
+
+# Told apart by their keys, so a bad condition is refused as a condition (`filter.where.0.op: ...`), not as each
+# thing it might have been. The tags are left out of an error's location (`WHERE_TAGS`).
+WhereItem = Annotated[
+    Annotated[WhereCondition, Tag("where_condition")]
+    | Annotated[WhereAny, Tag("where_any")]
+    | Annotated[WhereNot, Tag("where_not")],
+    Discriminator(_where_kind),
+]
+WHERE_TAGS = ("where_condition", "where_any", "where_not")
+WhereAny.model_rebuild()
+WhereNot.model_rebuild()
+
+
+def where_conditions(items: Sequence[WhereItem], field: str = "filter.where") -> list[tuple[str, WhereCondition]]:
+    """Every condition of a `where`, groups opened, each with its field (`filter.where.1.any.0`)."""
+    found: list[tuple[str, WhereCondition]] = []
+    for n, item in enumerate(items):
+        here = f"{field}.{n}"
+        if isinstance(item, WhereAny):
+            found += where_conditions(item.any, f"{here}.any")
+        elif isinstance(item, WhereNot):
+            found += where_conditions([item.not_], f"{here}.not")
+        else:
+            found.append((here, item))
+    return found
+
+
+def _depth(item: WhereItem) -> int:
+    if isinstance(item, WhereAny):
+        return 1 + max(_depth(i) for i in item.any)
+    if isinstance(item, WhereNot):
+        return 1 + _depth(item.not_)
+    return 0
+
+
 class ListenerFilter(_Strict):
     # An empty list would match nothing, ever: refused as a mistake rather than kept as a dead listener.
     types: list[TypeGlob] | None = Field(default=None, min_length=1)
     aliases: list[AliasGlob] | None = Field(default=None, min_length=1)
-    where: list[WhereCondition] = Field(default_factory=list)
+    # Conditions that must all hold; `any` and `not` groups nest (at most MAX_WHERE_DEPTH deep).
+    where: list[WhereItem] = Field(default_factory=list)
+
+    @field_validator("where")
+    @classmethod
+    def _shallow(cls, where: list[WhereItem]) -> list[WhereItem]:
+        if any(_depth(item) > MAX_WHERE_DEPTH for item in where):
+            raise ValueError(f"any and not groups nest at most {MAX_WHERE_DEPTH} deep")
+        return where
 
 
 class Concurrency(_Strict):
@@ -281,7 +350,7 @@ def parse_declaration(
         # where a number belongs is a mistake to name, not a value to guess (lax parsing made `true` one).
         decl = ListenerDeclaration.model_validate(body, strict=True, context={"limits": limits})
     except pydantic.ValidationError as exc:
-        message = field_errors_message(exc, "listener", union_tags=ACTION_TYPES)
+        message = field_errors_message(exc, "listener", union_tags=(*ACTION_TYPES, *WHERE_TAGS))
         raise CommandError("invalid_request", message) from None
     unresolvable = unresolvable_paths(decl.filter, decl.batch, decl.concurrency.key, event_types)
     # A lane with `idle` also gets its own `lane.idle`, whatever the filter says: its templates may read it.
@@ -324,7 +393,7 @@ def unresolvable_paths(
 ) -> list[str]:
     """The paths into events (`where` conditions, the lane key, `distinct_by`) that can never resolve for the
     filter's types, each as `field: path ... never resolves: why` (a saved listener's and a stream's alike)."""
-    paths = [(f"filter.where.{n}.path", c.path) for n, c in enumerate(flt.where)]
+    paths = [(f"{field}.path", c.path) for field, c in where_conditions(flt.where)]
     if key is not None:
         paths.append(("concurrency.key", key))
     if batch.distinct_by is not None:

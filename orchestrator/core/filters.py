@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.core.declaration import ListenerDeclaration, ListenerFilter, WhereCondition
+from orchestrator.core.declaration import (
+    ListenerDeclaration,
+    ListenerFilter,
+    WhereAny,
+    WhereCondition,
+    WhereItem,
+    WhereNot,
+)
 from orchestrator.core.envelope_paths import resolve_in_event
 from orchestrator.core.globs import compile_alias_glob, compile_type_glob
 from orchestrator.core.paths import MISSING, json_equal
@@ -70,15 +77,26 @@ def mismatch(flt: ListenerFilter, envelope: dict[str, Any]) -> str | None:
         if not any(compile_alias_glob(glob).match(place) for glob in flt.aliases for place in places):
             shown = repr(places[0]) if len(places) == 1 else f"none of {places}"
             return f"filter.aliases: {shown} is not under {flt.aliases}"
-    for index, condition in enumerate(flt.where):
-        if not condition_holds(condition, envelope):
-            found = resolve_in_event(envelope, condition.path)
+    for index, item in enumerate(flt.where):
+        if item_holds(item, envelope):
+            continue
+        if isinstance(item, WhereCondition):
+            found = resolve_in_event(envelope, item.path)
             shown = "missing" if found is MISSING else repr(found)
-            return (
-                f"filter.where.{index}: {condition.path} {condition.op} {condition.value!r} does not hold"
-                f" ({condition.path} is {shown})"
-            )
+            return f"filter.where.{index}: {item.path} {item.op} {item.value!r} does not hold ({item.path} is {shown})"
+        group = "no condition of its any" if isinstance(item, WhereAny) else "its not"
+        return f"filter.where.{index}: {group} holds"
     return None
+
+
+def item_holds(item: WhereItem, envelope: dict[str, Any]) -> bool:
+    """A `where` condition or group against an envelope: `any` holds when one of its items does, `not` when its
+    item does not."""
+    if isinstance(item, WhereAny):
+        return any(item_holds(inner, envelope) for inner in item.any)
+    if isinstance(item, WhereNot):
+        return not item_holds(item.not_, envelope)
+    return condition_holds(item, envelope)
 
 
 def aliases_of(envelope: dict[str, Any]) -> list[str]:

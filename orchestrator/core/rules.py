@@ -19,7 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.core.declaration import ListenerDeclaration, WhereCondition, WorkflowAction
+from orchestrator.core.declaration import (
+    ListenerDeclaration,
+    WhereAny,
+    WhereCondition,
+    WhereItem,
+    WhereNot,
+    WorkflowAction,
+)
 from orchestrator.core.envelope_paths import SEED_PATHS
 from orchestrator.core.globs import glob_body
 
@@ -93,12 +100,25 @@ def _heads(globs: Sequence[str] | None, sep: str) -> list[str]:
     return [""] if globs is None else sorted({glob_head(g, sep) for g in globs})
 
 
-def _eq_term(where: Sequence[WhereCondition]) -> tuple[str, list[Any]] | None:
-    """The condition to probe by: the first `eq`, else the first `in` short enough (its path, its values)."""
-    for condition in where:
+def _compiled_where(item: WhereItem) -> dict[str, Any]:
+    """A `where` item as the routing statement reads it: a condition as {root, rest, op, value}, a group as
+    {op: "any", items} or {op: "not", item}."""
+    if isinstance(item, WhereAny):
+        return {"op": "any", "items": [_compiled_where(inner) for inner in item.any]}
+    if isinstance(item, WhereNot):
+        return {"op": "not", "item": _compiled_where(item.not_)}
+    root, rest = split_path(item.path)
+    return {"root": root, "rest": list(rest), "op": item.op, "value": item.value}
+
+
+def _eq_term(where: Sequence[WhereItem]) -> tuple[str, list[Any]] | None:
+    """The condition to probe by, among those that must hold (not inside a group): the first `eq`, else the first
+    `in` short enough (its path, its values)."""
+    conditions = [item for item in where if isinstance(item, WhereCondition)]
+    for condition in conditions:
         if condition.op == "eq":
             return SEED_PATHS.get(condition.path, condition.path), [condition.value]
-    for condition in where:
+    for condition in conditions:
         if condition.op == "in" and 0 < len(condition.value) <= MAX_IN_PROBES:
             return SEED_PATHS.get(condition.path, condition.path), list(condition.value)
     return None
@@ -132,11 +152,7 @@ def compile_rule(name: str, version: int, decl: ListenerDeclaration) -> Rule:
         version=version,
         type_res=None if flt.types is None else tuple(glob_regex(g, ".") for g in flt.types),
         alias_res=None if flt.aliases is None else tuple(glob_regex(g, "/") for g in flt.aliases),
-        where=tuple(
-            {"root": root, "rest": list(rest), "op": c.op, "value": c.value}
-            for c in flt.where
-            for root, rest in [split_path(c.path)]
-        ),
+        where=tuple(_compiled_where(item) for item in flt.where),
         key_root=key_root,
         key_rest=key_rest,
         key_segments=concurrency.key_segments if keyed else None,

@@ -140,3 +140,33 @@ def test_a_mismatch_names_the_part_of_the_filter_at_fault() -> None:
     assert mismatch(flt, {k: v for k, v in ticket.items() if k != "depth"}) == (
         "filter.where.0: depth eq 0 does not hold (depth is missing)"
     )
+
+
+def test_where_groups_hold_as_any_and_not_say() -> None:
+    from orchestrator.core.declaration import ListenerFilter
+
+    flt = ListenerFilter.model_validate(
+        {
+            "where": [
+                {"any": [{"path": "data.n", "op": "eq", "value": 1}, {"path": "data.n", "op": "gt", "value": 5}]},
+                {"not": {"path": "alias", "op": "in", "value": ["a/x"]}},
+            ]
+        }
+    )
+    assert matches(flt, {"data": {"n": 1}, "alias": "a/b"})
+    assert matches(flt, {"data": {"n": 9}, "alias": "a/b"})
+    assert not matches(flt, {"data": {"n": 3}, "alias": "a/b"})
+    assert mismatch(flt, {"data": {"n": 3}, "alias": "a/b"}) == "filter.where.0: no condition of its any holds"
+    assert mismatch(flt, {"data": {"n": 1}, "alias": "a/x"}) == "filter.where.1: its not holds"
+
+
+def test_where_groups_nest_four_deep_at_most() -> None:
+    import pydantic
+
+    from orchestrator.core.declaration import ListenerFilter
+
+    condition: dict[str, Any] = {"path": "alias", "op": "exists"}
+    for _ in range(5):
+        condition = {"not": condition}
+    with pytest.raises(pydantic.ValidationError, match="nest at most 4 deep"):
+        ListenerFilter.model_validate({"where": [condition]})

@@ -72,7 +72,15 @@ def listener_bodies(draw: st.DrawFn, name: str) -> dict[str, Any]:
         flt["types"] = draw(st.lists(st.sampled_from(TYPE_GLOBS), min_size=1, max_size=2, unique=True))
     if draw(st.booleans()):
         flt["aliases"] = draw(st.lists(st.sampled_from(ALIAS_GLOBS), min_size=1, max_size=2, unique=True))
-    flt["where"] = draw(st.lists(conditions(), max_size=2))
+    groups = st.recursive(
+        conditions(),
+        lambda inner: st.one_of(
+            st.lists(inner, min_size=1, max_size=2).map(lambda items: {"any": items}),
+            inner.map(lambda item: {"not": item}),
+        ),
+        max_leaves=3,
+    )
+    flt["where"] = draw(st.lists(groups, max_size=2))
     mode = draw(st.sampled_from(["serial", "keyed", "parallel"]))
     concurrency: dict[str, Any] = {"mode": mode}
     if mode == "keyed":

@@ -174,15 +174,34 @@ CREATE FUNCTION orchestrator_holds(p_found jsonb, p_op text, p_value jsonb) RETU
     END
 $$;
 
--- Whether every `where` condition of a rule holds on an event.
+-- Whether a `where` item holds on an event: a condition ({root, rest, op, value}), or a group: `any` (one of its
+-- items holds) or `not` (its item does not).
+CREATE FUNCTION orchestrator_where_item(e events, c jsonb) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    i jsonb;
+BEGIN
+    IF c ->> 'op' = 'any' THEN
+        FOR i IN SELECT x FROM jsonb_array_elements(c -> 'items') x LOOP
+            IF orchestrator_where_item(e, i) THEN
+                RETURN true;
+            END IF;
+        END LOOP;
+        RETURN false;
+    ELSIF c ->> 'op' = 'not' THEN
+        RETURN NOT orchestrator_where_item(e, c -> 'item');
+    END IF;
+    RETURN orchestrator_holds(
+        orchestrator_value(e, c ->> 'root', ARRAY(SELECT jsonb_array_elements_text(c -> 'rest'))), c ->> 'op', c -> 'value');
+END
+$$;
+
+-- Whether every `where` item of a rule holds on an event.
 CREATE FUNCTION orchestrator_where_holds(e events, p_conds jsonb) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
 DECLARE
     c jsonb;
 BEGIN
     FOR c IN SELECT x FROM jsonb_array_elements(p_conds) x LOOP
-        IF NOT orchestrator_holds(
-            orchestrator_value(e, c ->> 'root', ARRAY(SELECT jsonb_array_elements_text(c -> 'rest'))),
-            c ->> 'op', c -> 'value') THEN
+        IF NOT orchestrator_where_item(e, c) THEN
             RETURN false;
         END IF;
     END LOOP;
