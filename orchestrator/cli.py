@@ -128,6 +128,11 @@ def _parser() -> argparse.ArgumentParser:
     api.add_argument("--host", help="the interface to listen on (default: 127.0.0.1)")
     api.add_argument("--http-port", type=int, help="the port (default: 8700)")
 
+    plan = sub.add_parser(
+        "plan", help="print what starting a worker with the app would add, change and remove (applies nothing)"
+    )
+    plan.add_argument("--app", required=True, help="the app module or .py file")
+
     new = sub.add_parser("new", help="write a starter app (a listener, a workflow, a passing test) into a folder")
     new.add_argument("name", metavar="NAME", type=Path, help="the folder to create (it must not hold anything yet)")
     return parser
@@ -367,7 +372,28 @@ def _main(argv: list[str] | None) -> int:
         return _inspect(args, settings)
     if args.subcommand == "keys":
         return _keys(args, settings)
+    if args.subcommand == "plan":
+        return _plan(args, settings)
     return _serve(args, settings)
+
+
+def _plan(args: argparse.Namespace, settings: Settings) -> int:
+    """`plan --app M`: the app's declarations against the platform's, one line a change (none: nothing to do)."""
+    import asyncio
+
+    from orchestrator.app_loader import AppLoadError
+    from orchestrator.runtime import ConfigurationError, plan_app
+
+    try:
+        lines = asyncio.run(plan_app(settings, args.app))
+    except (ConfigurationError, AppLoadError) as err:
+        print(f"orchestrator plan: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    for line in lines:
+        print(line)
+    if not lines:
+        print("nothing to change: the platform holds what the app declares")
+    return EXIT_SUCCESS
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:

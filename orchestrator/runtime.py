@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import signal
@@ -29,10 +28,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 from temporalio.client import Client as TemporalClient
 
+from orchestrator import app_plan
 from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp, load_app
 from orchestrator.client import api_url
 from orchestrator.config import Settings
+from orchestrator.core.plan import changes
 from orchestrator.crossings import install_from_environment
 from orchestrator.dev_log import activity_lines
 from orchestrator.dev_ports import PortTaken, plan_ports
@@ -255,20 +256,28 @@ def _load_app(spec: str | None, announce: Announce) -> tuple[UserApp | None, set
         raise
 
 
-async def save_app_listeners(platform: Platform, app: UserApp, announce: Announce) -> datetime | None:
-    """Save the app's declared event types, then its listeners (which may name them), announcing each reply;
-    a refused one does not stop the rest. Answers when the last of them takes effect (None: none saved)."""
-    for body in app.event_types:
-        reply = await platform.command({**body, "command": "save_event_type"})
-        announce(f"save_event_type {body.get('name', '?')}: {json.dumps(reply)}")
-    effective: datetime | None = None
-    for body in app.listeners:
-        reply = await platform.command({"command": "save_listener", "listener": body})
-        announce(f"save_listener {body.get('name', '?')}: {json.dumps(reply)}")
-        if reply.get("status") == "success":
-            at = datetime.fromisoformat(reply["listener"]["effective_at"])
-            effective = at if effective is None else max(effective, at)
-    return effective
+async def apply_app(platform: Platform, app: UserApp, announce: Announce) -> datetime | None:
+    """Apply the app's declarations as a plan (`app_plan`); answers when its listeners take effect. An app whose
+    declarations are refused stops the start, naming each field, and nothing of it is applied."""
+    try:
+        return (await app_plan.apply(platform, app, announce)).effective
+    except app_plan.InvalidApp as err:
+        raise ConfigurationError(str(err)) from None
+
+
+async def plan_app(settings: Settings, spec: str) -> list[str]:
+    """`orchestrator plan`: what applying the app's declarations would change, against ORCHESTRATOR_DATABASE_URL."""
+    if not settings.database_url:
+        raise ConfigurationError("plan needs ORCHESTRATOR_DATABASE_URL (the platform's database)")
+    app = load_app(spec)
+    platform = await Platform.connect(settings, settings.database_url)
+    try:
+        steps = await app_plan.plan_of(platform, app)
+    except app_plan.InvalidApp as err:
+        raise ConfigurationError(str(err)) from None
+    finally:
+        await platform.close()
+    return [step.line() for step in changes(steps)]
 
 
 async def announce_ready(announce: Announce, effective: datetime | None) -> None:
@@ -437,7 +446,7 @@ async def run_dev(
             if app is not None:
                 counts = f"{len(app.workflows)} workflows, {len(app.activities)} activities"
                 announce(f"app          {app.name}: {counts}, {len(app.listeners)} listeners")
-                effective = await save_app_listeners(platform, app, announce)
+                effective = await apply_app(platform, app, announce)
             readiness: list[asyncio.Task[None]] = []
 
             def ready(url: str | None) -> None:
@@ -447,7 +456,12 @@ async def run_dev(
                 readiness.append(asyncio.create_task(announce_ready(announce, effective)))
 
             async def restarted(new_app: UserApp) -> None:
-                saved = await save_app_listeners(platform, new_app, announce)
+                try:
+                    saved = await apply_app(platform, new_app, announce)
+                except ConfigurationError as err:
+                    # The reloaded code runs; its declarations wait for a fix (the platform keeps the last ones).
+                    announce(f"not applied  {err}")
+                    return
                 readiness.append(asyncio.create_task(announce_ready(announce, saved)))
 
             engine = None
@@ -541,7 +555,7 @@ async def run_worker(
         temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
         platform = await Platform.connect(settings, database_url, temporal=temporal)
         try:
-            await save_app_listeners(platform, app, announce)
+            await apply_app(platform, app, announce)
             async with contextlib.AsyncExitStack() as stack:
                 if health_port is not None:
                     url = await stack.enter_async_context(serve_api(health_app(), settings.http_host, health_port))

@@ -127,3 +127,35 @@ async def test_dev_serves_an_app_then_stops_everything_on_sigint(tmp_path: Path)
         if psutil.pid_exists(postmaster) and psutil.Process(postmaster).status() != psutil.STATUS_ZOMBIE:
             leftovers.append(postmaster)
     assert leftovers == [], output
+
+
+TYPO_APP = """
+from temporalio import workflow
+
+
+@workflow.defn(name="noop")
+class Noop:
+    @workflow.run
+    async def run(self, run: dict) -> None:
+        return None
+
+
+workflows = [Noop]
+listeners = [{"name": "watch", "filter": {"types": ["object.written"]}, "batch": {"max_event": 10},
+              "action": {"type": "workflow", "workflow": "noop"}}]
+"""
+
+
+async def test_dev_with_a_typo_in_a_listener_stops_at_once_naming_the_field(tmp_path: Path) -> None:
+    (tmp_path / "typo_app.py").write_text(TYPO_APP)
+    process = await asyncio.create_subprocess_exec(
+        CLI, "dev", "--app", "typo_app.py", "--data-dir", str(tmp_path / "data"), "--http-port", str(free_port()),
+        cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    began = time.monotonic()
+    output, _ = await asyncio.wait_for(process.communicate(), 30)
+    text = output.decode()
+    assert process.returncode == 2, text
+    assert time.monotonic() - began < 10, "it stops before anything waits on it"
+    assert "listeners.0 (watch): listener.batch.max_event" in text
+    assert "Ready." not in text, "never Ready over an older version"

@@ -75,6 +75,28 @@ class AppEvents:
         rows = await self.pool.fetch("SELECT name, schema, allow, description, saved_at FROM event_types ORDER BY name")
         return [_event_type(r) for r in rows]
 
+    async def delete_event_type(self, name: str) -> None:
+        """An event type no longer declared (by the app that declared it): its events stay in the streams."""
+        await self.pool.execute("DELETE FROM event_types WHERE name = $1", name)
+
+    async def declared_by(self) -> dict[tuple[str, str], str]:
+        """Which app declared each listener and event type, by (kind, name)."""
+        rows = await self.pool.fetch("SELECT kind, name, app FROM app_declarations")
+        return {(r["kind"], r["name"]): r["app"] for r in rows}
+
+    async def declare(self, kind: str, name: str, app: str | None) -> None:
+        """Record that `app` declares `kind` `name` (None: it no longer does)."""
+        if app is None:
+            await self.pool.execute("DELETE FROM app_declarations WHERE kind = $1 AND name = $2", kind, name)
+            return
+        await self.pool.execute(
+            "INSERT INTO app_declarations (kind, name, app) VALUES ($1, $2, $3)"
+            " ON CONFLICT (kind, name) DO UPDATE SET app = EXCLUDED.app",
+            kind,
+            name,
+            app,
+        )
+
     async def event_schemas(self) -> dict[str, dict[str, Any]]:
         """Every declared type's schema, by name."""
         rows = await self.pool.fetch("SELECT name, schema FROM event_types")

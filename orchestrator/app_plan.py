@@ -1,0 +1,115 @@
+"""An app's declarations, checked whole and applied as a plan (`core/plan.py`) when a worker or `dev` starts.
+
+Owns reading an app's event types and listeners into the bodies the platform keeps, refusing the whole app when
+any of them is invalid (every problem named by its field, nothing applied: a start never goes on over an older
+version), and applying the plan through the commands, recording which app declares what.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pydantic
+
+from orchestrator.app_loader import UserApp
+from orchestrator.core.declaration import parse_declaration
+from orchestrator.core.errors import CommandError
+from orchestrator.core.event_types import EventTypeDeclaration
+from orchestrator.core.plan import Held, Kind, Step, changes, plan
+from orchestrator.core.validation import field_errors_message
+from orchestrator.platform import Platform
+
+
+class InvalidApp(Exception):
+    """An app whose declarations are refused: nothing of it was applied; the message names each field."""
+
+
+@dataclass(frozen=True)
+class Applied:
+    steps: list[Step]
+    # When the last listener it saved takes effect (None: none saved).
+    effective: datetime | None
+
+
+def _event_type(body: Mapping[str, Any]) -> dict[str, Any]:
+    """An event type's body as the platform compares it."""
+    return {k: body.get(k) for k in ("name", "schema", "allow", "description")}
+
+
+async def declarations(platform: Platform, app: UserApp) -> dict[Kind, list[dict[str, Any]]]:
+    """The app's event types and listeners as the platform would keep them; raises InvalidApp naming every bad
+    field when any is refused."""
+    problems: list[str] = []
+    types: list[dict[str, Any]] = []
+    for n, body in enumerate(app.event_types):
+        try:
+            event_type = EventTypeDeclaration.model_validate(body)
+        except pydantic.ValidationError as err:
+            problems.append(field_errors_message(err, f"event_types.{n}"))
+            continue
+        types.append(_event_type(event_type.model_dump(by_alias=True)))
+    schemas = {**await platform.store.event_schemas(), **{t["name"]: t["schema"] for t in types}}
+    listeners: list[dict[str, Any]] = []
+    for n, body in enumerate(app.listeners):
+        try:
+            listener = parse_declaration(body, platform.settings.limits, schemas)
+        except CommandError as err:
+            problems.append(f"listeners.{n} ({body.get('name', '?')}): {err.message}")
+            continue
+        listeners.append(listener.model_dump(mode="json", exclude_unset=True))
+    if problems:
+        raise InvalidApp(f"app {app.name}: " + "; ".join(problems))
+    return {"event_type": types, "listener": listeners}
+
+
+async def plan_of(platform: Platform, app: UserApp) -> list[Step]:
+    """What applying the app's declarations would do."""
+    declared = await declarations(platform, app)
+    owners = await platform.store.declared_by()
+    held: dict[Kind, dict[str, Held]] = {
+        "event_type": {
+            t["name"]: Held(_event_type(t), owners.get(("event_type", t["name"])))
+            for t in await platform.store.list_event_types()
+        },
+        "listener": {
+            found["name"]: Held(found["body"], owners.get(("listener", found["name"])))
+            for found in await platform.store.list_listeners()
+        },
+    }
+    return plan(app.name, declared, held)
+
+
+async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None]) -> Applied:
+    """Apply the app's plan, announcing each change; answers when its listeners take effect."""
+    steps = await plan_of(platform, app)
+    effective: datetime | None = None
+    for step in steps:
+        if step.action in ("add", "change"):
+            assert step.body is not None
+            if step.kind == "event_type":
+                reply = await platform.command({**step.body, "command": "save_event_type"})
+            else:
+                reply = await platform.command({"command": "save_listener", "listener": dict(step.body)})
+            if reply.get("status") != "success":
+                raise InvalidApp(f"app {app.name}: {step.kind} {step.name}: {json.dumps(reply)}")
+            if step.kind == "listener":
+                at = datetime.fromisoformat(reply["listener"]["effective_at"])
+                effective = at if effective is None else max(effective, at)
+            for warning in reply.get("warnings", []):
+                announce(f"warning      {step.kind} {step.name}: {warning}")
+        elif step.action == "remove":
+            if step.kind == "listener":
+                await platform.command({"command": "delete_listener", "name": step.name})
+            else:
+                await platform.store.delete_event_type(step.name)
+        await platform.store.declare(step.kind, step.name, None if step.action == "remove" else app.name)
+    for step in changes(steps):
+        announce(f"plan         {step.line()}")
+    return Applied(steps, effective)
+
+
+__all__ = ["Applied", "InvalidApp", "apply", "declarations", "plan_of"]

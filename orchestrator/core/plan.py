@@ -1,0 +1,77 @@
+"""An app's declarations as a plan: what applying them adds, changes and removes on the platform.
+
+Owns the comparison of what an app module declares (its event types and listeners, each a command's body) with
+what the platform holds and which app declared each (`app_declarations`): a name the app declares and the
+platform lacks is added; one whose body differs is changed; one this app declared before and no longer does is
+removed. What another app, or a person through the commands, declared is never removed by this one. Pure:
+`orchestrator plan` prints it, and `dev` and `worker --app` apply it at start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["event_type", "listener"]
+Action = Literal["add", "change", "remove", "keep"]
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: Kind
+    name: str
+    action: Action
+    # The body to save (add, change); None for a removal or a name kept as it is.
+    body: Mapping[str, Any] | None = None
+    # Who declared it before, when that was another app or nobody's app (a change adopts it).
+    was: str | None = None
+
+    def line(self) -> str:
+        adopted = f" (was {self.was}'s)" if self.action == "change" and self.was else ""
+        return f"{self.action:<7} {self.kind.replace('_', ' ')} {self.name}{adopted}"
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the platform holds under a name: its body as stored, and the app that declared it (None: a person
+    through the commands)."""
+
+    body: Mapping[str, Any]
+    app: str | None
+
+
+def plan(
+    app: str,
+    declared: Mapping[Kind, Sequence[Mapping[str, Any]]],
+    held: Mapping[Kind, Mapping[str, Held]],
+) -> list[Step]:
+    """The steps that bring the platform to `app`'s declarations: event types first (listeners may name them),
+    removals of listeners before removals of event types, each kind by name."""
+    steps: list[Step] = []
+    for kind in ("event_type", "listener"):
+        found = held.get(kind, {})
+        names = set()
+        for body in declared.get(kind, ()):
+            name = str(body["name"])
+            names.add(name)
+            current = found.get(name)
+            if current is None:
+                steps.append(Step(kind, name, "add", body))
+            elif dict(current.body) != dict(body):
+                steps.append(Step(kind, name, "change", body, None if current.app == app else current.app or "nobody"))
+            else:
+                steps.append(Step(kind, name, "keep"))
+        gone = sorted(name for name, current in found.items() if current.app == app and name not in names)
+        steps += [Step(kind, name, "remove") for name in gone]
+    removals = [s for s in steps if s.action == "remove"]
+    kept = [s for s in steps if s.action != "remove"]
+    return kept + sorted(removals, key=lambda s: (s.kind != "listener", s.name))
+
+
+def changes(steps: Sequence[Step]) -> list[Step]:
+    """The steps that change something (a plan of only `keep` is empty)."""
+    return [s for s in steps if s.action != "keep"]
+
+
+__all__ = ["Held", "Step", "changes", "plan"]

@@ -1,0 +1,89 @@
+"""An app's declarations applied as a plan: added, changed, removed (only what the app declared), and an app
+with an invalid declaration refused whole, naming the field, with nothing applied."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.app_loader import UserApp
+from orchestrator.app_plan import InvalidApp, apply, plan_of
+from orchestrator.core.plan import changes
+from orchestrator.platform import Platform
+
+CLI = str(Path(sys.executable).parent / "orchestrator")
+
+
+def listener(name: str, window: float = 1.0, types: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "filter": {"types": types or ["object.written"]},
+        "batch": {"window_seconds": window},
+        "action": {"type": "workflow", "workflow": "w"},
+    }
+
+
+SHIPPED = {"name": "shipment.delayed", "schema": {"type": "object"}}
+
+
+def app(*listeners: dict[str, Any], types: tuple[dict[str, Any], ...] = (SHIPPED,)) -> UserApp:
+    return UserApp(name="tests.plan_app", listeners=list(listeners), event_types=list(types))
+
+
+async def lines(platform: Platform, declared: UserApp) -> list[str]:
+    return [step.line() for step in changes(await plan_of(platform, declared))]
+
+
+async def test_a_plan_adds_changes_and_removes_what_the_app_declared_and_then_is_empty(platform: Platform) -> None:
+    said: list[str] = []
+    first = app(listener("a"), listener("b"), listener("c", types=["shipment.*"]))
+    assert await lines(platform, first) == [
+        "add     event type shipment.delayed",
+        "add     listener a",
+        "add     listener b",
+        "add     listener c",
+    ]
+    await apply(platform, first, said.append)
+    assert await lines(platform, first) == [], "applied, the same app plans nothing"
+    # A listener a person saved through the commands is nobody's app's: never removed by one.
+    await platform.command({"command": "save_listener", "listener": listener("by-hand")})
+
+    second = app(listener("a"), listener("b", window=2.0), listener("d"))
+    assert await lines(platform, second) == ["change  listener b", "add     listener d", "remove  listener c"]
+    await apply(platform, second, said.append)
+    assert await lines(platform, second) == []
+    names = {found["name"] for found in (await platform.command({"command": "list_listeners"}))["listeners"]}
+    assert names == {"a", "b", "d", "by-hand"}
+    assert "plan         remove  listener c" in said
+
+
+async def test_an_app_with_an_invalid_declaration_is_refused_whole_naming_the_field(platform: Platform) -> None:
+    typo = {**listener("b"), "batch": {"max_event": 10}}
+    with pytest.raises(InvalidApp) as refused:
+        await apply(platform, app(listener("a"), typo), lambda _: None)
+    assert "listeners.1 (b): listener.batch.max_event" in str(refused.value)
+    assert (await platform.command({"command": "list_listeners"}))["listeners"] == [], "nothing was applied"
+    with pytest.raises(InvalidApp, match=r"did you mean 'shipment\.delayed'"):
+        await apply(platform, app(listener("a", types=["shipment.delayd"])), lambda _: None)
+
+
+def test_orchestrator_plan_prints_the_plan_and_refuses_an_invalid_app(fresh_db: str, tmp_path: Path) -> None:
+    module = tmp_path / "planned_app.py"
+    module.write_text(
+        "workflows = []\n"
+        "listeners = [{'name': 'p', 'filter': {'types': ['object.written']},"
+        " 'action': {'type': 'workflow', 'workflow': 'w'}}]\n"
+    )
+    env = {**os.environ, "ORCHESTRATOR_DATABASE_URL": fresh_db}
+    shown = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["add     listener p"]
+    module.write_text(module.read_text().replace("'types'", "'typez'"))
+    refused = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert "listeners.0 (p): listener.filter.typez" in refused.stderr
