@@ -115,4 +115,8 @@ async def who(
         ):
             return unauthorized(f"{CSRF_HEADER}: missing or not this browser session's")
         return remember(request, principal)
-    return unauthorized("authorization: a bearer token is required", 401)
+    return unauthorized(
+        "authorization: a bearer token is required (the CLI takes --token or ORCHESTRATOR_API_TOKEN; on the"
+        " platform's own machine, `orchestrator call --local` reaches its database with no key)",
+        401,
+    )

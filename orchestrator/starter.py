@@ -107,6 +107,8 @@ def write_starter(folder: Path) -> list[Path]:
         "activities.py": ACTIVITIES,
         "test_app.py": TEST,
         "README.md": README.format(name=folder.resolve().name),
+        # What `orchestrator dev` keeps (its embedded servers' data) and Python's own leftovers stay out of git.
+        ".gitignore": ".orchestrator/\n__pycache__/\n.pytest_cache/\n",
     }
     written = []
     for name, text in files.items():

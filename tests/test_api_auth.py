@@ -40,6 +40,8 @@ async def test_no_token_is_401(api_url: str) -> None:
     assert response.headers["www-authenticate"] == "Bearer"
     assert response.json()["status"] == "error"
     assert response.json()["error"] == "unauthorized"
+    message = response.json()["message"]
+    assert "--token" in message and "ORCHESTRATOR_API_TOKEN" in message and "--local" in message, "how to get in"
 
 
 @pytest.mark.parametrize("authorization", [f"Bearer {WRONG}", f"Basic {TOKEN}", "Bearer", f"Bearer {TOKEN}x"])

@@ -68,12 +68,14 @@ def test_a_new_app_passes_its_own_test(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     folder = tmp_path / "hello"
     assert sorted(p.name for p in folder.iterdir()) == [
+        ".gitignore",
         "README.md",
         "activities.py",
         "app.py",
         "test_app.py",
         "workflows.py",
     ]
+    assert ".orchestrator/" in (folder / ".gitignore").read_text().splitlines(), "dev's data stays out of git"
     readme = (folder / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(readme) == 3 and readme[0] == "# hello"
     assert "pytest" in made.stdout
