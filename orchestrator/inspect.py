@@ -100,6 +100,7 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
     listeners = (await client.list_session_listeners(session_id))["listeners"]
     declarations = {item["name"]: _body(item) for item in (await client.list_listeners())["listeners"]}
     executions = (await client.list_executions(session_id))["executions"]
+    run_status = {str(e["id"]): str(e["status"]) for e in executions}
     view = []
     for listener in listeners:
         name = listener["name"]
@@ -130,12 +131,17 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
                 "name": name,
                 "version": listener.get("version"),
                 "enabled": listener.get("enabled", True),
+                "paused": listener.get("paused", False),
                 "lanes": lanes,
                 "pending": sum(lane["pending"] for lane in lanes),
                 "runs_in_flight": sum(lane["in_flight"] for lane in lanes),
                 "executions_running": sum(1 for e in mine if e.get("status") == "running"),
                 "retries_waiting": _retries_waiting(mine, declaration.get("retry"), in_flight_keys if live else None),
-                "recent_outcomes": listener.get("recent_outcomes", []),
+                # Each outcome beside its run's own status: `success` means the run started, not how it ended.
+                "recent_outcomes": [
+                    {**o, "run_status": run_status[o["execution_id"]]} if o.get("execution_id") in run_status else o
+                    for o in listener.get("recent_outcomes", [])
+                ],
                 "counts": listener.get("counts", {}),
             }
         )
@@ -163,7 +169,8 @@ def format_status(status: dict[str, Any]) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(listener["counts"].items())) or "none"
         lines += [
             "",
-            f"listener {listener['name']}  v{listener['version']}  {'enabled' if listener['enabled'] else 'disabled'}",
+            f"listener {listener['name']}  v{listener['version']}  {'enabled' if listener['enabled'] else 'disabled'}"
+            + ("  paused" if listener.get("paused") else ""),
             f"  pending {listener['pending']}  runs in flight {listener['runs_in_flight']}  "
             f"executions running {listener['executions_running']}  retries waiting {len(listener['retries_waiting'])}",
             f"  outcomes: {counts}",
@@ -202,11 +209,13 @@ def format_status(status: dict[str, Any]) -> str:
                     o.get("lane") or "(one lane)",
                     f"{o.get('first_id')}..{o.get('last_id')}",
                     o.get("retry"),
+                    o.get("run_status"),
                     o.get("execution_id") or o.get("message"),
                 ]
                 for o in listener["recent_outcomes"]
             ]
-            lines += _table(["at", "status", "lane", "events", "retry", "execution / message"], rows, indent="    ")
+            headers = ["at", "status", "lane", "events", "retry", "run", "execution / message"]
+            lines += _table(headers, rows, indent="    ")
     return "\n".join(lines)
 
 

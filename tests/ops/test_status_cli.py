@@ -78,6 +78,9 @@ async def test_status_json_shows_lanes_outcomes_and_the_retry_waiting(workload: 
     assert {o["status"] for o in orchestrate["recent_outcomes"]} == {"success"}
 
     flaky = listeners["flaky"]
+    assert orchestrate["paused"] is False and flaky["paused"] is False
+    # A `success` outcome says the run started; its run's own status says how it went.
+    assert {o.get("run_status") for o in flaky["recent_outcomes"]} == {"failed"}
     # The failed first run holds the lane's slot through its 60 s backoff.
     assert flaky["runs_in_flight"] == 1
     [waiting] = flaky["retries_waiting"]
@@ -255,3 +258,23 @@ async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Wor
     # A pipe holds 64 KiB; a print blocks once the next whole line no longer fits.
     assert any(len(out) >= 60_000 for _, _, out, _ in results), "no run filled its pipe"
     assert any(b"noise/" in out and len(out) < 4096 for _, _, out, _ in results), "no run was following the stream"
+
+
+async def test_status_shows_a_listener_paused_in_the_session(workload: Workload, api: str) -> None:
+    paused = await workload.engine.platform.command(
+        {"command": "pause_listener", "name": "orchestrate", "session_id": workload.session_id}
+    )
+    assert paused["status"] == "success", paused
+    try:
+        code, out, err = await run_cli(
+            "status", "--session", workload.session_id, "--json", "--url", api, "--token", TOKEN
+        )
+        assert code == 0, err
+        listeners = {item["name"]: item for item in json.loads(out)["listeners"]}
+        assert listeners["orchestrate"]["paused"] is True and listeners["flaky"]["paused"] is False
+        code, out, err = await run_cli("status", "--session", workload.session_id, "--url", api, "--token", TOKEN)
+        assert "listener orchestrate  v1  enabled  paused" in out, out
+    finally:
+        await workload.engine.platform.command(
+            {"command": "resume_listener", "name": "orchestrate", "session_id": workload.session_id}
+        )
