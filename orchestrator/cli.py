@@ -85,6 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     events.add_argument(
         "--follow", "-f", action="store_true", help="keep following new events (the session's stream) until Ctrl-C"
     )
+    events.add_argument(
+        "--exit-on-disconnect",
+        action="store_true",
+        help="with --follow, exit (code 3) when the API goes away instead of reconnecting and resuming",
+    )
     events.add_argument("--json", action="store_true", help="print each event as one line of JSON")
     _add_door_arguments(events)
 
@@ -201,7 +206,16 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
                 status = await session_status(client, args.session)
                 print(json.dumps(status, ensure_ascii=False, indent=2) if args.json else format_status(status))
             else:
-                await tail_events(client, args.session, emit, after=args.after, types=args.types, follow=args.follow)
+                await tail_events(
+                    client,
+                    args.session,
+                    emit,
+                    after=args.after,
+                    types=args.types,
+                    follow=args.follow,
+                    reconnect=not args.exit_on_disconnect,
+                    on_gap=lambda message: print(f"orchestrator events: {message}", file=sys.stderr, flush=True),
+                )
 
     try:
         asyncio.run(run())

@@ -20,6 +20,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import httpx
+
 from orchestrator.client import Client, api_url
 from orchestrator.config import Settings, reveal
 from orchestrator.core.backoff import retry_delay
@@ -29,6 +31,9 @@ EVENTS_PAGE = 1000
 # How often `--follow` asks again when the stream had nothing new: quick enough to feel live, and one
 # indexed read per second per follower is nothing to the database.
 FOLLOW_POLL_SECONDS = 1.0
+# `--follow` asks again after losing the API (a restart, a deploy): soon at first, then every few seconds, so a
+# platform that is down for minutes is not asked hundreds of times.
+RECONNECT_SECONDS = (0.5, 1.0, 2.0, 5.0)
 # A message preview in the table is cut to this many characters.
 PREVIEW_CHARS = 40
 
@@ -275,35 +280,67 @@ async def tail_events(
     after: int = 0,
     types: list[str] | None = None,
     follow: bool = False,
+    reconnect: bool = True,
+    on_gap: Callable[[str], None] | None = None,
     poll_seconds: float = FOLLOW_POLL_SECONDS,
 ) -> int:
-    """Emit the session's events after `after`, in id order; with `follow`, keep polling until cancelled.
+    """Emit the session's events after `after`, in id order; with `follow`, keep following until cancelled.
 
-    Returns the last id emitted (or `after`). Paging by id never skips a late commit: within a session ids
-    are drawn in commit order (see docs/architecture.md, "The stream").
+    Following survives the API going away (a restart, a deploy): with `reconnect` it asks again, on a backoff,
+    from the last id it emitted, so nothing is printed twice or skipped; `on_gap` hears when the API is lost
+    and when it is back. Returns the last id emitted (or `after`). Paging by id never skips a late commit:
+    within a session ids are drawn in commit order (see docs/architecture.md, "The stream").
 
     Raises:
         CommandError: the command was refused (an unknown session is `not_found`).
+        httpx.TransportError: the API is out of reach, and this is no follow that reconnects.
     """
     position = after
+    failures = 0
+    while True:
+        try:
+            async for last_id, events in _pages(client, session_id, position, types, follow, poll_seconds):
+                if failures and on_gap is not None:
+                    on_gap(f"reconnected; following from event {position}")
+                for event in events:
+                    emit(event)
+                position, failures = last_id, 0
+            if not follow:
+                return position
+        except httpx.TransportError as err:
+            if not (follow and reconnect):
+                raise
+            if failures == 0 and on_gap is not None:
+                on_gap(f"lost the API ({type(err).__name__}); reconnecting from event {position} until Ctrl-C")
+            await asyncio.sleep(RECONNECT_SECONDS[min(failures, len(RECONNECT_SECONDS) - 1)])
+            failures += 1
+
+
+async def _pages(
+    client: Client,
+    session_id: str,
+    position: int,
+    types: list[str] | None,
+    follow: bool,
+    poll_seconds: float,
+) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
+    """`(last_id, events)` after `position`: the history page by page, then (with `follow`) each batch of the
+    stream until the server ends it. The caller keeps the position, so a connection lost midway loses nothing."""
     while True:
         reply = await client.list_session_events(session_id, after=position, limit=EVENTS_PAGE, types=types)
-        for event in reply["events"]:
-            emit(event)
         position = int(reply["last_id"])
-        if len(reply["events"]) == EVENTS_PAGE:
-            continue
-        if not follow:
-            return position
-        try:
-            # Caught up: follow as a connection listener (woken by the commit), not by asking again.
-            flt = {"types": types} if types else None
-            async for batch in client.stream(session_id, after=position, filter=flt):
-                for event in batch["events"]:
-                    emit(event)
-                position = int(batch["last_id"])
-        except NotImplementedError:
-            await asyncio.sleep(poll_seconds)  # in-process: no stream, so poll
+        yield position, reply["events"]
+        if len(reply["events"]) < EVENTS_PAGE:
+            break
+    if not follow:
+        return
+    try:
+        # Caught up: follow as a connection listener (woken by the commit), not by asking again.
+        flt = {"types": types} if types else None
+        async for batch in client.stream(session_id, after=position, filter=flt):
+            yield int(batch["last_id"]), batch["events"]
+    except NotImplementedError:
+        await asyncio.sleep(poll_seconds)  # in-process: no stream, so poll
 
 
 # The door

@@ -1,7 +1,7 @@
 """`orchestrator api` stops within its bound on SIGTERM (how Kubernetes stops a replica), whatever its clients
 do: ten readers hold streams open, one more holds a stream and never reads, one keeps a connection alive; the
-Python client's stream and `orchestrator events --follow` end on the server's last message, the CLI saying the
-API is out of reach."""
+Python client's stream and `orchestrator events --follow --exit-on-disconnect` end on the server's last message,
+the CLI saying the API is out of reach; without the flag `--follow` waits out a restart and resumes where it was."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ async def test_the_api_ends_open_streams_and_stops_within_its_bound_on_sigterm(
         streams = StreamClients(url, session_id, STREAMS)
         await streams.open()
         follower = await asyncio.create_subprocess_exec(
-            ORCHESTRATOR, "events", "--session", session_id, "--follow", "--url", url,
+            ORCHESTRATOR, "events", "--session", session_id, "--follow", "--exit-on-disconnect", "--url", url,
             env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
         assert follower.stdout is not None
@@ -94,3 +94,68 @@ async def test_the_api_ends_open_streams_and_stops_within_its_bound_on_sigterm(
 
 async def _batches(client: Client, session_id: str) -> list[dict[str, object]]:
     return [batch async for batch in client.stream(session_id, after=0)]
+
+
+async def test_events_follow_waits_out_a_restart_and_resumes_where_it_was(
+    fresh_db: str, dev_env: WorkflowEnvironment
+) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = platform_env(fresh_db, dev_env, ORCHESTRATOR_SHUTDOWN_SECONDS=str(BOUND_SECONDS))
+    api = await _start_api(port, env)
+    async with httpx.AsyncClient(base_url=url) as http:
+        session_id = (await http.post("/v1/commands", json={"command": "open_session"})).json()["session"]["id"]
+        await _write(http, session_id, [f"before/{i}" for i in range(3)])
+    follower = await asyncio.create_subprocess_exec(
+        ORCHESTRATOR, "events", "--session", session_id, "--follow", "--url", url,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert follower.stdout is not None and follower.stderr is not None
+    try:
+        await _read_until(follower.stdout, b"before/2")
+        api.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(api.communicate(), START_SECONDS)
+        assert b"lost the API" in await _read_until(follower.stderr, b"reconnecting")
+        await asyncio.sleep(2)  # down a while: the follower keeps asking
+        assert follower.returncode is None, "the follower gave up while the API was down"
+        api = await _start_api(port, env)
+        async with httpx.AsyncClient(base_url=url) as http:
+            await _write(http, session_id, ["after/0"])
+        await _read_until(follower.stderr, b"reconnected")
+        printed = await _read_until(follower.stdout, b"after/0")
+        assert b"before/" not in printed, "events printed before the restart were printed again"
+    finally:
+        if follower.returncode is None:
+            follower.send_signal(signal.SIGINT)
+        api.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(api.communicate(), START_SECONDS)
+    _, err = await asyncio.wait_for(follower.communicate(), START_SECONDS)
+    assert follower.returncode == 130, err.decode()  # Ctrl-C is the only way it ends
+
+
+async def _start_api(port: int, env: dict[str, str]) -> asyncio.subprocess.Process:
+    process = await asyncio.create_subprocess_exec(
+        ORCHESTRATOR, "api", "--http-port", str(port),
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    assert process.stdout is not None
+    await _read_until(process.stdout, b"Ready.")
+    return process
+
+
+async def _write(http: httpx.AsyncClient, session_id: str, aliases: list[str]) -> None:
+    for alias in aliases:
+        body = {"command": "write_object", "session_id": session_id, "alias": alias, "value": {"type": "t"}}
+        assert (await http.post("/v1/commands", json=body)).json()["status"] == "success"
+
+
+async def _read_until(stream: asyncio.StreamReader, marker: bytes) -> bytes:
+    """What `stream` printed up to and including the first line holding `marker`."""
+    seen = b""
+    async with asyncio.timeout(START_SECONDS):
+        while True:
+            line = await stream.readline()
+            assert line, f"ended before {marker!r}: {seen.decode()[-2000:]}"
+            seen += line
+            if marker in line:
+                return seen
