@@ -268,6 +268,9 @@ class Client:
     async def get_event_type(self, name: str, **extra: Any) -> dict[str, Any]:
         return await self._call("get_event_type", name=name, **extra)
 
+    async def delete_event_type(self, name: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("delete_event_type", name=name, **extra)
+
     async def list_event_types(self, **extra: Any) -> dict[str, Any]:
         return await self._call("list_event_types", **extra)
 

@@ -54,6 +54,7 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "save_listener": ({"listener": LISTENER}, ("listener",)),
     "get_listener": ({"name": "hostile"}, ("name",)),
     "delete_listener": ({"name": "hostile"}, ("name",)),
+    "delete_event_type": ({"name": "hostile.type"}, ("name",)),
     "list_listeners": ({}, ()),
     "pause_listener": ({"name": "hostile", "session_id": SESSION}, ("name",)),
     "resume_listener": ({"name": "hostile", "session_id": SESSION}, ("name",)),

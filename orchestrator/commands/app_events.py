@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from orchestrator.commands.fields import BULK, ClientId, IdempotencyKey, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
+from orchestrator.core.declaration import unknown_types
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import DataCheck, EventTypeDeclaration, data_check
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
@@ -44,7 +45,7 @@ class SaveEventType(Request):
 
 
 class EventTypeRef(Request):
-    command: Literal["get_event_type"]
+    command: Literal["get_event_type", "delete_event_type"]
     name: TypeName = Field(description="the event type's name (`ticket.escalated`)")
 
 
@@ -98,6 +99,34 @@ async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[
 async def get_event_type(platform: CommandContext, req: EventTypeRef) -> dict[str, Any]:
     """A declared event type."""
     return {"event_type": await platform.store.get_event_type(req.name)}
+
+
+@command(
+    "delete_event_type",
+    EventTypeRef,
+    reply="`event_type` {name, schema, allow, description, ...}, as it was",
+    errors=("not_found",),
+)
+async def delete_event_type(platform: CommandContext, req: EventTypeRef) -> dict[str, Any]:
+    """Delete a declared event type: its events already in the streams stay; new ones of it are refused. Refused
+    while a listener's `filter.types` would then match no type at all (it could never fire again): the reply
+    names each such listener; change or delete them first."""
+    schemas = await platform.store.event_schemas()
+    if req.name not in schemas:
+        raise CommandError("not_found", f"name: no event type {req.name!r}")
+    remaining = {name: schema for name, schema in schemas.items() if name != req.name}
+    stranded = []
+    for listener in await platform.store.list_listeners():
+        types = listener["body"].get("filter", {}).get("types")
+        if unknown_types(types, remaining):
+            stranded.append(repr(listener["name"]))
+    if stranded:
+        raise CommandError(
+            "invalid_request",
+            f"name: {req.name!r} is the only type the filter.types of listener {', '.join(stranded)} match;"
+            " change or delete those listeners first",
+        )
+    return {"event_type": await platform.store.delete_event_type(req.name)}
 
 
 @command("list_event_types", ListEventTypes, reply="`event_types` [...]")

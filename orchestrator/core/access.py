@@ -73,6 +73,7 @@ NEEDS: dict[str, Need] = {
     "replay_batch": "listeners_in_session",
     "redeliver": "listeners_in_session",
     "save_event_type": "listeners",
+    "delete_event_type": "listeners",
     "get_event_type": "anyone",
     "list_event_types": "anyone",
     # Not a command: a connection listener (`GET /v1/sessions/{id}/stream`) and the ticket that opens one.

@@ -75,9 +75,17 @@ class AppEvents:
         rows = await self.pool.fetch("SELECT name, schema, allow, description, saved_at FROM event_types ORDER BY name")
         return [_event_type(r) for r in rows]
 
-    async def delete_event_type(self, name: str) -> None:
-        """An event type no longer declared (by the app that declared it): its events stay in the streams."""
-        await self.pool.execute("DELETE FROM event_types WHERE name = $1", name)
+    async def delete_event_type(self, name: str) -> dict[str, Any]:
+        """An event type no longer declared, as it was, and whichever app declared it no longer does: its events
+        stay in the streams."""
+        row = await self.pool.fetchrow(
+            "WITH gone AS (DELETE FROM app_declarations WHERE kind = 'event_type' AND name = $1)"
+            " DELETE FROM event_types WHERE name = $1 RETURNING name, schema, allow, description, saved_at",
+            name,
+        )
+        if row is None:
+            raise CommandError("not_found", f"name: no event type {name!r}")
+        return _event_type(row)
 
     async def declared_by(self) -> dict[tuple[str, str], str]:
         """Which app declared each listener and event type, by (kind, name)."""

@@ -163,6 +163,7 @@ LEAST: dict[str, list[str]] = {
     "save_listener": ["listeners"],
     "delete_listener": ["listeners"],
     "save_event_type": ["listeners"],
+    "delete_event_type": ["listeners"],
     "get_listener": ["read:t1/**"],
     "list_listeners": ["listeners"],
     "switch_listener": ["listeners", "read:t1/**"],

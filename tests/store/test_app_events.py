@@ -266,3 +266,28 @@ async def test_every_write_records_the_request_that_caused_it(platform: Platform
     # One request, one cause: the two events of one emit_events share it; separate requests do not.
     ids = [e["cause"]["request"]["id"] for e in events]
     assert ids[2] == ids[3] and len(set(ids)) == 4
+
+
+async def test_a_deleted_type_keeps_its_events_refuses_new_ones_and_never_strands_a_listener(
+    platform: Platform,
+) -> None:
+    await ok(platform, "save_event_type", **TICKET)
+    await ok(platform, "save_event_type", name="ticket.closed", schema={"type": "object"})
+    sid = await _session(platform)
+    await ok(platform, "emit_event", session_id=sid, type="ticket.escalated", data={"priority": 1})
+    only = {"name": "only", "filter": {"types": ["ticket.escalated"]}, "action": {"type": "workflow", "workflow": "w"}}
+    both = {"name": "both", "filter": {"types": ["ticket.*"]}, "action": {"type": "workflow", "workflow": "w"}}
+    await ok(platform, "save_listener", listener=only)
+    await ok(platform, "save_listener", listener=both)
+
+    reply = await refused(platform, "invalid_request", "name", "delete_event_type", name="ticket.escalated")
+    assert "'only'" in reply["message"] and "'both'" not in reply["message"], reply
+    assert (await ok(platform, "get_event_type", name="ticket.escalated"))["event_type"]["name"] == "ticket.escalated"
+
+    await ok(platform, "delete_listener", name="only")
+    gone = (await ok(platform, "delete_event_type", name="ticket.escalated"))["event_type"]
+    assert gone["name"] == "ticket.escalated" and gone["description"] == TICKET["description"], gone
+    await refused(platform, "not_found", "name", "get_event_type", name="ticket.escalated")
+    await refused(platform, "not_found", "name", "delete_event_type", name="ticket.escalated")
+    await refused(platform, "invalid_request", "type", "emit_event", session_id=sid, type="ticket.escalated", data={})
+    assert [e["type"] for e in await all_events(platform, sid)] == ["ticket.escalated"], "its events stay"
