@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from orchestrator.core.database_schema import DEFAULT_SCHEMA, SCHEMA_PATTERN
 from orchestrator.core.limits import Limits
 from orchestrator.core.retention import Retention
 
@@ -28,6 +29,9 @@ class Settings(BaseSettings):
     # transaction a server connection of its own, where a statement prepared on another is unknown: empty
     # means 100, or 0 (no named statements) when `database_direct_url` is set, i.e. a pooler is in between.
     database_statement_cache_size: int | None = Field(default=None, ge=0)
+    # The schema the platform's tables and functions live in, so it can share a database with the application
+    # (docs/transactions.md). A plain lower-case name; made at start if missing.
+    database_schema: str = Field(default=DEFAULT_SCHEMA, pattern=SCHEMA_PATTERN)
     # Empty means embedded: start `temporal server start-dev` with its SQLite file under data_dir.
     temporal_address: str | None = None
     temporal_namespace: str = "default"

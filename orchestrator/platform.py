@@ -48,6 +48,7 @@ class Platform:
             pool_size=settings.database_pool_size,
             direct_url=direct_url,
             statement_cache_size=settings.statement_cache_size,
+            schema=settings.database_schema,
         )
         return cls(store, settings, temporal, database_url, direct_url)
 

@@ -103,24 +103,30 @@ async def scratch_database(server: EmbeddedPostgres, prefix: str) -> AsyncIterat
             await admin.close()
 
 
-# Empties a lent database: drops what a test added, truncates every table the migrations made (but their own
-# record), and restarts every sequence, so ids start at 1 again as in a new database.
+# Empties a lent database: drops the tables a test made of its own (an application's, in `public`), truncates
+# every table the migrations made (but their own record), and restarts every sequence, so ids start at 1 again
+# as in a new database.
 EMPTY_DATABASE = """
 DO $$
 DECLARE
-    known text[] := $1;
     name text;
 BEGIN
-    FOR name IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND NOT tablename = ANY(known) LOOP
-        EXECUTE format('DROP TABLE %I CASCADE', name);
+    FOR name IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' LOOP
+        EXECUTE format('DROP TABLE public.%I CASCADE', name);
     END LOOP;
-    EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('%I', tablename), ', ') || ' RESTART IDENTITY CASCADE'
-             FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations');
-    FOR name IN SELECT sequencename FROM pg_sequences WHERE schemaname = 'public' LOOP
-        EXECUTE format('ALTER SEQUENCE %I RESTART', name);
+    EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('orchestrator.%I', tablename), ', ') || ' RESTART IDENTITY CASCADE'
+             FROM pg_tables WHERE schemaname = 'orchestrator' AND tablename <> 'schema_migrations');
+    FOR name IN SELECT sequencename FROM pg_sequences WHERE schemaname = 'orchestrator' LOOP
+        EXECUTE format('ALTER SEQUENCE orchestrator.%I RESTART', name);
     END LOOP;
 END $$
 """
+
+
+def in_platform_schema(url: str) -> str:
+    """`url` with the platform's schema first in the search path, for a test's own connections that read its
+    tables plainly (the platform sets it on every connection of its own)."""
+    return f"{url}{'&' if '?' in url else '?'}search_path=orchestrator"
 
 
 class Databases:
@@ -133,7 +139,6 @@ class Databases:
     def __init__(self, server: EmbeddedPostgres) -> None:
         self.server = server
         self.free: list[str] = []
-        self.tables: list[str] | None = None
 
     async def lend(self) -> str:
         if self.free:
@@ -144,13 +149,10 @@ class Databases:
             await admin.execute(f'CREATE DATABASE "{name}"')
         finally:
             await admin.close()
-        url = self.server.url_for(name)
+        url = in_platform_schema(self.server.url_for(name))
         conn = await asyncpg.connect(url)
         try:
             await migrate(conn)
-            if self.tables is None:
-                rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-                self.tables = [r["tablename"] for r in rows]
         finally:
             await conn.close()
         return url
@@ -162,14 +164,10 @@ class Databases:
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
-            await conn.execute(EMPTY_DATABASE.replace("$1", _text_array(self.tables or [])))
+            await conn.execute(EMPTY_DATABASE)
         finally:
             await conn.close()
         self.free.append(url)
-
-
-def _text_array(names: list[str]) -> str:
-    return "ARRAY[" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + "]::text[]"
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from orchestrator.commands import (
     app_events,
+    captures,
     events,
     explain,
     graphs,
@@ -20,6 +21,7 @@ from orchestrator.commands.registry import COMMANDS, dispatch
 __all__ = [
     "COMMANDS",
     "app_events",
+    "captures",
     "dispatch",
     "events",
     "explain",

@@ -74,6 +74,10 @@ NEEDS: dict[str, Need] = {
     "redeliver": "listeners_in_session",
     "save_event_type": "listeners",
     "delete_event_type": "listeners",
+    # A trigger on the application's own table: what the database's owner does, so only an admin key.
+    "capture_table": "admin",
+    "uncapture_table": "admin",
+    "list_captures": "listeners_or_read",
     "get_event_type": "anyone",
     "list_event_types": "anyone",
     # Not a command: a connection listener (`GET /v1/sessions/{id}/stream`) and the ticket that opens one.

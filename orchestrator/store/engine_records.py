@@ -17,6 +17,7 @@ from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import actor_of
 from orchestrator.store.app_events import AppEvents
+from orchestrator.store.captures import Captures
 from orchestrator.store.flow_control import FlowControl
 from orchestrator.store.graphs import Graphs
 from orchestrator.store.keys import KeyRecords
@@ -28,7 +29,7 @@ from orchestrator.store.schedule_records import ScheduleRecords
 
 
 class EngineRecords(
-    AppEvents, FlowControl, LaneViews, ScheduleRecords, RetentionRecords, Graphs, KeyRecords, PostgresStore
+    AppEvents, Captures, FlowControl, LaneViews, ScheduleRecords, RetentionRecords, Graphs, KeyRecords, PostgresStore
 ):
     """The store with the engine's statements added, and the lane store on the same pool."""
 

@@ -4,6 +4,10 @@ Owns the `schema_migrations` table and the order of `migrations/NNNN_name.sql`. 
 transaction under an advisory lock, so workers that start together apply each migration once. A database
 whose recorded migrations are not the ones shipped (made by an earlier schema, which v0 squashed rather than
 upgraded: docs/decisions.md) is refused before anything is applied.
+
+Everything lives in a schema of the platform's own (`orchestrator` unless set), so it can share a database with
+the application. A database made before there was one (everything in `public`) is upgraded in place: its
+migrations' record moves first, and `0011_own_schema` moves the rest.
 """
 
 from __future__ import annotations
@@ -13,10 +17,17 @@ from importlib import resources
 
 import asyncpg
 
+from orchestrator.core.database_schema import DEFAULT_SCHEMA, checked_schema
+
 # Any fixed number works; it only has to be the same for every process that migrates this database.
 MIGRATION_LOCK_KEY = 7_245_001
 
 _NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+def schema_settings(schema: str) -> dict[str, str]:
+    """What every connection of the platform sets: its own schema first, so its SQL names its tables plainly."""
+    return {"search_path": checked_schema(schema)}
 
 
 class SchemaMismatch(Exception):
@@ -33,11 +44,16 @@ def migration_files() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
-async def migrate(conn: asyncpg.Connection) -> list[str]:
-    """Apply the migrations this database has not seen; answer the names applied."""
+async def migrate(conn: asyncpg.Connection, schema: str = DEFAULT_SCHEMA) -> list[str]:
+    """Apply the migrations this database has not seen to `schema` (made if missing, and the connection's
+    search path from then on); answer the names applied."""
     applied: list[str] = []
     await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
     try:
+        await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{checked_schema(schema)}"')
+        await conn.execute("SELECT set_config('search_path', $1, false)", schema)
+        if await _made_in_public(conn, schema):
+            await conn.execute(f'ALTER TABLE public.schema_migrations SET SCHEMA "{schema}"')
         await conn.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("
             " version integer PRIMARY KEY, name text NOT NULL,"
@@ -65,3 +81,17 @@ async def migrate(conn: asyncpg.Connection) -> list[str]:
     finally:
         await conn.execute("SELECT pg_advisory_unlock($1)", MIGRATION_LOCK_KEY)
     return applied
+
+
+async def _made_in_public(conn: asyncpg.Connection, schema: str) -> bool:
+    """Whether this database holds the platform as it was before it had a schema of its own: a record of its
+    first migration in `public` and none in `schema`."""
+    if schema == "public" or await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", f"{schema}.schema_migrations"):
+        return False
+    if not await conn.fetchval("SELECT to_regclass('public.schema_migrations') IS NOT NULL"):
+        return False
+    return bool(
+        await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM public.schema_migrations WHERE version = 1 AND name = '0001_store.sql')"
+        )
+    )

@@ -19,13 +19,14 @@ from typing import Any, Self
 import asyncpg
 
 from orchestrator.causes import current_cause
+from orchestrator.core.database_schema import DEFAULT_SCHEMA
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Committed, Event, envelope_of, preview
 from orchestrator.core.globs import compile_alias_glob, compile_type_glob
 from orchestrator.store import json_codec
 from orchestrator.store.connection import Connection
 from orchestrator.store.listener_rules import compile_missing_rules, save_rule
-from orchestrator.store.migrate import migrate
+from orchestrator.store.migrate import migrate, schema_settings
 from orchestrator.telemetry import current_traceparent
 
 EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, cause, graph, created_at"
@@ -118,13 +119,16 @@ class PostgresStore:
         pool_size: int = 10,
         direct_url: str | None = None,
         statement_cache_size: int = 100,
+        schema: str = DEFAULT_SCHEMA,
     ) -> Self:
         """Migrate (on `direct_url`: the migrations' advisory lock is a session's) and open the pool on
         `database_url`, which may be a pooler in transaction mode (then `statement_cache_size` 0: asyncpg
-        prepares unnamed statements only, which live within one transaction)."""
-        conn = await asyncpg.connect(direct_url or database_url)
+        prepares unnamed statements only, which live within one transaction). Every connection finds the platform's
+        tables in `schema` (behind a pooler, see docs/operations.md: the search path must reach the server)."""
+        settings = schema_settings(schema)
+        conn = await asyncpg.connect(direct_url or database_url, server_settings=settings)
         try:
-            await migrate(conn)
+            await migrate(conn, schema)
             await _init_connection(conn)
             await compile_missing_rules(conn)
         finally:
@@ -136,6 +140,7 @@ class PostgresStore:
             init=_init_connection,
             connection_class=_PooledConnection,
             statement_cache_size=statement_cache_size,
+            server_settings=settings,
         )
         return cls(pool)
 

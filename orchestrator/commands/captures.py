@@ -1,0 +1,101 @@
+"""Commands that make an application's own table an event source: `capture_table`, `uncapture_table`,
+`list_captures` (docs/transactions.md). The trigger and its events are SQL (store/captures.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from orchestrator.commands.fields import SessionId
+from orchestrator.commands.registry import Request, command
+from orchestrator.core.errors import CommandError
+from orchestrator.core.event_types import check_type_name
+
+if TYPE_CHECKING:
+    from orchestrator.commands.context import CommandContext
+
+# `schema.table` or `table` (in `public`): plain lower-case names, as an application's migrations write them.
+TableName = Annotated[
+    str, StringConstraints(min_length=1, max_length=127, pattern=r"^([a-z_][a-z0-9_]{0,62}\.)?[a-z_][a-z0-9_]{0,62}$")
+]
+ColumnName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[a-z_][a-z0-9_]*$")]
+TypePrefix = Annotated[
+    str, StringConstraints(min_length=1, max_length=100, pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$")
+]
+
+
+def qualified(table: str) -> str:
+    return table if "." in table else f"public.{table}"
+
+
+class CaptureTable(Request):
+    command: Literal["capture_table"]
+    table: TableName = Field(description="the application's table, `schema.table` or `table` (in `public`)")
+    type_prefix: TypePrefix = Field(description="its events are `<type_prefix>.created`, `.updated`, `.deleted`")
+    session_column: ColumnName | None = Field(default=None, description="the column that holds each row's session")
+    session_id: SessionId | None = Field(default=None, description="or one session every change goes to")
+    exclude: list[ColumnName] = Field(
+        default_factory=list, max_length=100, description="columns left out of the events (private)"
+    )
+
+    @model_validator(mode="after")
+    def _one_session(self) -> CaptureTable:
+        if (self.session_column is None) == (self.session_id is None):
+            raise ValueError("session_column or session_id: exactly one says where the events go")
+        return self
+
+
+class TableRef(Request):
+    command: Literal["uncapture_table"]
+    table: TableName = Field(description="a captured table")
+
+
+class ListCaptures(Request):
+    command: Literal["list_captures"]
+
+
+@command(
+    "capture_table",
+    CaptureTable,
+    reply="`capture` {table, type_prefix, id_column, session_column | session_id, exclude, types}",
+    errors=("not_found",),
+)
+async def capture_table(platform: CommandContext, req: CaptureTable) -> dict[str, Any]:
+    """Make the table's changes events, in the commit of each change: `<type_prefix>.created`, `.updated` and
+    `.deleted` with `{_id, doc}` (and `changed`, `removed` on an update), declared as event types. Capturing a
+    captured table again replaces its capture."""
+    for kind in ("created", "updated", "deleted"):
+        try:
+            check_type_name(f"{req.type_prefix}.{kind}")
+        except ValueError as err:
+            raise CommandError("invalid_request", f"type_prefix: {err}") from None
+    captured = {c["type_prefix"]: c["table"] for c in await platform.store.list_captures()}
+    declared = await platform.store.event_schemas()
+    table = qualified(req.table)
+    if captured.get(req.type_prefix, table) != table:
+        raise CommandError(
+            "invalid_request",
+            f"type_prefix: {req.type_prefix!r} is the prefix of the capture of {captured[req.type_prefix]}",
+        )
+    if req.type_prefix not in captured and f"{req.type_prefix}.created" in declared:
+        raise CommandError(
+            "invalid_request",
+            f"type_prefix: {req.type_prefix}.created is already a declared event type; choose another prefix",
+        )
+    capture = await platform.store.capture_table(
+        table, req.type_prefix, req.session_column, req.session_id, req.exclude
+    )
+    return {"capture": capture}
+
+
+@command("uncapture_table", TableRef, reply="`capture`, as it was", errors=("not_found",))
+async def uncapture_table(platform: CommandContext, req: TableRef) -> dict[str, Any]:
+    """End a table's capture: its trigger goes; its event types and the events already written stay."""
+    return {"capture": await platform.store.uncapture_table(qualified(req.table))}
+
+
+@command("list_captures", ListCaptures, reply="`captures` [...]")
+async def list_captures(platform: CommandContext, req: ListCaptures) -> dict[str, Any]:
+    """Every captured table."""
+    return {"captures": await platform.store.list_captures()}

@@ -1,0 +1,87 @@
+"""Tables of the application's whose changes are events (`capture_table`).
+
+Owns the statements over `captures`; the checks, the trigger and the events themselves are SQL
+(`orchestrator_capture`, `orchestrator_captured`, migration 0012), so a captured change is an event in the commit
+that made it, whoever writes the row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from orchestrator.core.errors import CommandError
+from orchestrator.store.postgres import PostgresStore
+
+CAPTURED_KINDS = ("created", "updated", "deleted")
+
+# The shape every captured event's data has: the row's primary key, the row as JSON (less the columns left out),
+# and on an update the columns whose value changed and those now null.
+CAPTURED_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "_id": {},
+        "doc": {"type": "object"},
+        "changed": {"type": "array", "items": {"type": "string"}},
+        "removed": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["_id", "doc"],
+}
+
+_COLUMNS = "table_name, type_prefix, id_column, session_column, session_id, exclude, saved_at"
+
+
+def _capture(row: asyncpg.Record) -> dict[str, Any]:
+    found = {k: row[k] for k in ("table_name", "type_prefix", "id_column", "session_column", "session_id")}
+    found = {k: v for k, v in found.items() if v is not None}
+    return {
+        **found,
+        "table": found.pop("table_name"),
+        "exclude": list(row["exclude"]),
+        "types": [f"{row['type_prefix']}.{kind}" for kind in CAPTURED_KINDS],
+        "saved_at": row["saved_at"].isoformat(),
+    }
+
+
+class Captures(PostgresStore):
+    async def capture_table(
+        self, table: str, prefix: str, session_column: str | None, session_id: str | None, exclude: list[str]
+    ) -> dict[str, Any]:
+        """Record the capture, declare its three event types and put the trigger on the table, all or none."""
+        async with self.transaction() as conn:
+            if session_id is not None:
+                await self._locked_session(conn, session_id, require_open=False)
+            try:
+                row = await conn.fetchrow(
+                    f"SELECT {_COLUMNS} FROM orchestrator_capture($1, $2, $3, $4, $5)",
+                    table,
+                    prefix,
+                    session_column,
+                    session_id,
+                    exclude,
+                )
+            except asyncpg.InvalidParameterValueError as err:
+                raise CommandError("invalid_request", str(err)) from None
+            assert row is not None
+            await conn.executemany(
+                "INSERT INTO event_types (name, schema, description) VALUES ($1, $2, $3)"
+                " ON CONFLICT (name) DO UPDATE SET schema = EXCLUDED.schema, description = EXCLUDED.description,"
+                " saved_at = clock_timestamp()",
+                [
+                    (f"{prefix}.{kind}", CAPTURED_SCHEMA, f"a row of {row['table_name']} {kind}")
+                    for kind in CAPTURED_KINDS
+                ],
+            )
+            return _capture(row)
+
+    async def uncapture_table(self, table: str) -> dict[str, Any]:
+        """End a capture: its trigger goes; its event types and events stay."""
+        row = await self.pool.fetchrow(f"SELECT {_COLUMNS} FROM orchestrator_uncapture($1)", table)
+        if row is None or row["table_name"] is None:
+            raise CommandError("not_found", f"table: no capture of {table!r}")
+        return _capture(row)
+
+    async def list_captures(self) -> list[dict[str, Any]]:
+        rows = await self.pool.fetch(f"SELECT {_COLUMNS} FROM captures ORDER BY table_name")
+        return [_capture(r) for r in rows]

@@ -1,0 +1,200 @@
+-- Events in the application's own transactions (docs/transactions.md): `emit` and `emit_events`, which an
+-- application calls in its own transaction, and captured tables, whose trigger appends an event for each row
+-- changed. Either way the event commits or rolls back with the change, and the router sees it only once
+-- committed. The functions carry the platform's schema as their search path, so they work from any caller's.
+
+-- Appends the events (`[{type, data, client?, key?}]`) to the session, in order, all or none; answers their ids
+-- (a key seen before answers the first event's). Each type must be declared and each `data` an object; the
+-- type's JSON schema is checked by the caller (the platform's commands and Python helpers), not here.
+CREATE FUNCTION emit_events(p_session text, p_events jsonb) RETURNS TABLE (event_id bigint)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    v_lock text;
+    v_bad record;
+BEGIN
+    IF p_events IS NULL OR jsonb_typeof(p_events) <> 'array' OR jsonb_array_length(p_events) = 0 THEN
+        RAISE EXCEPTION 'events: a non-empty JSON array of {type, data} is required' USING ERRCODE = '22023';
+    END IF;
+    IF jsonb_array_length(p_events) > 10000 THEN
+        RAISE EXCEPTION 'events: at most 10000 in one call, not %', jsonb_array_length(p_events)
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT g.n - 1 AS i, g.x INTO v_bad
+    FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n)
+    WHERE jsonb_typeof(g.x) <> 'object'
+       OR jsonb_typeof(g.x -> 'type') IS DISTINCT FROM 'string'
+       OR NOT EXISTS (SELECT 1 FROM event_types t WHERE t.name = g.x ->> 'type')
+       OR jsonb_typeof(g.x -> 'data') IS DISTINCT FROM 'object'
+       OR (g.x ? 'key' AND jsonb_typeof(g.x -> 'key') <> 'string')
+       OR (g.x ? 'client' AND jsonb_typeof(g.x -> 'client') <> 'string')
+    ORDER BY g.n LIMIT 1;
+    IF FOUND THEN
+        IF jsonb_typeof(v_bad.x) <> 'object' THEN
+            RAISE EXCEPTION 'events.%: an object {type, data} is required', v_bad.i USING ERRCODE = '22023';
+        ELSIF jsonb_typeof(v_bad.x -> 'type') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION 'events.%.type: a string is required', v_bad.i USING ERRCODE = '22023';
+        ELSIF jsonb_typeof(v_bad.x -> 'data') IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION 'events.%.data: an object is required', v_bad.i USING ERRCODE = '22023';
+        ELSIF v_bad.x ? 'key' AND jsonb_typeof(v_bad.x -> 'key') <> 'string' THEN
+            RAISE EXCEPTION 'events.%.key: a string is required', v_bad.i USING ERRCODE = '22023';
+        ELSIF v_bad.x ? 'client' AND jsonb_typeof(v_bad.x -> 'client') <> 'string' THEN
+            RAISE EXCEPTION 'events.%.client: a string is required', v_bad.i USING ERRCODE = '22023';
+        END IF;
+        RAISE EXCEPTION 'events.%.type: % is not a declared event type', v_bad.i, v_bad.x -> 'type'
+            USING ERRCODE = '22023';
+    END IF;
+    v_lock := orchestrator_lock_session(p_session);
+    IF v_lock = 'not_found' THEN
+        RAISE EXCEPTION 'session_id: no session %', quote_literal(coalesce(p_session, 'null'))
+            USING ERRCODE = 'P0002';
+    ELSIF v_lock <> 'ok' THEN
+        RAISE EXCEPTION 'session_id: session % is not open', quote_literal(p_session) USING ERRCODE = '55000';
+    END IF;
+    RETURN QUERY SELECT e.o_event FROM orchestrator_emit(p_session, p_events, '{}', 0, NULL, NULL) e;
+END
+$$;
+
+-- One event: `SELECT orchestrator.emit(session, 'ticket.escalated', '{"priority": 1}')`.
+CREATE FUNCTION emit(p_session text, p_type text, p_data jsonb, p_key text DEFAULT NULL) RETURNS bigint
+LANGUAGE sql SET search_path FROM CURRENT AS $$
+    SELECT e.event_id FROM emit_events(
+        p_session, jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('type', p_type, 'data', p_data, 'key', p_key)))
+    ) e
+$$;
+
+-- Tables whose changes are events (`capture_table`): one row per table, read by its trigger on every change.
+CREATE TABLE captures (
+    table_oid      oid PRIMARY KEY,
+    table_name     text NOT NULL UNIQUE,
+    type_prefix    text NOT NULL UNIQUE,
+    id_column      text NOT NULL,
+    session_column text,
+    session_id     text,
+    exclude        text[] NOT NULL DEFAULT '{}',
+    saved_at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CHECK ((session_column IS NULL) <> (session_id IS NULL))
+);
+
+ALTER TABLE app_declarations DROP CONSTRAINT app_declarations_kind_check;
+ALTER TABLE app_declarations ADD CONSTRAINT app_declarations_kind_check
+    CHECK (kind IN ('event_type', 'listener', 'capture'));
+
+-- A captured row's change: `<prefix>.created`, `.updated` (with the columns whose value `changed` and those now
+-- null, `removed`) or `.deleted`, with `{_id, doc}`, the columns left out not in it. An update that changes
+-- nothing but columns left out is no event. A row whose session column is null, or names no open session, fails
+-- the change: its event would be lost otherwise.
+CREATE FUNCTION orchestrator_captured() RETURNS trigger
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    c captures%ROWTYPE;
+    v_new jsonb;
+    v_old jsonb;
+    v_row jsonb;
+    v_data jsonb;
+    v_changed text[];
+    v_removed text[];
+    v_session text;
+    v_kind text := CASE TG_OP WHEN 'INSERT' THEN 'created' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
+BEGIN
+    SELECT * INTO c FROM captures WHERE table_oid = TG_RELID;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        v_row := to_jsonb(NEW);
+        v_new := v_row - c.exclude;
+    END IF;
+    IF TG_OP <> 'INSERT' THEN
+        v_old := to_jsonb(OLD) - c.exclude;
+        v_row := coalesce(v_row, to_jsonb(OLD));
+    END IF;
+    v_data := jsonb_build_object('_id', v_row -> c.id_column, 'doc', coalesce(v_new, v_old));
+    IF TG_OP = 'UPDATE' THEN
+        SELECT coalesce(array_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(v_new -> k) <> 'null'), '{}'),
+               coalesce(array_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(v_new -> k) = 'null'), '{}')
+        INTO v_changed, v_removed
+        FROM jsonb_object_keys(v_new) k WHERE v_new -> k IS DISTINCT FROM v_old -> k;
+        IF cardinality(v_changed) = 0 AND cardinality(v_removed) = 0 THEN
+            RETURN NULL;
+        END IF;
+        v_data := v_data || jsonb_build_object('changed', to_jsonb(v_changed), 'removed', to_jsonb(v_removed));
+    END IF;
+    v_session := coalesce(c.session_id, v_row ->> c.session_column);
+    IF v_session IS NULL THEN
+        RAISE EXCEPTION '%.%: a captured row needs a session', c.table_name, c.session_column
+            USING ERRCODE = '23502';
+    END IF;
+    PERFORM emit_events(v_session, jsonb_build_array(jsonb_build_object(
+        'type', c.type_prefix || '.' || v_kind, 'data', v_data, 'client', 'table:' || c.table_name)));
+    RETURN NULL;
+END
+$$;
+
+-- Declares a table's changes events: checks the table (one column its primary key, the session column and the
+-- columns left out its own, not one of the platform's), records the capture and puts the trigger on it. Names
+-- arrive as bound values and reach DDL only through format's %I and regclass's own quoting.
+CREATE FUNCTION orchestrator_capture(
+    p_table text, p_prefix text, p_session_column text, p_session text, p_exclude text[]
+) RETURNS captures LANGUAGE plpgsql AS $$
+DECLARE
+    v_table regclass := to_regclass(p_table);
+    v_id text;
+    v_missing text;
+    v_row captures%ROWTYPE;
+BEGIN
+    IF v_table IS NULL THEN
+        RAISE EXCEPTION 'table: no table %', quote_literal(p_table) USING ERRCODE = '22023';
+    END IF;
+    IF (SELECT relkind FROM pg_class WHERE oid = v_table) NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION 'table: % is not a table', quote_literal(p_table) USING ERRCODE = '22023';
+    END IF;
+    IF (SELECT relnamespace FROM pg_class WHERE oid = v_table) = current_schema()::regnamespace THEN
+        RAISE EXCEPTION 'table: % is one of the platform''s own', quote_literal(p_table) USING ERRCODE = '22023';
+    END IF;
+    SELECT min(a.attname::text) INTO v_id
+    FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+    WHERE i.indrelid = v_table AND i.indisprimary
+    HAVING count(*) = 1;
+    IF v_id IS NULL THEN
+        RAISE EXCEPTION 'table: % needs a primary key of one column (the events'' _id)', quote_literal(p_table)
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT c INTO v_missing FROM unnest(array_remove(ARRAY[p_session_column], NULL) || p_exclude) c
+    WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = v_table AND a.attname = c
+                      AND a.attnum > 0 AND NOT a.attisdropped)
+    LIMIT 1;
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION '%: % has no column %',
+            CASE WHEN v_missing = p_session_column THEN 'session_column' ELSE 'exclude' END,
+            quote_literal(p_table), quote_literal(v_missing) USING ERRCODE = '22023';
+    END IF;
+    IF v_id = ANY(p_exclude) THEN
+        RAISE EXCEPTION 'exclude: % is the primary key (the events'' _id)', quote_literal(v_id)
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO captures (table_oid, table_name, type_prefix, id_column, session_column, session_id, exclude)
+    VALUES (v_table, v_table::text, p_prefix, v_id, p_session_column, p_session, coalesce(p_exclude, '{}'))
+    ON CONFLICT (table_oid) DO UPDATE SET type_prefix = EXCLUDED.type_prefix, id_column = EXCLUDED.id_column,
+        session_column = EXCLUDED.session_column, session_id = EXCLUDED.session_id, exclude = EXCLUDED.exclude,
+        saved_at = clock_timestamp()
+    RETURNING * INTO v_row;
+    EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture ON %s', v_table);
+    EXECUTE format(
+        'CREATE TRIGGER orchestrator_capture AFTER INSERT OR UPDATE OR DELETE ON %s'
+        ' FOR EACH ROW EXECUTE FUNCTION %I.orchestrator_captured()', v_table, current_schema());
+    RETURN v_row;
+END
+$$;
+
+-- Ends a capture: its trigger goes, its events stay.
+CREATE FUNCTION orchestrator_uncapture(p_table text) RETURNS captures LANGUAGE plpgsql AS $$
+DECLARE
+    v_row captures%ROWTYPE;
+BEGIN
+    DELETE FROM captures WHERE table_name = p_table OR table_oid = to_regclass(p_table) RETURNING * INTO v_row;
+    IF FOUND AND to_regclass(v_row.table_name) IS NOT NULL THEN
+        EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture ON %s', v_row.table_oid::regclass);
+    END IF;
+    RETURN v_row;
+END
+$$;

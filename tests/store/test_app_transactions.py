@@ -1,0 +1,240 @@
+"""Events in the application's own transactions: emitted in the commit of its change (rolled back with it), and
+its own tables as event sources (a trigger appends `<prefix>.created`, `.updated`, `.deleted`).
+
+The application's connections here are its own (`asyncpg.connect` on the database's URL without the platform's
+search path), as an application sharing the database would hold them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from orchestrator.core.errors import CommandError
+from orchestrator.platform import Platform
+from orchestrator.transactional import emit, emit_events, emit_events_sa_async, emit_sa, emit_sa_async
+from tests.store.helpers import all_events, ok, refused
+
+TICKET = {
+    "name": "ticket.escalated",
+    "schema": {"type": "object", "properties": {"priority": {"type": "integer"}}, "required": ["priority"]},
+}
+
+
+def app_url(fresh_db: str) -> str:
+    """The database's URL as the application holds it: its own tables in `public`, the platform's not on its path."""
+    return fresh_db.replace("&search_path=orchestrator", "").replace("?search_path=orchestrator", "")
+
+
+@pytest.fixture
+async def app(fresh_db: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(app_url(fresh_db))
+    await conn.execute(
+        "CREATE TABLE tickets (id bigint PRIMARY KEY, session text, title text, priority int, secret text)"
+    )
+    yield conn
+    await conn.close()
+
+
+async def _session(platform: Platform) -> str:
+    return str((await ok(platform, "open_session"))["session"]["id"])
+
+
+async def test_an_emit_commits_with_the_change_and_rolls_back_with_it(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    await ok(platform, "save_event_type", **TICKET)
+    sid = await _session(platform)
+    with pytest.raises(RuntimeError):
+        async with app.transaction():
+            await app.execute("INSERT INTO tickets (id, priority) VALUES (1, 1)")
+            await emit(app, sid, "ticket.escalated", {"priority": 1})
+            raise RuntimeError("the application changes its mind")
+    assert await all_events(platform, sid) == [], "a rolled-back transaction leaves no event"
+    assert await app.fetchval("SELECT count(*) FROM tickets") == 0
+
+    async with app.transaction():
+        await app.execute("INSERT INTO tickets (id, priority) VALUES (1, 1)")
+        first = await emit(app, sid, "ticket.escalated", {"priority": 1}, idempotency_key="t1")
+        again = await emit(app, sid, "ticket.escalated", {"priority": 1}, idempotency_key="t1")
+    assert first == again
+    [event] = await all_events(platform, sid)
+    assert (event["id"], event["type"], event["data"]) == (first, "ticket.escalated", {"priority": 1})
+
+
+async def test_an_emit_that_cannot_be_is_refused_naming_the_field_and_aborts_nothing_it_was_not_asked_to(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    await ok(platform, "save_event_type", **TICKET)
+    sid = await _session(platform)
+    with pytest.raises(CommandError, match=r"events\.0\.data\.priority"):
+        await emit(app, sid, "ticket.escalated", {"priority": "high"})
+    with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.1\.type: \"ticket\.closed\" is not"):
+        await emit_events(
+            app, sid, [{"type": "ticket.escalated", "data": {"priority": 1}}, {"type": "ticket.closed", "data": {}}]
+        )
+    with pytest.raises(asyncpg.NoDataFoundError, match="session_id: no session 'ses_nope'"):
+        await emit(app, "ses_nope", "ticket.escalated", {"priority": 1})
+    await ok(platform, "close_session", session_id=sid)
+    with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError, match="session_id: session .* is not open"):
+        await emit(app, sid, "ticket.escalated", {"priority": 1})
+    # Straight from SQL: the type and the shape are checked there too.
+    other = await _session(platform)
+    with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.0\.data: an object is required"):
+        await app.fetchval("SELECT orchestrator.emit($1, 'ticket.escalated', '[1]')", other)
+    assert await all_events(platform, sid) == [] and await all_events(platform, other) == []
+
+
+async def test_sqlalchemy_sessions_emit_in_their_transactions(platform: Platform, fresh_db: str) -> None:
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+    from sqlalchemy.orm import Session
+
+    await ok(platform, "save_event_type", **TICKET)
+    sid = await _session(platform)
+    url = app_url(fresh_db).replace("postgresql://", "postgresql+psycopg://", 1)
+    sync_engine = sqlalchemy.create_engine(url)
+    try:
+        with Session(sync_engine) as session, session.begin():
+            sync_id = emit_sa(session, sid, "ticket.escalated", {"priority": 2})
+        with pytest.raises(RuntimeError), Session(sync_engine) as session, session.begin():
+            emit_sa(session, sid, "ticket.escalated", {"priority": 9})
+            raise RuntimeError("rolled back")
+    finally:
+        sync_engine.dispose()
+    async_engine = create_async_engine(app_url(fresh_db).replace("postgresql://", "postgresql+asyncpg://", 1))
+    try:
+        async with AsyncSession(async_engine) as session, session.begin():
+            async_id = await emit_sa_async(session, sid, "ticket.escalated", {"priority": 3})
+            [bulk] = await emit_events_sa_async(session, sid, [{"type": "ticket.escalated", "data": {"priority": 4}}])
+    finally:
+        await async_engine.dispose()
+    events = await all_events(platform, sid)
+    assert [(e["id"], e["data"]["priority"]) for e in events] == [(sync_id, 2), (async_id, 3), (bulk, 4)]
+
+
+async def test_a_captured_table_writes_an_event_for_each_change_in_its_commit(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    sid = await _session(platform)
+    capture = (
+        await ok(
+            platform,
+            "capture_table",
+            table="tickets",
+            type_prefix="ticket",
+            session_column="session",
+            exclude=["secret"],
+        )
+    )["capture"]
+    assert capture["table"] == "public.tickets" and capture["id_column"] == "id", capture
+    assert capture["types"] == ["ticket.created", "ticket.updated", "ticket.deleted"]
+    await ok(platform, "get_event_type", name="ticket.updated")
+
+    await app.execute("INSERT INTO tickets VALUES (7, $1, 'printer on fire', 2, 'x')", sid)
+    await app.execute("UPDATE tickets SET priority = 1, title = NULL WHERE id = 7")
+    await app.execute("UPDATE tickets SET secret = 'y' WHERE id = 7")  # only a column left out: no event
+    with pytest.raises(RuntimeError):
+        async with app.transaction():
+            await app.execute("UPDATE tickets SET priority = 5 WHERE id = 7")
+            raise RuntimeError("rolled back")
+    await app.execute("DELETE FROM tickets WHERE id = 7")
+
+    events = [(e["type"], e["data"]) for e in await all_events(platform, sid)]
+    doc = {"id": 7, "session": sid, "title": "printer on fire", "priority": 2}
+    assert events == [
+        ("ticket.created", {"_id": 7, "doc": doc}),
+        (
+            "ticket.updated",
+            {"_id": 7, "doc": {**doc, "priority": 1, "title": None}, "changed": ["priority"], "removed": ["title"]},
+        ),
+        ("ticket.deleted", {"_id": 7, "doc": {**doc, "priority": 1, "title": None}}),
+    ]
+    assert (await ok(platform, "list_captures"))["captures"] == [capture]
+
+    # A row with no session fails its change: its event could go nowhere.
+    with pytest.raises(asyncpg.NotNullViolationError, match="public.tickets.session: a captured row needs a session"):
+        await app.execute("INSERT INTO tickets (id) VALUES (8)")
+
+    gone = (await ok(platform, "uncapture_table", table="public.tickets"))["capture"]
+    assert gone["table"] == "public.tickets"
+    await app.execute("INSERT INTO tickets VALUES (9, $1, 'quiet', 3, 'x')", sid)
+    assert len(await all_events(platform, sid)) == 3, "no trigger after the capture ends"
+    await ok(platform, "get_event_type", name="ticket.created")  # its types stay
+    await refused(platform, "not_found", "table", "uncapture_table", table="tickets")
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"table": "nowhere"}, "table: no table 'public.nowhere'"),
+        ({"table": "tickets; DROP TABLE tickets"}, "table"),
+        ({"table": 'tickets" --'}, "table"),
+        ({"table": "orchestrator.events"}, "table: 'orchestrator.events' is one of the platform's own"),
+        ({"session_column": "nope"}, "session_column: 'public.tickets' has no column 'nope'"),
+        ({"exclude": ["id"]}, "exclude: 'id' is the primary key"),
+        ({"exclude": ["x'); DROP TABLE tickets; --"]}, "exclude"),
+        ({"type_prefix": "object"}, "type_prefix"),
+        ({"session_id": "ses_1"}, "session_column or session_id"),
+    ],
+)
+async def test_a_capture_that_cannot_be_is_refused_and_changes_nothing(
+    platform: Platform, app: asyncpg.Connection, args: dict[str, Any], field: str
+) -> None:
+    body = {"table": "tickets", "type_prefix": "ticket", "session_column": "session", **args}
+    await refused(platform, "invalid_request", field, "capture_table", **body)
+    assert (await ok(platform, "list_captures"))["captures"] == []
+    assert await app.fetchval("SELECT count(*) FROM tickets") == 0, "the table is still there, untouched"
+    triggers = await app.fetchval("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'tickets'::regclass")
+    assert triggers == 0
+
+
+async def test_32_writers_committing_and_rolling_back_leave_each_committed_change_once(
+    platform: Platform, fresh_db: str, app: asyncpg.Connection
+) -> None:
+    """32 concurrent transactions emitting beside their rows, and 32 writing a captured table, some rolled
+    back: every committed change is an event exactly once, in its session, and no rolled-back one is."""
+    await ok(platform, "save_event_type", name="order.placed", schema={"type": "object"})
+    await app.execute("CREATE TABLE orders (id bigint PRIMARY KEY, session text NOT NULL)")
+    sessions = [await _session(platform) for _ in range(4)]
+    await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_column="session")
+    pool = await asyncpg.create_pool(app_url(fresh_db), min_size=8, max_size=64)
+    committed: dict[str, set[int]] = {"order": set(), "ticket": set()}
+    seen_ids = iter(range(1, 1_000_000))
+
+    async def writer(kind: str, seed: int) -> None:
+        rng = random.Random(seed)
+        for _ in range(15):
+            row, sid = next(seen_ids), rng.choice(sessions)
+            try:
+                async with pool.acquire() as conn, conn.transaction():
+                    if kind == "order":
+                        await conn.execute("INSERT INTO orders VALUES ($1, $2)", row, sid)
+                        await emit(conn, sid, "order.placed", {"order": row})
+                    else:
+                        await conn.execute("INSERT INTO tickets (id, session) VALUES ($1, $2)", row, sid)
+                    if rng.random() < 0.3:
+                        raise LookupError("rolled back")
+                committed[kind].add(row)
+            except LookupError:
+                pass
+
+    try:
+        await asyncio.gather(*(writer(kind, n) for kind in ("order", "ticket") for n in range(32)))
+    finally:
+        await pool.close()
+    found: dict[str, list[int]] = {"order": [], "ticket": []}
+    for sid in sessions:
+        for event in await all_events(platform, sid):
+            row = event["data"]["order"] if event["type"] == "order.placed" else event["data"]["_id"]
+            found["order" if event["type"] == "order.placed" else "ticket"].append(row)
+            table = "orders" if event["type"] == "order.placed" else "tickets"
+            assert await app.fetchval(f"SELECT session FROM {table} WHERE id = $1", row) == sid
+    for kind in ("order", "ticket"):
+        assert sorted(found[kind]) == sorted(committed[kind]), kind
+    assert len(committed["order"]) > 200 and len(committed["ticket"]) > 200
