@@ -81,7 +81,7 @@ async def test_an_emit_that_cannot_be_is_refused_naming_the_field_and_aborts_not
     with pytest.raises(asyncpg.NoDataFoundError, match="session_id: no session 'ses_nope'"):
         await emit(app, "ses_nope", "ticket.escalated", {"priority": 1})
     await ok(platform, "close_session", session_id=sid)
-    with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError, match="session_id: session .* is not open"):
+    with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError, match=r"session_id: session .* is not open"):
         await emit(app, sid, "ticket.escalated", {"priority": 1})
     # Straight from SQL: the type and the shape are checked there too.
     other = await _session(platform)
@@ -158,7 +158,9 @@ async def test_a_captured_table_writes_an_event_for_each_change_in_its_commit(
     assert (await ok(platform, "list_captures"))["captures"] == [capture]
 
     # A row with no session fails its change: its event could go nowhere.
-    with pytest.raises(asyncpg.NotNullViolationError, match="public.tickets.session: a captured row needs a session"):
+    with pytest.raises(
+        asyncpg.NotNullViolationError, match=r"public\.tickets\.session: a captured row needs a session"
+    ):
         await app.execute("INSERT INTO tickets (id) VALUES (8)")
 
     gone = (await ok(platform, "uncapture_table", table="public.tickets"))["capture"]
