@@ -55,6 +55,12 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "get_listener": ({"name": "hostile"}, ("name",)),
     "delete_listener": ({"name": "hostile"}, ("name",)),
     "delete_event_type": ({"name": "hostile.type"}, ("name",)),
+    "capture_table": (
+        {"table": "hostile_table", "type_prefix": "hostile", "session_column": "session", "exclude": ["secret"]},
+        ("table", "type_prefix", "session_column"),
+    ),
+    "uncapture_table": ({"table": "hostile_table"}, ("table",)),
+    "list_captures": ({}, ()),
     "list_listeners": ({}, ()),
     "pause_listener": ({"name": "hostile", "session_id": SESSION}, ("name",)),
     "resume_listener": ({"name": "hostile", "session_id": SESSION}, ("name",)),

@@ -77,7 +77,7 @@ NEEDS: dict[str, Need] = {
     # A trigger on the application's own table: what the database's owner does, so only an admin key.
     "capture_table": "admin",
     "uncapture_table": "admin",
-    "list_captures": "listeners_or_read",
+    "list_captures": "listeners",
     "get_event_type": "anyone",
     "list_event_types": "anyone",
     # Not a command: a connection listener (`GET /v1/sessions/{id}/stream`) and the ticket that opens one.

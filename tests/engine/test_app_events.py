@@ -3,14 +3,17 @@ followed both ways through two listeners, and `graph.changed` waking a listener 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import asyncpg
 import pytest
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.platform import Platform
+from orchestrator.transactional import emit
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, routed, running_engine
 from tests.engine.test_run_sdk import FailAfterCommit
 
@@ -150,3 +153,46 @@ async def test_graph_changed_wakes_a_listener_on_the_nodes_it_changed(events_eng
     [message] = run.input["batch"]["messages"]
     assert message["type"] == "graph.changed"
     assert sorted(message["nodes"]) == ["missions/1", "missions/1/cells/a"]
+
+
+async def test_changes_committed_in_the_applications_transactions_reach_runs_and_a_rolled_back_one_never_does(
+    events_engine: Engine, fresh_db: str
+) -> None:
+    """A row of a captured table and an emit beside a row of the application's own, each in the application's
+    transaction: the committed ones reach the listener's runs; the rolled-back one no run sees."""
+    engine = events_engine
+    app = await asyncpg.connect(fresh_db.split("?search_path=")[0].replace("&search_path=orchestrator", ""))
+    try:
+        await app.execute("CREATE TABLE tickets (id text PRIMARY KEY, session text NOT NULL, title text)")
+        sid = await new_session(engine)
+        await engine.command("capture_table", table="tickets", type_prefix="desk", session_column="session")
+        await engine.command(
+            "save_listener",
+            listener=recorder_listener(
+                "desk", filter={"types": ["desk.*", "ticket.opened"]}, batch={"window_seconds": 0.3, "max_events": 100}
+            ),
+        )
+        async with app.transaction():
+            await app.execute("INSERT INTO tickets VALUES ('a', $1, 'printer')", sid)
+        with contextlib.suppress(LookupError):
+            async with app.transaction():
+                await app.execute("INSERT INTO tickets VALUES ('b', $1, 'never')", sid)
+                raise LookupError("rolled back")
+        async with app.transaction():
+            await app.execute("UPDATE tickets SET title = 'printer on fire' WHERE id = 'a'")
+            beside = await emit(app, sid, "ticket.opened", {"x": "a"})
+    finally:
+        await app.close()
+    events = (await engine.command("list_session_events", session_id=sid))["events"]
+    assert [(e["type"], e["data"].get("_id")) for e in events] == [
+        ("desk.created", "a"),
+        ("desk.updated", "a"),
+        ("ticket.opened", None),
+    ]
+    await routed(engine, sid, beside)
+
+    async def all_ran() -> bool:
+        return len(engine.log.event_ids()) == 3 and all(r.ended is not None for r in engine.log.runs)
+
+    await eventually(all_ran, what="the committed changes' runs")
+    assert sorted(engine.log.event_ids()) == [e["id"] for e in events]

@@ -63,7 +63,10 @@ class PgBouncer:
         config = self.folder / "pgbouncer.ini"
         config.write_text(
             "[databases]\n"
-            f"* = host={self.socket_dir} port={self.server_port} user=postgres\n"
+            # PgBouncer before 1.20 does not pass a client's search_path on (docs/operations.md): the server
+            # connections set the platform's schema themselves.
+            f"* = host={self.socket_dir} port={self.server_port} user=postgres"
+            " connect_query='SET search_path TO orchestrator'\n"
             "[pgbouncer]\n"
             "listen_addr = 127.0.0.1\n"
             f"listen_port = {self.port}\n"
@@ -73,7 +76,7 @@ class PgBouncer:
             "pool_mode = transaction\n"
             "max_client_conn = 500\n"
             "default_pool_size = 20\n"
-            "ignore_startup_parameters = extra_float_digits\n"
+            "ignore_startup_parameters = extra_float_digits,search_path\n"
             f"logfile = {self.folder / 'pgbouncer.log'}\n"
         )
         return config

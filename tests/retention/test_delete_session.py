@@ -40,6 +40,7 @@ ON_DELETED: dict[str, dict[str, Any]] = {
     "list_thread_items": {"alias": "chats/1"},
     "start_execution": {"workflow": "recorder", "input": {}},
     "stop_execution": {"execution_id": "exe:x.0"},
+    "capture_table": {"table": "missions", "type_prefix": "mission"},
     "list_session_events": {},
     "list_session_listeners": {},
     "list_executions": {},
