@@ -3,7 +3,10 @@ followed both ways through two listeners, and `graph.changed` waking a listener 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import signal
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -196,3 +199,48 @@ async def test_changes_committed_in_the_applications_transactions_reach_runs_and
 
     await eventually(all_ran, what="the committed changes' runs")
     assert sorted(engine.log.event_ids()) == [e["id"] for e in events]
+
+
+APP_THAT_DIES = """
+import asyncio, os, signal, sys
+import asyncpg
+from orchestrator.transactional import emit
+
+async def main() -> None:
+    conn = await asyncpg.connect(sys.argv[1])
+    async with conn.transaction():
+        await conn.execute("INSERT INTO tickets VALUES ('k', $1, 'kill me')", sys.argv[2])
+        await emit(conn, sys.argv[2], "ticket.opened", {"x": "k"})
+    os.kill(os.getpid(), signal.SIGKILL)  # nothing after the commit runs: no close, no goodbye
+
+asyncio.run(main())
+"""
+
+
+async def test_an_application_killed_just_after_its_commit_loses_none_of_its_events(
+    events_engine: Engine, fresh_db: str
+) -> None:
+    engine = events_engine
+    url = fresh_db.split("?search_path=")[0].replace("&search_path=orchestrator", "")
+    app = await asyncpg.connect(url)
+    try:
+        await app.execute("CREATE TABLE tickets (id text PRIMARY KEY, session text NOT NULL, title text)")
+    finally:
+        await app.close()
+    sid = await new_session(engine)
+    await engine.command("capture_table", table="tickets", type_prefix="desk", session_column="session")
+    await engine.command(
+        "save_listener",
+        listener=recorder_listener(
+            "desk", filter={"types": ["desk.*", "ticket.opened"]}, batch={"window_seconds": 0.3}
+        ),
+    )
+    process = await asyncio.create_subprocess_exec(sys.executable, "-c", APP_THAT_DIES, url, sid)
+    assert await process.wait() == -signal.SIGKILL
+    events = (await engine.command("list_session_events", session_id=sid))["events"]
+    assert [e["type"] for e in events] == ["desk.created", "ticket.opened"]
+
+    async def ran() -> bool:
+        return sorted(engine.log.event_ids()) == [e["id"] for e in events]
+
+    await eventually(ran, what="the dead application's events in a run")
