@@ -25,14 +25,15 @@ class AppLoadError(Exception):
 
 @dataclass(frozen=True)
 class UserApp:
-    """What a user's app module declares: `workflows` (required), `activities`, `listeners` and
-    `event_types` (optional; each a `save_event_type` body)."""
+    """What a user's app module declares: `workflows` (required), `activities`, `listeners`, `event_types`
+    (each a `save_event_type` body) and `captures` (each a `capture_table` body), all but the first optional."""
 
     name: str
     workflows: list[type] = field(default_factory=list)
     activities: list[Callable[..., Any]] = field(default_factory=list)
     listeners: list[dict[str, Any]] = field(default_factory=list)
     event_types: list[dict[str, Any]] = field(default_factory=list)
+    captures: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_app(spec: str) -> UserApp:
@@ -44,6 +45,7 @@ def load_app(spec: str) -> UserApp:
         activities=_activities(spec, module),
         listeners=_bodies(spec, module, "listeners"),
         event_types=_bodies(spec, module, "event_types"),
+        captures=_bodies(spec, module, "captures"),
     )
 
 

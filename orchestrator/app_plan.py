@@ -1,6 +1,6 @@
 """An app's declarations, checked whole and applied as a plan (`core/plan.py`) when a worker or `dev` starts.
 
-Owns reading an app's event types and listeners into the bodies the platform keeps, refusing the whole app when
+Owns reading an app's event types, captured tables and listeners into the bodies the platform keeps, refusing the whole app when
 any of them is invalid (every problem named by its field, nothing applied: a start never goes on over an older
 version), and applying the plan through the commands, recording which app declares what.
 """
@@ -16,12 +16,14 @@ from typing import Any
 import pydantic
 
 from orchestrator.app_loader import UserApp
+from orchestrator.commands.captures import CaptureTable, qualified
 from orchestrator.core.declaration import parse_declaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import EventTypeDeclaration
 from orchestrator.core.plan import Held, Kind, Step, changes, plan
 from orchestrator.core.validation import field_errors_message
 from orchestrator.platform import Platform
+from orchestrator.store.captures import CAPTURED_KINDS, CAPTURED_SCHEMA
 
 
 class InvalidApp(Exception):
@@ -40,6 +42,30 @@ def _event_type(body: Mapping[str, Any]) -> dict[str, Any]:
     return {k: body.get(k) for k in ("name", "schema", "allow", "description")}
 
 
+def _capture(body: Mapping[str, Any]) -> dict[str, Any]:
+    """A capture's body as the platform compares it (its table named with its schema)."""
+    found = {k: body.get(k) for k in ("table", "type_prefix", "session_column", "session_id")}
+    found["table"] = qualified(str(found["table"]))
+    return {**{k: v for k, v in found.items() if v is not None}, "exclude": list(body.get("exclude") or [])}
+
+
+async def _captures(platform: Platform, app: UserApp, problems: list[str]) -> list[dict[str, Any]]:
+    captures: list[dict[str, Any]] = []
+    for n, body in enumerate(app.captures):
+        try:
+            capture = CaptureTable.model_validate({**body, "command": "capture_table"})
+        except pydantic.ValidationError as err:
+            problems.append(field_errors_message(err, f"captures.{n}"))
+            continue
+        table = qualified(capture.table)
+        # The capture is a trigger on the table: the application's own migrations make it, before the app starts.
+        if not await platform.store.pool.fetchval("SELECT to_regclass($1) IS NOT NULL", table):
+            problems.append(f"captures.{n}.table: no table {table!r} (create it before the app starts)")
+            continue
+        captures.append(_capture(capture.model_dump(exclude={"command"})))
+    return captures
+
+
 async def declarations(platform: Platform, app: UserApp) -> dict[Kind, list[dict[str, Any]]]:
     """The app's event types and listeners as the platform would keep them; raises InvalidApp naming every bad
     field when any is refused."""
@@ -52,7 +78,9 @@ async def declarations(platform: Platform, app: UserApp) -> dict[Kind, list[dict
             problems.append(field_errors_message(err, f"event_types.{n}"))
             continue
         types.append(_event_type(event_type.model_dump(by_alias=True)))
-    schemas = {**await platform.store.event_schemas(), **{t["name"]: t["schema"] for t in types}}
+    captures = await _captures(platform, app, problems)
+    captured = {f"{c['type_prefix']}.{kind}": CAPTURED_SCHEMA for c in captures for kind in CAPTURED_KINDS}
+    schemas = {**await platform.store.event_schemas(), **captured, **{t["name"]: t["schema"] for t in types}}
     listeners: list[dict[str, Any]] = []
     for n, body in enumerate(app.listeners):
         try:
@@ -63,7 +91,7 @@ async def declarations(platform: Platform, app: UserApp) -> dict[Kind, list[dict
         listeners.append(listener.model_dump(mode="json", exclude_unset=True))
     if problems:
         raise InvalidApp(f"app {app.name}: " + "; ".join(problems))
-    return {"event_type": types, "listener": listeners}
+    return {"event_type": types, "capture": captures, "listener": listeners}
 
 
 async def plan_of(platform: Platform, app: UserApp) -> list[Step]:
@@ -74,6 +102,10 @@ async def plan_of(platform: Platform, app: UserApp) -> list[Step]:
         "event_type": {
             t["name"]: Held(_event_type(t), owners.get(("event_type", t["name"])))
             for t in await platform.store.list_event_types()
+        },
+        "capture": {
+            found["table"]: Held(_capture(found), owners.get(("capture", found["table"])))
+            for found in await platform.store.list_captures()
         },
         "listener": {
             found["name"]: Held(found["body"], owners.get(("listener", found["name"])))
@@ -92,6 +124,8 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
             assert step.body is not None
             if step.kind == "event_type":
                 reply = await platform.command({**step.body, "command": "save_event_type"})
+            elif step.kind == "capture":
+                reply = await platform.command({**step.body, "command": "capture_table"})
             else:
                 reply = await platform.command({"command": "save_listener", "listener": dict(step.body)})
             if reply.get("status") != "success":
@@ -104,6 +138,8 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
         elif step.action == "remove":
             if step.kind == "listener":
                 await platform.command({"command": "delete_listener", "name": step.name})
+            elif step.kind == "capture":
+                await platform.store.uncapture_table(step.name)
             else:
                 await platform.store.delete_event_type(step.name)
         await platform.store.declare(step.kind, step.name, None if step.action == "remove" else app.name)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from orchestrator.app_loader import UserApp
@@ -87,3 +88,34 @@ def test_orchestrator_plan_prints_the_plan_and_refuses_an_invalid_app(fresh_db: 
     refused = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
     assert "listeners.0 (p): listener.filter.typez" in refused.stderr
+
+
+async def test_an_apps_captured_tables_are_planned_with_its_listeners(platform: Platform, fresh_db: str) -> None:
+    """A capture the app declares is added before the listener that names its types, changed when its body
+    changes, and removed (its trigger gone) when the app no longer declares it; a table that does not exist yet
+    refuses the app whole."""
+    capture = {"table": "tickets", "type_prefix": "desk", "session_column": "session"}
+    on_desk = listener("desk", types=["desk.*"])
+    missing = UserApp(name="tests.plan_app", captures=[capture], listeners=[on_desk])
+    with pytest.raises(InvalidApp, match=r"captures\.0\.table: no table 'public\.tickets'"):
+        await apply(platform, missing, lambda _: None)
+    assert (await platform.command({"command": "list_listeners"}))["listeners"] == [], "nothing was applied"
+
+    conn = await asyncpg.connect(fresh_db.split("?search_path=")[0].replace("&search_path=orchestrator", ""))
+    try:
+        await conn.execute("CREATE TABLE tickets (id int PRIMARY KEY, session text, secret text)")
+        assert await lines(platform, missing) == ["add     capture public.tickets", "add     listener desk"]
+        await apply(platform, missing, lambda _: None)
+        assert await lines(platform, missing) == []
+        private = UserApp(name="tests.plan_app", captures=[{**capture, "exclude": ["secret"]}], listeners=[on_desk])
+        assert await lines(platform, private) == ["change  capture public.tickets"]
+        await apply(platform, private, lambda _: None)
+        [held] = (await platform.command({"command": "list_captures"}))["captures"]
+        assert held["exclude"] == ["secret"]
+
+        await apply(platform, UserApp(name="tests.plan_app"), lambda _: None)
+        assert (await platform.command({"command": "list_captures"}))["captures"] == []
+        triggers = await conn.fetchval("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'tickets'::regclass")
+        assert triggers == 0
+    finally:
+        await conn.close()

@@ -1,6 +1,7 @@
 """An app's declarations as a plan: what applying them adds, changes and removes on the platform.
 
-Owns the comparison of what an app module declares (its event types and listeners, each a command's body) with
+Owns the comparison of what an app module declares (its event types, captured tables and listeners, each a
+command's body) with
 what the platform holds and which app declared each (`app_declarations`): a name the app declares and the
 platform lacks is added; one whose body differs is changed; one this app declared before and no longer does is
 removed. What another app, or a person through the commands, declared is never removed by this one. Pure:
@@ -13,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Kind = Literal["event_type", "listener"]
+Kind = Literal["event_type", "capture", "listener"]
+# Added and changed in this order (a capture declares types, a listener may name them); removed in reverse.
+KINDS: tuple[Kind, ...] = ("event_type", "capture", "listener")
 Action = Literal["add", "change", "remove", "keep"]
 
 
@@ -46,14 +49,14 @@ def plan(
     declared: Mapping[Kind, Sequence[Mapping[str, Any]]],
     held: Mapping[Kind, Mapping[str, Held]],
 ) -> list[Step]:
-    """The steps that bring the platform to `app`'s declarations: event types first (listeners may name them),
-    removals of listeners before removals of event types, each kind by name."""
+    """The steps that bring the platform to `app`'s declarations: event types first, then captures (listeners may
+    name the types of either), removals in the reverse order, each kind by name."""
     steps: list[Step] = []
-    for kind in ("event_type", "listener"):
+    for kind in KINDS:
         found = held.get(kind, {})
         names = set()
         for body in declared.get(kind, ()):
-            name = str(body["name"])
+            name = str(body["table"] if kind == "capture" else body["name"])
             names.add(name)
             current = found.get(name)
             if current is None:
@@ -66,7 +69,7 @@ def plan(
         steps += [Step(kind, name, "remove") for name in gone]
     removals = [s for s in steps if s.action == "remove"]
     kept = [s for s in steps if s.action != "remove"]
-    return kept + sorted(removals, key=lambda s: (s.kind != "listener", s.name))
+    return kept + sorted(removals, key=lambda s: (-KINDS.index(s.kind), s.name))
 
 
 def changes(steps: Sequence[Step]) -> list[Step]:
@@ -74,4 +77,4 @@ def changes(steps: Sequence[Step]) -> list[Step]:
     return [s for s in steps if s.action != "keep"]
 
 
-__all__ = ["Held", "Step", "changes", "plan"]
+__all__ = ["KINDS", "Held", "Step", "changes", "plan"]
