@@ -1,8 +1,8 @@
 """An app's declarations, checked whole and applied as a plan (`core/plan.py`) when a worker or `dev` starts.
 
-Owns reading an app's event types, captured tables and listeners into the bodies the platform keeps, refusing the whole app when
-any of them is invalid (every problem named by its field, nothing applied: a start never goes on over an older
-version), and applying the plan through the commands, recording which app declares what.
+Owns reading an app's event types, captured tables and listeners into the bodies the platform keeps, refusing
+the whole app when any of them is invalid (every problem named by its field, nothing applied: a start never goes
+on over an older version), and applying the plan through the commands, recording which app declares what.
 """
 
 from __future__ import annotations
