@@ -244,3 +244,43 @@ async def test_an_application_killed_just_after_its_commit_loses_none_of_its_eve
         return sorted(engine.log.event_ids()) == [e["id"] for e in events]
 
     await eventually(ran, what="the dead application's events in a run")
+
+
+async def test_the_desk_example_keeps_its_board_as_its_own_table_says(
+    platform: Platform, temporal_env: WorkflowEnvironment, fresh_db: str
+) -> None:
+    """examples/desk end to end: its table made, its declarations applied as `dev` applies them, its writes in
+    its own transactions; the board ends as the table says, the escalation seen, the rolled-back title never."""
+    from examples.desk import app as desk_app
+    from examples.desk import tables
+    from orchestrator.app_loader import load_app
+    from orchestrator.app_plan import apply
+
+    url = fresh_db.split("?search_path=")[0].replace("&search_path=orchestrator", "")
+    conn = await asyncpg.connect(url)
+    try:
+        await tables.create(conn)
+        platform.settings = platform.settings.model_copy(
+            update={"search_attributes": not temporal_env.supports_time_skipping}
+        )
+        async with running_engine(platform, temporal_env.client, workflows=desk_app.workflows) as engine:
+            await apply(platform, load_app("examples.desk.app"), lambda _: None)
+            sid = await new_session(engine)
+            await tables.write(conn, sid)
+
+            async def settled() -> bool:
+                body = {"command": "read_object", "session_id": sid, "alias": "desk/tickets/2"}
+                gone = await engine.platform.command(body)
+                return bool((gone.get("object") or {}).get("value", {}).get("deleted"))
+
+            await eventually(settled, what="the board after the last change")
+            first = (await engine.command("read_object", session_id=sid, alias="desk/tickets/1"))["object"]["value"]
+            assert (first["title"], first["priority"]) == ("printer jammed", 1)
+            assert "internal_notes" not in first, "a column left out never reaches a run"
+            escalations = await engine.command("read_object", session_id=sid, alias="desk/escalations")
+            assert escalations["object"]["value"]["tickets"] == ["1"]
+            events = (await engine.command("list_session_events", session_id=sid))["events"]
+            titles = [e["data"].get("doc", {}).get("title") for e in events if e["type"].startswith("ticket.")]
+            assert "never mind" not in titles
+    finally:
+        await conn.close()
