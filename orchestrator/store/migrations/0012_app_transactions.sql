@@ -79,54 +79,88 @@ ALTER TABLE app_declarations DROP CONSTRAINT app_declarations_kind_check;
 ALTER TABLE app_declarations ADD CONSTRAINT app_declarations_kind_check
     CHECK (kind IN ('event_type', 'listener', 'capture'));
 
--- A captured row's change: `<prefix>.created`, `.updated` (with the columns whose value `changed` and those now
--- null, `removed`) or `.deleted`, with `{_id, doc}`, the columns left out not in it. An update that changes
--- nothing but columns left out is no event. A row whose session column is null, or names no open session, fails
--- the change: its event would be lost otherwise.
+-- A captured table's changed rows, a statement at a time (its transition tables): `<prefix>.created`, `.updated`
+-- (with the columns whose value `changed` and those now null, `removed`) or `.deleted`, with `{_id, doc}`, the
+-- columns left out not in it; one `emit_events` per session the rows name, sessions in order (two statements never
+-- wait on each other's sessions crosswise). An update that changes nothing but columns left out is no event. A
+-- row whose session column is null, or names no open session, fails the statement: its event would be lost.
 CREATE FUNCTION orchestrator_captured() RETURNS trigger
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     c captures%ROWTYPE;
-    v_new jsonb;
-    v_old jsonb;
-    v_row jsonb;
-    v_data jsonb;
-    v_changed text[];
-    v_removed text[];
-    v_session text;
-    v_kind text := CASE TG_OP WHEN 'INSERT' THEN 'created' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
+    r record;
 BEGIN
     SELECT * INTO c FROM captures WHERE table_oid = TG_RELID;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    IF TG_OP <> 'DELETE' THEN
-        v_row := to_jsonb(NEW);
-        v_new := v_row - c.exclude;
+    IF TG_OP = 'INSERT' THEN
+        FOR r IN
+            SELECT coalesce(c.session_id, x.doc ->> c.session_column) AS session,
+                   jsonb_agg(jsonb_build_object(
+                       'type', c.type_prefix || '.created', 'client', 'table:' || c.table_name,
+                       'data', jsonb_build_object('_id', x.doc -> c.id_column, 'doc', x.doc - c.exclude)
+                   ) ORDER BY x.n) AS events
+            FROM (SELECT to_jsonb(t) AS doc, row_number() OVER () AS n FROM new_rows t) x
+            GROUP BY 1 ORDER BY 1
+        LOOP
+            PERFORM orchestrator_captured_emit(c, r.session, r.events);
+        END LOOP;
+    ELSIF TG_OP = 'DELETE' THEN
+        FOR r IN
+            SELECT coalesce(c.session_id, x.doc ->> c.session_column) AS session,
+                   jsonb_agg(jsonb_build_object(
+                       'type', c.type_prefix || '.deleted', 'client', 'table:' || c.table_name,
+                       'data', jsonb_build_object('_id', x.doc -> c.id_column, 'doc', x.doc - c.exclude)
+                   ) ORDER BY x.n) AS events
+            FROM (SELECT to_jsonb(t) AS doc, row_number() OVER () AS n FROM old_rows t) x
+            GROUP BY 1 ORDER BY 1
+        LOOP
+            PERFORM orchestrator_captured_emit(c, r.session, r.events);
+        END LOOP;
+    ELSE
+        FOR r IN
+            SELECT coalesce(c.session_id, nw.doc ->> c.session_column) AS session,
+                   jsonb_agg(jsonb_build_object(
+                       'type', c.type_prefix || '.updated', 'client', 'table:' || c.table_name,
+                       'data', jsonb_build_object('_id', nw.doc -> c.id_column, 'doc', nw.doc - c.exclude,
+                                                  'changed', d.changed, 'removed', d.removed)
+                   ) ORDER BY nw.n) AS events
+            FROM (SELECT to_jsonb(t) AS doc, row_number() OVER () AS n FROM new_rows t) nw
+            LEFT JOIN (SELECT to_jsonb(t) AS doc FROM old_rows t) od ON od.doc -> c.id_column = nw.doc -> c.id_column
+            CROSS JOIN LATERAL (
+                SELECT coalesce(jsonb_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(nw.doc -> k) <> 'null'), '[]')
+                           AS changed,
+                       coalesce(jsonb_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(nw.doc -> k) = 'null'), '[]')
+                           AS removed
+                FROM jsonb_object_keys(nw.doc - c.exclude) k WHERE nw.doc -> k IS DISTINCT FROM od.doc -> k
+            ) d
+            WHERE jsonb_array_length(d.changed) + jsonb_array_length(d.removed) > 0
+            GROUP BY 1 ORDER BY 1
+        LOOP
+            PERFORM orchestrator_captured_emit(c, r.session, r.events);
+        END LOOP;
     END IF;
-    IF TG_OP <> 'INSERT' THEN
-        v_old := to_jsonb(OLD) - c.exclude;
-        v_row := coalesce(v_row, to_jsonb(OLD));
-    END IF;
-    v_data := jsonb_build_object('_id', v_row -> c.id_column, 'doc', coalesce(v_new, v_old));
-    IF TG_OP = 'UPDATE' THEN
-        SELECT coalesce(array_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(v_new -> k) <> 'null'), '{}'),
-               coalesce(array_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(v_new -> k) = 'null'), '{}')
-        INTO v_changed, v_removed
-        FROM jsonb_object_keys(v_new) k WHERE v_new -> k IS DISTINCT FROM v_old -> k;
-        IF cardinality(v_changed) = 0 AND cardinality(v_removed) = 0 THEN
-            RETURN NULL;
-        END IF;
-        v_data := v_data || jsonb_build_object('changed', to_jsonb(v_changed), 'removed', to_jsonb(v_removed));
-    END IF;
-    v_session := coalesce(c.session_id, v_row ->> c.session_column);
-    IF v_session IS NULL THEN
+    RETURN NULL;
+END
+$$;
+
+CREATE FUNCTION orchestrator_captured_emit(c captures, p_session text, p_events jsonb) RETURNS void
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF p_session IS NULL THEN
         RAISE EXCEPTION '%.%: a captured row needs a session', c.table_name, c.session_column
             USING ERRCODE = '23502';
     END IF;
-    PERFORM emit_events(v_session, jsonb_build_array(jsonb_build_object(
-        'type', c.type_prefix || '.' || v_kind, 'data', v_data, 'client', 'table:' || c.table_name)));
-    RETURN NULL;
+    PERFORM emit_events(p_session, p_events);
+END
+$$;
+
+CREATE FUNCTION orchestrator_drop_capture_triggers(p_table regclass) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture_insert ON %s', p_table);
+    EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture_update ON %s', p_table);
+    EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture_delete ON %s', p_table);
 END
 $$;
 
@@ -178,10 +212,18 @@ BEGIN
         session_column = EXCLUDED.session_column, session_id = EXCLUDED.session_id, exclude = EXCLUDED.exclude,
         saved_at = clock_timestamp()
     RETURNING * INTO v_row;
-    EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture ON %s', v_table);
+    PERFORM orchestrator_drop_capture_triggers(v_table);
+    -- A trigger with transition tables takes one event each.
     EXECUTE format(
-        'CREATE TRIGGER orchestrator_capture AFTER INSERT OR UPDATE OR DELETE ON %s'
-        ' FOR EACH ROW EXECUTE FUNCTION %I.orchestrator_captured()', v_table, current_schema());
+        'CREATE TRIGGER orchestrator_capture_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows'
+        ' FOR EACH STATEMENT EXECUTE FUNCTION %I.orchestrator_captured()', v_table, current_schema());
+    EXECUTE format(
+        'CREATE TRIGGER orchestrator_capture_update AFTER UPDATE ON %s'
+        ' REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows'
+        ' FOR EACH STATEMENT EXECUTE FUNCTION %I.orchestrator_captured()', v_table, current_schema());
+    EXECUTE format(
+        'CREATE TRIGGER orchestrator_capture_delete AFTER DELETE ON %s REFERENCING OLD TABLE AS old_rows'
+        ' FOR EACH STATEMENT EXECUTE FUNCTION %I.orchestrator_captured()', v_table, current_schema());
     RETURN v_row;
 END
 $$;
@@ -193,7 +235,7 @@ DECLARE
 BEGIN
     DELETE FROM captures WHERE table_name = p_table OR table_oid = to_regclass(p_table) RETURNING * INTO v_row;
     IF FOUND AND to_regclass(v_row.table_name) IS NOT NULL THEN
-        EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture ON %s', v_row.table_oid::regclass);
+        PERFORM orchestrator_drop_capture_triggers(v_row.table_oid::regclass);
     END IF;
     RETURN v_row;
 END

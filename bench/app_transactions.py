@@ -1,0 +1,209 @@
+"""Events in the application's own transactions: what they cost, and that none is lost or doubled under load.
+
+`cost`: rows inserted per second into a plain table, into the same table captured (`capture_table`), and into
+the plain table with an `emit` beside each row (`orchestrator.transactional`), side by side in one run on one
+embedded PostgreSQL: `--writers` connections each committing one row per transaction for `--seconds`, the three
+tables in turn, twice (the figure is the better of the two); then one statement of 10,000 rows, plain and
+captured.
+
+`load`: on the Temporal dev server with the engine running, 32 writers commit rows with an emit beside each and
+32 more write a captured table, for `--load-seconds`, across 4 sessions, each rolling back about 3 in 10 of its
+transactions. Then: every committed change is an event exactly once in its session, no rolled-back one is, and
+every event reaches a run of the listener exactly once.
+
+Run: .venv/bin/python -m bench.app_transactions [--cases cost,load] [--seconds 5] [--writers 8] [--load-seconds 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import random
+import time
+import uuid
+from typing import Any
+
+import asyncpg
+
+from bench.burst import Starts, bench_platform, engine
+from bench.common import row, scratch_database
+from orchestrator.config import Settings
+from orchestrator.core.limits import Limits
+from orchestrator.platform import Platform
+from orchestrator.transactional import emit
+
+TABLES = ("plain", "captured", "emitted")
+
+
+async def _ok(platform: Platform, command: str, **args: Any) -> dict[str, Any]:
+    reply = await platform.command({"command": command, **args})
+    assert reply["status"] == "success", reply
+    return reply
+
+
+async def _prepare(platform: Platform, app: asyncpg.Pool) -> str:
+    for table in TABLES:
+        await app.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, session_id text NOT NULL, v integer)")
+    await _ok(platform, "save_event_type", name="order.placed", schema={"type": "object"})
+    await _ok(platform, "capture_table", table="captured", type_prefix="row", session_column="session_id")
+    return str((await _ok(platform, "open_session"))["session"]["id"])
+
+
+async def _insert_for(app: asyncpg.Pool, table: str, sessions: list[str], seconds: float, writers: int) -> int:
+    ids = iter(range(1, 1 << 62))
+    deadline = time.monotonic() + seconds
+    done = 0
+
+    async def writer(session: str) -> None:
+        nonlocal done
+        async with app.acquire() as conn:
+            while time.monotonic() < deadline:
+                n = next(ids)
+                async with conn.transaction():
+                    await conn.execute(f"INSERT INTO {table} VALUES ($1, $2, 1)", n, session)
+                    if table == "emitted":
+                        await emit(conn, session, "order.placed", {"order": n})
+                done += 1
+
+    await asyncio.gather(*(writer(sessions[n % len(sessions)]) for n in range(writers)))
+    await app.execute(f"TRUNCATE {table}")
+    return done
+
+
+async def cost(seconds: float, writers: int) -> None:
+    async with scratch_database() as url:
+        settings = Settings(limits=Limits(activation_delay_seconds=0))
+        platform = await Platform.connect(settings, url)
+        app = await asyncpg.create_pool(url, min_size=writers, max_size=writers)
+        try:
+            session = await _prepare(platform, app)
+            apart = [
+                session,
+                *[str((await _ok(platform, "open_session"))["session"]["id"]) for _ in range(writers - 1)],
+            ]
+            for label, sessions in (("one session", [session]), ("a session per writer", apart)):
+                best: dict[str, float] = collections.defaultdict(float)
+                for _ in range(2):
+                    for table in TABLES:
+                        done = await _insert_for(app, table, sessions, seconds, writers)
+                        best[table] = max(best[table], done / seconds)
+                print(
+                    f"cost: {writers} writers into {label}, one row per transaction, {seconds:g} s a table, best of 2"
+                )
+                row("plain inserts", best["plain"], "rows/s")
+                row("captured inserts (an event each, by the trigger)", best["captured"], "rows/s")
+                row("plain inserts with an emit beside each (the helper)", best["emitted"], "rows/s")
+                row("captured / plain", best["captured"] / best["plain"], "x")
+                row("emitted / plain", best["emitted"] / best["plain"], "x")
+            many: dict[str, float] = {}
+            for table in ("plain", "captured"):
+                began = time.perf_counter()
+                await app.execute(f"INSERT INTO {table} SELECT n, $1, 1 FROM generate_series(1, 10000) n", session)
+                many[table] = 10_000 / (time.perf_counter() - began)
+            print("cost: one statement of 10,000 rows")
+            row("plain", many["plain"], "rows/s")
+            row("captured", many["captured"], "rows/s")
+            row("captured / plain", many["captured"] / many["plain"], "x")
+        finally:
+            await app.close()
+            await platform.close()
+
+
+async def load(seconds: float) -> None:
+    async with bench_platform() as bench:
+        platform = bench.platform
+        platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
+        app = await asyncpg.create_pool(bench.database_url, min_size=16, max_size=64)
+        try:
+            await app.execute("CREATE TABLE orders (id bigint PRIMARY KEY, session_id text NOT NULL)")
+            await app.execute("CREATE TABLE tickets (id bigint PRIMARY KEY, session_id text NOT NULL)")
+            await _ok(platform, "save_event_type", name="order.placed", schema={"type": "object"})
+            await _ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_column="session_id")
+            body = {
+                "name": "changes",
+                "filter": {"types": ["order.placed", "ticket.created"]},
+                "batch": {"window_seconds": 1, "max_events": 1000},
+                "action": {"type": "workflow", "workflow": "bench_run"},
+            }
+            await _ok(platform, "save_listener", listener=body)
+            sessions = [str((await _ok(platform, "open_session"))["session"]["id"]) for _ in range(4)]
+            starts = Starts(expected=1 << 62)
+            committed: dict[str, dict[int, str]] = {"orders": {}, "tickets": {}}
+            rolled_back = 0
+            ids = iter(range(1, 1 << 62))
+            async with engine(platform, bench.client, starts):
+                deadline = time.monotonic() + seconds
+
+                async def writer(table: str, seed: int) -> None:
+                    nonlocal rolled_back
+                    rng = random.Random(seed)
+                    while time.monotonic() < deadline:
+                        n, session = next(ids), rng.choice(sessions)
+                        try:
+                            async with app.acquire() as conn, conn.transaction():
+                                await conn.execute(f"INSERT INTO {table} VALUES ($1, $2)", n, session)
+                                if table == "orders":
+                                    await emit(conn, session, "order.placed", {"order": n})
+                                if rng.random() < 0.3:
+                                    raise LookupError("rolled back")
+                            committed[table][n] = session
+                        except LookupError:
+                            rolled_back += 1
+
+                began = time.monotonic()
+                await asyncio.gather(*(writer(t, n) for t in ("orders", "tickets") for n in range(32)))
+                wrote = time.monotonic() - began
+                events: dict[int, tuple[str, str, int]] = {}
+                for session in sessions:
+                    after = 0
+                    while page := await platform.store.list_events(session, after=after, limit=1000):
+                        for e in page:
+                            kind = "orders" if e.type == "order.placed" else "tickets"
+                            row_id = int(e.data["order"] if kind == "orders" else e.data["_id"])  # type: ignore[index]
+                            events[e.id] = (kind, session, row_id)
+                        after = page[-1].id
+                last_commit = time.monotonic()
+                starts.expected = len(events)
+                if sum(len(r) for _, r in starts.runs) >= len(events):
+                    starts.all_started.set()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(starts.all_started.wait(), timeout=120)
+                caught_up = time.monotonic() - last_commit
+        finally:
+            await app.close()
+        found = collections.Counter((kind, row_id) for kind, _, row_id in events.values())
+        wrong_session = sum(1 for kind, session, row_id in events.values() if committed[kind].get(row_id) != session)
+        changes = {(kind, n) for kind in committed for n in committed[kind]}
+        delivered = collections.Counter(i for _, batch in starts.runs for i in batch)
+        print(f"load: 64 writers (32 emit beside their rows, 32 into a captured table) for {seconds:g} s, 4 sessions")
+        row("transactions committed", len(changes), "")
+        row("transactions rolled back", rolled_back, "")
+        row("committed changes per second", len(changes) / wrote, "/s")
+        row("committed changes without their event", len(changes - set(found)), "")
+        row("events of a rolled-back change", len(set(found) - changes), "")
+        row("changes with more than one event", sum(1 for c in found.values() if c > 1), "")
+        row("events in another session than their row's", wrong_session, "")
+        row("events that reached no run", len(set(events) - set(delivered)), "")
+        row("events that reached more than one run", sum(1 for c in delivered.values() if c > 1), "")
+        row("runs", len(starts.runs), "")
+        row("seconds from the last commit to every event in a run", caught_up, "s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default="cost,load")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--writers", type=int, default=8)
+    parser.add_argument("--load-seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    cases = set(args.cases.split(","))
+    if "cost" in cases:
+        asyncio.run(cost(args.seconds, args.writers))
+    if "load" in cases:
+        asyncio.run(load(args.load_seconds))
+
+
+if __name__ == "__main__":
+    main()
