@@ -101,10 +101,15 @@ class WhereCondition(_Strict):
 MAX_WHERE_DEPTH = 4
 
 
+# The most globs one list of a listener holds, and the most conditions (or groups) at one level of `where`.
+MAX_GLOBS = 100
+MAX_WHERE_ITEMS = 50
+
+
 class WhereAny(_Strict):
     """Holds when one of its conditions (or groups) holds."""
 
-    any: list[WhereItem] = Field(min_length=1, max_length=50)
+    any: list[WhereItem] = Field(min_length=1, max_length=MAX_WHERE_ITEMS)
 
 
 class WhereNot(_Strict):
@@ -157,11 +162,12 @@ def _depth(item: WhereItem) -> int:
 
 
 class ListenerFilter(_Strict):
-    # An empty list would match nothing, ever: refused as a mistake rather than kept as a dead listener.
-    types: list[TypeGlob] | None = Field(default=None, min_length=1)
-    aliases: list[AliasGlob] | None = Field(default=None, min_length=1)
+    # An empty list would match nothing, ever: refused as a mistake rather than kept as a dead listener. A
+    # listener is read by people and compiled per event: a few globs say what thousands would (`tickets/**`).
+    types: list[TypeGlob] | None = Field(default=None, min_length=1, max_length=MAX_GLOBS)
+    aliases: list[AliasGlob] | None = Field(default=None, min_length=1, max_length=MAX_GLOBS)
     # Conditions that must all hold; `any` and `not` groups nest (at most MAX_WHERE_DEPTH deep).
-    where: list[WhereItem] = Field(default_factory=list)
+    where: list[WhereItem] = Field(default_factory=list, max_length=MAX_WHERE_ITEMS)
 
     @field_validator("where")
     @classmethod
@@ -322,7 +328,7 @@ class ListenerDeclaration(_Strict):
     receipt: ReceiptSpec | None = None
     idle: IdleSpec | None = None
     # Alias globs this listener's actions and runs may write; None means anywhere.
-    owns: list[AliasGlob] | None = None
+    owns: list[AliasGlob] | None = Field(default=None, max_length=MAX_GLOBS)
     # 1 to 5, higher first when workers are short: its runs' workflow tasks go ahead of lower ones' on the
     # task queue (Temporal's priority keys, where the server has them). None: Temporal's default (3).
     priority: int | None = Field(default=None, ge=MIN_PRIORITY, le=MAX_PRIORITY)

@@ -46,3 +46,12 @@ async def test_a_workflow_no_worker_runs_is_saved_with_a_warning(platform: Platf
     assert warning.startswith("listener.action.workflow: no worker has registered 'no_such_workflow'"), warning
     await platform.store.register_workflows(["recorder"])
     assert "warnings" not in await ok(platform, "save_listener", listener=body(["object.written"]))
+
+
+async def test_a_listener_of_thousands_of_globs_is_refused_naming_the_list(platform: Platform) -> None:
+    many = {**body(["object.written"]), "filter": {"aliases": [f"tickets/{n}" for n in range(20_000)]}}
+    reply = await refused(platform, "invalid_request", "listener.filter.aliases", "save_listener", listener=many)
+    assert "at most 100" in reply["message"], reply
+    wide = {**body(["object.written"]), "filter": {"types": ["object.written"] * 101}}
+    await refused(platform, "invalid_request", "listener.filter.types", "save_listener", listener=wide)
+    assert (await ok(platform, "list_listeners"))["listeners"] == []
