@@ -103,16 +103,18 @@ async def scratch_database(server: EmbeddedPostgres, prefix: str) -> AsyncIterat
             await admin.close()
 
 
-# Empties a lent database: drops the tables a test made of its own (an application's, in `public`), truncates
-# every table the migrations made (but their own record), and restarts every sequence, so ids start at 1 again
-# as in a new database.
+# Empties a lent database: drops the tables a test made of its own (an application's in `public`, or a test
+# app's beside the platform's), truncates every table the migrations made (but their own record), and restarts
+# every sequence, so ids start at 1 again as in a new database.
 EMPTY_DATABASE = """
 DO $$
 DECLARE
+    known text[] := $1;
     name text;
 BEGIN
-    FOR name IN SELECT tablename FROM pg_tables WHERE schemaname = 'public' LOOP
-        EXECUTE format('DROP TABLE public.%I CASCADE', name);
+    FOR name IN SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
+                WHERE schemaname = 'public' OR (schemaname = 'orchestrator' AND NOT tablename = ANY(known)) LOOP
+        EXECUTE format('DROP TABLE %s CASCADE', name);
     END LOOP;
     EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('orchestrator.%I', tablename), ', ') || ' RESTART IDENTITY CASCADE'
              FROM pg_tables WHERE schemaname = 'orchestrator' AND tablename <> 'schema_migrations');
@@ -122,11 +124,20 @@ BEGIN
 END $$
 """
 
+# A test's own connections read the platform's tables plainly (the platform sets its schema on every connection
+# of its own), and make their own tables in `public` while the platform's schema does not exist yet.
+PLATFORM_PATH = "search_path=orchestrator,public"
+
 
 def in_platform_schema(url: str) -> str:
-    """`url` with the platform's schema first in the search path, for a test's own connections that read its
-    tables plainly (the platform sets it on every connection of its own)."""
-    return f"{url}{'&' if '?' in url else '?'}search_path=orchestrator"
+    """`url` with the platform's schema first in the search path."""
+    return f"{url}{'&' if '?' in url else '?'}{PLATFORM_PATH}"
+
+
+def as_application(url: str) -> str:
+    """`url` as an application sharing the database holds it: its own tables in `public`, the platform's not on
+    its path."""
+    return url.replace(f"&{PLATFORM_PATH}", "").replace(f"?{PLATFORM_PATH}", "")
 
 
 class Databases:
@@ -139,6 +150,7 @@ class Databases:
     def __init__(self, server: EmbeddedPostgres) -> None:
         self.server = server
         self.free: list[str] = []
+        self.tables: list[str] | None = None
 
     async def lend(self) -> str:
         if self.free:
@@ -153,6 +165,9 @@ class Databases:
         conn = await asyncpg.connect(url)
         try:
             await migrate(conn)
+            if self.tables is None:
+                rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'orchestrator'")
+                self.tables = [r["tablename"] for r in rows]
         finally:
             await conn.close()
         return url
@@ -164,10 +179,14 @@ class Databases:
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
-            await conn.execute(EMPTY_DATABASE)
+            await conn.execute(EMPTY_DATABASE.replace("$1", _text_array(self.tables or [])))
         finally:
             await conn.close()
         self.free.append(url)
+
+
+def _text_array(names: list[str]) -> str:
+    return "ARRAY[" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + "]::text[]"
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from orchestrator.app_loader import UserApp
 from orchestrator.app_plan import InvalidApp, apply, plan_of
 from orchestrator.core.plan import changes
 from orchestrator.platform import Platform
+from tests.conftest import as_application
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
 
@@ -101,7 +102,7 @@ async def test_an_apps_captured_tables_are_planned_with_its_listeners(platform: 
         await apply(platform, missing, lambda _: None)
     assert (await platform.command({"command": "list_listeners"}))["listeners"] == [], "nothing was applied"
 
-    conn = await asyncpg.connect(fresh_db.split("?search_path=")[0].replace("&search_path=orchestrator", ""))
+    conn = await asyncpg.connect(as_application(fresh_db))
     try:
         await conn.execute("CREATE TABLE tickets (id int PRIMARY KEY, session text, secret text)")
         assert await lines(platform, missing) == ["add     capture public.tickets", "add     listener desk"]

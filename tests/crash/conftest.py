@@ -34,7 +34,7 @@ from orchestrator.core.limits import Limits
 from orchestrator.embedded import EmbeddedPostgres, TemporalDevServer, free_port
 from orchestrator.platform import Platform
 from orchestrator.worker import connect_temporal
-from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AFTER
+from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AFTER, in_platform_schema
 from tests.crash.app import CREATE_CRASH_RUNS
 from tests.timeouts import stop_within
 
@@ -134,7 +134,7 @@ class RestartablePostgres:
     @property
     def url(self) -> str:
         # The socket lives in the data folder, so the URL stays the same across a restart.
-        return self.server.url
+        return in_platform_schema(self.server.url)
 
     async def stop(self) -> None:
         await self.server.stop()

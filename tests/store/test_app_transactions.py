@@ -18,6 +18,7 @@ import pytest
 from orchestrator.core.errors import CommandError
 from orchestrator.platform import Platform
 from orchestrator.transactional import emit, emit_events, emit_events_sa_async, emit_sa, emit_sa_async
+from tests.conftest import as_application
 from tests.store.helpers import all_events, ok, refused
 
 TICKET = {
@@ -27,8 +28,7 @@ TICKET = {
 
 
 def app_url(fresh_db: str) -> str:
-    """The database's URL as the application holds it: its own tables in `public`, the platform's not on its path."""
-    return fresh_db.replace("&search_path=orchestrator", "").replace("?search_path=orchestrator", "")
+    return as_application(fresh_db)
 
 
 @pytest.fixture
