@@ -95,8 +95,26 @@ async def create_api_key(platform: CommandContext, req: CreateApiKey) -> dict[st
     rate = req.requests_per_second or platform.settings.limits.key_requests_per_second
     key_id = secrets.token_hex(6)
     secret = key_secret(key_id, secrets.token_urlsafe(32))
+    was_open = platform.settings.api_token is None and not await platform.store.any_keys()
     row = await platform.store.create_key(key_id, req.name, digest(secret), list(req.scopes), rate, expires)
-    return {"key": {**key_view(row, now), "secret": secret}}
+    reply: dict[str, Any] = {"key": {**key_view(row, now), "secret": secret}}
+    if was_open:
+        reply["warnings"] = [first_key_warning(req.name, "admin" in req.scopes)]
+    return reply
+
+
+def first_key_warning(name: str, admin: bool) -> str:
+    """What the first key closes: the API was open, and every request now needs a key."""
+    closed = (
+        f"name: {name!r} is the first key, so the API is no longer open: every request now needs a key"
+        " (`--token` or ORCHESTRATOR_API_TOKEN, `Authorization: Bearer` over HTTP)"
+    )
+    if admin:
+        return f"{closed}; this one is an admin key: keep its secret, it makes and revokes the others"
+    return (
+        f"{closed}; this one cannot make keys, so keep it and make an admin key on the platform's machine:"
+        " `orchestrator keys create NAME --scope admin --local` (with ORCHESTRATOR_DATABASE_URL from the banner)"
+    )
 
 
 @command(

@@ -148,6 +148,28 @@ async def test_an_open_api_closes_once_a_key_exists(platform: Platform, settings
         headers = {"Authorization": f"Bearer {secret}"}
         reply = await http.post("/v1/commands", json={"command": "list_listeners"}, headers=headers)
         assert reply.status_code == 200
+        [warning] = made.json()["warnings"]
+        assert "the API is no longer open" in warning and "admin key" in warning, warning
+
+
+async def test_a_first_key_that_cannot_make_keys_says_what_closed_and_how_back_in(
+    platform: Platform, settings: Settings
+) -> None:
+    async with (
+        serve_api(create_app(platform, settings), "127.0.0.1", 0) as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        body = {"command": "create_api_key", "name": "reader", "scopes": ["read:**"]}
+        made = (await http.post("/v1/commands", json=body)).json()
+        [warning] = made["warnings"]
+        assert "name: 'reader' is the first key" in warning and "--token" in warning, warning
+        assert "orchestrator keys create NAME --scope admin --local" in warning, warning
+        # The way back it names works: an admin key made in-process against the database.
+        admin = await platform.command({"command": "create_api_key", "name": "back-in", "scopes": ["admin"]})
+        assert "warnings" not in admin, "only the first key closes the API"
+        headers = {"Authorization": f"Bearer {admin['key']['secret']}"}
+        await asyncio.sleep(1)
+        assert (await http.post("/v1/commands", json={"command": "list_api_keys"}, headers=headers)).status_code == 200
 
 
 async def test_the_keys_command_line_creates_lists_and_revokes(api: Api) -> None:
