@@ -28,10 +28,13 @@ from orchestrator.core.schedule_spec import (
     ScheduleDefinition,
     WorkflowTarget,
     firing_key,
+    schedule_timing,
 )
+from orchestrator.core.schedule_times import next_times
 from orchestrator.crossings import crossing
 from orchestrator.executions import TemporalRuns, start_run
 from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
+from orchestrator.workflows.schedule_clock import SCHEDULE_NEXT_ACTIVITY, Due, NextFiring
 from orchestrator.workflows.schedule_fire import SCHEDULE_FIRE_ACTIVITY, ScheduleFiring, ScheduleRunResult
 
 
@@ -42,7 +45,19 @@ def schedule_execution_id(session_id: str, alias: str, scheduled_at: datetime) -
 
 class ScheduleActivities(PlatformActivities):
     def all(self) -> list[Callable[..., Any]]:
-        return [self.fire_schedule]
+        return [self.fire_schedule, self.next_firing]
+
+    @activity.defn(name=SCHEDULE_NEXT_ACTIVITY)
+    async def next_firing(self, question: NextFiring) -> Due:
+        """When the schedule fires after `question.after` (its own clock asks: `schedule_clock.py`); none when it
+        is gone, replaced, disabled or over."""
+        firing = question.firing
+        row = await self.store.find_schedule(firing.session_id, firing.alias)
+        if row is None or row["schedule_id"] != firing.schedule_id or not row["enabled"]:
+            return Due()
+        definition = ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields if k in row})
+        found = next_times(schedule_timing(definition), question.after)
+        return Due(at=found[0] if found else None)
 
     @activity.defn(name=SCHEDULE_FIRE_ACTIVITY)
     async def fire_schedule(self, firing: ScheduleFiring) -> ScheduleRunResult:

@@ -26,10 +26,11 @@ from orchestrator.retention import Retention
 from orchestrator.router import Router
 from orchestrator.run_sweep import RunSweep
 from orchestrator.workflows.lane import LaneWorkflow
+from orchestrator.workflows.schedule_clock import ScheduleClockWorkflow
 from orchestrator.workflows.schedule_fire import ScheduleFireWorkflow
 
 BackgroundTask = Callable[[], Coroutine[Any, Any, None]]
-PLATFORM_WORKFLOWS: tuple[type, ...] = (LaneWorkflow, ScheduleFireWorkflow)
+PLATFORM_WORKFLOWS: tuple[type, ...] = (LaneWorkflow, ScheduleFireWorkflow, ScheduleClockWorkflow)
 
 
 class PlatformComponents(NamedTuple):

@@ -37,6 +37,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator.app_loader import UserApp, load_app
+from orchestrator.app_plan import apply
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
@@ -97,8 +98,8 @@ class Harness:
             worker = build_worker(self.env.client, self.settings, app, components.workflows, components.activities)
             await self._run(worker, [background() for background in components.background_tasks])
             self.client = Client.local(self.platform)
-            for body in app.listeners:
-                await self.client.save_listener(body)
+            # The app's declarations as `dev` applies them: its event types, captured tables and listeners.
+            await apply(self.platform, app, lambda _: None)
         except BaseException:
             await stack.aclose()
             raise
@@ -156,10 +157,11 @@ class Harness:
 
 
 async def terminate_leftovers(pool: Pool, client: TemporalClient, known: Sequence[str] = ()) -> None:
-    """End the lanes and running runs the store knows, and the runs in `known` (whose record may not be written
+    """End the lanes, schedule clocks and running runs the store knows, and the runs in `known` (whose record may not be written
     yet). Left waiting on timers, they would keep the time-skipping server's clock from moving for whatever
     test runs next on it."""
     ids = [r["workflow_id"] for r in await pool.fetch("SELECT workflow_id FROM lanes")]
+    ids += [r["schedule_id"] for r in await pool.fetch("SELECT schedule_id FROM schedules")]
     ids += [r["id"] for r in await pool.fetch("SELECT id FROM executions WHERE status = 'running'")]
     for workflow_id in dict.fromkeys([*ids, *known]):
         with contextlib.suppress(Exception):  # already closed, or never started

@@ -1,50 +1,33 @@
 """Commands on schedules (SPEC section 6): create, get, list, update, delete, and a schedule's runs.
 
 A schedule belongs to a session and is addressed by its `alias` there, so two sessions may each have a
-`clock`. Its definition lives in PostgreSQL (what a firing performs); the Temporal Schedule
-`schedule:<session>:<alias>` decides when it fires, starting `OrchestratorScheduleFire` with overlapping
-firings skipped. The body is checked by the pure core (`schedule_spec`) and translated here into Temporal's
-`ScheduleSpec`. A refused body changes nothing: validation comes before the row, and the row is removed
-again when Temporal refuses the schedule.
+`clock`. Its definition lives in PostgreSQL (what a firing performs); its clock `schedule:<session>:<alias>`
+decides when it fires: a Temporal Schedule starting `OrchestratorScheduleFire` with overlapping firings skipped,
+or, on a server without Schedules, the platform's own clock workflow (`schedule_clocks.py`). The body is checked
+by the pure core (`schedule_spec`). A refused body changes nothing: validation comes before the row, and the row
+is removed again when Temporal refuses the schedule.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
-from temporalio.client import (
-    Client,
-    Schedule,
-    ScheduleActionStartWorkflow,
-    ScheduleAlreadyRunningError,
-    ScheduleCalendarSpec,
-    ScheduleIntervalSpec,
-    ScheduleOverlapPolicy,
-    SchedulePolicy,
-    ScheduleRange,
-    ScheduleSpec,
-    ScheduleState,
-    ScheduleUpdate,
-    ScheduleUpdateInput,
-)
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.commands.fields import Alias, Limit, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.schedule_clocks import clock_of
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned
 from orchestrator.core.schedule_spec import (
-    Calendar,
     IsoDate,
     ObjectTarget,
     Repeat,
     ScheduleDefinition,
-    ScheduleTiming,
-    Span,
     WorkflowTarget,
     parse_schedule,
     schedule_id,
@@ -62,8 +45,6 @@ log = logging.getLogger(__name__)
 UNMADE_GRACE_SECONDS = 10.0
 BODY_FIELDS = ("repeat", "start_date", "end_date", "invocation_target_type", "target", "origin")
 TIMING_FIELDS = ("repeat", "start_date", "end_date")
-# get_schedule shows this many of the next firing times Temporal has computed.
-NEXT_INVOCATIONS = 5
 
 
 # The seed's flat form names the repeat by a string and keeps its fields beside it, and addresses the target
@@ -194,65 +175,6 @@ def _check_target(platform: CommandContext, definition: ScheduleDefinition) -> N
     check_payload("target.value", target.value, platform.settings.limits.max_payload_bytes)
 
 
-def _ranges(spans: tuple[Span, ...]) -> list[ScheduleRange]:
-    return [ScheduleRange(span.start, span.end, span.step) for span in spans]
-
-
-def _calendar(calendar: Calendar) -> ScheduleCalendarSpec:
-    return ScheduleCalendarSpec(
-        second=_ranges(calendar.second),
-        minute=_ranges(calendar.minute),
-        hour=_ranges(calendar.hour),
-        day_of_month=_ranges(calendar.day_of_month),
-        month=_ranges(calendar.month),
-        day_of_week=_ranges(calendar.day_of_week),
-        year=_ranges(calendar.year),
-    )
-
-
-def temporal_spec(timing: ScheduleTiming) -> ScheduleSpec:
-    """Temporal's `ScheduleSpec` for the core's description of a schedule's times."""
-    return ScheduleSpec(
-        calendars=[_calendar(c) for c in timing.calendars],
-        intervals=[]
-        if timing.every_seconds is None
-        else [ScheduleIntervalSpec(every=timedelta(seconds=timing.every_seconds))],
-        start_at=timing.start_at,
-        end_at=timing.end_at,
-        time_zone_name=timing.time_zone,
-    )
-
-
-def temporal_schedule(
-    platform: CommandContext, session_id: str, alias: str, timing: ScheduleTiming, enabled: bool
-) -> Schedule:
-    from orchestrator.workflows.schedule_fire import SCHEDULE_FIRE_WORKFLOW, ScheduleFiring
-
-    firing = ScheduleFiring(session_id=session_id, alias=alias, schedule_id=schedule_id(session_id, alias))
-    return Schedule(
-        action=ScheduleActionStartWorkflow(
-            SCHEDULE_FIRE_WORKFLOW,
-            firing,
-            id=f"fire:{session_id}:{alias}",
-            task_queue=platform.settings.task_queue,
-        ),
-        spec=temporal_spec(timing),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-        state=ScheduleState(
-            paused=not enabled,
-            limited_actions=timing.fires_once,
-            remaining_actions=1 if timing.fires_once else 0,
-        ),
-    )
-
-
-def _temporal(platform: CommandContext) -> Client:
-    if platform.temporal is None:
-        raise CommandError("internal_error", "schedules need Temporal, and this door has none")
-    client: Client = platform.temporal
-    return client
-
-
 def _refused(err: RPCError) -> Exception:
     """A schedule Temporal refuses as invalid is the caller's error; any other failure stays what it is."""
     if err.status == RPCStatusCode.INVALID_ARGUMENT:
@@ -280,7 +202,7 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
     body = {name: getattr(req, name) for name in BODY_FIELDS}
     definition = parse_schedule(body, now=datetime.now(UTC))
     _check_target(platform, definition)
-    _temporal(platform)
+    clock_of(platform)
     sid = schedule_id(req.session_id, req.alias)
     stored = definition.model_dump(mode="json")
     if req.replace:
@@ -303,18 +225,10 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
 async def _make(
     platform: CommandContext, row: dict[str, Any], definition: ScheduleDefinition, *, replace_stray: bool
 ) -> None:
-    """Create a schedule's Temporal Schedule from its row, and mark the row made. One found under its id is
-    replaced when `replace_stray` (left behind by a schedule whose row is gone: the row is the truth), else it is
-    the one this row asked for, made before its mark."""
-    temporal = _temporal(platform)
-    sid = row["schedule_id"]
-    schedule = temporal_schedule(platform, row["session_id"], row["alias"], schedule_timing(definition), row["enabled"])
-    try:
-        await temporal.create_schedule(sid, schedule)
-    except ScheduleAlreadyRunningError:
-        if replace_stray:
-            await temporal.get_schedule_handle(sid).delete()
-            await temporal.create_schedule(sid, schedule)
+    """Make a schedule's clock from its row, and mark the row made. One found under its id is replaced when
+    `replace_stray` (left behind by a schedule whose row is gone: the row is the truth), else it is the one this
+    row asked for, made before its mark."""
+    await clock_of(platform).make(row, schedule_timing(definition), replace_stray=replace_stray)
     await platform.store.schedule_made(row["session_id"], row["alias"])
 
 
@@ -348,13 +262,8 @@ async def update_schedule(platform: CommandContext, req: UpdateSchedule) -> dict
     definition = parse_schedule(body, now=datetime.now(UTC) if retimed else None)
     _check_target(platform, definition)
     enabled = row["enabled"] if req.enabled is None else req.enabled
-    schedule = temporal_schedule(platform, req.session_id, req.alias, schedule_timing(definition), enabled)
-
-    def replace(_: ScheduleUpdateInput) -> ScheduleUpdate:
-        return ScheduleUpdate(schedule=schedule)
-
     try:
-        await _temporal(platform).get_schedule_handle(row["schedule_id"]).update(replace)
+        await clock_of(platform).change(row, schedule_timing(definition), enabled)
     except RPCError as err:
         raise _refused(err) from None
     stored = definition.model_dump(mode="json")
@@ -371,14 +280,8 @@ async def get_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, 
     """A schedule, with its next invocation times and how often it has fired."""
     row = await platform.store.get_schedule(req.session_id, req.alias)
     if platform.temporal is not None:
-        try:
-            described = await platform.temporal.get_schedule_handle(row["schedule_id"]).describe()
-        except RPCError:
-            row["next_invocations"] = []
-        else:
-            times = described.info.next_action_times[:NEXT_INVOCATIONS]
-            row["next_invocations"] = [t.astimezone(UTC).isoformat() for t in times]
-            row["invocations"] = described.info.num_actions
+        definition = ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields if k in row})
+        row.update(await clock_of(platform).describe(row, schedule_timing(definition)))
     return {"schedule": row}
 
 
@@ -393,11 +296,7 @@ async def list_schedules(platform: CommandContext, req: ListSchedules) -> dict[s
 async def delete_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, Any]:
     """Delete a schedule (and its Temporal Schedule)."""
     row = await platform.store.get_schedule(req.session_id, req.alias)
-    try:
-        await _temporal(platform).get_schedule_handle(row["schedule_id"]).delete()
-    except RPCError as err:
-        if err.status != RPCStatusCode.NOT_FOUND:
-            raise
+    await clock_of(platform).remove(row["schedule_id"])
     return {"schedule": await platform.store.delete_schedule(req.session_id, req.alias)}
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+from datetime import datetime
+from typing import Any
+
 import pytest
 
 from orchestrator.testing import Harness, NotSettled
@@ -40,3 +45,42 @@ async def test_settle_says_what_is_left_when_it_cannot_settle() -> None:
         await h.client.command({"command": "start_execution", "session_id": sid, "workflow": "unknown", "input": {}})
         with pytest.raises(NotSettled, match="executions_running"):
             await h.settle(within=2)
+
+
+async def test_a_schedule_fires_three_times_an_hour_apart_on_the_skipped_clock() -> None:
+    """The time-skipping server has no Schedules: the platform's own clock fires them, and skipped time moves it."""
+    async with Harness() as h:
+        sid = (await h.client.open_session())["session"]["id"]
+        await h.client.command(
+            {
+                "command": "create_schedule",
+                "session_id": sid,
+                "alias": "clock",
+                "repeat": {"type": "interval", "every_seconds": 3600},
+                "invocation_target_type": "object",
+                "target": {"alias": "ops/clock", "value": {"type": "tick"}},
+            }
+        )
+        described = await h.client.command({"command": "get_schedule", "session_id": sid, "alias": "clock"})
+        assert len(described["schedule"]["next_invocations"]) == 5, described
+
+        async def fired() -> list[dict[str, Any]]:
+            body = {"command": "list_schedule_runs", "session_id": sid, "alias": "clock"}
+            return list((await h.client.command(body))["runs"])
+
+        for _ in range(4 * 6):  # at most four hours, ten minutes at a time
+            if len(await fired()) >= 3:
+                break
+            await h.sleep(600)
+            await asyncio.sleep(0.3)  # the firing's activity runs in real time
+        runs = await fired()
+        assert [r["status"] for r in runs] == ["success"] * 3, runs
+        times = [datetime.fromisoformat(r["scheduled_at"]) for r in runs]
+        assert [(b - a).total_seconds() for a, b in itertools.pairwise(times)] == [3600.0, 3600.0]
+        written = (await h.client.list_session_events(sid, limit=100))["events"]
+        assert [e["type"] for e in written if e.get("alias") == "ops/clock"] == ["object.written"] * 3
+
+        await h.client.command({"command": "update_schedule", "session_id": sid, "alias": "clock", "enabled": False})
+        await h.sleep(3 * 3600)
+        await asyncio.sleep(0.3)
+        assert len(await fired()) == 3, "a disabled schedule does not fire"
