@@ -157,9 +157,9 @@ class Harness:
 
 
 async def terminate_leftovers(pool: Pool, client: TemporalClient, known: Sequence[str] = ()) -> None:
-    """End the lanes, schedule clocks and running runs the store knows, and the runs in `known` (whose record may not be written
-    yet). Left waiting on timers, they would keep the time-skipping server's clock from moving for whatever
-    test runs next on it."""
+    """End the lanes, schedule clocks and running runs the store knows, and the runs in `known` (whose record may
+    not be written yet). Left waiting on timers, they would keep the time-skipping server's clock from moving for
+    whatever test runs next on it."""
     ids = [r["workflow_id"] for r in await pool.fetch("SELECT workflow_id FROM lanes")]
     ids += [r["schedule_id"] for r in await pool.fetch("SELECT schedule_id FROM schedules")]
     ids += [r["id"] for r in await pool.fetch("SELECT id FROM executions WHERE status = 'running'")]
