@@ -148,6 +148,7 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
                     for o in listener.get("recent_outcomes", [])
                 ],
                 "counts": listener.get("counts", {}),
+                "warnings": listener.get("warnings", []),
             }
         )
     return {"session_id": session_id, "listeners": view}
@@ -180,6 +181,7 @@ def format_status(status: dict[str, Any]) -> str:
             f"executions running {listener['executions_running']}  retries waiting {len(listener['retries_waiting'])}",
             f"  outcomes: {counts}",
         ]
+        lines += [f"  warning: {warning}" for warning in listener.get("warnings", [])]
         if listener["lanes"]:
             rows = [
                 [

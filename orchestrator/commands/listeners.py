@@ -89,16 +89,22 @@ async def save_listener(platform: CommandContext, req: SaveListener) -> dict[str
     body = declaration.model_dump(mode="json", exclude_unset=True)
     saved = await platform.store.save_listener(declaration.name, body, limits.activation_delay_seconds)
     reply: dict[str, Any] = {"listener": saved}
-    action = declaration.action
-    if isinstance(action, WorkflowAction):
-        registered = await platform.store.registered_workflows(FRESH_SECONDS)
-        if action.workflow not in registered:
-            known = ", ".join(registered) or "none (is a worker running?)"
-            reply["warnings"] = [
-                f"listener.action.workflow: no worker has registered {action.workflow!r} in the last"
-                f" {FRESH_SECONDS / 60:g} minutes; its batches fail until one does (registered: {known})"
-            ]
+    warning = unregistered_workflow(declaration, await platform.store.registered_workflows(FRESH_SECONDS))
+    if warning is not None:
+        reply["warnings"] = [warning]
     return reply
+
+
+def unregistered_workflow(declaration: ListenerDeclaration, registered: list[str]) -> str | None:
+    """What to say of a listener whose workflow no worker has registered lately (None: nothing)."""
+    action = declaration.action
+    if not isinstance(action, WorkflowAction) or action.workflow in registered:
+        return None
+    known = ", ".join(registered) or "none (is a worker running?)"
+    return (
+        f"listener.action.workflow: no worker has registered {action.workflow!r} in the last"
+        f" {FRESH_SECONDS / 60:g} minutes; its batches fail until one does (registered: {known})"
+    )
 
 
 @command(

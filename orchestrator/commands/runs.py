@@ -21,6 +21,7 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverse
 from temporalio.client import Client
 
 from orchestrator.commands.fields import ListenerName, SessionId
+from orchestrator.commands.listeners import unregistered_workflow
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
@@ -329,7 +330,7 @@ def _lane(row: dict[str, Any], waiting: dict[str, Any] | None) -> dict[str, Any]
     "list_session_listeners",
     SessionListeners,
     reply="`listeners` [{name, version, enabled, paused, effective_at, lanes [{lane, pending, in_flight,"
-    " runs_in_flight, waiting, ...}], recent_outcomes, counts}]",
+    " runs_in_flight, waiting, ...}], recent_outcomes, counts, warnings}]",
     errors=("not_found",),
 )
 async def list_session_listeners(platform: CommandContext, req: SessionListeners) -> dict[str, Any]:
@@ -348,6 +349,7 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
     paused = await store.paused_listeners(req.session_id)
     fires = await store.fires_lately(req.session_id)
     running = await store.running_executions(req.session_id)
+    registered = await store.registered_workflows(FRESH_SECONDS)
     limits = platform.settings.limits
     answer = []
     for listener in listeners:
@@ -375,6 +377,7 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
                 "lanes": shown,
                 "recent_outcomes": await store.recent_outcomes(req.session_id, name),
                 "counts": counts.get(name, {}),
+                "warnings": [w for w in (unregistered_workflow(decl, registered),) if w is not None],
             }
         )
     return {"listeners": answer}

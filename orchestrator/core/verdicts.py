@@ -52,7 +52,12 @@ def batch_verdict(
         return Stop("throttled", None, f"{snap.fires_last_minute} fires in the last minute")
     if workflow is not None:
         if registered is not None and workflow not in registered:
-            return Stop("invocation_error", None, f"action.workflow: {workflow!r} is not registered")
+            return Stop(
+                "invocation_error",
+                None,
+                f"action.workflow: {workflow!r} is not registered: no worker runs it; start a worker whose app"
+                " has it, or change the listener's action.workflow",
+            )
         if snap.running_executions >= limits.executions_per_session:
             return Stop("refused", None, f"executions_per_session: {snap.running_executions} running")
     return ACT

@@ -120,6 +120,7 @@ export function listenerCard(l, body, runs) {
         l.paused ? actButton("Resume", "resume", { listener: l.name }) : actButton("Pause", "pause", { listener: l.name }),
         actButton("Try…", "try", { listener: l.name }))),
     declaration(body),
+    ...(l.warnings || []).map((w) => node("p", { class: "warning", text: w })),
     node("div", { class: "muted counts", text: counts }),
     clean ? node("p", { class: "muted", text: "no lane yet: no event has matched it in this session" }) : lanes,
     l.recent_outcomes.length ? outcomes : "");

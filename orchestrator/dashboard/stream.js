@@ -58,6 +58,11 @@ export async function follow(sid, after = seen) {
     try {
       params.set("ticket", (await post("/v1/stream-tickets", { session_id: sid })).ticket);
     } catch (err) {
+      // A key that may not listen to this session: asking again would never change that; say so and stop.
+      if (err.code === "access_denied") {
+        el("connection").textContent = `no live stream: this key cannot listen to the session (${err.message})`;
+        return;
+      }
       // Signed out: signing in follows again. Otherwise the platform is away for now: try again.
       if (state.config.signed_in) {
         el("connection").textContent = "stream reconnecting…";

@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+from orchestrator.client import Client
+from orchestrator.inspect import format_status, session_status
 from orchestrator.platform import Platform
 from tests.store.helpers import ok, refused
 
@@ -44,8 +46,16 @@ async def test_a_workflow_no_worker_runs_is_saved_with_a_warning(platform: Platf
     reply = await ok(platform, "save_listener", listener=body(["object.written"], "no_such_workflow"))
     (warning,) = reply["warnings"]
     assert warning.startswith("listener.action.workflow: no worker has registered 'no_such_workflow'"), warning
+    # The session's view says it too, as long as it holds (`orchestrator status` and the dashboard show it).
+    sid = (await ok(platform, "open_session"))["session"]["id"]
+    [shown] = (await ok(platform, "list_session_listeners", session_id=sid))["listeners"]
+    assert shown["warnings"] == [warning], shown
+    text = format_status(await session_status(Client.local(platform), sid))
+    assert "  warning: listener.action.workflow: no worker has registered 'no_such_workflow'" in text, text
     await platform.store.register_workflows(["recorder"])
     assert "warnings" not in await ok(platform, "save_listener", listener=body(["object.written"]))
+    [shown] = (await ok(platform, "list_session_listeners", session_id=sid))["listeners"]
+    assert shown["warnings"] == []
 
 
 async def test_a_listener_of_thousands_of_globs_is_refused_naming_the_list(platform: Platform) -> None:
