@@ -92,6 +92,21 @@ async function simulate(form) {
 
 const forms = { "object-form": writeObject, "item-form": postItem, "emit-form": emitEvent, "simulate-form": simulate };
 
+// A replay runs a batch's action again (its writes, its workflow): the first click asks, a second within
+// CONFIRM_MS does it. Kept by what it replays, not on the node, which a live refresh may replace in between.
+const CONFIRM_MS = 5000;
+let armed = { key: null, until: 0 };
+
+function confirmed(key, question) {
+  if (armed.key === key && Date.now() < armed.until) {
+    armed = { key: null, until: 0 };
+    return true;
+  }
+  armed = { key, until: Date.now() + CONFIRM_MS };
+  say("notice", question, null);
+  return false;
+}
+
 // A button's act, by its `data-act` and the arguments beside it (the node may be one a refresh replaced).
 async function act(button) {
   const d = button.dataset;
@@ -99,6 +114,8 @@ async function act(button) {
     const name = `${d.act}_listener`;
     await run("notice", { command: name, name: d.listener }, () => `${d.listener} ${d.act === "pause" ? "paused" : "resumed"} in this session`);
   } else if (d.act === "replay") {
+    const question = `Replay ${d.listener}'s batch ${d.batch}? Its action runs again. Click Replay again to confirm.`;
+    if (!confirmed(`${d.listener}/${d.batch}`, question)) return;
     await run("notice", { command: "replay_batch", listener: d.listener, batch: Number(d.batch), client: CLIENT },
       (r) => `replay of ${d.listener}'s batch ${d.batch} asked for, lane ${r.replay.lane} (event ${r.event_id})`);
   } else if (d.act === "try") {
