@@ -237,6 +237,24 @@ async def test_the_dashboard_signs_in_with_a_key_and_never_puts_a_secret_in_a_ur
     assert secret not in logged and session_cookie["value"] not in logged
 
 
+async def test_a_key_that_cannot_listen_is_told_so_not_left_reconnecting(
+    platform: Platform, browser: WebDriver
+) -> None:
+    made = await platform.command({"command": "create_api_key", "name": "reader", "scopes": ["read:**", "listeners"]})
+    sid = str((await platform.command({"command": "open_session", "alias": "quiet"}))["session"]["id"])
+    guarded = platform.settings.model_copy(update={"api_token": SecretStr("a-bootstrap-token-never-typed")})
+    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
+        await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+        field = await until(lambda: _visible(browser, "key"), "the sign-in form")
+        await asyncio.to_thread(field.send_keys, made["key"]["secret"] + "\n")
+        await until(lambda: "signed in as reader" in browser.find_element(By.ID, "who").text, "signed in")
+        said = await until(
+            lambda: "cannot listen" in (text := browser.find_element(By.ID, "connection").text) and text,
+            "the page saying the key cannot listen",
+        )
+        assert "access_denied" in said and "reconnecting" not in said, said
+
+
 def _visible(browser: WebDriver, element_id: str) -> Any:
     found = browser.find_element(By.ID, element_id)
     return found if found.is_displayed() else None
