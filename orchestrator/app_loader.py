@@ -26,7 +26,8 @@ class AppLoadError(Exception):
 @dataclass(frozen=True)
 class UserApp:
     """What a user's app module declares: `workflows` (required), `activities`, `listeners`, `event_types`
-    (each a `save_event_type` body) and `captures` (each a `capture_table` body), all but the first optional."""
+    (each a `save_event_type` body), `captures` (each a `capture_table` body) and `schedules` (each a
+    `create_schedule` body naming its session by `session_alias`), all but the first optional."""
 
     name: str
     workflows: list[type] = field(default_factory=list)
@@ -34,6 +35,7 @@ class UserApp:
     listeners: list[dict[str, Any]] = field(default_factory=list)
     event_types: list[dict[str, Any]] = field(default_factory=list)
     captures: list[dict[str, Any]] = field(default_factory=list)
+    schedules: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_app(spec: str) -> UserApp:
@@ -46,6 +48,7 @@ def load_app(spec: str) -> UserApp:
         listeners=_bodies(spec, module, "listeners"),
         event_types=_bodies(spec, module, "event_types"),
         captures=_bodies(spec, module, "captures"),
+        schedules=_bodies(spec, module, "schedules"),
     )
 
 

@@ -10,17 +10,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pydantic
 
 from orchestrator.app_loader import UserApp
 from orchestrator.commands.captures import CaptureTable, qualified
+from orchestrator.commands.fields import Alias
+from orchestrator.commands.schedules import BODY_FIELDS, CreateSchedule
 from orchestrator.core.declaration import parse_declaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import EventTypeDeclaration
-from orchestrator.core.plan import Held, Kind, Step, changes, plan
+from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan
+from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule
 from orchestrator.core.validation import field_errors_message
 from orchestrator.platform import Platform
 from orchestrator.store.captures import CAPTURED_KINDS, CAPTURED_SCHEMA
@@ -66,6 +69,47 @@ async def _captures(platform: Platform, app: UserApp, problems: list[str]) -> li
     return captures
 
 
+_SESSION_ALIAS: pydantic.TypeAdapter[str] = pydantic.TypeAdapter(Alias)
+
+
+def _schedules(app: UserApp, problems: list[str]) -> list[dict[str, Any]]:
+    """The app's schedules as the platform keeps them (their definitions as stored, beside the alias of the
+    session each belongs to: that session is opened at its alias when the plan is applied)."""
+    schedules: list[dict[str, Any]] = []
+    for n, body in enumerate(app.schedules):
+        rest = {k: v for k, v in body.items() if k != "session_alias"}
+        try:
+            session_alias = _SESSION_ALIAS.validate_python(body.get("session_alias"))
+            req = CreateSchedule.model_validate({**rest, "command": "create_schedule", "session_id": "declared"})
+            definition = parse_schedule({k: getattr(req, k) for k in BODY_FIELDS}, now=datetime.now(UTC))
+        except pydantic.ValidationError as err:
+            where = f"schedules.{n}" if "session_alias" in body else f"schedules.{n}.session_alias"
+            problems.append(field_errors_message(err, where))
+            continue
+        except CommandError as err:
+            problems.append(f"schedules.{n}.{err.message}")
+            continue
+        schedules.append(
+            {
+                "session_alias": session_alias,
+                "alias": req.alias,
+                **definition.model_dump(mode="json"),
+                "enabled": req.enabled,
+            }
+        )
+    return schedules
+
+
+async def _held_schedule(platform: Platform, name: str) -> dict[str, Any] | None:
+    session_alias, _, alias = name.rpartition(":")
+    session_id = await platform.store.session_by_alias(session_alias)
+    row = None if session_id is None else await platform.store.find_schedule(session_id, alias)
+    if row is None:
+        return None
+    stored = {k: row.get(k) for k in ScheduleDefinition.model_fields}
+    return {"session_alias": session_alias, "alias": alias, **stored, "enabled": row["enabled"]}
+
+
 async def declarations(platform: Platform, app: UserApp) -> dict[Kind, list[dict[str, Any]]]:
     """The app's event types and listeners as the platform would keep them; raises InvalidApp naming every bad
     field when any is refused."""
@@ -91,7 +135,10 @@ async def declarations(platform: Platform, app: UserApp) -> dict[Kind, list[dict
         listeners.append(listener.model_dump(mode="json", exclude_unset=True))
     if problems:
         raise InvalidApp(f"app {app.name}: " + "; ".join(problems))
-    return {"event_type": types, "capture": captures, "listener": listeners}
+    schedules = _schedules(app, problems)
+    if problems:
+        raise InvalidApp(f"app {app.name}: " + "; ".join(problems))
+    return {"event_type": types, "capture": captures, "listener": listeners, "schedule": schedules}
 
 
 async def plan_of(platform: Platform, app: UserApp) -> list[Step]:
@@ -111,7 +158,14 @@ async def plan_of(platform: Platform, app: UserApp) -> list[Step]:
             found["name"]: Held(found["body"], owners.get(("listener", found["name"])))
             for found in await platform.store.list_listeners()
         },
+        "schedule": {},
     }
+    names = {declared_name("schedule", s) for s in declared["schedule"]}
+    names |= {name for (kind, name) in owners if kind == "schedule"}
+    for name in sorted(names):
+        found = await _held_schedule(platform, name)
+        if found is not None:
+            held["schedule"][name] = Held(found, owners.get(("schedule", name)))
     return plan(app.name, declared, held)
 
 
@@ -126,6 +180,8 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
                 reply = await platform.command({**step.body, "command": "save_event_type"})
             elif step.kind == "capture":
                 reply = await platform.command({**step.body, "command": "capture_table"})
+            elif step.kind == "schedule":
+                reply = await _put_schedule(platform, step.body)
             else:
                 reply = await platform.command({"command": "save_listener", "listener": dict(step.body)})
             if reply.get("status") != "success":
@@ -140,12 +196,31 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
                 await platform.command({"command": "delete_listener", "name": step.name})
             elif step.kind == "capture":
                 await platform.store.uncapture_table(step.name)
+            elif step.kind == "schedule":
+                await _remove_schedule(platform, step.name)
             else:
                 await platform.store.delete_event_type(step.name)
         await platform.store.declare(step.kind, step.name, None if step.action == "remove" else app.name)
     for step in changes(steps):
         announce(f"plan         {step.line()}")
     return Applied(steps, effective)
+
+
+async def _put_schedule(platform: Platform, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Open the schedule's session at its alias (the one there, if any) and make the schedule, replacing one."""
+    opened = await platform.command({"command": "open_session", "alias": body["session_alias"]})
+    if opened.get("status") != "success":
+        return opened
+    schedule = {k: v for k, v in body.items() if k != "session_alias" and v is not None}
+    session_id = opened["session"]["id"]
+    return await platform.command({**schedule, "command": "create_schedule", "session_id": session_id, "replace": True})
+
+
+async def _remove_schedule(platform: Platform, name: str) -> None:
+    session_alias, _, alias = name.rpartition(":")
+    session_id = await platform.store.session_by_alias(session_alias)
+    if session_id is not None:
+        await platform.command({"command": "delete_schedule", "session_id": session_id, "alias": alias})
 
 
 __all__ = ["Applied", "InvalidApp", "apply", "declarations", "plan_of"]

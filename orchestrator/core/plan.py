@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Kind = Literal["event_type", "capture", "listener"]
-# Added and changed in this order (a capture declares types, a listener may name them); removed in reverse.
-KINDS: tuple[Kind, ...] = ("event_type", "capture", "listener")
+Kind = Literal["event_type", "capture", "listener", "schedule"]
+# Added and changed in this order (a capture declares types, a listener may name them, a schedule's firing
+# wakes listeners); removed in reverse.
+KINDS: tuple[Kind, ...] = ("event_type", "capture", "listener", "schedule")
 Action = Literal["add", "change", "remove", "keep"]
 
 
@@ -44,6 +45,15 @@ class Held:
     app: str | None
 
 
+def declared_name(kind: Kind, body: Mapping[str, Any]) -> str:
+    """What names a declaration of `kind`: a capture its table, a schedule its session's alias and its own."""
+    if kind == "capture":
+        return str(body["table"])
+    if kind == "schedule":
+        return f"{body['session_alias']}:{body['alias']}"
+    return str(body["name"])
+
+
 def plan(
     app: str,
     declared: Mapping[Kind, Sequence[Mapping[str, Any]]],
@@ -56,7 +66,7 @@ def plan(
         found = held.get(kind, {})
         names = set()
         for body in declared.get(kind, ()):
-            name = str(body["table"] if kind == "capture" else body["name"])
+            name = declared_name(kind, body)
             names.add(name)
             current = found.get(name)
             if current is None:
@@ -77,4 +87,4 @@ def changes(steps: Sequence[Step]) -> list[Step]:
     return [s for s in steps if s.action != "keep"]
 
 
-__all__ = ["KINDS", "Held", "Step", "changes", "plan"]
+__all__ = ["KINDS", "Held", "Step", "changes", "declared_name", "plan"]

@@ -76,6 +76,11 @@ class ScheduleRecords(PostgresStore):
         )
         return [_schedule_json(r) for r in rows]
 
+    async def session_by_alias(self, alias: str) -> str | None:
+        """The id of the session at `alias` (an app's declared schedules name their session so)."""
+        found = await self.pool.fetchval("SELECT id FROM sessions WHERE alias = $1 AND status <> 'deleting'", alias)
+        return None if found is None else str(found)
+
     async def find_schedule(self, session_id: str, alias: str) -> dict[str, Any] | None:
         row = await self.pool.fetchrow(
             f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE session_id = $1 AND alias = $2", session_id, alias

@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from orchestrator.app_loader import UserApp
+from orchestrator.app_plan import InvalidApp, apply, plan_of
+from orchestrator.core.plan import changes
 from orchestrator.testing import Harness, NotSettled
 
 
@@ -84,3 +87,44 @@ async def test_a_schedule_fires_three_times_an_hour_apart_on_the_skipped_clock()
         await h.sleep(3 * 3600)
         await asyncio.sleep(0.3)
         assert len(await fired()) == 3, "a disabled schedule does not fire"
+
+
+async def test_an_apps_declared_schedule_is_made_in_the_session_at_its_alias_changed_and_removed() -> None:
+    """A schedule in the app's declarations names its session by alias: the plan opens that session, makes the
+    schedule (it fires on the kit's clock), changes it when the app does, and removes it when the app no longer
+    declares it."""
+    clock = {
+        "session_alias": "ops",
+        "alias": "clock",
+        "repeat": {"type": "interval", "every_seconds": 3600},
+        "invocation_target_type": "object",
+        "target": {"alias": "ops/clock", "value": {"type": "tick"}},
+    }
+    first = UserApp(name="tests.clock_app", schedules=[clock])
+    async with Harness(app=first) as h:
+        assert h.platform is not None
+        sid = (await h.client.open_session("ops"))["session"]["id"]
+        body = {"command": "get_schedule", "session_id": sid, "alias": "clock"}
+        assert (await h.client.command(body))["schedule"]["repeat"]["every_seconds"] == 3600
+        assert changes(await plan_of(h.platform, first)) == [], "applied at start, the same app plans nothing"
+        await h.sleep(3600)
+        await asyncio.sleep(0.3)
+        assert len((await h.client.command({**body, "command": "list_schedule_runs"}))["runs"]) == 1
+
+        slower = UserApp(
+            name="tests.clock_app", schedules=[{**clock, "repeat": {"type": "interval", "every_seconds": 7200}}]
+        )
+        assert [s.line() for s in changes(await plan_of(h.platform, slower))] == ["change  schedule ops:clock"]
+        await apply(h.platform, slower, lambda _: None)
+        assert (await h.client.command(body))["schedule"]["repeat"]["every_seconds"] == 7200
+
+        gone = UserApp(name="tests.clock_app")
+        assert [s.line() for s in changes(await plan_of(h.platform, gone))] == ["remove  schedule ops:clock"]
+        await apply(h.platform, gone, lambda _: None)
+        assert (await h.client.command(body))["error"] == "not_found"
+
+        typo = UserApp(
+            name="tests.clock_app", schedules=[{**clock, "repeat": {"type": "interval", "every_second": 60}}]
+        )
+        with pytest.raises(InvalidApp, match=r"schedules\.0"):
+            await apply(h.platform, typo, lambda _: None)

@@ -77,7 +77,7 @@ CREATE TABLE captures (
 
 ALTER TABLE app_declarations DROP CONSTRAINT app_declarations_kind_check;
 ALTER TABLE app_declarations ADD CONSTRAINT app_declarations_kind_check
-    CHECK (kind IN ('event_type', 'listener', 'capture'));
+    CHECK (kind IN ('event_type', 'listener', 'capture', 'schedule'));
 
 -- A captured table's changed rows, a statement at a time (its transition tables): `<prefix>.created`, `.updated`
 -- (with the columns whose value `changed` and those now null, `removed`) or `.deleted`, with `{_id, doc}`, the
