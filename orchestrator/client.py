@@ -274,6 +274,16 @@ class Client:
     async def list_event_types(self, **extra: Any) -> dict[str, Any]:
         return await self._call("list_event_types", **extra)
 
+    async def capture_table(self, table: str, type_prefix: str, **extra: Any) -> dict[str, Any]:
+        """Make the table's changes events (`session_column=` or `session_id=`, `exclude=`)."""
+        return await self._call("capture_table", table=table, type_prefix=type_prefix, **extra)
+
+    async def uncapture_table(self, table: str, **extra: Any) -> dict[str, Any]:
+        return await self._call("uncapture_table", table=table, **extra)
+
+    async def list_captures(self, **extra: Any) -> dict[str, Any]:
+        return await self._call("list_captures", **extra)
+
     async def emit_event(
         self, session_id: str, type: str, data: dict[str, Any], client: str | None = None, **extra: Any
     ) -> dict[str, Any]:
