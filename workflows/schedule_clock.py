@@ -16,14 +16,7 @@ from pydantic import BaseModel
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from orchestrator.workflows.schedule_fire import (
-        ATTEMPT_TIMEOUT,
-        FIRING_DEADLINE,
-        RETRY,
-        SCHEDULE_FIRE_ACTIVITY,
-        ScheduleFiring,
-        ScheduleRunResult,
-    )
+    from orchestrator.workflows.schedule_fire import ScheduleFiring, perform
 
 SCHEDULE_CLOCK_WORKFLOW = "OrchestratorScheduleClock"
 SCHEDULE_NEXT_ACTIVITY = "orchestrator.schedule_next"
@@ -61,14 +54,7 @@ class ScheduleClockWorkflow:
             wait = (due - workflow.now()).total_seconds()
             if wait > 0:
                 await workflow.sleep(wait)
-            await workflow.execute_activity(
-                SCHEDULE_FIRE_ACTIVITY,
-                firing.model_copy(update={"scheduled_at": due}),
-                result_type=ScheduleRunResult,
-                start_to_close_timeout=ATTEMPT_TIMEOUT,
-                schedule_to_close_timeout=FIRING_DEADLINE,
-                retry_policy=RETRY,
-            )
+            await perform(firing, due)
             # The next is after this one, or after now when this one ran late: what a late firing missed is skipped.
             firing = firing.model_copy(update={"scheduled_at": max(due, workflow.now())})
         workflow.continue_as_new(firing)

@@ -39,17 +39,21 @@ class ScheduleRunResult(BaseModel):
     execution_id: str | None = None
 
 
+async def perform(firing: ScheduleFiring, scheduled: datetime) -> ScheduleRunResult:
+    """One firing, from a workflow: the activity that performs the target for `scheduled` and records it."""
+    result: ScheduleRunResult = await workflow.execute_activity(
+        SCHEDULE_FIRE_ACTIVITY,
+        firing.model_copy(update={"scheduled_at": scheduled}),
+        result_type=ScheduleRunResult,
+        start_to_close_timeout=ATTEMPT_TIMEOUT,
+        schedule_to_close_timeout=FIRING_DEADLINE,
+        retry_policy=RETRY,
+    )
+    return result
+
+
 @workflow.defn(name=SCHEDULE_FIRE_WORKFLOW)
 class ScheduleFireWorkflow:
     @workflow.run
     async def run(self, firing: ScheduleFiring) -> ScheduleRunResult:
-        scheduled = workflow.info().typed_search_attributes.get(SCHEDULED_START) or workflow.now()
-        result: ScheduleRunResult = await workflow.execute_activity(
-            SCHEDULE_FIRE_ACTIVITY,
-            firing.model_copy(update={"scheduled_at": scheduled}),
-            result_type=ScheduleRunResult,
-            start_to_close_timeout=ATTEMPT_TIMEOUT,
-            schedule_to_close_timeout=FIRING_DEADLINE,
-            retry_policy=RETRY,
-        )
-        return result
+        return await perform(firing, workflow.info().typed_search_attributes.get(SCHEDULED_START) or workflow.now())
