@@ -168,8 +168,8 @@ async def report_minute(
 async def bytes_per_event(conn: asyncpg.Connection) -> tuple[dict[str, int], int]:
     """What each of the platform's tables holds (with its indexes and TOAST), and the events they keep."""
     rows = await conn.fetch(
-        "SELECT relname, pg_total_relation_size(relid) AS bytes FROM pg_stat_user_tables WHERE schemaname = 'public'"
-        " ORDER BY bytes DESC"
+        "SELECT relname, pg_total_relation_size(relid) AS bytes FROM pg_stat_user_tables"
+        " WHERE schemaname = 'orchestrator' ORDER BY bytes DESC"
     )
     kept = int(await conn.fetchval("SELECT count(*) FROM events"))
     return {r["relname"]: int(r["bytes"]) for r in rows}, kept

@@ -18,6 +18,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from bench.common import in_platform_schema
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
@@ -123,21 +124,6 @@ BEGIN
     END LOOP;
 END $$
 """
-
-# A test's own connections read the platform's tables plainly (the platform sets its schema on every connection
-# of its own), and make their own tables in `public` while the platform's schema does not exist yet.
-PLATFORM_PATH = "search_path=orchestrator,public"
-
-
-def in_platform_schema(url: str) -> str:
-    """`url` with the platform's schema first in the search path."""
-    return f"{url}{'&' if '?' in url else '?'}{PLATFORM_PATH}"
-
-
-def as_application(url: str) -> str:
-    """`url` as an application sharing the database holds it: its own tables in `public`, the platform's not on
-    its path."""
-    return url.replace(f"&{PLATFORM_PATH}", "").replace(f"?{PLATFORM_PATH}", "")
 
 
 class Databases:

@@ -12,11 +12,11 @@ from typing import Any
 import asyncpg
 import pytest
 
+from bench.common import as_application
 from orchestrator.app_loader import UserApp
 from orchestrator.app_plan import InvalidApp, apply, plan_of
 from orchestrator.core.plan import changes
 from orchestrator.platform import Platform
-from tests.conftest import as_application
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
 

@@ -15,10 +15,10 @@ from typing import Any
 import asyncpg
 import pytest
 
+from bench.common import as_application
 from orchestrator.core.errors import CommandError
 from orchestrator.platform import Platform
 from orchestrator.transactional import emit, emit_events, emit_events_sa_async, emit_sa, emit_sa_async
-from tests.conftest import as_application
 from tests.store.helpers import all_events, ok, refused
 
 TICKET = {
