@@ -240,3 +240,14 @@ async def test_32_writers_committing_and_rolling_back_leave_each_committed_chang
     for kind in ("order", "ticket"):
         assert sorted(found[kind]) == sorted(committed[kind]), kind
     assert len(committed["order"]) > 200 and len(committed["ticket"]) > 200
+
+
+async def test_deleting_the_session_a_table_is_captured_into_ends_the_capture(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    sid = await _session(platform)
+    await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_id=sid)
+    await app.execute("INSERT INTO tickets (id) VALUES (1)")
+    await ok(platform, "delete_session", session_id=sid)
+    assert (await ok(platform, "list_captures"))["captures"] == []
+    await app.execute("INSERT INTO tickets (id) VALUES (2)")  # the application's writes go on
