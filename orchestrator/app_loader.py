@@ -12,11 +12,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from temporalio import workflow as temporal_workflow
 
 
 class AppLoadError(Exception):
@@ -36,6 +38,16 @@ class UserApp:
     event_types: list[dict[str, Any]] = field(default_factory=list)
     captures: list[dict[str, Any]] = field(default_factory=list)
     schedules: list[dict[str, Any]] = field(default_factory=list)
+
+
+def workflow_names(workflows: Sequence[type]) -> list[str]:
+    """The registered names of workflow classes (what a listener's `action.workflow` refers to)."""
+    names = []
+    for cls in workflows:
+        defn = temporal_workflow._Definition.from_class(cls)
+        if defn is not None and defn.name is not None:
+            names.append(defn.name)
+    return names
 
 
 def load_app(spec: str) -> UserApp:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pydantic
 
-from orchestrator.app_loader import UserApp
+from orchestrator.app_loader import UserApp, workflow_names
 from orchestrator.commands.captures import CaptureTable, qualified
 from orchestrator.commands.fields import Alias
 from orchestrator.commands.schedules import BODY_FIELDS, CreateSchedule
@@ -190,7 +190,8 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
                 at = datetime.fromisoformat(reply["listener"]["effective_at"])
                 effective = at if effective is None else max(effective, at)
             for warning in reply.get("warnings", []):
-                announce(f"warning      {step.kind} {step.name}: {warning}")
+                if not _runs_itself(app, step):
+                    announce(f"warning      {step.kind} {step.name}: {warning}")
         elif step.action == "remove":
             if step.kind == "listener":
                 await platform.command({"command": "delete_listener", "name": step.name})
@@ -204,6 +205,13 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
     for step in changes(steps):
         announce(f"plan         {step.line()}")
     return Applied(steps, effective)
+
+
+def _runs_itself(app: UserApp, step: Step) -> bool:
+    """Whether a listener's workflow is one of the app's own: its worker registers it as it starts, so a warning
+    that no worker has yet is no news (the plan is applied before the worker runs)."""
+    action = (step.body or {}).get("action") or {}
+    return step.kind == "listener" and action.get("workflow") in workflow_names(app.workflows)
 
 
 async def _put_schedule(platform: Platform, body: Mapping[str, Any]) -> dict[str, Any]:

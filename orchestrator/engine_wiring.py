@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NamedTuple
 
-from temporalio import workflow as temporal_workflow
 from temporalio.client import Client
 
 from orchestrator.activities.lanes import LaneActivities
 from orchestrator.activities.schedules import ScheduleActivities
 from orchestrator.activities.session import SessionActivities
-from orchestrator.app_loader import UserApp
+from orchestrator.app_loader import UserApp, workflow_names
 from orchestrator.commands.schedules import make_unmade_schedules
 from orchestrator.executions import TemporalRuns
 from orchestrator.platform import Platform
@@ -41,16 +40,6 @@ class PlatformComponents(NamedTuple):
     router: Router | None = None
     # The app's workflows, said to the store (`registry.say()` before the worker is announced ready).
     registry: WorkflowRegistry | None = None
-
-
-def workflow_names(workflows: Sequence[type]) -> list[str]:
-    """The registered names of workflow classes (what a listener's `action.workflow` refers to)."""
-    names = []
-    for cls in workflows:
-        defn = temporal_workflow._Definition.from_class(cls)
-        if defn is not None and defn.name is not None:
-            names.append(defn.name)
-    return names
 
 
 def platform_components(platform: Platform, temporal_client: Client, app: UserApp) -> PlatformComponents:

@@ -30,7 +30,7 @@ from temporalio.client import Client as TemporalClient
 
 from orchestrator import app_plan
 from orchestrator.api import create_app
-from orchestrator.app_loader import UserApp, load_app
+from orchestrator.app_loader import UserApp, load_app, workflow_names
 from orchestrator.client import api_url
 from orchestrator.config import Settings
 from orchestrator.core.plan import changes
@@ -39,7 +39,7 @@ from orchestrator.dev_log import activity_lines
 from orchestrator.dev_ports import PortTaken, plan_ports
 from orchestrator.dev_reload import ReloadingEngine, import_app
 from orchestrator.embedded import TemporalDevServer, start_postgres, stop_abandoned_dev_servers
-from orchestrator.engine_wiring import platform_components, workflow_names
+from orchestrator.engine_wiring import platform_components
 from orchestrator.platform import Platform
 from orchestrator.registry import WorkflowRegistry
 from orchestrator.telemetry import install as install_telemetry

@@ -11,6 +11,7 @@ from typing import Any
 
 import asyncpg
 import pytest
+from temporalio import workflow
 
 from bench.common import as_application
 from orchestrator.app_loader import UserApp
@@ -120,3 +121,24 @@ async def test_an_apps_captured_tables_are_planned_with_its_listeners(platform: 
         assert triggers == 0
     finally:
         await conn.close()
+
+
+@workflow.defn(name="w")
+class W:
+    @workflow.run
+    async def run(self) -> None:
+        return None
+
+
+async def test_a_listener_of_the_apps_own_workflow_is_applied_without_a_warning(platform: Platform) -> None:
+    """The plan is applied before the app's worker registers its workflows: a warning that none has is no news
+    for the app's own, and still said for another's."""
+    said: list[str] = []
+    own = UserApp(
+        name="tests.plan_app",
+        workflows=[W],
+        listeners=[listener("mine"), {**listener("theirs"), "action": {"type": "workflow", "workflow": "elsewhere"}}],
+    )
+    await apply(platform, own, said.append)
+    warnings = [line for line in said if line.startswith("warning")]
+    assert len(warnings) == 1 and "listener theirs" in warnings[0] and "'elsewhere'" in warnings[0], said

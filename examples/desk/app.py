@@ -5,12 +5,16 @@ below makes every insert, update and delete of a ticket an event in the commit o
 also emits `ticket.escalated` in its transaction (docs/transactions.md). One listener, `desk`, gathers them for a
 second and runs the `desk` workflow, which writes what the table now says under `desk/tickets/*`.
 
-Try it (the table must exist before the app starts: the capture is a trigger on it):
+Try it. The table must exist before the app starts (the capture is a trigger on it), so the platform runs once
+without the app to make it, as an application's own migrations would:
 
-    export ORCHESTRATOR_DATABASE_URL=...     # the banner of `orchestrator dev` prints the embedded one
-    python -m examples.desk.tables create
+    orchestrator dev --data-dir .desk          # its banner prints the database URL; in another shell:
+    export ORCHESTRATOR_DATABASE_URL='postgresql://postgres:@/postgres?host=.../.desk/postgres'
+    python -m examples.desk.tables create      # then Ctrl-C the platform, and start it with the app:
     orchestrator dev --app examples.desk.app --data-dir .desk
-    python -m examples.desk.tables write SESSION_ID   # a session of yours: orchestrator call open_session
+    orchestrator call '{"command": "open_session", "alias": "desk"}'
+    python -m examples.desk.tables write SESSION_ID
+    orchestrator call '{"command": "list_objects", "session_id": "SESSION_ID", "prefix": "desk"}'
 """
 
 from __future__ import annotations
