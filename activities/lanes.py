@@ -1,6 +1,6 @@
 """The engine's activities: a lane's steps, a run's end, a lane's silence.
 
-Owns the Temporal face of the lane driver (`orchestrator/lane_driver.py`): `orchestrator.fire`, the local
+Owns the Temporal face of the lane driver (`orchestrator/lanes/driver.py`): `orchestrator.fire`, the local
 activity a lane workflow steps its lane with; `orchestrator.run_ended`, which a run reports its own end with (see
 `workflows/run_end.py`); and `orchestrator.lane_idle`, which writes a lane's `lane.idle` event.
 """
@@ -18,9 +18,9 @@ from orchestrator.activities.base import PlatformActivities
 from orchestrator.activities.writes import StoreWriter
 from orchestrator.core.errors import CommandError
 from orchestrator.core.lane_snapshot import LaneAddress
-from orchestrator.executions import TemporalRuns
-from orchestrator.lane_driver import LaneDriver
-from orchestrator.nudges import Nudger
+from orchestrator.lanes.driver import LaneDriver
+from orchestrator.lanes.executions import TemporalRuns
+from orchestrator.lanes.nudges import Nudger
 from orchestrator.telemetry import METRICS
 from orchestrator.workflows.messages import FireReport, FireRequest, IdleNotice, RunEnd
 from orchestrator.workflows.run_end import RUN_ENDED_ACTIVITY

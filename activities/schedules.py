@@ -32,7 +32,7 @@ from orchestrator.core.schedule_spec import (
 )
 from orchestrator.core.schedule_times import next_times
 from orchestrator.crossings import crossing
-from orchestrator.executions import TemporalRuns, start_run
+from orchestrator.lanes.executions import TemporalRuns, start_run
 from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 from orchestrator.workflows.schedule_clock import SCHEDULE_NEXT_ACTIVITY, Due, NextFiring
 from orchestrator.workflows.schedule_fire import SCHEDULE_FIRE_ACTIVITY, ScheduleFiring, ScheduleRunResult

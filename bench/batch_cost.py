@@ -34,10 +34,10 @@ from bench.burst import Starts, added_delays, bench_platform, history_events, no
 from bench.common import CpuMeter, percentile, row, statement_counts
 from bench.workflows import BenchNaiveTwo, BenchRunTwo
 from orchestrator.app_loader import UserApp
-from orchestrator.engine_wiring import platform_components
-from orchestrator.nudges import Nudger
+from orchestrator.engine.wiring import platform_components
+from orchestrator.engine.worker import build_worker, sandbox_runner, settle_heap
+from orchestrator.lanes.nudges import Nudger
 from orchestrator.platform import Platform
-from orchestrator.worker import build_worker, sandbox_runner, settle_heap
 
 WRITERS = 32
 WRITER_PROCESSES = 4

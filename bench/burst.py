@@ -44,16 +44,16 @@ from temporalio.worker import Worker
 from bench.common import cpu_seconds, percentile, postmaster_pid, row, scratch_database
 from bench.keep_alive import KeepAlive
 from bench.workflows import BenchNaive, BenchRun
-from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
-from orchestrator.embedded import start_temporal
-from orchestrator.engine_wiring import platform_components
-from orchestrator.nudges import Nudger
+from orchestrator.dev.embedded import start_temporal
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
+from orchestrator.engine.wiring import platform_components
+from orchestrator.engine.worker import build_worker, connect_temporal, sandbox_runner, settle_heap
+from orchestrator.lanes.nudges import Nudger
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
-from orchestrator.worker import build_worker, connect_temporal, sandbox_runner, settle_heap
 
 WRITERS = 32
 SPAWN = multiprocessing.get_context("spawn")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import asyncpg
 
-from orchestrator.embedded import start_postgres
+from orchestrator.dev.embedded import start_postgres
 
 # A benchmark's (or a test's) own connections read the platform's tables plainly, as the platform's connections
 # do (it sets its schema on each), and make their own tables in `public` while that schema does not exist yet.

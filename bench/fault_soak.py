@@ -35,7 +35,7 @@ from pathlib import Path
 
 import httpx
 
-from orchestrator.embedded import free_port
+from orchestrator.dev.embedded import free_port
 from tests.crash.conftest import (
     KEYS,
     DevServer,

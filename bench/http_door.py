@@ -27,11 +27,11 @@ import httpx
 from pydantic import SecretStr
 
 from bench.common import percentile, row, scratch_database
-from orchestrator.api import create_app
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 
 
 def _headers(secret: str | None) -> dict[str, str]:

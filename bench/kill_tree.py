@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from bench.kill_tree_app import KEYS, listeners
-from orchestrator.embedded import free_port
+from orchestrator.dev.embedded import free_port
 from tests.crash.dev_process import Dev
 
 WRITERS = 8

@@ -34,9 +34,9 @@ from bench.burst import bench_platform, write_through_http
 from bench.common import percentile, row
 from bench.workflows import BenchSoakRun
 from orchestrator.app_loader import UserApp
-from orchestrator.engine_wiring import platform_components
+from orchestrator.engine.wiring import platform_components
+from orchestrator.engine.worker import build_worker, settle_heap
 from orchestrator.platform import Platform
-from orchestrator.worker import build_worker, settle_heap
 
 KEYS = 200
 WINDOW_SECONDS = 1.0

@@ -144,7 +144,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _new(args: argparse.Namespace) -> int:
-    from orchestrator.starter import StarterExists, write_starter
+    from orchestrator.dev.starter import StarterExists, write_starter
 
     try:
         written = write_starter(args.name)
@@ -188,12 +188,12 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
     import httpx
 
     from orchestrator.core.errors import CommandError
-    from orchestrator.inspect import command_client, format_event, format_status, session_status, tail_events
+    from orchestrator.dev.inspect import command_client, format_event, format_status, session_status, tail_events
 
     # Only the in-process door can be misconfigured; the HTTP one stays free of the runtime's imports.
     misconfigured: tuple[type[Exception], ...] = ()
     if args.local:
-        from orchestrator.runtime import ConfigurationError
+        from orchestrator.dev.runtime import ConfigurationError
 
         misconfigured = (ConfigurationError,)
 
@@ -237,7 +237,7 @@ def _keys(args: argparse.Namespace, settings: Settings) -> int:
 
     import httpx
 
-    from orchestrator.inspect import command_client, format_keys
+    from orchestrator.dev.inspect import command_client, format_keys
 
     body: dict[str, Any] = {"command": f"{args.keys_action}_api_key" if args.keys_action != "list" else "list_api_keys"}
     if args.keys_action == "create":
@@ -255,7 +255,7 @@ def _keys(args: argparse.Namespace, settings: Settings) -> int:
 
     misconfigured: tuple[type[Exception], ...] = ()
     if args.local:
-        from orchestrator.runtime import ConfigurationError
+        from orchestrator.dev.runtime import ConfigurationError
 
         misconfigured = (ConfigurationError,)
     try:
@@ -278,7 +278,7 @@ def _call(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
     # Imported here: the platform and its store are needed only in-process.
-    from orchestrator.runtime import ConfigurationError, run_local_command
+    from orchestrator.dev.runtime import ConfigurationError, run_local_command
 
     body = _read_command(args)
     if body is None:
@@ -396,7 +396,7 @@ def _plan(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
     from orchestrator.app_loader import AppLoadError
-    from orchestrator.runtime import ConfigurationError, plan_app
+    from orchestrator.dev.runtime import ConfigurationError, plan_app
 
     try:
         lines = asyncio.run(plan_app(settings, args.app))
@@ -416,8 +416,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import logging
 
     from orchestrator.app_loader import AppLoadError
-    from orchestrator.embedded import EmbeddedServerError
-    from orchestrator.runtime import ConfigurationError, run_api, run_dev, run_worker
+    from orchestrator.dev.embedded import EmbeddedServerError
+    from orchestrator.dev.runtime import ConfigurationError, run_api, run_dev, run_worker
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.access_log:

@@ -49,7 +49,7 @@ class Settings(BaseSettings):
     temporal_ui_port: int = 8233
     # The bootstrap admin key (docs/security.md); unset with no key created, the API is open.
     api_token: SecretStr | None = None
-    # One line per HTTP request on the `orchestrator.access` logger (never a secret: `orchestrator.access_log`).
+    # One line per HTTP request on the `orchestrator.access` logger (never a secret: `orchestrator.door.access_log`).
     access_log: bool = False
     max_request_bytes: int = 1024 * 1024
     database_pool_size: int = 10

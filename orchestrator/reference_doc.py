@@ -15,7 +15,7 @@ from pathlib import Path
 from orchestrator.commands import COMMANDS
 from orchestrator.commands.reference import CommandReference, reference
 from orchestrator.commands.reference_text import command_markdown
-from orchestrator.http_auth import STATUS_BY_ERROR
+from orchestrator.door.auth import STATUS_BY_ERROR
 
 DEFAULT_PATH = Path("docs/commands.md")
 # Headings of the modules that hold the commands, in the page's order; a module not named here comes last.

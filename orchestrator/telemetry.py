@@ -90,12 +90,12 @@ class Metrics:
             "orchestrator.retries.waiting", unit="{run}", description="Failed runs waiting out their backoff."
         )
         self.retention_deleted = meter.create_counter(
-            "orchestrator.retention.deleted",
+            "orchestrator.lanes.retention.deleted",
             unit="{row}",
             description="Rows retention deleted (trimmed history, deleted sessions), by table.",
         )
         self.retention_oldest = meter.create_gauge(
-            "orchestrator.retention.oldest_event_age",
+            "orchestrator.lanes.retention.oldest_event_age",
             unit="s",
             description="Seconds since the commit of the oldest event kept: above the retention, something holds it.",
         )

@@ -37,14 +37,14 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from orchestrator.app_loader import UserApp, load_app
-from orchestrator.app_plan import apply
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
-from orchestrator.embedded import EmbeddedPostgres, start_postgres, wheel_binary
-from orchestrator.engine_wiring import platform_components
+from orchestrator.dev.app_plan import apply
+from orchestrator.dev.embedded import EmbeddedPostgres, start_postgres, wheel_binary
+from orchestrator.engine.wiring import platform_components
+from orchestrator.engine.worker import build_worker
 from orchestrator.platform import Platform
-from orchestrator.worker import build_worker
 
 __all__ = ["Harness", "NotSettled", "busy", "terminate_leftovers"]
 

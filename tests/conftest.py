@@ -22,7 +22,7 @@ from bench.common import in_platform_schema
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
-from orchestrator.embedded import SEARCH_ATTRIBUTES, EmbeddedPostgres, start_postgres, wheel_binary
+from orchestrator.dev.embedded import SEARCH_ATTRIBUTES, EmbeddedPostgres, start_postgres, wheel_binary
 from orchestrator.platform import Platform
 from orchestrator.store.migrate import migrate
 

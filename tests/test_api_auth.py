@@ -9,12 +9,12 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from orchestrator.api import create_app
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 
 TOKEN = "s3cret-token"
 WRONG = "not-the-token"

@@ -9,11 +9,11 @@ from typing import get_args
 import httpx
 import pytest
 
-from orchestrator.api import STATUS_BY_ERROR, create_app, status_for
 from orchestrator.config import Settings
 from orchestrator.core.errors import ErrorCode
+from orchestrator.dev.runtime import ApiServer, serve_api
+from orchestrator.door.api import STATUS_BY_ERROR, create_app, status_for
 from orchestrator.platform import Platform
-from orchestrator.runtime import ApiServer, serve_api
 
 MAX_BYTES = 4096
 

@@ -15,8 +15,8 @@ from temporalio import workflow
 
 from bench.common import as_application
 from orchestrator.app_loader import UserApp
-from orchestrator.app_plan import InvalidApp, apply, plan_of
 from orchestrator.core.plan import changes
+from orchestrator.dev.app_plan import InvalidApp, apply, plan_of
 from orchestrator.platform import Platform
 
 CLI = str(Path(sys.executable).parent / "orchestrator")

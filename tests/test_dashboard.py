@@ -33,10 +33,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.api import create_app
-from orchestrator.embedded import free_port
+from orchestrator.dev.embedded import free_port
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 from tests.engine.harness import Engine, eventually, recorder_listener, running_engine
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.dev_log import DRIVER_LOGGER, ActivityLines, activity_lines
-from orchestrator.embedded import free_port
-from orchestrator.runtime import announce_ready
-from orchestrator.starter import write_starter
+from orchestrator.dev.embedded import free_port
+from orchestrator.dev.log import DRIVER_LOGGER, ActivityLines, activity_lines
+from orchestrator.dev.runtime import announce_ready
+from orchestrator.dev.starter import write_starter
 from tests.ops.conftest import child_env
 
 # `orchestrator dev` takes Temporal's default ports: its tests run one at a time, on one test worker.

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import Settings
-from orchestrator.dev_ports import TEMPORAL_DEFAULT_PORT, PortTaken, plan_ports, port_is_free
+from orchestrator.dev.ports import TEMPORAL_DEFAULT_PORT, PortTaken, plan_ports, port_is_free
 
 # `orchestrator dev` takes Temporal's default ports: its tests run one at a time, on one test worker.
 pytestmark = pytest.mark.xdist_group("orchestrator-dev")

@@ -14,8 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from orchestrator.embedded import free_port
-from orchestrator.starter import write_starter
+from orchestrator.dev.embedded import free_port
+from orchestrator.dev.starter import write_starter
 from tests.stream_clients import StreamClients
 
 # `orchestrator dev` takes Temporal's default ports: its tests run one at a time, on one test worker.

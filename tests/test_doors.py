@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from orchestrator.api import create_app
 from orchestrator.client import Client
 from orchestrator.config import Settings
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 
 Door = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 CLI = str(Path(sys.executable).parent / "orchestrator")

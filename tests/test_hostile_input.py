@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.api import create_app
 from orchestrator.commands.registry import COMMANDS
 from orchestrator.config import Settings
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 from tests.store.helpers import STATE_TABLES
 
 SESSION = "$SESSION"

@@ -17,12 +17,12 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from orchestrator.api import create_app
 from orchestrator.client import api_url
 from orchestrator.config import Settings, reveal
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.plain_http import BadSetting, Unreachable, door_from_env, post_command
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
 

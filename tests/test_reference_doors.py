@@ -13,13 +13,13 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from orchestrator.api import create_app
 from orchestrator.client import Client
 from orchestrator.commands import COMMANDS
 from orchestrator.commands.reference import command_schema, listener_schema
 from orchestrator.config import Settings
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
 

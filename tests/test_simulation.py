@@ -13,8 +13,8 @@ from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.events import Committed, Event
 from orchestrator.core.limits import Limits
+from orchestrator.lanes.simulation import Simulated, simulate
 from orchestrator.platform import Platform
-from orchestrator.simulation import Simulated, simulate
 
 T0 = 1_800_000_000.0
 SETTINGS = Settings(limits=Limits(activation_delay_seconds=0))

@@ -17,11 +17,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from orchestrator import streams
-from orchestrator.api import create_app
 from orchestrator.config import Settings
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door import streams
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 
 
 @pytest.fixture

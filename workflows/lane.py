@@ -1,7 +1,7 @@
 """The lane workflow: one per (session, listener, lane key), a durable timer over a queue in the store.
 
 Owns when its lane steps, announces its silence, continues as new and ends; its events, batches and slots
-live in PostgreSQL, and what a step does is the lane driver's (`orchestrator/lane_driver.py`, through the
+live in PostgreSQL, and what a step does is the lane driver's (`orchestrator/lanes/driver.py`, through the
 `orchestrator.fire` local activity). The lane's state is its clock (`orchestrator.core.lane_clock`), O(1) in
 its waiting events: a nudge (the one signal) or its step's report says when to step again, in seconds from
 now. The signal handler only calls the clock. A real server's timers resolve to about a second, so the lane

@@ -135,6 +135,6 @@ async def list_api_keys(platform: CommandContext, req: ListApiKeys) -> dict[str,
     errors=("not_found",),
 )
 async def revoke_api_key(platform: CommandContext, req: RevokeApiKey) -> dict[str, Any]:
-    """Revoke a key: every API replica refuses it within a second (`orchestrator.gate`), its browser sessions and
+    """Revoke a key: every API replica refuses it within a second (`orchestrator.door.gate`), its browser sessions and
     stream tickets at once."""
     return {"key": key_view(await platform.store.revoke_key(req.name), datetime.now(UTC))}

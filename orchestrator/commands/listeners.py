@@ -9,8 +9,8 @@ from pydantic import Field
 from orchestrator.commands.fields import ListenerName, SchemaOf, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, parse_declaration
-from orchestrator.nudges import nudge_lanes
-from orchestrator.registry import FRESH_SECONDS
+from orchestrator.lanes.nudges import nudge_lanes
+from orchestrator.lanes.registry import FRESH_SECONDS
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext

@@ -22,7 +22,7 @@ from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import listener_accepts
 from orchestrator.core.lane_keys import lane_key, lane_workflow_id
 from orchestrator.crossings import crossing
-from orchestrator.nudges import nudge_lanes
+from orchestrator.lanes.nudges import nudge_lanes
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext

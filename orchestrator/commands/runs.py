@@ -39,7 +39,7 @@ from orchestrator.core.lane_snapshot import (
 )
 from orchestrator.core.lane_step import next_move
 from orchestrator.core.limits import Limits
-from orchestrator.registry import FRESH_SECONDS
+from orchestrator.lanes.registry import FRESH_SECONDS
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -403,7 +403,7 @@ async def list_executions(platform: CommandContext, req: ListExecutions) -> dict
 async def start_execution(platform: CommandContext, req: StartExecution) -> dict[str, Any]:
     """Start a registered workflow in a session; its start and end are events like a listener's runs. A workflow
     no worker has registered lately is refused (`not_found`)."""
-    from orchestrator.executions import TemporalRuns, start_run
+    from orchestrator.lanes.executions import TemporalRuns, start_run
     from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 
     session = await platform.store.get_session(req.session_id)
@@ -446,8 +446,8 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     """Stop a run (terminate it on Temporal): its end is recorded as `stopped`, and its batch's slot follows as
     for a run stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended
     already answers how it ended, and nothing changes."""
-    from orchestrator.executions import TemporalRuns
-    from orchestrator.nudges import nudge_lanes
+    from orchestrator.lanes.executions import TemporalRuns
+    from orchestrator.lanes.nudges import nudge_lanes
     from orchestrator.store.lane_store import Ending
 
     found = await platform.store.find_execution(req.session_id, req.execution_id)

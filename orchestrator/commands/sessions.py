@@ -1,5 +1,5 @@
 """Commands on sessions: open (with a retention of its own), close (at once, or once drained), reopen, list,
-delete (the session and everything of it, its Temporal side included: `orchestrator.retention`)."""
+delete (the session and everything of it, its Temporal side included: `orchestrator.lanes.retention`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from orchestrator.commands.access import current_principal
 from orchestrator.commands.fields import Alias, Limit, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.retention import SessionRetention
-from orchestrator.retention import Retention
+from orchestrator.lanes.retention import Retention
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext

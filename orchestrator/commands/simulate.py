@@ -1,6 +1,6 @@
 """`simulate_listener`: a listener body, not saved, tried on a session's stored stream.
 
-Owns the command's bounds and its reading of the stream; the replay itself is `orchestrator.simulation`'s.
+Owns the command's bounds and its reading of the stream; the replay itself is `orchestrator.lanes.simulation`'s.
 The body is validated as `save_listener` validates it, and nothing is written. A simulation reads at most
 `SIMULATED_EVENTS` events (after `after`, before `before`), in pages of the router's size; a longer stream
 is cut there and the reply says so (`through`, `truncated`).
@@ -17,7 +17,7 @@ from orchestrator.commands.listeners import ListenerBody
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import parse_declaration
 from orchestrator.core.events import Committed
-from orchestrator.simulation import simulate
+from orchestrator.lanes.simulation import simulate
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext

@@ -4,7 +4,7 @@ Owns what a stream takes and gives: its parameters (`filter` and `batch`, the sa
 saved listener's, and `client`, whose own writes it never sees) and the batching of what matches into SSE
 messages by the same rules as a lane (a window from the first waiting event, `max_events`, `distinct_by`),
 as a pure state the stream's loop feeds with events and the time. Reading the stream and sending belong to
-`orchestrator/streams.py`. A batch takes a prefix of what waits, so the id of its last event is a point
+`orchestrator/door/streams.py`. A batch takes a prefix of what waits, so the id of its last event is a point
 from which a reconnecting client misses nothing and gets nothing twice (`Last-Event-ID`).
 """
 

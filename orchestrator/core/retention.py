@@ -3,7 +3,7 @@
 A deployment sets its retention through settings (`ORCHESTRATOR_RETENTION__EVENT_SECONDS=86400`, ...), and a
 session may carry its own (`open_session`'s `retention`). Generous by default, as the systems users trust
 are: 30 days for an open session's events and for a closed session. The deleting itself is the workers'
-(`orchestrator.retention`), in statements of at most `rows_per_statement` rows each.
+(`orchestrator.lanes.retention`), in statements of at most `rows_per_statement` rows each.
 """
 
 from __future__ import annotations

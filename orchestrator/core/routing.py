@@ -4,7 +4,7 @@ Owns the matching of committed events against every listener version: the versio
 event's commit (saved listeners take effect after the activation delay; events committed before are not
 theirs), its filter, never a listener named in the event's `source.listener`, and the lane key. A lane's
 own `lane.idle` event (its silence, which the lane wrote itself) goes back to that lane whatever the filter
-says. Reading the stream, queueing and nudging are the router's (`orchestrator/router.py`).
+says. Reading the stream, queueing and nudging are the router's (`orchestrator/engine/router.py`).
 """
 
 from __future__ import annotations

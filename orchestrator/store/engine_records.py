@@ -58,7 +58,7 @@ class EngineRecords(
         return int(last)
 
     async def register_workflows(self, names: Sequence[str]) -> None:
-        """Say that a worker runs these workflows, now (`orchestrator.registry`)."""
+        """Say that a worker runs these workflows, now (`orchestrator.lanes.registry`)."""
         await self.pool.execute(
             "INSERT INTO worker_workflows (name, seen_at) SELECT unnest($1::text[]), now()"
             " ON CONFLICT (name) DO UPDATE SET seen_at = EXCLUDED.seen_at",

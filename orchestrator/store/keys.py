@@ -4,7 +4,7 @@ Owns the statements of `create_api_key`, `list_api_keys` and `revoke_api_key`; t
 browser (a session cookie, a single-use stream ticket), each found by the SHA-256 of its secret and joined with
 its key, so a revoked key's passes are worth nothing at once; one token-bucket take per call
 (`orchestrator_take_tokens`); and the two facts a decision on a command needs: a session's alias and an event
-type's `allow`. Caching them per process is the gate's (`orchestrator.gate`).
+type's `allow`. Caching them per process is the gate's (`orchestrator.door.gate`).
 """
 
 from __future__ import annotations

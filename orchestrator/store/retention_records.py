@@ -1,7 +1,7 @@
 """Retention's statements: what a session keeps, trimming it, deleting it, and where its stream now starts.
 
 Owns the calls of 0003_retention.sql's functions, each one short statement that deletes at most a bounded
-number of rows; when to call them, and what Temporal holds of a session, is `orchestrator.retention`'s.
+number of rows; when to call them, and what Temporal holds of a session, is `orchestrator.lanes.retention`'s.
 """
 
 from __future__ import annotations

@@ -10,11 +10,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from orchestrator.api import create_app
 from orchestrator.client import Client
 from orchestrator.config import Settings
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 
 TOKEN = "bootstrap-t0ken-for-tests"
 

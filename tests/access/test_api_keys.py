@@ -13,12 +13,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from orchestrator.api import create_app
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 from tests.access.conftest import TOKEN, Api
 
 CLI = str(Path(sys.executable).parent / "orchestrator")

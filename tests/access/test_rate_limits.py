@@ -11,11 +11,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from orchestrator.api import create_app
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 from tests.access.conftest import TOKEN, Api
 
 BURST = 20

@@ -14,12 +14,12 @@ import pytest
 from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.api import create_app
 from orchestrator.client import Client
 from orchestrator.config import Settings
-from orchestrator.embedded import free_port
+from orchestrator.dev.embedded import free_port
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 from tests.ops.conftest import platform_env
 
 pytestmark = pytest.mark.devserver

@@ -27,7 +27,7 @@ from orchestrator.core.lane_snapshot import LaneAddress, Take
 from orchestrator.core.lane_step import step
 from orchestrator.core.limits import Limits
 from orchestrator.core.routing import route, versions_by_name
-from orchestrator.lane_driver import Drive, LaneDriver
+from orchestrator.lanes.driver import Drive, LaneDriver
 from orchestrator.store.lane_store import QueuedLane, Recorded
 from orchestrator.store.lanes_memory import MemoryLaneStore
 from orchestrator.workflows.messages import RunInput, RunTag

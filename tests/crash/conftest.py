@@ -32,9 +32,9 @@ from temporalio.client import Client as TemporalClient
 from bench.common import in_platform_schema
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
-from orchestrator.embedded import EmbeddedPostgres, TemporalDevServer, free_port
+from orchestrator.dev.embedded import EmbeddedPostgres, TemporalDevServer, free_port
+from orchestrator.engine.worker import connect_temporal
 from orchestrator.platform import Platform
-from orchestrator.worker import connect_temporal
 from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AFTER
 from tests.crash.app import CREATE_CRASH_RUNS
 from tests.timeouts import stop_within

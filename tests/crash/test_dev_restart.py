@@ -17,7 +17,7 @@ import httpx
 import psutil
 import pytest
 
-from orchestrator.embedded import EmbeddedServerError, TemporalDevServer, free_port
+from orchestrator.dev.embedded import EmbeddedServerError, TemporalDevServer, free_port
 from tests.crash.dev_process import Dev
 
 # `orchestrator dev` takes Temporal's default ports: its tests run one at a time, on one test worker.

@@ -22,13 +22,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp, load_app
 from orchestrator.client import Client
-from orchestrator.engine_wiring import platform_components
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
+from orchestrator.engine.wiring import platform_components
+from orchestrator.engine.worker import build_worker
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
-from orchestrator.worker import build_worker
 from tests.timeouts import stop_within
 
 INBOX_WINDOW_SECONDS = 3

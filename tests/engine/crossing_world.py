@@ -28,12 +28,12 @@ from orchestrator.core.limits import Limits
 from orchestrator.core.routing import route, versions_by_name
 from orchestrator.core.run_checks import FORGOTTEN
 from orchestrator.crossings import POINTS, Died, crossing, inject
-from orchestrator.executions import start_run
-from orchestrator.lane_driver import LaneDriver
-from orchestrator.run_sweep import RunSweep
+from orchestrator.engine.run_sweep import RunSweep
+from orchestrator.lanes.driver import LaneDriver
+from orchestrator.lanes.executions import start_run
+from orchestrator.lanes.temporal_twin import StartFailed, StartFault, TemporalTwin
 from orchestrator.store.lane_store import QueuedLane
 from orchestrator.store.lanes_memory import MemoryLaneStore
-from orchestrator.temporal_twin import StartFailed, StartFault, TemporalTwin
 from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 
 SESSION = "ses_faults"

@@ -22,10 +22,10 @@ from temporalio.worker import Worker
 
 from orchestrator.app_loader import UserApp
 from orchestrator.core.lane_keys import lane_workflow_id
-from orchestrator.engine_wiring import platform_components
+from orchestrator.engine.wiring import platform_components
+from orchestrator.engine.worker import build_worker
 from orchestrator.platform import Platform
 from orchestrator.testing import terminate_leftovers
-from orchestrator.worker import build_worker
 from tests.conftest import skips_time
 from tests.timeouts import stop_within
 
@@ -141,7 +141,7 @@ async def running_engine(
 
     `workflows` adds test workflows beside the recorder; `wrap` may replace platform activities by
     stand-ins with the same registered names (to inject failures); without `routers` the test routes
-    itself (`orchestrator.router.Router.route_session`).
+    itself (`orchestrator.engine.router.Router.route_session`).
     """
     task_queue = f"tq-{uuid.uuid4().hex[:12]}"
     platform.settings = platform.settings.model_copy(

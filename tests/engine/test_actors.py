@@ -16,9 +16,9 @@ from pydantic import SecretStr
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.api import create_app
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import serve_api
 from tests.engine.harness import Engine, eventually, recorder_listener, running_engine
 
 with workflow.unsafe.imports_passed_through():

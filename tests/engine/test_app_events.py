@@ -255,7 +255,7 @@ async def test_the_desk_example_keeps_its_board_as_its_own_table_says(
     from examples.desk import app as desk_app
     from examples.desk import tables
     from orchestrator.app_loader import load_app
-    from orchestrator.app_plan import apply
+    from orchestrator.dev.app_plan import apply
 
     url = as_application(fresh_db)
     conn = await asyncpg.connect(url)

@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.client import Client
-from orchestrator.inspect import format_status, session_status
+from orchestrator.dev.inspect import format_status, session_status
 from orchestrator.platform import Platform
 from tests.engine.harness import Engine, eventually, lane_state, new_session, recorder_listener, running_engine
 

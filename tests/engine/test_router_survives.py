@@ -14,9 +14,9 @@ import asyncpg
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.lane_driver import transient
+from orchestrator.engine.router import Router
+from orchestrator.lanes.driver import transient
 from orchestrator.platform import Platform
-from orchestrator.router import Router
 from orchestrator.store.postgres import PostgresStore
 from tests.engine.harness import eventually
 from tests.store.helpers import ok

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from orchestrator.app_loader import UserApp
-from orchestrator.app_plan import InvalidApp, apply, plan_of
 from orchestrator.core.plan import changes
+from orchestrator.dev.app_plan import InvalidApp, apply, plan_of
 from orchestrator.testing import Harness, NotSettled
 
 

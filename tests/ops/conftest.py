@@ -18,7 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
-from orchestrator.embedded import EmbeddedPostgres
+from orchestrator.dev.embedded import EmbeddedPostgres
 from orchestrator.platform import Platform
 from tests.conftest import scratch_database
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, running_engine, write_many

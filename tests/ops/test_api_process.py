@@ -17,7 +17,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.client import Client
-from orchestrator.embedded import free_port
+from orchestrator.dev.embedded import free_port
 from tests.ops.conftest import platform_env
 from tests.stream_clients import StreamClients
 

@@ -13,11 +13,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from orchestrator.api import create_app
 from orchestrator.cli import _parser
 from orchestrator.config import Settings
+from orchestrator.dev.runtime import ApiServer, Endpoints, describe, health_app, redact_url, serve_api
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from orchestrator.runtime import ApiServer, Endpoints, describe, health_app, redact_url, serve_api
 
 TOKEN = "tok-3f9d2c81"
 DB_PASSWORD = "pw-77c1e0"

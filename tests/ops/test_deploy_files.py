@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
-from orchestrator.api import create_app
 from orchestrator.cli import _parser
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
 from orchestrator.core.retention import Retention
-from orchestrator.embedded import TemporalDevServer
+from orchestrator.dev.embedded import TemporalDevServer
+from orchestrator.door.api import create_app
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 K8S = DEPLOY / "k8s"

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from orchestrator.api import create_app
-from orchestrator.runtime import serve_api
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from tests.ops.conftest import FLAKY_DELAY_SECONDS, Workload, child_env
 
 pytestmark = pytest.mark.devserver

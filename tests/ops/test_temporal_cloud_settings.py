@@ -9,8 +9,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.service import TLSConfig
 
-from orchestrator import worker
 from orchestrator.config import Settings
+from orchestrator.engine import worker
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from orchestrator.config import Settings
-from orchestrator.embedded import EmbeddedPostgres, free_port
+from orchestrator.dev.embedded import EmbeddedPostgres, free_port
 from orchestrator.platform import Platform
 
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"

@@ -25,9 +25,9 @@ from examples.missions import app as missions
 from orchestrator.app_loader import UserApp
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
-from orchestrator.engine_wiring import platform_components
+from orchestrator.engine.wiring import platform_components
+from orchestrator.engine.worker import build_worker
 from orchestrator.platform import Platform
-from orchestrator.worker import build_worker
 
 HERE = Path(__file__).resolve().parent / "histories"
 # Which workflow types are kept, and how many runs of each at most (the lanes are what matters most).

@@ -15,8 +15,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from examples.missions import app as missions
-from orchestrator.engine_wiring import PLATFORM_WORKFLOWS
-from orchestrator.worker import sandbox_runner
+from orchestrator.engine.wiring import PLATFORM_WORKFLOWS
+from orchestrator.engine.worker import sandbox_runner
 from orchestrator.workflows.run_end import RunEndInterceptor
 
 HISTORIES = Path(__file__).resolve().parent / "histories"

@@ -21,8 +21,8 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
 from orchestrator.core.retention import Retention as RetentionSettings
+from orchestrator.lanes.retention import Retention
 from orchestrator.platform import Platform
-from orchestrator.retention import Retention
 from tests.engine.harness import Engine, running_engine
 
 # Columns that name a session's rows by id rather than by the session.

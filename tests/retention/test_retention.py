@@ -11,8 +11,8 @@ import httpx
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from orchestrator.api import create_app
-from orchestrator.runtime import serve_api
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from tests.engine.harness import Engine, eventually, recorder_listener, routed, write_many
 from tests.retention.conftest import reply, retention_round, rows_of_session, session_ids, workflow_status
 

@@ -19,7 +19,7 @@ import pytest
 
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
-from orchestrator.embedded import EmbeddedPostgres
+from orchestrator.dev.embedded import EmbeddedPostgres
 from orchestrator.platform import Platform
 from orchestrator.store.postgres import PostgresStore
 from tests.store.helpers import ok, refused

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from orchestrator.client import Client
-from orchestrator.inspect import format_status, session_status
+from orchestrator.dev.inspect import format_status, session_status
 from orchestrator.platform import Platform
 from tests.store.helpers import ok, refused
 

@@ -9,7 +9,7 @@ import asyncpg
 import pytest
 
 from orchestrator.config import Settings
-from orchestrator.embedded import EmbeddedPostgres
+from orchestrator.dev.embedded import EmbeddedPostgres
 from orchestrator.platform import Platform
 from orchestrator.store import migrate as migrate_module
 from tests.conftest import scratch_database

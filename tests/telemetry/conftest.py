@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator import telemetry
+from orchestrator.engine.worker import with_tracing
 from orchestrator.platform import Platform
-from orchestrator.worker import with_tracing
 from tests.engine.harness import Engine, running_engine
 from tests.telemetry.workflows import TracedWriter
 

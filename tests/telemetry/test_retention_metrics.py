@@ -7,8 +7,8 @@ import time
 
 from opentelemetry.sdk.metrics.export import NumberDataPoint
 
+from orchestrator.lanes.retention import Retention
 from orchestrator.platform import Platform
-from orchestrator.retention import Retention
 from tests.telemetry.conftest import Captured
 from tests.telemetry.test_metrics import points, total
 
@@ -32,15 +32,15 @@ async def test_a_round_counts_the_rows_it_deletes_and_gauges_the_oldest_event_ke
         " WHERE s.id = c.session_id AND s.id = $1",
         sid,
     )
-    before = total(captured, "orchestrator.retention.deleted", table="events")
+    before = total(captured, "orchestrator.lanes.retention.deleted", table="events")
     await asyncio.sleep(1.3)
     other = (await command(platform, "open_session"))["session"]["id"]  # type: ignore[index]
     written_at = time.monotonic()
     await command(platform, "write_object", session_id=other, alias="b", value={"type": "t"})
     await Retention(platform.store, None, platform.settings).round()
     took = time.monotonic() - written_at
-    assert total(captured, "orchestrator.retention.deleted", table="events") - before == 3
+    assert total(captured, "orchestrator.lanes.retention.deleted", table="events") - before == 3
     # The oldest event kept is the other session's, just written.
-    gauged = points(captured, "orchestrator.retention.oldest_event_age")
+    gauged = points(captured, "orchestrator.lanes.retention.oldest_event_age")
     [age] = [p.value for _, p in gauged if isinstance(p, NumberDataPoint)]
     assert 0 <= age <= took + 0.5

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import httpx
 from opentelemetry.sdk.trace import ReadableSpan
 
-from orchestrator.api import create_app
 from orchestrator.config import Settings
+from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
 from tests.engine.harness import Engine, eventually, new_session
 from tests.telemetry.conftest import Captured

@@ -368,9 +368,9 @@ async def command_client(
             yield c
         return
     # Imported here: the platform, its store and Temporal are needed only in-process.
+    from orchestrator.dev.runtime import ConfigurationError
+    from orchestrator.engine.worker import connect_temporal
     from orchestrator.platform import Platform
-    from orchestrator.runtime import ConfigurationError
-    from orchestrator.worker import connect_temporal
 
     if not settings.database_url:
         raise ConfigurationError("--local needs ORCHESTRATOR_DATABASE_URL")

@@ -3,7 +3,7 @@
 Owns the Temporal client settings (the pydantic data converter, always, so models cross every boundary
 the same way; the tracing interceptor, so runs continue their batch's trace) and the worker's
 registrations. What the platform contributes (the lane engine's workflows and activities) comes in as
-arguments from `engine_wiring`, so this module never imports the engine.
+arguments from `engine.wiring`, so this module never imports the rest of the engine.
 """
 
 from __future__ import annotations

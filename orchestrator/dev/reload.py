@@ -28,9 +28,9 @@ from temporalio.worker import Worker
 
 from orchestrator.app_loader import AppLoadError, UserApp, load_app
 from orchestrator.config import Settings
-from orchestrator.engine_wiring import platform_components
+from orchestrator.engine.wiring import platform_components
+from orchestrator.engine.worker import build_worker
 from orchestrator.platform import Platform
-from orchestrator.worker import build_worker
 
 # How often the app's files are looked at; a save is picked up within this long.
 POLL_SECONDS = 1.0

@@ -18,12 +18,12 @@ from orchestrator.activities.schedules import ScheduleActivities
 from orchestrator.activities.session import SessionActivities
 from orchestrator.app_loader import UserApp, workflow_names
 from orchestrator.commands.schedules import make_unmade_schedules
-from orchestrator.executions import TemporalRuns
+from orchestrator.engine.router import Router
+from orchestrator.engine.run_sweep import RunSweep
+from orchestrator.lanes.executions import TemporalRuns
+from orchestrator.lanes.registry import WorkflowRegistry
+from orchestrator.lanes.retention import Retention
 from orchestrator.platform import Platform
-from orchestrator.registry import WorkflowRegistry
-from orchestrator.retention import Retention
-from orchestrator.router import Router
-from orchestrator.run_sweep import RunSweep
 from orchestrator.workflows.lane import LaneWorkflow
 from orchestrator.workflows.schedule_clock import ScheduleClockWorkflow
 from orchestrator.workflows.schedule_fire import ScheduleFireWorkflow

@@ -19,8 +19,8 @@ from orchestrator.commands.access import Caller, authorize_stream
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
 from orchestrator.core.key_secrets import csrf_of
-from orchestrator.gate import COOKIE_SECONDS, TICKET_SECONDS, Gate
-from orchestrator.http_auth import COOKIE, error_reply, rate_limited, remember, reply_response, unauthorized, who
+from orchestrator.door.auth import COOKIE, error_reply, rate_limited, remember, reply_response, unauthorized, who
+from orchestrator.door.gate import COOKIE_SECONDS, TICKET_SECONDS, Gate
 from orchestrator.platform import Platform
 
 # The most a sign-in or ticket request's body may hold: a key or a session id, in a little JSON.

@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from orchestrator.http_auth import KEY_IN_SCOPE
+from orchestrator.door.auth import KEY_IN_SCOPE
 
 log = logging.getLogger("orchestrator.access")
 

@@ -302,7 +302,7 @@ class TemporalDevServer:
             )
 
     def _usable_port(self, port: int | None) -> int:
-        # `orchestrator dev` settles its ports before it starts the server (`dev_ports`).
+        # `orchestrator dev` settles its ports before it starts the server (`dev/ports.py`).
         return free_port(self.host) if port is None else port
 
     async def _wait_ready(self, startup_seconds: float) -> None:

@@ -32,8 +32,8 @@ from orchestrator.core.run_checks import (
     check_run,
 )
 from orchestrator.crossings import crossing
-from orchestrator.executions import RunStarter
-from orchestrator.lane_driver import LaneDriver
+from orchestrator.lanes.driver import LaneDriver
+from orchestrator.lanes.executions import RunStarter
 from orchestrator.store.lane_store import LaneStore
 from orchestrator.workflows.messages import RunInput, RunTag
 

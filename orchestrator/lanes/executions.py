@@ -4,8 +4,8 @@ Owns the start of a run (a listener's batch, `start_execution`, a schedule's wor
 is started by its execution id with the platform's memo (`RunTag`, so the run reports its own end, see
 `workflows/run_end.py`). `start_run` records it first with its `execution.started` event and the input it is
 started with; a listener's run is recorded by its batch's record and its event by the batch's finish
-(`orchestrator/lane_driver.py`). A start asked again (an activity retried after its start went through, the
-sweep starting a run whose start was lost: `orchestrator/run_sweep.py`) finds the run under its id, running or
+(`orchestrator/lanes/driver.py`). A start asked again (an activity retried after its start went through, the
+sweep starting a run whose start was lost: `orchestrator/engine/run_sweep.py`) finds the run under its id, running or
 ended, and starts nothing: the id is never reused. `TemporalRuns` is Temporal's side of runs as the engine
 asks it: start one, and what Temporal says of one (`core/run_checks.py`).
 """

@@ -52,7 +52,7 @@ from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, s
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, needs_envelopes, render
 from orchestrator.crossings import crossing
-from orchestrator.executions import RunStarter, run_priority
+from orchestrator.lanes.executions import RunStarter, run_priority
 from orchestrator.store.connection import DATABASE_AWAY
 from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
@@ -350,7 +350,7 @@ class LaneDriver:
             )
         if take.retry > 0 and acted.started:
             self.observed.metrics.retries_waiting.add(-1, {"listener": address.listener})
-        # `activity` and its fields are what `orchestrator dev` prints a line of (`dev_log`).
+        # `activity` and its fields are what `orchestrator dev` prints a line of (`dev/log.py`).
         batch_fields = {
             **fields,
             "activity": "batch",

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from datetime import datetime
 
 # The lane driver's logger, whose `batch` and `run_end` records these lines are made of.
-DRIVER_LOGGER = "orchestrator.lane_driver"
+DRIVER_LOGGER = "orchestrator.lanes.driver"
 # Runs whose end is still to come, remembered for their duration; far more than a dev machine runs at once.
 MAX_RUNS_REMEMBERED = 10_000
 ERROR_CHARS = 200

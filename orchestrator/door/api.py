@@ -3,9 +3,9 @@ liveness and readiness probes.
 
 Owns the HTTP framing only (body size, JSON parsing, who calls, status codes); every command's meaning is
 `Platform.command`, so HTTP answers the same JSON as the Python client and the command line. Who calls is
-`http_auth.who` (a key, the bootstrap token, a browser session, a stream ticket), a key's request rate the gate's
-(`orchestrator.gate`), and what the caller may do each command's decision (`commands.access`). The status code
-mirrors the reply's error code (`http_auth.STATUS_BY_ERROR`); the body is always the reply.
+`auth.who` (a key, the bootstrap token, a browser session, a stream ticket), a key's request rate the gate's
+(`orchestrator.door.gate`), and what the caller may do each command's decision (`commands.access`). The status code
+mirrors the reply's error code (`auth.STATUS_BY_ERROR`); the body is always the reply.
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
-from orchestrator.access_log import AccessLog
-from orchestrator.browser import BrowserRoutes
 from orchestrator.causes import request_id
 from orchestrator.commands.access import Caller, authorize_stream
 from orchestrator.commands.reference import schema_index
@@ -32,8 +30,8 @@ from orchestrator.commands.registry import MAX_JSON_DEPTH, unknown_command
 from orchestrator.config import Settings
 from orchestrator.core.connection_listener import parse_stream, unknown_stream_params
 from orchestrator.core.errors import CommandError
-from orchestrator.gate import Gate
-from orchestrator.http_auth import (
+from orchestrator.door.access_log import AccessLog
+from orchestrator.door.auth import (
     STATUS_BY_ERROR,
     UNKNOWN_ERROR_STATUS,
     error_reply,
@@ -42,8 +40,10 @@ from orchestrator.http_auth import (
     status_for,
     who,
 )
+from orchestrator.door.browser import BrowserRoutes
+from orchestrator.door.gate import Gate
+from orchestrator.door.streams import EventStream, StreamHub, start_position
 from orchestrator.platform import Platform
-from orchestrator.streams import EventStream, StreamHub, start_position
 from orchestrator.telemetry import continuing
 
 __all__ = ["STATUS_BY_ERROR", "UNKNOWN_ERROR_STATUS", "create_app", "error_reply", "status_for"]
@@ -207,6 +207,6 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         ],
         middleware=[Middleware(AccessLog)],
     )
-    # Closed by the server that serves the app (`orchestrator.runtime.ApiServer`).
+    # Closed by the server that serves the app (`orchestrator.dev.runtime.ApiServer`).
     app.state.stream_hub = hub
     return app

@@ -36,8 +36,8 @@ from orchestrator.core.declaration import (
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.core.routing import ListenerVersion, versions_by_name
 from orchestrator.crossings import crossing
-from orchestrator.nudges import Nudger
-from orchestrator.run_sweep import RunSweep
+from orchestrator.engine.run_sweep import RunSweep
+from orchestrator.lanes.nudges import Nudger
 from orchestrator.store.connection import DATABASE_TROUBLE
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.store.lane_store import LaneStore, RouteNudge, TracedEvent

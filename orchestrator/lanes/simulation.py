@@ -27,7 +27,7 @@ from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.core.lane_snapshot import LaneAddress
 from orchestrator.core.routing import ListenerVersion, route, routing_decision
-from orchestrator.lane_driver import LaneDriver, Observed
+from orchestrator.lanes.driver import LaneDriver, Observed
 from orchestrator.store.lane_store import QueuedLane
 from orchestrator.store.lanes_memory import MemoryLaneStore
 from orchestrator.telemetry import Metrics
@@ -41,7 +41,7 @@ UNMATCHED_NAMED = 100
 # A lane whose step says "now" again right after stepping looks again a microsecond later, not in a loop.
 TICK = 1e-6
 
-_SILENT = logging.getLogger("orchestrator.simulation.driver")
+_SILENT = logging.getLogger("orchestrator.lanes.simulation.driver")
 _SILENT.disabled = True
 # A simulated batch is no batch of the platform's: it counts in no metric, traces nothing, logs nothing.
 UNOBSERVED = Observed(Metrics(NoOpMeter("orchestrator")), trace.NoOpTracer(), _SILENT)

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from orchestrator.core.access import Principal
 from orchestrator.core.key_secrets import csrf_of
 from orchestrator.core.rate_leases import retry_after
-from orchestrator.gate import Gate
+from orchestrator.door.gate import Gate
 
 COOKIE = "orchestrator_session"
 CSRF_HEADER = "x-csrf-token"

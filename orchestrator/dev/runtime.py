@@ -3,7 +3,7 @@
 Owns the order things start and stop in: servers first, then the platform, then the worker and the HTTP
 API; on Ctrl-C or SIGTERM the reverse, so nothing in flight loses the thing under it. A part that fails
 stops the rest and its error is raised once everything is down. What the lane engine adds comes from
-`engine_wiring.platform_components`; the command-line parsing lives in `cli`.
+`engine.wiring.platform_components`; the command-line parsing lives in `cli`.
 """
 
 from __future__ import annotations
@@ -28,22 +28,22 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 from temporalio.client import Client as TemporalClient
 
-from orchestrator import app_plan
-from orchestrator.api import create_app
 from orchestrator.app_loader import UserApp, load_app, workflow_names
 from orchestrator.client import api_url
 from orchestrator.config import Settings
 from orchestrator.core.plan import changes
 from orchestrator.crossings import install_from_environment
-from orchestrator.dev_log import activity_lines
-from orchestrator.dev_ports import PortTaken, plan_ports
-from orchestrator.dev_reload import ReloadingEngine, import_app
-from orchestrator.embedded import TemporalDevServer, start_postgres, stop_abandoned_dev_servers
-from orchestrator.engine_wiring import platform_components
+from orchestrator.dev import app_plan
+from orchestrator.dev.embedded import TemporalDevServer, start_postgres, stop_abandoned_dev_servers
+from orchestrator.dev.log import activity_lines
+from orchestrator.dev.ports import PortTaken, plan_ports
+from orchestrator.dev.reload import ReloadingEngine, import_app
+from orchestrator.door.api import create_app
+from orchestrator.engine.wiring import platform_components
+from orchestrator.engine.worker import build_worker, connect_temporal, settle_heap
+from orchestrator.lanes.registry import WorkflowRegistry
 from orchestrator.platform import Platform
-from orchestrator.registry import WorkflowRegistry
 from orchestrator.telemetry import install as install_telemetry
-from orchestrator.worker import build_worker, connect_temporal, settle_heap
 
 log = logging.getLogger(__name__)
 
@@ -397,12 +397,12 @@ async def run_dev(
 ) -> None:
     """The whole platform in one process tree: embedded servers where the settings name none.
 
-    Its ports are settled first (`dev_ports`): one that is taken stops it before anything starts. Servers:
+    Its ports are settled first (`dev/ports.py`): one that is taken stops it before anything starts. Servers:
     PostgreSQL under `settings.data_dir / "postgres"` unless `database_url` is set, and the Temporal dev
     server (with its UI) on `settings.data_dir / "temporal.sqlite"` unless `temporal_address` is set. Then
     the platform, the app's listeners saved, the worker and the HTTP API, until Ctrl-C; `Ready.` once the
     listeners are in effect. Unless `quiet`, each batch and each run's end is announced as it happens. With
-    `reload`, the worker starts again on the app's new code when its files change (`dev_reload`).
+    `reload`, the worker starts again on the app's new code when its files change (`dev/reload.py`).
     """
     install_telemetry()
     stop = asyncio.Event()
