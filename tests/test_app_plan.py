@@ -142,3 +142,21 @@ async def test_a_listener_of_the_apps_own_workflow_is_applied_without_a_warning(
     await apply(platform, own, said.append)
     warnings = [line for line in said if line.startswith("warning")]
     assert len(warnings) == 1 and "listener theirs" in warnings[0] and "'elsewhere'" in warnings[0], said
+
+
+def test_the_tutorials_app_plans_as_the_page_says(fresh_db: str, tmp_path: Path) -> None:
+    """docs/tutorial.md step 12: its module, planned by `orchestrator plan`, prints the lines the page shows, and a
+    typo in it is refused naming the field."""
+    page = (Path(__file__).parents[1] / "docs" / "tutorial.md").read_text(encoding="utf-8")
+    step = page.split("## 12.", 1)[1]
+    code = step.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = step.split("would do, and changes nothing:\n\n```\n", 1)[1].split("```", 1)[0]
+    module = tmp_path / "tutorial_app.py"
+    module.write_text(code)
+    env = {**os.environ, "ORCHESTRATOR_DATABASE_URL": fresh_db}
+    planned = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stdout.splitlines() == shown.splitlines()
+    module.write_text(code.replace('"window_seconds": 2', '"window_seconds": 2, "max_event": 10'))
+    refused = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "listener.batch.max_event" in refused.stderr, refused.stderr
