@@ -103,3 +103,28 @@ async def test_dev_refuses_a_taken_port_before_starting_anything(
     assert "--http-port" in err.decode()
     assert not (tmp_path / "data").exists(), "something was started or written before the check"
     assert "Ready." not in out.decode()
+
+
+async def test_a_dev_server_whose_chosen_port_is_taken_before_it_binds_chooses_again(
+    listening: list[socket.socket], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The race of a free port: chosen, then taken by another process before the server binds it. The server
+    exits at once; it chooses another port and starts, rather than fail whoever started it."""
+    from orchestrator.dev import embedded
+
+    taken = take(listening)
+    choices = iter([taken])
+    monkeypatch.setattr(embedded, "free_port", lambda host="127.0.0.1": next(choices, None) or _any_port())
+    server = embedded.TemporalDevServer(tmp_path / "temporal", ui=False)
+    await server.start()
+    try:
+        assert server.port != taken
+        assert b"address already in use" in (tmp_path / "temporal" / "temporal.log").read_bytes()
+    finally:
+        await server.stop()
+
+
+def _any_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

