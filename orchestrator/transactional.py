@@ -61,8 +61,9 @@ def _statements(schema: str) -> tuple[str, str]:
     name = checked_schema(schema)
     return (
         f"SELECT name, schema::text AS schema FROM {name}.event_types"
-        " WHERE name IN (SELECT jsonb_array_elements_text(CAST({names} AS jsonb)))",
-        f"SELECT event_id FROM {name}.emit_events(CAST({{session}} AS text), CAST({{events}} AS jsonb))",
+        # JSON bound as text, whatever codec the application's connection has for jsonb.
+        " WHERE name IN (SELECT jsonb_array_elements_text(CAST(CAST({names} AS text) AS jsonb)))",
+        f"SELECT event_id FROM {name}.emit_events(CAST({{session}} AS text), CAST(CAST({{events}} AS text) AS jsonb))",
     )
 
 

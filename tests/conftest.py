@@ -115,7 +115,7 @@ DECLARE
 BEGIN
     FOR name IN SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
                 WHERE schemaname = 'public' OR (schemaname = 'orchestrator' AND NOT tablename = ANY(known)) LOOP
-        EXECUTE format('DROP TABLE %s CASCADE', name);
+        EXECUTE format('DROP TABLE IF EXISTS %s CASCADE', name);
     END LOOP;
     EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('orchestrator.%I', tablename), ', ') || ' RESTART IDENTITY CASCADE'
              FROM pg_tables WHERE schemaname = 'orchestrator' AND tablename <> 'schema_migrations');

@@ -114,6 +114,12 @@ async def delete_event_type(platform: CommandContext, req: EventTypeRef) -> dict
     schemas = await platform.store.event_schemas()
     if req.name not in schemas:
         raise CommandError("not_found", f"name: no event type {req.name!r}")
+    for capture in await platform.store.list_captures():
+        if req.name in capture["types"]:
+            raise CommandError(
+                "invalid_request",
+                f"name: {req.name!r} is a type of the capture of {capture['table']}: uncapture_table it first",
+            )
     remaining = {name: schema for name, schema in schemas.items() if name != req.name}
     stranded = []
     for listener in await platform.store.list_listeners():

@@ -11,6 +11,7 @@ from orchestrator.commands.fields import SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import check_type_name
+from orchestrator.store.captures import CAPTURED_SCHEMA
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -70,15 +71,17 @@ async def capture_table(platform: CommandContext, req: CaptureTable) -> dict[str
             check_type_name(f"{req.type_prefix}.{kind}")
         except ValueError as err:
             raise CommandError("invalid_request", f"type_prefix: {err}") from None
-    captured = {c["type_prefix"]: c["table"] for c in await platform.store.list_captures()}
-    declared = await platform.store.event_schemas()
+    prefixes = await platform.store.capture_prefixes()
     table = qualified(req.table)
-    if captured.get(req.type_prefix, table) != table:
+    owner, live = prefixes.get(req.type_prefix, (table, False))
+    if live and owner != table:
         raise CommandError(
-            "invalid_request",
-            f"type_prefix: {req.type_prefix!r} is the prefix of the capture of {captured[req.type_prefix]}",
+            "invalid_request", f"type_prefix: {req.type_prefix!r} is the prefix of the capture of {owner}"
         )
-    if req.type_prefix not in captured and f"{req.type_prefix}.created" in declared:
+    # Types a capture declared (of this table, before, or of one dropped since) are a capture's to take again;
+    # a type declared otherwise is not.
+    declared = (await platform.store.event_schemas()).get(f"{req.type_prefix}.created")
+    if declared is not None and declared != CAPTURED_SCHEMA:
         raise CommandError(
             "invalid_request",
             f"type_prefix: {req.type_prefix}.created is already a declared event type; choose another prefix",

@@ -75,13 +75,9 @@ async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, 
 )
 async def delete_session(platform: CommandContext, req: DeleteSession) -> dict[str, Any]:
     """Delete a session and everything of it: not_found from the start; its workflows ended, the captures of
-    tables into it alone ended, and its rows deleted before the answer, unless that takes longer than a few
-    seconds (`complete` false: the workers finish it) or this door has no Temporal."""
+    tables into it alone ended (in the transaction that marks it), and its rows deleted before the answer, unless
+    that takes longer than a few seconds (`complete` false: the workers finish it) or this door has no Temporal."""
     done, rows = await Retention(platform.store, platform.temporal, platform.settings).delete(req.session_id)
-    # A table captured into this session alone would refuse every write from now on: its capture ends with it.
-    for capture in await platform.store.list_captures():
-        if capture.get("session_id") == req.session_id:
-            await platform.store.uncapture_table(capture["table"])
     return {"session": {"id": req.session_id, "status": "deleted"}, "complete": done, "rows_deleted": rows}
 
 

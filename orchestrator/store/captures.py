@@ -82,6 +82,19 @@ class Captures(PostgresStore):
             raise CommandError("not_found", f"table: no capture of {table!r}")
         return _capture(row)
 
+    async def capture_prefixes(self) -> dict[str, tuple[str, bool]]:
+        """Every capture's type prefix: the table it was for, and whether that table still exists."""
+        rows = await self.pool.fetch(
+            "SELECT c.type_prefix, coalesce(k.oid::regclass::text, c.table_name) AS table_name,"
+            " k.oid IS NOT NULL AS live FROM captures c LEFT JOIN pg_class k ON k.oid = c.table_oid"
+        )
+        return {r["type_prefix"]: (r["table_name"], r["live"]) for r in rows}
+
     async def list_captures(self) -> list[dict[str, Any]]:
-        rows = await self.pool.fetch(f"SELECT {_COLUMNS} FROM captures ORDER BY table_name")
+        """The captures of tables that exist, each by the name its table has now (a dropped table's trigger went
+        with it; capturing the table made again replaces its capture)."""
+        rows = await self.pool.fetch(
+            "SELECT k.oid::regclass::text AS table_name, c.type_prefix, c.id_column, c.session_column, c.session_id,"
+            " c.exclude, c.saved_at FROM captures c JOIN pg_class k ON k.oid = c.table_oid ORDER BY 1"
+        )
         return [_capture(r) for r in rows]

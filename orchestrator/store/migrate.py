@@ -51,7 +51,9 @@ async def migrate(conn: asyncpg.Connection, schema: str = DEFAULT_SCHEMA) -> lis
     await conn.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK_KEY)
     try:
         await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{checked_schema(schema)}"')
-        await conn.execute("SELECT set_config('search_path', $1, false)", schema)
+        # `pg_temp` last: the functions keep this path (`SET search_path FROM CURRENT`), and a caller's temporary
+        # table named like one of the platform's is never found before it.
+        await conn.execute("SELECT set_config('search_path', $1, false)", f"{schema}, pg_temp")
         if await _made_in_public(conn, schema):
             await conn.execute(f'ALTER TABLE public.schema_migrations SET SCHEMA "{schema}"')
         await conn.execute(
@@ -88,7 +90,16 @@ async def _made_in_public(conn: asyncpg.Connection, schema: str) -> bool:
     first migration in `public` and none in `schema`."""
     if schema == "public" or await conn.fetchval("SELECT to_regclass($1) IS NOT NULL", f"{schema}.schema_migrations"):
         return False
-    if not await conn.fetchval("SELECT to_regclass('public.schema_migrations') IS NOT NULL"):
+    # An application's own migration tool may keep a `public.schema_migrations` of another shape.
+    shape = await conn.fetch(
+        "SELECT column_name, data_type FROM information_schema.columns"
+        " WHERE table_schema = 'public' AND table_name = 'schema_migrations'"
+    )
+    if {(r["column_name"], r["data_type"]) for r in shape} != {
+        ("version", "integer"),
+        ("name", "text"),
+        ("applied_at", "timestamp with time zone"),
+    }:
         return False
     return bool(
         await conn.fetchval(

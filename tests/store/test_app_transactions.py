@@ -8,6 +8,7 @@ search path), as an application sharing the database would hold them.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import AsyncIterator
 from typing import Any
@@ -251,3 +252,78 @@ async def test_deleting_the_session_a_table_is_captured_into_ends_the_capture(
     await ok(platform, "delete_session", session_id=sid)
     assert (await ok(platform, "list_captures"))["captures"] == []
     await app.execute("INSERT INTO tickets (id) VALUES (2)")  # the application's writes go on
+
+
+async def test_an_emit_keeps_nulls_works_over_a_jsonb_codec_and_past_a_temporary_table_named_events(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    await ok(platform, "save_event_type", name="ticket.cleared", schema={"type": "object"})
+    sid = await _session(platform)
+    # What an application's own connection may hold: a jsonb codec of its own, a temporary table named like the
+    # platform's.
+    await app.set_type_codec("jsonb", encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+    await app.execute("CREATE TEMPORARY TABLE events (id int)")
+    await emit(app, sid, "ticket.cleared", {"assignee": None, "nested": {"a": None, "b": 1}})
+    await app.fetchval("SELECT orchestrator.emit($1, 'ticket.cleared', '{\"x\": null}')", sid)
+    assert [e["data"] for e in await all_events(platform, sid)] == [
+        {"assignee": None, "nested": {"a": None, "b": 1}},
+        {"x": None},
+    ]
+
+
+async def test_a_captured_statement_of_many_rows_and_a_changed_key_are_each_every_row_once(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    sid = await _session(platform)
+    await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_id=sid)
+    await app.execute("INSERT INTO tickets (id, title) SELECT n, 't' FROM generate_series(1, 12000) n")
+    events = await app.fetchval("SELECT count(*) FROM orchestrator.events WHERE type = 'ticket.created'")
+    assert events == 12_000, "more rows than one emit_events call takes, every one an event"
+    await app.execute("UPDATE tickets SET id = id + 100000 WHERE id = 1")
+    changed = await app.fetch(
+        "SELECT type, data -> '_id' AS row_id FROM orchestrator.events"
+        " WHERE id > (SELECT max(id) - 2 FROM orchestrator.events) ORDER BY id"
+    )
+    assert [(r["type"], json.loads(r["row_id"])) for r in changed] == [
+        ("ticket.created", 100001),
+        ("ticket.deleted", 1),
+    ]
+
+
+async def test_what_could_write_past_a_capture_is_refused_and_truncate_is_refused(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    sid = await _session(platform)
+    await app.execute("CREATE TABLE parted (id int PRIMARY KEY, session text) PARTITION BY RANGE (id)")
+    await app.execute("CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100)")
+    await app.execute("CREATE TABLE base (id int PRIMARY KEY, session text)")
+    await app.execute("CREATE TABLE child (extra int) INHERITS (base)")
+    await app.execute("ALTER TABLE child ADD PRIMARY KEY (id)")
+    for table, why in (("parted", "not a plain table"), ("parted_1", "inherits"), ("base", "inherits")):
+        await refused(platform, "invalid_request", why, "capture_table", table=table, type_prefix="p", session_id=sid)
+    await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_id=sid)
+    with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError, match="a captured table is not truncated"):
+        await app.execute("TRUNCATE tickets")
+
+
+async def test_a_table_dropped_and_made_again_is_captured_again_and_its_capture_can_end(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    sid = await _session(platform)
+    body = {"table": "tickets", "type_prefix": "ticket", "session_id": sid}
+    await ok(platform, "capture_table", **body)
+    await app.execute("DROP TABLE tickets")
+    assert (await ok(platform, "list_captures"))["captures"] == [], "a dropped table's capture went with it"
+    await app.execute("CREATE TABLE tickets (id bigint PRIMARY KEY, session text, title text)")
+    await ok(platform, "capture_table", **body)
+    await app.execute("INSERT INTO tickets (id) VALUES (1)")
+    assert [e["type"] for e in await all_events(platform, sid)] == ["ticket.created"]
+    await app.execute("DROP TABLE tickets")
+    await ok(platform, "uncapture_table", table="tickets")  # by the name it had
+
+
+async def test_a_captured_type_is_not_deleted_under_its_capture(platform: Platform, app: asyncpg.Connection) -> None:
+    sid = await _session(platform)
+    await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_id=sid)
+    await refused(platform, "invalid_request", "uncapture_table it first", "delete_event_type", name="ticket.created")
+    await app.execute("INSERT INTO tickets (id) VALUES (1)")

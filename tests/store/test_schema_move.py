@@ -111,3 +111,26 @@ async def test_a_schema_name_that_is_not_plain_is_refused(settings: Settings) ->
         Settings(database_schema='orchestrator"; DROP SCHEMA public; --')
     with pytest.raises(ValueError, match="database_schema"):
         migrate_module.schema_settings("pg_catalog")
+
+
+@pytest.mark.parametrize(
+    "theirs",
+    [
+        "CREATE TABLE schema_migrations (version bigint PRIMARY KEY, dirty boolean NOT NULL)",  # golang-migrate
+        "CREATE TABLE schema_migrations (version varchar PRIMARY KEY)",  # Rails, dbmate
+    ],
+)
+async def test_an_applications_own_schema_migrations_in_public_is_not_taken_for_the_platforms(
+    blank_db: str, settings: Settings, theirs: str
+) -> None:
+    conn = await asyncpg.connect(blank_db)
+    try:
+        await conn.execute(theirs)
+    finally:
+        await conn.close()
+    platform = await Platform.connect(settings, blank_db)
+    try:
+        await ok(platform, "open_session")
+    finally:
+        await platform.close()
+    assert await _public_tables(blank_db) == {"schema_migrations"}, "the application's table stays its own"

@@ -8,16 +8,24 @@
 -- type's JSON schema is checked by the caller (the platform's commands and Python helpers), not here.
 CREATE FUNCTION emit_events(p_session text, p_events jsonb) RETURNS TABLE (event_id bigint)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    IF jsonb_typeof(p_events) = 'array' AND jsonb_array_length(p_events) > 10000 THEN
+        RAISE EXCEPTION 'events: at most 10000 in one call, not %', jsonb_array_length(p_events)
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY SELECT e.event_id FROM orchestrator_emit_checked(p_session, p_events) e;
+END
+$$;
+
+-- `emit_events` without its bound on one call: a captured statement's rows are as many as it changed.
+CREATE FUNCTION orchestrator_emit_checked(p_session text, p_events jsonb) RETURNS TABLE (event_id bigint)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     v_lock text;
     v_bad record;
 BEGIN
     IF p_events IS NULL OR jsonb_typeof(p_events) <> 'array' OR jsonb_array_length(p_events) = 0 THEN
         RAISE EXCEPTION 'events: a non-empty JSON array of {type, data} is required' USING ERRCODE = '22023';
-    END IF;
-    IF jsonb_array_length(p_events) > 10000 THEN
-        RAISE EXCEPTION 'events: at most 10000 in one call, not %', jsonb_array_length(p_events)
-            USING ERRCODE = '22023';
     END IF;
     SELECT g.n - 1 AS i, g.x INTO v_bad
     FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n)
@@ -58,7 +66,9 @@ $$;
 CREATE FUNCTION emit(p_session text, p_type text, p_data jsonb, p_key text DEFAULT NULL) RETURNS bigint
 LANGUAGE sql SET search_path FROM CURRENT AS $$
     SELECT e.event_id FROM emit_events(
-        p_session, jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('type', p_type, 'data', p_data, 'key', p_key)))
+        p_session,
+        jsonb_build_array(jsonb_build_object('type', p_type, 'data', p_data)
+                          || CASE WHEN p_key IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('key', p_key) END)
     ) e
 $$;
 
@@ -119,23 +129,36 @@ BEGIN
             PERFORM orchestrator_captured_emit(c, r.session, r.events);
         END LOOP;
     ELSE
+        -- Old and new rows paired by their primary key: an update that changed the key is the old row's
+        -- `.deleted` and the new one's `.created`, so whatever mirrors rows by `_id` keeps no ghost.
         FOR r IN
-            SELECT coalesce(c.session_id, nw.doc ->> c.session_column) AS session,
+            WITH nw AS (SELECT to_jsonb(t) AS doc, row_number() OVER () AS n FROM new_rows t),
+            od AS (SELECT to_jsonb(t) AS doc, row_number() OVER () AS n FROM old_rows t),
+            changes AS (
+                SELECT nw.n, nw.doc, CASE WHEN od.doc IS NULL THEN 'created' ELSE 'updated' END AS kind, d.changed,
+                       d.removed
+                FROM nw LEFT JOIN od ON od.doc -> c.id_column = nw.doc -> c.id_column
+                CROSS JOIN LATERAL (
+                    SELECT coalesce(jsonb_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(nw.doc -> k) <> 'null'), '[]')
+                               AS changed,
+                           coalesce(jsonb_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(nw.doc -> k) = 'null'), '[]')
+                               AS removed
+                    FROM jsonb_object_keys(nw.doc - c.exclude) k WHERE nw.doc -> k IS DISTINCT FROM od.doc -> k
+                ) d
+                WHERE od.doc IS NULL OR jsonb_array_length(d.changed) + jsonb_array_length(d.removed) > 0
+                UNION ALL
+                SELECT (SELECT count(*) FROM nw) + od.n, od.doc, 'deleted', NULL, NULL
+                FROM od WHERE NOT EXISTS (SELECT 1 FROM nw WHERE nw.doc -> c.id_column = od.doc -> c.id_column)
+            )
+            SELECT coalesce(c.session_id, x.doc ->> c.session_column) AS session,
                    jsonb_agg(jsonb_build_object(
-                       'type', c.type_prefix || '.updated', 'client', 'table:' || c.table_name,
-                       'data', jsonb_build_object('_id', nw.doc -> c.id_column, 'doc', nw.doc - c.exclude,
-                                                  'changed', d.changed, 'removed', d.removed)
-                   ) ORDER BY nw.n) AS events
-            FROM (SELECT to_jsonb(t) AS doc, row_number() OVER () AS n FROM new_rows t) nw
-            LEFT JOIN (SELECT to_jsonb(t) AS doc FROM old_rows t) od ON od.doc -> c.id_column = nw.doc -> c.id_column
-            CROSS JOIN LATERAL (
-                SELECT coalesce(jsonb_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(nw.doc -> k) <> 'null'), '[]')
-                           AS changed,
-                       coalesce(jsonb_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(nw.doc -> k) = 'null'), '[]')
-                           AS removed
-                FROM jsonb_object_keys(nw.doc - c.exclude) k WHERE nw.doc -> k IS DISTINCT FROM od.doc -> k
-            ) d
-            WHERE jsonb_array_length(d.changed) + jsonb_array_length(d.removed) > 0
+                       'type', c.type_prefix || '.' || x.kind, 'client', 'table:' || c.table_name,
+                       'data', jsonb_build_object('_id', x.doc -> c.id_column, 'doc', x.doc - c.exclude)
+                               || CASE WHEN x.kind = 'updated'
+                                       THEN jsonb_build_object('changed', x.changed, 'removed', x.removed)
+                                       ELSE '{}'::jsonb END
+                   ) ORDER BY x.n) AS events
+            FROM changes x
             GROUP BY 1 ORDER BY 1
         LOOP
             PERFORM orchestrator_captured_emit(c, r.session, r.events);
@@ -152,7 +175,15 @@ BEGIN
         RAISE EXCEPTION '%.%: a captured row needs a session', c.table_name, c.session_column
             USING ERRCODE = '23502';
     END IF;
-    PERFORM emit_events(p_session, p_events);
+    PERFORM orchestrator_emit_checked(p_session, p_events);
+END
+$$;
+
+-- A captured table's rows leave through DELETE, which names each of them; TRUNCATE names none.
+CREATE FUNCTION orchestrator_refuse_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '%: a captured table is not truncated (its rows would leave no event); DELETE them, or end the capture first',
+        TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME USING ERRCODE = '55000';
 END
 $$;
 
@@ -161,6 +192,7 @@ BEGIN
     EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture_insert ON %s', p_table);
     EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture_update ON %s', p_table);
     EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture_delete ON %s', p_table);
+    EXECUTE format('DROP TRIGGER IF EXISTS orchestrator_capture_truncate ON %s', p_table);
 END
 $$;
 
@@ -179,8 +211,14 @@ BEGIN
     IF v_table IS NULL THEN
         RAISE EXCEPTION 'table: no table %', quote_literal(p_table) USING ERRCODE = '22023';
     END IF;
-    IF (SELECT relkind FROM pg_class WHERE oid = v_table) NOT IN ('r', 'p') THEN
-        RAISE EXCEPTION 'table: % is not a table', quote_literal(p_table) USING ERRCODE = '22023';
+    IF (SELECT relkind FROM pg_class WHERE oid = v_table) <> 'r' THEN
+        RAISE EXCEPTION 'table: % is not a plain table (a view, or partitioned: capture its partitions)',
+            quote_literal(p_table) USING ERRCODE = '22023';
+    END IF;
+    -- A row written through a parent or a child of an inheritance skips the other's triggers.
+    IF EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = v_table OR inhparent = v_table) THEN
+        RAISE EXCEPTION 'table: % inherits or is inherited (a partition, or a parent): its rows can be written past '
+            'its triggers', quote_literal(p_table) USING ERRCODE = '22023';
     END IF;
     IF (SELECT relnamespace FROM pg_class WHERE oid = v_table) = current_schema()::regnamespace THEN
         RAISE EXCEPTION 'table: % is one of the platform''s own', quote_literal(p_table) USING ERRCODE = '22023';
@@ -206,11 +244,13 @@ BEGIN
         RAISE EXCEPTION 'exclude: % is the primary key (the events'' _id)', quote_literal(v_id)
             USING ERRCODE = '22023';
     END IF;
+    -- The captures of tables dropped since (an application's migration that drops and makes a table again).
+    DELETE FROM captures c WHERE NOT EXISTS (SELECT 1 FROM pg_class k WHERE k.oid = c.table_oid);
     INSERT INTO captures (table_oid, table_name, type_prefix, id_column, session_column, session_id, exclude)
     VALUES (v_table, v_table::text, p_prefix, v_id, p_session_column, p_session, coalesce(p_exclude, '{}'))
-    ON CONFLICT (table_oid) DO UPDATE SET type_prefix = EXCLUDED.type_prefix, id_column = EXCLUDED.id_column,
-        session_column = EXCLUDED.session_column, session_id = EXCLUDED.session_id, exclude = EXCLUDED.exclude,
-        saved_at = clock_timestamp()
+    ON CONFLICT (table_oid) DO UPDATE SET table_name = EXCLUDED.table_name, type_prefix = EXCLUDED.type_prefix,
+        id_column = EXCLUDED.id_column, session_column = EXCLUDED.session_column, session_id = EXCLUDED.session_id,
+        exclude = EXCLUDED.exclude, saved_at = clock_timestamp()
     RETURNING * INTO v_row;
     PERFORM orchestrator_drop_capture_triggers(v_table);
     -- A trigger with transition tables takes one event each.
@@ -224,6 +264,9 @@ BEGIN
     EXECUTE format(
         'CREATE TRIGGER orchestrator_capture_delete AFTER DELETE ON %s REFERENCING OLD TABLE AS old_rows'
         ' FOR EACH STATEMENT EXECUTE FUNCTION %I.orchestrator_captured()', v_table, current_schema());
+    EXECUTE format(
+        'CREATE TRIGGER orchestrator_capture_truncate BEFORE TRUNCATE ON %s'
+        ' FOR EACH STATEMENT EXECUTE FUNCTION %I.orchestrator_refuse_truncate()', v_table, current_schema());
     RETURN v_row;
 END
 $$;
@@ -233,10 +276,28 @@ CREATE FUNCTION orchestrator_uncapture(p_table text) RETURNS captures LANGUAGE p
 DECLARE
     v_row captures%ROWTYPE;
 BEGIN
-    DELETE FROM captures WHERE table_name = p_table OR table_oid = to_regclass(p_table) RETURNING * INTO v_row;
-    IF FOUND AND to_regclass(v_row.table_name) IS NOT NULL THEN
+    -- By the table as it is now, or by the name it had when the table is gone.
+    DELETE FROM captures c
+    WHERE c.table_oid = to_regclass(p_table)
+       OR (c.table_name = p_table AND NOT EXISTS (SELECT 1 FROM pg_class k WHERE k.oid = c.table_oid))
+    RETURNING * INTO v_row;
+    IF FOUND AND EXISTS (SELECT 1 FROM pg_class k WHERE k.oid = v_row.table_oid) THEN
         PERFORM orchestrator_drop_capture_triggers(v_row.table_oid::regclass);
     END IF;
     RETURN v_row;
 END
 $$;
+
+-- A session deleted (by `delete_session` or retention) ends the captures into it alone, in the same transaction:
+-- their tables' writes would be refused from then on.
+CREATE FUNCTION orchestrator_session_captures_end() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM orchestrator_drop_capture_triggers(c.table_oid::regclass)
+    FROM captures c WHERE c.session_id = NEW.id AND EXISTS (SELECT 1 FROM pg_class k WHERE k.oid = c.table_oid);
+    DELETE FROM captures WHERE session_id = NEW.id;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER sessions_captures_end AFTER UPDATE OF status ON sessions
+    FOR EACH ROW WHEN (NEW.status = 'deleting' AND OLD.status <> 'deleting')
+    EXECUTE FUNCTION orchestrator_session_captures_end();
