@@ -94,7 +94,7 @@ async def emit(
     return event_id
 
 
-def _sa_args(session_id: str, events: Sequence[Mapping[str, Any]], schema: str) -> tuple[Any, Any, str]:
+def _sa_args(events: Sequence[Mapping[str, Any]], schema: str) -> tuple[Any, Any, str]:
     from sqlalchemy import text  # the helpers for SQLAlchemy need it; the rest of the platform does not
 
     read, write = _statements(schema)
@@ -105,7 +105,7 @@ def emit_events_sa(
     session: Any, session_id: str, events: Sequence[Mapping[str, Any]], *, schema: str = DEFAULT_SCHEMA
 ) -> list[int]:
     """`emit_events` over a SQLAlchemy `Session` or `Connection`, in its transaction."""
-    read, write, names = _sa_args(session_id, events, schema)
+    read, write, names = _sa_args(events, schema)
     rows = session.execute(read, {"names": names}).mappings().all()
     body = _checked(events, {r["name"]: r["schema"] for r in rows})
     return [int(r[0]) for r in session.execute(write, {"session": session_id, "events": body}).all()]
@@ -130,7 +130,7 @@ async def emit_events_sa_async(
     session: Any, session_id: str, events: Sequence[Mapping[str, Any]], *, schema: str = DEFAULT_SCHEMA
 ) -> list[int]:
     """`emit_events` over a SQLAlchemy `AsyncSession` or `AsyncConnection`, in its transaction."""
-    read, write, names = _sa_args(session_id, events, schema)
+    read, write, names = _sa_args(events, schema)
     rows = (await session.execute(read, {"names": names})).mappings().all()
     body = _checked(events, {r["name"]: r["schema"] for r in rows})
     return [int(r[0]) for r in (await session.execute(write, {"session": session_id, "events": body})).all()]

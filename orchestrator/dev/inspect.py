@@ -368,17 +368,7 @@ async def command_client(
             yield c
         return
     # Imported here: the platform, its store and Temporal are needed only in-process.
-    from orchestrator.dev.runtime import ConfigurationError
-    from orchestrator.engine.worker import connect_temporal
-    from orchestrator.platform import Platform
+    from orchestrator.dev.runtime import local_platform
 
-    if not settings.database_url:
-        raise ConfigurationError("--local needs ORCHESTRATOR_DATABASE_URL")
-    temporal = None
-    if settings.temporal_address:
-        temporal = await connect_temporal(settings.temporal_address, settings.temporal_namespace, settings)
-    platform = await Platform.connect(settings, settings.database_url, temporal=temporal)
-    try:
+    async with local_platform(settings) as platform:
         yield Client.local(platform)
-    finally:
-        await platform.close()

@@ -591,8 +591,10 @@ async def run_api(settings: Settings, *, announce: Announce = _log_announce) -> 
             await platform.close()
 
 
-async def run_local_command(settings: Settings, body: Any) -> dict[str, Any]:
-    """One command in this process against `settings.database_url`, with no API in between."""
+@contextlib.asynccontextmanager
+async def local_platform(settings: Settings) -> AsyncIterator[Platform]:
+    """The platform in this process against `settings.database_url` (`--local`: no API in between), with
+    Temporal when `settings.temporal_address` is set."""
     if not settings.database_url:
         raise ConfigurationError("--local needs ORCHESTRATOR_DATABASE_URL")
     temporal = None
@@ -600,6 +602,12 @@ async def run_local_command(settings: Settings, body: Any) -> dict[str, Any]:
         temporal = await connect_temporal(settings.temporal_address, settings.temporal_namespace, settings)
     platform = await Platform.connect(settings, settings.database_url, temporal=temporal)
     try:
-        return await platform.command(body)
+        yield platform
     finally:
         await platform.close()
+
+
+async def run_local_command(settings: Settings, body: Any) -> dict[str, Any]:
+    """One command in this process against `settings.database_url`, with no API in between."""
+    async with local_platform(settings) as platform:
+        return await platform.command(body)
