@@ -50,8 +50,15 @@ def declared_name(kind: Kind, body: Mapping[str, Any]) -> str:
     if kind == "capture":
         return str(body["table"])
     if kind == "schedule":
-        return f"{body['session_alias']}:{body['alias']}"
+        # Aliases hold no space (they may hold `:` and `/`), so " in " parts the two whatever they hold.
+        return f"{body['alias']} in {body['session_alias']}"
     return str(body["name"])
+
+
+def schedule_of(name: str) -> tuple[str, str]:
+    """A declared schedule's session alias and its own alias, from its name (`declared_name`)."""
+    alias, _, session_alias = name.partition(" in ")
+    return session_alias, alias
 
 
 def plan(
@@ -87,4 +94,4 @@ def changes(steps: Sequence[Step]) -> list[Step]:
     return [s for s in steps if s.action != "keep"]
 
 
-__all__ = ["KINDS", "Held", "Step", "changes", "declared_name", "plan"]
+__all__ = ["KINDS", "Held", "Step", "changes", "declared_name", "plan", "schedule_of"]

@@ -22,7 +22,7 @@ from orchestrator.commands.schedules import BODY_FIELDS, CreateSchedule
 from orchestrator.core.declaration import parse_declaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import EventTypeDeclaration
-from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan
+from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan, schedule_of
 from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule
 from orchestrator.core.validation import field_errors_message
 from orchestrator.platform import Platform
@@ -101,7 +101,7 @@ def _schedules(app: UserApp, problems: list[str]) -> list[dict[str, Any]]:
 
 
 async def _held_schedule(platform: Platform, name: str) -> dict[str, Any] | None:
-    session_alias, _, alias = name.rpartition(":")
+    session_alias, alias = schedule_of(name)
     session_id = await platform.store.session_by_alias(session_alias)
     row = None if session_id is None else await platform.store.find_schedule(session_id, alias)
     if row is None:
@@ -225,7 +225,7 @@ async def _put_schedule(platform: Platform, body: Mapping[str, Any]) -> dict[str
 
 
 async def _remove_schedule(platform: Platform, name: str) -> None:
-    session_alias, _, alias = name.rpartition(":")
+    session_alias, alias = schedule_of(name)
     session_id = await platform.store.session_by_alias(session_alias)
     if session_id is not None:
         await platform.command({"command": "delete_schedule", "session_id": session_id, "alias": alias})

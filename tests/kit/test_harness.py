@@ -114,12 +114,12 @@ async def test_an_apps_declared_schedule_is_made_in_the_session_at_its_alias_cha
         slower = UserApp(
             name="tests.clock_app", schedules=[{**clock, "repeat": {"type": "interval", "every_seconds": 7200}}]
         )
-        assert [s.line() for s in changes(await plan_of(h.platform, slower))] == ["change  schedule ops:clock"]
+        assert [s.line() for s in changes(await plan_of(h.platform, slower))] == ["change  schedule clock in ops"]
         await apply(h.platform, slower, lambda _: None)
         assert (await h.client.command(body))["schedule"]["repeat"]["every_seconds"] == 7200
 
         gone = UserApp(name="tests.clock_app")
-        assert [s.line() for s in changes(await plan_of(h.platform, gone))] == ["remove  schedule ops:clock"]
+        assert [s.line() for s in changes(await plan_of(h.platform, gone))] == ["remove  schedule clock in ops"]
         await apply(h.platform, gone, lambda _: None)
         assert (await h.client.command(body))["error"] == "not_found"
 
