@@ -62,7 +62,7 @@ async def _captures(platform: Platform, app: UserApp, problems: list[str]) -> li
             continue
         table = qualified(capture.table)
         # The capture is a trigger on the table: the application's own migrations make it, before the app starts.
-        if not await platform.store.pool.fetchval("SELECT to_regclass($1) IS NOT NULL", table):
+        if not await platform.store.table_exists(table):
             problems.append(f"captures.{n}.table: no table {table!r} (create it before the app starts)")
             continue
         captures.append(_capture(capture.model_dump(exclude={"command"})))

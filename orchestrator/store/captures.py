@@ -82,6 +82,10 @@ class Captures(PostgresStore):
             raise CommandError("not_found", f"table: no capture of {table!r}")
         return _capture(row)
 
+    async def table_exists(self, table: str) -> bool:
+        """Whether the application's `schema.table` is there (an app's captures need it before it starts)."""
+        return bool(await self.pool.fetchval("SELECT to_regclass($1) IS NOT NULL", table))
+
     async def capture_prefixes(self) -> dict[str, tuple[str, bool]]:
         """Every capture's type prefix: the table it was for, and whether that table still exists."""
         rows = await self.pool.fetch(
