@@ -270,9 +270,11 @@ async def test_the_desk_example_keeps_its_board_as_its_own_table_says(
             await tables.write(conn, sid)
 
             async def settled() -> bool:
+                # The run writes the tickets first and the escalations last: wait for both, not the first.
                 body = {"command": "read_object", "session_id": sid, "alias": "desk/tickets/2"}
                 gone = await engine.platform.command(body)
-                return bool((gone.get("object") or {}).get("value", {}).get("deleted"))
+                seen = await engine.platform.command({**body, "alias": "desk/escalations"})
+                return bool((gone.get("object") or {}).get("value", {}).get("deleted")) and "object" in seen
 
             await eventually(settled, within=90, what="the board after the last change")
             first = (await engine.command("read_object", session_id=sid, alias="desk/tickets/1"))["object"]["value"]
