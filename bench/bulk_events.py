@@ -22,7 +22,10 @@ import concurrent.futures
 import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
+
+import asyncpg
 
 from bench.batch_cost import two_activity_engine
 from bench.burst import SPAWN, Starts, added_delays, bench_platform, engine, write_through_http
@@ -83,13 +86,40 @@ async def routed_position(platform: Any, session: str) -> int:
     return int(position or 0)
 
 
-async def router_positions(platform: Any, session: str, done: asyncio.Event) -> list[tuple[float, int]]:
-    """The router's position in the session over time (polled every 20 ms)."""
+def _poll_positions(database_url: str, session: str, stop: Any, out: Any) -> None:
+    """The router's position in the session over time (every 20 ms), polled from a process of its own so
+    that the polling is not counted as the worker's CPU; sent to `out` once `stop` is set."""
+
+    async def run() -> list[tuple[float, int]]:
+        conn = await asyncpg.connect(database_url)
+        seen: list[tuple[float, int]] = []
+        try:
+            while not stop.is_set():
+                position = await conn.fetchval(
+                    "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session
+                )
+                seen.append((time.time(), int(position or 0)))
+                await asyncio.sleep(0.02)
+        finally:
+            await conn.close()
+        return seen
+
+    out.put(asyncio.run(run()))
+
+
+@contextlib.asynccontextmanager
+async def router_positions(database_url: str, session: str) -> AsyncIterator[list[tuple[float, int]]]:
+    """The router's position over the block, filled in as it ends (`_poll_positions`)."""
+    stop, out = SPAWN.Event(), SPAWN.Queue()
+    poller = SPAWN.Process(target=_poll_positions, args=(database_url, session, stop, out), daemon=True)
+    poller.start()
     seen: list[tuple[float, int]] = []
-    while not done.is_set():
-        seen.append((time.time(), await routed_position(platform, session)))
-        await asyncio.sleep(0.02)
-    return seen
+    try:
+        yield seen
+    finally:
+        stop.set()
+        seen.extend(await asyncio.to_thread(out.get, True, 60))
+        await asyncio.to_thread(poller.join, 10)
 
 
 async def case(bench: Any, label: str, events: int, per_request: int | None, light: bool = False) -> None:
@@ -109,11 +139,9 @@ async def case(bench: Any, label: str, events: int, per_request: int | None, lig
     assert reply["status"] == "success", reply
     session = (await platform.command({"command": "open_session"}))["session"]["id"]
     running = engine if light else two_activity_engine
-    async with running(platform, bench.client, starts):
+    async with running(platform, bench.client, starts), router_positions(bench.database_url, session) as seen:
         meter = CpuMeter(bench.server_pid, bench.postgres_pid)
         meter.start()
-        stop_polling = asyncio.Event()
-        positions = asyncio.create_task(router_positions(platform, session, stop_polling))
         if per_request is None:
             aliases = [f"bench/{n % 100}" for n in range(events)]
             began, written_at = await write_through_http(
@@ -124,8 +152,6 @@ async def case(bench: Any, label: str, events: int, per_request: int | None, lig
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(starts.all_started.wait(), timeout=900)
         cpu = meter.stop()
-        stop_polling.set()
-        seen = await positions
     await platform.command({"command": "delete_listener", "name": name})
     written = await platform.store.list_events(session, limit=events + 10, types=types)
     commits = {e.id: e.created_at.timestamp() for e in written}
