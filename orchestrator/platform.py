@@ -55,10 +55,11 @@ class Platform:
     async def close(self) -> None:
         await self.store.close()
 
-    async def command(self, body: Any, caller: Caller | None = None) -> dict[str, Any]:
-        """Run one JSON command and answer with its JSON reply; a door that checks keys says who calls."""
+    async def command(self, body: Any, caller: Caller | None = None, raw: bytes | None = None) -> dict[str, Any]:
+        """Run one JSON command and answer with its JSON reply; a door that checks keys says who calls, and one
+        that read the JSON text gives it (`raw`)."""
         try:
-            return await dispatch(self, body, caller)
+            return await dispatch(self, body, caller, raw)
         except CommandError as err:
             return err.reply()
         except Exception:

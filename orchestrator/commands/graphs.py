@@ -42,7 +42,12 @@ class ReadGraph(Request):
 async def update_graph(platform: CommandContext, req: UpdateGraph) -> dict[str, Any]:
     """Apply a patch to the session's graph, all or none, guarded by `if_rev`, with one `graph.changed` event
     naming the nodes it changed."""
-    check_payload("patch", req.patch.model_dump(mode="json", by_alias=True), platform.settings.limits.max_payload_bytes)
+    check_payload(
+        "patch",
+        req.patch.model_dump(mode="json", by_alias=True),
+        platform.settings.limits.max_payload_bytes,
+        in_body=False,  # dumped with its defaults: more than was sent
+    )
     graph, event_id = await platform.store.update_graph(
         req.session_id,
         req.patch,

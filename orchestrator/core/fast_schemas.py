@@ -67,7 +67,7 @@ def _compile(schema: Any) -> Check:
         if not isinstance(kinds, list) or any(k not in _TYPES for k in kinds):
             raise _Unsupported
         tests = [_TYPES[k] for k in kinds]
-        checks.append(lambda v: any(t(v) for t in tests))
+        checks.append(tests[0] if len(tests) == 1 else lambda v: any(t(v) for t in tests))
     if "enum" in schema:
         choices = schema["enum"]
         if not isinstance(choices, list):
@@ -81,7 +81,27 @@ def _compile(schema: Any) -> Check:
     if "items" in schema:
         item = _compile(schema["items"])
         checks.append(lambda v: not isinstance(v, list) or all(item(x) for x in v))
-    return lambda v: all(check(v) for check in checks)
+    return _all(checks)
+
+
+def _all(checks: list[Check]) -> Check:
+    """One check of them all, with no generator for the one or two a plain schema mostly has."""
+    if not checks:
+        return lambda _: True
+    if len(checks) == 1:
+        return checks[0]
+    if len(checks) == 2:
+        first, second = checks
+        return lambda v: first(v) and second(v)
+    every = tuple(checks)
+
+    def holds(v: Any) -> bool:
+        for check in every:  # noqa: SIM110 - a loop, not a generator, on a bulk write's path
+            if not check(v):
+                return False
+        return True
+
+    return holds
 
 
 def _bound(limit: Any) -> int | float:
@@ -134,16 +154,29 @@ def _object(schema: Mapping[str, Any]) -> list[Check]:
         raise _Unsupported
     compiled = {name: _compile(sub) for name, sub in properties.items()}
     if compiled:
-        checks.append(lambda v: not isinstance(v, dict) or all(c(v[k]) for k, c in compiled.items() if k in v))
+        checks.append(_properties(tuple(compiled.items())))
     required = schema.get("required", [])
-    if not isinstance(required, list):
+    if not isinstance(required, list) or not all(isinstance(k, str) for k in required):
         raise _Unsupported
     if required:
-        checks.append(lambda v: not isinstance(v, dict) or all(k in v for k in required))
+        names = frozenset(required)
+        checks.append(lambda v: not isinstance(v, dict) or names.issubset(v))
     if "additionalProperties" in schema:
         extra = _compile(schema["additionalProperties"])
         checks.append(lambda v: not isinstance(v, dict) or all(extra(x) for k, x in v.items() if k not in compiled))
     return checks
+
+
+def _properties(compiled: tuple[tuple[str, Check], ...]) -> Check:
+    def holds(v: Any) -> bool:
+        if not isinstance(v, dict):
+            return True
+        for name, check in compiled:  # noqa: SIM110 - a loop, not a generator, on a bulk write's path
+            if name in v and not check(v[name]):
+                return False
+        return True
+
+    return holds
 
 
 __all__ = ["Check", "fast_check"]

@@ -129,7 +129,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         # A caller's W3C `traceparent` makes its trace the parent of what this command writes; its
         # `X-Request-Id` names the request as the cause of what it writes.
         with continuing(request.headers.get("traceparent")), request_id(_request_id(request)):
-            reply = await platform.command(body, Caller(principal, gate))
+            reply = await platform.command(body, Caller(principal, gate), raw)
         return reply_response(reply)
 
     hub = StreamHub(lambda: platform.direct_url)

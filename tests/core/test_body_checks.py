@@ -1,0 +1,60 @@
+"""What the door may skip for a body read whole: the walk for NULs and depth, and weighing each value again."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orchestrator.commands.fields import check_payload, decoded_from
+from orchestrator.commands.registry import MAX_JSON_DEPTH, json_trouble, may_hold_trouble
+from orchestrator.core.errors import CommandError
+
+JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(alphabet=st.characters(codec="utf-8"))),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=3), inner, max_size=4)),
+    max_leaves=30,
+)
+
+
+@given(JSON, st.integers(1, 12), st.booleans())
+def test_a_body_the_text_clears_holds_nothing_the_walk_would_refuse(value: Any, limit: int, ascii: bool) -> None:
+    body = {"command": "x", "v": value}
+    raw = json.dumps(body, ensure_ascii=ascii).encode()
+    if not may_hold_trouble(raw, limit):
+        assert json_trouble(body, limit) is None
+    if b"\\u0000" not in raw:  # no NUL anywhere: the text reads the depth exactly
+        assert may_hold_trouble(raw, limit) == (json_trouble(body, limit) is not None)
+
+
+def test_a_nul_or_a_deep_body_is_never_cleared_by_its_text() -> None:
+    assert may_hold_trouble(json.dumps({"s": "a\x00"}).encode(), MAX_JSON_DEPTH)
+    deep: Any = 1
+    for _ in range(MAX_JSON_DEPTH + 1):
+        deep = [deep]
+    assert may_hold_trouble(json.dumps({"v": deep}).encode(), MAX_JSON_DEPTH)
+    # A written backslash before `u0000` is no NUL: cleared or not, the walk decides.
+    raw = json.dumps({"s": "\\u0000"}).encode()
+    assert may_hold_trouble(raw, MAX_JSON_DEPTH) and json_trouble(json.loads(raw), MAX_JSON_DEPTH) is None
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200))
+def test_a_value_of_a_body_whose_thrice_fits_the_limit_fits_it(text: str) -> None:
+    raw = json.dumps({"v": {"s": text}}, ensure_ascii=False).encode()
+    limit = 3 * len(raw)
+    with decoded_from(len(raw)):
+        check_payload("v", {"s": text}, limit)  # skipped
+    check_payload("v", {"s": text}, limit)  # weighed: must agree
+
+
+def test_a_value_too_large_is_refused_when_its_body_is_not_known_to_fit() -> None:
+    value = {"s": "é" * 100}
+    with decoded_from(120):
+        try:
+            check_payload("v", value, 200)
+        except CommandError as err:
+            assert err.code == "limit_exceeded"
+        else:
+            raise AssertionError("a 600-byte value passed a 200-byte limit")
