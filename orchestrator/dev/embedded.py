@@ -282,6 +282,18 @@ class TemporalDevServer:
             "system.enableActivityEagerExecution=true",
             "--dynamic-config-value",
             "system.enableEagerWorkflowStart=true",
+            # One shard carries every workflow here, and its queues' readers poll at most 20 times a second by
+            # default: under steady load each workflow task, activity and run start waited up to 50 ms for the
+            # next read (a run of two activities took 150 ms, not 50), and a timer up to a second for its
+            # reader's time shift. A cluster spreads that over its many shards; one shard needs it raised.
+            "--dynamic-config-value",
+            "history.transferProcessorMaxPollRPS=1000",
+            "--dynamic-config-value",
+            "history.timerProcessorMaxPollRPS=1000",
+            "--dynamic-config-value",
+            "history.visibilityProcessorMaxPollRPS=1000",
+            "--dynamic-config-value",
+            'history.timerProcessorMaxTimeShift="20ms"',
         ]
         for name in SEARCH_ATTRIBUTES:
             args += ["--search-attribute", f"{name}=Keyword"]
