@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     # The Temporal server skips time (the time-skipping test server, as `orchestrator.testing` runs it): its
     # timers are exact, and a lane's time leads the database's clock by what it skipped.
     temporal_time_skipping: bool = False
+    # How late the Temporal server's timers may fire: a lane wakes this early for a step and waits out the rest
+    # itself. A cluster's timer queues read about a second ahead (its default); the embedded server's read
+    # 20 ms ahead, and `orchestrator dev` sets this to that server's resolution when it starts one.
+    temporal_timer_resolution_seconds: float = Field(default=1.0, ge=0, le=10)
     # Where the Temporal UI is, for the dashboard's links to executions (`orchestrator dev` sets its own).
     temporal_ui_url: str | None = None
     # A run whose record says `running` this long is looked up in Temporal by the router's sweep, and again

@@ -84,7 +84,7 @@ class LaneWorkflow:
 
     @workflow.run
     async def run(self, start: LaneStart) -> None:
-        early = early_for(self.state.time_skipping)
+        early = early_for(self.state.time_skipping, self.state.timer_resolution)
         while True:
             # Cleared before the work, not after: a nudge that lands while a step runs must wake the next wait.
             self._wake = False

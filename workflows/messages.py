@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from orchestrator.core.lane_clock import LaneClock, LaneNews
+from orchestrator.core.lane_clock import TIMER_RESOLUTION_SECONDS, LaneClock, LaneNews
 from orchestrator.core.outcomes import Outcome
 
 # The one signal a lane takes: the store has news for it (events wait, a slot was freed, a repeat is due).
@@ -47,6 +47,8 @@ class LaneStart(BaseModel):
     idle_exit_seconds: float = 300.0
     # The Temporal server skips time (the test server): its timers are exact, and the lane's clock leads.
     time_skipping: bool = False
+    # How late its server's timers may fire (`Settings.temporal_timer_resolution_seconds`): it wakes that early.
+    timer_resolution: float = TIMER_RESOLUTION_SECONDS
     clock: LaneClock = Field(default_factory=LaneClock)
     outcomes: list[Outcome] = Field(default_factory=list)
     trouble: LaneTrouble | None = None

@@ -19,14 +19,15 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 SLOT_RECHECK_SECONDS = 60.0
-# How early a lane wakes for a step on a real server, whose timers resolve to about a second; whoever drives
-# the lane waits out the rest itself (at most this long). The test server's timers are exact.
+# How early a lane wakes for a step on a cluster, whose timers resolve to about a second (the deployment's
+# `temporal_timer_resolution_seconds`); whoever drives the lane waits out the rest itself (at most this long).
+# The test server's timers are exact.
 TIMER_RESOLUTION_SECONDS = 1.0
 
 
-def early_for(time_skipping: bool) -> float:
+def early_for(time_skipping: bool, resolution: float = TIMER_RESOLUTION_SECONDS) -> float:
     """How long a driver may wait out on its own before a step on this server: a timer's resolution."""
-    return 0.0 if time_skipping else TIMER_RESOLUTION_SECONDS
+    return 0.0 if time_skipping else resolution
 
 
 class Declared(BaseModel):

@@ -42,6 +42,7 @@ class Nudger:
                 history_limit=self.settings.lane_history_limit,
                 idle_exit_seconds=self.settings.lane_idle_exit_seconds,
                 time_skipping=self.settings.temporal_time_skipping,
+                timer_resolution=self.settings.temporal_timer_resolution_seconds,
             ),
             id=address.workflow_id,
             task_queue=self.settings.task_queue,
