@@ -37,6 +37,7 @@ from orchestrator.core.events import preview
 from orchestrator.core.lane_clock import LaneNews
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import (
+    FETCH_EVENTS,
     Acted,
     Consume,
     Drop,
@@ -187,15 +188,17 @@ class LaneDriver:
         early: float = 0.0,
         settle: float = 0.0,
         time_skipping: bool = False,
+        read: LaneSnapshot | None = None,
     ) -> Drive:
         """Step the lane until it waits. `lane_now`: the lane's time, which leads the database's clock on a
         server that skips time (the test server); `early`: the longest wait waited out here; `settle`: how
-        long to wait before the first read (a lane woken early for a step due then)."""
+        long to wait before the first read (a lane woken early for a step due then); `read`: the lane as
+        read already (a run's end answers it), for its first read."""
         skew = max(lane_now - time.time(), 0.0) if time_skipping and lane_now is not None else 0.0
         drive = Drive()
         if settle > 0:
             await asyncio.sleep(min(settle, early))
-        snap = await self._first_read(address)
+        snap = await self._first_read(address, read)
         stale = 0
         for _ in range(MAX_STEPS):
             if snap is None:
@@ -267,23 +270,28 @@ class LaneDriver:
         task.add_done_callback(_forget_failure)
         self._ahead[address] = task
 
-    async def _first_read(self, address: LaneAddress) -> LaneSnapshot | None:
-        """A drive's first read of its lane: the one read ahead, brought up to date by a read without envelopes
-        when it still holds (`lane_snapshot.with_read_ahead`); else a full read."""
+    async def _first_read(self, address: LaneAddress, read: LaneSnapshot | None = None) -> LaneSnapshot | None:
+        """A drive's first read of its lane: `read` when whole; else the one read ahead, brought up to date by
+        a read without envelopes (`read`, or one made now) when it still holds (`lane_snapshot.with_read_ahead`);
+        else `read` (the drive reads whole if it must take a batch) or a full read."""
         ahead = self._ahead.pop(address, None)
+        if read is not None and read.complete:
+            if ahead is not None:
+                ahead.cancel()
+            return read
         if ahead is not None:
             try:
                 earlier = await ahead
             except Exception:
                 earlier = None  # the read ahead failed: read now
             if earlier is not None:
-                fresh = await self.lanes.snapshot(address, 0)
+                fresh = read if read is not None else await self.lanes.snapshot(address, 0)
                 if fresh is None:
                     return None
                 current = with_read_ahead(fresh, earlier)
                 if current is not None:
                     return current
-        return await self.lanes.snapshot(address)
+        return read if read is not None else await self.lanes.snapshot(address)
 
     async def _act_and_finish(self, snap: LaneSnapshot, take: Take, batch_id: int, drive: Drive) -> LaneSnapshot | None:
         address = snap.address
@@ -536,6 +544,8 @@ class LaneDriver:
                 key_max=tag.key_slots or 0,
                 repeat_in=None if decision is None else decision.repeat_in,
                 gave_up=decision is not None and decision.gave_up,
+                lane=tag.lane,
+                fetch_own=0 if self._reads_ahead(tag) else FETCH_EVENTS,
             )
         )
         crossing("run_end.recorded")
@@ -554,20 +564,28 @@ class LaneDriver:
             )
             await self.nudger.nudge_quietly(own, LaneNews(due_in=decision.repeat_in))
         if ended.recorded:
-            await self.hand_on(list(ended.drive))
+            await self.hand_on(list(ended.drive), ended.snapshot)
 
-    async def hand_on(self, lanes: list[LaneAddress]) -> None:
+    def _reads_ahead(self, tag: RunTag) -> bool:
+        """Whether this driver holds a read ahead of the run's own lane (its waiting events, whole)."""
+        if tag.listener is None or tag.lane is None:
+            return False
+        workflow_id = lane_workflow_id(tag.session_id, tag.listener, tag.lane)
+        return LaneAddress(tag.session_id, tag.listener, tag.lane, workflow_id) in self._ahead
+
+    async def hand_on(self, lanes: list[LaneAddress], read: LaneSnapshot | None = None) -> None:
         """Drive the lanes a freed slot went to, here and now: whoever frees a slot takes what waits for it (act's
         drain), which spares each a nudge and a workflow task. A lane whose window is still open is nudged to
         step when it closes, rather than waited for here: the ending run's last workflow task stays open while
         this runs, and a serial lane's runs held their slot 60% longer when it waited (bench.batch_cost). One that
-        cannot be driven now is nudged to drive itself."""
+        cannot be driven now is nudged to drive itself. `read`: the first lane as the run's end read it."""
         handed = 0
         while lanes and handed < MAX_HAND_ON:
             address = lanes.pop(0)
             handed += 1
+            first, read = read, None
             try:
-                drive = await self.drive(address)
+                drive = await self.drive(address, read=first)
             except Exception:
                 self.observed.log.warning(
                     "could not drive lane %s for the slot it was handed", address.workflow_id, exc_info=True

@@ -84,6 +84,10 @@ class Ending:
     key_max: int = 0
     repeat_in: float | None = None
     gave_up: bool = False
+    # The run's own lane, and how many of its waiting events the answer reads when it is the first to drive (0:
+    # counts and times only, the driver holding them read ahead); another lane is read whole.
+    lane: str | None = None
+    fetch_own: int = FETCH_EVENTS
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ class Ended:
     recorded: bool
     # Lanes to drive now: the run's own when more waits in it, the one a freed key slot went to.
     drive: tuple[LaneAddress, ...] = ()
+    # The first of them, read after the end in its transaction (`Ending.fetch_own`): its drive's first read.
+    snapshot: LaneSnapshot | None = None
 
 
 @dataclass(frozen=True)

@@ -635,7 +635,11 @@ class MemoryLaneStore:
                     drive = (lane.address,)
                 if ending.gave_up:
                     self._listener_failed(ending.execution_id, lane.listener, lane.lane, execution.depth)
-        return Ended(True, drive)
+        if not drive:
+            return Ended(True, drive)
+        first = drive[0]
+        own = first.listener == ending.listener and first.lane == ending.lane
+        return Ended(True, drive, await self.snapshot(first, ending.fetch_own if own else FETCH_EVENTS))
 
     # -- routing ---------------------------------------------------------------------------------------------
 

@@ -311,9 +311,19 @@ class PgLaneStore:
             "key_max": ending.key_max,
             "repeat_in": ending.repeat_in,
             "gave_up": ending.gave_up,
+            "lane": ending.lane,
+            "fetch_own": ending.fetch_own,
+            "fetch": FETCH_EVENTS,
         }
-        answer = await self.pool.fetchval("SELECT orchestrator_run_end($1::jsonb)", body)
-        return Ended(bool(answer["recorded"]), tuple(_address(a) for a in answer["drive"]))
+        answer = await self.pool.fetchval("SELECT orchestrator_run_end_read($1::jsonb)", body)
+        drive = tuple(_address(a) for a in answer["drive"])
+        first, data = (drive[0] if drive else None), answer.get("snapshot")
+        snapshot = None
+        if first is not None and data is not None:
+            own = first.listener == ending.listener and first.lane == ending.lane
+            complete = not own or ending.fetch_own > 0
+            snapshot = snapshot_of(first.session_id, first.listener, first.lane, data, complete=complete)
+        return Ended(bool(answer["recorded"]), drive, snapshot)
 
     async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:
         answer = await self.pool.fetchval("SELECT orchestrator_route_page($1, $2, $3)", session_id, limit, parallel_cap)

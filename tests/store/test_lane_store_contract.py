@@ -329,11 +329,15 @@ async def test_a_runs_end_releases_its_slot_once_and_hands_its_lane_what_waits(w
     await finish(world, snap, decision, recorded)
     await world.write(sid, "a/2")
     await route_all(world, sid)
-    ended = await end(world, sid, decision.execution_id)
+    ended = await end(world, sid, decision.execution_id, lane="_", fetch_own=0)
     assert ended.recorded and [a.workflow_id for a in ended.drive] == [address(sid).workflow_id]
     assert not (await end(world, sid, decision.execution_id)).recorded, "an end is recorded once"
     after = await snapshot(world, address(sid))
     assert after.runs == () and after.pending == 1
+    # The end answers its own lane as it left it, read without envelopes (its driver read them ahead).
+    answered = ended.snapshot
+    assert answered is not None and not answered.complete and answered.runs == () and answered.waiting == ()
+    assert (answered.fired_through, answered.routed_through) == (after.fired_through, after.routed_through)
 
 
 async def test_a_failed_run_with_attempts_left_holds_its_slot_until_its_repeat(world: World) -> None:
@@ -373,10 +377,13 @@ async def test_a_freed_key_slot_goes_to_the_lane_that_queued_for_it(world: World
     assert isinstance(wait, Wait) and wait.reason == "queued_for_key_slot" and wait.queue_for_key_slot
     assert not await world.lanes.queue_for_key_slot(behind, 1)
     assert (await snapshot(world, b)).key_slot == "queued"
-    ended = await end(world, sid, decision.execution_id, listener="k", keyed=True, key_max=1)
+    ended = await end(world, sid, decision.execution_id, listener="k", keyed=True, key_max=1, lane="a", fetch_own=0)
     assert [x.workflow_id for x in ended.drive] == [b.workflow_id]
     handed = await snapshot(world, b)
     assert handed.key_slot == "held" and handed.keys_held == 1
+    # The lane the slot went to is answered whole, as a read of it now would be: its driver takes from it.
+    assert ended.snapshot is not None and ended.snapshot.complete
+    assert (ended.snapshot.key_slot, [q.id for q in ended.snapshot.waiting]) == ("held", [q.id for q in handed.waiting])
     taken = step(handed, handed.now, LIMITS)
     assert isinstance(taken, Take) and taken.key_slot == "keep"
 
