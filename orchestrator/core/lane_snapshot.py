@@ -27,7 +27,7 @@ class LaneAddress:
     workflow_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # a thousand a read: slots make each a third cheaper to build
 class Queued:
     """An event as a lane holds it, by reference: what the step decides by and where a run is to look, never
     its envelope (the driver reads envelopes only for a template that names them).
