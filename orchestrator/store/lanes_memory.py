@@ -465,9 +465,6 @@ class MemoryLaneStore:
         lane.seq += 1
         if take.kind == "batch":
             lane.fired_through = max(lane.fired_through, take.last_id)
-            # The lane's own batch takes its queue rows with it (0003_retention.sql's `batches_take_queue`).
-            for event_id in [i for i in lane.queue if i <= lane.fired_through]:
-                del lane.queue[event_id]
         if take.key_slot == "take":
             if slot is None:
                 self.key_slots[lane.id] = self._key_row(lane, True)
@@ -576,6 +573,10 @@ class MemoryLaneStore:
             self._started(execution)
         batch = self.batches.get(finishing.batch_id)
         if batch is not None:
+            if batch.retry == 0 and batch.replay == 0:
+                # The lane's own batch takes its queue rows once finished (0016's `orchestrator_batch_take_queue`).
+                for event_id in [i for i in lane.queue if i <= batch.last_id]:
+                    del lane.queue[event_id]
             batch.state = "done"
         granted: tuple[LaneAddress, ...] = ()
         if finishing.release:

@@ -257,12 +257,16 @@ async def test_a_fired_batch_leaves_no_queue_rows_and_what_is_left_waits(world: 
     assert await world.queue_rows(address(sid)) == ids
     snap, decision, recorded = await take(world, address(sid))
     assert decision.consumed == tuple(ids[:2])
-    # The batch's own statement takes its queue rows; the event past `max_events` still waits in the queue.
-    assert await world.queue_rows(address(sid)) == ids[2:]
+    # The record moves the lane past its batch (what waits is after `fired_through`); its finish takes the
+    # batch's queue rows, and the event past `max_events` still waits in the queue.
+    waiting = await snapshot(world, address(sid))
+    assert [q.id for q in waiting.waiting] == ids[2:]
     await finish(world, snap, decision, recorded)
+    assert await world.queue_rows(address(sid)) == ids[2:]
     await end(world, sid, decision.execution_id)
     snap, decision, recorded = await take(world, address(sid))
     assert decision.consumed == tuple(ids[2:])
+    await finish(world, snap, decision, recorded)
     assert await world.queue_rows(address(sid)) == []
 
 
