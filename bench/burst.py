@@ -439,7 +439,6 @@ async def bench_platform(statements: bool = False) -> AsyncIterator[Bench]:
                 settings = Settings(
                     limits=Limits(activation_delay_seconds=0, listener_fires_per_minute=100_000),
                     search_attributes=False,
-                    temporal_timer_resolution_seconds=server.TIMER_RESOLUTION_SECONDS,
                 )
                 platform = await Platform.connect(settings, url, temporal=client)
                 try:

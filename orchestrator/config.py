@@ -74,8 +74,9 @@ class Settings(BaseSettings):
     # timers are exact, and a lane's time leads the database's clock by what it skipped.
     temporal_time_skipping: bool = False
     # How late the Temporal server's timers may fire: a lane wakes this early for a step and waits out the rest
-    # itself. A cluster's timer queues read about a second ahead (its default); the embedded server's read
-    # 20 ms ahead, and `orchestrator dev` sets this to that server's resolution when it starts one.
+    # itself, in its step's local activity. A cluster's timer queues read about a second ahead by default. Less
+    # (for a server whose timers are exact) costs a timer and a workflow task per window instead of a wait in
+    # the step: the embedded server's timers fire within 20 ms, and its lanes keep the second all the same.
     temporal_timer_resolution_seconds: float = Field(default=1.0, ge=0, le=10)
     # Where the Temporal UI is, for the dashboard's links to executions (`orchestrator dev` sets its own).
     temporal_ui_url: str | None = None

@@ -214,10 +214,6 @@ class TemporalDevServer:
     which then stops the worker before the server (a server that dies first fails in-flight polls).
     """
 
-    # How late its timers may fire: its timer queue reads 20 ms ahead (`command`), and a little more is lost
-    # between the read and the workflow task.
-    TIMER_RESOLUTION_SECONDS = 0.1
-
     def __init__(
         self,
         data_dir: Path,
@@ -289,7 +285,7 @@ class TemporalDevServer:
             # One shard carries every workflow here, and its queues' readers poll at most 20 times a second by
             # default: under steady load each workflow task, activity and run start waited up to 50 ms for the
             # next read (a run of two activities took 150 ms, not 50), and a timer up to a second for its
-            # reader's time shift (now `TIMER_RESOLUTION_SECONDS`). A cluster spreads that over its many
+            # reader's time shift (now 20 ms). A cluster spreads that over its many
             # shards; one shard needs it raised.
             "--dynamic-config-value",
             "history.transferProcessorMaxPollRPS=1000",

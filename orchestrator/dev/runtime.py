@@ -440,9 +440,6 @@ async def run_dev(
             temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
             if ui_url is not None and settings.temporal_ui_url is None:
                 settings = settings.model_copy(update={"temporal_ui_url": ui_url})
-            if not settings.temporal_address and "temporal_timer_resolution_seconds" not in settings.model_fields_set:
-                resolution = TemporalDevServer.TIMER_RESOLUTION_SECONDS
-                settings = settings.model_copy(update={"temporal_timer_resolution_seconds": resolution})
             platform = await Platform.connect(settings, database_url, temporal=temporal)
             stack.push_async_callback(platform.close)
             effective = None
