@@ -1,6 +1,12 @@
--- A routing round by kinds: what a page's events share (their type and their places) decided once per kind, the
--- rest (a version's `where`, its key, probes on a value) per event; 0007_routing.sql's round decided every
--- event's heads, keys and globs apart. A traced event's count of lanes is read from the hits grouped once.
+-- A routing round's traced events: each one's count of lanes read from the round's hits grouped once;
+-- 0007_routing.sql's round scanned every hit for each traced event (quadratic when every event is traced).
+-- An event with no alias and no graph, when no version probes by a value, offers its one probe key without a
+-- call per event.
+--
+-- Tried and left out: deciding a page's type heads, probe keys and globs once per kind (type and places)
+-- rather than per event. It halved a bulk emit's routing, but joined the page's events to their kinds, and on
+-- a page of a thousand distinct aliases, with the planner's estimate of one row for a page of new events, the
+-- join ran as a nested loop of a million comparisons: six times slower than per event.
 
 CREATE OR REPLACE FUNCTION orchestrator_route_page(p_session text, p_limit integer, p_cap integer) RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -13,6 +19,10 @@ DECLARE
     v_lanes jsonb;
     v_traced jsonb;
     v_paths text[] := ARRAY(SELECT path FROM listener_probe_paths ORDER BY path);
+    -- No version probes by a value: an event with no alias and no graph (an application's own, mostly) offers
+    -- the one key `orchestrator_event_keys` would build, without a call per event.
+    v_plain boolean := cardinality(v_paths) = 0;
+    v_plain_keys text[] := ARRAY[chr(31) || chr(31) || 'null'];
 BEGIN
     PERFORM orchestrator_share_session(p_session);
     SELECT c.routed_event_id INTO v_from FROM routing_cursors c WHERE c.session_id = p_session FOR UPDATE SKIP LOCKED;
@@ -24,68 +34,39 @@ BEGIN
     IF v_read = 0 THEN
         RETURN jsonb_build_object('read', 0, 'busy', false);
     END IF;
-    -- The page's events, each with its kind: its type and its places, all that its probes' heads and the type and
-    -- alias globs read. A page holds few kinds (a bulk emit, one), so those are decided once per kind, not per
-    -- event; only the values (`where`, keys, probes on `eq`) are read per event.
-    WITH page AS MATERIALIZED (
-        SELECT e, e.type || chr(30) || coalesce(e.alias, chr(29)) || chr(30) || coalesce(e.graph::text, chr(29)) AS kind
-        FROM events e WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through),
-    kinds AS MATERIALIZED (
-        SELECT k.kind, k.type, k.alias, k.graph, orchestrator_heads(k.type, '.') AS type_heads,
-               orchestrator_place_heads(k.alias, k.graph) AS place_heads
-        FROM (SELECT DISTINCT ON (p.kind) p.kind, (p.e).type AS type, (p.e).alias AS alias, (p.e).graph AS graph
-              FROM page p ORDER BY p.kind) k),
-    candidates AS (
-        -- No version probes by a value: an event's keys are its kind's places (`orchestrator_event_keys`).
-        SELECT p.e, p.kind, c.name, c.version
-        FROM page p JOIN (
-            SELECT DISTINCT k.kind, pr.name, pr.version
-            FROM kinds k JOIN listener_probes pr
-              ON pr.probe_key = ANY (ARRAY(SELECT h || chr(31) || chr(31) || 'null' FROM unnest(k.place_heads) h))
-             AND pr.type_head = ANY (k.type_heads)) c ON c.kind = p.kind
-        WHERE cardinality(v_paths) = 0
-        UNION ALL
-        SELECT p.e, p.kind, c.name, c.version
-        FROM page p JOIN kinds k ON k.kind = p.kind
-        CROSS JOIN LATERAL (
-            SELECT DISTINCT pr.name, pr.version FROM listener_probes pr
-            WHERE pr.probe_key = ANY (orchestrator_event_keys(p.e, v_paths)) AND pr.type_head = ANY (k.type_heads)) c
-        WHERE cardinality(v_paths) > 0),
-    kind_rules AS MATERIALIZED (
-        -- `orchestrator_takes`' type and place globs, once per kind and version.
-        SELECT c.kind, r.name, r.version
-        FROM (SELECT DISTINCT c.kind, c.name, c.version FROM candidates c) c
-        JOIN kinds k ON k.kind = c.kind
-        JOIN listener_rules r ON r.name = c.name AND r.version = c.version
-        JOIN listeners l ON l.name = r.name AND l.deleted_at IS NULL
-        WHERE (r.type_res IS NULL OR k.type ~ ANY (r.type_res))
-          AND (r.alias_res IS NULL OR EXISTS (
-                SELECT 1 FROM unnest(orchestrator_places(k.alias, k.graph)) AS pl(place) WHERE pl.place ~ ANY (r.alias_res)))),
+    WITH candidates AS (
+        SELECT DISTINCT e.id AS event_id, p.name, p.version
+        FROM events e
+        JOIN listener_probes p ON p.probe_key = ANY (CASE WHEN v_plain AND e.alias IS NULL AND e.graph IS NULL
+                                                          THEN v_plain_keys ELSE orchestrator_event_keys(e, v_paths) END)
+                               AND p.type_head = ANY (orchestrator_heads(e.type, '.'))
+        WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through),
     matched AS (
-        SELECT (c.e).id AS event_id, r.name, r.version,
+        SELECT e.id AS event_id, r.name, r.version,
                CASE WHEN r.key_root IS NULL THEN '_'
-                    ELSE coalesce(orchestrator_key_text(orchestrator_value(c.e, r.key_root, r.key_rest), r.key_segments),
+                    ELSE coalesce(orchestrator_key_text(orchestrator_value(e, r.key_root, r.key_rest), r.key_segments),
                                   '~') END AS lane,
                false AS own
         FROM candidates c
-        JOIN kind_rules kr ON kr.kind = c.kind AND kr.name = c.name AND kr.version = c.version
+        JOIN events e ON e.id = c.event_id
         JOIN listener_rules r ON r.name = c.name AND r.version = c.version
-        WHERE r.effective_at <= (c.e).created_at
-          AND (r.effective_until IS NULL OR (c.e).created_at < r.effective_until)
-          AND ((c.e).source ->> 'listener') IS DISTINCT FROM r.name
-          AND NOT ((c.e).type = 'lane.idle' AND jsonb_typeof((c.e).data -> 'lane') = 'string'
-                   AND (c.e).data ->> 'listener' = r.name)
-          AND (r.where_conds = '[]'::jsonb OR orchestrator_where_holds(c.e, r.where_conds))
+        JOIN listeners l ON l.name = r.name AND l.deleted_at IS NULL
+        WHERE r.effective_at <= e.created_at
+          AND (r.effective_until IS NULL OR e.created_at < r.effective_until)
+          AND NOT (e.type = 'lane.idle' AND jsonb_typeof(e.data -> 'lane') = 'string'
+                   AND e.data ->> 'listener' = r.name)
+          AND orchestrator_takes(e, r)
         UNION ALL
         -- A lane's own silence goes back to that lane, whatever the listener's filter says.
-        SELECT (p.e).id, r.name, r.version, (p.e).data ->> 'lane', true
-        FROM page p
-        JOIN listener_rules r ON r.name = (p.e).data ->> 'listener'
+        SELECT e.id, r.name, r.version, e.data ->> 'lane', true
+        FROM events e
+        JOIN listener_rules r ON r.name = e.data ->> 'listener'
         JOIN listeners l ON l.name = r.name AND l.deleted_at IS NULL
-        WHERE (p.e).type = 'lane.idle' AND jsonb_typeof((p.e).data -> 'lane') = 'string'
-          AND jsonb_typeof((p.e).data -> 'listener') = 'string'
-          AND r.effective_at <= (p.e).created_at
-          AND (r.effective_until IS NULL OR (p.e).created_at < r.effective_until))
+        WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through
+          AND e.type = 'lane.idle' AND jsonb_typeof(e.data -> 'lane') = 'string'
+          AND jsonb_typeof(e.data -> 'listener') = 'string'
+          AND r.effective_at <= e.created_at
+          AND (r.effective_until IS NULL OR e.created_at < r.effective_until))
     SELECT array_agg(ROW(m.event_id, m.name, m.lane, m.version, m.own)::orchestrator_hit ORDER BY m.name, m.lane, m.event_id)
         INTO v_hits FROM matched m;
 
