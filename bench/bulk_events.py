@@ -79,10 +79,14 @@ async def emit_through_http(url: str, session: str, total: int, per_request: int
     return min(b for b, _ in spans), max(e for _, e in spans)
 
 
+# The router's position in a session: the last event id it has queued from (one indexed read).
+ROUTED_POSITION = "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1"
+
+
 async def routed_position(platform: Any, session: str) -> int:
-    """The router's position in the session: the last event id it has queued from (one indexed read)."""
+    """The router's position in the session, read on the platform's own connection."""
     async with platform.store.transaction() as conn:
-        position = await conn.fetchval("SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session)
+        position = await conn.fetchval(ROUTED_POSITION, session)
     return int(position or 0)
 
 
@@ -95,9 +99,7 @@ def _poll_positions(database_url: str, session: str, stop: Any, out: Any) -> Non
         seen: list[tuple[float, int]] = []
         try:
             while not stop.is_set():
-                position = await conn.fetchval(
-                    "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session
-                )
+                position = await conn.fetchval(ROUTED_POSITION, session)
                 seen.append((time.time(), int(position or 0)))
                 await asyncio.sleep(0.02)
         finally:

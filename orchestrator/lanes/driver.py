@@ -513,6 +513,11 @@ class LaneDriver:
         """Record a run's end (once), hold its slot for its repeat or release it, and drive the lanes it frees
         a slot for (its own, when more waits in it; the one a freed key slot goes to)."""
         fields = log_fields(tag.session_id, tag.listener, tag.lane, execution=tag.execution_id, error=error)
+        own = None
+        if tag.listener is not None and tag.lane is not None:
+            own = LaneAddress(
+                tag.session_id, tag.listener, tag.lane, lane_workflow_id(tag.session_id, tag.listener, tag.lane)
+            )
         decision = None
         if tag.run_key is not None and tag.listener is not None:
             run = HeldSlot(
@@ -545,33 +550,24 @@ class LaneDriver:
                 repeat_in=None if decision is None else decision.repeat_in,
                 gave_up=decision is not None and decision.gave_up,
                 lane=tag.lane,
-                fetch_own=0 if self._reads_ahead(tag) else FETCH_EVENTS,
+                # Its waiting events read ahead while it ran: the end's read of it needs none.
+                fetch_own=0 if own in self._ahead else FETCH_EVENTS,
             )
         )
         crossing("run_end.recorded")
         # A second report of the same end (the run's own, the sweep's) is no activity of its own.
         activity = {"activity": "run_end"} if ended.recorded else {}
         self.observed.log.info("run %s", status, extra={**fields, "status": status, **activity})
-        if tag.listener is None or tag.lane is None:
+        if own is None:
             return
         if decision is not None and decision.repeat_in is not None:
             # Told again when the end was recorded before (a report that died after its record runs again): the
             # lane learns of its repeat either way, at worst a little late.
             if ended.recorded:
                 self.observed.metrics.retries_waiting.add(1, {"listener": tag.listener})
-            own = LaneAddress(
-                tag.session_id, tag.listener, tag.lane, lane_workflow_id(tag.session_id, tag.listener, tag.lane)
-            )
             await self.nudger.nudge_quietly(own, LaneNews(due_in=decision.repeat_in))
         if ended.recorded:
             await self.hand_on(list(ended.drive), ended.snapshot)
-
-    def _reads_ahead(self, tag: RunTag) -> bool:
-        """Whether this driver holds a read ahead of the run's own lane (its waiting events, whole)."""
-        if tag.listener is None or tag.lane is None:
-            return False
-        workflow_id = lane_workflow_id(tag.session_id, tag.listener, tag.lane)
-        return LaneAddress(tag.session_id, tag.listener, tag.lane, workflow_id) in self._ahead
 
     async def hand_on(self, lanes: list[LaneAddress], read: LaneSnapshot | None = None) -> None:
         """Drive the lanes a freed slot went to, here and now: whoever frees a slot takes what waits for it (act's

@@ -89,6 +89,11 @@ class Ending:
     lane: str | None = None
     fetch_own: int = FETCH_EVENTS
 
+    def fetch_for(self, first: LaneAddress) -> int:
+        """How many waiting events the answer reads of `first`, the first lane to drive."""
+        own = first.listener == self.listener and first.lane == self.lane
+        return self.fetch_own if own else FETCH_EVENTS
+
 
 @dataclass(frozen=True)
 class Ended:

@@ -638,9 +638,7 @@ class MemoryLaneStore:
                     self._listener_failed(ending.execution_id, lane.listener, lane.lane, execution.depth)
         if not drive:
             return Ended(True, drive)
-        first = drive[0]
-        own = first.listener == ending.listener and first.lane == ending.lane
-        return Ended(True, drive, await self.snapshot(first, ending.fetch_own if own else FETCH_EVENTS))
+        return Ended(True, drive, await self.snapshot(drive[0], ending.fetch_for(drive[0])))
 
     # -- routing ---------------------------------------------------------------------------------------------
 

@@ -320,8 +320,7 @@ class PgLaneStore:
         first, data = (drive[0] if drive else None), answer.get("snapshot")
         snapshot = None
         if first is not None and data is not None:
-            own = first.listener == ending.listener and first.lane == ending.lane
-            complete = not own or ending.fetch_own > 0
+            complete = ending.fetch_for(first) > 0
             snapshot = snapshot_of(first.session_id, first.listener, first.lane, data, complete=complete)
         return Ended(bool(answer["recorded"]), drive, snapshot)
 
