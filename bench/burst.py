@@ -88,6 +88,7 @@ def _serve(database_url: str, settings_json: str, ready: Any, stop: Any) -> None
         platform = await Platform.connect(settings, database_url)
         try:
             async with serve_api(create_app(platform, settings), "127.0.0.1", 0) as url:
+                settle_heap()  # as `orchestrator api` does once serving
                 ready.put(url)
                 await asyncio.to_thread(stop.wait)
         finally:
