@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -104,12 +104,15 @@ class CpuMeter:
     """CPU seconds the platform's parts used between `start` and `stop`: the Temporal server, this process
     (the worker and router), PostgreSQL (the benchmark's own server, `postgres_pid`: its postmaster and every
     backend, those that exited meanwhile included; other PostgreSQL servers on the machine are not the
-    platform's) and the API (this process's children alive at the start; writers started later are the load,
-    not the platform)."""
+    platform's) and the API (this process's children alive at the start but those in `not_platform`; writers
+    started later are the load, not the platform)."""
 
-    def __init__(self, temporal_pid: int | None, postgres_pid: int | None = None) -> None:
+    def __init__(
+        self, temporal_pid: int | None, postgres_pid: int | None = None, not_platform: Collection[int | None] = ()
+    ) -> None:
         self.temporal_pid = temporal_pid
         self.postgres_pid = postgres_pid
+        self.not_platform = set(not_platform)
         self._start: dict[str, float] = {}
         self._children: list[int] = []
 
@@ -147,7 +150,9 @@ class CpuMeter:
         import psutil
 
         self._children = [
-            c.pid for c in psutil.Process().children() if c.pid != self.temporal_pid and c.name() != "postgres"
+            c.pid
+            for c in psutil.Process().children()
+            if c.pid != self.temporal_pid and c.pid not in self.not_platform and c.name() != "postgres"
         ]
         self._start = self._parts()
 
