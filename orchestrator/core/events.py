@@ -179,19 +179,31 @@ class Committed:
 
 def message_of(envelope: dict[str, Any]) -> dict[str, Any]:
     """The compact pointer of an envelope, where to look, not what is there."""
-    pointer: dict[str, Any] = {"id": envelope["id"], "type": envelope["type"]}
-    if envelope.get("alias") is not None:
-        pointer["alias"] = envelope["alias"]
-    item = envelope.get("item")
-    if isinstance(item, dict) and item.get("id") is not None:
-        pointer["item_id"] = item["id"]
-    execution = envelope.get("execution")
-    if isinstance(execution, dict) and execution.get("id") is not None:
-        pointer["execution_id"] = execution["id"]
-    graph = envelope.get("graph")
-    if isinstance(graph, dict) and isinstance(graph.get("nodes"), list):
-        pointer["nodes"] = graph["nodes"]
-    return pointer
+    item, execution, graph = envelope.get("item"), envelope.get("execution"), envelope.get("graph")
+    return pointer(
+        envelope["id"],
+        envelope["type"],
+        envelope.get("alias"),
+        item.get("id") if isinstance(item, dict) else None,
+        execution.get("id") if isinstance(execution, dict) else None,
+        graph["nodes"] if isinstance(graph, dict) and isinstance(graph.get("nodes"), list) else None,
+    )
+
+
+def pointer(
+    event_id: int, type_: str, alias: str | None, item_id: Any, execution_id: Any, nodes: list[Any] | None
+) -> dict[str, Any]:
+    """A pointer (`batch.messages`' form) from its parts, in its key order, a part that is None left out."""
+    message: dict[str, Any] = {"id": event_id, "type": type_}
+    if alias is not None:
+        message["alias"] = alias
+    if item_id is not None:
+        message["item_id"] = item_id
+    if execution_id is not None:
+        message["execution_id"] = execution_id
+    if nodes is not None:
+        message["nodes"] = nodes
+    return message
 
 
 def preview(message: Any) -> str | None:

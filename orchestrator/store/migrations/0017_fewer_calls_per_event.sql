@@ -7,7 +7,7 @@
 -- A waiting event's row (0008_by_reference.sql's `orchestrator_queued`) carries its pointer's parts as columns
 -- (type, alias, item id, execution id, nodes) rather than a JSON object built per event and stripped of its
 -- nulls: a lane's read of 1,000 waiting events, 6.5 -> 2.7 ms. The pointer is put together by the store's reader
--- (`lanes_pg.queued_of`), key for key as `core/events.message_of` writes it.
+-- (`lanes_pg.queued_of`) with `core/events.pointer`, as `message_of` puts an envelope's together.
 --
 -- An event's row no longer checks its session by a foreign key: the check was a query and a row lock per
 -- event (a bulk emit of 1,000: 14-16 -> 6-11 us an event), and what it promised holds without it. Every
