@@ -13,7 +13,7 @@ import asyncio
 import functools
 import inspect
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from types import FrameType
 from typing import Any
 
@@ -89,3 +89,15 @@ async def stop_within(stop: Coroutine[Any, Any, Any], what: str, seconds: float 
         return
     task.cancel()
     sys.stderr.write(f"{what} did not stop within {seconds:g} s; going on without it:\n{tasks_dump()}\n")
+
+
+async def cancel_within(tasks: Sequence[asyncio.Task[Any]], what: str, seconds: float = STOP_SECONDS) -> None:
+    """Cancel a fixture's tasks and wait for them for at most `seconds`: a task that will not end (a worker's
+    run waiting out an activity that ignores its cancellation) costs this long, not the test's teardown."""
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=seconds)
+    if pending:
+        sys.stderr.write(f"{what} did not end within {seconds:g} s; going on without them:\n{tasks_dump()}\n")

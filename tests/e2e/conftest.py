@@ -29,7 +29,7 @@ from orchestrator.door.api import create_app
 from orchestrator.engine.wiring import platform_components
 from orchestrator.engine.worker import build_worker
 from orchestrator.platform import Platform
-from tests.timeouts import stop_within
+from tests.timeouts import cancel_within, stop_within
 
 INBOX_WINDOW_SECONDS = 3
 ORCHESTRATE_RETRY_DELAY_SECONDS = 0.5
@@ -96,6 +96,4 @@ async def missions(platform: Platform, dev_env: WorkflowEnvironment) -> AsyncIte
             yield Missions(client, dev_env.client, session["id"])
     finally:
         await stop_within(worker.shutdown(), "the e2e worker")
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_within(tasks, "the e2e worker and router")

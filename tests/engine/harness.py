@@ -27,7 +27,7 @@ from orchestrator.engine.worker import build_worker
 from orchestrator.platform import Platform
 from orchestrator.testing import terminate_leftovers
 from tests.conftest import skips_time
-from tests.timeouts import stop_within
+from tests.timeouts import cancel_within, stop_within
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.workflows.messages import RunInput
@@ -168,12 +168,11 @@ async def running_engine(
         yield Engine(platform, client, log, task_queue)
     finally:
         # The recorder knows runs whose execution record may not be written yet.
-        await stop_leftovers(platform, client, [str(r.input["execution_id"]) for r in log.runs])
+        leftovers = [str(r.input["execution_id"]) for r in log.runs]
+        await stop_within(stop_leftovers(platform, client, leftovers), "the test's leftover workflows")
         for worker in started:
             await stop_within(worker.shutdown(), "a test worker")
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_within(tasks, "the test's workers and routers")
 
 
 async def stop_leftovers(platform: Platform, client: Client, known: Sequence[str] = ()) -> None:
