@@ -1,4 +1,4 @@
--- A lane's read and an event's insert, each with less done per event.
+-- A lane's read, an event's insert and a filter's test, each with less done per event.
 --
 -- Tried and left out: a routing round (0013_traced_lanes.sql's) that found a page's type heads once. A page of
 -- 1,000 plain events routed in 16 us an event instead of 25, but the heads, a constant of the plan, let the
@@ -16,6 +16,23 @@
 -- `deleting` (an update that waits for that lock) and once its events are gone, so none can be left behind.
 
 ALTER TABLE events DROP CONSTRAINT events_session_id_fkey;
+
+-- Whether a listener version's filter takes an event (0007_routing.sql's, the same rule): now without a
+-- sub-select, so the planner writes it into the query that asks (a routing round, once per event and version
+-- a probe found; a lane's read) instead of calling it. An event with an alias has that one place; one without
+-- has its graph's nodes, matched by a function of their own. A page of 1,000 plain events routed in 20 us an
+-- event instead of 25; 1,000 aliases beside 1,000 listeners on alias trees, 38 instead of 61-76.
+CREATE FUNCTION orchestrator_graph_takes(p_graph jsonb, p_res text[]) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM unnest(orchestrator_places(NULL, p_graph)) AS pl(place) WHERE pl.place ~ ANY (p_res))
+$$;
+
+CREATE OR REPLACE FUNCTION orchestrator_takes(e events, r listener_rules) RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT (e.source ->> 'listener') IS DISTINCT FROM r.name
+       AND (r.type_res IS NULL OR e.type ~ ANY (r.type_res))
+       AND (r.alias_res IS NULL OR CASE WHEN e.alias IS NOT NULL THEN e.alias ~ ANY (r.alias_res)
+                                        ELSE orchestrator_graph_takes(e.graph, r.alias_res) END)
+       AND (r.where_conds = '[]'::jsonb OR orchestrator_where_holds(e, r.where_conds))
+$$;
 
 CREATE OR REPLACE FUNCTION orchestrator_queued(e events, r listener_rules, p_version integer, p_listener text, p_lane text)
 RETURNS json LANGUAGE sql STABLE AS $$
