@@ -46,3 +46,6 @@ RETURNS json LANGUAGE sql STABLE AS $$
         e.traceparent, e.type, e.alias, e.item ->> 'id', e.execution ->> 'id',
         CASE WHEN jsonb_typeof(e.graph -> 'nodes') = 'array' THEN e.graph -> 'nodes' END)
 $$;
+
+-- Its only caller was the row above as 0008 wrote it.
+DROP FUNCTION orchestrator_message(events);
