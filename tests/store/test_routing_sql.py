@@ -195,6 +195,53 @@ async def test_routing_in_sql_gives_every_lane_what_routing_in_python_gives_it(p
             await store.delete_listener(name)
 
 
+# Paths into `data` that `orchestrator_event_keys` reads in place (0018) and paths it leaves to
+# `orchestrator_value`: indexes `#>` would read otherwise (signed, padded past 9 digits, with an exponent).
+KEY_PROBE_PATHS = ["data.l.0", "data.l.01", "data.l.-1", "data.l.+1", "data.l.1e0", "data.l. 1", "data.l.3.k",
+                   "data.l.0000000001", "data.o.k", "data.o.0", "data.o.k-1", "data.o.é", "data.n", "data.s",
+                   "data.z", "data.missing", "data.l", "data.o", "data._x", "data", "alias", "type",
+                   "depth"]  # fmt: skip
+KEY_PROBE_EVENTS: list[dict[str, Any]] = [
+    {"type": "app.thing", "data": {"l": [1, "a", None, {"k": 2}], "o": {"k": "s", "0": True, "k-1": 3, "é": [1.50]},
+                                   "n": 1.50, "s": "é", "z": None, "_x": False}},
+    {"type": "app.thing", "data": {"l": {"0": "zero", "01": 1, "-1": "minus", "+1": 2, "1e0": 3, " 1": 4}}},
+    {"type": "app.thing", "data": {"l": None, "o": [1, 2]}},
+    {"type": "object.written", "alias": "a/b", "data": {"l": [True], "n": 10}},
+    {"type": "graph.changed", "graph": {"nodes": ["a/b", "c"]}, "data": {"s": "x"}},
+]  # fmt: skip
+
+
+async def test_an_events_probe_keys_read_in_place_are_those_the_general_reading_gives(platform: Platform) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    for n, event in enumerate(KEY_PROBE_EVENTS):
+        await _write(store, session_id, {"source": {}, "depth": 0, **event}, n)
+    # The keys as 0007 built them: every place head times '' and each path's value read by orchestrator_value.
+    rows = await store.pool.fetch(
+        "SELECT e.id, orchestrator_event_keys(e, $2) AS got, ARRAY("
+        "  SELECT h.head || chr(31) || v.key"
+        "  FROM unnest(orchestrator_place_heads(e.alias, e.graph)) WITH ORDINALITY AS h(head, i)"
+        "  CROSS JOIN (SELECT chr(31) || 'null' AS key, 0::bigint AS j UNION ALL"
+        "    SELECT q.path || chr(31) || orchestrator_canonical(x.value), q.n"
+        "    FROM unnest($2::text[]) WITH ORDINALITY AS q(path, n),"
+        "    LATERAL (SELECT orchestrator_value(e, split_part(q.path, '.', 1), (string_to_array(q.path, '.'))[2:])"
+        "             AS value) x WHERE x.value IS NOT NULL) v"
+        "  ORDER BY h.i, v.j) AS expected"
+        " FROM events e WHERE e.session_id = $1 ORDER BY e.id",
+        session_id,
+        KEY_PROBE_PATHS,
+    )
+    assert len(rows) == len(KEY_PROBE_EVENTS)
+    for row in rows:
+        assert row["got"] == row["expected"], (row["id"], set(row["got"]) ^ set(row["expected"]))
+    # The edges read as the general reading reads them: a signed or padded index finds nothing in a list.
+    first = set(rows[0]["got"])
+    assert f"{chr(31)}data.l.0{chr(31)}1" in first and f'{chr(31)}data.l.01{chr(31)}"a"' in first
+    assert not any(k.startswith(f"{chr(31)}data.l.-1{chr(31)}") for k in first)
+    assert f"{chr(31)}data.o.é{chr(31)}[1.5]" in first
+
+
 @pytest.mark.parametrize("value", [1, 1.0, 1.5, 1e20, 1e-7, -0.0, True, {"b": 1, "a": [1, "é"]}, [2.50, None]])
 async def test_a_key_of_any_json_value_is_the_same_text_in_sql_and_python(platform: Platform, value: Any) -> None:
     from orchestrator.core.lane_keys import key_text
