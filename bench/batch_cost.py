@@ -10,7 +10,9 @@ writers in four more (32 keep-alive clients through the HTTP door), the worker a
   and against the naive workflows/s, the delay added beyond the window (p50, p99 over batches; a batch is due
   at its first commit plus the window, or, for events a full batch left behind, when its lane's previous run
   started), PostgreSQL statements per batch (every statement but the API's writes, by `pg_stat_statements`),
-  nudges and history events per batch;
+  nudges and history events per batch, and the engine's own CPU per batch: all parts, less the same writes
+  made alone (into a session no listener takes from) and less a run of two activities alone (16 at a time,
+  no write), each measured in the same run;
 - windows: a trickle (one write every 2.5 s) into a listener with a 1 s and then a 0.3 s window: how long after
   its window closed each batch's run started (p50, p90).
 
@@ -67,8 +69,10 @@ async def two_activity_engine(platform: Platform, client: Client, starts: Starts
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def naive_case(bench: Any, events: int, in_flight: int) -> float:
-    """One workflow per event, started as the event is written, each running two activities."""
+async def naive_case(bench: Any, events: int, in_flight: int, write: bool = True) -> tuple[float, float]:
+    """One workflow per event, started as the event is written, each running two activities; answers the
+    workflows/s and the CPU seconds per workflow. Without `write`, the workflows alone: what an application's
+    run of two activities costs, the part of a batch that is not the engine's."""
     platform, client = bench.platform, bench.client
     task_queue = f"naive-{uuid.uuid4().hex[:8]}"
     done: list[float] = []
@@ -93,9 +97,10 @@ async def naive_case(bench: Any, events: int, in_flight: int) -> float:
 
     async def one(n: int) -> None:
         async with gate:
-            await platform.command(
-                {"command": "write_object", "session_id": session, "alias": f"naive/{n}", "value": {"type": "b"}}
-            )
+            if write:
+                await platform.command(
+                    {"command": "write_object", "session_id": session, "alias": f"naive/{n}", "value": {"type": "b"}}
+                )
             await client.start_workflow(BenchNaiveTwo.run, n, id=f"naive-{task_queue}-{n}", task_queue=task_queue)
 
     meter = CpuMeter(bench.server_pid, bench.postgres_pid)
@@ -106,12 +111,13 @@ async def naive_case(bench: Any, events: int, in_flight: int) -> float:
         await asyncio.wait_for(finished.wait(), 600)
         cpu = meter.stop()
     rate = events / (max(done) - began)
-    print(f"naive: {events:,} workflows, one per event, two activities each, {in_flight} started at a time")
+    label = "one per event" if write else "with no write (a run alone)"
+    print(f"naive: {events:,} workflows, {label}, two activities each, {in_flight} started at a time")
     row("workflows/s, first start to last end", rate, "/s")
     row("CPU per workflow, all parts", 1000 * sum(cpu.values()) / events, "ms")
     for part, seconds in cpu.items():
         row(f"  {part}", 1000 * seconds / events, "ms")
-    return rate
+    return rate, sum(cpu.values()) / events
 
 
 def listener(name: str, **more: Any) -> dict[str, Any]:
@@ -131,7 +137,29 @@ def engine_statements(before: dict[str, int], after: dict[str, int]) -> tuple[in
     return sum(mine.values()), sorted(((n, q) for q, n in mine.items()), reverse=True)[:8]
 
 
-async def lanes_case(bench: Any, label: str, body: dict[str, Any], events: int, keys: int, naive: float | None) -> None:
+async def writes_alone(bench: Any, events: int, keys: int) -> dict[str, float]:
+    """CPU seconds, by part, of the same writes through the door into a session no listener takes from
+    (the engine running: its router's rounds find nothing): what a batch's writes cost, not the engine."""
+    session = (await bench.platform.command({"command": "open_session"}))["session"]["id"]
+    meter = CpuMeter(bench.server_pid, bench.postgres_pid)
+    meter.start()
+    await write_through_http(
+        bench.api, session, [f"alone/{n % keys}" for n in range(events)], writers=WRITERS, processes=WRITER_PROCESSES
+    )
+    await asyncio.sleep(1)  # the router's last rounds
+    return meter.stop()
+
+
+async def lanes_case(
+    bench: Any,
+    label: str,
+    body: dict[str, Any],
+    events: int,
+    keys: int,
+    naive: float | None,
+    run_alone: float | None = None,
+) -> None:
+    """`naive`: the naive design's workflows/s; `run_alone`: CPU seconds of one run of two activities alone."""
     platform, client = bench.platform, bench.client
     starts = Starts(expected=events)
     platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
@@ -139,6 +167,7 @@ async def lanes_case(bench: Any, label: str, body: dict[str, Any], events: int, 
     assert reply["status"] == "success", reply
     session = (await platform.command({"command": "open_session"}))["session"]["id"]
     async with two_activity_engine(platform, client, starts):
+        writes_cpu = await writes_alone(bench, events, keys)
         aliases = [f"bench/{n % keys}" for n in range(events)]
         signals_before = Nudger.sent_total
         await statement_counts(bench.database_url, reset=True)
@@ -181,6 +210,17 @@ async def lanes_case(bench: Any, label: str, body: dict[str, Any], events: int, 
     row("CPU per batch, all parts but the API", 1000 * sum(engine_cpu.values()) / batches, "ms")
     for part, seconds in cpu.items():
         row(f"  {part}", 1000 * seconds / batches, "ms")
+    row(
+        "the writes alone (the same, no listener taking them), per batch",
+        1000 * sum(writes_cpu.values()) / batches,
+        "ms",
+    )
+    for part, seconds in writes_cpu.items():
+        row(f"  {part}", 1000 * seconds / batches, "ms")
+    if run_alone is not None:
+        row("a run alone (two activities, no write)", 1000 * run_alone, "ms")
+        engine = sum(cpu.values()) - sum(writes_cpu.values()) - run_alone * batches
+        row("the engine's CPU per batch (less the writes alone, a run alone)", 1000 * engine / batches, "ms")
     row("workflow executions per batch", executions / batches, "runs")
     row("history events per batch, all workflows", history / batches, "events")
     async with platform.store.transaction() as conn:
@@ -225,16 +265,19 @@ async def windows_case(bench: Any, window: float, writes: int = 16, every: float
 async def main(events: int, naive_events: int, cases: set[str]) -> None:
     async with bench_platform(statements=True) as bench:
         print(f"batch cost: dev server + embedded PostgreSQL, writers through the HTTP door ({bench.api})")
-        naive = None
+        naive = run_alone = None
         if "naive" in cases:
             # 4 at a time, as the earlier benchmarks (bench.burst) measured it, and 32 at a time.
             await naive_case(bench, naive_events, 4)
-            naive = await naive_case(bench, naive_events, WRITERS)
+            naive, _ = await naive_case(bench, naive_events, WRITERS)
+        if "keyed" in cases or "serial" in cases:
+            # What the application's run costs, 16 at a time (a keyed listener's slots): not the engine's part.
+            _, run_alone = await naive_case(bench, naive_events // 2, 16, write=False)
         if "keyed" in cases:
             keyed = listener("cost_keyed", concurrency={"mode": "keyed", "key": "alias", "max_parallel": 16})
-            await lanes_case(bench, "keyed (100 keys, 16 slots, 1 s window)", keyed, events, 100, naive)
+            await lanes_case(bench, "keyed (100 keys, 16 slots, 1 s window)", keyed, events, 100, naive, run_alone)
         if "serial" in cases:
-            await lanes_case(bench, "serial (1 s window)", listener("cost_serial"), events, 1, naive)
+            await lanes_case(bench, "serial (1 s window)", listener("cost_serial"), events, 1, naive, run_alone)
         if "windows" in cases:
             for window in (1.0, 0.3):
                 await windows_case(bench, window)
