@@ -28,6 +28,7 @@ from orchestrator.core.limits import Limits
 from orchestrator.engine.wiring import platform_components
 from orchestrator.engine.worker import build_worker
 from orchestrator.platform import Platform
+from tests.timeouts import cancel_within
 
 HERE = Path(__file__).resolve().parent / "histories"
 # Which workflow types are kept, and how many runs of each at most (the lanes are what matters most).
@@ -102,9 +103,7 @@ async def record() -> None:
                 await workload(platform, env.client)
             finally:
                 await worker.shutdown()
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+                await cancel_within(tasks, "the recording's worker and router")
                 await platform.close()
             await save(env.client)
     finally:
