@@ -209,12 +209,14 @@ async def test_events_follow_tails_new_events_until_interrupted(workload: Worklo
 
 # Long enough for a CLI to start, read 400 events and block on a pipe nobody reads, on a slow, busy machine.
 FULL_PIPE_SECONDS = 8.0
+# A SIGINT this soon after the start may land before the interpreter has run a line of the command.
+STARTING_SECONDS = 0.5
 
 
 async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Workload, api: str) -> None:
     """Fifty interrupts after random delays: while the CLI starts, connects, prints its history into a pipe nobody
     reads (so its print blocks, the case that ignored SIGINT), or waits on the live stream. Each ends the process
-    within seconds of the first SIGINT."""
+    within seconds of the first SIGINT, but one that lands in the interpreter's start, which may need a second."""
     session_id = (await workload.engine.command("open_session"))["session"]["id"]
     # Enough history that `--json` fills a pipe that is never read.
     for i in range(400):
@@ -241,8 +243,18 @@ async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Wor
         try:
             code: int | None = await asyncio.to_thread(process.wait, 10)
         except subprocess.TimeoutExpired:
-            process.kill()
             code = None
+        if code is None and delay < STARTING_SECONDS:
+            # Landed while the interpreter started, before the command's handler (`main`'s first statement):
+            # once in a fresh-clone CI the interpreter's start took it in silence (0.13 s; never reproduced
+            # here in 300 tries). The command's own handler must then end it on the next one at once.
+            process.send_signal(signal.SIGINT)
+            try:
+                code = await asyncio.to_thread(process.wait, 10)
+            except subprocess.TimeoutExpired:
+                code = None
+        if code is None:
+            process.kill()
         out, err = await asyncio.to_thread(process.communicate)
         return delay, code, out, err
 
