@@ -31,6 +31,7 @@ from orchestrator.commands.schedules import (
 from orchestrator.commands.threads import ThreadItem, check_item
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
+from orchestrator.core.events import message_of
 from orchestrator.core.globs import owned, validate_alias
 from orchestrator.core.graphs import GraphPatch
 from orchestrator.core.validation import field_errors_message
@@ -221,9 +222,10 @@ class SessionActivities(PlatformActivities):
             if args.get("drain", True):
                 return await store.drain_session(session)
             return await store.set_session_status(session, "closed")
-        if call.op == "batch_events":
+        if call.op in ("batch_events", "batch_messages"):
             ids = [int(i) for i in args.get("ids") or ()][:MAX_BATCH_EVENTS]
-            return [e for e in await store.lanes.envelopes(ids) if e["session_id"] == session]
+            found = [e for e in await store.lanes.envelopes(ids) if e["session_id"] == session]
+            return found if call.op == "batch_events" else [message_of(e) for e in found]
         if call.op == "list_session_events":
             events = await store.list_events(
                 session,

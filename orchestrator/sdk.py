@@ -11,7 +11,7 @@ its arguments, so a retried activity or a retried batch rewrites what it wrote i
         @workflow.run
         async def run(self, run: RunInput) -> None:
             session = RunSession(run)
-            for message in run.batch.messages:
+            for message in await session.batch_messages():
                 meta = await session.read_object(message["alias"])
                 ...
             await session.write_object("views/status", {"type": "status", "ok": True})
@@ -159,10 +159,23 @@ class RunSession:
         result: dict[str, Any] = await self._call("close_session", drain=drain)
         return result
 
+    async def batch_messages(self) -> list[dict[str, Any]]:
+        """The batch's pointers (`{id, type, alias?, item_id?, execution_id?, nodes?}`, one per entry, by id):
+        `batch.messages` when the listener's template names them and they came with the run, else read once
+        from the store (a batch holds at most 1,000 entries)."""
+        batch = self.run.batch
+        if batch.carried_messages is not None:
+            return batch.carried_messages
+        ids = batch.message_ids
+        if not ids:
+            return []
+        result: list[dict[str, Any]] = await self._call("batch_messages", ids=ids)
+        return result
+
     async def batch_events(self, offset: int = 0, limit: int = 200) -> list[dict[str, Any]]:
         """The batch's events whole (envelopes, a thread item's whole message), `limit` at a time (at most 1,000)
-        from `offset` among `batch.event_ids`: a run gets pointers (`batch.messages`), and the events themselves
-        only when its listener's template names `batch.events`; a run that wants them reads them here."""
+        from `offset` among `batch.event_ids` (what `distinct_by` superseded too): a run gets the events
+        themselves only when its listener's template names `batch.events`; a run that wants them reads them here."""
         ids = self.run.batch.event_ids[offset : offset + min(limit, 1000)]
         if not ids:
             return []

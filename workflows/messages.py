@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.exceptions import ApplicationError
 
 from orchestrator.core.lane_clock import TIMER_RESOLUTION_SECONDS, LaneClock, LaneNews
 from orchestrator.core.outcomes import Outcome
@@ -91,18 +92,51 @@ class IdleNotice(BaseModel):
 
 
 class BatchInfo(BaseModel):
-    """`batch` as a run and templates see it."""
+    """`batch` as a run and templates see it.
+
+    A run carries what its listener's template names: the pointers (`messages`) only for a template that names
+    `batch.messages` or the whole `batch`, the envelopes (`events`) only for one that names them (or `event`,
+    `item`, the whole `batch`). `event_ids` are always there; `RunSession.batch_messages()` and `batch_events()`
+    read the rest by them. Reading `messages` that were not carried fails the run with a message that says so,
+    rather than handing it an empty list it would take for an empty batch.
+    """
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
 
     first_id: int
     last_id: int
     count: int
     retry: int
     lane: str
+    # Every event the batch consumed, ascending (those `distinct_by` superseded too).
     event_ids: list[int]
-    messages: list[dict[str, Any]]
-    events: list[dict[str, Any]]
+    # On the wire `messages`: null when the template does not name them.
+    carried_messages: list[dict[str, Any]] | None = Field(default=None, alias="messages")
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    # The entries' ids when they are fewer than `event_ids` (`distinct_by` superseded some), messages not carried.
+    entry_ids: list[int] | None = None
     # A batch asked for again (`replay_batch`): the first event id of the batch it replays.
     replay_of: int | None = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The entries' pointers, when the template named them (`{{ batch.messages }}`)."""
+        if self.carried_messages is None:
+            raise ApplicationError(
+                "batch.messages: not carried to this run, as its listener's template does not name them:"
+                " name `{{ batch.messages }}` in the action's input, or read them with"
+                " `await RunSession(run).batch_messages()`",
+                type="BatchMessagesNotCarried",
+                non_retryable=True,
+            )
+        return self.carried_messages
+
+    @property
+    def message_ids(self) -> list[int]:
+        """The entries' ids, ascending: what `batch.messages` points at."""
+        if self.carried_messages is not None:
+            return [int(m["id"]) for m in self.carried_messages]
+        return self.entry_ids if self.entry_ids is not None else self.event_ids
 
 
 class RunInput(BaseModel):

@@ -4,10 +4,11 @@
   changes), a sweep request at `app/missions/sweep` or a clock tick at `ops/clock` (a schedule that writes
   it every 15 minutes: a time rule with no event of its own), one run at a time, a burst gathered for 2 s;
   the `orchestrator` workflow writes each changed mission's status to `views/missions/<id>/status`. Its
-  `events` input is SPEC section 10's; the run reads the same list as `batch.messages`.
+  `events` input is SPEC section 10's; as it names `batch.messages`, the run reads the same list there.
   A failed run is repeated twice, 30 s and then 60 s later.
 - `respond`: each `request` item posted under `chats/**` starts `responder`, one at a time per thread,
-  threads in parallel; every batch leaves a receipt on `ops/receipts`.
+  threads in parallel (its template names nothing: the run reads its pointers with `batch_messages()`);
+  every batch leaves a receipt on `ops/receipts`.
 - `inbox`: failed executions, gathered for 60 s, posted as one JSON item on `ops/inbox` for an agent.
 - `status_view`: writes to any cell's `meta`, gathered for 2 s with only the newest per cell kept,
   written as one object at `views/cells/changed`.

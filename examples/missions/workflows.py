@@ -94,7 +94,7 @@ class Responder:
     async def run(self, run: RunInput) -> list[str]:
         session = RunSession(run)
         answered = []
-        for message in run.batch.messages:
+        for message in await session.batch_messages():
             thread, request_id = message["alias"], message["item_id"]
             request = await find_item(session, thread, request_id)
             if request is None:

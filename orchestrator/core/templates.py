@@ -127,6 +127,16 @@ def needs_envelopes(template: Any) -> bool:
     return False
 
 
+def needs_messages(template: Any) -> bool:
+    """Whether `template` names the batch's pointers (`batch.messages`, or the whole `batch`): only then does a
+    run's input carry them as `batch.messages`; any other run reads them when it wants them."""
+    for path in holes(template):
+        root, _, rest = path.partition(".")
+        if root == "batch" and (not rest or rest.split(".")[0] == "messages"):
+            return True
+    return False
+
+
 def batch_context(
     *,
     messages: Sequence[Mapping[str, Any]],

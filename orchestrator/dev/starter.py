@@ -52,7 +52,7 @@ class Greeter:
     @workflow.run
     async def run(self, run: RunInput) -> None:
         session = RunSession(run)
-        for message in run.batch.messages:
+        for message in await session.batch_messages():
             thread = message["alias"]
             items = {item["id"]: item for item in await session.list_thread_items(thread)}
             said = items[message["item_id"]]["message"]

@@ -51,7 +51,7 @@ from orchestrator.core.lane_snapshot import (
 )
 from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, step, take_of_claimed
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
-from orchestrator.core.templates import TemplateError, batch_context, needs_envelopes, render
+from orchestrator.core.templates import TemplateError, batch_context, needs_envelopes, needs_messages, render
 from orchestrator.crossings import crossing
 from orchestrator.lanes.executions import RunStarter, run_priority
 from orchestrator.store.connection import DATABASE_AWAY
@@ -465,6 +465,9 @@ class LaneDriver:
         except TemplateError as err:
             return Acted("invocation_error", f"action.input: unknown template path {err}")
         address = snap.address
+        # The pointers cross only for a template that names them: 1,000 of them are ~40 KB of history.
+        carried = needs_messages(plan.input)
+        superseded = len(take.consumed) - len(take.entries)
         run_input = RunInput(
             session_id=address.session_id,
             listener=address.listener,
@@ -475,8 +478,9 @@ class LaneDriver:
                 retry=take.retry,
                 lane=address.lane,
                 event_ids=list(take.consumed),
-                messages=context["batch"]["messages"],
+                messages=context["batch"]["messages"] if carried else None,
                 events=context["batch"].get("events", []),
+                entry_ids=None if carried or superseded == 0 else [q.id for q in take.entries],
                 replay_of=take.replay_of,
             ),
             input=rendered,

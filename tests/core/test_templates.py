@@ -18,6 +18,7 @@ from orchestrator.core.templates import (
     TemplateError,
     batch_context,
     needs_envelopes,
+    needs_messages,
     render,
     why_no_hole,
 )
@@ -90,6 +91,23 @@ def test_without_its_events_a_batch_renders_from_its_pointers_and_leaves_events_
 )
 def test_a_template_needs_events_whole_only_when_it_names_them(template: Any, needs: bool) -> None:
     assert needs_envelopes(template) is needs
+
+
+@pytest.mark.parametrize(
+    ("template", "needs"),
+    [
+        ({"events": "{{ batch.messages }}"}, True),
+        ("first {{ batch.messages.0.alias }}", True),
+        ("{{ batch }}", True),
+        ({"n": "{{ batch.count }}", "ids": ["{{ batch.first_id }}", "{{ batch.last_id }}"]}, False),
+        ({"all": "{{ batch.events }}", "last": "{{ event.alias }}"}, False),
+        ({"{{ batch.messages }}": "a dict key is not rendered"}, False),
+        ("{{ listener.name }} {{ session.id }}", False),
+        (None, False),
+    ],
+)
+def test_a_run_carries_the_batchs_pointers_only_when_its_template_names_them(template: Any, needs: bool) -> None:
+    assert needs_messages(template) is needs
 
 
 def test_consumed_ids_widen_the_batch_span() -> None:

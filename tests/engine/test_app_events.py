@@ -44,7 +44,8 @@ class Opener:
     @workflow.run
     async def run(self, run: RunInput) -> list[int]:
         session = RunSession(run)
-        return [await session.emit("ticket.opened", {"x": m["alias"].rsplit("/", 1)[-1]}) for m in run.batch.messages]
+        pointers = await session.batch_messages()
+        return [await session.emit("ticket.opened", {"x": m["alias"].rsplit("/", 1)[-1]}) for m in pointers]
 
 
 @pytest.fixture

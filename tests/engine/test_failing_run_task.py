@@ -45,7 +45,7 @@ async def engine(platform: Platform, dev_env: WorkflowEnvironment) -> AsyncItera
 
 
 async def test_a_lane_behind_a_run_whose_workflow_task_keeps_failing_says_which_run_and_why(engine: Engine) -> None:
-    action = {"type": "workflow", "workflow": "buggy", "input": None}
+    action = {"type": "workflow", "workflow": "buggy", "input": {"events": "{{ batch.messages }}"}}
     await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0}, action=action))
     sid = await new_session(engine)
     await engine.command("write_object", session_id=sid, alias="missions/bug", value={"type": "m"})

@@ -231,7 +231,7 @@ async def test_a_lane_whose_run_is_stuck_keeps_a_constant_state_while_50000_even
             action={
                 "type": "workflow",
                 "workflow": "recorder",
-                "input": {"sleep": 100_000, "sleep_for": "missions/stuck"},
+                "input": {"sleep": 100_000, "sleep_for": "missions/stuck", "events": "{{ batch.messages }}"},
             },
         )
         await engine.command("save_listener", listener=body)

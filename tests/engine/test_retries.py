@@ -84,7 +84,8 @@ class Clocked:
         options = run.input if isinstance(run.input, dict) else {}
         if options.get("sleep"):
             await workflow.sleep(float(options["sleep"]))
-        if any(m.get("alias") in options.get("fail", []) for m in run.batch.messages):
+        fail = options.get("fail") or []
+        if fail and any(m.get("alias") in fail for m in run.batch.messages):
             await workflow.execute_activity(
                 "test.clock_failed", args=[run.execution_id, workflow.now().timestamp()], start_to_close_timeout=timeout
             )
@@ -119,7 +120,12 @@ def flaky(name: str = "flaky", *, attempts: int, delay: float, **overrides: Any)
         "action": {
             "type": "workflow",
             "workflow": "clocked",
-            "input": {"fail": ["missions/bad"], "retry": "{{ batch.retry }}", "label": "try {{ batch.retry }}"},
+            "input": {
+                "fail": ["missions/bad"],
+                "retry": "{{ batch.retry }}",
+                "label": "try {{ batch.retry }}",
+                "events": "{{ batch.messages }}",
+            },
         },
         "retry": {"attempts": attempts, "delay_seconds": delay},
         "receipt": {"alias": "ops/receipts"},

@@ -27,7 +27,7 @@ class SdkWriter:
     @workflow.run
     async def run(self, run: RunInput) -> dict[str, Any]:
         session = RunSession(run)
-        seen = [await session.read_object(m["alias"]) for m in run.batch.messages]
+        seen = [await session.read_object(m["alias"]) for m in await session.batch_messages()]
         missing = await session.read_object("nothing/here")
         written = await session.write_object("out/summary", {"type": "summary", "count": len(seen)})
         posted = await session.post_thread_item("out/thread", {"type": "text", "role": "assistant", "message": "hi"})
@@ -44,6 +44,23 @@ class SdkWriter:
             start_to_close_timeout=timedelta(seconds=10),
         )
         return {"written": written, "posted": posted}
+
+
+@workflow.defn(name="pointer_reader")
+class PointerReader:
+    """Notes the pointers it came with and those it reads, then reads `batch.messages` as given (which fails the
+    run when its template did not name them)."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> int:
+        read = await RunSession(run).batch_messages()
+        batch = run.batch
+        await workflow.execute_activity(
+            "test.note",
+            [run.listener, batch.carried_messages, read, batch.event_ids, run.input],
+            start_to_close_timeout=timedelta(seconds=10),
+        )
+        return len(batch.messages)
 
 
 class Notes:
@@ -85,7 +102,7 @@ async def sdk_engine(platform: Platform, temporal_env: WorkflowEnvironment) -> A
             out.append(FailAfterCommit(fn).call if name == "orchestrator.session" else fn)
         return out
 
-    async with running_engine(platform, temporal_env.client, workflows=[SdkWriter], wrap=wrap) as engine:
+    async with running_engine(platform, temporal_env.client, workflows=[SdkWriter, PointerReader], wrap=wrap) as engine:
         yield engine, notes
 
 
@@ -124,3 +141,53 @@ async def test_a_run_reads_and_writes_its_session_once_despite_retries(sdk_engin
         assert event["source"]["execution"].startswith("exe:")
         assert event["depth"] == 1
     assert first["event_id"] < own[0]["id"]
+
+
+async def test_a_run_carries_its_batchs_pointers_only_when_its_template_names_them(
+    sdk_engine: tuple[Engine, Notes],
+) -> None:
+    engine, notes = sdk_engine
+
+    def listener(name: str, template: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "filter": {"types": ["object.written"], "aliases": ["missions/**"]},
+            "batch": {"window_seconds": 0.5, "distinct_by": "alias"},
+            "action": {"type": "workflow", "workflow": "pointer_reader", "input": template},
+        }
+
+    await engine.command("save_listener", listener=listener("named", {"events": "{{ batch.messages }}"}))
+    await engine.command("save_listener", listener=listener("plain", {"n": "{{ batch.count }}"}))
+    sid = await new_session(engine)
+    written = [
+        await engine.command("write_objects", session_id=sid, objects=[{"alias": alias, "value": {"type": "m"}}])
+        for alias in ("missions/a", "missions/b", "missions/a")
+    ]
+    ids = [w["event_ids"][0] for w in written]
+
+    async def both_noted() -> bool:
+        return {n[0] for n in notes.notes} == {"named", "plain"}
+
+    await eventually(both_noted, what="both runs' notes")
+    seen = {n[0]: n[1:] for n in notes.notes}
+    carried, read, event_ids, rendered = seen["named"]
+    assert [m["id"] for m in read] == [ids[1], ids[2]], "distinct_by kept the newest missions/a and missions/b"
+    assert carried == read == rendered["events"], "named: the pointers came with the run, as the template saw them"
+    assert event_ids == ids, "every event the batch consumed, the superseded one too"
+    carried, read_plain, event_ids, rendered = seen["plain"]
+    assert carried is None, "its template names no pointers: none crossed"
+    assert read_plain == read, "read from the store by the entries' ids, the same pointers"
+    assert event_ids == ids and rendered == {"n": 2}
+
+    async def both_ended() -> bool:
+        events = await engine.command("list_session_events", session_id=sid, types=["execution.ended"])
+        return {e["source"]["listener"] for e in events["events"]} == {"named", "plain"}
+
+    await eventually(both_ended, what="both runs' ends")
+    ended = (await engine.command("list_session_events", session_id=sid, types=["execution.ended"]))["events"]
+    by_listener = {e["source"]["listener"]: e["execution"] for e in ended}
+    assert by_listener["named"]["status"] == "completed"
+    failed = by_listener["plain"]
+    assert failed["status"] == "failed", "reading pointers that never came fails the run, not a silent []"
+    assert failed["error"]["type"] == "BatchMessagesNotCarried"
+    assert "batch.messages: not carried" in failed["error"]["message"]

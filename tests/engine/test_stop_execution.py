@@ -12,7 +12,7 @@ pytestmark = pytest.mark.asyncio
 SLOW = {
     "type": "workflow",
     "workflow": "recorder",
-    "input": {"sleep": 600, "sleep_for": "missions/slow"},
+    "input": {"sleep": 600, "sleep_for": "missions/slow", "events": "{{ batch.messages }}"},
 }
 
 
