@@ -213,6 +213,15 @@ FULL_PIPE_SECONDS = 8.0
 STARTING_SECONDS = 0.5
 
 
+async def interrupted_within(process: subprocess.Popen[bytes], seconds: float) -> int | None:
+    """SIGINT, then the exit code within `seconds`, or None when the process is still running."""
+    process.send_signal(signal.SIGINT)
+    try:
+        return await asyncio.to_thread(process.wait, seconds)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Workload, api: str) -> None:
     """Fifty interrupts after random delays: while the CLI starts, connects, prints its history into a pipe nobody
     reads (so its print blocks, the case that ignored SIGINT), or waits on the live stream. Each ends the process
@@ -239,20 +248,12 @@ async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Wor
             # starts them: the case that ignored SIGINT must come up, not only by chance.
             delay = FULL_PIPE_SECONDS
         await asyncio.sleep(delay)
-        process.send_signal(signal.SIGINT)
-        try:
-            code: int | None = await asyncio.to_thread(process.wait, 10)
-        except subprocess.TimeoutExpired:
-            code = None
+        code = await interrupted_within(process, 10)
         if code is None and delay < STARTING_SECONDS:
             # Landed while the interpreter started, before the command's handler (`main`'s first statement):
             # once in a fresh-clone CI the interpreter's start took it in silence (0.13 s; never reproduced
             # here in 300 tries). The command's own handler must then end it on the next one at once.
-            process.send_signal(signal.SIGINT)
-            try:
-                code = await asyncio.to_thread(process.wait, 10)
-            except subprocess.TimeoutExpired:
-                code = None
+            code = await interrupted_within(process, 10)
         if code is None:
             process.kill()
         out, err = await asyncio.to_thread(process.communicate)
