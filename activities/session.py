@@ -31,7 +31,6 @@ from orchestrator.commands.schedules import (
 from orchestrator.commands.threads import ThreadItem, check_item
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
-from orchestrator.core.events import message_of
 from orchestrator.core.globs import owned, validate_alias
 from orchestrator.core.graphs import GraphPatch
 from orchestrator.core.validation import field_errors_message
@@ -222,10 +221,11 @@ class SessionActivities(PlatformActivities):
             if args.get("drain", True):
                 return await store.drain_session(session)
             return await store.set_session_status(session, "closed")
-        if call.op in ("batch_events", "batch_messages"):
+        if call.op == "batch_events":
             ids = [int(i) for i in args.get("ids") or ()][:MAX_BATCH_EVENTS]
-            found = [e for e in await store.lanes.envelopes(ids) if e["session_id"] == session]
-            return found if call.op == "batch_events" else [message_of(e) for e in found]
+            return [e for e in await store.lanes.envelopes(ids) if e["session_id"] == session]
+        if call.op == "batch_messages":
+            return await store.lanes.pointers(session, [int(i) for i in args.get("ids") or ()][:MAX_BATCH_EVENTS])
         if call.op == "list_session_events":
             events = await store.list_events(
                 session,

@@ -52,9 +52,11 @@ class RunSession:
         self.run = run if isinstance(run, RunInput) else RunInput.model_validate(run)
         self._calls = 0
 
-    async def _call(self, op: str, write: bool = False, **args: Any) -> Any:
+    async def _call(self, op: str, write: bool = False, counted: bool = True, **args: Any) -> Any:
         run = self.run
-        self._calls += 1
+        # A call's place among the run's calls is part of its writes' keys; a read that only some runs of the
+        # same code make (`batch_messages` when the pointers did not come) takes no place, so keys stay put.
+        self._calls += counted
         key = None
         if write:
             digest = hashlib.sha256(json.dumps([op, args], sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -169,7 +171,7 @@ class RunSession:
         ids = batch.message_ids
         if not ids:
             return []
-        result: list[dict[str, Any]] = await self._call("batch_messages", ids=ids)
+        result: list[dict[str, Any]] = await self._call("batch_messages", counted=False, ids=ids)
         return result
 
     async def batch_events(self, offset: int = 0, limit: int = 200) -> list[dict[str, Any]]:

@@ -96,9 +96,10 @@ class BatchInfo(BaseModel):
 
     A run carries what its listener's template names: the pointers (`messages`) only for a template that names
     `batch.messages` or the whole `batch`, the envelopes (`events`) only for one that names them (or `event`,
-    `item`, the whole `batch`). `event_ids` are always there; `RunSession.batch_messages()` and `batch_events()`
-    read the rest by them. Reading `messages` that were not carried fails the run with a message that says so,
-    rather than handing it an empty list it would take for an empty batch.
+    `item`, the whole `batch`). `event_ids` are always there, and `entry_ids` when the entries are fewer;
+    `RunSession.batch_messages()` and `batch_events()` read the rest by id. Reading `messages` that were not
+    carried fails the run with a message that says so, rather than handing it an empty list it would take for
+    an empty batch.
     """
 
     model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
@@ -113,7 +114,8 @@ class BatchInfo(BaseModel):
     # On the wire `messages`: null when the template does not name them.
     carried_messages: list[dict[str, Any]] | None = Field(default=None, alias="messages")
     events: list[dict[str, Any]] = Field(default_factory=list)
-    # The entries' ids when they are fewer than `event_ids` (`distinct_by` superseded some), messages not carried.
+    # The entries' ids when they are fewer than `event_ids` (`distinct_by` superseded some, or the listener no
+    # longer takes some) and the messages were not carried.
     entry_ids: list[int] | None = None
     # A batch asked for again (`replay_batch`): the first event id of the batch it replays.
     replay_of: int | None = None

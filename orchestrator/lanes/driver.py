@@ -465,8 +465,9 @@ class LaneDriver:
         except TemplateError as err:
             return Acted("invocation_error", f"action.input: unknown template path {err}")
         address = snap.address
-        # The pointers cross only for a template that names them: 1,000 of them are ~40 KB of history.
+        # The pointers cross only for a template that names them: 1,000 of them are ~60 KB of history.
         carried = needs_messages(plan.input)
+        # Fewer entries than events consumed (`distinct_by`, events the listener no longer takes): say which.
         superseded = len(take.consumed) - len(take.entries)
         run_input = RunInput(
             session_id=address.session_id,

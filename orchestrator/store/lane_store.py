@@ -220,6 +220,11 @@ class LaneStore(Protocol):
         a template that names them renders from."""
         ...
 
+    async def pointers(self, session_id: str, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The pointers (`batch.messages`' form) of the events `ids` that are `session_id`'s, ordered by id: read
+        from the events' own columns, not built from envelopes (a thread item's whole message is not read)."""
+        ...
+
     async def end_run(self, ending: Ending) -> Ended:
         """Record a run's end (once) and what it does to its slot."""
         ...

@@ -306,6 +306,10 @@ class MemoryLaneStore:
     async def envelopes(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         return [dict(self.events[i].envelope) for i in sorted(ids) if i in self.events]
 
+    async def pointers(self, session_id: str, ids: Sequence[int]) -> list[dict[str, Any]]:
+        found = (self.events[i] for i in sorted(set(ids)) if i in self.events)
+        return [message_of(e.envelope) for e in found if e.session_id == session_id]
+
     def _held(self, run: MemRun) -> HeldSlot:
         batch = self.batches.get(run.batch_id)
         return HeldSlot(

@@ -298,6 +298,16 @@ class PgLaneStore:
         rows = await self.pool.fetchval("SELECT orchestrator_events_json($1::bigint[])", list(ids))
         return [envelope_of(row) for row in rows]
 
+    async def pointers(self, session_id: str, ids: Sequence[int]) -> list[dict[str, Any]]:
+        rows = await self.pool.fetch(
+            """SELECT id, type, alias, item ->> 'id', execution ->> 'id',
+                      CASE WHEN jsonb_typeof(graph -> 'nodes') = 'array' THEN graph -> 'nodes' END
+               FROM events WHERE session_id = $1 AND id = ANY ($2::bigint[]) ORDER BY id""",
+            session_id,
+            list(ids),
+        )
+        return [pointer(*row) for row in rows]
+
     async def drop_replay(self, replay_id: int) -> None:
         await self.pool.execute("DELETE FROM replays WHERE id = $1", replay_id)
 

@@ -404,3 +404,16 @@ async def test_a_run_that_did_not_start_gives_its_slots_back(world: World) -> No
     after = await finish(world, snap, decision, recorded, started=False)
     assert after is not None and after.runs == () and after.key_slot is None
     assert (await snapshot(world, b)).key_slot == "held", "the slot went to the lane waiting for it"
+
+
+async def test_pointers_are_the_queued_pointers_of_the_sessions_own_events_by_id(world: World) -> None:
+    await world.save_listener(listener())
+    sid, other = await world.open_session(), await world.open_session()
+    ids = [await world.write(sid, f"a/{n}") for n in range(3)]
+    theirs = await world.write(other, "a/theirs")
+    await route_all(world, sid)
+    snap = await snapshot(world, address(sid))
+    read = await world.lanes.pointers(sid, [ids[2], theirs, ids[0], 10**12, ids[2]])
+    assert read == [snap.waiting[0].message, snap.waiting[2].message], "by id, once each, the session's own only"
+    assert read[0] == {"id": ids[0], "type": "object.written", "alias": "a/0"}
+    assert await world.lanes.pointers(sid, []) == []
