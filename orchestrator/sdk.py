@@ -56,7 +56,8 @@ class RunSession:
         run = self.run
         # A call's place among the run's calls is part of its writes' keys; a read that only some runs of the
         # same code make (`batch_messages` when the pointers did not come) takes no place, so keys stay put.
-        self._calls += counted
+        if counted:
+            self._calls += 1
         key = None
         if write:
             digest = hashlib.sha256(json.dumps([op, args], sort_keys=True, default=str).encode()).hexdigest()[:16]
