@@ -71,7 +71,7 @@ async def two_activity_engine(platform: Platform, client: Client, starts: Starts
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def naive_case(bench: Any, events: int, in_flight: int, write: bool = True) -> tuple[float, float]:
+async def naive_case(bench: Any, events: int, in_flight: int, write: bool = True) -> tuple[float, dict[str, float]]:
     """One workflow per event, started as the event is written, each running two activities; answers the
     workflows/s and the CPU seconds per workflow. Without `write`, the workflows alone: what an application's
     run of two activities costs, the part of a batch that is not the engine's."""
@@ -119,7 +119,7 @@ async def naive_case(bench: Any, events: int, in_flight: int, write: bool = True
     row("CPU per workflow, all parts", 1000 * sum(cpu.values()) / events, "ms")
     for part, seconds in cpu.items():
         row(f"  {part}", 1000 * seconds / events, "ms")
-    return rate, sum(cpu.values()) / events
+    return rate, {part: seconds / events for part, seconds in cpu.items()}
 
 
 def listener(name: str, **more: Any) -> dict[str, Any]:
@@ -159,10 +159,10 @@ async def lanes_case(
     events: int,
     keys: int,
     naive: float | None,
-    run_alone: float | None = None,
+    run_alone: dict[str, float] | None = None,
 ) -> float | None:
-    """`naive`: the naive design's workflows/s; `run_alone`: CPU seconds of one run of two activities alone.
-    Answers the engine's CPU seconds per batch (None without `run_alone`)."""
+    """`naive`: the naive design's workflows/s; `run_alone`: CPU seconds of one run of two activities alone, by
+    part. Answers the engine's CPU seconds per batch (None without `run_alone`)."""
     platform, client = bench.platform, bench.client
     starts = Starts(expected=events)
     platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
@@ -222,9 +222,12 @@ async def lanes_case(
         row(f"  {part}", 1000 * seconds / batches, "ms")
     engine = None
     if run_alone is not None:
-        row("a run alone (two activities, no write)", 1000 * run_alone, "ms")
-        engine = (sum(cpu.values()) - sum(writes_cpu.values())) / batches - run_alone
+        row("a run alone (two activities, no write)", 1000 * sum(run_alone.values()), "ms")
+        parts = {part: (cpu[part] - writes_cpu.get(part, 0.0)) / batches - run_alone.get(part, 0.0) for part in cpu}
+        engine = sum(parts.values())
         row("the engine's CPU per batch (less the writes alone, a run alone)", 1000 * engine, "ms")
+        for part, seconds in parts.items():
+            row(f"  {part}", 1000 * seconds, "ms")
     row("workflow executions per batch", executions / batches, "runs")
     row("history events per batch, all workflows", history / batches, "events")
     async with platform.store.transaction() as conn:
