@@ -37,7 +37,7 @@ from orchestrator.dev.embedded import free_port
 from orchestrator.dev.runtime import serve_api
 from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
-from tests.engine.harness import Engine, eventually, recorder_listener, running_engine
+from tests.engine.harness import Engine, eventually, lane_state, recorder_listener, running_engine
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -372,7 +372,12 @@ async def test_the_dashboard_is_a_place_to_work(dashboard: tuple[Engine, str], b
     notes = await engine.command("list_session_events", session_id=sid, types=["ops.note"])
     assert [e["data"] for e in notes["events"]] == [{"text": "hello"}]
 
-    # Paused from the page, a listener's lane waits; resumed, it fires.
+    # Paused from the page, a listener's lane waits; resumed, it fires. The writes above are taken first (on a
+    # loaded machine the lane may still hold one): what waits after the pause is the one write made during it.
+    async def taken() -> bool:
+        return (await lane_state(engine, sid, "orchestrate"))["pending"] == 0
+
+    await eventually(taken, what="orchestrate's lane to take the writes made before the pause")
     orchestrate = '[data-listener="orchestrate"]'
     await until(lambda: _click(browser, f'{orchestrate} [data-act="pause"]'), "the pause button")
     await until(lambda: browser.find_elements(By.CSS_SELECTOR, f'{orchestrate}[data-paused="yes"]'), "paused")
