@@ -22,7 +22,9 @@ from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
+    ActivitySerializationContext,
     DataConverter,
+    NexusSerializationContext,
     SerializationContext,
     StorageDriverStoreContext,
     StorageDriverWorkflowInfo,
@@ -145,10 +147,24 @@ def sandbox_runner(data_converter: DataConverter = pydantic_data_converter) -> S
 
 
 def ignores_context(data_converter: DataConverter) -> bool:
-    """Whether `data_converter` encodes alike in every context and stores nothing outside the payloads (the
-    platform's pydantic converter: no codec, no external storage)."""
-    probe = WorkflowSerializationContext(namespace="-", workflow_id="-")
-    return data_converter.external_storage is None and data_converter.with_context(probe) is data_converter
+    """Whether `data_converter` has no codec and no external storage and is itself under every kind of context
+    (a workflow's, an activity's, a Nexus operation's): the platform's pydantic converter is."""
+    probes: tuple[SerializationContext, ...] = (
+        WorkflowSerializationContext(namespace="-", workflow_id="-"),
+        ActivitySerializationContext(
+            namespace="-",
+            activity_id="-",
+            activity_type="-",
+            activity_task_queue="-",
+            workflow_id="-",
+            workflow_type="-",
+            is_local=False,
+        ),
+        NexusSerializationContext(endpoint="-", service="-", operation="-"),
+    )
+    if data_converter.payload_codec is not None or data_converter.external_storage is not None:
+        return False
+    return all(data_converter.with_context(probe) is data_converter for probe in probes)
 
 
 class _ContextFreeSandbox(SandboxedWorkflowRunner):
@@ -174,8 +190,7 @@ class _ContextFreeRun(WorkflowInstance):
         return None  # the context-free converter, which is the converter itself (`ignores_context`)
 
     def get_external_store_context(self, command_info: Any) -> StorageDriverStoreContext:
-        # Read only with external storage configured, which `ignores_context` rules out; answered as the
-        # SDK answers for the run itself.
+        # Read only with external storage configured, which `ignores_context` rules out: the run's own.
         info = self.get_info()
         run = StorageDriverWorkflowInfo(
             id=info.workflow_id, run_id=info.run_id, type=info.workflow_type, namespace=info.namespace

@@ -13,8 +13,8 @@ import pytest
 from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.api.common.v1 import Payload
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import PayloadCodec, SerializationContext, WithSerializationContext
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import ActivitySerializationContext, PayloadCodec, SerializationContext
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, _runner
@@ -50,21 +50,21 @@ class Passing(PayloadCodec):
         return list(payloads)
 
 
-class PerWorkflow(Passing, WithSerializationContext):
-    """A codec whose output may depend on the workflow (a key per tenant, say): it must be asked."""
+class PerActivity(PydanticPayloadConverter):
+    """A payload converter whose output may depend on an activity's context alone: it must be asked."""
 
-    def with_context(self, context: SerializationContext) -> PerWorkflow:
-        return PerWorkflow()
+    def with_context(self, context: SerializationContext) -> PerActivity:
+        return PerActivity() if isinstance(context, ActivitySerializationContext) else self
 
 
 def test_only_a_converter_no_context_changes_skips_the_question() -> None:
     assert ignores_context(pydantic_data_converter)
     assert type(sandbox_runner()) is not SandboxedWorkflowRunner
-    plain_codec = dataclasses.replace(pydantic_data_converter, payload_codec=Passing())
-    assert ignores_context(plain_codec), "a codec that takes no context encodes alike in every one"
-    per_workflow = dataclasses.replace(pydantic_data_converter, payload_codec=PerWorkflow())
-    assert not ignores_context(per_workflow)
-    assert type(sandbox_runner(per_workflow)) is SandboxedWorkflowRunner, "it keeps the SDK's own sandbox"
+    with_codec = dataclasses.replace(pydantic_data_converter, payload_codec=Passing())
+    assert not ignores_context(with_codec), "any codec: the SDK's own sandbox, asked as it asks"
+    per_activity = dataclasses.replace(pydantic_data_converter, payload_converter_class=PerActivity)
+    assert not ignores_context(per_activity), "changed under an activity's context only"
+    assert type(sandbox_runner(per_activity)) is SandboxedWorkflowRunner, "it keeps the SDK's own sandbox"
 
 
 async def test_a_sandboxed_run_is_never_entered_to_be_asked_and_its_values_cross_as_before(
