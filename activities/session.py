@@ -51,8 +51,8 @@ class SessionCall(BaseModel):
     batch: dict[str, Any] | None = None
 
 
-# The most events one `batch_events` call reads (a batch holds at most 1,000 entries; what `distinct_by`
-# superseded comes on top).
+# The most events one `batch_events` or `batch_messages` call reads (a batch holds at most 1,000 entries;
+# what `distinct_by` superseded comes on top).
 MAX_BATCH_EVENTS = 1000
 ALIAS_WRITES = frozenset({"write_object", "delete_object", "post_thread_item"})
 WRITES = ALIAS_WRITES | {"emit_events", "update_graph", "schedule", "unschedule"}
@@ -221,11 +221,11 @@ class SessionActivities(PlatformActivities):
             if args.get("drain", True):
                 return await store.drain_session(session)
             return await store.set_session_status(session, "closed")
-        if call.op == "batch_events":
+        if call.op in ("batch_events", "batch_messages"):
             ids = [int(i) for i in args.get("ids") or ()][:MAX_BATCH_EVENTS]
+            if call.op == "batch_messages":
+                return await store.lanes.pointers(session, ids)
             return [e for e in await store.lanes.envelopes(ids) if e["session_id"] == session]
-        if call.op == "batch_messages":
-            return await store.lanes.pointers(session, [int(i) for i in args.get("ids") or ()][:MAX_BATCH_EVENTS])
         if call.op == "list_session_events":
             events = await store.list_events(
                 session,
