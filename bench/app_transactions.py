@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import concurrent.futures
 import contextlib
 import random
 import time
@@ -28,7 +27,7 @@ from typing import Any
 
 import asyncpg
 
-from bench.burst import SPAWN, Starts, bench_platform, engine
+from bench.burst import Starts, bench_platform, engine, process_pool
 from bench.common import as_application, row, scratch_database
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
@@ -170,7 +169,7 @@ async def load(seconds: float) -> None:
             starts = Starts(expected=1 << 62)
             async with engine(platform, bench.client, starts):
                 # The writers in a process of their own: the application is not the platform's worker.
-                with concurrent.futures.ProcessPoolExecutor(1, mp_context=SPAWN) as pool:
+                async with process_pool(1) as pool:
                     began = time.monotonic()
                     future = pool.submit(_write_load, as_application(bench.database_url), sessions, seconds)
                     committed, rolled_back = await asyncio.wrap_future(future)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import concurrent.futures
 import contextlib
 import time
 import uuid
@@ -29,7 +28,7 @@ from typing import Any
 import asyncpg
 
 from bench.batch_cost import two_activity_engine
-from bench.burst import SPAWN, Starts, added_delays, bench_platform, engine, write_through_http
+from bench.burst import SPAWN, Starts, added_delays, bench_platform, engine, process_pool, write_through_http
 from bench.common import CpuMeter, percentile, row
 from bench.keep_alive import KeepAlive
 
@@ -72,7 +71,7 @@ async def emit_through_http(url: str, session: str, total: int, per_request: int
     ]
     processes = min(WRITER_PROCESSES, len(bodies))
     writers = max(WRITERS // processes, 1)
-    with concurrent.futures.ProcessPoolExecutor(processes, mp_context=SPAWN) as pool:
+    async with process_pool(processes) as pool:
         loop = asyncio.get_running_loop()
         spans = await asyncio.gather(
             *(loop.run_in_executor(pool, _post, url, bodies[n::processes], writers) for n in range(processes))

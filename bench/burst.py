@@ -59,6 +59,17 @@ WRITERS = 32
 SPAWN = multiprocessing.get_context("spawn")
 
 
+@contextlib.asynccontextmanager
+async def process_pool(processes: int) -> AsyncIterator[concurrent.futures.ProcessPoolExecutor]:
+    """Spawned processes for the writers, shut down off the event loop: joining them on it (a `with` block's
+    exit) stalled the worker and router that share this loop, half a second just as a bulk write ends."""
+    pool = concurrent.futures.ProcessPoolExecutor(processes, mp_context=SPAWN)
+    try:
+        yield pool
+    finally:
+        await asyncio.to_thread(pool.shutdown)
+
+
 @dataclass
 class Starts:
     """When each run started (wall clock), with its batch: what the bench workflow reports."""
@@ -149,7 +160,7 @@ async def write_through_http(
 ) -> tuple[float, float]:
     """Write one object per alias through the HTTP door, `writers` keep-alive clients spread over `processes`
     processes (each writing every `processes`-th alias); answers when the first write began and the last ended."""
-    with concurrent.futures.ProcessPoolExecutor(processes, mp_context=SPAWN) as pool:
+    async with process_pool(processes) as pool:
         loop = asyncio.get_running_loop()
         share = None if rate is None else rate / processes
         spans = await asyncio.gather(

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import concurrent.futures
 import contextlib
 import time
 import uuid
@@ -30,7 +29,7 @@ from typing import Any
 
 from bench.batch_cost import two_activity_engine
 from bench.bulk_events import WRITER_PROCESSES, WRITERS, _post, emit_through_http, routed_position
-from bench.burst import SPAWN, Bench, Starts, bench_platform, engine
+from bench.burst import Bench, Starts, bench_platform, engine, process_pool
 from bench.common import CpuMeter, row
 
 FACT = {"type": "object", "properties": {"n": {"type": "integer"}, "customer": {"type": "string"}}}
@@ -54,7 +53,7 @@ async def quiet_listeners(bench: Bench, count: int, shape: str) -> list[str]:
 async def post_all(url: str, bodies: list[dict[str, Any]]) -> tuple[float, float]:
     processes = min(WRITER_PROCESSES, len(bodies))
     writers = max(WRITERS // processes, 1)
-    with concurrent.futures.ProcessPoolExecutor(processes, mp_context=SPAWN) as pool:
+    async with process_pool(processes) as pool:
         loop = asyncio.get_running_loop()
         spans = await asyncio.gather(
             *(loop.run_in_executor(pool, _post, url, bodies[n::processes], writers) for n in range(processes))
