@@ -132,11 +132,19 @@ def listener(name: str, **more: Any) -> dict[str, Any]:
     }
 
 
-def engine_statements(before: dict[str, int], after: dict[str, int]) -> tuple[int, list[tuple[int, str]]]:
-    """Statements the engine ran between two counts (the API's writes left out), and the most frequent."""
-    ran = {q: n - before.get(q, 0) for q, n in after.items() if n - before.get(q, 0) > 0}
-    mine = {q: n for q, n in ran.items() if not any(a in q for a in API_STATEMENTS) and "pg_stat_statements" not in q}
-    return sum(mine.values()), sorted(((n, q) for q, n in mine.items()), reverse=True)[:8]
+def engine_statements(
+    before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]]
+) -> tuple[int, list[tuple[int, float, str]]]:
+    """Statements the engine ran between two counts (the API's writes left out), and the most frequent with
+    their milliseconds (wall time: a wait for a lock counts)."""
+    ran = {
+        q: (n - before.get(q, (0, 0.0))[0], ms - before.get(q, (0, 0.0))[1])
+        for q, (n, ms) in after.items()
+        if n - before.get(q, (0, 0.0))[0] > 0
+    }
+    mine = {q: ran[q] for q in ran if not any(a in q for a in API_STATEMENTS) and "pg_stat_statements" not in q}
+    top = sorted(((n, ms, q) for q, (n, ms) in mine.items()), reverse=True)[:8]
+    return sum(n for n, _ in mine.values()), top
 
 
 async def writes_alone(bench: Any, events: int, keys: int) -> dict[str, float]:
@@ -238,9 +246,9 @@ async def lanes_case(
         )
     holds = [float(r["held"]) for r in held]
     row("a batch held its slot (taken to its run's end recorded), p50", 1000 * percentile(holds, 50), "ms")
-    print("  the engine's most frequent statements:")
-    for calls, query in top:
-        print(f"    {calls / batches:>6.2f}/batch  {' '.join(query.split())[:100]}")
+    print("  the engine's most frequent statements (calls and wall-time milliseconds per batch):")
+    for calls, ms, query in top:
+        print(f"    {calls / batches:>6.2f}/batch {ms / batches:>7.2f} ms  {' '.join(query.split())[:90]}")
     return engine
 
 

@@ -54,18 +54,19 @@ async def scratch_database(statements: bool = False) -> AsyncIterator[str]:
             await server.stop()
 
 
-async def statement_counts(database_url: str, reset: bool = False) -> dict[str, int]:
-    """How often each top-level statement ran on the database since the last reset (by its text)."""
+async def statement_counts(database_url: str, reset: bool = False) -> dict[str, tuple[int, float]]:
+    """How often each top-level statement ran on the database since the last reset (by its text), and its time
+    in milliseconds: wall time, so a statement waiting for a lock counts the wait."""
     conn = await asyncpg.connect(database_url)
     try:
         if reset:
             await conn.execute("SELECT pg_stat_statements_reset()")
             return {}
         rows = await conn.fetch(
-            "SELECT query, calls FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
+            "SELECT query, calls, total_exec_time FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
             " WHERE d.datname = current_database()"
         )
-        return {r["query"]: int(r["calls"]) for r in rows}
+        return {r["query"]: (int(r["calls"]), float(r["total_exec_time"])) for r in rows}
     finally:
         await conn.close()
 
