@@ -137,11 +137,11 @@ def engine_statements(
 ) -> tuple[int, list[tuple[int, float, str]]]:
     """Statements the engine ran between two counts (the API's writes left out), and the most frequent with
     their milliseconds (wall time: a wait for a lock counts)."""
-    ran = {
-        q: (n - before.get(q, (0, 0.0))[0], ms - before.get(q, (0, 0.0))[1])
-        for q, (n, ms) in after.items()
-        if n - before.get(q, (0, 0.0))[0] > 0
-    }
+    ran: dict[str, tuple[int, float]] = {}
+    for q, (n, ms) in after.items():
+        calls, took = before.get(q, (0, 0.0))
+        if n > calls:
+            ran[q] = (n - calls, ms - took)
     mine = {q: ran[q] for q in ran if not any(a in q for a in API_STATEMENTS) and "pg_stat_statements" not in q}
     top = sorted(((n, ms, q) for q, (n, ms) in mine.items()), reverse=True)[:8]
     return sum(n for n, _ in mine.values()), top

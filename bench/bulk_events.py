@@ -69,6 +69,11 @@ async def emit_through_http(url: str, session: str, total: int, per_request: int
         }
         for start in range(0, total, per_request)
     ]
+    return await post_all(url, bodies)
+
+
+async def post_all(url: str, bodies: list[dict[str, Any]]) -> tuple[float, float]:
+    """POST every body through the door from the writer processes; answers the first start and last end."""
     processes = min(WRITER_PROCESSES, len(bodies))
     writers = max(WRITERS // processes, 1)
     async with process_pool(processes) as pool:

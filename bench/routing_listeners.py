@@ -28,8 +28,8 @@ import uuid
 from typing import Any
 
 from bench.batch_cost import two_activity_engine
-from bench.bulk_events import WRITER_PROCESSES, WRITERS, _post, emit_through_http, routed_position
-from bench.burst import Bench, Starts, bench_platform, engine, process_pool
+from bench.bulk_events import emit_through_http, post_all, routed_position
+from bench.burst import Bench, Starts, bench_platform, engine
 from bench.common import CpuMeter, row
 
 FACT = {"type": "object", "properties": {"n": {"type": "integer"}, "customer": {"type": "string"}}}
@@ -48,17 +48,6 @@ async def quiet_listeners(bench: Bench, count: int, shape: str) -> list[str]:
         await bench.platform.store.save_listener(name, body, 0)
         names.append(name)
     return names
-
-
-async def post_all(url: str, bodies: list[dict[str, Any]]) -> tuple[float, float]:
-    processes = min(WRITER_PROCESSES, len(bodies))
-    writers = max(WRITERS // processes, 1)
-    async with process_pool(processes) as pool:
-        loop = asyncio.get_running_loop()
-        spans = await asyncio.gather(
-            *(loop.run_in_executor(pool, _post, url, bodies[n::processes], writers) for n in range(processes))
-        )
-    return min(b for b, _ in spans), max(e for _, e in spans)
 
 
 async def wait_until(check: Any, within: float = 900.0) -> float:
