@@ -132,11 +132,13 @@ def next_move(snap: LaneSnapshot, now: float, limits: Limits) -> Move | Wait:
         return _after_runs(snap)
     if decl is None:
         return TakeBatch()  # deleted since its events were routed: consumed, nobody to report to
+    # Slots before the window: a lane whose slots are taken waits for whoever frees one (a run's end drives
+    # it), not for its window, which would wake it only to find its slot still held.
+    if runs and (blocked := _slot_wait(snap, decl, limits)) is not None:
+        return blocked
     closes = window_closes_at(snap, decl)
     if closes is not None and now < closes:
         return Wait("window_open" if decl.batch.debounce_seconds is None else "debouncing", closes)
-    if runs and (blocked := _slot_wait(snap, decl, limits)) is not None:
-        return blocked
     return TakeBatch()
 
 

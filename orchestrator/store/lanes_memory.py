@@ -676,15 +676,11 @@ class MemoryLaneStore:
                 lane.newest_at = None if q.newest_at is None else q.newest_at.timestamp()
             if empty:
                 lane.nudged_at = now
-            keyed_behind = q.key_max is not None and lane.id not in self.key_slots
-            if (
-                empty
-                and not blocked
-                and keyed_behind
-                and self._keys_held(session_id, lane.listener) >= (q.key_max or 0)
-            ):
-                blocked = True
-                self.key_slots[lane.id] = self._key_row(lane, False)
+            # A keyed lane with no key slot takes a free one now, or joins the queue for one (lanes in order).
+            if empty and not blocked and q.key_max is not None and lane.id not in self.key_slots:
+                free = self._keys_held(session_id, lane.listener) < q.key_max
+                blocked = not free
+                self.key_slots[lane.id] = self._key_row(lane, free)
             if empty and (not blocked or q.declared.idle_after_seconds is not None):
                 oldest = min(i for i in lane.queue if i > lane.fired_through)
                 nudges.append(

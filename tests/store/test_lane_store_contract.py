@@ -366,19 +366,63 @@ async def test_a_failed_run_with_attempts_left_holds_its_slot_until_its_repeat(w
     assert [(r.execution_id, r.due_at) for r in again.runs] == [(repeat.execution_id, None)]
 
 
+async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the_rest_unnudged(world: World) -> None:
+    await world.save_listener(keyed(max_parallel=2))
+    sid = await world.open_session()
+    for alias in ("c", "a", "d", "b"):
+        await world.write(sid, alias)
+    routed = await route_all(world, sid)
+    lanes = {x: address(sid, "k", x) for x in "abcd"}
+    # Only the keys given a slot are nudged: the others have no lane workflow to start until a slot is theirs.
+    assert [n.address.lane for n in routed.nudges] == ["a", "b"]
+    assert [(await snapshot(world, lanes[x])).key_slot for x in "abcd"] == ["held", "held", "queued", "queued"]
+    snap, decision, _ = await take(world, lanes["a"])
+    assert decision.key_slot == "keep" and snap.keys_held == 2
+    # A key that turns pending later, every slot taken, joins the queue behind them, unnudged.
+    await world.write(sid, "e")
+    assert (await route_all(world, sid)).nudges == ()
+    assert (await snapshot(world, address(sid, "k", "e"))).key_slot == "queued"
+
+
+async def test_a_lane_whose_slot_is_held_waits_for_the_slot_not_for_its_window(world: World) -> None:
+    """Its window would wake it only to find the slot still held: the run's end that frees it drives the lane."""
+    await world.save_listener(listener(batch={"window_seconds": 60, "max_events": 100}))
+    sid = await world.open_session()
+    await world.write(sid, "a/0")
+    await route_all(world, sid)
+    snap = await snapshot(world, address(sid))
+    decision = step(snap, snap.now + 61, LIMITS)
+    assert isinstance(decision, Take)
+    recorded = await world.lanes.record(snap, decision, LIMITS.listener_fires_per_minute, 1)
+    assert isinstance(recorded, Recorded)
+    await finish(world, snap, decision, recorded)
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    behind = await snapshot(world, address(sid))
+    wait = step(behind, behind.now, LIMITS)
+    assert isinstance(wait, Wait) and (wait.reason, wait.until) == ("slot_held", None)
+    ended = await end(world, sid, decision.execution_id, lane="_", fetch_own=0)
+    assert [x.workflow_id for x in ended.drive] == [address(sid).workflow_id]
+    after = await snapshot(world, address(sid))
+    reopened = step(after, after.now, LIMITS)
+    assert isinstance(reopened, Wait) and reopened.reason == "window_open" and reopened.until is not None
+
+
 async def test_a_freed_key_slot_goes_to_the_lane_that_queued_for_it(world: World) -> None:
     await world.save_listener(keyed())
     sid = await world.open_session()
     await world.write(sid, "a")
     await world.write(sid, "b")
-    await route_all(world, sid)
+    routed = await route_all(world, sid)
     a, b = address(sid, "k", "a"), address(sid, "k", "b")
+    assert [n.address.lane for n in routed.nudges] == ["a"]
     snap, decision, recorded = await take(world, a)
-    assert decision.key_slot == "take"
+    assert decision.key_slot == "keep"
     await finish(world, snap, decision, recorded)
     behind = await snapshot(world, b)
+    assert behind.key_slot == "queued"
     wait = step(behind, behind.now, LIMITS)
-    assert isinstance(wait, Wait) and wait.reason == "queued_for_key_slot" and wait.queue_for_key_slot
+    assert isinstance(wait, Wait) and wait.reason == "queued_for_key_slot" and not wait.queue_for_key_slot
     assert not await world.lanes.queue_for_key_slot(behind, 1)
     assert (await snapshot(world, b)).key_slot == "queued"
     ended = await end(world, sid, decision.execution_id, listener="k", keyed=True, key_max=1, lane="a", fetch_own=0)
