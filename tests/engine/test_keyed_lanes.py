@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.lanes.nudges import Nudger
 from orchestrator.store.lane_store import Finished, Finishing
 from tests.engine.harness import (
     Engine,
@@ -82,12 +83,15 @@ async def test_the_cross_key_cap_holds_across_six_keys(engine: Engine) -> None:
     await engine.command("save_listener", listener=keyed_listener(sleep=1.5, window=0.2, max_parallel=2))
     sid = await new_session(engine)
     aliases = [f"missions/k{n}" for n in range(6)]
+    nudged_before = Nudger.sent_total
     ids = await write_many(engine, sid, aliases + aliases)
 
     async def done() -> bool:
         return await all_ended(engine, len(ids))
 
     await eventually(done, within=60, what="every event in a run")
+    # The keys given the two free slots are nudged; the rest queue, and the runs' ends hand them the slots.
+    assert Nudger.sent_total - nudged_before <= 2, "no lane nudged only to find every key slot taken"
     assert engine.log.most_at_once["orchestrate:*"] <= 2, "never more than max_parallel keys running"
     assert engine.log.most_at_once["orchestrate:*"] == 2, "the cap is a cap, not serial"
     assert sorted(engine.log.event_ids()) == sorted(ids)
