@@ -177,11 +177,11 @@ def _plan(decl: ListenerDeclaration, version: int, depth: int) -> RunPlan | None
     )
 
 
-def _key_slot(snap: LaneSnapshot, decl: ListenerDeclaration, acts: bool) -> KeyMove:
+def _key_slot(snap: LaneSnapshot, decl: ListenerDeclaration | None, acts: bool) -> KeyMove:
     """A keyed listener's slot across keys: taken for a run, given back when the lane was handed one it no
-    longer needs."""
-    if decl.concurrency.mode != "keyed" or not isinstance(decl.action, WorkflowAction):
-        return None
+    longer needs. A lane whose listener is no longer keyed (re-saved, deleted) leaves the queue or slot it had."""
+    if decl is None or decl.concurrency.mode != "keyed" or not isinstance(decl.action, WorkflowAction):
+        return "give_back" if snap.key_slot is not None else None
     held = snap.key_slot == "held"
     if acts:
         return "keep" if held else "take"
@@ -225,7 +225,7 @@ def _taking(
         replay_of=replay_of,
         replay_id=replay_id,
         plan=plan if acts else None,
-        key_slot=None if listener is None else _key_slot(snap, listener.declaration, acts and plan is not None),
+        key_slot=_key_slot(snap, listener.declaration if listener else None, acts and plan is not None),
         counted=acts,
     )
 

@@ -261,8 +261,11 @@ class LaneDriver:
         """Read the lane's waiting events now, while the run that holds its slot runs: that run's end drives the
         lane, and a full read (a thousand envelopes: a quarter of a serial lane's cycle, bench.bulk_events) is
         then off its path. Not with `distinct_by`: a read then holds up to five times as many envelopes, and is
-        full, so of use, only when five times `max_events` wait."""
+        full, so of use, only when five times `max_events` wait. Nor for a keyed lane: its run's end hands the
+        key slot to the lane that has waited longest, most often another key's, and reads that one."""
         if self.read_ahead <= 0 or address in self._ahead or decl.batch.distinct_by is not None:
+            return
+        if decl.concurrency.mode == "keyed":
             return
         while len(self._ahead) >= self.read_ahead:
             self._ahead.popitem(last=False)[1].cancel()

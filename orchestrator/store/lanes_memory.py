@@ -401,9 +401,10 @@ class MemoryLaneStore:
 
     def _key_slot_freed(self, lane: MemLane, key_max: int, requeue: bool) -> tuple[LaneAddress, ...]:
         self.key_slots.pop(lane.id, None)
-        if requeue:
+        if requeue and key_max > 0:
             self.key_slots[lane.id] = self._key_row(lane, False)
-        if self._keys_held(lane.session_id, lane.listener) >= key_max:
+        free = key_max - self._keys_held(lane.session_id, lane.listener)
+        if free <= 0:
             return ()
         waiting = sorted(
             (
@@ -413,10 +414,9 @@ class MemoryLaneStore:
             ),
             key=lambda k: (not (k.due_at is not None and k.due_at <= self.now()), k.since, k.order),
         )
-        if not waiting:
-            return ()
-        waiting[0].holding = True
-        return (self.lanes[waiting[0].lane_id].address,)
+        for slot in waiting[:free]:
+            slot.holding = True
+        return tuple(self.lanes[slot.lane_id].address for slot in waiting[:free])
 
     async def queue_for_key_slot(self, snap: LaneSnapshot, key_max: int) -> bool:
         lane = self.lanes[snap.lane_id]
@@ -676,11 +676,13 @@ class MemoryLaneStore:
                 lane.newest_at = None if q.newest_at is None else q.newest_at.timestamp()
             if empty:
                 lane.nudged_at = now
-            # A keyed lane with no key slot takes a free one now, or joins the queue for one (lanes in order).
+            # A keyed lane with no key slot takes a free one now, or joins the queue for one (lanes in order); a
+            # debounced one competes when its window closes, joining the queue only when every slot is taken.
             if empty and not blocked and q.key_max is not None and lane.id not in self.key_slots:
                 free = self._keys_held(session_id, lane.listener) < q.key_max
                 blocked = not free
-                self.key_slots[lane.id] = self._key_row(lane, free)
+                if not free or q.declared.debounce_seconds is None:
+                    self.key_slots[lane.id] = self._key_row(lane, free)
             if empty and (not blocked or q.declared.idle_after_seconds is not None):
                 oldest = min(i for i in lane.queue if i > lane.fired_through)
                 nudges.append(
@@ -741,11 +743,13 @@ class MemoryLaneStore:
         return lane.nudged_at < now - (window + STALE_GRACE_SECONDS)
 
     def _blocked(self, lane: MemLane) -> bool:
-        """Left to whoever frees the slot it waits for: its runs hold all of them, or it is queued for a key."""
+        """Left to whoever frees the slot it waits for: its runs hold all of them, or it is queued for a key
+        that some lane holds (a queue nobody holds a slot of, its listener no longer keyed, is nobody's to hand on)."""
         held = sum(1 for r in self.runs.values() if r.lane_id == lane.id)
         if lane.run_slots is not None and held >= lane.run_slots:
             return True
-        return lane.id in self.key_slots and not self.key_slots[lane.id].holding
+        queued = lane.id in self.key_slots and not self.key_slots[lane.id].holding
+        return queued and self._keys_held(lane.session_id, lane.listener) > 0
 
     # -- the runs' crossing to Temporal ---------------------------------------------------------------------
 

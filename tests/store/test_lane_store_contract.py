@@ -20,7 +20,7 @@ from orchestrator.core.lane_step import step, take_of_claimed
 from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
 from orchestrator.platform import Platform
-from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
+from orchestrator.store.lane_store import STALE_GRACE_SECONDS, Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.lanes_memory import MemoryLaneStore
 
 LIMITS = Limits(activation_delay_seconds=0)
@@ -35,6 +35,7 @@ class World(Protocol):
     async def pause(self, name: str) -> None: ...
     async def versions(self) -> list[dict[str, Any]]: ...
     async def queue_rows(self, where: LaneAddress) -> list[int]: ...
+    async def backdate_nudges(self, seconds: float) -> None: ...
 
 
 class PgWorld:
@@ -73,6 +74,11 @@ class PgWorld:
         )
         return [int(r["event_id"]) for r in rows]
 
+    async def backdate_nudges(self, seconds: float) -> None:
+        await self.platform.store.pool.execute(
+            "UPDATE lanes SET nudged_at = nudged_at - make_interval(secs => $1)", seconds
+        )
+
 
 class MemoryWorld:
     def __init__(self) -> None:
@@ -108,6 +114,10 @@ class MemoryWorld:
             if (lane.session_id, lane.listener, lane.lane) == (where.session_id, where.listener, where.lane)
         ]
         return sorted(found[0].queue) if found else []
+
+    async def backdate_nudges(self, seconds: float) -> None:
+        for lane in self.store.lanes.values():
+            lane.nudged_at -= seconds
 
 
 @pytest.fixture(params=["postgres", "memory"])
@@ -382,6 +392,59 @@ async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the
     await world.write(sid, "e")
     assert (await route_all(world, sid)).nudges == ()
     assert (await snapshot(world, address(sid, "k", "e"))).key_slot == "queued"
+
+
+async def test_a_debounced_keyed_lane_competes_for_a_slot_when_its_window_closes_rather_than_hold_one(
+    world: World,
+) -> None:
+    """A debounce stays open while events come: a slot held through it would starve the other keys."""
+    body = keyed(max_parallel=1)
+    body["batch"] = {"debounce_seconds": 5, "max_events": 100}
+    await world.save_listener(body)
+    sid = await world.open_session()
+    for alias in ("a", "b"):
+        await world.write(sid, alias)
+    routed = await route_all(world, sid)
+    assert [n.address.lane for n in routed.nudges] == ["a", "b"]
+    assert [(await snapshot(world, address(sid, "k", x))).key_slot for x in "ab"] == [None, None]
+
+
+async def test_a_queue_left_by_a_listener_no_longer_keyed_is_found_by_the_poll_and_left(world: World) -> None:
+    """Its slot's holder is re-saved serial: nobody will hand the queue a slot, so the poll nudges the lanes
+    in it, and each leaves the queue with the batch it takes."""
+    await world.save_listener(keyed())
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await world.write(sid, "b")
+    await route_all(world, sid)
+    a, b = address(sid, "k", "a"), address(sid, "k", "b")
+    await world.save_listener(listener("k"))
+    snap = await snapshot(world, a)
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take) and decision.key_slot == "give_back"
+    recorded = await world.lanes.record(snap, decision, LIMITS.listener_fires_per_minute, 0)
+    assert isinstance(recorded, Recorded) and recorded.granted == ()
+    assert (await snapshot(world, b)).key_slot == "queued"
+    await world.backdate_nudges(STALE_GRACE_SECONDS + 1)
+    assert b.workflow_id in [s.address.workflow_id for s in await world.lanes.stale_lanes()]
+    behind = await snapshot(world, b)
+    taken = step(behind, behind.now, LIMITS)
+    assert isinstance(taken, Take) and taken.key_slot == "give_back"
+    assert isinstance(await world.lanes.record(behind, taken, LIMITS.listener_fires_per_minute, 0), Recorded)
+    assert (await snapshot(world, b)).key_slot is None
+
+
+async def test_a_raised_max_parallel_hands_every_free_slot_to_the_queue(world: World) -> None:
+    await world.save_listener(keyed(max_parallel=1))
+    sid = await world.open_session()
+    for alias in ("a", "b", "c"):
+        await world.write(sid, alias)
+    await route_all(world, sid)
+    await world.save_listener(keyed(max_parallel=3))
+    snap, decision, recorded = await take(world, address(sid, "k", "a"))
+    await finish(world, snap, decision, recorded)
+    ended = await end(world, sid, decision.execution_id, listener="k", keyed=True, key_max=3, lane="a", fetch_own=0)
+    assert [x.lane for x in ended.drive] == ["b", "c"], "both waiters, not one"
 
 
 async def test_a_lane_whose_slot_is_held_waits_for_the_slot_not_for_its_window(world: World) -> None:

@@ -4,7 +4,13 @@
 -- now the first keys take the free slots and are nudged, the rest join the queue without a nudge, and a run's
 -- end hands them the slots it frees (0002_lanes.sql's queue), most often with no lane workflow at all. A slot
 -- so taken is held through the rest of its lane's window, as one handed to a lane whose window is open is.
--- Otherwise 0013_traced_lanes.sql's round.
+-- A debounced listener's lanes are left to compete when their window closes, as before: a debounce stays open as
+-- long as events come, and a slot held through it would starve the other keys. The page's lanes join the queue
+-- in (listener, lane) order, as they take slots. Otherwise 0013_traced_lanes.sql's round.
+--
+-- A freed key slot (`orchestrator_key_slot_freed`) now goes to as many waiters as there are slots free, not one
+-- (a `max_parallel` raised while lanes wait is used at once, not never), and a lane whose listener is no longer
+-- keyed (`p_max` 0: re-saved, deleted) leaves the queue instead of joining it again.
 
 CREATE OR REPLACE FUNCTION orchestrator_route_page(p_session text, p_limit integer, p_cap integer) RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -100,7 +106,9 @@ BEGIN
         FROM unnest(v_hits) h GROUP BY h.listener, h.lane),
     declared AS (
         SELECT p.*, r.window_seconds, least(r.slots, p_cap) AS run_slots, least(r.key_slots, p_cap) AS key_max,
-               r.idle, (SELECT e.created_at FROM events e WHERE e.id = p.newest_id) AS newest_at
+               r.idle, (SELECT e.created_at FROM events e WHERE e.id = p.newest_id) AS newest_at,
+               r.key_slots IS NOT NULL AND (SELECT v.body -> 'batch' ->> 'debounce_seconds' FROM listener_versions v
+                                            WHERE v.name = p.listener AND v.version = p.version) IS NOT NULL AS debounced
         FROM per_lane p JOIN listener_rules r ON r.name = p.listener AND r.version = p.version),
     locked AS (
         SELECT l.id, l.listener, l.lane, l.workflow_id, l.routed_through <= l.fired_through AS was_empty
@@ -110,7 +118,8 @@ BEGIN
                'id', k.id, 'listener', d.listener, 'lane', d.lane, 'workflow_id', k.workflow_id,
                'version', d.version, 'through', d.through, 'events', d.events, 'newest_id', d.newest_id,
                'newest_at', d.newest_at, 'window_seconds', d.window_seconds, 'run_slots', d.run_slots,
-               'key_max', d.key_max, 'idle', d.idle, 'was_empty', k.was_empty) ORDER BY d.listener, d.lane)
+               'key_max', d.key_max, 'idle', d.idle, 'was_empty', k.was_empty, 'debounced', d.debounced)
+               ORDER BY d.listener, d.lane)
         INTO v_lanes
         FROM declared d JOIN locked k ON k.listener = d.listener AND k.lane = d.lane;
 
@@ -134,15 +143,20 @@ BEGIN
         SELECT s.*, (s.was_empty AND NOT s.blocked AND s.x ->> 'key_max' IS NOT NULL
                      AND NOT EXISTS (SELECT 1 FROM key_slots k WHERE k.lane_id = s.id)) AS keyless
         FROM state s),
-    placed AS (
-        SELECT k.*, k.keyless AND
+    counted AS (
+        SELECT k.*, (k.x ->> 'debounced')::boolean AS debounced,
                (SELECT count(*) FROM key_slots h WHERE h.session_id = p_session
-                AND h.listener = k.x ->> 'listener' AND h.holding)
-               + row_number() OVER (PARTITION BY k.keyless, k.x ->> 'listener' ORDER BY k.x ->> 'lane' COLLATE "C")
-               > (k.x ->> 'key_max')::integer AS joins
-        FROM keyless k)
+                AND h.listener = k.x ->> 'listener' AND h.holding) AS held,
+               row_number() OVER (PARTITION BY k.keyless, k.x ->> 'listener' ORDER BY k.x ->> 'lane' COLLATE "C") AS place
+        FROM keyless k),
+    -- A debounced window may stay open as long as events come: its lane is nudged to compete for a slot when
+    -- it closes, as before, rather than hold one meanwhile (and joins the queue only when every slot is taken).
+    placed AS (
+        SELECT c.*, c.keyless AND CASE WHEN c.debounced THEN c.held >= (c.x ->> 'key_max')::integer
+                                       ELSE c.held + c.place > (c.x ->> 'key_max')::integer END AS joins
+        FROM counted c)
     SELECT jsonb_agg(p.x || jsonb_build_object('blocked', p.blocked OR p.joins, 'joins', p.joins,
-                                               'takes', p.keyless AND NOT p.joins) ORDER BY p.id)
+                                               'takes', p.keyless AND NOT p.debounced AND NOT p.joins) ORDER BY p.id)
         INTO v_lanes FROM placed p;
 
     UPDATE lanes l SET
@@ -158,7 +172,8 @@ BEGIN
         SELECT (x ->> 'id')::bigint, p_session, x ->> 'listener', true
         FROM jsonb_array_elements(v_lanes) x WHERE (x ->> 'takes')::boolean ORDER BY (x ->> 'id')::bigint;
     PERFORM orchestrator_key_queue((x ->> 'id')::bigint, p_session, x ->> 'listener')
-        FROM jsonb_array_elements(v_lanes) x WHERE (x ->> 'joins')::boolean ORDER BY (x ->> 'id')::bigint;
+        FROM jsonb_array_elements(v_lanes) x WHERE (x ->> 'joins')::boolean
+        ORDER BY x ->> 'listener' COLLATE "C", x ->> 'lane' COLLATE "C";
 
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'listener', x ->> 'listener', 'lane', x ->> 'lane', 'workflow_id', x ->> 'workflow_id',
@@ -176,5 +191,31 @@ BEGIN
                                                       'events', (x ->> 'events')::integer))
                   FROM jsonb_array_elements(v_lanes) x),
         'traced', v_traced);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION orchestrator_key_slot_freed(p_lane bigint, p_session text, p_listener text, p_max integer,
+                                                       p_requeue boolean) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_free integer;
+    v_granted jsonb;
+BEGIN
+    DELETE FROM key_slots WHERE lane_id = p_lane;
+    IF p_requeue AND p_max > 0 THEN
+        PERFORM orchestrator_key_queue(p_lane, p_session, p_listener);
+    END IF;
+    v_free := p_max - (SELECT count(*) FROM key_slots WHERE session_id = p_session AND listener = p_listener AND holding);
+    IF v_free <= 0 THEN
+        RETURN '[]';
+    END IF;
+    WITH granted AS (
+        UPDATE key_slots SET holding = true WHERE lane_id IN (
+            SELECT lane_id FROM key_slots WHERE session_id = p_session AND listener = p_listener AND NOT holding
+            ORDER BY coalesce(due_at <= clock_timestamp(), false) DESC, since, lane_id LIMIT v_free)
+        RETURNING lane_id, due_at, since)
+    SELECT jsonb_agg(orchestrator_lane_address(g.lane_id)
+                     ORDER BY coalesce(g.due_at <= clock_timestamp(), false) DESC, g.since, g.lane_id)
+        INTO v_granted FROM granted g;
+    RETURN coalesce(v_granted, '[]');
 END
 $$;
