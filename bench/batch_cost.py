@@ -292,24 +292,25 @@ def summarize(label: str, engine: list[float | None]) -> None:
 async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1) -> None:
     async with bench_platform(statements=True) as bench:
         print(f"batch cost: dev server + embedded PostgreSQL, writers through the HTTP door ({bench.api})")
-        naive = run_alone = None
+        naive = None
         if "naive" in cases:
             # 4 at a time, as the earlier benchmarks (bench.burst) measured it, and 32 at a time.
             await naive_case(bench, naive_events, 4)
             naive, _ = await naive_case(bench, naive_events, WRITERS)
-        if "keyed" in cases or "serial" in cases:
+
+        async def lanes_round(label: str, body: dict[str, Any], keys: int) -> float | None:
             # What the application's run costs, 16 at a time (a keyed listener's slots): not the engine's part.
+            # Measured again each round, next to the case it is taken from: the machine's load moves both.
             _, run_alone = await naive_case(bench, naive_events // 2, 16, write=False)
+            return await lanes_case(bench, label, body, events, keys, naive, run_alone)
+
         if "keyed" in cases:
             keyed = listener("cost_keyed", concurrency={"mode": "keyed", "key": "alias", "max_parallel": 16})
             label = "keyed (100 keys, 16 slots, 1 s window)"
-            engine = [await lanes_case(bench, label, keyed, events, 100, naive, run_alone) for _ in range(rounds)]
-            summarize(label, engine)
+            summarize(label, [await lanes_round(label, keyed, 100) for _ in range(rounds)])
         if "serial" in cases:
             label = "serial (1 s window)"
-            serial = listener("cost_serial")
-            engine = [await lanes_case(bench, label, serial, events, 1, naive, run_alone) for _ in range(rounds)]
-            summarize(label, engine)
+            summarize(label, [await lanes_round(label, listener("cost_serial"), 1) for _ in range(rounds)])
         if "windows" in cases:
             for window in (1.0, 0.3):
                 await windows_case(bench, window)
