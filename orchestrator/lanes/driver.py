@@ -263,9 +263,9 @@ class LaneDriver:
         then off its path. Not with `distinct_by`: a read then holds up to five times as many envelopes, and is
         full, so of use, only when five times `max_events` wait. Nor for a keyed lane: its run's end hands the
         key slot to the lane that has waited longest, most often another key's, and reads that one."""
-        if self.read_ahead <= 0 or address in self._ahead or decl.batch.distinct_by is not None:
+        if self.read_ahead <= 0 or address in self._ahead:
             return
-        if decl.concurrency.mode == "keyed":
+        if decl.batch.distinct_by is not None or decl.concurrency.mode == "keyed":
             return
         while len(self._ahead) >= self.read_ahead:
             self._ahead.popitem(last=False)[1].cancel()

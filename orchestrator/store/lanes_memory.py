@@ -414,9 +414,10 @@ class MemoryLaneStore:
             ),
             key=lambda k: (not (k.due_at is not None and k.due_at <= self.now()), k.since, k.order),
         )
-        for slot in waiting[:free]:
+        granted = waiting[:free]
+        for slot in granted:
             slot.holding = True
-        return tuple(self.lanes[slot.lane_id].address for slot in waiting[:free])
+        return tuple(self.lanes[slot.lane_id].address for slot in granted)
 
     async def queue_for_key_slot(self, snap: LaneSnapshot, key_max: int) -> bool:
         lane = self.lanes[snap.lane_id]

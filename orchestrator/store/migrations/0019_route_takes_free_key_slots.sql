@@ -107,6 +107,8 @@ BEGIN
     declared AS (
         SELECT p.*, r.window_seconds, least(r.slots, p_cap) AS run_slots, least(r.key_slots, p_cap) AS key_max,
                r.idle, (SELECT e.created_at FROM events e WHERE e.id = p.newest_id) AS newest_at,
+               -- A debounce, read from the version's body (one lookup per keyed lane of the page): a rule column
+               -- would be left false by a version saved by code from before it.
                r.key_slots IS NOT NULL AND (SELECT v.body -> 'batch' ->> 'debounce_seconds' FROM listener_versions v
                                             WHERE v.name = p.listener AND v.version = p.version) IS NOT NULL AS debounced
         FROM per_lane p JOIN listener_rules r ON r.name = p.listener AND r.version = p.version),
