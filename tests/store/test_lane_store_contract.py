@@ -394,6 +394,20 @@ async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the
     assert (await snapshot(world, address(sid, "k", "e"))).key_slot == "queued"
 
 
+async def test_a_key_slot_taken_in_the_round_whose_nudge_is_lost_is_found_by_the_poll(world: World) -> None:
+    """The round commits the slot, then nudges: a router that dies between the two leaves the poll to step it."""
+    await world.save_listener(keyed(max_parallel=1))
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await world.write(sid, "b")
+    await route_all(world, sid)  # its nudges never sent
+    a, b = address(sid, "k", "a"), address(sid, "k", "b")
+    assert [(await snapshot(world, x)).key_slot for x in (a, b)] == ["held", "queued"]
+    await world.backdate_nudges(STALE_GRACE_SECONDS + 1)
+    found = [s.address.workflow_id for s in await world.lanes.stale_lanes()]
+    assert found == [a.workflow_id], "the holder, not the queue its slot's end will hand on to"
+
+
 async def test_a_debounced_keyed_lane_competes_for_a_slot_when_its_window_closes_rather_than_hold_one(
     world: World,
 ) -> None:
