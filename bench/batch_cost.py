@@ -10,9 +10,12 @@ writers in four more (32 keep-alive clients through the HTTP door), the worker a
   and against the naive workflows/s, the delay added beyond the window (p50, p99 over batches; a batch is due
   at its first commit plus the window, or, for events a full batch left behind, when its lane's previous run
   started), PostgreSQL statements per batch (every statement but the API's writes, by `pg_stat_statements`),
-  nudges and history events per batch, and the engine's own CPU per batch: all parts, less the same writes
-  made alone (into a session no listener takes from) and less a run of two activities alone (16 at a time,
-  no write), each measured in the same run;
+  nudges and history events per batch, and the engine's own CPU per batch: its process (worker and router)
+  and PostgreSQL's work for its connections (told apart from the API's by the process at the other end of
+  each backend's socket), the Temporal server and PostgreSQL's own processes less the same writes made alone
+  (into a session no listener takes from), all less a run of two activities alone (16 at a time, no write,
+  measured just before and just after the case). The API and PostgreSQL's work for it are the writes; how
+  much more they cost beside the engine than alone is printed apart;
 - windows: a trickle (one write every 2.5 s) into a listener with a 1 s and then a 0.3 s window: how long after
   its window closed each batch's run started (p50, p90).
 
@@ -28,6 +31,7 @@ import contextlib
 import statistics
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio import activity
@@ -147,9 +151,9 @@ def engine_statements(
     return sum(n for n, _ in mine.values()), top
 
 
-async def writes_alone(bench: Any, events: int, keys: int) -> dict[str, float]:
-    """CPU seconds, by part, of the same writes through the door into a session no listener takes from
-    (the engine running: its router's rounds find nothing): what a batch's writes cost, not the engine."""
+async def writes_alone(bench: Any, events: int, keys: int) -> CpuMeter:
+    """The meter over the same writes through the door into a session no listener takes from (the engine
+    running: its router's rounds find nothing to take): what a batch's writes cost, not the engine."""
     session = (await bench.platform.command({"command": "open_session"}))["session"]["id"]
     meter = CpuMeter(bench.server_pid, bench.postgres_pid)
     meter.start()
@@ -157,7 +161,53 @@ async def writes_alone(bench: Any, events: int, keys: int) -> dict[str, float]:
         bench.api, session, [f"alone/{n % keys}" for n in range(events)], writers=WRITERS, processes=WRITER_PROCESSES
     )
     await asyncio.sleep(1)  # the router's last rounds
-    return meter.stop()
+    meter.stop()
+    return meter
+
+
+@dataclass
+class LanesCost:
+    """What a lanes case measured: its CPU meter, the same writes' made alone, and how many batches it ran."""
+
+    lanes: CpuMeter
+    writes: CpuMeter
+    batches: int
+
+
+def engine_parts(cost: LanesCost, run_alone: dict[str, float]) -> dict[str, float]:
+    """The engine's CPU seconds per batch, by part. The API and PostgreSQL's work for it are the writes, left
+    out; the engine's process and PostgreSQL's work for its connections are the engine's, less what a run alone
+    costs there; the Temporal server and PostgreSQL's own processes serve both, so the same writes made alone
+    and a run alone are taken from them."""
+    cpu, own, batches = cost.lanes.used, cost.lanes.postgres_by_client, cost.batches
+    alone, alone_own = cost.writes.used, cost.writes.postgres_by_client
+    rest = "the server's own and exited backends"
+    return {
+        "Temporal server": (cpu["Temporal server"] - alone["Temporal server"]) / batches - run_alone["Temporal server"],
+        "worker and router": cpu["worker and router"] / batches - run_alone["worker and router"],
+        "PostgreSQL, the engine's connections": own["engine's connections"] / batches - run_alone["PostgreSQL"],
+        "PostgreSQL, the server's own": (own[rest] - alone_own[rest]) / batches,
+    }
+
+
+def writes_grown(cost: LanesCost) -> float:
+    """CPU seconds per batch the writes cost beyond the same writes made alone (the API and PostgreSQL's work for
+    it): they wait for the session's lock behind the engine's statements, and the machine is busier."""
+    api = cost.lanes.used["API"] - cost.writes.used["API"]
+    theirs = "API's connections"
+    return (api + cost.lanes.postgres_by_client[theirs] - cost.writes.postgres_by_client[theirs]) / cost.batches
+
+
+def print_engine(cost: LanesCost, run_alone: dict[str, float]) -> float:
+    """Prints the engine's CPU per batch by part; answers it in seconds."""
+    row("a run alone (two activities, no write), before and after", 1000 * sum(run_alone.values()), "ms")
+    parts = engine_parts(cost, run_alone)
+    engine = sum(parts.values())
+    row("the engine's CPU per batch (no writes, less a run alone)", 1000 * engine, "ms")
+    for part, seconds in parts.items():
+        row(f"  {part}", 1000 * seconds, "ms")
+    row("  not in it: the writes' own cost grown beside the engine", 1000 * writes_grown(cost), "ms")
+    return engine
 
 
 async def lanes_case(
@@ -167,10 +217,8 @@ async def lanes_case(
     events: int,
     keys: int,
     naive: float | None,
-    run_alone: dict[str, float] | None = None,
-) -> float | None:
-    """`naive`: the naive design's workflows/s; `run_alone`: CPU seconds of one run of two activities alone, by
-    part. Answers the engine's CPU seconds per batch (None without `run_alone`)."""
+) -> LanesCost:
+    """`naive`: the naive design's workflows/s. Answers what it measured, for the engine's part."""
     platform, client = bench.platform, bench.client
     starts = Starts(expected=events)
     platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
@@ -178,7 +226,7 @@ async def lanes_case(
     assert reply["status"] == "success", reply
     session = (await platform.command({"command": "open_session"}))["session"]["id"]
     async with two_activity_engine(platform, client, starts):
-        writes_cpu = await writes_alone(bench, events, keys)
+        writes = await writes_alone(bench, events, keys)
         aliases = [f"bench/{n % keys}" for n in range(events)]
         signals_before = Nudger.sent_total
         await statement_counts(bench.database_url, reset=True)
@@ -221,21 +269,14 @@ async def lanes_case(
     row("CPU per batch, all parts but the API", 1000 * sum(engine_cpu.values()) / batches, "ms")
     for part, seconds in cpu.items():
         row(f"  {part}", 1000 * seconds / batches, "ms")
-    row(
-        "the writes alone (the same, no listener taking them), per batch",
-        1000 * sum(writes_cpu.values()) / batches,
-        "ms",
-    )
-    for part, seconds in writes_cpu.items():
+    for whom, seconds in meter.postgres_by_client.items():
+        row(f"    PostgreSQL, {whom}", 1000 * seconds / batches, "ms")
+    alone = 1000 * sum(writes.used.values()) / batches
+    row("the writes alone (the same, no listener taking them), per batch", alone, "ms")
+    for part, seconds in writes.used.items():
         row(f"  {part}", 1000 * seconds / batches, "ms")
-    engine = None
-    if run_alone is not None:
-        row("a run alone (two activities, no write)", 1000 * sum(run_alone.values()), "ms")
-        parts = {part: (cpu[part] - writes_cpu.get(part, 0.0)) / batches - run_alone.get(part, 0.0) for part in cpu}
-        engine = sum(parts.values())
-        row("the engine's CPU per batch (less the writes alone, a run alone)", 1000 * engine, "ms")
-        for part, seconds in parts.items():
-            row(f"  {part}", 1000 * seconds, "ms")
+    for whom, seconds in writes.postgres_by_client.items():
+        row(f"    PostgreSQL, {whom}", 1000 * seconds / batches, "ms")
     row("workflow executions per batch", executions / batches, "runs")
     row("history events per batch, all workflows", history / batches, "events")
     async with platform.store.transaction() as conn:
@@ -249,7 +290,7 @@ async def lanes_case(
     print("  the engine's most frequent statements (calls and wall-time milliseconds per batch):")
     for calls, ms, query in top:
         print(f"    {calls / batches:>6.2f}/batch {ms / batches:>7.2f} ms  {' '.join(query.split())[:90]}")
-    return engine
+    return LanesCost(meter, writes, batches)
 
 
 async def windows_case(bench: Any, window: float, writes: int = 16, every: float = 2.5) -> None:
@@ -278,10 +319,10 @@ async def windows_case(bench: Any, window: float, writes: int = 16, every: float
     row("run started after the window closed, p90", 1000 * percentile(late, 90), "ms")
 
 
-def summarize(label: str, engine: list[float | None]) -> None:
+def summarize(label: str, engine: list[float]) -> None:
     """The engine's CPU per batch over the rounds of a case: a difference of figures that each move with the
     machine, so one round says little."""
-    figures = sorted(e for e in engine if e is not None)
+    figures = sorted(engine)
     if len(figures) > 1:
         print(f"{label}: the engine's CPU per batch over {len(figures)} rounds")
         row("  median", 1000 * statistics.median(figures), "ms")
@@ -298,11 +339,18 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1)
             await naive_case(bench, naive_events, 4)
             naive, _ = await naive_case(bench, naive_events, WRITERS)
 
-        async def lanes_round(label: str, body: dict[str, Any], keys: int) -> float | None:
+        async def run_alone() -> dict[str, float]:
+            await asyncio.sleep(3)  # the Temporal server's tail of what ran before
+            _, cpu = await naive_case(bench, naive_events // 2, 16, write=False)
+            return cpu
+
+        async def lanes_round(label: str, body: dict[str, Any], keys: int) -> float:
             # What the application's run costs, 16 at a time (a keyed listener's slots): not the engine's part.
-            # Measured again each round, next to the case it is taken from: the machine's load moves both.
-            _, run_alone = await naive_case(bench, naive_events // 2, 16, write=False)
-            return await lanes_case(bench, label, body, events, keys, naive, run_alone)
+            # Measured each round just before the case and just after it: the machine's load moves both.
+            before = await run_alone()
+            cost = await lanes_case(bench, label, body, events, keys, naive)
+            after = await run_alone()
+            return print_engine(cost, {part: (before[part] + after[part]) / 2 for part in before})
 
         if "keyed" in cases:
             keyed = listener("cost_keyed", concurrency={"mode": "keyed", "key": "alias", "max_parallel": 16})

@@ -106,7 +106,12 @@ class CpuMeter:
     (the worker and router), PostgreSQL (the benchmark's own server, `postgres_pid`: its postmaster and every
     backend, those that exited meanwhile included; other PostgreSQL servers on the machine are not the
     platform's) and the API (this process's children alive at the start but those in `not_platform`; writers
-    started later are the load, not the platform)."""
+    started later are the load, not the platform).
+
+    After `stop`, `used` holds what it answered and `postgres_by_client` PostgreSQL's part split by whom its
+    backends serve: this process's connections (the engine's), the API's, and the rest (the server's own
+    processes, such as its WAL writer and autovacuum, and backends that exited meanwhile), each backend told by
+    the process at the other end of its socket."""
 
     def __init__(
         self, temporal_pid: int | None, postgres_pid: int | None = None, not_platform: Collection[int | None] = ()
@@ -115,37 +120,78 @@ class CpuMeter:
         self.postgres_pid = postgres_pid
         self.not_platform = set(not_platform)
         self._start: dict[str, float] = {}
+        self._backends_start: dict[int, float] = {}
+        self._backends: dict[int, float] = {}
         self._children: list[int] = []
+        self.used: dict[str, float] = {}
+        self.postgres_by_client: dict[str, float] = {}
 
-    def _postgres(self) -> float:
+    def _postgres(self) -> tuple[float, dict[int, float]]:
+        """The server's CPU seconds so far, and each live backend's."""
         import psutil
 
         if self.postgres_pid is None:
-            return 0.0
+            return 0.0, {}
         postmaster = psutil.Process(self.postgres_pid)
         times = postmaster.cpu_times()
         total = times.user + times.system + times.children_user + times.children_system
+        backends: dict[int, float] = {}
         for backend in postmaster.children():
             try:
                 times = backend.cpu_times()
-                total += times.user + times.system
             except psutil.Error:
                 continue
-        return total
+            backends[backend.pid] = times.user + times.system
+            total += backends[backend.pid]
+        return total, backends
 
-    def _parts(self) -> dict[str, float]:
+    def _parts(self) -> tuple[dict[str, float], dict[int, float]]:
         api = 0.0
         for pid in self._children:
             try:
                 api += cpu_seconds(pid)
             except OSError:
                 continue
-        return {
+        postgres, backends = self._postgres()
+        parts = {
             "Temporal server": cpu_seconds(self.temporal_pid) if self.temporal_pid else 0.0,
             "worker and router": cpu_seconds(),
-            "PostgreSQL": self._postgres(),
+            "PostgreSQL": postgres,
             "API": api,
         }
+        return parts, backends
+
+    @staticmethod
+    def _peers() -> dict[int, int]:
+        """Each process with a Unix socket to another, to the pid at the other end (from `ss`, which names both
+        ends of a socket by inode; the embedded PostgreSQL is reached by Unix socket)."""
+        import re
+        import subprocess
+
+        out = subprocess.run(["ss", "-xpnH"], capture_output=True, text=True, check=False).stdout
+        owner: dict[int, int] = {}
+        peer: dict[int, int] = {}
+        for inode, other, pid in re.findall(r"\s(\d+) +\S+ +(\d+) +users:\(\(\"[^\"]*\",pid=(\d+),", out):
+            owner[int(inode)] = int(pid)
+            peer[int(inode)] = int(other)
+        return {pid: owner[peer[inode]] for inode, pid in owner.items() if peer[inode] in owner}
+
+    def _split_postgres(self, total: float, backends: dict[int, float]) -> dict[str, float]:
+        peers = self._peers()
+        split = {"engine's connections": 0.0, "API's connections": 0.0}
+        for pid, seconds in backends.items():
+            client = peers.get(pid)
+            whom = (
+                "engine's connections"
+                if client == os.getpid()
+                else "API's connections"
+                if client in self._children
+                else None
+            )
+            if whom:
+                split[whom] += seconds - self._backends_start.get(pid, 0.0)
+        split["the server's own and exited backends"] = total - sum(split.values())
+        return split
 
     def start(self) -> None:
         import psutil
@@ -155,8 +201,10 @@ class CpuMeter:
             for c in psutil.Process().children()
             if c.pid != self.temporal_pid and c.pid not in self.not_platform and c.name() != "postgres"
         ]
-        self._start = self._parts()
+        self._start, self._backends_start = self._parts()
 
     def stop(self) -> dict[str, float]:
-        end = self._parts()
-        return {part: end[part] - self._start[part] for part in end}
+        end, backends = self._parts()
+        self.used = {part: end[part] - self._start[part] for part in end}
+        self.postgres_by_client = self._split_postgres(self.used["PostgreSQL"], backends)
+        return self.used
