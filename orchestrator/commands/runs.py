@@ -272,7 +272,9 @@ def why_waiting(
         run = move.run or snap.runs[0]
         return {"reason": "slot_held", "run": run.execution_id, "since": _iso(run.since)}
     if reason == "queued_for_key_slot":
-        return {"reason": "queued_for_key_slot", "place": int(row["key_slot_place"] or 1)}
+        # No place while every slot is taken but the lane has not joined the queue yet (it does at its step).
+        place = row["key_slot_place"]
+        return {"reason": "queued_for_key_slot", "place": None if place is None else int(place)}
     return {"reason": reason, "until": _iso(move.until)}
 
 
@@ -294,6 +296,8 @@ def waiting_text(waiting: dict[str, Any]) -> str:
     if reason == "slot_held":
         return f"slot held by run {waiting['run']} since {waiting['since']}"
     if reason == "queued_for_key_slot":
+        if waiting["place"] is None:
+            return "waiting for a key slot (every one is taken; it joins the queue at its next step)"
         return f"queued for a key slot (place {waiting['place']})"
     if reason == "throttled":
         return f"throttled until {waiting['until']}"
