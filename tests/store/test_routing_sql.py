@@ -242,6 +242,33 @@ async def test_an_events_probe_keys_read_in_place_are_those_the_general_reading_
     assert f"{chr(31)}data.o.é{chr(31)}[1.5]" in first
 
 
+# A value one of the events above holds at a path into `data`: a listener probing by each, each met. Every path
+# probed being into `data`, an event with no alias and no graph offers its keys from the round's expression
+# (0020), the others through `orchestrator_event_keys`.
+PROBED_VALUES: list[tuple[str, Any]] = [("data.l.0", 1), ("data.o.k", "s"), ("data.n", 1.5), ("data.s", "é"),
+                                        ("data._x", False), ("data.o.k-1", 3), ("data.l.0", "zero"),
+                                        ("data.l.01", 1), ("data.o.0", 1), ("data.o", [1, 2]), ("data.o.0", True),
+                                        ("data.l.3.k", 2), ("data.n", 10), ("data.s", "x")]  # fmt: skip
+
+
+async def test_events_probed_by_paths_into_data_alone_reach_the_listeners_python_routes_them_to(
+    platform: Platform,
+) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    names = [f"probe{n}" for n in range(len(PROBED_VALUES))]
+    for name, (path, value) in zip(names, PROBED_VALUES, strict=True):
+        body = {"name": name, "filter": {"where": [{"path": path, "op": "eq", "value": value}]},
+                "action": {"type": "workflow", "workflow": "w"}}  # fmt: skip
+        await store.save_listener(name, body, 0)
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    for n, event in enumerate(KEY_PROBE_EVENTS):
+        await _write(store, session_id, {"source": {}, "depth": 0, **event}, n)
+    expected = await _python_routes(store, session_id)
+    assert {listener for listener, _ in expected} == set(names), "every listener meets an event"
+    assert await _sql_routes(store, session_id) == expected
+
+
 @pytest.mark.parametrize("value", [1, 1.0, 1.5, 1e20, 1e-7, -0.0, True, {"b": 1, "a": [1, "é"]}, [2.50, None]])
 async def test_a_key_of_any_json_value_is_the_same_text_in_sql_and_python(platform: Platform, value: Any) -> None:
     from orchestrator.core.lane_keys import key_text
