@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -264,6 +265,9 @@ async def test_events_probed_by_paths_into_data_alone_reach_the_listeners_python
     session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
     for n, event in enumerate(KEY_PROBE_EVENTS):
         await _write(store, session_id, {"source": {}, "depth": 0, **event}, n)
+    # Every path probed is one the round reads in place: the events with no alias and no graph take that branch.
+    probed = [r["path"] for r in await store.pool.fetch("SELECT path FROM listener_probe_paths")]
+    assert probed and all(re.fullmatch(r"data(\.([0-9]{1,9}|[A-Za-z_][^.]*))+", p) for p in probed), probed
     expected = await _python_routes(store, session_id)
     assert {listener for listener, _ in expected} == set(names), "every listener meets an event"
     assert await _sql_routes(store, session_id) == expected

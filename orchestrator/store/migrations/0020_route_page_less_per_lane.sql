@@ -130,7 +130,8 @@ BEGIN
                                             WHERE v.name = p.listener AND v.version = p.version) IS NOT NULL AS debounced
         FROM per_lane p JOIN listener_rules r ON r.name = p.listener AND r.version = p.version
         ORDER BY p.listener, p.lane),
-    -- Each lane found by its key and locked, one after another in (listener, lane) order.
+    -- Each lane found by its key and locked, one after another in (listener, lane) order: a sub-select that
+    -- locks is not pulled up, so it runs inside a nested loop over the materialized, ordered rows above.
     locked AS (
         SELECT d.*, l.id, l.workflow_id, l.routed_through <= l.fired_through AS was_empty
         FROM declared d
