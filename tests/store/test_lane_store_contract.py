@@ -354,6 +354,21 @@ async def test_a_runs_end_releases_its_slot_once_and_hands_its_lane_what_waits(w
     assert (answered.fired_through, answered.routed_through) == (after.fired_through, after.routed_through)
 
 
+async def test_events_for_an_empty_lane_whose_run_holds_its_slot_nudge_nothing(world: World) -> None:
+    """The run's end drives the lane instead: a nudge would start a step only to find the slot held."""
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    assert [n.address for n in (await route_all(world, sid)).nudges] == [address(sid)]
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    await world.write(sid, "a/2")
+    assert (await route_all(world, sid)).nudges == ()
+    # What drives it is the run's end.
+    ended = await end(world, sid, decision.execution_id, lane="_", fetch_own=0)
+    assert [a.workflow_id for a in ended.drive] == [address(sid).workflow_id]
+
+
 async def test_a_failed_run_with_attempts_left_holds_its_slot_until_its_repeat(world: World) -> None:
     await world.save_listener(listener(retry={"attempts": 1, "delay_seconds": 30}))
     sid = await world.open_session()
