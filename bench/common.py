@@ -121,7 +121,6 @@ class CpuMeter:
         self.not_platform = set(not_platform)
         self._start: dict[str, float] = {}
         self._backends_start: dict[int, float] = {}
-        self._backends: dict[int, float] = {}
         self._children: list[int] = []
         self.used: dict[str, float] = {}
         self.postgres_by_client: dict[str, float] = {}
@@ -177,19 +176,12 @@ class CpuMeter:
         return {pid: owner[peer[inode]] for inode, pid in owner.items() if peer[inode] in owner}
 
     def _split_postgres(self, total: float, backends: dict[int, float]) -> dict[str, float]:
+        whom = {os.getpid(): "engine's connections", **{pid: "API's connections" for pid in self._children}}
         peers = self._peers()
         split = {"engine's connections": 0.0, "API's connections": 0.0}
         for pid, seconds in backends.items():
-            client = peers.get(pid)
-            whom = (
-                "engine's connections"
-                if client == os.getpid()
-                else "API's connections"
-                if client in self._children
-                else None
-            )
-            if whom:
-                split[whom] += seconds - self._backends_start.get(pid, 0.0)
+            if (client := peers.get(pid)) in whom:
+                split[whom[client]] += seconds - self._backends_start.get(pid, 0.0)
         split["the server's own and exited backends"] = total - sum(split.values())
         return split
 
