@@ -38,8 +38,9 @@ BEGIN
         RETURN jsonb_build_object('read', 0, 'busy', false);
     END IF;
     -- A plain event (no alias, no graph, while no version probes by a value) offers the one key `v_plain_keys`:
-    -- the versions its type reaches are looked up once per type in the page, not once per event.
-    WITH found AS (
+    -- the versions its type reaches are looked up once per type in the page, not once per event. Materialized:
+    -- a planner that expects one event (statistics of a young table) would look them up again for each.
+    WITH found AS MATERIALIZED (
         SELECT DISTINCT t.type, p.name, p.version
         FROM (SELECT DISTINCT e.type FROM events e
               WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through
