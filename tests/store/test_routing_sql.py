@@ -282,6 +282,40 @@ async def test_events_probed_by_paths_into_data_alone_reach_the_listeners_python
     assert await _sql_routes(store, session_id) == expected
 
 
+# Values events with no alias and no graph hold at paths outside `data` too, so the round reads them through
+# `orchestrator_event_keys` (less the key with no value), and listeners probing by none beside them (0021).
+PROBED_OUTSIDE_DATA: list[tuple[str, Any]] = [("type", "app.thing"), ("depth", 1), ("source.client", "c1"),
+                                              ("execution.status", "failed"), ("data.n", 1)]  # fmt: skip
+EVENTS_WITHOUT_PLACE: list[dict[str, Any]] = [
+    {"type": "app.thing", "data": {"n": 1}, "depth": 1, "source": {"client": "c1"}},
+    {"type": "app.thing", "data": {"n": 2}, "depth": 0, "source": {}},
+    {"type": "execution.ended", "execution": {"id": "exe", "workflow": "w", "status": "failed"}, "depth": 0,
+     "source": {}},
+    # And one of the same type with a place: it offers its keys its own way, never by its type's.
+    {"type": "app.thing", "alias": "n/b", "data": {"n": 3}, "depth": 0, "source": {}},
+]  # fmt: skip
+
+
+async def test_events_without_a_place_reach_listeners_probing_by_any_path_and_those_probing_by_none(
+    platform: Platform,
+) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    bodies = [{"where": [{"path": path, "op": "eq", "value": value}]} for path, value in PROBED_OUTSIDE_DATA]
+    bodies += [{"types": ["app.*"]}, {}]
+    names = [f"outside{n}" for n in range(len(bodies))]
+    for name, flt in zip(names, bodies, strict=True):
+        await store.save_listener(
+            name, {"name": name, "filter": flt, "action": {"type": "workflow", "workflow": "w"}}, 0
+        )
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    for n, event in enumerate(EVENTS_WITHOUT_PLACE):
+        await _write(store, session_id, event, n)
+    expected = await _python_routes(store, session_id)
+    assert {listener for listener, _ in expected} == set(names), "every listener meets an event"
+    assert await _sql_routes(store, session_id) == expected
+
+
 @pytest.mark.parametrize("value", [1, 1.0, 1.5, 1e20, 1e-7, -0.0, True, {"b": 1, "a": [1, "é"]}, [2.50, None]])
 async def test_a_key_of_any_json_value_is_the_same_text_in_sql_and_python(platform: Platform, value: Any) -> None:
     from orchestrator.core.lane_keys import key_text

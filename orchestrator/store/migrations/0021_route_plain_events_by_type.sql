@@ -1,11 +1,13 @@
--- A routing round that looks up a plain event's listeners once per type (0020_route_page_less_per_lane.sql's
--- round otherwise):
--- - while no version probes by a value, an event with no alias and no graph offers one key, the same for all:
---   the versions its type reaches are found once per type in the page and joined to its events, where each
---   event had an index search of its own (the case of an application's own events, `emit_events`);
+-- A routing round that looks up the listeners of events with no place once per type
+-- (0020_route_page_less_per_lane.sql's round otherwise):
+-- - an event with no alias and no graph offers one key with no value, the same for all such events: the versions
+--   that key reaches are found once per type in the page and joined to its events, where each event had an index
+--   search of its own for it (an application's own events, `emit_events`); only the keys of its values at the
+--   paths some version probes by are still looked up event by event, and none when no version probes by one;
 -- - the page's queue rows are inserted without `ON CONFLICT`: none can exist (see the statement), and the
 --   speculative insertion cost a fifth of the round.
--- PostgreSQL alone, a page of 1,000 plain events into one serial listener: 11.4 -> 7.6 ms (docs/decisions.md).
+-- PostgreSQL alone, a page of 1,000 such events into one serial listener: 11.0-12.1 -> 7.2-8.3 ms; beside one
+-- version probing by a value, 20.9-24.0 -> 17.5-21.2 ms; beside 1,000, 17.5-21.6 -> 15.1-19.8 ms (docs/decisions.md).
 
 CREATE OR REPLACE FUNCTION orchestrator_route_page(p_session text, p_limit integer, p_cap integer) RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -18,8 +20,7 @@ DECLARE
     v_lanes jsonb;
     v_traced jsonb;
     v_paths text[] := ARRAY(SELECT path FROM listener_probe_paths ORDER BY path);
-    -- No version probes by a value: an event with no alias and no graph (an application's own, mostly) offers
-    -- the one key `orchestrator_event_keys` would build, without a call per event.
+    -- No version probes by a value: an event with no alias and no graph has no key to look up of its own.
     v_plain boolean := cardinality(v_paths) = 0;
     v_plain_keys text[] := ARRAY[chr(31) || chr(31) || 'null'];
     -- Every path some version probes by is a plain path into `data` (names and array indexes, read in place as
@@ -37,28 +38,31 @@ BEGIN
     IF v_read = 0 THEN
         RETURN jsonb_build_object('read', 0, 'busy', false);
     END IF;
-    -- A plain event (no alias, no graph, while no version probes by a value) offers the one key `v_plain_keys`:
-    -- the versions its type reaches are looked up once per type in the page, not once per event. Materialized:
-    -- a planner that expects one event (statistics of a young table) would look them up again for each.
+    -- An event with no alias and no graph (an application's own, mostly) offers the key `v_plain_keys` (its one
+    -- place head, no value), the same for all: the versions its type reaches by that key are found once per type
+    -- in the page, not once per event. Materialized: a planner expecting one event (a young table's statistics)
+    -- looked them up again for each.
     WITH found AS MATERIALIZED (
         SELECT DISTINCT t.type, p.name, p.version
         FROM (SELECT DISTINCT e.type FROM events e
               WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through
-                AND v_plain AND e.alias IS NULL AND e.graph IS NULL) t
+                AND e.alias IS NULL AND e.graph IS NULL) t
         JOIN listener_probes p ON p.probe_key = ANY (v_plain_keys) AND p.type_head = ANY (orchestrator_heads(t.type, '.'))),
     candidates AS (
         SELECT e.id AS event_id, f.name, f.version
         FROM events e JOIN found f ON f.type = e.type
         WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through
-          AND v_plain AND e.alias IS NULL AND e.graph IS NULL
+          AND e.alias IS NULL AND e.graph IS NULL
         UNION ALL
-        -- Any other event offers its own keys, looked up for each.
+        -- The rest of each event's keys, looked up for each: such an event's values at the paths versions probe
+        -- by (a version probes by values or by none, so it is found one way only); any other event's, all.
         SELECT DISTINCT e.id AS event_id, p.name, p.version
         FROM events e
         JOIN listener_probes p ON p.probe_key = ANY (CASE
-                 WHEN e.alias IS NOT NULL OR e.graph IS NOT NULL OR NOT v_data_paths THEN orchestrator_event_keys(e, v_paths)
+                 WHEN e.alias IS NOT NULL OR e.graph IS NOT NULL THEN orchestrator_event_keys(e, v_paths)
+                 WHEN NOT v_data_paths THEN array_remove(orchestrator_event_keys(e, v_paths), v_plain_keys[1])
                  -- `orchestrator_event_keys`' keys for the one place head '', in place.
-                 ELSE v_plain_keys || ARRAY(
+                 ELSE ARRAY(
                      SELECT chr(31) || x.path || chr(31) || CASE jsonb_typeof(x.v) WHEN 'string' THEN x.v::text
                                                                  WHEN 'boolean' THEN x.v::text
                                                                  ELSE orchestrator_canonical(x.v) END
@@ -67,7 +71,7 @@ BEGIN
                      WHERE x.v IS NOT NULL) END)
                                AND p.type_head = ANY (orchestrator_heads(e.type, '.'))
         WHERE e.session_id = p_session AND e.id > v_from AND e.id <= v_through
-          AND NOT (v_plain AND e.alias IS NULL AND e.graph IS NULL)),
+          AND (e.alias IS NOT NULL OR e.graph IS NOT NULL OR NOT v_plain)),
     matched AS (
         SELECT e.id AS event_id, r.name, r.version,
                CASE WHEN r.key_root IS NULL THEN '_'
