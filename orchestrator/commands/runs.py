@@ -171,7 +171,7 @@ async def _task_failure(temporal: Client, execution_id: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class _Standing:
+class Standing:
     """What every lane of one listener shares in the session: the listener now, the session, the throttle."""
 
     listener: ListenerNow | None
@@ -201,7 +201,7 @@ def _runs(row: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def lane_summary(row: dict[str, Any], standing: _Standing) -> LaneSnapshot:
+def lane_summary(row: dict[str, Any], standing: Standing) -> LaneSnapshot:
     """A lane as the step sees it, from a `lanes_of` row: counts and times, no envelopes."""
     return LaneSnapshot(
         address=LaneAddress("", row["listener"], row["lane"], row["workflow_id"]),
@@ -243,7 +243,7 @@ _REPLAY = Replay(id=0, events=(), replay_of=None, number=0)
 
 
 def why_waiting(
-    row: dict[str, Any], standing: _Standing, limits: Limits, trouble: dict[str, Any] | None = None
+    row: dict[str, Any], standing: Standing, limits: Limits, trouble: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
     """Why a lane does not step now, by the step's own rule: its step failing, a retry waiting, paused, its
     run's workflow task failing, its slot held, queued for a key slot, throttled, debouncing, its window open;
@@ -361,7 +361,7 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
         decl = ListenerDeclaration.model_validate(listener["body"])
         count, oldest = fires.get(name, (0, None))
         now_listener = ListenerNow(int(listener["version"]), decl, name in disabled, name in paused)
-        standing = _Standing(
+        standing = Standing(
             now_listener, session["status"], session.get("alias"), count, oldest, running, failing_runs
         )
         shown = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.commands.runs import _Standing, waiting_text, why_waiting
+from orchestrator.commands.runs import Standing, waiting_text, why_waiting
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.lane_snapshot import ListenerNow
 from orchestrator.core.limits import Limits
@@ -44,7 +44,7 @@ def lane_row(key_slot: str | None, place: int | None) -> dict[str, Any]:
     }
 
 
-STANDING = _Standing(keyed(), "open", None, fires=0, oldest_fire=None, running=1, failing_runs={})
+STANDING = Standing(keyed(), "open", None, fires=0, oldest_fire=None, running=1, failing_runs={})
 
 
 def test_a_lane_in_the_key_slot_queue_says_its_place() -> None:
