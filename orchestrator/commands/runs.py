@@ -361,9 +361,7 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
         decl = ListenerDeclaration.model_validate(listener["body"])
         count, oldest = fires.get(name, (0, None))
         now_listener = ListenerNow(int(listener["version"]), decl, name in disabled, name in paused)
-        standing = Standing(
-            now_listener, session["status"], session.get("alias"), count, oldest, running, failing_runs
-        )
+        standing = Standing(now_listener, session["status"], session.get("alias"), count, oldest, running, failing_runs)
         shown = []
         for lane in lanes:
             if lane["listener"] != name:
