@@ -61,11 +61,21 @@ SPAWN = multiprocessing.get_context("spawn")
 
 # The writers' processes, by how many: started once and kept for the benchmark's life (`shut_writers`).
 _WRITER_POOLS: dict[int, concurrent.futures.ProcessPoolExecutor] = {}
+# In a writer process: set once every process of its pool has started.
+_ALL_STARTED: Any = None
 
 
-def _started(ready: Any) -> None:
+def _started(ready: Any, all_started: Any) -> None:
     """A writer process's first step, once it has imported the benchmark: say so."""
+    global _ALL_STARTED
+    _ALL_STARTED = all_started
     ready.put(None)
+
+
+def _hold() -> None:
+    """A first task that keeps its process busy until every process has started: a task given while none is
+    idle spawns a process, and one that had finished would take the next instead."""
+    _ALL_STARTED.wait(120)
 
 
 @contextlib.asynccontextmanager
@@ -76,16 +86,23 @@ async def process_pool(processes: int) -> AsyncIterator[concurrent.futures.Proce
     the system measured (in `bench.bulk_events`, at 20 to 50% each for the lane's first 1.5 s of runs)."""
     pool = _WRITER_POOLS.get(processes)
     if pool is None:
-        ready = SPAWN.Queue()
+        ready, all_started = SPAWN.Queue(), SPAWN.Event()
         pool = concurrent.futures.ProcessPoolExecutor(
-            processes, mp_context=SPAWN, initializer=_started, initargs=(ready,)
+            processes, mp_context=SPAWN, initializer=_started, initargs=(ready, all_started)
         )
-        for _ in range(processes):
-            pool.submit(int)  # a task given while none is idle spawns a process
+        holds = [pool.submit(_hold) for _ in range(processes)]
         for _ in range(processes):
             await asyncio.to_thread(ready.get, True, 120)
+        all_started.set()
+        await asyncio.gather(*(asyncio.wrap_future(hold) for hold in holds))
         _WRITER_POOLS[processes] = pool
-    yield pool
+    try:
+        yield pool
+    except concurrent.futures.BrokenExecutor:
+        # A writer died: the next block starts a pool of its own.
+        _WRITER_POOLS.pop(processes, None)
+        await asyncio.to_thread(pool.shutdown)
+        raise
 
 
 async def shut_writers() -> None:
