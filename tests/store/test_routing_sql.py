@@ -190,7 +190,7 @@ async def test_routing_in_sql_gives_every_lane_what_routing_in_python_gives_it(
         if data.draw(st.booleans()):
             # A later version that takes effect in an hour: every event here is the first version's.
             await store.save_listener(name, data.draw(listener_bodies(name, ops)), 3600)
-    if "eq" not in ops:  # the plain events' way is the one taken
+    if not {"eq", "in"} & set(ops):  # the way of events with no place and no probe path is the one taken
         assert not await store.pool.fetchval("SELECT count(*) FROM listener_probe_paths")
     session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
     for n, event in enumerate(data.draw(st.lists(events(names), min_size=1, max_size=12))):
@@ -261,25 +261,39 @@ PROBED_VALUES: list[tuple[str, Any]] = [("data.l.0", 1), ("data.o.k", "s"), ("da
                                         ("data.l.3.k", 2), ("data.n", 10), ("data.s", "x")]  # fmt: skip
 
 
+async def _each_listener_meets_an_event_as_python_routes_it(
+    store: PostgresStore,
+    session_id: str,
+    prefix: str,
+    filters: Sequence[dict[str, Any]],
+    events: Sequence[dict[str, Any]],
+) -> None:
+    """Save a listener per filter, write the events, and hold the round to the core's `route`: every listener
+    meets an event, and each lane gets what Python gives it."""
+    names = [f"{prefix}{n}" for n in range(len(filters))]
+    for name, flt in zip(names, filters, strict=True):
+        await store.save_listener(
+            name, {"name": name, "filter": flt, "action": {"type": "workflow", "workflow": "w"}}, 0
+        )
+    for n, event in enumerate(events):
+        await _write(store, session_id, event, n)
+    expected = await _python_routes(store, session_id)
+    assert {listener for listener, _ in expected} == set(names), "every listener meets an event"
+    assert await _sql_routes(store, session_id) == expected
+
+
 async def test_events_probed_by_paths_into_data_alone_reach_the_listeners_python_routes_them_to(
     platform: Platform,
 ) -> None:
     store = platform.store
     assert isinstance(store, PostgresStore)
-    names = [f"probe{n}" for n in range(len(PROBED_VALUES))]
-    for name, (path, value) in zip(names, PROBED_VALUES, strict=True):
-        body = {"name": name, "filter": {"where": [{"path": path, "op": "eq", "value": value}]},
-                "action": {"type": "workflow", "workflow": "w"}}  # fmt: skip
-        await store.save_listener(name, body, 0)
     session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
-    for n, event in enumerate(KEY_PROBE_EVENTS):
-        await _write(store, session_id, {"source": {}, "depth": 0, **event}, n)
-    # Every path probed is one the round reads in place: the events with no alias and no graph take that branch.
+    filters = [{"where": [{"path": path, "op": "eq", "value": value}]} for path, value in PROBED_VALUES]
+    events = [{"source": {}, "depth": 0, **event} for event in KEY_PROBE_EVENTS]
+    await _each_listener_meets_an_event_as_python_routes_it(store, session_id, "probe", filters, events)
+    # Every path probed is one the round reads in place: the events with no alias and no graph took that branch.
     probed = [r["path"] for r in await store.pool.fetch("SELECT path FROM listener_probe_paths")]
     assert probed and all(re.fullmatch(r"data(\.([0-9]{1,9}|[A-Za-z_][^.]*))+", p) for p in probed), probed
-    expected = await _python_routes(store, session_id)
-    assert {listener for listener, _ in expected} == set(names), "every listener meets an event"
-    assert await _sql_routes(store, session_id) == expected
 
 
 # Values events with no alias and no graph hold at paths outside `data` too, so the round reads them through
@@ -301,19 +315,10 @@ async def test_events_without_a_place_reach_listeners_probing_by_any_path_and_th
 ) -> None:
     store = platform.store
     assert isinstance(store, PostgresStore)
-    bodies = [{"where": [{"path": path, "op": "eq", "value": value}]} for path, value in PROBED_OUTSIDE_DATA]
-    bodies += [{"types": ["app.*"]}, {}]
-    names = [f"outside{n}" for n in range(len(bodies))]
-    for name, flt in zip(names, bodies, strict=True):
-        await store.save_listener(
-            name, {"name": name, "filter": flt, "action": {"type": "workflow", "workflow": "w"}}, 0
-        )
     session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
-    for n, event in enumerate(EVENTS_WITHOUT_PLACE):
-        await _write(store, session_id, event, n)
-    expected = await _python_routes(store, session_id)
-    assert {listener for listener, _ in expected} == set(names), "every listener meets an event"
-    assert await _sql_routes(store, session_id) == expected
+    filters = [{"where": [{"path": path, "op": "eq", "value": value}]} for path, value in PROBED_OUTSIDE_DATA]
+    filters += [{"types": ["app.*"]}, {}]
+    await _each_listener_meets_an_event_as_python_routes_it(store, session_id, "outside", filters, EVENTS_WITHOUT_PLACE)
 
 
 @pytest.mark.parametrize("value", [1, 1.0, 1.5, 1e20, 1e-7, -0.0, True, {"b": 1, "a": [1, "é"]}, [2.50, None]])
