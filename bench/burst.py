@@ -26,6 +26,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import multiprocessing
+import os
 import random
 import tempfile
 import time
@@ -41,7 +42,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench.common import cpu_seconds, percentile, postmaster_pid, row, scratch_database
+from bench.common import LOAD_PIDS, cpu_seconds, percentile, postmaster_pid, row, scratch_database
 from bench.keep_alive import KeepAlive
 from bench.workflows import BenchNaive, BenchRun
 from orchestrator.app_loader import UserApp
@@ -66,10 +67,10 @@ _ALL_STARTED: Any = None
 
 
 def _started(ready: Any, all_started: Any) -> None:
-    """A writer process's first step, once it has imported the benchmark: say so."""
+    """A writer process's first step, once it has imported the benchmark: say so, and who it is."""
     global _ALL_STARTED
     _ALL_STARTED = all_started
-    ready.put(None)
+    ready.put(os.getpid())
 
 
 def _hold() -> None:
@@ -92,7 +93,7 @@ async def process_pool(processes: int) -> AsyncIterator[concurrent.futures.Proce
         )
         holds = [pool.submit(_hold) for _ in range(processes)]
         for _ in range(processes):
-            await asyncio.to_thread(ready.get, True, 120)
+            LOAD_PIDS.add(await asyncio.to_thread(ready.get, True, 120))
         all_started.set()
         await asyncio.gather(*(asyncio.wrap_future(hold) for hold in holds))
         _WRITER_POOLS[processes] = pool

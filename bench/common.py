@@ -16,6 +16,9 @@ from orchestrator.dev.embedded import start_postgres
 # A benchmark's (or a test's) own connections read the platform's tables plainly, as the platform's connections
 # do (it sets its schema on each), and make their own tables in `public` while that schema does not exist yet.
 PLATFORM_PATH = "search_path=orchestrator,public"
+# The benchmark's own load, processes that live across blocks (the writers, `bench.burst.process_pool`): never
+# counted as the platform's, whenever they started.
+LOAD_PIDS: set[int] = set()
 
 
 def in_platform_schema(url: str) -> str:
@@ -105,8 +108,8 @@ class CpuMeter:
     """CPU seconds the platform's parts used between `start` and `stop`: the Temporal server, this process
     (the worker and router), PostgreSQL (the benchmark's own server, `postgres_pid`: its postmaster and every
     backend, those that exited meanwhile included; other PostgreSQL servers on the machine are not the
-    platform's) and the API (this process's children alive at the start but those in `not_platform`; writers
-    started later are the load, not the platform).
+    platform's) and the API (this process's children alive at the start but those in `not_platform` and the
+    writers, `LOAD_PIDS`: the load, not the platform).
 
     After `stop`, `used` holds what it answered and `postgres_by_client` PostgreSQL's part split by whom its
     backends serve: this process's connections (the engine's), the API's, and the rest (the server's own
@@ -191,7 +194,7 @@ class CpuMeter:
         self._children = [
             c.pid
             for c in psutil.Process().children()
-            if c.pid != self.temporal_pid and c.pid not in self.not_platform and c.name() != "postgres"
+            if c.pid != self.temporal_pid and c.pid not in self.not_platform | LOAD_PIDS and c.name() != "postgres"
         ]
         self._start, self._backends_start = self._parts()
 
