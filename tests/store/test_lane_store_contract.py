@@ -36,6 +36,7 @@ class World(Protocol):
     async def versions(self) -> list[dict[str, Any]]: ...
     async def queue_rows(self, where: LaneAddress) -> list[int]: ...
     async def backdate_nudges(self, seconds: float) -> None: ...
+    async def backdate_oldest_fire(self, seconds: float) -> None: ...
 
 
 class PgWorld:
@@ -79,6 +80,13 @@ class PgWorld:
             "UPDATE lanes SET nudged_at = nudged_at - make_interval(secs => $1)", seconds
         )
 
+    async def backdate_oldest_fire(self, seconds: float) -> None:
+        await self.platform.store.pool.execute(
+            "UPDATE batches SET created_at = created_at - make_interval(secs => $1)"
+            " WHERE id = (SELECT min(id) FROM batches WHERE counted)",
+            seconds,
+        )
+
 
 class MemoryWorld:
     def __init__(self) -> None:
@@ -118,6 +126,10 @@ class MemoryWorld:
     async def backdate_nudges(self, seconds: float) -> None:
         for lane in self.store.lanes.values():
             lane.nudged_at -= seconds
+
+    async def backdate_oldest_fire(self, seconds: float) -> None:
+        oldest = min((b for b in self.store.batches.values() if b.counted), key=lambda b: b.id)
+        oldest.created_at -= seconds
 
 
 @pytest.fixture(params=["postgres", "memory"])
@@ -303,6 +315,32 @@ async def test_a_paused_listener_and_a_full_throttle_refuse_the_record(world: Wo
     assert await world.lanes.record(snap, decision, 0, 0) == Stale("throttle")
     await world.pause("l")
     assert await world.lanes.record(snap, decision, 100, 0) == Stale("paused")
+
+
+async def test_the_throttle_counts_the_fires_of_the_last_minute_and_no_older(world: World) -> None:
+    # A lane fires three times; the snapshot and the record count three fires in the minute. The oldest moved
+    # out of the minute, two are left: a limit of three lets the next fire through, a limit of two does not.
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    for n in range(3):
+        await world.write(sid, f"a/{n}")
+        await route_all(world, sid)
+        snap, decision, recorded = await take(world, address(sid))
+        await finish(world, snap, decision, recorded)
+        assert (await end(world, sid, decision.execution_id)).recorded
+    await world.write(sid, "a/3")
+    await route_all(world, sid)
+    snap = await snapshot(world, address(sid))
+    assert snap.fires_last_minute == 3
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take)
+    assert await world.lanes.record(snap, decision, 3, 0) == Stale("throttle")
+    await world.backdate_oldest_fire(61)
+    snap = await snapshot(world, address(sid))
+    assert snap.fires_last_minute == 2
+    assert await world.lanes.record(snap, decision, 2, 0) == Stale("throttle")
+    assert isinstance(await world.lanes.record(snap, decision, 3, 0), Recorded)
+    assert (await snapshot(world, address(sid))).fires_last_minute == 3
 
 
 async def test_a_claimed_batch_a_driver_left_is_in_the_next_snapshot(world: World) -> None:

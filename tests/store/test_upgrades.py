@@ -1,0 +1,61 @@
+"""A database used under the migrations before the newest one upgrades in place and goes on as if made new."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from orchestrator.config import Settings
+from orchestrator.dev.embedded import EmbeddedPostgres
+from orchestrator.platform import Platform
+from orchestrator.store import migrate as migrate_module
+from tests.conftest import scratch_database
+from tests.store.test_lane_store_contract import PgWorld, address, end, finish, listener, route_all, snapshot, take
+
+FIRES_IN_ORDER = 23  # 0023_fires_counted_in_order.sql
+
+
+@pytest.fixture
+async def blank_db(embedded_pg: EmbeddedPostgres) -> AsyncIterator[str]:
+    async with scratch_database(embedded_pg, "upgrade") as url:
+        yield url
+
+
+async def _fire(world: PgWorld, sid: str, alias: str) -> None:
+    """One counted batch of the lane, its run started and ended."""
+    await world.write(sid, alias)
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    assert (await end(world, sid, decision.execution_id)).recorded
+
+
+async def test_fires_recorded_before_their_places_were_kept_are_counted_after_the_upgrade(
+    blank_db: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = migrate_module.migration_files()
+    monkeypatch.setattr(migrate_module, "migration_files", lambda: [f for f in shipped if f[0] < FIRES_IN_ORDER])
+    before = await Platform.connect(settings, blank_db)
+    try:
+        world = PgWorld(before)
+        await world.save_listener(listener())
+        sid = await world.open_session()
+        for n in range(3):
+            await _fire(world, sid, f"a/{n}")
+    finally:
+        await before.close()
+    monkeypatch.setattr(migrate_module, "migration_files", lambda: shipped)
+
+    after = await Platform.connect(settings, blank_db)
+    try:
+        world = PgWorld(after)
+        places = await after.store.pool.fetch("SELECT fire_seq FROM batches WHERE counted ORDER BY created_at")
+        assert [r["fire_seq"] for r in places] == [1, 2, 3]
+        await world.write(sid, "a/3")
+        await route_all(world, sid)
+        assert (await snapshot(world, address(sid))).fires_last_minute == 3
+        await _fire(world, sid, "a/4")
+        assert (await snapshot(world, address(sid))).fires_last_minute == 4
+    finally:
+        await after.close()
