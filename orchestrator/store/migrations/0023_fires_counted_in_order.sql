@@ -15,10 +15,11 @@ UPDATE batches b SET fire_seq = x.n
     WHERE b.id = x.id;
 
 -- How often a listener fired in a session in the minute before `p_now`, and when the oldest of those fires was
--- (no row: none). The newest fire is inside the minute whenever the oldest is.
+-- (no row: none). The newest fire is inside the minute whenever the oldest is. A wall clock stepped back while a
+-- listener fires can order two places against their times: at least one fire is counted while one is in the minute.
 CREATE FUNCTION orchestrator_fires_lately(p_session text, p_listener text, p_now timestamptz)
 RETURNS TABLE (fires bigint, oldest timestamptz) LANGUAGE sql STABLE AS $$
-    SELECT n.fire_seq - f.fire_seq + 1, f.created_at
+    SELECT greatest(n.fire_seq - f.fire_seq + 1, 1), f.created_at
     FROM (SELECT b.fire_seq, b.created_at FROM batches b
           WHERE b.session_id = p_session AND b.listener = p_listener AND b.counted
             AND b.created_at > p_now - interval '60 seconds'
