@@ -143,6 +143,8 @@ async def keyed_round(url: str, api: str, settings: Settings, events: int, keys:
         cpu = meter.stop()
         routing.cancel()
         await asyncio.gather(routing, return_exceptions=True)
+        # The next round's listener alone takes its writes.
+        await platform.command({"command": "delete_listener", "name": name})
     finally:
         await lanes.close()
         await platform.close()
