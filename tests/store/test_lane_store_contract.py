@@ -37,6 +37,7 @@ class World(Protocol):
     async def queue_rows(self, where: LaneAddress) -> list[int]: ...
     async def backdate_nudges(self, seconds: float) -> None: ...
     async def backdate_oldest_fire(self, seconds: float) -> None: ...
+    async def postdate_newest_fire(self, seconds: float) -> None: ...
 
 
 class PgWorld:
@@ -87,6 +88,13 @@ class PgWorld:
             seconds,
         )
 
+    async def postdate_newest_fire(self, seconds: float) -> None:
+        await self.platform.store.pool.execute(
+            "UPDATE batches SET created_at = created_at + make_interval(secs => $1)"
+            " WHERE id = (SELECT max(id) FROM batches WHERE counted)",
+            seconds,
+        )
+
 
 class MemoryWorld:
     def __init__(self) -> None:
@@ -130,6 +138,10 @@ class MemoryWorld:
     async def backdate_oldest_fire(self, seconds: float) -> None:
         oldest = min((b for b in self.store.batches.values() if b.counted), key=lambda b: b.id)
         oldest.created_at -= seconds
+
+    async def postdate_newest_fire(self, seconds: float) -> None:
+        newest = max((b for b in self.store.batches.values() if b.counted), key=lambda b: b.id)
+        newest.created_at += seconds
 
 
 @pytest.fixture(params=["postgres", "memory"])
@@ -317,19 +329,28 @@ async def test_a_paused_listener_and_a_full_throttle_refuse_the_record(world: Wo
     assert await world.lanes.record(snap, decision, 100, 0) == Stale("paused")
 
 
+async def _fire_both(world: World, sid: str, alias: str) -> None:
+    """A write both listeners take, and a counted batch of each, its run started and ended."""
+    await world.write(sid, alias)
+    await route_all(world, sid)
+    for name in ("l", "m"):
+        snap, decision, recorded = await take(world, address(sid, name))
+        await finish(world, snap, decision, recorded)
+        assert (await end(world, sid, decision.execution_id, listener=name)).recorded
+
+
 async def test_the_throttle_counts_the_fires_of_the_last_minute_and_no_older(world: World) -> None:
-    # A lane fires three times; the snapshot and the record count three fires in the minute. The oldest moved
-    # out of the minute, two are left: a limit of three lets the next fire through, a limit of two does not.
+    # Two listeners fire in turn, three times each: each counts its own three. The oldest fire (the first
+    # listener's) moved out of the minute, that one counts two and the other still three: a limit of three
+    # lets the first fire again, a limit of two does not.
     await world.save_listener(listener())
+    await world.save_listener(listener("m"))
     sid = await world.open_session()
     for n in range(3):
-        await world.write(sid, f"a/{n}")
-        await route_all(world, sid)
-        snap, decision, recorded = await take(world, address(sid))
-        await finish(world, snap, decision, recorded)
-        assert (await end(world, sid, decision.execution_id)).recorded
+        await _fire_both(world, sid, f"a/{n}")
     await world.write(sid, "a/3")
     await route_all(world, sid)
+    assert (await snapshot(world, address(sid, "m"))).fires_last_minute == 3
     snap = await snapshot(world, address(sid))
     assert snap.fires_last_minute == 3
     decision = step(snap, snap.now, LIMITS)
@@ -338,9 +359,25 @@ async def test_the_throttle_counts_the_fires_of_the_last_minute_and_no_older(wor
     await world.backdate_oldest_fire(61)
     snap = await snapshot(world, address(sid))
     assert snap.fires_last_minute == 2
+    assert (await snapshot(world, address(sid, "m"))).fires_last_minute == 3
     assert await world.lanes.record(snap, decision, 2, 0) == Stale("throttle")
     assert isinstance(await world.lanes.record(snap, decision, 3, 0), Recorded)
     assert (await snapshot(world, address(sid))).fires_last_minute == 3
+
+
+async def test_a_fire_after_one_dated_later_still_counts(world: World) -> None:
+    # The last fire dated 30 s ahead, as a clock stepped back leaves it: the next fire is counted all the same.
+    await world.save_listener(listener())
+    await world.save_listener(listener("m"))
+    sid = await world.open_session()
+    for n in range(2):
+        await _fire_both(world, sid, f"a/{n}")
+    await world.postdate_newest_fire(30)
+    await _fire_both(world, sid, "a/2")
+    await world.write(sid, "a/3")
+    await route_all(world, sid)
+    assert (await snapshot(world, address(sid))).fires_last_minute == 3
+    assert (await snapshot(world, address(sid, "m"))).fires_last_minute == 3
 
 
 async def test_a_claimed_batch_a_driver_left_is_in_the_next_snapshot(world: World) -> None:

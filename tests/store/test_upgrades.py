@@ -40,9 +40,12 @@ async def test_fires_recorded_before_their_places_were_kept_are_counted_after_th
     try:
         world = PgWorld(before)
         await world.save_listener(listener())
-        sid = await world.open_session()
-        for n in range(3):
-            await _fire(world, sid, f"a/{n}")
+        sid, other = await world.open_session(), await world.open_session()
+        # Another session's fire between this one's: places are counted per session.
+        await _fire(world, sid, "a/0")
+        await _fire(world, other, "b/0")
+        await _fire(world, sid, "a/1")
+        await _fire(world, sid, "a/2")
     finally:
         await before.close()
     monkeypatch.setattr(migrate_module, "migration_files", lambda: shipped)
@@ -50,8 +53,15 @@ async def test_fires_recorded_before_their_places_were_kept_are_counted_after_th
     after = await Platform.connect(settings, blank_db)
     try:
         world = PgWorld(after)
-        places = await after.store.pool.fetch("SELECT fire_seq FROM batches WHERE counted ORDER BY created_at")
-        assert [r["fire_seq"] for r in places] == [1, 2, 3]
+        places = await after.store.pool.fetch(
+            "SELECT session_id, fire_seq FROM batches WHERE counted ORDER BY created_at"
+        )
+        assert [(r["session_id"] == sid, r["fire_seq"]) for r in places] == [
+            (True, 1),
+            (False, 1),
+            (True, 2),
+            (True, 3),
+        ]
         await world.write(sid, "a/3")
         await route_all(world, sid)
         assert (await snapshot(world, address(sid))).fires_last_minute == 3

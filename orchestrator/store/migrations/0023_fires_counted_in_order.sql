@@ -7,7 +7,9 @@
 -- listener firing 19 times a second. Retention keeps the last minute's batches (0003_retention.sql), so no
 -- place inside the minute is missing. Rows written before get their places here, in the order of their
 -- commit times. 0002's `orchestrator_lane_record` and 0008's `orchestrator_lane_snapshot` are restated with
--- the count taken from `orchestrator_fires_lately`, otherwise as they were.
+-- the count taken from `orchestrator_fires_lately`, otherwise as they were. A counted batch's `created_at` is
+-- never before the listener's last fire's, so a wall clock stepped back cannot order two places against their
+-- times: the fires of such a step count as fires of that last moment until the clock catches up.
 ALTER TABLE batches ADD COLUMN fire_seq bigint;
 UPDATE batches b SET fire_seq = x.n
     FROM (SELECT id, row_number() OVER (PARTITION BY session_id, listener ORDER BY created_at, id) AS n
@@ -15,11 +17,10 @@ UPDATE batches b SET fire_seq = x.n
     WHERE b.id = x.id;
 
 -- How often a listener fired in a session in the minute before `p_now`, and when the oldest of those fires was
--- (no row: none). The newest fire is inside the minute whenever the oldest is. A wall clock stepped back while a
--- listener fires can order two places against their times: at least one fire is counted while one is in the minute.
+-- (no row: none). The newest fire is inside the minute whenever the oldest is.
 CREATE FUNCTION orchestrator_fires_lately(p_session text, p_listener text, p_now timestamptz)
 RETURNS TABLE (fires bigint, oldest timestamptz) LANGUAGE sql STABLE AS $$
-    SELECT greatest(n.fire_seq - f.fire_seq + 1, 1), f.created_at
+    SELECT n.fire_seq - f.fire_seq + 1, f.created_at
     FROM (SELECT b.fire_seq, b.created_at FROM batches b
           WHERE b.session_id = p_session AND b.listener = p_listener AND b.counted
             AND b.created_at > p_now - interval '60 seconds'
@@ -41,6 +42,7 @@ DECLARE
     v_batch bigint;
     v_granted jsonb := '[]';
     v_fire bigint;
+    v_fire_at timestamptz;
 BEGIN
     PERFORM orchestrator_share_session(v_session);
     IF (b ->> 'counted')::boolean THEN
@@ -49,8 +51,11 @@ BEGIN
            >= (p ->> 'fires_limit')::integer THEN
             RETURN '{"stale": "throttle"}';
         END IF;
-        v_fire := 1 + coalesce((SELECT fire_seq FROM batches WHERE session_id = v_session AND listener = v_listener
-                                AND counted ORDER BY created_at DESC LIMIT 1), 0);
+        SELECT fire_seq, created_at INTO v_fire, v_fire_at FROM batches
+            WHERE session_id = v_session AND listener = v_listener AND counted ORDER BY created_at DESC LIMIT 1;
+        v_fire := coalesce(v_fire, 0) + 1;
+        -- Never before the last fire (a clock stepped back): places and times grow together.
+        v_fire_at := greatest(clock_timestamp(), v_fire_at + interval '1 microsecond');
     END IF;
     IF v_key IN ('take', 'give_back') THEN
         PERFORM orchestrator_keys_lock(v_session, v_listener);
@@ -74,13 +79,13 @@ BEGIN
             ON CONFLICT (lane_id) DO UPDATE SET holding = true;
     END IF;
     INSERT INTO batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids, retry, replay,
-                         replay_of, verdict, counted, run_key, fire_seq)
+                         replay_of, verdict, counted, run_key, fire_seq, created_at)
         VALUES (v_lane, v_session, v_listener, (b ->> 'first_id')::bigint, (b ->> 'last_id')::bigint,
                 ARRAY(SELECT jsonb_array_elements_text(b -> 'event_ids')::bigint),
                 ARRAY(SELECT jsonb_array_elements_text(b -> 'entry_ids')::bigint),
                 (b ->> 'retry')::integer, (b ->> 'replay')::integer, (b ->> 'replay_of')::bigint,
                 CASE WHEN jsonb_typeof(b -> 'verdict') = 'object' THEN b -> 'verdict' END,
-                (b ->> 'counted')::boolean, b ->> 'run_key', v_fire)
+                (b ->> 'counted')::boolean, b ->> 'run_key', v_fire, coalesce(v_fire_at, clock_timestamp()))
         RETURNING id INTO v_batch;
     IF p ->> 'kind' = 'replay' THEN
         DELETE FROM replays WHERE id = (p ->> 'replay_id')::bigint;
