@@ -25,6 +25,7 @@ import statistics
 import time
 from typing import Any
 
+from bench.batch_cost import WRITER_PROCESSES, WRITERS, listener
 from bench.burst import api_process, write_through_http
 from bench.common import CpuMeter, postmaster_pid, row, scratch_database
 from orchestrator.activities.writes import StoreWriter
@@ -37,8 +38,6 @@ from orchestrator.lanes.driver import LaneDriver
 from orchestrator.platform import Platform
 from orchestrator.workflows.messages import RunInput, RunTag
 
-WRITERS = 32
-WRITER_PROCESSES = 4
 # How long a round waits, at most, for its last runs to end.
 DRAIN_SECONDS = 600
 
@@ -50,7 +49,6 @@ class Lanes:
         self.run_seconds = run_seconds
         self.driver: LaneDriver | None = None
         self.started = 0
-        self.running = 0
         self.sent = 0  # the router's `signals`
         self._locks: dict[LaneAddress, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -85,12 +83,10 @@ class Lanes:
 
     async def start(self, tag: RunTag, run_input: RunInput, priority: Any) -> None:
         self.started += 1
-        self.running += 1
 
         async def end() -> None:
             assert self.driver is not None
             await self.driver.end(tag, "completed", None)
-            self.running -= 1
 
         self._later(self.run_seconds, end)
 
@@ -109,13 +105,7 @@ async def keyed_round(url: str, api: str, settings: Settings, events: int, keys:
     lanes = Lanes(run_seconds)
     try:
         name = f"alone_{int(time.time() * 1000)}"
-        body = {
-            "name": name,
-            "filter": {"types": ["object.written"], "aliases": ["bench/**"]},
-            "concurrency": {"mode": "keyed", "key": "alias", "max_parallel": 16},
-            "batch": {"window_seconds": 1, "max_events": 1000},
-            "action": {"type": "workflow", "workflow": "bench_run_two"},
-        }
+        body = listener(name, concurrency={"mode": "keyed", "key": "alias", "max_parallel": 16})
         reply = await platform.command({"command": "save_listener", "listener": body})
         assert reply["status"] == "success", reply
         session = (await platform.command({"command": "open_session"}))["session"]["id"]

@@ -133,9 +133,8 @@ class LaneViews:
     async def fires_lately(self, session_id: str) -> dict[str, tuple[int, datetime]]:
         """Per listener: its fires in the session in the last minute and the oldest of them (the throttle)."""
         rows = await self.pool.fetch(
-            "SELECT listener, count(*) AS fires, min(created_at) AS oldest FROM batches"
-            " WHERE session_id = $1 AND counted AND created_at > clock_timestamp() - interval '60 seconds'"
-            " GROUP BY listener",
+            "SELECT n.name AS listener, f.fires, f.oldest FROM listeners n"
+            " CROSS JOIN LATERAL orchestrator_fires_lately($1, n.name, clock_timestamp()) f",
             session_id,
         )
         return {r["listener"]: (int(r["fires"]), r["oldest"]) for r in rows}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 from typing import Any, Protocol
+from unittest.mock import ANY
 
 import pytest
 
@@ -329,11 +330,12 @@ async def test_a_paused_listener_and_a_full_throttle_refuse_the_record(world: Wo
     assert await world.lanes.record(snap, decision, 100, 0) == Stale("paused")
 
 
-async def _fire_both(world: World, sid: str, alias: str) -> None:
-    """A write both listeners take, and a counted batch of each, its run started and ended."""
+async def fire(world: World, sid: str, alias: str, *names: str) -> None:
+    """A write the listeners `names` take (`l` by default), and a counted batch of each, its run started and
+    ended."""
     await world.write(sid, alias)
     await route_all(world, sid)
-    for name in ("l", "m"):
+    for name in names or ("l",):
         snap, decision, recorded = await take(world, address(sid, name))
         await finish(world, snap, decision, recorded)
         assert (await end(world, sid, decision.execution_id, listener=name)).recorded
@@ -347,7 +349,7 @@ async def test_the_throttle_counts_the_fires_of_the_last_minute_and_no_older(wor
     await world.save_listener(listener("m"))
     sid = await world.open_session()
     for n in range(3):
-        await _fire_both(world, sid, f"a/{n}")
+        await fire(world, sid, f"a/{n}", "l", "m")
     await world.write(sid, "a/3")
     await route_all(world, sid)
     assert (await snapshot(world, address(sid, "m"))).fires_last_minute == 3
@@ -371,13 +373,33 @@ async def test_a_fire_after_one_dated_later_still_counts(world: World) -> None:
     await world.save_listener(listener("m"))
     sid = await world.open_session()
     for n in range(2):
-        await _fire_both(world, sid, f"a/{n}")
+        await fire(world, sid, f"a/{n}", "l", "m")
     await world.postdate_newest_fire(30)
-    await _fire_both(world, sid, "a/2")
+    await fire(world, sid, "a/2", "l", "m")
     await world.write(sid, "a/3")
     await route_all(world, sid)
     assert (await snapshot(world, address(sid))).fires_last_minute == 3
     assert (await snapshot(world, address(sid, "m"))).fires_last_minute == 3
+
+
+async def test_a_sessions_fires_of_the_last_minute_are_counted_per_listener_as_the_throttle_counts(
+    platform: Platform,
+) -> None:
+    # What `list_session_listeners` reads to say a lane is throttled: each listener's fires and the oldest.
+    world = PgWorld(platform)
+    await world.save_listener(listener())
+    await world.save_listener(listener("m"))
+    sid, other = await world.open_session(), await world.open_session()
+    for n in range(2):
+        await fire(world, sid, f"a/{n}", "l", "m")
+    await fire(world, sid, "a/2")
+    await fire(world, other, "b/0")
+    oldest = await platform.store.pool.fetch(
+        "SELECT listener, min(created_at) AS at FROM batches WHERE session_id = $1 AND counted GROUP BY listener", sid
+    )
+    first = {r["listener"]: r["at"] for r in oldest}
+    assert await platform.store.fires_lately(sid) == {"l": (3, first["l"]), "m": (2, first["m"])}
+    assert await platform.store.fires_lately(other) == {"l": (1, ANY)}
 
 
 async def test_a_claimed_batch_a_driver_left_is_in_the_next_snapshot(world: World) -> None:

@@ -11,7 +11,7 @@ from orchestrator.dev.embedded import EmbeddedPostgres
 from orchestrator.platform import Platform
 from orchestrator.store import migrate as migrate_module
 from tests.conftest import scratch_database
-from tests.store.test_lane_store_contract import PgWorld, address, end, finish, listener, route_all, snapshot, take
+from tests.store.test_lane_store_contract import PgWorld, address, fire, listener, route_all, snapshot
 
 FIRES_IN_ORDER = 23  # 0023_fires_counted_in_order.sql
 
@@ -20,15 +20,6 @@ FIRES_IN_ORDER = 23  # 0023_fires_counted_in_order.sql
 async def blank_db(embedded_pg: EmbeddedPostgres) -> AsyncIterator[str]:
     async with scratch_database(embedded_pg, "upgrade") as url:
         yield url
-
-
-async def _fire(world: PgWorld, sid: str, alias: str) -> None:
-    """One counted batch of the lane, its run started and ended."""
-    await world.write(sid, alias)
-    await route_all(world, sid)
-    snap, decision, recorded = await take(world, address(sid))
-    await finish(world, snap, decision, recorded)
-    assert (await end(world, sid, decision.execution_id)).recorded
 
 
 async def test_fires_recorded_before_their_places_were_kept_are_counted_after_the_upgrade(
@@ -42,10 +33,10 @@ async def test_fires_recorded_before_their_places_were_kept_are_counted_after_th
         await world.save_listener(listener())
         sid, other = await world.open_session(), await world.open_session()
         # Another session's fire between this one's: places are counted per session.
-        await _fire(world, sid, "a/0")
-        await _fire(world, other, "b/0")
-        await _fire(world, sid, "a/1")
-        await _fire(world, sid, "a/2")
+        await fire(world, sid, "a/0")
+        await fire(world, other, "b/0")
+        await fire(world, sid, "a/1")
+        await fire(world, sid, "a/2")
     finally:
         await before.close()
     monkeypatch.setattr(migrate_module, "migration_files", lambda: shipped)
@@ -65,7 +56,7 @@ async def test_fires_recorded_before_their_places_were_kept_are_counted_after_th
         await world.write(sid, "a/3")
         await route_all(world, sid)
         assert (await snapshot(world, address(sid))).fires_last_minute == 3
-        await _fire(world, sid, "a/4")
+        await fire(world, sid, "a/4")
         assert (await snapshot(world, address(sid))).fires_last_minute == 4
     finally:
         await after.close()
