@@ -61,7 +61,9 @@ _PROPAGATOR = TraceContextTextMapPropagator()
 
 
 class Metrics:
-    """The platform's instruments. Attributes stay low in cardinality: listener, lane key and status."""
+    """The platform's instruments. Attributes stay low in cardinality: listener and status, never a lane key
+    (a keyed listener has a lane per key, as many as its events have values: a series each would be unbounded;
+    a lane's own backlog is in `list_session_listeners` and its workflow's `state` query)."""
 
     def __init__(self, meter: metrics.Meter) -> None:
         self.events_routed = meter.create_counter(
@@ -79,7 +81,7 @@ class Metrics:
         self.lane_pending = meter.create_up_down_counter(
             "orchestrator.lane.pending",
             unit="{event}",
-            description="Events delivered to a lane and not yet in a batch that left it.",
+            description="Events delivered to a listener's lanes and not yet in a batch that left them.",
         )
         self.run_start_delay = meter.create_histogram(
             "orchestrator.run.start_delay",

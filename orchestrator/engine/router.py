@@ -224,9 +224,9 @@ class Router:
         await asyncio.gather(
             *(self.nudger.nudge_quietly(n.address, _news(n, decl, page.now)) for n, decl in nudges if decl is not None)
         )
-        for listener, lane, events in page.lanes:
+        for listener, _lane, events in page.lanes:
             METRICS.events_routed.add(events, {"listener": listener})
-            METRICS.lane_pending.add(events, {"listener": listener, "lane": lane})
+            METRICS.lane_pending.add(events, {"listener": listener})
         self.routed += page.read
         return page.read
 

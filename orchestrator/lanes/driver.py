@@ -356,9 +356,7 @@ class LaneDriver:
                 self.observed.metrics.outcomes.add(1, {"listener": outcome.listener, "status": outcome.status})
         if take.retry == 0 and take.kind == "batch":
             self.observed.metrics.batches_cut.add(1, {"listener": address.listener})
-            self.observed.metrics.lane_pending.add(
-                -len(take.consumed), {"listener": address.listener, "lane": address.lane}
-            )
+            self.observed.metrics.lane_pending.add(-len(take.consumed), {"listener": address.listener})
         if take.retry > 0 and acted.started:
             self.observed.metrics.retries_waiting.add(-1, {"listener": address.listener})
         # `activity` and its fields are what `orchestrator dev` prints a line of (`dev/log.py`).

@@ -100,6 +100,16 @@ async def test_counters_match_a_known_workload(traced_engine: Engine, captured: 
     assert outcomes == {(ok, "success"): 3, (bad, "invocation_error"): 2, (retried, "success"): 1}
     pending = {name: total(captured, "orchestrator.lane.pending", listener=name) for name in (ok, bad, retried)}
     assert pending == {ok: 0, bad: 0, retried: 0}, "every delivered event left its lane in a batch"
+    data = captured.metrics.get_metrics_data()
+    keyed_by_lane = {
+        found.name
+        for resource in (data.resource_metrics if data is not None else ())
+        for scope in resource.scope_metrics
+        for found in scope.metrics
+        for point in found.data.data_points
+        if "lane" in (point.attributes or {})
+    }
+    assert not keyed_by_lane, "a lane key is unbounded: no series per lane"
     assert total(captured, "orchestrator.retries.waiting", listener=retried) == 1
     delays = [point for labels, point in points(captured, "orchestrator.run.start_delay") if labels["listener"] == ok]
     assert len(delays) == 1 and isinstance(delays[0], HistogramDataPoint)
