@@ -62,6 +62,9 @@ async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime,
         [json.dumps(p.eq_value) for p in probes],
     )
     paths = sorted({p.eq_path for p in probes if p.eq_path != NO_EQ_PATH})
+    if paths:
+        # The lock a deletion prunes the paths under (0025): none of these is pruned before its probes commit.
+        await conn.execute("LOCK TABLE listener_probe_paths IN SHARE ROW EXCLUSIVE MODE")
     for path in paths:
         root, rest = split_path(path)
         await conn.execute(

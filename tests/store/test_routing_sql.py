@@ -392,3 +392,45 @@ async def test_every_glob_matches_in_sql_what_it_matches_in_python(platform: Pla
     )
     wrong = [(cases[r["n"] - 1], r["hit"]) for r in rows if r["hit"] is not cases[r["n"] - 1][3]]
     assert not wrong, wrong[:20]
+
+
+async def test_a_deleted_listener_leaves_routing_with_its_probes_and_the_paths_only_it_probed_by(
+    platform: Platform,
+) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+
+    def body(name: str, flt: dict[str, Any]) -> dict[str, Any]:
+        return {"name": name, "filter": flt, "action": {"type": "workflow", "workflow": "w"}}
+
+    async def paths() -> list[str]:
+        return sorted(r["path"] for r in await store.pool.fetch("SELECT path FROM listener_probe_paths"))
+
+    async def probes(name: str) -> int:
+        return int(await store.pool.fetchval("SELECT count(*) FROM listener_probes WHERE name = $1", name))
+
+    await store.save_listener("by_n", body("by_n", {"where": [{"path": "data.n", "op": "eq", "value": 1}]}), 0)
+    await store.save_listener("by_s", body("by_s", {"where": [{"path": "data.s", "op": "eq", "value": "x"}]}), 0)
+    await store.save_listener("also_n", body("also_n", {"where": [{"path": "data.n", "op": "in", "value": [2]}]}), 0)
+    await store.save_listener("plain", body("plain", {"types": ["app.*"]}), 0)
+    assert await paths() == ["data.n", "data.s"]
+
+    await store.delete_listener("by_s")
+    assert await paths() == ["data.n"], "data.s was by_s's alone"
+    await store.delete_listener("by_n")
+    assert await paths() == ["data.n"], "also_n still probes by data.n"
+    assert await probes("by_n") == await probes("by_s") == 0 and await probes("also_n") > 0
+    await store.delete_listener("also_n")
+    assert await paths() == [], "no listener left probes by a value: plain events are found once per type again"
+
+    # Saved again after its deletion: it routes by its new version alone.
+    await store.save_listener("by_n", body("by_n", {"where": [{"path": "data.s", "op": "eq", "value": "y"}]}), 0)
+    assert await paths() == ["data.s"]
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    for n, data in enumerate([{"n": 1, "s": "x"}, {"n": 2, "s": "y"}]):
+        await _write(store, session_id, {"type": "app.thing", "source": {}, "depth": 0, "data": data}, n)
+    expected = await _python_routes(store, session_id)
+    got = await _sql_routes(store, session_id)
+    assert got == expected
+    first = min(min(ids) for ids in got.values())
+    assert {listener: ids for (listener, _), ids in got.items()} == {"plain": [first, first + 1], "by_n": [first + 1]}

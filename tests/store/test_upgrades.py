@@ -60,3 +60,36 @@ async def test_fires_recorded_before_their_places_were_kept_are_counted_after_th
         assert (await snapshot(world, address(sid))).fires_last_minute == 4
     finally:
         await after.close()
+
+
+DELETED_LEAVE_ROUTING = 25  # 0025_deleted_listeners_leave_routing.sql
+
+
+async def test_listeners_deleted_before_the_upgrade_leave_their_probes_and_paths_behind_at_it(
+    blank_db: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = migrate_module.migration_files()
+    monkeypatch.setattr(migrate_module, "migration_files", lambda: [f for f in shipped if f[0] < DELETED_LEAVE_ROUTING])
+    by_value = {"where": [{"path": "data.n", "op": "eq", "value": 1}]}
+    before = await Platform.connect(settings, blank_db)
+    try:
+        for name, flt in (("gone", by_value), ("kept", {"types": ["app.*"]})):
+            await before.store.save_listener(
+                name, {"name": name, "filter": flt, "action": {"type": "workflow", "workflow": "w"}}, 0
+            )
+        await before.store.delete_listener("gone")
+        pool = before.store.pool
+        assert await pool.fetchval("SELECT count(*) FROM listener_probes WHERE name = 'gone'") > 0
+        assert await pool.fetchval("SELECT count(*) FROM listener_probe_paths") == 1
+    finally:
+        await before.close()
+    monkeypatch.setattr(migrate_module, "migration_files", lambda: shipped)
+
+    after = await Platform.connect(settings, blank_db)
+    try:
+        pool = after.store.pool
+        left = await pool.fetch("SELECT DISTINCT name FROM listener_probes")
+        assert [r["name"] for r in left] == ["kept"]
+        assert await pool.fetchval("SELECT count(*) FROM listener_probe_paths") == 0
+    finally:
+        await after.close()
