@@ -10,11 +10,13 @@ the writers in four more (keep-alive clients through the HTTP door), the worker 
 - `where`: `emit_events` of 1,000 (50,000 events of `bench.fact`) into one serial listener whose run runs two
   activities, beside N listeners of `bench.fact` told apart by a `where` no event meets (`data.customer` eq
   their own): events/s from the first write to the last run started, and CPU per event of every part.
+- `deleted` (not run by default): the `where` case's writes beside N listeners of `bench.fact` alone, which would
+  take every event, deleted before the first write: a deleted listener leaves routing whole (0025).
 
 Each figure is printed beside its ratio to the case with no other listener. The listeners of a case are deleted
 before the next.
 
-Run: .venv/bin/python -m bench.routing_listeners [--listeners 0,200,1000] [--cases aliases,where]
+Run: .venv/bin/python -m bench.routing_listeners [--listeners 0,200,1000] [--cases aliases,where,deleted]
      [--events 20000] [--bulk-events 50000]
 """
 
@@ -36,17 +38,24 @@ FACT = {"type": "object", "properties": {"n": {"type": "integer"}, "customer": {
 
 
 async def quiet_listeners(bench: Bench, count: int, shape: str) -> list[str]:
-    """`count` listeners that match none of the benchmark's events, saved in one go."""
+    """`count` listeners that match none of the benchmark's events (`deleted`: that match them all, and are
+    deleted before they are written), saved in one go."""
     names = []
     for i in range(count):
         if shape == "aliases":
             flt: dict[str, Any] = {"types": ["object.**"], "aliases": [f"tenant{i}/**"]}
+        elif shape == "deleted":
+            flt = {"types": ["bench.fact"]}
         else:
             flt = {"types": ["bench.fact"], "where": [{"path": "data.customer", "op": "eq", "value": f"c{i}"}]}
         name = f"quiet-{shape}-{i}"
         body = {"name": name, "filter": flt, "action": {"type": "workflow", "workflow": "bench_run"}}
         await bench.platform.store.save_listener(name, body, 0)
         names.append(name)
+    if shape == "deleted":
+        for name in names:
+            await bench.platform.store.delete_listener(name)
+        return []  # nothing left for the case to delete
     return names
 
 
@@ -105,10 +114,10 @@ async def aliases_case(bench: Bench, count: int, events: int) -> dict[str, float
     }
 
 
-async def where_case(bench: Bench, count: int, events: int) -> dict[str, float]:
+async def where_case(bench: Bench, count: int, events: int, shape: str = "where") -> dict[str, float]:
     platform = bench.platform
     platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
-    names = await quiet_listeners(bench, count, "where")
+    names = await quiet_listeners(bench, count, shape)
     serial = {
         "name": "serial",
         "filter": {"types": ["bench.fact"]},
@@ -139,14 +148,17 @@ async def main(counts: list[int], cases: set[str], events: int, bulk_events: int
     async with bench_platform() as bench:
         saved = await bench.platform.command({"command": "save_event_type", "name": "bench.fact", "schema": FACT})
         assert saved["status"] == "success", saved
-        for shape, run, n in (("aliases", aliases_case, events), ("where", where_case, bulk_events)):
+        for shape, n in (("aliases", events), ("where", bulk_events), ("deleted", bulk_events)):
             if shape not in cases:
                 continue
             base: dict[str, float] = {}
             for count in counts:
-                figures = await run(bench, count, n)
+                figures = await (
+                    aliases_case(bench, count, n) if shape == "aliases" else where_case(bench, count, n, shape)
+                )
                 base = base or figures
-                print(f"{shape}: {n:,} events beside {count} quiet listeners")
+                beside = "deleted listeners" if shape == "deleted" else "quiet listeners"
+                print(f"{shape}: {n:,} events beside {count} {beside}")
                 for name, value in figures.items():
                     unit = "us" if name.endswith("(us)") else "events/s"
                     ratio = value / base[name] if base.get(name) else 0.0
