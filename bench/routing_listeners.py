@@ -12,11 +12,13 @@ the writers in four more (keep-alive clients through the HTTP door), the worker 
   their own): events/s from the first write to the last run started, and CPU per event of every part.
 - `deleted` (not run by default): the `where` case's writes beside N listeners of `bench.fact` alone, which would
   take every event, deleted before the first write: a deleted listener leaves routing whole (0025).
+- `versions` (not run by default): the `where` case's writes into its serial listener saved N times before its
+  last version, the router's upkeep let prune the ended versions' probes first (0026).
 
 Each figure is printed beside its ratio to the case with no other listener. The listeners of a case are deleted
 before the next.
 
-Run: .venv/bin/python -m bench.routing_listeners [--listeners 0,200,1000] [--cases aliases,where,deleted]
+Run: .venv/bin/python -m bench.routing_listeners [--listeners 0,200,1000] [--cases aliases,where,deleted,versions]
      [--events 20000] [--bulk-events 50000]
 """
 
@@ -40,8 +42,8 @@ FACT = {"type": "object", "properties": {"n": {"type": "integer"}, "customer": {
 async def quiet_listeners(bench: Bench, count: int, shape: str) -> list[str]:
     """`count` listeners that match none of the benchmark's events (`deleted`: that match them all, and are
     deleted before they are written), saved in one go."""
-    names = []
-    for i in range(count):
+    names: list[str] = []
+    for i in range(count if shape != "versions" else 0):
         if shape == "aliases":
             flt: dict[str, Any] = {"types": ["object.**"], "aliases": [f"tenant{i}/**"]}
         elif shape == "deleted":
@@ -124,10 +126,18 @@ async def where_case(bench: Bench, count: int, events: int, shape: str = "where"
         "batch": {"window_seconds": 1, "max_events": 1000},
         "action": {"type": "workflow", "workflow": "bench_run_two"},
     }
+    for i in range(count if shape == "versions" else 0):
+        await platform.store.save_listener("serial", {**serial, "description": f"version {i}"}, 0)
     await platform.store.save_listener("serial", serial, 0)
     session = (await platform.command({"command": "open_session"}))["session"]["id"]
     starts = Starts(expected=events)
+
+    async def one_version_probed() -> bool:
+        query = "SELECT count(DISTINCT version) FROM listener_probes WHERE name = 'serial'"
+        return bool(await platform.store.pool.fetchval(query) == 1)
+
     async with two_activity_engine(platform, bench.client, starts):
+        await wait_until(one_version_probed, within=60)
         meter = CpuMeter(bench.server_pid, bench.postgres_pid)
         meter.start()
         began, _ = await emit_through_http(bench.api, session, events, 1000)
@@ -148,7 +158,12 @@ async def main(counts: list[int], cases: set[str], events: int, bulk_events: int
     async with bench_platform() as bench:
         saved = await bench.platform.command({"command": "save_event_type", "name": "bench.fact", "schema": FACT})
         assert saved["status"] == "success", saved
-        for shape, n in (("aliases", events), ("where", bulk_events), ("deleted", bulk_events)):
+        for shape, n in (
+            ("aliases", events),
+            ("where", bulk_events),
+            ("deleted", bulk_events),
+            ("versions", bulk_events),
+        ):
             if shape not in cases:
                 continue
             base: dict[str, float] = {}
@@ -157,7 +172,9 @@ async def main(counts: list[int], cases: set[str], events: int, bulk_events: int
                     aliases_case(bench, count, n) if shape == "aliases" else where_case(bench, count, n, shape)
                 )
                 base = base or figures
-                beside = "deleted listeners" if shape == "deleted" else "quiet listeners"
+                beside = {"deleted": "deleted listeners", "versions": "versions before its last"}.get(
+                    shape, "quiet listeners"
+                )
                 print(f"{shape}: {n:,} events beside {count} {beside}")
                 for name, value in figures.items():
                     unit = "us" if name.endswith("(us)") else "events/s"

@@ -18,6 +18,7 @@ from orchestrator.activities.schedules import ScheduleActivities
 from orchestrator.activities.session import SessionActivities
 from orchestrator.app_loader import UserApp, workflow_names
 from orchestrator.commands.schedules import make_unmade_schedules
+from orchestrator.engine.probe_pruning import ProbePruning
 from orchestrator.engine.router import Router
 from orchestrator.engine.run_sweep import RunSweep
 from orchestrator.lanes.executions import TemporalRuns
@@ -57,7 +58,7 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
         temporal_client,
         platform.direct_url,
         platform.settings,
-        upkeep=[lambda: make_unmade_schedules(platform)],
+        upkeep=[lambda: make_unmade_schedules(platform), ProbePruning(platform.store.pool)],
         sweep=RunSweep(
             platform.store.lanes, engine.driver, TemporalRuns(temporal_client, platform.settings), platform.settings
         ),

@@ -90,3 +90,22 @@ async def compile_missing_rules(conn: asyncpg.Connection) -> int:
         async with conn.transaction():
             await save_rule(conn, row["name"], row["version"], row["effective_at"], row["body"])
     return len(rows)
+
+
+async def pruning_mark(pool: asyncpg.Pool) -> tuple[datetime, int]:
+    """The time now, then the next transaction id: every transaction that wrote before the time has a smaller id
+    (the time is read first, so none slips between the two)."""
+    now = await pool.fetchval("SELECT clock_timestamp()")
+    next_xid = await pool.fetchval("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+    return now, int(next_xid)
+
+
+async def transactions_ended_before(pool: asyncpg.Pool, xid: int) -> bool:
+    """Whether every transaction with an id below `xid` has ended (committed or rolled back)."""
+    return bool(await pool.fetchval("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint >= $1", xid))
+
+
+async def prune_superseded_probes(pool: asyncpg.Pool, before: datetime) -> int:
+    """Drop the probes of versions that ended by `before` and before every event not yet routed (0026); `before`
+    must be a time no event can still be committed from. Answers how many probes went."""
+    return int(await pool.fetchval("SELECT orchestrator_prune_superseded_probes($1)", before))

@@ -24,6 +24,7 @@ from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.events import Committed, envelope_of
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.routing import route, versions_by_name
+from orchestrator.engine.probe_pruning import ProbePruning
 from orchestrator.platform import Platform
 from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, PostgresStore
 
@@ -434,3 +435,88 @@ async def test_a_deleted_listener_leaves_routing_with_its_probes_and_the_paths_o
     assert got == expected
     first = min(min(ids) for ids in got.values())
     assert {listener: ids for (listener, _), ids in got.items()} == {"plain": [first, first + 1], "by_n": [first + 1]}
+
+
+def _often(description: str) -> dict[str, Any]:
+    return {
+        "name": "often",
+        "description": description,
+        "filter": {"types": ["app.*"]},
+        "action": {"type": "workflow", "workflow": "w"},
+    }
+
+
+async def _probes_by_version(store: PostgresStore) -> dict[int, int]:
+    rows = await store.pool.fetch(
+        "SELECT version, count(*) AS n FROM listener_probes WHERE name = 'often' GROUP BY version ORDER BY version"
+    )
+    return {r["version"]: r["n"] for r in rows}
+
+
+async def _routed_versions(store: PostgresStore, session_id: str) -> list[int]:
+    await _sql_routes(store, session_id)
+    rows = await store.pool.fetch(
+        "SELECT q.version FROM lane_events q JOIN lanes l ON l.id = q.lane_id"
+        " WHERE l.session_id = $1 AND l.listener = 'often' ORDER BY q.event_id",
+        session_id,
+    )
+    return [r["version"] for r in rows]
+
+
+async def _prune(store: PostgresStore) -> int:
+    """The router's upkeep twice: a mark, then the pruning (no transaction is open here)."""
+    pruning = ProbePruning(store.pool)
+    assert await pruning() == 0, "the first call only marks"
+    return await pruning()
+
+
+THING = {"type": "app.thing", "source": {}, "depth": 0, "data": {}}
+
+
+async def test_a_superseded_version_leaves_routing_once_no_event_waits_for_it(platform: Platform) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    await store.save_listener("often", _often("v1"), 0)
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    await _write(store, session_id, THING, 0)  # committed under v1, not routed yet
+    await store.save_listener("often", _often("v2"), 0)
+    assert set(await _probes_by_version(store)) == {1, 2}
+
+    assert await _prune(store) == 0, "an event committed under v1 waits to be routed"
+    assert await _routed_versions(store, session_id) == [1]
+    assert await _prune(store) > 0
+    assert set(await _probes_by_version(store)) == {2}, "no event left for v1: its probes went, v2's stayed"
+
+    await _write(store, session_id, THING, 1)
+    assert await _routed_versions(store, session_id) == [1, 2]
+    await store.save_listener("often", _often("v3"), 3600)  # takes effect in an hour: v2 has not ended
+    assert await _prune(store) == 0
+    assert set(await _probes_by_version(store)) == {2, 3}
+
+
+async def test_a_superseded_version_stays_while_a_transaction_that_wrote_under_it_is_open(
+    platform: Platform,
+) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    await store.save_listener("often", _often("v1"), 0)
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    pruning = ProbePruning(store.pool)
+    async with store.pool.acquire() as conn:
+        writing = conn.transaction()
+        await writing.start()
+        await conn.execute(
+            "WITH e AS (INSERT INTO events (id, session_id, type, source, depth, data)"
+            " VALUES (nextval('event_ids'), $1, 'app.thing', '{}', 0, '{}') RETURNING id)"
+            " UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1",
+            session_id,
+        )
+        await store.save_listener("often", _often("v2"), 0)  # v1 ends after the open transaction's write
+        assert await pruning() == 0  # the mark: the open transaction is below its id
+        assert await pruning() == 0, "the transaction is still open: nothing pruned, the mark kept"
+        assert set(await _probes_by_version(store)) == {1, 2}, "the open transaction may commit an event of v1"
+        await writing.commit()
+    assert await pruning() == 0, "its event is committed now and not yet routed"
+    assert await _routed_versions(store, session_id) == [1]
+    assert await _prune(store) > 0
+    assert set(await _probes_by_version(store)) == {2}
