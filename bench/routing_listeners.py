@@ -137,7 +137,8 @@ async def where_case(bench: Bench, count: int, events: int, shape: str = "where"
         return bool(await platform.store.pool.fetchval(query) == 1)
 
     async with two_activity_engine(platform, bench.client, starts):
-        await wait_until(one_version_probed, within=60)
+        with contextlib.suppress(TimeoutError):  # an engine that prunes nothing is measured as it is
+            await wait_until(one_version_probed, within=30)
         meter = CpuMeter(bench.server_pid, bench.postgres_pid)
         meter.start()
         began, _ = await emit_through_http(bench.api, session, events, 1000)
