@@ -62,9 +62,8 @@ async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime,
         [json.dumps(p.eq_value) for p in probes],
     )
     paths = sorted({p.eq_path for p in probes if p.eq_path != NO_EQ_PATH})
-    if paths:
-        # The lock a deletion prunes the paths under (0025): none of these is pruned before its probes commit.
-        await conn.execute("LOCK TABLE listener_probe_paths IN SHARE ROW EXCLUSIVE MODE")
+    # Each path inserted even when there: the insert's table lock is what a pruning waits for (0025), so none of
+    # these is pruned before these probes commit.
     for path in paths:
         root, rest = split_path(path)
         await conn.execute(
@@ -81,10 +80,15 @@ async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime,
 
 
 async def compile_missing_rules(conn: asyncpg.Connection) -> int:
-    """Compile every saved version that has no rule yet (saved before rules were kept); answers how many."""
+    """Compile every live version that has no rule yet (saved before rules were kept); answers how many. A deleted
+    listener's versions, and those from before a listener's last deletion, route nothing: none is compiled."""
     rows = await conn.fetch(
         "SELECT v.name, v.version, v.effective_at, v.body FROM listener_versions v"
-        " LEFT JOIN listener_rules r USING (name, version) WHERE r.name IS NULL ORDER BY v.name, v.version"
+        " JOIN listeners l ON l.name = v.name AND l.deleted_at IS NULL"
+        " LEFT JOIN listener_rules r ON r.name = v.name AND r.version = v.version"
+        # A version whose rule its listener's deletion took (0025) has a later one with a rule.
+        " WHERE r.name IS NULL AND NOT EXISTS (SELECT 1 FROM listener_rules w WHERE w.name = v.name"
+        " AND w.version > v.version) ORDER BY v.name, v.version"
     )
     for row in rows:
         async with conn.transaction():

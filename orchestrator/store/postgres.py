@@ -578,10 +578,13 @@ class PostgresStore:
         return [_listener_json(r) for r in rows]
 
     async def listener_versions(self) -> list[dict[str, Any]]:
-        """Every version of every listener not deleted, oldest first: what routing matches against."""
+        """Every version of every listener not deleted, oldest first, but those from before the listener's last
+        deletion (their rules went with it, 0025): what routing matches against."""
         rows = await self.pool.fetch(
             "SELECT v.name, v.version, v.effective_at, v.saved_at, v.body FROM listeners l"
-            " JOIN listener_versions v USING (name) WHERE l.deleted_at IS NULL ORDER BY v.name, v.version"
+            " JOIN listener_versions v USING (name) WHERE l.deleted_at IS NULL"
+            " AND EXISTS (SELECT 1 FROM listener_rules r WHERE r.name = v.name AND r.version = v.version)"
+            " ORDER BY v.name, v.version"
         )
         return [_listener_json(r) for r in rows]
 

@@ -26,6 +26,7 @@ from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.routing import route, versions_by_name
 from orchestrator.engine.probe_pruning import ProbePruning
 from orchestrator.platform import Platform
+from orchestrator.store.listener_rules import compile_missing_rules
 from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, PostgresStore
 
 TYPE_GLOBS = ["object.**", "object.written", "object.*", "*.written", "thread.item_posted", "app.*", "app.**", "**",
@@ -435,6 +436,38 @@ async def test_a_deleted_listener_leaves_routing_with_its_probes_and_the_paths_o
     assert got == expected
     first = min(min(ids) for ids in got.values())
     assert {listener: ids for (listener, _), ids in got.items()} == {"plain": [first, first + 1], "by_n": [first + 1]}
+
+
+async def test_a_listener_saved_again_after_its_deletion_takes_nothing_committed_before_it(
+    platform: Platform,
+) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+
+    def body(flt: dict[str, Any]) -> dict[str, Any]:
+        return {"name": "back", "filter": flt, "action": {"type": "workflow", "workflow": "w"}}
+
+    await store.save_listener("back", body({"types": ["app.*"]}), 0)
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    # Committed while its first life took them, never routed: an event of its type and its own lane's silence.
+    await _write(store, session_id, {"type": "app.thing", "source": {}, "depth": 0, "data": {}}, 0)
+    idle = {"listener": "back", "lane": "_", "after_seconds": 60, "last_event_id": 0}
+    await _write(store, session_id, {"type": "lane.idle", "source": {}, "depth": 0, "data": idle}, 1)
+    await store.delete_listener("back")
+    await store.save_listener("back", body({"types": ["app.*"]}), 0)
+    assert [v["version"] for v in await store.listener_versions() if v["name"] == "back"] == [2]
+    assert await _python_routes(store, session_id) == {}
+    assert await _sql_routes(store, session_id) == {}, "its first life's versions take nothing"
+
+    await _write(store, session_id, {"type": "app.thing", "source": {}, "depth": 0, "data": {}}, 2)
+    got = await _sql_routes(store, session_id)
+    assert got == await _python_routes(store, session_id)
+    newest = await store.pool.fetchval("SELECT max(id) FROM events WHERE session_id = $1", session_id)
+    assert got == {("back", "_"): [newest]}
+    # A process that compiles missing rules at its start leaves the first life's version without one.
+    async with store.pool.acquire() as conn:
+        assert await compile_missing_rules(conn) == 0
+    assert await store.pool.fetchval("SELECT array_agg(version) FROM listener_rules WHERE name = 'back'") == [2]
 
 
 def _often(description: str) -> dict[str, Any]:

@@ -90,6 +90,7 @@ async def test_listeners_deleted_before_the_upgrade_leave_their_probes_and_paths
         pool = after.store.pool
         left = await pool.fetch("SELECT DISTINCT name FROM listener_probes")
         assert [r["name"] for r in left] == ["kept"]
+        assert await pool.fetchval("SELECT count(*) FROM listener_rules WHERE name = 'gone'") == 0
         assert await pool.fetchval("SELECT count(*) FROM listener_probe_paths") == 0
     finally:
         await after.close()

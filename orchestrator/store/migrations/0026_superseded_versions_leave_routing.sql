@@ -10,6 +10,7 @@ CREATE FUNCTION orchestrator_prune_superseded_probes(p_before timestamptz) RETUR
 DECLARE
     v_oldest timestamptz;
     v_pruned integer;
+    v_paths text[];
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM listener_rules r
                    WHERE r.effective_until <= p_before
@@ -23,13 +24,14 @@ BEGIN
     CROSS JOIN LATERAL (SELECT e.created_at FROM events e WHERE e.session_id = s.id AND e.id > c.routed_event_id
                         ORDER BY e.id LIMIT 1) e
     WHERE s.last_event_id > c.routed_event_id;
-    DELETE FROM listener_probes p USING listener_rules r
-    WHERE p.name = r.name AND p.version = r.version
-      AND r.effective_until <= p_before AND (v_oldest IS NULL OR r.effective_until <= v_oldest);
-    GET DIAGNOSTICS v_pruned = ROW_COUNT;
-    IF v_pruned > 0 THEN
-        PERFORM orchestrator_prune_probe_paths();
-    END IF;
+    WITH gone AS (
+        DELETE FROM listener_probes p USING listener_rules r
+        WHERE p.name = r.name AND p.version = r.version
+          AND r.effective_until <= p_before AND (v_oldest IS NULL OR r.effective_until <= v_oldest)
+        RETURNING split_part(p.probe_key, chr(31), 2) AS path)
+    SELECT count(*), coalesce(array_agg(DISTINCT path) FILTER (WHERE path <> ''), '{}') INTO v_pruned, v_paths
+    FROM gone;
+    PERFORM orchestrator_prune_probe_paths(v_paths);
     RETURN v_pruned;
 END
 $$;
