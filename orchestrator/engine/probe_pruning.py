@@ -4,9 +4,11 @@ Owns when `orchestrator_prune_superseded_probes` (0026) may run. A version is in
 until the next version's, and a routing round meets the probes of every version it keeps; one that ended is
 still needed by an event committed before its end and not yet routed, or written before its end by a
 transaction still open. The second is what this waits out, over two of the router's upkeep calls: the first
-notes the time and the next transaction id; a later one, once every transaction below that id has ended, prunes
-what ended by the time noted (the function itself keeps what the oldest event not yet routed needs). A process
-that dies between the two loses only its note: the next starts again.
+notes the time and then takes a transaction id (`pruning_mark`: any transaction that wrote before that time
+has a smaller one); a later one, once every transaction up to that id has ended, prunes what ended by the time
+noted (the function itself keeps what the oldest event not yet routed needs). A version's probes go two or
+three polls after its end (about 4 to 6 s), once no event waiting to be routed is older. A process that dies
+between the two loses only its note: the next starts again.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from datetime import datetime
 
 import asyncpg
 
-from orchestrator.store.listener_rules import prune_superseded_probes, pruning_mark, transactions_ended_before
+from orchestrator.store.listener_rules import prune_superseded_probes, pruning_mark, transactions_ended_through
 
 
 class ProbePruning:
@@ -32,7 +34,7 @@ class ProbePruning:
             self._mark = await pruning_mark(self.pool)
             return 0
         before, xid = self._mark
-        if not await transactions_ended_before(self.pool, xid):
+        if not await transactions_ended_through(self.pool, xid):
             return 0
         self._mark = None
         pruned = await prune_superseded_probes(self.pool, before)

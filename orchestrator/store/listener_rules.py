@@ -97,16 +97,18 @@ async def compile_missing_rules(conn: asyncpg.Connection) -> int:
 
 
 async def pruning_mark(pool: asyncpg.Pool) -> tuple[datetime, int]:
-    """The time now, then the next transaction id: every transaction that wrote before the time has a smaller id
-    (the time is read first, so none slips between the two)."""
+    """The time now, then a transaction id of its own, assigned after it: a transaction that wrote an event
+    before the time had its id before (a writer's first step, the session's row lock, assigns it, and the
+    event's `created_at` is read after), so its id is smaller. Costs one transaction id a mark."""
     now = await pool.fetchval("SELECT clock_timestamp()")
-    next_xid = await pool.fetchval("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
-    return now, int(next_xid)
+    xid = await pool.fetchval("SELECT pg_current_xact_id()::text::bigint")
+    return now, int(xid)
 
 
-async def transactions_ended_before(pool: asyncpg.Pool, xid: int) -> bool:
-    """Whether every transaction with an id below `xid` has ended (committed or rolled back)."""
-    return bool(await pool.fetchval("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint >= $1", xid))
+async def transactions_ended_through(pool: asyncpg.Pool, xid: int) -> bool:
+    """Whether every transaction with an id up to `xid` has ended (committed or rolled back): the oldest still
+    running, if any, is younger."""
+    return bool(await pool.fetchval("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint > $1", xid))
 
 
 async def prune_superseded_probes(pool: asyncpg.Pool, before: datetime) -> int:

@@ -26,7 +26,7 @@ from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.routing import route, versions_by_name
 from orchestrator.engine.probe_pruning import ProbePruning
 from orchestrator.platform import Platform
-from orchestrator.store.listener_rules import compile_missing_rules
+from orchestrator.store.listener_rules import compile_missing_rules, save_rule
 from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, PostgresStore
 
 TYPE_GLOBS = ["object.**", "object.written", "object.*", "*.written", "thread.item_posted", "app.*", "app.**", "**",
@@ -553,3 +553,37 @@ async def test_a_superseded_version_stays_while_a_transaction_that_wrote_under_i
     assert await _routed_versions(store, session_id) == [1]
     assert await _prune(store) > 0
     assert set(await _probes_by_version(store)) == {2}
+
+
+async def test_a_superseded_version_stays_for_a_writer_older_than_the_save_that_ended_it(platform: Platform) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    await store.save_listener("often", _often("v1"), 0)
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    pruning = ProbePruning(store.pool)
+    async with store.pool.acquire() as writer, store.pool.acquire() as saver:
+        writing, saving = writer.transaction(), saver.transaction()
+        await writing.start()
+        await writer.execute(
+            "WITH e AS (INSERT INTO events (id, session_id, type, source, depth, data)"
+            " VALUES (nextval('event_ids'), $1, 'app.thing', '{}', 0, '{}') RETURNING id)"
+            " UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1",
+            session_id,
+        )
+        # v2's save, as `save_listener` makes it, still open when the pruner marks: it commits after the mark, so
+        # every transaction that ended before the mark's id is not a sign that the writer has.
+        await saving.start()
+        effective_at = await saver.fetchval(
+            "INSERT INTO listener_versions (name, version, body, effective_at)"
+            " VALUES ('often', 2, $1, clock_timestamp()) RETURNING effective_at",
+            _often("v2"),
+        )
+        await saver.execute("UPDATE listeners SET version = 2 WHERE name = 'often'")
+        await save_rule(saver, "often", 2, effective_at, _often("v2"))
+        assert await pruning() == 0  # the mark
+        await saving.commit()
+        assert await pruning() == 0, "the writer is still open"
+        assert set(await _probes_by_version(store)) == {1, 2}
+        await writing.commit()
+    assert await pruning() == 0, "its event waits to be routed"
+    assert await _routed_versions(store, session_id) == [1]

@@ -32,6 +32,9 @@ SET search_path FROM CURRENT AS $$
 DECLARE
     v_paths text[];
 BEGIN
+    -- Before any probe: a deletion and a pruning of ended versions (0026) delete probes one at a time, never each
+    -- holding some the other waits for.
+    LOCK TABLE listener_probe_paths IN SHARE ROW EXCLUSIVE MODE;
     WITH gone AS (DELETE FROM listener_probes WHERE name = NEW.name RETURNING split_part(probe_key, chr(31), 2) AS path)
     SELECT coalesce(array_agg(DISTINCT path) FILTER (WHERE path <> ''), '{}') INTO v_paths FROM gone;
     DELETE FROM listener_rules WHERE name = NEW.name;

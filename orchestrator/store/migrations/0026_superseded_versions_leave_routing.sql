@@ -3,10 +3,12 @@
 -- (`effective_at` to `effective_until`): every version a listener ever had was met by every event of its type,
 -- and a listener saved a thousand times routed each of its events past a thousand candidates (PostgreSQL alone,
 -- 3.1 ms an event against 11 us with one version). The router's upkeep (`engine/probe_pruning.py`) calls this
--- with a time before which no event is still to be committed (every transaction running then has ended since):
--- the versions that ended by then, and before the oldest event not yet routed, lose their probes. Their rules
--- stay: a lane's read asks them of events routed by them (`orchestrator_takes`).
-CREATE FUNCTION orchestrator_prune_superseded_probes(p_before timestamptz) RETURNS integer LANGUAGE plpgsql AS $$
+-- with a time before which no event is still to be committed (every transaction that could have written one
+-- has ended since): the versions that ended by then, and before the oldest event not yet routed, lose their
+-- probes. Their rules stay: the round's `lane.idle` branch reads rules by name, and the routing in Python and
+-- `explain_event` read the versions that have one (`PostgresStore.listener_versions`).
+CREATE FUNCTION orchestrator_prune_superseded_probes(p_before timestamptz) RETURNS integer LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
 DECLARE
     v_oldest timestamptz;
     v_pruned integer;
@@ -17,6 +19,8 @@ BEGIN
                      AND EXISTS (SELECT 1 FROM listener_probes p WHERE p.name = r.name AND p.version = r.version)) THEN
         RETURN 0;
     END IF;
+    -- Before any probe, as a deletion takes it (0025): the two never hold probes the other waits for.
+    LOCK TABLE listener_probe_paths IN SHARE ROW EXCLUSIVE MODE;
     -- The oldest event a round has still to read, in any session (a session's ids are in commit order).
     SELECT min(e.created_at) INTO v_oldest
     FROM sessions s
