@@ -73,6 +73,12 @@ class EngineRecords(
         )
         return [str(r["name"]) for r in rows]
 
+    async def listener_body(self, name: str, version: int) -> Any | None:
+        """A listener version's body as saved (None: no such version), deleted listeners' too."""
+        return await self.pool.fetchval(
+            "SELECT body FROM listener_versions WHERE name = $1 AND version = $2", name, version
+        )
+
     async def sessions_behind(self, limit: int = 1000) -> list[str]:
         """Sessions whose stream has events the router has not routed (the slow poll's question)."""
         rows = await self.pool.fetch(
