@@ -26,8 +26,6 @@ class ProbePruning:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
         self._mark: tuple[datetime, int] | None = None
-        # Probes pruned by this process, for tests and status.
-        self.pruned = 0
 
     async def __call__(self) -> int:
         if self._mark is None:
@@ -37,6 +35,4 @@ class ProbePruning:
         if not await transactions_ended_through(self.pool, xid):
             return 0
         self._mark = None
-        pruned = await prune_superseded_probes(self.pool, before)
-        self.pruned += pruned
-        return pruned
+        return await prune_superseded_probes(self.pool, before)
