@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 class Request(BaseModel):
     """The arguments every command shares; each command's model adds its own."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, serialize_by_alias=True)
 
     command: str
 

@@ -47,7 +47,8 @@ _ORDERING_OPS = ("gt", "gte", "lt", "lte")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Dumped by alias (`not`, never the field's name `not_`): a stored or planned body is what the user wrote.
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True)
 
 
 def _type_glob(glob: str) -> str:

@@ -55,7 +55,7 @@ def check_schema(schema: Any) -> dict[str, Any]:
 class EventTypeDeclaration(BaseModel):
     """A `save_event_type` body."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, serialize_by_alias=True)
 
     name: str
     schema_: dict[str, Any] = Field(alias="schema")

@@ -18,7 +18,7 @@ MAX_PATCH_NODES = 1000
 
 
 class Edge(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, serialize_by_alias=True)
 
     from_: NodeId = Field(alias="from", description="the id of the node it leaves")
     to: NodeId = Field(description="the id of the node it reaches")

@@ -1,0 +1,88 @@
+"""`any` and `not` groups through every surface a user touches: saved and simulated over HTTP and the command
+line, routed, and declared in an app that `orchestrator plan` prints and the start applies. A stored body is the
+body as written (`not`, never the model's field name `not_`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from orchestrator.app_loader import UserApp
+from orchestrator.client import Client
+from orchestrator.config import Settings
+from orchestrator.dev.app_plan import apply, plan_of
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
+from orchestrator.platform import Platform
+from tests.test_doors import cli_call
+
+CLI = str(Path(sys.executable).parent / "orchestrator")
+
+NOT_SKIPPED: dict[str, Any] = {
+    "name": "nottest",
+    "filter": {
+        "types": ["object.written"],
+        "where": [
+            {"not": {"path": "alias", "op": "eq", "value": "skip/me"}},
+            {
+                "any": [
+                    {"path": "alias", "op": "eq", "value": "a/1"},
+                    {"not": {"path": "alias", "op": "neq", "value": "b/2"}},
+                ]
+            },
+        ],
+    },
+    "action": {"type": "object", "alias": "seen/{{ event.id }}", "value": {"type": "seen"}},
+}
+
+
+async def test_a_not_group_is_saved_simulated_and_read_back_as_written_over_http_and_the_cli(
+    platform: Platform, settings: Settings
+) -> None:
+    async with serve_api(create_app(platform, settings), "127.0.0.1", 0) as url:
+        code, out, err = await cli_call("--url", url, json.dumps({"command": "save_listener", "listener": NOT_SKIPPED}))
+        assert code == 0, (out, err)
+        assert json.loads(out)["listener"]["version"] == 1
+        async with Client.http(url) as client:
+            got = await client.command({"command": "get_listener", "name": "nottest"})
+            assert got["listener"]["body"]["filter"] == NOT_SKIPPED["filter"]
+            sid = (await client.command({"command": "open_session"}))["session"]["id"]
+            for alias in ("skip/me", "a/1", "b/2", "c/3"):
+                await client.command(
+                    {"command": "write_object", "session_id": sid, "alias": alias, "value": {"type": "t"}}
+                )
+            simulated = await client.command(
+                {"command": "simulate_listener", "session_id": sid, "listener": NOT_SKIPPED}
+            )
+            assert simulated["status"] == "success", simulated
+            taken = [e for batch in simulated["batches"] for e in batch["event_ids"]]
+            events = (await client.command({"command": "list_session_events", "session_id": sid}))["events"]
+            by_alias = {e["alias"]: e["id"] for e in events}
+            assert sorted(taken) == sorted([by_alias["a/1"], by_alias["b/2"]])
+            # Saved again unchanged through the other door: the same body, so no new version.
+            again = await client.command({"command": "save_listener", "listener": got["listener"]["body"]})
+            assert again["status"] == "success", again
+
+
+async def test_an_app_with_a_not_group_plans_add_and_the_start_applies_it(platform: Platform) -> None:
+    declared = UserApp(name="tests.not_app", listeners=[NOT_SKIPPED])
+    assert [step.line() for step in await plan_of(platform, declared)] == ["add     listener nottest"]
+    await apply(platform, declared, lambda _: None)
+    assert await plan_of(platform, declared) != [] and all(
+        step.action == "keep" for step in await plan_of(platform, declared)
+    ), "applied, the app plans nothing more"
+    got = await platform.command({"command": "get_listener", "name": "nottest"})
+    assert got["listener"]["body"]["filter"]["where"][0] == {"not": {"path": "alias", "op": "eq", "value": "skip/me"}}
+
+
+def test_orchestrator_plan_prints_add_for_a_not_group(fresh_db: str, tmp_path: Path) -> None:
+    module = tmp_path / "not_app.py"
+    module.write_text(f"workflows = []\nlisteners = [{NOT_SKIPPED!r}]\n")
+    env = {**os.environ, "ORCHESTRATOR_DATABASE_URL": fresh_db}
+    shown = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["add     listener nottest"]
