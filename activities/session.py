@@ -9,6 +9,8 @@ finds its earlier write instead of writing twice. A listener that declares `owns
 
 from __future__ import annotations
 
+import functools
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -64,9 +66,29 @@ def refusal(err: CommandError) -> ApplicationError:
     return ApplicationError(err.message, type=err.code, non_retryable=True)
 
 
+# How many runs a worker remembers as started (their `execution.started` recorded); one forgotten is only
+# asked about again, at its next write.
+KNOWN_STARTED = 10_000
+
+
 class SessionActivities(PlatformActivities):
     def all(self) -> list[Callable[..., Any]]:
         return [self.session_call]
+
+    @functools.cached_property
+    def _started(self) -> OrderedDict[str, None]:
+        return OrderedDict()
+
+    async def _started_before_writing(self, execution_id: str) -> None:
+        """Causes before effects: the run's start is recorded before its first write commits. Its lane's driver
+        records it when it finishes the batch, which may come after a quick run's writes (or, after a crash
+        between the run's start and that record, much later); the run's own first write records it first."""
+        if execution_id in self._started:
+            return
+        await self.store.run_has_started(execution_id)
+        self._started[execution_id] = None
+        if len(self._started) > KNOWN_STARTED:
+            self._started.popitem(last=False)
 
     async def _check_owns(self, call: SessionCall, alias: str | None, field: str = "alias") -> None:
         """Refuse a write outside what the calling run's listener owns; `alias` None: a timer that starts a
@@ -101,6 +123,7 @@ class SessionActivities(PlatformActivities):
                 }
                 if call.execution_id is not None:
                     attributes["orchestrator.execution"] = call.execution_id
+                    await self._started_before_writing(call.execution_id)
                 cause = run_cause(call.execution_id, call.batch) if call.execution_id else None
                 with TRACER.start_as_current_span(f"session.{call.op}", attributes=attributes), caused_by(cause):
                     return await self._call(call)

@@ -157,6 +157,11 @@ class EngineRecords(
     async def execution_start_made(self, execution_id: str) -> None:
         await self.lanes.execution_start_made(execution_id)
 
+    async def run_has_started(self, execution_id: str) -> None:
+        """Record the run's `execution.started` now, unless its driver already has: a run that writes has
+        started, and its start must come before its writes in the stream."""
+        await self.pool.execute("SELECT orchestrator_execution_started($1)", execution_id)
+
     async def list_executions(
         self, session_id: str, listener: str | None, status: str | None, limit: int = 1000
     ) -> list[dict[str, Any]]:
