@@ -279,6 +279,7 @@ def _call(args: argparse.Namespace, settings: Settings) -> int:
 
     # Imported here: the platform and its store are needed only in-process.
     from orchestrator.dev.runtime import ConfigurationError, run_local_command
+    from orchestrator.store.connection import DatabaseUnreachable
 
     body = _read_command(args)
     if body is None:
@@ -288,6 +289,9 @@ def _call(args: argparse.Namespace, settings: Settings) -> int:
     except ConfigurationError as err:
         print(f"orchestrator call: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except DatabaseUnreachable as err:
+        print(f"orchestrator call: {err}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     _print_reply(reply)
     return EXIT_SUCCESS if reply.get("status") == "success" else EXIT_ERROR_REPLY
 
@@ -397,10 +401,11 @@ def _plan(args: argparse.Namespace, settings: Settings) -> int:
 
     from orchestrator.app_loader import AppLoadError
     from orchestrator.dev.runtime import ConfigurationError, plan_app
+    from orchestrator.store.connection import DatabaseUnreachable
 
     try:
         lines = asyncio.run(plan_app(settings, args.app))
-    except (ConfigurationError, AppLoadError) as err:
+    except (ConfigurationError, AppLoadError, DatabaseUnreachable) as err:
         print(f"orchestrator plan: {err}", file=sys.stderr)
         return EXIT_USAGE
     for line in lines:
@@ -418,6 +423,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from orchestrator.app_loader import AppLoadError
     from orchestrator.dev.embedded import EmbeddedServerError
     from orchestrator.dev.runtime import ConfigurationError, run_api, run_dev, run_worker
+    from orchestrator.store.connection import DatabaseUnreachable
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.access_log:
@@ -437,7 +443,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             asyncio.run(run_worker(settings, args.app, announce=_announce, health_port=args.health_port))
         else:
             asyncio.run(run_api(settings, announce=_announce))
-    except (ConfigurationError, AppLoadError, EmbeddedServerError, OSError) as err:
+    except (ConfigurationError, AppLoadError, EmbeddedServerError, DatabaseUnreachable, OSError) as err:
         print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
         return EXIT_USAGE if isinstance(err, ConfigurationError | AppLoadError) else 1
     except (KeyboardInterrupt, asyncio.CancelledError):

@@ -14,6 +14,7 @@ from orchestrator.commands import dispatch
 from orchestrator.commands.access import Caller
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
+from orchestrator.store.connection import DATABASE_AWAY, unreachable
 from orchestrator.store.engine_records import EngineRecords
 
 log = logging.getLogger(__name__)
@@ -43,13 +44,16 @@ class Platform:
         """Open the store (applying migrations) for a database that is already running: pools on `database_url`,
         sessions of their own on `settings.database_direct_url` when set."""
         direct_url = settings.database_direct_url or database_url
-        store = await EngineRecords.open(
-            database_url,
-            pool_size=settings.database_pool_size,
-            direct_url=direct_url,
-            statement_cache_size=settings.statement_cache_size,
-            schema=settings.database_schema,
-        )
+        try:
+            store = await EngineRecords.open(
+                database_url,
+                pool_size=settings.database_pool_size,
+                direct_url=direct_url,
+                statement_cache_size=settings.statement_cache_size,
+                schema=settings.database_schema,
+            )
+        except DATABASE_AWAY as err:
+            raise unreachable(database_url, err) from err
         return cls(store, settings, temporal, database_url, direct_url)
 
     async def close(self) -> None:

@@ -15,11 +15,14 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.commands.registry import COMMANDS
 from orchestrator.config import Settings
+from orchestrator.core.declaration import parse_declaration
+from orchestrator.core.limits import Limits
 from orchestrator.dev.runtime import serve_api
 from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
@@ -308,3 +311,162 @@ async def test_a_value_of_the_right_type_that_nothing_can_store_is_refused_namin
     reply = response.json()
     assert (response.status_code, reply["error"]) == (400, "invalid_request"), reply
     assert reply["message"].startswith(f"{field}:") or f" {field}:" in reply["message"], reply
+
+
+# Numbers a double cannot hold, as JSON text: Python's `json` decodes them to infinity (`json.dumps` would write
+# `Infinity`, which is not JSON, so they are spliced into the text in place of HUGE).
+HUGE = "$HUGE"
+HUGE_TEXTS = ("1e400", "-1E+999", "1" + "0" * 400 + ".5", "12345678901234567890e300")
+
+
+def _with_huge(body: dict[str, Any], text: str) -> bytes:
+    return json.dumps(body).replace(json.dumps(HUGE), text).encode()
+
+
+OUT_OF_RANGE: list[tuple[dict[str, Any], str]] = [
+    ({"command": "write_object", "session_id": SESSION, "alias": "a/b", "value": {"type": "t", "x": HUGE}}, "value.x"),
+    ({"command": "emit_event", "session_id": SESSION, "type": "ticket.hostile", "data": {"n": HUGE}}, "data.n"),
+    (
+        {
+            "command": "post_thread_item",
+            "session_id": SESSION,
+            "alias": "c/1",
+            "item": {"type": "json", "message": [HUGE]},
+        },
+        "item.message.0",
+    ),
+    (
+        {
+            "command": "write_objects",
+            "session_id": SESSION,
+            "objects": [{"alias": "a/b", "value": {"type": "t", "y": HUGE}}],
+        },
+        "objects.0.value.y",
+    ),
+    (
+        {
+            "command": "save_listener",
+            "listener": {**LISTENER, "filter": {"where": [{"path": "depth", "op": "gt", "value": HUGE}]}},
+        },
+        "listener.filter.where.0.value",
+    ),
+    ({"command": "list_session_events", "session_id": SESSION, "after": HUGE}, "after"),
+]
+
+
+@pytest.mark.parametrize("text", HUGE_TEXTS)
+@pytest.mark.parametrize(("body", "field"), OUT_OF_RANGE, ids=[f"{b['command']}-{f}" for b, f in OUT_OF_RANGE])
+async def test_a_number_beyond_a_double_is_refused_naming_its_field(
+    door: tuple[httpx.AsyncClient, Platform, str], body: dict[str, Any], field: str, text: str
+) -> None:
+    http, platform, session = door
+    raw = _with_huge(json.loads(json.dumps(body).replace(json.dumps(SESSION)[1:-1], session)), text)
+    before = await snapshot(platform, session)
+    response = await http.post("/v1/commands", content=raw)
+    _check(response)
+    reply = response.json()
+    assert (response.status_code, reply["error"]) == (400, "invalid_request"), reply
+    assert reply["message"].startswith(f"{field}:"), reply
+    assert await snapshot(platform, session) == before
+
+
+# Bodies of the right shape with values generated: valid ones, and ones a field's own rules refuse (a number out
+# of range, a glob that is not one, a `where` of any shape). Whatever they are, the door answers 2xx, or a 4xx
+# whose message names a field; never a 5xx.
+_numbers = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=False, allow_infinity=False), st.just(HUGE)
+)
+_values = st.one_of(st.none(), st.booleans(), _numbers, st.text(max_size=12), st.lists(_numbers, max_size=3))
+_paths = st.sampled_from(["alias", "type", "depth", "data.n", "item.role", "source.client", "nope", "data.a.b", ""])
+_ops = st.sampled_from(["eq", "neq", "in", "not_in", "exists", "gt", "gte", "lt", "lte", "like", ""])
+_condition = st.fixed_dictionaries({"path": _paths, "op": _ops}, optional={"value": _values})
+_where_item = st.recursive(
+    _condition,
+    lambda inner: st.one_of(
+        st.fixed_dictionaries({"any": st.lists(inner, min_size=0, max_size=3)}),
+        st.fixed_dictionaries({"not": inner}),
+    ),
+    max_leaves=8,
+)
+
+
+@st.composite
+def listener_bodies(draw: st.DrawFn) -> dict[str, Any]:
+    body = {
+        "name": "shaped",
+        "filter": {
+            "types": draw(st.sampled_from([["object.written"], ["object.**", "ticket.hostile"], ["ticket.*"]])),
+            "where": draw(st.lists(_where_item, max_size=4)),
+        },
+        "action": {"type": "object", "alias": "out/x", "value": {"type": "x"}},
+    }
+    if draw(st.booleans()):
+        body["batch"] = {"window_seconds": draw(_numbers), "max_events": draw(_numbers)}
+    if draw(st.booleans()):
+        body["concurrency"] = {"mode": "keyed", "key": draw(_paths), "max_parallel": draw(_numbers)}
+    return body
+
+
+# A key made opens no more doors to the rest (the API is open only while no key exists), and a session deleted
+# leaves the rest nothing to act on: both are tested on their own.
+SHAPED = sorted(set(VALID) - {"create_api_key", "delete_session"})
+
+
+@st.composite
+def shaped_bodies(draw: st.DrawFn) -> dict[str, Any]:
+    name = draw(st.sampled_from(SHAPED))
+    body: dict[str, Any] = {"command": name, **VALID[name][0]}
+    if "listener" in body:
+        body["listener"] = draw(listener_bodies())
+    for field in [f for f in body if f not in ("command", "session_id", "listener")]:
+        if draw(st.integers(0, 3)) == 0:
+            body[field] = draw(st.one_of(_values, st.dictionaries(st.text(max_size=5), _values, max_size=3)))
+    for field in [f for f, v in body.items() if isinstance(v, dict) and f != "listener"]:
+        if draw(st.integers(0, 3)) == 0:
+            body[field] = {**body[field], draw(st.sampled_from(["n", "x", "type"])): draw(_numbers)}
+    return body
+
+
+@pytest.fixture
+async def door_to_temporal(
+    door: tuple[httpx.AsyncClient, Platform, str], dev_env: WorkflowEnvironment
+) -> tuple[httpx.AsyncClient, Platform, str]:
+    """The door with Temporal behind it (its dev server: schedules too), as every deployment has."""
+    door[1].temporal = dev_env.client
+    return door
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=shaped_bodies(), huge=st.sampled_from(HUGE_TEXTS))
+@pytest.mark.devserver
+async def test_a_body_of_any_shape_answers_2xx_or_a_4xx_naming_a_field(
+    door_to_temporal: tuple[httpx.AsyncClient, Platform, str], body: dict[str, Any], huge: str
+) -> None:
+    http, _, session = door_to_temporal
+    raw = _with_huge(json.loads(json.dumps(body).replace(json.dumps(SESSION)[1:-1], session)), huge)
+    response = await http.post("/v1/commands", content=raw)
+    assert response.status_code < 500, (raw[:2000], response.text)
+    reply = response.json()
+    event(f"{response.status_code} {reply.get('error', '')}")
+    if response.status_code >= 400:
+        assert reply["status"] == "error" and reply["error"] != "internal_error", reply
+        assert ":" in reply["message"], reply
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=listener_bodies())
+async def test_an_accepted_listener_is_kept_as_written_and_parses_again_to_itself(
+    door: tuple[httpx.AsyncClient, Platform, str], body: dict[str, Any]
+) -> None:
+    http, _, _ = door
+    if HUGE in json.dumps(body):
+        return  # the test above's business
+    response = await http.post("/v1/commands", json={"command": "save_listener", "listener": body})
+    assert response.status_code < 500, response.text
+    if response.json()["status"] != "success":
+        return
+    stored = (await http.post("/v1/commands", json={"command": "get_listener", "name": "shaped"})).json()
+    kept = stored["listener"]["body"]
+    assert kept["filter"] == body["filter"], "the filter is kept as written"
+    declaration = parse_declaration(kept, Limits(), {"ticket.hostile": {"type": "object"}})
+    assert declaration.model_dump(mode="json", exclude_unset=True) == kept

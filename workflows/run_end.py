@@ -54,7 +54,8 @@ class _ReportsItsEnd(WorkflowInboundInterceptor):
             raise
         except FailureError as err:
             kind = err.type if isinstance(err, ApplicationError) and err.type else type(err).__name__
-            await _report(tag, "failed", str(err), kind)
+            # The error's own message: `str()` of an ApplicationError puts its type in front, which is said apart.
+            await _report(tag, "failed", err.message, kind)
             raise
         await _report(tag, "completed", None)
         return result

@@ -9,6 +9,7 @@ their reply holds and the errors they answer besides `invalid_request`: the refe
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -59,15 +60,22 @@ MAX_JSON_DEPTH = 100
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _INNERMOST = re.compile(rb"\{\}|\[\]")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# A JSON number a double cannot hold (it decodes to infinity): an exponent of three digits or more, or a run of
+# 309 digits. Some of what it finds is in range (`1e100`); those are only walked.
+_HUGE_NUMBER = re.compile(rb"[eE]\+?0*[0-9]{3}|[0-9]{309}")
 
 
 def may_hold_trouble(raw: bytes, limit: int) -> bool:
     """Whether valid JSON text could decode to what `json_trouble` refuses, read from the text in C-speed passes
     (a bulk write's walk cost the door 8 us an item): a NUL is written `\\u0000` (a raw control character is
-    not JSON), and the nesting is the brackets' once strings are cut, each pass taking off the innermost."""
+    not JSON), a number that decodes to infinity has an exponent of three digits or 309 digits in a row, and
+    the nesting is the brackets' once strings are cut, each pass taking off the innermost."""
     if b"\\u0000" in raw:
         return True
-    skeleton = _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    bare = _JSON_STRING.sub(b"", raw)
+    if _HUGE_NUMBER.search(bare):
+        return True
+    skeleton = bare.translate(None, _NOT_BRACKETS)
     for _ in range(limit):
         if not skeleton:
             return False
@@ -85,6 +93,9 @@ def json_trouble(body: dict[str, Any], limit: int) -> str | None:
         if isinstance(item, str):
             if "\x00" in item:
                 return f"{_joined(parent, key)}: a NUL character (\\u0000) cannot be stored"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{_joined(parent, key)}: a number beyond a double's range (or NaN) cannot be stored"
         elif isinstance(item, dict | list):
             if depth + 1 > limit:
                 return f"body: JSON nested deeper than {limit} levels"

@@ -4,6 +4,7 @@ say the database is away."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeAlias
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
@@ -29,3 +30,25 @@ DATABASE_AWAY: tuple[type[BaseException], ...] = (
 )
 # What a loop that goes on (the router, retention) waits out as the database's trouble: away, or refusing.
 DATABASE_TROUBLE: tuple[type[BaseException], ...] = (*DATABASE_AWAY, asyncpg.PostgresError)
+
+
+class DatabaseUnreachable(Exception):
+    """The database a URL names cannot be reached: the message names its host or socket and what to do."""
+
+
+def database_place(url: str) -> str:
+    """Where `url` points, as a person finds it: `socket DIR/.s.PGSQL.PORT` or `host HOST:PORT`."""
+    parts = urlsplit(url)
+    port = parts.port or 5432
+    host = (parse_qs(parts.query).get("host") or [parts.hostname or "localhost"])[0]
+    if host.startswith("/"):
+        return f"socket {host.rstrip('/')}/.s.PGSQL.{port}"
+    return f"host {host}:{port}"
+
+
+def unreachable(url: str, err: BaseException) -> DatabaseUnreachable:
+    return DatabaseUnreachable(
+        f"database_url: cannot reach PostgreSQL at the {database_place(url)} ({err}): start the database it names,"
+        " or point ORCHESTRATOR_DATABASE_URL at one that runs (`orchestrator dev` with it unset runs a database of"
+        " its own)"
+    )
