@@ -1,13 +1,17 @@
 """docs/listeners.md's examples, run through the HTTP door as the page says (`tests/docs/doc_examples.py`).
 
 Each listener body is saved (`save_listener`) and tried (`simulate_listener`) on a session holding a few events
-it is about, its scene below, and must take at least one of them into a batch; each command answers what the
-reply block after it shows, exactly, or success when none follows. A body with no scene fails: give it one.
+it is about, its scene below, and must take at least one of them into a batch; a body whose action writes (a
+thread item, an object) also runs on the engine, where its templates must render into writes that succeed. Each
+command answers what the reply block after it shows, exactly, or success when none follows. A body with no
+scene fails: give it one.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -19,6 +23,7 @@ from temporalio.testing import WorkflowEnvironment
 from orchestrator.app_loader import workflow_names
 from orchestrator.client import Client
 from orchestrator.platform import Platform
+from orchestrator.testing import busy
 from tests.docs.doc_examples import Example, examples_of, read_page
 from tests.engine.harness import eventually, running_engine
 
@@ -148,3 +153,37 @@ async def test_the_programming_models_workflow_runs_with_its_listener(
         "views/tickets/42": {"type": "ticket_status", "state": "open"},
         "views/tickets/43": {"type": "ticket_status", "state": "new"},
     }
+
+
+async def settle(platform: Platform, env: WorkflowEnvironment, within: float = 30.0) -> None:
+    """Until every lane is quiet, moving Temporal's clock on while lanes wait on their windows."""
+    pool = getattr(platform.store, "pool")  # noqa: B009  # the PostgreSQL store's
+    deadline, quiet = time.monotonic() + within, 0
+    while quiet < 3:
+        going = await busy(pool)
+        quiet = 0 if going else quiet + 1
+        assert time.monotonic() < deadline, f"the lanes did not settle: {going}"
+        if going.get("lanes_waiting"):
+            await env.sleep(5)
+        else:
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    "example",
+    [e for e in examples_of(PAGE, "listener") if e.block.value()["action"]["type"] != "workflow"],
+    ids=lambda e: e.id,
+)
+async def test_a_write_actions_templates_render_into_writes_that_succeed(
+    door: Client, platform: Platform, session_id: str, time_skipping_env: WorkflowEnvironment, example: Example
+) -> None:
+    platform.settings = platform.settings.model_copy(update={"search_attributes": False})
+    async with running_engine(platform, time_skipping_env.client):
+        saved = await door.command({"command": "save_listener", "listener": example.block.value(session_id)})
+        assert saved["status"] == "success", f"{example.block.where}: save_listener answered {saved}"
+        await play(door, platform, session_id, SCENES[example.name])
+        await settle(platform, time_skipping_env)
+    (state,) = [s for s in (await door.list_session_listeners(session_id))["listeners"] if s["name"] == example.name]
+    outcomes = [(o["status"], o.get("message")) for o in state["recent_outcomes"]]
+    assert outcomes and all(status == "success" for status, _ in outcomes), f"{example.block.where}: {outcomes}"
