@@ -157,7 +157,7 @@ async def test_the_programming_models_workflow_runs_with_its_listener(
 
 async def settle(platform: Platform, env: WorkflowEnvironment, within: float = 30.0) -> None:
     """Until every lane is quiet, moving Temporal's clock on while lanes wait on their windows."""
-    pool = getattr(platform.store, "pool")  # noqa: B009  # the PostgreSQL store's
+    pool = platform.store.pool
     deadline, quiet = time.monotonic() + within, 0
     while quiet < 3:
         going = await busy(pool)
