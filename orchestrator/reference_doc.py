@@ -63,6 +63,17 @@ not read answers `not_found`) and `rate_limited`; the errors listed under each c
 Each command's JSON Schema is served at `GET /v1/schema/{command}`, a listener body's at
 `GET /v1/schema/listener`, and all of them at once at `GET /v1/schema` (no token needed: an editor can
 validate a body with them). `orchestrator call --help COMMAND` prints a command's arguments in the terminal.
+
+The example under each command is a body the test suite sends through `POST /v1/commands`
+(`tests/docs/test_commands_examples.py`), which must answer `success`. Each runs on a platform of its own, where
+`ses_...` is a session (alias `support`) whose stream begins with event 1, the object `tickets/42/meta` written,
+and event 2, a `request` item posted on the thread `chats/7`; the event type `ticket.escalated` is declared, the
+listener `respond` (the body under `simulate_listener`) is saved, and the application's table `tickets`
+(docs/transactions.md) holds ticket 42. Where a command needs Temporal (runs, replays, schedules), a worker runs
+the workflow `responder`, whose run of `respond`'s batch of event 2 is running (`exe:ses_...:respond:chats/7:2.0`),
+and the schedule `ops/clock` is in place. A command that needs another's work first finds it done: a closed
+session for `reopen_session`, a paused listener for `resume_listener`, a capture for `uncapture_table`, the key
+`ci` for `revoke_api_key`.
 """
 
 

@@ -80,7 +80,17 @@ class EmitEvents(Request):
     client: ClientId | None = None
 
 
-@command("save_event_type", SaveEventType, reply="`event_type` {name, schema, allow, description, ...}")
+@command(
+    "save_event_type",
+    SaveEventType,
+    reply="`event_type` {name, schema, allow, description, ...}",
+    example={
+        "command": "save_event_type",
+        "name": "ticket.closed",
+        "schema": {"type": "object", "properties": {"reason": {"type": "string"}}, "required": ["reason"]},
+        "description": "A ticket was closed, and why.",
+    },
+)
 async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[str, Any]:
     """Declare an event type of the application's own, or replace its declaration: every `emit_event` of it is
     checked against `schema` (a JSON Schema for its `data`)."""
@@ -94,7 +104,11 @@ async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[
 
 
 @command(
-    "get_event_type", EventTypeRef, reply="`event_type` {name, schema, allow, description, ...}", errors=("not_found",)
+    "get_event_type",
+    EventTypeRef,
+    reply="`event_type` {name, schema, allow, description, ...}",
+    errors=("not_found",),
+    example={"command": "get_event_type", "name": "ticket.escalated"},
 )
 async def get_event_type(platform: CommandContext, req: EventTypeRef) -> dict[str, Any]:
     """A declared event type."""
@@ -106,6 +120,7 @@ async def get_event_type(platform: CommandContext, req: EventTypeRef) -> dict[st
     EventTypeRef,
     reply="`event_type` {name, schema, allow, description, ...}, as it was",
     errors=("not_found",),
+    example={"command": "delete_event_type", "name": "ticket.escalated"},
 )
 async def delete_event_type(platform: CommandContext, req: EventTypeRef) -> dict[str, Any]:
     """Delete a declared event type: its events already in the streams stay; new ones of it are refused. Refused
@@ -135,7 +150,7 @@ async def delete_event_type(platform: CommandContext, req: EventTypeRef) -> dict
     return {"event_type": await platform.store.delete_event_type(req.name)}
 
 
-@command("list_event_types", ListEventTypes, reply="`event_types` [...]")
+@command("list_event_types", ListEventTypes, reply="`event_types` [...]", example={"command": "list_event_types"})
 async def list_event_types(platform: CommandContext, req: ListEventTypes) -> dict[str, Any]:
     """Every declared event type."""
     return {"event_types": await platform.store.list_event_types()}
@@ -173,7 +188,19 @@ async def checked(platform: CommandContext, events: list[Emitted], field: str) -
     return rows
 
 
-@command("emit_event", EmitEvent, reply="`event_id`", errors=("not_found", "session_not_open", "limit_exceeded"))
+@command(
+    "emit_event",
+    EmitEvent,
+    reply="`event_id`",
+    errors=("not_found", "session_not_open", "limit_exceeded"),
+    example={
+        "command": "emit_event",
+        "session_id": "ses_...",
+        "type": "ticket.escalated",
+        "data": {"priority": 1},
+        "idempotency_key": "esc-42",
+    },
+)
 async def emit_event(platform: CommandContext, req: EmitEvent) -> dict[str, Any]:
     """Append an event of a declared type to the session's stream; `data` must fit the type's schema."""
     one = Emitted(type=req.type, data=req.data, idempotency_key=req.idempotency_key)
@@ -183,7 +210,20 @@ async def emit_event(platform: CommandContext, req: EmitEvent) -> dict[str, Any]
     return {"event_id": event_id}
 
 
-@command("emit_events", EmitEvents, reply="`event_ids`", errors=("not_found", "session_not_open", "limit_exceeded"))
+@command(
+    "emit_events",
+    EmitEvents,
+    reply="`event_ids`",
+    errors=("not_found", "session_not_open", "limit_exceeded"),
+    example={
+        "command": "emit_events",
+        "session_id": "ses_...",
+        "events": [
+            {"type": "ticket.escalated", "data": {"priority": 1}, "idempotency_key": "esc-42"},
+            {"type": "ticket.escalated", "data": {"priority": 2}, "idempotency_key": "esc-43"},
+        ],
+    },
+)
 async def emit_events(platform: CommandContext, req: EmitEvents) -> dict[str, Any]:
     """Append many events of declared types in one transaction, all or none; the first refused is named."""
     rows = await checked(platform, req.events, "events.{index}.")

@@ -61,6 +61,13 @@ class ListCaptures(Request):
     CaptureTable,
     reply="`capture` {table, type_prefix, id_column, session_column | session_id, exclude, types}",
     errors=("not_found",),
+    example={
+        "command": "capture_table",
+        "table": "tickets",
+        "type_prefix": "ticket",
+        "session_column": "session_id",
+        "exclude": ["internal_notes"],
+    },
 )
 async def capture_table(platform: CommandContext, req: CaptureTable) -> dict[str, Any]:
     """Make the table's changes events, in the commit of each change: `<type_prefix>.created`, `.updated` and
@@ -92,13 +99,19 @@ async def capture_table(platform: CommandContext, req: CaptureTable) -> dict[str
     return {"capture": capture}
 
 
-@command("uncapture_table", TableRef, reply="`capture`, as it was", errors=("not_found",))
+@command(
+    "uncapture_table",
+    TableRef,
+    reply="`capture`, as it was",
+    errors=("not_found",),
+    example={"command": "uncapture_table", "table": "tickets"},
+)
 async def uncapture_table(platform: CommandContext, req: TableRef) -> dict[str, Any]:
     """End a table's capture: its trigger goes; its event types and the events already written stay."""
     return {"capture": await platform.store.uncapture_table(qualified(req.table))}
 
 
-@command("list_captures", ListCaptures, reply="`captures` [...]")
+@command("list_captures", ListCaptures, reply="`captures` [...]", example={"command": "list_captures"})
 async def list_captures(platform: CommandContext, req: ListCaptures) -> dict[str, Any]:
     """Every captured table."""
     return {"captures": await platform.store.list_captures()}

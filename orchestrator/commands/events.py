@@ -36,7 +36,17 @@ class ListSessionEvents(Request):
 
 
 @command(
-    "list_session_events", ListSessionEvents, reply="`events` [envelopes, by id], `last_id`", errors=("not_found",)
+    "list_session_events",
+    ListSessionEvents,
+    reply="`events` [envelopes, by id], `last_id`",
+    errors=("not_found",),
+    example={
+        "command": "list_session_events",
+        "session_id": "ses_...",
+        "after": 0,
+        "types": ["object.*", "thread.item_posted"],
+        "limit": 100,
+    },
 )
 async def list_session_events(platform: CommandContext, req: ListSessionEvents) -> dict[str, Any]:
     """Page the stream by id. `last_id` is where to continue: the last id answered, or `after` if none."""

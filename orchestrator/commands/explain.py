@@ -149,6 +149,7 @@ async def what_it_caused(
     reply="`event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, batch?, run?, outcome?,"
     " receipt?}], `caused_by`, `caused`",
     errors=("not_found",),
+    example={"command": "explain_event", "session_id": "ses_...", "event_id": 2},
 )
 async def explain_event(platform: CommandContext, req: ExplainEvent) -> dict[str, Any]:
     """What became of an event, listener by listener (matched or why not, its lane, batch, run, outcome and

@@ -38,6 +38,15 @@ class ReadGraph(Request):
     UpdateGraph,
     reply="`graph` {rev, ...}, `event_id` (its `graph.changed` event)",
     errors=("not_found", "session_not_open", "rev_conflict", "limit_exceeded"),
+    example={
+        "command": "update_graph",
+        "session_id": "ses_...",
+        "patch": {
+            "nodes": {"missions/7": {"type": "mission"}, "missions/7/cells/3": {"type": "cell"}},
+            "edges": {"add": [{"from": "missions/7", "to": "missions/7/cells/3", "type": "holds"}]},
+        },
+        "if_rev": 0,
+    },
 )
 async def update_graph(platform: CommandContext, req: UpdateGraph) -> dict[str, Any]:
     """Apply a patch to the session's graph, all or none, guarded by `if_rev`, with one `graph.changed` event
@@ -58,7 +67,13 @@ async def update_graph(platform: CommandContext, req: UpdateGraph) -> dict[str, 
     return {"graph": graph, "event_id": event_id}
 
 
-@command("read_graph", ReadGraph, reply="`graph` {rev, nodes, edges}", errors=("not_found",))
+@command(
+    "read_graph",
+    ReadGraph,
+    reply="`graph` {rev, nodes, edges}",
+    errors=("not_found",),
+    example={"command": "read_graph", "session_id": "ses_...", "nodes": ["missions/7"]},
+)
 async def read_graph(platform: CommandContext, req: ReadGraph) -> dict[str, Any]:
     """The session's graph with its rev; with `nodes`, only those nodes and the edges that touch them."""
     return {"graph": await platform.store.read_graph(req.session_id, req.nodes)}

@@ -85,6 +85,13 @@ class RevokeApiKey(Request):
     CreateApiKey,
     reply="`key` {name, id, scopes, requests_per_second, created_at, expires_at, revoked_at, state, secret"
     " (shown this once)}",
+    example={
+        "command": "create_api_key",
+        "name": "ci",
+        "scopes": ["write:support/**", "listeners"],
+        "requests_per_second": 20,
+        "expires_at": "2030-01-01T00:00:00Z",
+    },
 )
 async def create_api_key(platform: CommandContext, req: CreateApiKey) -> dict[str, Any]:
     """A new key with its scopes; the reply holds its secret, which is never shown again (only a digest is kept)."""
@@ -121,6 +128,7 @@ def first_key_warning(name: str, admin: bool) -> str:
     "list_api_keys",
     ListApiKeys,
     reply="`keys` [{name, id, scopes, requests_per_second, created_at, expires_at, revoked_at, state}]",
+    example={"command": "list_api_keys"},
 )
 async def list_api_keys(platform: CommandContext, req: ListApiKeys) -> dict[str, Any]:
     """Every key ever created, revoked and expired ones too (their names stay taken), never a secret."""
@@ -133,6 +141,7 @@ async def list_api_keys(platform: CommandContext, req: ListApiKeys) -> dict[str,
     RevokeApiKey,
     reply="`key` {name, id, scopes, ..., revoked_at, state}",
     errors=("not_found",),
+    example={"command": "revoke_api_key", "name": "ci"},
 )
 async def revoke_api_key(platform: CommandContext, req: RevokeApiKey) -> dict[str, Any]:
     """Revoke a key: every API replica refuses it within a second (`orchestrator.door.gate`), its browser sessions and

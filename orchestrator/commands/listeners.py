@@ -49,7 +49,13 @@ class PauseListener(Request):
     session_id: SessionId | None = Field(default=None, description="in this session only; without it, in every one")
 
 
-@command("pause_listener", PauseListener, reply="`listener` {name, session_id, paused: true}", errors=("not_found",))
+@command(
+    "pause_listener",
+    PauseListener,
+    reply="`listener` {name, session_id, paused: true}",
+    errors=("not_found",),
+    example={"command": "pause_listener", "name": "respond", "session_id": "ses_..."},
+)
 async def pause_listener(platform: CommandContext, req: PauseListener) -> dict[str, Any]:
     """Stop firing, keep routing: the listener's events wait in its lanes (pending), and nothing is lost."""
     await platform.store.get_listener(req.name)
@@ -64,6 +70,7 @@ async def pause_listener(platform: CommandContext, req: PauseListener) -> dict[s
     PauseListener,
     reply="`listener` {name, session_id, paused: false}, `lanes_resumed`",
     errors=("not_found",),
+    example={"command": "resume_listener", "name": "respond", "session_id": "ses_..."},
 )
 async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[str, Any]:
     """Fire what waited, as batches by the usual rules: the lanes that hold events are nudged."""
@@ -79,6 +86,15 @@ async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[
     "save_listener",
     SaveListener,
     reply="`listener` {name, version, effective_at}; `warnings` when its workflow is one no worker has said it runs",
+    example={
+        "command": "save_listener",
+        "listener": {
+            "name": "ticket_changes",
+            "filter": {"types": ["object.written"], "aliases": ["tickets/*/meta"]},
+            "batch": {"window_seconds": 2, "distinct_by": "alias"},
+            "action": {"type": "workflow", "workflow": "responder"},
+        },
+    },
 )
 async def save_listener(platform: CommandContext, req: SaveListener) -> dict[str, Any]:
     """Validate the body and store it as the listener's next version, in effect after the activation delay. A
@@ -108,7 +124,11 @@ def unregistered_workflow(declaration: ListenerDeclaration, registered: list[str
 
 
 @command(
-    "get_listener", ListenerRef, reply="`listener` {name, version, effective_at, saved_at, body}", errors=("not_found",)
+    "get_listener",
+    ListenerRef,
+    reply="`listener` {name, version, effective_at, saved_at, body}",
+    errors=("not_found",),
+    example={"command": "get_listener", "name": "respond"},
 )
 async def get_listener(platform: CommandContext, req: ListenerRef) -> dict[str, Any]:
     """A listener's version in effect: its body, and when it took effect."""
@@ -120,19 +140,31 @@ async def get_listener(platform: CommandContext, req: ListenerRef) -> dict[str, 
     ListenerRef,
     reply="`listener` {name, version, effective_at, saved_at, body}, as it was",
     errors=("not_found",),
+    example={"command": "delete_listener", "name": "respond"},
 )
 async def delete_listener(platform: CommandContext, req: ListenerRef) -> dict[str, Any]:
     """Delete a listener: no batch is cut for it any more (what it did stays recorded)."""
     return {"listener": await platform.store.delete_listener(req.name)}
 
 
-@command("list_listeners", ListListeners, reply="`listeners` [{name, version, effective_at, saved_at, body}], by name")
+@command(
+    "list_listeners",
+    ListListeners,
+    reply="`listeners` [{name, version, effective_at, saved_at, body}], by name",
+    example={"command": "list_listeners"},
+)
 async def list_listeners(platform: CommandContext, req: ListListeners) -> dict[str, Any]:
     """Every listener declared and not deleted, by name."""
     return {"listeners": await platform.store.list_listeners()}
 
 
-@command("switch_listener", SwitchListener, reply="`enabled`", errors=("not_found",))
+@command(
+    "switch_listener",
+    SwitchListener,
+    reply="`enabled`",
+    errors=("not_found",),
+    example={"command": "switch_listener", "session_id": "ses_...", "name": "respond", "enabled": False},
+)
 async def switch_listener(platform: CommandContext, req: SwitchListener) -> dict[str, Any]:
     """Switch a listener off or on in one session: while it is off, its batches come due and are consumed with no
     run and no outcome."""

@@ -78,6 +78,14 @@ class ListObjects(Request):
     WriteObject,
     reply="`object` {alias, rev}, `event_id`; with `explain`, also `explain` (as `explain_event` answers)",
     errors=("not_found", "session_not_open", "rev_conflict", "limit_exceeded"),
+    example={
+        "command": "write_object",
+        "session_id": "ses_...",
+        "alias": "tickets/42/meta",
+        "value": {"type": "ticket", "state": "escalated"},
+        "if_rev": 1,
+        "client": "web",
+    },
 )
 async def write_object(platform: CommandContext, req: WriteObject) -> dict[str, Any]:
     """Replace the value at `alias` and raise its `rev` by one, with an `object.written` event in the same
@@ -108,6 +116,15 @@ async def write_object(platform: CommandContext, req: WriteObject) -> dict[str, 
     WriteObjects,
     reply="`objects` [{alias, rev}], `event_ids`",
     errors=("not_found", "session_not_open", "rev_conflict", "limit_exceeded"),
+    example={
+        "command": "write_objects",
+        "session_id": "ses_...",
+        "objects": [
+            {"alias": "tickets/43/meta", "value": {"type": "ticket", "state": "new"}},
+            {"alias": "tickets/44/meta", "value": {"type": "ticket", "state": "new"}},
+        ],
+        "idempotency_key": "import-1201",
+    },
 )
 async def write_objects(platform: CommandContext, req: WriteObjects) -> dict[str, Any]:
     """Many objects in one transaction, all or none: the first one refused is named, and nothing is written."""
@@ -134,7 +151,13 @@ async def write_objects(platform: CommandContext, req: WriteObjects) -> dict[str
     return {"objects": [obj for obj, _ in written], "event_ids": [event_id for _, event_id in written]}
 
 
-@command("read_object", ObjectRef, reply="`object` {alias, value, rev, updated_at}", errors=("not_found",))
+@command(
+    "read_object",
+    ObjectRef,
+    reply="`object` {alias, value, rev, updated_at}",
+    errors=("not_found",),
+    example={"command": "read_object", "session_id": "ses_...", "alias": "tickets/42/meta"},
+)
 async def read_object(platform: CommandContext, req: ObjectRef) -> dict[str, Any]:
     """An object's current value and rev."""
     return {"object": await platform.store.read_object(req.session_id, req.alias)}
@@ -145,6 +168,7 @@ async def read_object(platform: CommandContext, req: ObjectRef) -> dict[str, Any
     ObjectRef,
     reply="`object` {alias, rev, deleted}, `event_id` (its `object.deleted` event)",
     errors=("not_found", "session_not_open"),
+    example={"command": "delete_object", "session_id": "ses_...", "alias": "tickets/42/meta"},
 )
 async def delete_object(platform: CommandContext, req: ObjectRef) -> dict[str, Any]:
     """Delete an object, with an `object.deleted` event."""
@@ -153,7 +177,11 @@ async def delete_object(platform: CommandContext, req: ObjectRef) -> dict[str, A
 
 
 @command(
-    "list_objects", ListObjects, reply="`objects` [{alias, value, rev, updated_at}], by alias", errors=("not_found",)
+    "list_objects",
+    ListObjects,
+    reply="`objects` [{alias, value, rev, updated_at}], by alias",
+    errors=("not_found",),
+    example={"command": "list_objects", "session_id": "ses_...", "prefix": "tickets/"},
 )
 async def list_objects(platform: CommandContext, req: ListObjects) -> dict[str, Any]:
     """The session's objects, values included, by alias; with `prefix`, only the aliases that start with it."""

@@ -64,6 +64,7 @@ class CommandReference:
     reply: str
     errors: tuple[str, ...]
     group: str
+    example: dict[str, Any] | None = None
 
 
 def _without_titles(schema: Any, *, in_mapping: bool = False) -> Any:
@@ -259,4 +260,4 @@ def reference(name: str) -> CommandReference:
     arguments = tuple(a for a in arguments_of(raw, defs) if a.name != "command")
     group = spec.handler.__module__.rsplit(".", 1)[-1]
     errors = ("invalid_request", *spec.errors)
-    return CommandReference(name, summary_of(spec), arguments, _shapes(raw), spec.reply, errors, group)
+    return CommandReference(name, summary_of(spec), arguments, _shapes(raw), spec.reply, errors, group, spec.example)

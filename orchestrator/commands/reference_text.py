@@ -4,11 +4,15 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
+from typing import Any
 
 from orchestrator.commands.reference import Argument, CommandReference
 
 TERMINAL_WIDTH = 100
+# The widest line of an example on the page; a wider body is shown a field a line.
+EXAMPLE_WIDTH = 116
 # The terminal's column for an argument's description.
 HELP_INDENT = 22
 
@@ -35,9 +39,20 @@ def command_markdown(ref: CommandReference) -> str:
     for shape in ref.shapes:
         lines += ["", f"`{shape.name}`" + (f": {shape.meaning}" if shape.meaning else ""), ""]
         lines += _markdown_table(shape.arguments, "field")
+    if ref.example is not None:
+        lines += ["", "**Example**:", "", "```json", example_json(ref.example), "```"]
     lines += ["", f"**Reply**: {ref.reply or '(not described)'}", ""]
     lines.append("**Errors**: " + ", ".join(f"`{code}`" for code in ref.errors))
     return "\n".join(lines) + "\n"
+
+
+def example_json(example: dict[str, Any]) -> str:
+    """A command's example as JSON: on one line, or a top-level field a line when that is too wide."""
+    line = json.dumps(example, ensure_ascii=False)
+    if len(line) <= EXAMPLE_WIDTH:
+        return line
+    fields = [f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}" for key, value in example.items()]
+    return "{\n" + ",\n".join(fields) + "\n}"
 
 
 def _help_argument(arg: Argument) -> list[str]:
@@ -60,5 +75,7 @@ def command_help(ref: CommandReference) -> str:
     lines += [""]
     lines += textwrap.wrap(f"reply:  {ref.reply or '(not described)'}", TERMINAL_WIDTH, subsequent_indent="        ")
     lines += textwrap.wrap(f"errors: {', '.join(ref.errors)}", TERMINAL_WIDTH, subsequent_indent="        ")
+    if ref.example is not None:
+        lines.append(f"example: {json.dumps(ref.example, ensure_ascii=False)}")
     lines.append(f"schema: GET /v1/schema/{ref.name}; all commands: docs/commands.md")
     return "\n".join(lines)

@@ -47,6 +47,9 @@ class CommandSpec:
     reply: str = ""
     # The error codes it answers besides `invalid_request` (which every command answers), for the reference.
     errors: tuple[ErrorCode, ...] = ()
+    # A body of the command, as the reference shows it (`ses_...` stands for a session's id); the test suite
+    # sends each one through the HTTP door (tests/docs/test_commands_examples.py).
+    example: dict[str, Any] | None = None
 
 
 COMMANDS: dict[str, CommandSpec] = {}
@@ -115,13 +118,18 @@ def _joined(parent: str, key: Any) -> str:
 
 
 def command(
-    name: str, model: type[R], *, reply: str = "", errors: tuple[ErrorCode, ...] = ()
+    name: str,
+    model: type[R],
+    *,
+    reply: str = "",
+    errors: tuple[ErrorCode, ...] = (),
+    example: dict[str, Any] | None = None,
 ) -> Callable[[Callable[[CommandContext, R], Awaitable[dict[str, Any]]]], Handler]:
-    """Register the decorated handler for `name`, its arguments validated by `model`; `reply` and `errors`
-    (and the handler's docstring) are what the reference says of it."""
+    """Register the decorated handler for `name`, its arguments validated by `model`; `reply`, `errors` and
+    `example` (and the handler's docstring) are what the reference says of it."""
 
     def register(handler: Callable[[CommandContext, R], Awaitable[dict[str, Any]]]) -> Handler:
-        COMMANDS[name] = CommandSpec(model, handler, reply, errors)
+        COMMANDS[name] = CommandSpec(model, handler, reply, errors, example)
         return handler
 
     return register

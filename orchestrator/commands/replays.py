@@ -62,6 +62,7 @@ async def _open_listener(platform: CommandContext, session_id: str, name: str) -
     ReplayBatch,
     reply="`replay` {listener, lane, replay_of}, `event_id` (its `listener.replayed` event)",
     errors=("not_found", "session_not_open"),
+    example={"command": "replay_batch", "session_id": "ses_...", "listener": "respond", "batch": 2},
 )
 async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, Any]:
     """Run a past batch again with all of its events, as a batch of its own (its own outcome, receipt and run,
@@ -94,6 +95,7 @@ async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, 
     Redeliver,
     reply="`redelivered` {listener, events, batches}, `event_id` (its `listener.redelivered` event)",
     errors=("not_found", "session_not_open", "limit_exceeded"),
+    example={"command": "redeliver", "session_id": "ses_...", "listener": "respond", "after": 0, "through": 2},
 )
 async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
     """Hand the events after `after` through `through` to one listener again, in its lanes by its key and cut by

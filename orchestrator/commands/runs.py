@@ -336,6 +336,7 @@ def _lane(row: dict[str, Any], waiting: dict[str, Any] | None) -> dict[str, Any]
     reply="`listeners` [{name, version, enabled, paused, effective_at, lanes [{lane, pending, in_flight,"
     " runs_in_flight, waiting, ...}], recent_outcomes, counts, warnings}]",
     errors=("not_found",),
+    example={"command": "list_session_listeners", "session_id": "ses_..."},
 )
 async def list_session_listeners(platform: CommandContext, req: SessionListeners) -> dict[str, Any]:
     """Each listener as it stands in the session: switched on or off, paused, its lanes (what waits, the runs
@@ -390,6 +391,7 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
     ListExecutions,
     reply="`executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at}], oldest first",
     errors=("not_found",),
+    example={"command": "list_executions", "session_id": "ses_...", "listener": "respond"},
 )
 async def list_executions(platform: CommandContext, req: ListExecutions) -> dict[str, Any]:
     """The session's runs, oldest first: a listener's (with the batch that started it) and those started by hand."""
@@ -401,6 +403,12 @@ async def list_executions(platform: CommandContext, req: ListExecutions) -> dict
     StartExecution,
     reply="`execution` {id, workflow}",
     errors=("not_found", "session_not_open", "limit_exceeded"),
+    example={
+        "command": "start_execution",
+        "session_id": "ses_...",
+        "workflow": "responder",
+        "input": {"thread": "chats/7"},
+    },
 )
 async def start_execution(platform: CommandContext, req: StartExecution) -> dict[str, Any]:
     """Start a registered workflow in a session; its start and end are events like a listener's runs. A workflow
@@ -443,6 +451,7 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
     StopExecution,
     reply="`execution` {id, status}: `stopped`, or how it had ended already",
     errors=("not_found",),
+    example={"command": "stop_execution", "session_id": "ses_...", "execution_id": "exe:ses_...:respond:chats/7:2.0"},
 )
 async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[str, Any]:
     """Stop a run (terminate it on Temporal): its end is recorded as `stopped`, and its batch's slot follows as

@@ -193,6 +193,14 @@ async def _open_session(platform: CommandContext, session_id: str) -> None:
     CreateSchedule,
     reply="`schedule` {alias, schedule_id, repeat, target, enabled, ...}",
     errors=("not_found", "session_not_open", "access_denied", "limit_exceeded"),
+    example={
+        "command": "create_schedule",
+        "session_id": "ses_...",
+        "alias": "ops/digest",
+        "repeat": {"type": "recurring_cron", "cron_expression": "0 9 * * 1-5", "timezone": "Europe/Paris"},
+        "invocation_target_type": "object",
+        "target": {"alias": "ops/digest", "value": {"type": "digest"}},
+    },
 )
 async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict[str, Any]:
     """Create a schedule at an alias, backed by a Temporal Schedule: on each firing it writes an object or starts
@@ -252,6 +260,12 @@ async def make_unmade_schedules(platform: CommandContext, older_than_seconds: fl
     UpdateSchedule,
     reply="`schedule` {alias, schedule_id, repeat, target, enabled, ...}",
     errors=("not_found", "access_denied", "limit_exceeded"),
+    example={
+        "command": "update_schedule",
+        "session_id": "ses_...",
+        "alias": "ops/clock",
+        "repeat": {"type": "interval", "every_seconds": 300},
+    },
 )
 async def update_schedule(platform: CommandContext, req: UpdateSchedule) -> dict[str, Any]:
     """Change a schedule: the fields given replace the stored ones, the rest are kept."""
@@ -275,6 +289,7 @@ async def update_schedule(platform: CommandContext, req: UpdateSchedule) -> dict
     ScheduleRef,
     reply="`schedule` {alias, schedule_id, repeat, target, enabled, ..., next_invocations, invocations}",
     errors=("not_found",),
+    example={"command": "get_schedule", "session_id": "ses_...", "alias": "ops/clock"},
 )
 async def get_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, Any]:
     """A schedule, with its next invocation times and how often it has fired."""
@@ -285,14 +300,26 @@ async def get_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, 
     return {"schedule": row}
 
 
-@command("list_schedules", ListSchedules, reply="`schedules` [...]", errors=("not_found",))
+@command(
+    "list_schedules",
+    ListSchedules,
+    reply="`schedules` [...]",
+    errors=("not_found",),
+    example={"command": "list_schedules", "session_id": "ses_..."},
+)
 async def list_schedules(platform: CommandContext, req: ListSchedules) -> dict[str, Any]:
     """The session's schedules."""
     await platform.store.get_session(req.session_id)
     return {"schedules": await platform.store.list_schedules(req.session_id)}
 
 
-@command("delete_schedule", ScheduleRef, reply="`schedule`, as it was", errors=("not_found",))
+@command(
+    "delete_schedule",
+    ScheduleRef,
+    reply="`schedule`, as it was",
+    errors=("not_found",),
+    example={"command": "delete_schedule", "session_id": "ses_...", "alias": "ops/clock"},
+)
 async def delete_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, Any]:
     """Delete a schedule (and its Temporal Schedule)."""
     row = await platform.store.get_schedule(req.session_id, req.alias)
@@ -305,6 +332,7 @@ async def delete_schedule(platform: CommandContext, req: ScheduleRef) -> dict[st
     ListScheduleRuns,
     reply="`runs` [{scheduled_at, status, message?, event_id?, execution_id?, created_at}], oldest first",
     errors=("not_found",),
+    example={"command": "list_schedule_runs", "session_id": "ses_...", "alias": "ops/clock", "limit": 20},
 )
 async def list_schedule_runs(platform: CommandContext, req: ListScheduleRuns) -> dict[str, Any]:
     """A schedule's most recent firings, oldest first."""

@@ -56,6 +56,7 @@ class CloseSession(Request):
     "open_session",
     OpenSession,
     reply="`session` {id, alias, status}; with `retention`, also `retention` (the session's own)",
+    example={"command": "open_session", "alias": "support/7", "retention": {"event_seconds": 2592000}},
 )
 async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, Any]:
     """Open a session; an alias already in use answers that session (opening is idempotent by alias). A
@@ -72,6 +73,7 @@ async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, 
     DeleteSession,
     reply="`session` {id, status: deleted}, `complete` (false: the workers finish it), `rows_deleted`",
     errors=("not_found",),
+    example={"command": "delete_session", "session_id": "ses_..."},
 )
 async def delete_session(platform: CommandContext, req: DeleteSession) -> dict[str, Any]:
     """Delete a session and everything of it: not_found from the start; its workflows ended, the captures of
@@ -87,6 +89,7 @@ async def delete_session(platform: CommandContext, req: DeleteSession) -> dict[s
     reply="`session` {id, alias, status}; while a drain waits, also `draining: true` and `drains_through`"
     " (the last event id it waits for)",
     errors=("not_found",),
+    example={"command": "close_session", "session_id": "ses_...", "drain": True},
 )
 async def close_session(platform: CommandContext, req: CloseSession) -> dict[str, Any]:
     """Close a session: at once (pending batches are then skipped as `session_not_open`), or with `drain:
@@ -100,6 +103,7 @@ async def close_session(platform: CommandContext, req: CloseSession) -> dict[str
     "list_sessions",
     ListSessions,
     reply="`sessions` [{id, alias, status, created_at, closed_at, last_event_id, draining}]",
+    example={"command": "list_sessions", "status": "open", "limit": 20},
 )
 async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str, Any]:
     """The newest sessions first (a dashboard's list), with where each one's stream stands: those the caller's
@@ -109,7 +113,13 @@ async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str
     return {"sessions": await platform.store.list_sessions(req.status, req.limit, aliases)}
 
 
-@command("reopen_session", SessionRef, reply="`session` {id, alias, status}", errors=("not_found",))
+@command(
+    "reopen_session",
+    SessionRef,
+    reply="`session` {id, alias, status}",
+    errors=("not_found",),
+    example={"command": "reopen_session", "session_id": "ses_..."},
+)
 async def reopen_session(platform: CommandContext, req: SessionRef) -> dict[str, Any]:
     """Open a closed session again: it takes writes again, and its listeners fire on what comes next."""
     return {"session": await platform.store.set_session_status(req.session_id, "open")}

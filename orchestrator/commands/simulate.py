@@ -45,6 +45,21 @@ class SimulateListener(Request):
     reply="`batches` [{lane, event_ids, fires_at, outcome, ...}], `events`, `matched`, `unmatched` (why, by"
     " reason), `unmatched_events`, `through`, `truncated`",
     errors=("not_found",),
+    example={
+        "command": "simulate_listener",
+        "session_id": "ses_...",
+        "listener": {
+            "name": "respond",
+            "filter": {
+                "types": ["thread.item_posted"],
+                "aliases": ["chats/**"],
+                "where": [{"path": "item.role", "op": "eq", "value": "request"}],
+            },
+            "concurrency": {"mode": "keyed", "key": "alias"},
+            "action": {"type": "workflow", "workflow": "responder"},
+        },
+        "run_seconds": 30,
+    },
 )
 async def simulate_listener(platform: CommandContext, req: SimulateListener) -> dict[str, Any]:
     """The batches the body would have cut from the session's stream: lanes, event ids, when each fires, its

@@ -87,6 +87,13 @@ class ListThreadItems(Request):
     PostThreadItem,
     reply="`item` {id, alias}, `event_id`; with `explain`, also `explain` (as `explain_event` answers)",
     errors=("not_found", "session_not_open", "limit_exceeded"),
+    example={
+        "command": "post_thread_item",
+        "session_id": "ses_...",
+        "alias": "chats/7",
+        "item": {"type": "text", "role": "request", "message": "Is it still open?"},
+        "client": "web",
+    },
 )
 async def post_thread_item(platform: CommandContext, req: PostThreadItem) -> dict[str, Any]:
     """Append an item to a thread, with a `thread.item_posted` event; an item id already there answers the first
@@ -117,6 +124,15 @@ async def post_thread_item(platform: CommandContext, req: PostThreadItem) -> dic
     PostThreadItems,
     reply="`items` [{id}], `event_ids`",
     errors=("not_found", "session_not_open", "limit_exceeded"),
+    example={
+        "command": "post_thread_items",
+        "session_id": "ses_...",
+        "alias": "chats/7",
+        "items": [
+            {"type": "text", "role": "assistant", "message": "Yes, until six."},
+            {"type": "json", "role": "system", "message": {"answered": True}},
+        ],
+    },
 )
 async def post_thread_items(platform: CommandContext, req: PostThreadItems) -> dict[str, Any]:
     """Many items on one thread in one transaction, all or none."""
@@ -141,6 +157,7 @@ async def post_thread_items(platform: CommandContext, req: PostThreadItems) -> d
     ListThreadItems,
     reply="`items` [{id, type, role, message, metadata?, source, event_id, created_at}], oldest first",
     errors=("not_found",),
+    example={"command": "list_thread_items", "session_id": "ses_...", "alias": "chats/7", "limit": 50},
 )
 async def list_thread_items(platform: CommandContext, req: ListThreadItems) -> dict[str, Any]:
     """A thread's items, oldest first; with `after` (an item id), those posted after it."""

@@ -1,11 +1,13 @@
 """Routing in SQL against routing in Python: the same lanes, the same keys, the same verdicts.
 
-Generated listeners (type and alias globs, `where` with every op, keyed on paths into every part of the
-envelope, versions taking effect later) and generated events (objects, thread items with whole messages, app
-events with data of every JSON kind, graph changes, executions, a listener's own writes and its own lane's
-silence) go through `orchestrator_route_page` on a real PostgreSQL; the same events, read back as the
-envelopes the engine reads, go through the core's `route`. Each (listener, lane) must get exactly the same
-events, and each lane the workflow id `lane_workflow_id` gives it.
+Generated listeners (type and alias globs, `where` with every op and nested `any` and `not` groups, keyed on
+paths into every part of the envelope, versions taking effect later) and generated events (objects, thread
+items with whole messages, app events with data of every JSON kind, graph changes, executions, a listener's own
+writes and its own lane's silence) go through `orchestrator_route_page` on a real PostgreSQL; the same events,
+read back as the envelopes the engine reads, go through the core's `route`. Each (listener, lane) must get
+exactly the same events, and each lane the workflow id `lane_workflow_id` gives it. The listeners are saved as
+a user saves them, by `save_listener` through the HTTP door: a generated body the door refuses fails the test,
+and what both routings read is the body as the command stored it.
 """
 
 from __future__ import annotations
@@ -13,17 +15,21 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.client import Client
+from orchestrator.config import Settings
+from orchestrator.core.envelope_paths import why_unresolvable
 from orchestrator.core.events import Committed, envelope_of
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.routing import route, versions_by_name
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
 from orchestrator.engine.probe_pruning import ProbePruning
 from orchestrator.platform import Platform
 from orchestrator.store.listener_rules import compile_missing_rules, save_rule
@@ -53,21 +59,32 @@ VALUES = st.recursive(
 
 
 OPS = ["eq", "neq", "in", "not_in", "exists", "gt", "gte", "lt", "lte"]
+# The application's event types the generated events and globs name, declared before any listener is saved (a
+# glob no type matches is refused); their schemas hold any `data`.
+DECLARED = {"app.thing": {"type": "object"}, "app.other.x": {"type": "object"}}
 
 
-def conditions(ops: Sequence[str]) -> st.SearchStrategy[dict[str, Any]]:
+def resolving(paths: Sequence[str], types: Sequence[str] | None) -> list[str]:
+    """The paths the save accepts for a listener of `types` (one none of whose events can carry a path is
+    refused: `item.role` beside `object.**` only). The rule is the save's own, held by its tests; here it keeps
+    the generated bodies to those the door must accept."""
+    return [path for path in paths if why_unresolvable(path, types, DECLARED) is None]
+
+
+def conditions(ops: Sequence[str], paths: Sequence[str]) -> st.SearchStrategy[dict[str, Any]]:
     def one(path: str, op: str) -> st.SearchStrategy[dict[str, Any]]:
         if op == "exists":
-            value: st.SearchStrategy[Any] = st.booleans()
+            # Left out, `value` is true: the stored body holds no value, and both routings read the default.
+            value: st.SearchStrategy[Any] = st.one_of(st.booleans(), st.none())
         elif op in ("in", "not_in"):
             value = st.lists(st.one_of(SCALARS, st.none()), min_size=0, max_size=3)
         elif op in ("gt", "gte", "lt", "lte"):
             value = st.one_of(st.integers(-3, 3), st.sampled_from([1.5, 0.1]), st.sampled_from(["", "a", "b", "é"]))
         else:
             value = VALUES
-        return value.map(lambda v: {"path": path, "op": op, "value": v})
+        return value.map(lambda v: {"path": path, "op": op} if v is None else {"path": path, "op": op, "value": v})
 
-    return st.tuples(st.sampled_from(PATHS), st.sampled_from(ops)).flatmap(lambda t: one(*t))
+    return st.tuples(st.sampled_from(paths), st.sampled_from(ops)).flatmap(lambda t: one(*t))
 
 
 @st.composite
@@ -78,7 +95,7 @@ def listener_bodies(draw: st.DrawFn, name: str, ops: Sequence[str] = OPS) -> dic
     if draw(st.booleans()):
         flt["aliases"] = draw(st.lists(st.sampled_from(ALIAS_GLOBS), min_size=1, max_size=2, unique=True))
     groups = st.recursive(
-        conditions(ops),
+        conditions(ops, resolving(PATHS, flt.get("types"))),
         lambda inner: st.one_of(
             st.lists(inner, min_size=1, max_size=2).map(lambda items: {"any": items}),
             inner.map(lambda item: {"not": item}),
@@ -89,11 +106,11 @@ def listener_bodies(draw: st.DrawFn, name: str, ops: Sequence[str] = OPS) -> dic
     mode = draw(st.sampled_from(["serial", "keyed", "parallel"]))
     concurrency: dict[str, Any] = {"mode": mode}
     if mode == "keyed":
-        concurrency["key"] = draw(st.sampled_from(KEY_PATHS))
-        concurrency["key_segments"] = draw(st.sampled_from([None, 1, 2]))
-    body = {"name": name, "filter": flt, "concurrency": concurrency, "action": {"type": "workflow", "workflow": "w"}}
-    ListenerDeclaration.model_validate(body)
-    return body
+        concurrency["key"] = draw(st.sampled_from(resolving(KEY_PATHS, flt.get("types"))))
+        segments = draw(st.sampled_from([None, 1, 2]))
+        if segments is not None:
+            concurrency["key_segments"] = segments
+    return {"name": name, "filter": flt, "concurrency": concurrency, "action": {"type": "workflow", "workflow": "w"}}
 
 
 @st.composite
@@ -175,26 +192,51 @@ async def _sql_routes(store: PostgresStore, session_id: str) -> dict[tuple[str, 
     return {(r["listener"], r["lane"]): list(r["ids"]) for r in rows}
 
 
+@pytest.fixture
+async def doors(platform: Platform, settings: Settings) -> AsyncIterator[tuple[Client, Client]]:
+    """The HTTP door, and a door of a deployment whose saves take effect an hour later (on the same database),
+    with the application's event types declared."""
+    later = settings.model_copy(
+        update={"limits": settings.limits.model_copy(update={"activation_delay_seconds": 3600})}
+    )
+    async with (
+        serve_api(create_app(platform, settings), "127.0.0.1", 0) as url,
+        serve_api(create_app(Platform(platform.store, later), later), "127.0.0.1", 0) as later_url,
+    ):
+        now, in_an_hour = Client.http(url), Client.http(later_url)
+        for name, schema in DECLARED.items():
+            await now.save_event_type(name, schema)
+        yield now, in_an_hour
+        await now.aclose()
+        await in_an_hour.aclose()
+
+
+async def _saved(door: Client, body: dict[str, Any]) -> None:
+    reply = await door.command({"command": "save_listener", "listener": body})
+    assert reply["status"] == "success", (reply, body)
+
+
 # Without `eq` and `in`, no version probes by a value: the round then finds a plain event's listeners once per
 # type (0021).
 @pytest.mark.parametrize("ops", [OPS, [op for op in OPS if op not in ("eq", "in")]], ids=["probes_by_value", "plain"])
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 async def test_routing_in_sql_gives_every_lane_what_routing_in_python_gives_it(
-    platform: Platform, ops: list[str], data: Any
+    platform: Platform, doors: tuple[Client, Client], ops: list[str], data: Any
 ) -> None:
     store = platform.store
     assert isinstance(store, PostgresStore)
+    now, in_an_hour = doors
     number = next(_numbers)
     names = [f"l{number}x{i}" for i in range(data.draw(st.integers(1, 3)))]
     for name in names:
-        await store.save_listener(name, data.draw(listener_bodies(name, ops)), 0)
+        await _saved(now, data.draw(listener_bodies(name, ops)))
         if data.draw(st.booleans()):
             # A later version that takes effect in an hour: every event here is the first version's.
-            await store.save_listener(name, data.draw(listener_bodies(name, ops)), 3600)
+            await _saved(in_an_hour, data.draw(listener_bodies(name, ops)))
     if not {"eq", "in"} & set(ops):  # the way of events with no place and no probe path is the one taken
         assert not await store.pool.fetchval("SELECT count(*) FROM listener_probe_paths")
-    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    session_id = (await now.open_session())["session"]["id"]
     for n, event in enumerate(data.draw(st.lists(events(names), min_size=1, max_size=12))):
         await _write(store, session_id, event, n)
     try:
@@ -204,7 +246,7 @@ async def test_routing_in_sql_gives_every_lane_what_routing_in_python_gives_it(
                                             "python": {str(k): v for k, v in expected.items()}})  # fmt: skip
     finally:
         for name in names:
-            await store.delete_listener(name)
+            await now.delete_listener(name)
 
 
 # Paths into `data` that `orchestrator_event_keys` reads in place (0018) and paths it leaves to
@@ -264,19 +306,23 @@ PROBED_VALUES: list[tuple[str, Any]] = [("data.l.0", 1), ("data.o.k", "s"), ("da
 
 
 async def _each_listener_meets_an_event_as_python_routes_it(
-    store: PostgresStore,
+    platform: Platform,
     session_id: str,
     prefix: str,
     filters: Sequence[dict[str, Any]],
     events: Sequence[dict[str, Any]],
 ) -> None:
-    """Save a listener per filter, write the events, and hold the round to the core's `route`: every listener
-    meets an event, and each lane gets what Python gives it."""
+    """Save a listener per filter (by the command), write the events, and hold the round to the core's `route`:
+    every listener meets an event, and each lane gets what Python gives it."""
+    store = platform.store
+    assert isinstance(store, PostgresStore)
     names = [f"{prefix}{n}" for n in range(len(filters))]
+    for name, schema in DECLARED.items():
+        await platform.command({"command": "save_event_type", "name": name, "schema": schema})
     for name, flt in zip(names, filters, strict=True):
-        await store.save_listener(
-            name, {"name": name, "filter": flt, "action": {"type": "workflow", "workflow": "w"}}, 0
-        )
+        body = {"name": name, "filter": flt, "action": {"type": "workflow", "workflow": "w"}}
+        reply = await platform.command({"command": "save_listener", "listener": body})
+        assert reply["status"] == "success", reply
     for n, event in enumerate(events):
         await _write(store, session_id, event, n)
     expected = await _python_routes(store, session_id)
@@ -292,7 +338,7 @@ async def test_events_probed_by_paths_into_data_alone_reach_the_listeners_python
     session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
     filters = [{"where": [{"path": path, "op": "eq", "value": value}]} for path, value in PROBED_VALUES]
     events = [{"source": {}, "depth": 0, **event} for event in KEY_PROBE_EVENTS]
-    await _each_listener_meets_an_event_as_python_routes_it(store, session_id, "probe", filters, events)
+    await _each_listener_meets_an_event_as_python_routes_it(platform, session_id, "probe", filters, events)
     # Every path probed is one the round reads in place: the events with no alias and no graph took that branch.
     probed = [r["path"] for r in await store.pool.fetch("SELECT path FROM listener_probe_paths")]
     assert probed and all(re.fullmatch(r"data(\.([0-9]{1,9}|[A-Za-z_][^.]*))+", p) for p in probed), probed
@@ -320,7 +366,9 @@ async def test_events_without_a_place_reach_listeners_probing_by_any_path_and_th
     session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
     filters = [{"where": [{"path": path, "op": "eq", "value": value}]} for path, value in PROBED_OUTSIDE_DATA]
     filters += [{"types": ["app.*"]}, {}]
-    await _each_listener_meets_an_event_as_python_routes_it(store, session_id, "outside", filters, EVENTS_WITHOUT_PLACE)
+    await _each_listener_meets_an_event_as_python_routes_it(
+        platform, session_id, "outside", filters, EVENTS_WITHOUT_PLACE
+    )
 
 
 @pytest.mark.parametrize("value", [1, 1.0, 1.5, 1e20, 1e-7, -0.0, True, {"b": 1, "a": [1, "é"]}, [2.50, None]])
