@@ -18,7 +18,6 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from bench.common import in_platform_schema
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
@@ -105,7 +104,7 @@ async def scratch_database(server: EmbeddedPostgres, prefix: str) -> AsyncIterat
 
 
 # Empties a lent database: drops the tables a test made of its own (an application's in `public`, or a test
-# app's beside the platform's), truncates every table the migrations made (but their own record), and restarts
+# app's beside the platform's), truncates every table the migrations made (but the runner's records), and restarts
 # every sequence, so ids start at 1 again as in a new database.
 EMPTY_DATABASE = """
 DO $$
@@ -118,7 +117,8 @@ BEGIN
         EXECUTE format('DROP TABLE IF EXISTS %s CASCADE', name);
     END LOOP;
     EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('orchestrator.%I', tablename), ', ') || ' RESTART IDENTITY CASCADE'
-             FROM pg_tables WHERE schemaname = 'orchestrator' AND tablename <> 'schema_migrations');
+             FROM pg_tables WHERE schemaname = 'orchestrator'
+             AND tablename NOT IN ('schema_migrations', 'schema_functions'));
     FOR name IN SELECT sequencename FROM pg_sequences WHERE schemaname = 'orchestrator' LOOP
         EXECUTE format('ALTER SEQUENCE orchestrator.%I RESTART', name);
     END LOOP;
@@ -147,7 +147,7 @@ class Databases:
             await admin.execute(f'CREATE DATABASE "{name}"')
         finally:
             await admin.close()
-        url = in_platform_schema(self.server.url_for(name))
+        url = self.server.url_for(name)
         conn = await asyncpg.connect(url)
         try:
             await migrate(conn)

@@ -1,0 +1,12 @@
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_queued(e orchestrator.events, r orchestrator.listener_rules, p_version integer, p_listener text, p_lane text)
+RETURNS json LANGUAGE sql STABLE AS $$
+    SELECT json_build_array(
+        e.id, extract(epoch FROM e.created_at), e.depth, pg_column_size(e.*),
+        CASE WHEN r.distinct_root IS NOT NULL
+             THEN orchestrator.orchestrator_canonical(orchestrator.orchestrator_value(e, r.distinct_root, r.distinct_rest)) END,
+        coalesce(r.name IS NULL OR p_version = r.version
+                 OR (e.type = 'lane.idle' AND e.data ->> 'listener' = p_listener AND e.data ->> 'lane' = p_lane)
+                 OR orchestrator.orchestrator_takes(e, r), false),
+        e.traceparent, e.type, e.alias, e.item ->> 'id', e.execution ->> 'id',
+        CASE WHEN jsonb_typeof(e.graph -> 'nodes') = 'array' THEN e.graph -> 'nodes' END)
+$$;
