@@ -145,10 +145,14 @@ class MemoryWorld:
         newest.created_at += seconds
 
 
-@pytest.fixture(params=["postgres", "memory"])
+@pytest.fixture(params=["postgres", "postgres_elsewhere", "memory"])
 def world(request: pytest.FixtureRequest) -> World:
+    """The store on PostgreSQL (in the default schema, and in another one: tests/conftest.py's `OTHER_SCHEMA`),
+    and the in-memory twin."""
     if request.param == "postgres":
         return PgWorld(request.getfixturevalue("platform"))
+    if request.param == "postgres_elsewhere":
+        return PgWorld(request.getfixturevalue("platform_elsewhere"))
     return MemoryWorld()
 
 
