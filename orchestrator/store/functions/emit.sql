@@ -1,5 +1,6 @@
 -- One event: `SELECT orchestrator.emit(session, 'ticket.escalated', '{"priority": 1}')`.
-CREATE OR REPLACE FUNCTION orchestrator.emit(p_session text, p_type text, p_data jsonb, p_key text DEFAULT NULL) RETURNS bigint
+CREATE OR REPLACE FUNCTION orchestrator.emit(p_session text, p_type text, p_data jsonb, p_key text DEFAULT NULL)
+RETURNS bigint
 LANGUAGE sql AS $$
     SELECT e.event_id FROM orchestrator.emit_events(
         p_session,

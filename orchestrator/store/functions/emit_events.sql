@@ -1,10 +1,9 @@
--- Events in the application's own transactions (docs/transactions.md): `emit` and `emit_events`, which an
--- application calls in its own transaction, and captured tables, whose trigger appends an event for each row
--- changed. Either way the event commits or rolls back with the change, and the router sees it only once
--- committed. The functions carry the platform's schema as their search path, so they work from any caller's.
 -- Appends the events (`[{type, data, client?, key?}]`) to the session, in order, all or none; answers their ids
 -- (a key seen before answers the first event's). Each type must be declared and each `data` an object; the
--- type's JSON schema is checked by the caller (the platform's commands and Python helpers), not here.
+-- type's JSON schema is checked by the caller (the platform's commands and Python helpers), not here. An
+-- application calls it in its own transaction (docs/transactions.md): the events commit or roll back with its
+-- change, and the router sees them only once committed. Every name below carries the platform's schema, so it
+-- works from any caller's search path.
 CREATE OR REPLACE FUNCTION orchestrator.emit_events(p_session text, p_events jsonb) RETURNS TABLE (event_id bigint)
 LANGUAGE plpgsql AS $$
 BEGIN

@@ -1,6 +1,7 @@
 -- Who did it (`core/events.actor_of`): the key of an outside request, the schedule of a firing, else the
 -- listener and run of its source.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_actor(p_source jsonb, p_cause jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_actor(p_source jsonb, p_cause jsonb)
+RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE
         WHEN jsonb_typeof(p_cause -> 'request') = 'object' AND p_cause -> 'request' -> 'key' IS NOT NULL
              AND jsonb_typeof(p_cause -> 'request' -> 'key') <> 'null'

@@ -10,7 +10,8 @@ BEGIN
     IF orchestrator.orchestrator_lock_session(p_session) = 'not_found' THEN
         RETURN NULL;
     END IF;
-    v_event := orchestrator.orchestrator_event_row(p_session, p_type, p_alias, p_item, p_execution, p_source, p_depth, p_data, p_key,
+    v_event := orchestrator.orchestrator_event_row(p_session, p_type, p_alias, p_item, p_execution, p_source, p_depth,
+        p_data, p_key,
                                       p_traceparent, p_cause);
     UPDATE orchestrator.sessions SET last_event_id = v_event WHERE id = p_session AND last_event_id < v_event;
     RETURN v_event;

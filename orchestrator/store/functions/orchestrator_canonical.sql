@@ -1,6 +1,7 @@
 -- A value's identity as text (`core/paths.canonical_json`): compact, keys sorted by code point, numbers in plain
 -- notation with no trailing zeros.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_canonical(p_value jsonb) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_canonical(p_value jsonb)
+RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v_text text;
 BEGIN

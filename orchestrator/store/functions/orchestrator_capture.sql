@@ -53,7 +53,8 @@ BEGIN
     END IF;
     -- The captures of tables dropped since (an application's migration that drops and makes a table again).
     DELETE FROM orchestrator.captures c WHERE NOT EXISTS (SELECT 1 FROM pg_class k WHERE k.oid = c.table_oid);
-    INSERT INTO orchestrator.captures (table_oid, table_name, type_prefix, id_column, session_column, session_id, exclude)
+    INSERT INTO orchestrator.captures (table_oid, table_name, type_prefix, id_column, session_column, session_id,
+        exclude)
     VALUES (v_table, v_name, p_prefix, v_id, p_session_column, p_session, coalesce(p_exclude, '{}'))
     ON CONFLICT (table_oid) DO UPDATE SET table_name = EXCLUDED.table_name, type_prefix = EXCLUDED.type_prefix,
         id_column = EXCLUDED.id_column, session_column = EXCLUDED.session_column, session_id = EXCLUDED.session_id,

@@ -9,7 +9,8 @@ CREATE OR REPLACE FUNCTION orchestrator.orchestrator_close_drained(p_session tex
                       WHERE l.session_id = s.id AND q.event_id > l.fired_through AND q.event_id <= s.drain_through)
       AND NOT EXISTS (SELECT 1 FROM orchestrator.lanes l JOIN orchestrator.batches b ON b.lane_id = l.id
                       WHERE l.session_id = s.id AND b.first_id <= s.drain_through AND b.state = 'claimed')
-      AND NOT EXISTS (SELECT 1 FROM orchestrator.lanes l JOIN orchestrator.lane_runs r ON r.lane_id = l.id JOIN orchestrator.batches b ON b.id = r.batch_id
+      AND NOT EXISTS (SELECT 1 FROM orchestrator.lanes l JOIN orchestrator.lane_runs r ON r.lane_id = l.id
+          JOIN orchestrator.batches b ON b.id = r.batch_id
                       WHERE l.session_id = s.id AND b.first_id <= s.drain_through)
     RETURNING s.id
 $$;

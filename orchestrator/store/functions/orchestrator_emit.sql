@@ -1,5 +1,9 @@
--- A bulk emit without idempotency keys (most are) appends its events as given: 0001_store.sql's emit looked
--- every event's key up and numbered the keys given twice, for none.
+-- The application's own events (`emit_events`), each checked against its type before this statement: appended
+-- in order under the session's lock, in one transaction, as one statement (a function call per event cost
+-- about 45 us of PostgreSQL's time an event). Each answers its id, in the order given, ids drawn in that order;
+-- an event whose key the session holds answers that event's id and writes nothing, and a key given twice in
+-- one call writes once. A bulk emit without keys (most are) appends its events as given, with no look-up
+-- (0014_emit_without_keys.sql).
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_emit(
     p_session text, p_events jsonb, p_source jsonb, p_depth integer, p_traceparent text, p_cause jsonb
 ) RETURNS TABLE (o_event bigint)
@@ -17,7 +21,8 @@ BEGIN
         WITH written AS (
             INSERT INTO orchestrator.events (id, session_id, type, source, depth, data, traceparent, cause)
             SELECT o.id, p_session, o.x ->> 'type',
-                   CASE WHEN o.x ? 'client' THEN coalesce(p_source, '{}') || jsonb_build_object('client', o.x ->> 'client')
+                   CASE WHEN o.x ? 'client' THEN coalesce(p_source, '{}') || jsonb_build_object('client',
+                       o.x ->> 'client')
                         ELSE coalesce(p_source, '{}') END,
                    p_depth, o.x -> 'data', p_traceparent, p_cause
             FROM (SELECT nextval('orchestrator.event_ids'::regclass) AS id, g.x
@@ -34,7 +39,8 @@ BEGIN
                row_number() OVER (PARTITION BY g.x ->> 'key' ORDER BY g.n) AS nth
         FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n)
     ), known AS (
-        SELECT g.n, e.id FROM given g JOIN orchestrator.events e ON e.session_id = p_session AND e.idempotency_key = g.key
+        SELECT g.n, e.id FROM given g JOIN orchestrator.events e ON e.session_id = p_session
+            AND e.idempotency_key = g.key
     ), numbered AS MATERIALIZED (
         -- nextval over rows already in order: ids follow the events' order.
         SELECT o.n, o.x, o.key, nextval('orchestrator.event_ids'::regclass) AS id

@@ -1,5 +1,6 @@
 -- `emit_events` without its bound on one call: a captured statement's rows are as many as it changed.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_emit_checked(p_session text, p_events jsonb) RETURNS TABLE (event_id bigint)
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_emit_checked(p_session text, p_events jsonb)
+RETURNS TABLE (event_id bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_lock text;

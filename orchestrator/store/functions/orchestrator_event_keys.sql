@@ -1,12 +1,12 @@
--- An event's probe keys (0007_routing.sql's `orchestrator_event_keys`, the same keys in the same order) with
--- fewer calls per event. A routing round asks for them once per event whenever some listener version probes by
--- a value (a `where` with `eq`): beside 1,000 listeners told apart by `data.customer`, it was the round's
--- largest cost that grows with listeners. Now a path into `data` made only of names and array indexes
--- (`^[0-9]{1,9}$`, as `orchestrator_walk` reads them) is read with `#>` in place, a string's or a boolean's
--- canonical text is its JSON text, and an event with neither an alias nor a graph has the one place head ''.
--- Any other path, value or place goes through the functions it went through before. 10,000 events, one path:
--- 9.6 -> 6.8 us an event alone.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_event_keys(e orchestrator.events, p_paths text[]) RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+-- Every probe key an event offers: each head of its places, times '' (no `eq` term) and its value at each path
+-- some version probes by (`p_paths`, dotted). Its type's heads are the probe's other column. A path into `data`
+-- made only of names and array indexes (`^[0-9]{1,9}$`, as `orchestrator_walk` reads them) is read with `#>`
+-- in place, a string's or a boolean's canonical text is its JSON text, and an event with neither an alias nor a
+-- graph has the one place head ''; any other path, value or place goes through `orchestrator_value`,
+-- `orchestrator_canonical` and `orchestrator_place_heads` (0018_event_keys_in_place.sql: 10,000 events, one
+-- path, 9.6 -> 6.8 us an event).
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_event_keys(e orchestrator.events, p_paths text[])
+RETURNS text[] LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_keys text[] := '{}';
     v_values text[] := ARRAY[chr(31) || 'null'];

@@ -9,13 +9,15 @@ DECLARE
     v_event bigint;
 BEGIN
     IF p_key IS NOT NULL THEN
-        SELECT e.id INTO v_event FROM orchestrator.events e WHERE e.session_id = p_session AND e.idempotency_key = p_key;
+        SELECT e.id INTO v_event FROM orchestrator.events e WHERE e.session_id = p_session
+            AND e.idempotency_key = p_key;
         IF FOUND THEN
             RETURN v_event;
         END IF;
     END IF;
     v_event := nextval('orchestrator.event_ids'::regclass);
-    INSERT INTO orchestrator.events (id, session_id, type, alias, item, execution, source, depth, data, idempotency_key, traceparent,
+    INSERT INTO orchestrator.events (id, session_id, type, alias, item, execution, source, depth, data,
+        idempotency_key, traceparent,
                         cause)
         VALUES (v_event, p_session, p_type, p_alias, p_item, p_execution, coalesce(p_source, '{}'), p_depth, p_data,
                 p_key, p_traceparent, p_cause);

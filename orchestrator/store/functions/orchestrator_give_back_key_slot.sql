@@ -1,5 +1,6 @@
 -- A lane gives back a key slot it holds with no run to use it on. Answers the lanes the slot went to.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_give_back_key_slot(p_lane bigint, p_session text, p_listener text, p_max integer)
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_give_back_key_slot(p_lane bigint, p_session text, p_listener text,
+    p_max integer)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM orchestrator.orchestrator_share_session(p_session);

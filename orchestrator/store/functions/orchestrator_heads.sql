@@ -1,5 +1,6 @@
 -- The heads a value offers a probe: '' and each run of its first segments ('a', 'a.b', 'a.b.c' for a type).
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_heads(p_value text, p_sep text) RETURNS text[] LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_heads(p_value text, p_sep text)
+RETURNS text[] LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v_heads text[] := ARRAY[''];
     v_head text;

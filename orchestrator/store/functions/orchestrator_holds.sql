@@ -1,6 +1,7 @@
 -- Whether one `where` condition holds on the value found (`core/filters.condition_holds`): a missing path (null)
 -- never equals anything; values compare as JSON values; an order only between two numbers or two strings.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_holds(p_found jsonb, p_op text, p_value jsonb) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_holds(p_found jsonb, p_op text, p_value jsonb)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE
         WHEN p_op = 'exists' THEN (p_found IS NOT NULL) = (p_value = 'true'::jsonb)
         WHEN p_found IS NULL THEN p_op IN ('neq', 'not_in')

@@ -24,12 +24,14 @@ BEGIN
         RETURN;
     END IF;
     v_event := nextval('orchestrator.event_ids'::regclass);
-    INSERT INTO orchestrator.events (id, session_id, type, alias, item, source, depth, idempotency_key, traceparent, cause)
+    INSERT INTO orchestrator.events (id, session_id, type, alias, item, source, depth, idempotency_key, traceparent,
+        cause)
         VALUES (v_event, p_session, 'thread.item_posted', p_alias,
                 jsonb_strip_nulls(jsonb_build_object('id', p_id, 'type', p_type, 'role', p_role,
                                                      'message', p_preview)),
                 p_source, p_depth, p_key, p_traceparent, p_cause);
-    INSERT INTO orchestrator.thread_items (session_id, alias, id, type, role, message, message_json, metadata, source, event_id)
+    INSERT INTO orchestrator.thread_items (session_id, alias, id, type, role, message, message_json, metadata, source,
+        event_id)
         VALUES (p_session, p_alias, p_id, p_type, p_role, p_message, p_message_json, p_metadata, p_source, v_event);
     RETURN QUERY SELECT 'ok'::text, p_id, v_event;
 END

@@ -1,3 +1,8 @@
+-- The record of a step's `Take`: a batch, the run it starts and the slots it takes, over the snapshot it was
+-- decided from. Answers `{"stale": why}` when the lane moved on (`seq`), the listener was paused, the throttle
+-- or every key slot was taken meanwhile; else the batch's id and the lanes a key slot it gave back went to. A
+-- counted batch takes its place among the listener's fires in the session (`fire_seq`) under the fires lock,
+-- and the throttle counts the last minute's by `orchestrator_fires_lately` (0023_fires_counted_in_order.sql).
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_lane_record(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_lane bigint := (p ->> 'lane_id')::bigint;
@@ -15,7 +20,8 @@ BEGIN
     PERFORM orchestrator.orchestrator_share_session(v_session);
     IF (b ->> 'counted')::boolean THEN
         PERFORM pg_advisory_xact_lock(hashtext('fires:' || v_session || ':' || v_listener));
-        IF coalesce((SELECT f.fires FROM orchestrator.orchestrator_fires_lately(v_session, v_listener, clock_timestamp()) f), 0)
+        IF coalesce((SELECT f.fires FROM orchestrator.orchestrator_fires_lately(v_session, v_listener,
+            clock_timestamp()) f), 0)
            >= (p ->> 'fires_limit')::integer THEN
             RETURN '{"stale": "throttle"}';
         END IF;
@@ -29,10 +35,12 @@ BEGIN
         PERFORM orchestrator.orchestrator_keys_lock(v_session, v_listener);
     END IF;
     IF v_key = 'take' AND NOT EXISTS (SELECT 1 FROM orchestrator.key_slots WHERE lane_id = v_lane AND holding)
-       AND (SELECT count(*) FROM orchestrator.key_slots WHERE session_id = v_session AND listener = v_listener AND holding) >= v_max THEN
+       AND (SELECT count(*) FROM orchestrator.key_slots WHERE session_id = v_session AND listener = v_listener
+           AND holding) >= v_max THEN
         RETURN '{"stale": "key_slot"}';
     END IF;
-    IF EXISTS (SELECT 1 FROM orchestrator.listener_pauses WHERE name = v_listener AND (session_id IS NULL OR session_id = v_session)) THEN
+    IF EXISTS (SELECT 1 FROM orchestrator.listener_pauses WHERE name = v_listener AND (session_id IS NULL
+        OR session_id = v_session)) THEN
         RETURN '{"stale": "paused"}';
     END IF;
     UPDATE orchestrator.lanes SET seq = seq + 1,
@@ -43,10 +51,12 @@ BEGIN
         RETURN '{"stale": "seq"}';
     END IF;
     IF v_key = 'take' THEN
-        INSERT INTO orchestrator.key_slots (lane_id, session_id, listener, holding) VALUES (v_lane, v_session, v_listener, true)
+        INSERT INTO orchestrator.key_slots (lane_id, session_id, listener, holding) VALUES (v_lane, v_session,
+            v_listener, true)
             ON CONFLICT (lane_id) DO UPDATE SET holding = true;
     END IF;
-    INSERT INTO orchestrator.batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids, retry, replay,
+    INSERT INTO orchestrator.batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids, retry,
+        replay,
                          replay_of, verdict, counted, run_key, fire_seq, created_at)
         VALUES (v_lane, v_session, v_listener, (b ->> 'first_id')::bigint, (b ->> 'last_id')::bigint,
                 ARRAY(SELECT jsonb_array_elements_text(b -> 'event_ids')::bigint),
@@ -60,7 +70,8 @@ BEGIN
     END IF;
     IF jsonb_typeof(r) = 'object' THEN
         IF p ->> 'kind' = 'repeat' THEN
-            UPDATE orchestrator.lane_runs SET execution_id = r ->> 'execution_id', retry = (r ->> 'retry')::integer, due_at = NULL
+            UPDATE orchestrator.lane_runs SET execution_id = r ->> 'execution_id', retry = (r ->> 'retry')::integer,
+                due_at = NULL
                 WHERE run_key = r ->> 'run_key';
         ELSE
             INSERT INTO orchestrator.lane_runs (run_key, lane_id, batch_id, execution_id, retry, plan)

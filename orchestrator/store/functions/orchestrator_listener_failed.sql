@@ -1,6 +1,6 @@
--- -- writing ----------------------------------------------------------------------------------------------
 -- `listener.failed` for a run that failed with no attempt left (once per run), from its execution's record.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_listener_failed(p_execution text, p_listener text, p_lane text, p_depth integer)
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_listener_failed(p_execution text, p_listener text, p_lane text,
+    p_depth integer)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     x orchestrator.executions%ROWTYPE;

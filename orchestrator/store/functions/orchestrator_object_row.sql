@@ -27,7 +27,8 @@ BEGIN
         SET value = EXCLUDED.value, rev = o.rev + 1, updated_at = clock_timestamp()
         RETURNING o.rev INTO v_rev;
     v_event := nextval('orchestrator.event_ids'::regclass);
-    INSERT INTO orchestrator.events (id, session_id, type, alias, source, depth, data, idempotency_key, traceparent, cause)
+    INSERT INTO orchestrator.events (id, session_id, type, alias, source, depth, data, idempotency_key, traceparent,
+        cause)
         VALUES (v_event, p_session, 'object.written', p_alias, p_source, p_depth,
                 jsonb_build_object('rev', v_rev), p_key, p_traceparent, p_cause);
     RETURN QUERY SELECT 'ok'::text, v_rev, v_event;

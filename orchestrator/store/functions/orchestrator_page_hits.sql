@@ -1,20 +1,12 @@
--- A routing round that looks up the listeners of events with no place once per type
--- (0020_route_page_less_per_lane.sql's round otherwise):
--- - an event with no alias and no graph offers one key with no value, the same for all such events: the versions
---   that key reaches are found once per type in the page and joined to its events, where each event had an index
---   search of its own for it (an application's own events, `emit_events`); only the keys of its values at the
---   paths some version probes by are still looked up event by event, and none when no version probes by one;
--- - the page's queue rows are inserted without `ON CONFLICT`: none can exist (see the statement), and the
---   speculative insertion cost a fifth of the round.
--- - which lanes a page's events go to is a function of its own (`orchestrator_page_hits`), which the round calls:
---   a change to either half restates only that half (this one restates 0020's whole round); the probe paths
---   are read only for a round that has events to route.
--- PostgreSQL alone, a page of 1,000 such events into one serial listener: 11.0-12.1 -> 7.2-8.3 ms; beside one
--- version probing by a value, 20.9-24.0 -> 17.5-21.2 ms; beside 1,000, 17.5-21.6 -> 15.1-19.8 ms (docs/decisions.md).
 -- The hits of a page of a session's events, (event, listener, lane, version, own) in (listener, lane, event)
--- order: which lanes each event goes to. The round's first half, in a function of its own so that a change to
--- either half restates only that half.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_page_hits(p_session text, p_from bigint, p_through bigint) RETURNS orchestrator.orchestrator_hit[]
+-- order: which lanes each event goes to, the routing round's first half (`orchestrator_route_page` is the
+-- other). An event with no alias and no graph offers one key with no value, the same for all such events: the
+-- versions that key reaches are found once per type in the page and joined to its events; only the keys of its
+-- values at the paths some version probes by are looked up event by event, and none when no version probes by
+-- one; the probe paths are read only for a page that has events (0021_route_plain_events_by_type.sql: a page of
+-- 1,000 such events into one serial listener, 11.0-12.1 -> 7.2-8.3 ms, docs/decisions.md).
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_page_hits(p_session text, p_from bigint, p_through bigint)
+RETURNS orchestrator.orchestrator_hit[]
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_hits orchestrator.orchestrator_hit[];
@@ -36,7 +28,8 @@ BEGIN
         FROM (SELECT DISTINCT e.type FROM orchestrator.events e
               WHERE e.session_id = p_session AND e.id > p_from AND e.id <= p_through
                 AND e.alias IS NULL AND e.graph IS NULL) t
-        JOIN orchestrator.listener_probes p ON p.probe_key = ANY (v_plain_keys) AND p.type_head = ANY (orchestrator.orchestrator_heads(t.type, '.'))),
+        JOIN orchestrator.listener_probes p ON p.probe_key = ANY (v_plain_keys)
+            AND p.type_head = ANY (orchestrator.orchestrator_heads(t.type, '.'))),
     candidates AS (
         SELECT e.id AS event_id, f.name, f.version
         FROM orchestrator.events e JOIN found f ON f.type = e.type
@@ -49,7 +42,8 @@ BEGIN
         FROM orchestrator.events e
         JOIN orchestrator.listener_probes p ON p.probe_key = ANY (CASE
                  WHEN e.alias IS NOT NULL OR e.graph IS NOT NULL THEN orchestrator.orchestrator_event_keys(e, v_paths)
-                 WHEN NOT v_data_paths THEN array_remove(orchestrator.orchestrator_event_keys(e, v_paths), v_plain_keys[1])
+                 WHEN NOT v_data_paths THEN array_remove(orchestrator.orchestrator_event_keys(e, v_paths),
+                     v_plain_keys[1])
                  -- `orchestrator_event_keys`' keys for the one place head '', in place.
                  ELSE ARRAY(
                      SELECT chr(31) || x.path || chr(31) || CASE jsonb_typeof(x.v) WHEN 'string' THEN x.v::text
@@ -68,7 +62,8 @@ BEGIN
                     WHEN r.key_root = 'alias' AND cardinality(r.key_rest) = 0 THEN coalesce(CASE
                          WHEN r.key_segments IS NULL THEN e.alias
                          ELSE array_to_string((string_to_array(e.alias, '/'))[1:r.key_segments], '/') END, '~')
-                    ELSE coalesce(orchestrator.orchestrator_key_text(orchestrator.orchestrator_value(e, r.key_root, r.key_rest), r.key_segments),
+                    ELSE coalesce(orchestrator.orchestrator_key_text(orchestrator.orchestrator_value(e, r.key_root,
+                        r.key_rest), r.key_segments),
                                   '~') END AS lane,
                false AS own
         FROM candidates c
@@ -91,7 +86,8 @@ BEGIN
           AND jsonb_typeof(e.data -> 'listener') = 'string'
           AND r.effective_at <= e.created_at
           AND (r.effective_until IS NULL OR e.created_at < r.effective_until))
-    SELECT array_agg(ROW(m.event_id, m.name, m.lane, m.version, m.own)::orchestrator.orchestrator_hit ORDER BY m.name, m.lane, m.event_id)
+    SELECT array_agg(ROW(m.event_id, m.name, m.lane, m.version, m.own)::orchestrator.orchestrator_hit
+        ORDER BY m.name, m.lane, m.event_id)
         INTO v_hits FROM matched m;
     RETURN v_hits;
 END

@@ -1,5 +1,6 @@
 -- The alias heads an event offers: those of each of its places ('' always).
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_place_heads(p_alias text, p_graph jsonb) RETURNS text[] LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_place_heads(p_alias text, p_graph jsonb)
+RETURNS text[] LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v_heads text[] := ARRAY[''];
     v_place text;

@@ -1,3 +1,5 @@
+-- Many items of one request in one statement and one transaction, all or none, the session locked once and its
+-- `last_event_id` moved once (`orchestrator_write_objects`' twin).
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_post_thread_items(
     p_session text, p_alias text, p_items jsonb, p_source jsonb, p_depth integer, p_traceparent text, p_cause jsonb
 ) RETURNS TABLE (o_item text, o_event bigint)

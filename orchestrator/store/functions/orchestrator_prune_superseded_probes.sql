@@ -7,7 +7,8 @@
 -- has ended since): the versions that ended by then, and before the oldest event not yet routed, lose their
 -- probes. Their rules stay: the round's `lane.idle` branch reads rules by name, and the routing in Python and
 -- `explain_event` read the versions that have one (`PostgresStore.listener_versions`).
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_prune_superseded_probes(p_before timestamptz) RETURNS integer LANGUAGE plpgsql
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_prune_superseded_probes(p_before timestamptz)
+RETURNS integer LANGUAGE plpgsql
 AS $$
 DECLARE
     v_oldest timestamptz;
@@ -16,7 +17,8 @@ DECLARE
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM orchestrator.listener_rules r
                    WHERE r.effective_until <= p_before
-                     AND EXISTS (SELECT 1 FROM orchestrator.listener_probes p WHERE p.name = r.name AND p.version = r.version)) THEN
+                     AND EXISTS (SELECT 1 FROM orchestrator.listener_probes p WHERE p.name = r.name
+                         AND p.version = r.version)) THEN
         RETURN 0;
     END IF;
     -- Before any probe, as a deletion takes it (0025): the two never hold probes the other waits for.
@@ -25,7 +27,8 @@ BEGIN
     SELECT min(e.created_at) INTO v_oldest
     FROM orchestrator.sessions s
     JOIN orchestrator.routing_cursors c ON c.session_id = s.id
-    CROSS JOIN LATERAL (SELECT e.created_at FROM orchestrator.events e WHERE e.session_id = s.id AND e.id > c.routed_event_id
+    CROSS JOIN LATERAL (SELECT e.created_at FROM orchestrator.events e WHERE e.session_id = s.id
+        AND e.id > c.routed_event_id
                         ORDER BY e.id LIMIT 1) e
     WHERE s.last_event_id > c.routed_event_id;
     WITH gone AS (

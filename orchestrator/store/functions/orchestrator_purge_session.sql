@@ -2,7 +2,8 @@
 -- it, every table with a `session_id` column in turn (a table added later is covered), its lanes last (their
 -- queues, runs, key slots and replays go with them), then the session itself. Answers the table and the rows
 -- deleted, and `done` once the session is gone.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_purge_session(p_session text, p_limit integer) RETURNS jsonb LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_purge_session(p_session text, p_limit integer)
+RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_table text;
     v_count integer;
@@ -11,7 +12,8 @@ BEGIN
     PERFORM 1 FROM orchestrator.sessions WHERE id = p_session FOR UPDATE;
     IF NOT EXISTS (SELECT 1 FROM orchestrator.sessions WHERE id = p_session AND status = 'deleting') THEN
         -- Gone already (done), or not being deleted (reopened before it was marked): nothing to do.
-        RETURN jsonb_build_object('done', NOT EXISTS (SELECT 1 FROM orchestrator.sessions WHERE id = p_session), 'deleted', 0);
+        RETURN jsonb_build_object('done', NOT EXISTS (SELECT 1 FROM orchestrator.sessions
+            WHERE id = p_session), 'deleted', 0);
     END IF;
     FOR v_table IN
         SELECT c.relname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
@@ -27,7 +29,8 @@ BEGIN
             RETURN jsonb_build_object('table', v_table, 'deleted', v_count, 'done', false);
         END IF;
     END LOOP;
-    DELETE FROM orchestrator.lanes WHERE ctid = ANY (ARRAY(SELECT ctid FROM orchestrator.lanes WHERE session_id = p_session LIMIT p_limit));
+    DELETE FROM orchestrator.lanes WHERE ctid = ANY (ARRAY(SELECT ctid FROM orchestrator.lanes
+        WHERE session_id = p_session LIMIT p_limit));
     GET DIAGNOSTICS v_count = ROW_COUNT;
     IF v_count > 0 THEN
         RETURN jsonb_build_object('table', 'lanes', 'deleted', v_count, 'done', false);

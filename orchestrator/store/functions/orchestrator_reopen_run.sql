@@ -7,7 +7,8 @@ DECLARE
     v_batch bigint;
     v_lane bigint;
 BEGIN
-    PERFORM orchestrator.orchestrator_share_session(x.session_id) FROM orchestrator.executions x WHERE x.id = p_execution;
+    PERFORM orchestrator.orchestrator_share_session(x.session_id) FROM orchestrator.executions x
+        WHERE x.id = p_execution;
     SELECT b.id, b.lane_id INTO v_batch, v_lane FROM orchestrator.orchestrator_run_batch(p_execution) b
         JOIN orchestrator.executions x ON x.id = p_execution AND x.status = 'running'
         WHERE b.id IS NOT NULL;

@@ -1,4 +1,18 @@
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_route_page(p_session text, p_limit integer, p_cap integer) RETURNS jsonb
+-- One routing round for a session: up to `p_limit` events after its position, matched against every listener
+-- version in effect at their commit, queued into their lanes, and the position moved past them; in one call.
+-- Only one round per session at a time: a round holds the session's position row (one that finds it held
+-- answers `busy` and leaves it to the other). Answers the events read, the lanes that went from empty to
+-- pending and need a nudge (with the version whose timing tells when), each lane's count of events queued (for
+-- the metrics), and the traced events (for their spans). `p_cap` is the deployment's `listener_parallel_runs`.
+--
+-- Which lanes the events go to is `orchestrator_page_hits`. The page's lanes are carried from statement to
+-- statement as rows of their own type (`orchestrator_page_lane`, 0024), found by their key and locked in
+-- (listener, lane) order; a keyed lane that turns pending takes a key slot that is free at once, the rest join
+-- the queue without a nudge, a debounced listener's lanes excepted (0019); the queue rows are inserted without
+-- `ON CONFLICT` (none can exist, 0021). How each of these came and what it saved: the headers of 0013, 0019,
+-- 0020, 0021 and 0024, and docs/decisions.md.
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_route_page(p_session text, p_limit integer, p_cap integer)
+RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     v_from bigint;
@@ -10,12 +24,15 @@ DECLARE
     v_traced jsonb;
 BEGIN
     PERFORM orchestrator.orchestrator_share_session(p_session);
-    SELECT c.routed_event_id INTO v_from FROM orchestrator.routing_cursors c WHERE c.session_id = p_session FOR UPDATE SKIP LOCKED;
+    SELECT c.routed_event_id INTO v_from FROM orchestrator.routing_cursors c
+        WHERE c.session_id = p_session FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
-        RETURN jsonb_build_object('read', 0, 'busy', EXISTS (SELECT 1 FROM orchestrator.routing_cursors WHERE session_id = p_session));
+        RETURN jsonb_build_object('read', 0, 'busy', EXISTS (SELECT 1 FROM orchestrator.routing_cursors
+            WHERE session_id = p_session));
     END IF;
     SELECT count(*), max(e.id) INTO v_read, v_through
-        FROM (SELECT e.id FROM orchestrator.events e WHERE e.session_id = p_session AND e.id > v_from ORDER BY e.id LIMIT p_limit) e;
+        FROM (SELECT e.id FROM orchestrator.events e WHERE e.session_id = p_session AND e.id > v_from ORDER BY e.id
+            LIMIT p_limit) e;
     IF v_read = 0 THEN
         RETURN jsonb_build_object('read', 0, 'busy', false);
     END IF;
@@ -58,8 +75,10 @@ BEGIN
                r.idle, (SELECT e.created_at FROM orchestrator.events e WHERE e.id = p.newest_id) AS newest_at,
                -- A debounce, read from the version's body (one lookup per keyed lane of the page): a rule column
                -- would be left false by a version saved by code from before it.
-               r.key_slots IS NOT NULL AND (SELECT v.body -> 'batch' ->> 'debounce_seconds' FROM orchestrator.listener_versions v
-                                            WHERE v.name = p.listener AND v.version = p.version) IS NOT NULL AS debounced
+               r.key_slots IS NOT NULL AND (SELECT v.body -> 'batch' ->> 'debounce_seconds'
+                   FROM orchestrator.listener_versions v
+                                            WHERE v.name = p.listener AND v.version = p.version) IS NOT NULL AS
+                                                debounced
         FROM per_lane p JOIN orchestrator.listener_rules r ON r.name = p.listener AND r.version = p.version
         ORDER BY p.listener, p.lane),
     -- Each lane found by its key and locked, one after another in (listener, lane) order: a sub-select that
@@ -92,7 +111,8 @@ BEGIN
         SELECT x.*, x.was_empty AND (
                    (x.run_slots IS NOT NULL
                     AND (SELECT count(*) FROM orchestrator.lane_runs r WHERE r.lane_id = x.id) >= x.run_slots)
-                   OR EXISTS (SELECT 1 FROM orchestrator.key_slots k WHERE k.lane_id = x.id AND NOT k.holding)) AS held_up
+                   OR EXISTS (SELECT 1 FROM orchestrator.key_slots k WHERE k.lane_id = x.id
+                       AND NOT k.holding)) AS held_up
         FROM unnest(v_lanes) x),
     keyless AS (
         SELECT s.*, (s.was_empty AND NOT s.held_up AND s.key_max IS NOT NULL
@@ -113,7 +133,8 @@ BEGIN
     SELECT array_agg(ROW(p.id, p.listener, p.lane, p.workflow_id, p.version, p.through, p.events, p.newest_id,
                          p.newest_at, p.window_seconds, p.run_slots, p.key_max, p.idle, p.was_empty, p.debounced,
                          p.held_up OR p.joining, p.joining,
-                         p.keyless AND NOT p.debounced AND NOT p.joining)::orchestrator.orchestrator_page_lane ORDER BY p.id)
+                         p.keyless AND NOT p.debounced AND NOT p.joining)::orchestrator.orchestrator_page_lane
+                             ORDER BY p.id)
         INTO v_lanes FROM placed p;
 
     UPDATE orchestrator.lanes l SET
@@ -131,7 +152,8 @@ BEGIN
 
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'listener', x.listener, 'lane', x.lane, 'workflow_id', x.workflow_id, 'version', x.version,
-               'oldest_at', (SELECT extract(epoch FROM e.created_at) FROM orchestrator.lane_events w JOIN orchestrator.events e ON e.id = w.event_id
+               'oldest_at', (SELECT extract(epoch FROM e.created_at) FROM orchestrator.lane_events w
+                   JOIN orchestrator.events e ON e.id = w.event_id
                              WHERE w.lane_id = l.id AND w.event_id > l.fired_through ORDER BY w.event_id LIMIT 1),
                'newest_at', extract(epoch FROM l.newest_at), 'newest_id', l.newest_id)), '[]'::jsonb)
         INTO v_nudges

@@ -1,6 +1,10 @@
--- A failed run's `execution.ended` carries its error (SPEC section 15): `execution.error` is `{type, message}`,
--- the message cut at 2,000 characters, so a listener of failures (an operator's inbox) can hand it on
--- (`{{ event.execution.error }}`). The rest of a run's end is 0002_lanes.sql's.
+-- A run's end, reported by the run itself or found by the router's sweep: its execution's end and
+-- `execution.ended` (once: a second report answers `recorded: false`), then its slot held for the repeat
+-- (`repeat_in` seconds) or released, a keyed listener's key slot handed to the longest waiter, a last failure's
+-- `listener.failed`, and a draining session closed once nothing of it is left. Answers the lanes to drive now
+-- (its own, when it has more waiting; the one a key slot went to). A failed run's `execution.ended` carries its
+-- error: `execution.error` is `{type, message}`, the message cut at 2,000 characters, so a listener of failures
+-- (an operator's inbox) can hand it on (`{{ event.execution.error }}`).
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_run_end(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_execution text := p ->> 'execution_id';
@@ -38,12 +42,14 @@ BEGIN
         SELECT * INTO r FROM orchestrator.lane_runs WHERE run_key = x.run_key AND execution_id = v_execution FOR UPDATE;
         IF FOUND THEN
             IF p ->> 'repeat_in' IS NOT NULL THEN
-                UPDATE orchestrator.lane_runs SET due_at = clock_timestamp() + make_interval(secs => (p ->> 'repeat_in')::float8)
+                UPDATE orchestrator.lane_runs SET due_at = clock_timestamp() + make_interval(secs => (p ->>
+                    'repeat_in')::float8)
                     WHERE run_key = r.run_key;
             ELSE
                 DELETE FROM orchestrator.lane_runs WHERE run_key = r.run_key;
                 UPDATE orchestrator.batches SET released_at = clock_timestamp() WHERE id = r.batch_id;
-                v_waiting := EXISTS (SELECT 1 FROM orchestrator.lanes WHERE id = r.lane_id AND routed_through > fired_through)
+                v_waiting := EXISTS (SELECT 1 FROM orchestrator.lanes WHERE id = r.lane_id
+                    AND routed_through > fired_through)
                           OR EXISTS (SELECT 1 FROM orchestrator.replays WHERE lane_id = r.lane_id);
                 IF v_keyed THEN
                     v_drive := orchestrator.orchestrator_key_slot_freed(r.lane_id, v_session, v_listener,

@@ -1,3 +1,5 @@
+-- A session's retention row: made with the session; a change of its status (closed, reopened, being deleted)
+-- brings its next look forward to now, for what its new status keeps (0003_retention.sql's triggers).
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_session_retention_row() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN

@@ -1,7 +1,8 @@
 -- Refill the bucket for the time since it was last refilled (at `p_rate` per second, up to `p_burst`), then take
 -- up to `p_want` tokens when it holds at least `p_need`: answers what was granted (0: refused) and, when refused,
 -- the seconds until `p_need` tokens are there.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_take_tokens(p_bucket text, p_rate double precision, p_burst double precision,
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_take_tokens(p_bucket text, p_rate double precision,
+    p_burst double precision,
                                          p_want double precision, p_need double precision)
 RETURNS TABLE (o_granted double precision, o_wait double precision) LANGUAGE plpgsql AS $$
 DECLARE

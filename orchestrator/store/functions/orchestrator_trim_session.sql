@@ -6,7 +6,8 @@
 -- graph are the session's state, not its history: they stay. Moves `trimmed_through` on, and `due_at` to when
 -- the oldest event kept comes due (its closed retention's end, if sooner; at once when this round was full).
 -- Answers the rows deleted by table and `more`.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_trim_session(p_session text, p_limit integer, p_event double precision,
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_trim_session(p_session text, p_limit integer,
+    p_event double precision,
                                           p_closed double precision) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     r orchestrator.session_retention%ROWTYPE;
@@ -35,25 +36,31 @@ BEGIN
     v_cutoff := v_now - make_interval(secs => coalesce(r.event_seconds, p_event));
     -- A batch counts for the throttle for a minute: no record goes younger than that.
     v_records := least(v_cutoff, v_now - interval '60 seconds');
-    v_routed := coalesce((SELECT c.routed_event_id FROM orchestrator.routing_cursors c WHERE c.session_id = p_session), 0);
+    v_routed := coalesce((SELECT c.routed_event_id FROM orchestrator.routing_cursors c
+        WHERE c.session_id = p_session), 0);
     -- Looked at: what a lane held when an earlier trim passed it, and the next events past the mark (ids are in
     -- commit order within a session, so these are its oldest). Both reads stop after `p_limit` rows.
     v_old := ARRAY(SELECT e.id FROM orchestrator.events e WHERE e.session_id = p_session AND e.id >= r.kept_below
                    AND e.id <= r.trimmed_through AND e.created_at < v_cutoff ORDER BY e.id LIMIT p_limit);
-    v_next := ARRAY(SELECT x.id FROM (SELECT e.id, e.created_at FROM orchestrator.events e WHERE e.session_id = p_session
+    v_next := ARRAY(SELECT x.id FROM (SELECT e.id, e.created_at FROM orchestrator.events e
+        WHERE e.session_id = p_session
                                       AND e.id > r.trimmed_through ORDER BY e.id LIMIT p_limit) x
                     WHERE x.created_at < v_cutoff AND x.id <= v_routed);
     -- What a lane waits on, read in the statement that deletes: a batch that takes an event from its queue
     -- commits its queue rows' end and its claim together, so one snapshot sees the event in one or the other.
     WITH held AS (
-        SELECT unnest(b.event_ids) AS id FROM orchestrator.lanes l JOIN orchestrator.batches b ON b.lane_id = l.id AND b.state = 'claimed'
+        SELECT unnest(b.event_ids) AS id FROM orchestrator.lanes l JOIN orchestrator.batches b ON b.lane_id = l.id
+            AND b.state = 'claimed'
         WHERE l.session_id = p_session
         UNION SELECT unnest(b.event_ids) FROM orchestrator.lanes l JOIN orchestrator.lane_runs lr ON lr.lane_id = l.id
-                                         JOIN orchestrator.batches b ON b.id = lr.batch_id WHERE l.session_id = p_session
-        UNION SELECT unnest(p.event_ids) FROM orchestrator.lanes l JOIN orchestrator.replays p ON p.lane_id = l.id WHERE l.session_id = p_session),
+                                         JOIN orchestrator.batches b ON b.id = lr.batch_id
+                                             WHERE l.session_id = p_session
+        UNION SELECT unnest(p.event_ids) FROM orchestrator.lanes l JOIN orchestrator.replays p ON p.lane_id = l.id
+            WHERE l.session_id = p_session),
     gone AS (
         DELETE FROM orchestrator.events e WHERE e.id = ANY (v_old || v_next) AND e.session_id = p_session
-            AND e.id NOT IN (SELECT h.id FROM held h) AND NOT EXISTS (SELECT 1 FROM orchestrator.lane_events q WHERE q.event_id = e.id)
+            AND e.id NOT IN (SELECT h.id FROM held h) AND NOT EXISTS (SELECT 1 FROM orchestrator.lane_events q
+                WHERE q.event_id = e.id)
         RETURNING e.id)
     SELECT count(*) INTO v_events FROM gone g;
     v_through := greatest(r.trimmed_through, (SELECT max(x) FROM unnest(v_next) x));
@@ -77,7 +84,8 @@ BEGIN
     WITH gone AS (
         DELETE FROM orchestrator.executions WHERE id IN (
             SELECT x.id FROM orchestrator.executions x WHERE x.session_id = p_session AND x.ended_at < v_cutoff
-                AND x.status <> 'running' AND NOT EXISTS (SELECT 1 FROM orchestrator.lane_runs lr WHERE lr.execution_id = x.id)
+                AND x.status <> 'running' AND NOT EXISTS (SELECT 1 FROM orchestrator.lane_runs lr
+                    WHERE lr.execution_id = x.id)
             ORDER BY x.ended_at LIMIT p_limit)
         RETURNING 1)
     SELECT count(*) INTO v_executions FROM gone;
@@ -96,18 +104,21 @@ BEGIN
     ELSE
         -- When the oldest event past the mark comes due (a new event, at the earliest a whole retention from now).
         v_due := coalesce(
-            (SELECT e.created_at FROM orchestrator.events e WHERE e.session_id = p_session AND e.id > v_through ORDER BY e.id LIMIT 1),
+            (SELECT e.created_at FROM orchestrator.events e WHERE e.session_id = p_session AND e.id > v_through
+                ORDER BY e.id LIMIT 1),
             v_now) + make_interval(secs => coalesce(r.event_seconds, p_event));
         -- What was held, or is younger than the throttle's minute, is looked at again within a minute.
         IF v_kept IS NOT NULL
-           OR EXISTS (SELECT 1 FROM orchestrator.batches b WHERE b.session_id = p_session AND b.last_id <= v_through) THEN
+           OR EXISTS (SELECT 1 FROM orchestrator.batches b WHERE b.session_id = p_session AND b.last_id <= v_through)
+               THEN
             v_due := least(v_due, v_now + interval '60 seconds');
         END IF;
         IF s.status = 'closed' THEN
             v_due := least(v_due, s.closed_at + make_interval(secs => coalesce(r.closed_session_seconds, p_closed)));
         END IF;
     END IF;
-    UPDATE orchestrator.session_retention SET trimmed_through = v_through, kept_below = v_kept, due_at = greatest(v_due, v_now)
+    UPDATE orchestrator.session_retention SET trimmed_through = v_through, kept_below = v_kept,
+        due_at = greatest(v_due, v_now)
         WHERE session_id = p_session;
     RETURN jsonb_build_object(
         'deleted', jsonb_build_object('events', v_events, 'batches', v_batches, 'outcomes', v_outcomes,

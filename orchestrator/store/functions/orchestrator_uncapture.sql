@@ -1,5 +1,6 @@
 -- Ends a capture: its trigger goes, its events stay.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_uncapture(p_table text) RETURNS orchestrator.captures LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_uncapture(p_table text)
+RETURNS orchestrator.captures LANGUAGE plpgsql AS $$
 DECLARE
     v_row orchestrator.captures%ROWTYPE;
 BEGIN

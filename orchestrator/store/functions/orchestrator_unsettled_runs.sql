@@ -1,6 +1,7 @@
 -- Runs the records call running and nobody looked at for `p_older` seconds, marked looked at now (one sweep
 -- each: SKIP LOCKED), with what a start can be made from: their batch's state, or the input kept.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_unsettled_runs(p_older double precision, p_limit integer) RETURNS TABLE (
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_unsettled_runs(p_older double precision, p_limit integer)
+RETURNS TABLE (
     id text, session_id text, workflow text, listener text, lane text, run_key text, depth integer,
     age double precision, batch_state text, start_input jsonb
 ) LANGUAGE sql AS $$

@@ -1,6 +1,7 @@
 -- The value at a path in an event's envelope (`core/envelope_paths.resolve_in_event`): `root` the field it starts
 -- in, `rest` the path below it. A thread item's `message` is its whole message, not the preview.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_value(e orchestrator.events, p_root text, p_rest text[]) RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_value(e orchestrator.events, p_root text, p_rest text[])
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v jsonb;
     v_whole jsonb;

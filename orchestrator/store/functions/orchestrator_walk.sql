@@ -1,6 +1,7 @@
 -- A dotted path's rest inside a value (`core/paths.resolve`): an object's key, a list's index (digits only),
 -- and a null anywhere is missing (SQL null).
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_walk(p_value jsonb, p_rest text[]) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_walk(p_value jsonb, p_rest text[])
+RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v jsonb := p_value;
     v_segment text;

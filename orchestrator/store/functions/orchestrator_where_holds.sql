@@ -1,5 +1,6 @@
 -- Whether every `where` item of a rule holds on an event.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_where_holds(e orchestrator.events, p_conds jsonb) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_where_holds(e orchestrator.events, p_conds jsonb)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
 DECLARE
     c jsonb;
 BEGIN

@@ -1,6 +1,7 @@
 -- Whether a `where` item holds on an event: a condition ({root, rest, op, value}), or a group: `any` (one of its
 -- items holds) or `not` (its item does not).
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_where_item(e orchestrator.events, c jsonb) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_where_item(e orchestrator.events, c jsonb)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $$
 DECLARE
     i jsonb;
 BEGIN
@@ -15,6 +16,7 @@ BEGIN
         RETURN NOT orchestrator.orchestrator_where_item(e, c -> 'item');
     END IF;
     RETURN orchestrator.orchestrator_holds(
-        orchestrator.orchestrator_value(e, c ->> 'root', ARRAY(SELECT jsonb_array_elements_text(c -> 'rest'))), c ->> 'op', c -> 'value');
+        orchestrator.orchestrator_value(e, c ->> 'root', ARRAY(SELECT jsonb_array_elements_text(c -> 'rest'))),
+            c ->> 'op', c -> 'value');
 END
 $$;
