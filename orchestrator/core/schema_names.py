@@ -3,15 +3,19 @@
 Every statement in the repository (Python, migrations, function files) names the default schema literally:
 `orchestrator.events`, `orchestrator.orchestrator_route_page(...)`, as River and Graphile Worker qualify every
 name, so no statement depends on a connection's search path and any pooler works on its default settings.
-`in_schema(sql, schema)` rewrites those qualifiers when `ORCHESTRATOR_DATABASE_SCHEMA` names another schema; it
-runs at two places only, the connection class of the store's connections (`store/postgres.py`) and the migration
-runner, and it is the identity (no work at all) for the default schema.
+`in_schema(sql, schema)` rewrites those qualifiers when `ORCHESTRATOR_DATABASE_SCHEMA` names another schema. The
+platform's own statements pass it at two places only: the class of the store's connections
+(`store/postgres.connection_class`) and the migration runner; the application's helpers (`transactional.py`)
+pass their two statements through it on the application's connections. It is the identity (no work at all) for
+the default schema, and cached for another, whose name it writes quoted (a reserved word is a schema's name too).
 
-It touches a qualifier and nothing else: the word `orchestrator` as an unquoted identifier directly followed by a
-dot and a name, outside string literals, quoted identifiers and comments (a dollar-quoted function body is code,
-and is rewritten as code). Two literals are names too, and only these: `'orchestrator.name'::regclass` (a
-sequence for `nextval`) and `'orchestrator'::regnamespace` (the platform's schema where a function compares one).
-`'orchestrator.fire'` (an activity's name), `orchestrator_route_page` and `"orchestrator".events` are left alone.
+It touches a qualifier and nothing else: the word `orchestrator` as an unquoted identifier, not after a dot,
+directly followed by a dot and a name, outside string literals, quoted identifiers and comments (a dollar-quoted
+function body is code, and is rewritten as code). Two literals are names too, and only these:
+`'orchestrator.name'::regclass` (a sequence for `nextval`) and `'orchestrator'::regnamespace` (the platform's
+schema where a function compares or formats one). `'orchestrator.fire'` (an activity's name),
+`orchestrator_route_page` and `"orchestrator".events` are left alone. Pure text: it lives in the core because
+the application's helpers, below the store, use it too.
 """
 
 from __future__ import annotations

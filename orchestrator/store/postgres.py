@@ -5,6 +5,10 @@ Owns every SQL statement of the command surface. Every change appends its event 
 0001_store.sql) and `list_events(after=...)` can never skip an event that commits late. Each event also keeps the
 traceparent of the span current at its write (`orchestrator.telemetry`), outside its envelope. Engine-side records
 (executions, outcomes, lanes, router positions) live in `engine_records.py` and the lane store.
+
+Every statement of the store names the platform's schema (`orchestrator.sessions`); no connection sets a search
+path. The store's connections are of one class (`connection_class`): asyncpg's own, less its reset, for the default
+schema, or one that moves each statement to the configured schema (`core/schema_names.in_schema`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Events in the application's own transactions: emitted in the commit of its change (rolled back with it), and
 its own tables as event sources (a trigger appends `<prefix>.created`, `.updated`, `.deleted`).
 
-The application's connections here are its own (`asyncpg.connect` on the database's URL without the platform's
-search path), as an application sharing the database would hold them.
+The application's connections here are its own (`asyncpg.connect` on the database's URL, on the server's default
+search path, as the platform's are too), as an application sharing the database would hold them.
 """
 
 from __future__ import annotations
