@@ -28,7 +28,7 @@ from typing import Any
 import asyncpg
 
 from bench.burst import Starts, bench_platform, engine, process_pool
-from bench.common import as_application, row, scratch_database
+from bench.common import row, scratch_database
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
 from orchestrator.platform import Platform
@@ -77,7 +77,7 @@ async def cost(seconds: float, writers: int) -> None:
     async with scratch_database() as url:
         settings = Settings(limits=Limits(activation_delay_seconds=0))
         platform = await Platform.connect(settings, url)
-        app = await asyncpg.create_pool(as_application(url), min_size=writers, max_size=writers)
+        app = await asyncpg.create_pool(url, min_size=writers, max_size=writers)
         try:
             session = await _prepare(platform, app)
             apart = [
@@ -152,7 +152,7 @@ async def load(seconds: float) -> None:
     async with bench_platform() as bench:
         platform = bench.platform
         platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
-        app = await asyncpg.create_pool(as_application(bench.database_url), min_size=1, max_size=2)
+        app = await asyncpg.create_pool(bench.database_url, min_size=1, max_size=2)
         try:
             await app.execute("CREATE TABLE orders (id bigint PRIMARY KEY, session_id text NOT NULL)")
             await app.execute("CREATE TABLE tickets (id bigint PRIMARY KEY, session_id text NOT NULL)")
@@ -171,7 +171,7 @@ async def load(seconds: float) -> None:
                 # The writers in a process of their own: the application is not the platform's worker.
                 async with process_pool(1) as pool:
                     began = time.monotonic()
-                    future = pool.submit(_write_load, as_application(bench.database_url), sessions, seconds)
+                    future = pool.submit(_write_load, bench.database_url, sessions, seconds)
                     committed, rolled_back = await asyncio.wrap_future(future)
                     wrote = time.monotonic() - began
                 events: dict[int, tuple[str, str, int]] = {}

@@ -54,7 +54,7 @@ WRITER_PROCESSES = 4
 API_STATEMENTS = (
     "orchestrator_write_object",
     "orchestrator_post_thread_item",
-    "FROM api_keys",
+    "FROM orchestrator.api_keys",
     "orchestrator_take_tokens",
 )
 
@@ -281,7 +281,7 @@ async def lanes_case(
     row("history events per batch, all workflows", history / batches, "events")
     async with platform.store.transaction() as conn:
         held = await conn.fetch(
-            "SELECT extract(epoch FROM released_at - created_at)::float8 AS held FROM batches"
+            "SELECT extract(epoch FROM released_at - created_at)::float8 AS held FROM orchestrator.batches"
             " WHERE session_id = $1 AND released_at IS NOT NULL",
             session,
         )

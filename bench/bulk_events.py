@@ -85,7 +85,7 @@ async def post_all(url: str, bodies: list[dict[str, Any]]) -> tuple[float, float
 
 
 # The router's position in a session: the last event id it has queued from (one indexed read).
-ROUTED_POSITION = "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1"
+ROUTED_POSITION = "SELECT routed_event_id FROM orchestrator.routing_cursors WHERE session_id = $1"
 
 
 async def routed_position(platform: Any, session: str) -> int:

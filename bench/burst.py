@@ -405,8 +405,8 @@ async def answered_pings(platform: Platform, session: str) -> dict[int, float]:
     # The object action's writes carry no copy of their value in the event; the outcome of each batch does.
     async with platform.store.transaction() as conn:
         rows = await conn.fetch(
-            "SELECT o.last_id AS ping, extract(epoch FROM e.created_at)::float8 AS at FROM outcomes o"
-            " JOIN events e ON e.session_id = o.session_id AND e.source->>'listener' = o.listener"
+            "SELECT o.last_id AS ping, extract(epoch FROM e.created_at)::float8 AS at FROM orchestrator.outcomes o"
+            " JOIN orchestrator.events e ON e.session_id = o.session_id AND e.source->>'listener' = o.listener"
             " AND e.idempotency_key LIKE '%:' || o.first_id || ':' || o.last_id"
             " WHERE o.session_id = $1 AND o.listener = 'latency_object' AND o.status = 'success'",
             session,

@@ -13,23 +13,9 @@ import asyncpg
 
 from orchestrator.dev.embedded import start_postgres
 
-# A benchmark's (or a test's) own connections read the platform's tables plainly, as the platform's connections
-# do (it sets its schema on each), and make their own tables in `public` while that schema does not exist yet.
-PLATFORM_PATH = "search_path=orchestrator,public"
 # The benchmark's own load, processes that live across blocks (the writers, `bench.burst.process_pool`): never
 # counted as the platform's, whenever they started.
 LOAD_PIDS: set[int] = set()
-
-
-def in_platform_schema(url: str) -> str:
-    """`url` with the platform's schema first in the search path."""
-    return f"{url}{'&' if '?' in url else '?'}{PLATFORM_PATH}"
-
-
-def as_application(url: str) -> str:
-    """`url` as an application sharing the database holds it: its own tables in `public`, the platform's not on
-    its path."""
-    return url.replace(f"&{PLATFORM_PATH}", "").replace(f"?{PLATFORM_PATH}", "")
 
 
 @asynccontextmanager
@@ -52,7 +38,7 @@ async def scratch_database(statements: bool = False) -> AsyncIterator[str]:
                 bench = await asyncpg.connect(server.url_for("bench"))
                 await bench.execute("CREATE EXTENSION pg_stat_statements")
                 await bench.close()
-            yield in_platform_schema(server.url_for("bench"))
+            yield server.url_for("bench")
         finally:
             await server.stop()
 

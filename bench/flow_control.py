@@ -49,7 +49,8 @@ async def command(platform: Platform, body: dict[str, Any]) -> dict[str, Any]:
 async def routed(platform: Platform, session: str) -> None:
     """Until the router has taken every event of the session."""
     query = (
-        "SELECT s.last_event_id > c.routed_event_id FROM sessions s JOIN routing_cursors c ON c.session_id = s.id"
+        "SELECT s.last_event_id > c.routed_event_id FROM orchestrator.sessions s JOIN orchestrator.routing_cursors c"
+        " ON c.session_id = s.id"
         " WHERE s.id = $1"
     )
     behind = True

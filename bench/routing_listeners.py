@@ -93,7 +93,7 @@ async def aliases_case(bench: Bench, count: int, events: int) -> dict[str, float
     async with engine(platform, bench.client, Starts()):
         began, written = await post_all(bench.api, bodies)
         last = await platform.store.pool.fetchval(
-            "SELECT max(id) FROM events WHERE session_id = $1 AND alias LIKE 'bench/%'", session
+            "SELECT max(id) FROM orchestrator.events WHERE session_id = $1 AND alias LIKE 'bench/%'", session
         )
 
         async def routed() -> bool:
@@ -101,7 +101,7 @@ async def aliases_case(bench: Bench, count: int, events: int) -> dict[str, float
 
         async def taken() -> bool:
             fired = await platform.store.pool.fetchval(
-                "SELECT fired_through FROM lanes WHERE session_id = $1 AND listener = 'view'", session
+                "SELECT fired_through FROM orchestrator.lanes WHERE session_id = $1 AND listener = 'view'", session
             )
             return bool((fired or 0) >= last)
 
@@ -134,7 +134,7 @@ async def where_case(bench: Bench, count: int, events: int, shape: str = "where"
     starts = Starts(expected=events)
 
     async def one_version_probed() -> bool:
-        query = "SELECT count(DISTINCT version) FROM listener_probes WHERE name = 'serial'"
+        query = "SELECT count(DISTINCT version) FROM orchestrator.listener_probes WHERE name = 'serial'"
         return bool(await platform.store.pool.fetchval(query) == 1)
 
     async with two_activity_engine(platform, bench.client, starts):

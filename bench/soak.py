@@ -109,7 +109,9 @@ async def added_delays(conn: asyncpg.Connection, runs: list[tuple[float, str, li
     commits = {
         r["id"]: float(r["at"])
         for r in await conn.fetch(
-            "SELECT id, extract(epoch FROM created_at)::float8 AS at FROM events WHERE id = ANY ($1::bigint[])", firsts
+            "SELECT id, extract(epoch FROM created_at)::float8 AS at FROM orchestrator.events WHERE id = ANY"
+            " ($1::bigint[])",
+            firsts,
         )
     }
     return [t - commits[min(ids)] - WINDOW_SECONDS for t, _, ids in runs if ids and min(ids) in commits]
@@ -171,7 +173,7 @@ async def bytes_per_event(conn: asyncpg.Connection) -> tuple[dict[str, int], int
         "SELECT relname, pg_total_relation_size(relid) AS bytes FROM pg_stat_user_tables"
         " WHERE schemaname = 'orchestrator' ORDER BY bytes DESC"
     )
-    kept = int(await conn.fetchval("SELECT count(*) FROM events"))
+    kept = int(await conn.fetchval("SELECT count(*) FROM orchestrator.events"))
     return {r["relname"]: int(r["bytes"]) for r in rows}, kept
 
 

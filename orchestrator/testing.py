@@ -160,9 +160,9 @@ async def terminate_leftovers(pool: Pool, client: TemporalClient, known: Sequenc
     """End the lanes, schedule clocks and running runs the store knows, and the runs in `known` (whose record may
     not be written yet). Left waiting on timers, they would keep the time-skipping server's clock from moving for
     whatever test runs next on it."""
-    ids = [r["workflow_id"] for r in await pool.fetch("SELECT workflow_id FROM lanes")]
-    ids += [r["schedule_id"] for r in await pool.fetch("SELECT schedule_id FROM schedules")]
-    ids += [r["id"] for r in await pool.fetch("SELECT id FROM executions WHERE status = 'running'")]
+    ids = [r["workflow_id"] for r in await pool.fetch("SELECT workflow_id FROM orchestrator.lanes")]
+    ids += [r["schedule_id"] for r in await pool.fetch("SELECT schedule_id FROM orchestrator.schedules")]
+    ids += [r["id"] for r in await pool.fetch("SELECT id FROM orchestrator.executions WHERE status = 'running'")]
     for workflow_id in dict.fromkeys([*ids, *known]):
         with contextlib.suppress(Exception):  # already closed, or never started
             await client.get_workflow_handle(workflow_id).terminate("the test is over")
@@ -174,16 +174,16 @@ async def busy(pool: Pool) -> dict[str, int]:
     batches claimed and not finished, runs holding slots, executions running, sessions draining."""
     row = await pool.fetchrow(
         "SELECT"
-        " (SELECT count(*) FROM sessions s JOIN routing_cursors c ON c.session_id = s.id"
+        " (SELECT count(*) FROM orchestrator.sessions s JOIN orchestrator.routing_cursors c ON c.session_id = s.id"
         "   WHERE s.last_event_id > c.routed_event_id) AS sessions_unrouted,"
-        " (SELECT count(*) FROM lanes l WHERE l.routed_through > l.fired_through AND NOT EXISTS (SELECT 1"
-        "   FROM listener_pauses p WHERE p.name = l.listener"
+        " (SELECT count(*) FROM orchestrator.lanes l WHERE l.routed_through > l.fired_through AND NOT EXISTS (SELECT 1"
+        "   FROM orchestrator.listener_pauses p WHERE p.name = l.listener"
         "   AND (p.session_id IS NULL OR p.session_id = l.session_id))) AS lanes_waiting,"
-        " (SELECT count(*) FROM replays) AS replays_waiting,"
-        " (SELECT count(*) FROM batches WHERE state = 'claimed') AS batches_unfinished,"
-        " (SELECT count(*) FROM lane_runs) AS runs_holding_slots,"
-        " (SELECT count(*) FROM executions WHERE status = 'running') AS executions_running,"
-        " (SELECT count(*) FROM sessions WHERE drain_through IS NOT NULL AND status = 'open')"
+        " (SELECT count(*) FROM orchestrator.replays) AS replays_waiting,"
+        " (SELECT count(*) FROM orchestrator.batches WHERE state = 'claimed') AS batches_unfinished,"
+        " (SELECT count(*) FROM orchestrator.lane_runs) AS runs_holding_slots,"
+        " (SELECT count(*) FROM orchestrator.executions WHERE status = 'running') AS executions_running,"
+        " (SELECT count(*) FROM orchestrator.sessions WHERE drain_through IS NOT NULL AND status = 'open')"
         "   AS sessions_draining"
     )
     assert row is not None

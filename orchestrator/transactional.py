@@ -7,7 +7,7 @@ is declared, the session open and each key seen once, and appends them under the
 
     async with conn.transaction():
         await conn.execute("UPDATE tickets SET priority = 1 WHERE id = $1", ticket)
-        await emit(conn, session_id, "ticket.escalated", {"priority": 1})
+        await orchestrator.emit(conn, session_id, "ticket.escalated", {"priority": 1})
 
 `emit`/`emit_events` take an asyncpg connection (or pool connection); `emit_sa`/`emit_events_sa` a SQLAlchemy
 `Session` or `Connection`, and `emit_sa_async`/`emit_events_sa_async` their async twins.
@@ -19,9 +19,10 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from orchestrator.core.database_schema import DEFAULT_SCHEMA, checked_schema
+from orchestrator.core.database_schema import DEFAULT_SCHEMA
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import data_check
+from orchestrator.core.schema_names import in_schema
 
 
 class _Asyncpg(Protocol):
@@ -57,14 +58,18 @@ def _names(events: Sequence[Mapping[str, Any]]) -> str:
     return json.dumps(sorted({str(e.get("type")) for e in events}))
 
 
+_READ = (
+    "SELECT name, schema::text AS schema FROM orchestrator.event_types"
+    # JSON bound as text, whatever codec the application's connection has for jsonb.
+    " WHERE name IN (SELECT jsonb_array_elements_text(CAST(CAST({names} AS text) AS jsonb)))"
+)
+_WRITE = "SELECT event_id FROM orchestrator.emit_events(CAST({session} AS text), CAST(CAST({events} AS text) AS jsonb))"
+
+
 def _statements(schema: str) -> tuple[str, str]:
-    name = checked_schema(schema)
-    return (
-        f"SELECT name, schema::text AS schema FROM {name}.event_types"
-        # JSON bound as text, whatever codec the application's connection has for jsonb.
-        " WHERE name IN (SELECT jsonb_array_elements_text(CAST(CAST({names} AS text) AS jsonb)))",
-        f"SELECT event_id FROM {name}.emit_events(CAST({{session}} AS text), CAST(CAST({{events}} AS text) AS jsonb))",
-    )
+    """The two statements in the application's connection, naming the platform's schema (the application's
+    search path is its own)."""
+    return in_schema(_READ, schema), in_schema(_WRITE, schema)
 
 
 async def emit_events(

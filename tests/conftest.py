@@ -18,10 +18,11 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from bench.common import in_platform_schema
 from orchestrator.client import Client
 from orchestrator.config import Settings
+from orchestrator.core.database_schema import DEFAULT_SCHEMA
 from orchestrator.core.limits import Limits
+from orchestrator.core.schema_names import in_schema
 from orchestrator.dev.embedded import SEARCH_ATTRIBUTES, EmbeddedPostgres, start_postgres, wheel_binary
 from orchestrator.platform import Platform
 from orchestrator.store.migrate import migrate
@@ -105,70 +106,81 @@ async def scratch_database(server: EmbeddedPostgres, prefix: str) -> AsyncIterat
 
 
 # Empties a lent database: drops the tables a test made of its own (an application's in `public`, or a test
-# app's beside the platform's), truncates every table the migrations made (but their own record), and restarts
-# every sequence, so ids start at 1 again as in a new database.
+# app's beside the platform's), truncates every table the migrations made (but the runner's records), and restarts
+# every sequence, so ids start at 1 again as in a new database. It names the platform's schema as the platform's
+# SQL does, and `in_schema` moves it to the schema a database was lent for.
 EMPTY_DATABASE = """
 DO $$
 DECLARE
     known text[] := $1;
     name text;
 BEGIN
-    FOR name IN SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
-                WHERE schemaname = 'public' OR (schemaname = 'orchestrator' AND NOT tablename = ANY(known)) LOOP
+    FOR name IN SELECT format('%s.%I', c.relnamespace::regnamespace, c.relname) FROM pg_class c
+                WHERE c.relkind IN ('r', 'p') AND (c.relnamespace = 'public'::regnamespace
+                      OR (c.relnamespace = 'orchestrator'::regnamespace AND NOT c.relname = ANY(known))) LOOP
         EXECUTE format('DROP TABLE IF EXISTS %s CASCADE', name);
     END LOOP;
-    EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('orchestrator.%I', tablename), ', ') || ' RESTART IDENTITY CASCADE'
-             FROM pg_tables WHERE schemaname = 'orchestrator' AND tablename <> 'schema_migrations');
-    FOR name IN SELECT sequencename FROM pg_sequences WHERE schemaname = 'orchestrator' LOOP
-        EXECUTE format('ALTER SEQUENCE orchestrator.%I RESTART', name);
+    EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('%s.%I', c.relnamespace::regnamespace, c.relname), ', ')
+                    || ' RESTART IDENTITY CASCADE'
+             FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'orchestrator'::regnamespace
+             AND c.relname NOT IN ('schema_migrations', 'schema_functions'));
+    FOR name IN SELECT format('%s.%I', c.relnamespace::regnamespace, c.relname) FROM pg_class c
+                WHERE c.relkind = 'S' AND c.relnamespace = 'orchestrator'::regnamespace LOOP
+        EXECUTE format('ALTER SEQUENCE %s RESTART', name);
     END LOOP;
 END $$
 """
+
+# A schema of the platform's other than the default, for the tests that run it there too: a reserved word, so
+# that every name the platform's SQL moves to it must be quoted.
+OTHER_SCHEMA = "user"
 
 
 class Databases:
     """Migrated databases on the session's server, each lent to one test at a time and emptied in between.
 
     Creating a database costs 0.2 to 0.5 s on this machine, emptying one about 20 ms; with hundreds of tests
-    that is minutes of the suite. What a test leaves connected is cut off before its database is emptied.
+    that is minutes of the suite. What a test leaves connected is cut off before its database is emptied. A
+    database is migrated into one schema of the platform's, and lent again only for that schema.
     """
 
     def __init__(self, server: EmbeddedPostgres) -> None:
         self.server = server
-        self.free: list[str] = []
-        self.tables: list[str] | None = None
+        self.free: dict[str, list[str]] = {}
+        self.tables: dict[str, list[str]] = {}
 
-    async def lend(self) -> str:
-        if self.free:
-            return self.free.pop()
+    async def lend(self, schema: str = DEFAULT_SCHEMA) -> str:
+        if free := self.free.get(schema):
+            return free.pop()
         name = f"t_{uuid.uuid4().hex}"
         admin = await asyncpg.connect(self.server.url)
         try:
             await admin.execute(f'CREATE DATABASE "{name}"')
         finally:
             await admin.close()
-        url = in_platform_schema(self.server.url_for(name))
+        url = self.server.url_for(name)
         conn = await asyncpg.connect(url)
         try:
-            await migrate(conn)
-            if self.tables is None:
-                rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'orchestrator'")
-                self.tables = [r["tablename"] for r in rows]
+            await migrate(conn, schema)
+            if schema not in self.tables:
+                rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
+                self.tables[schema] = [r["tablename"] for r in rows]
         finally:
             await conn.close()
         return url
 
-    async def give_back(self, url: str) -> None:
+    async def give_back(self, url: str, schema: str = DEFAULT_SCHEMA) -> None:
         conn = await asyncpg.connect(url)
         try:
             await conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             )
-            await conn.execute(EMPTY_DATABASE.replace("$1", _text_array(self.tables or [])))
+            empty = EMPTY_DATABASE.replace("$1", _text_array(self.tables.get(schema, [])))
+            await conn.execute(in_schema(empty, schema))
         finally:
             await conn.close()
-        self.free.append(url)
+        self.free.setdefault(schema, []).append(url)
 
 
 def _text_array(names: list[str]) -> str:
@@ -189,6 +201,14 @@ async def fresh_db(databases: Databases) -> AsyncIterator[str]:
 
 
 @pytest.fixture
+async def elsewhere_db(databases: Databases) -> AsyncIterator[str]:
+    """As `fresh_db`, with the platform migrated into `OTHER_SCHEMA` (ORCHESTRATOR_DATABASE_SCHEMA)."""
+    url = await databases.lend(OTHER_SCHEMA)
+    yield url
+    await databases.give_back(url, OTHER_SCHEMA)
+
+
+@pytest.fixture
 def settings() -> Settings:
     """Settings for tests: listeners take effect at once, nothing read from the environment's servers, and the
     router's sweep asks about runs every 2 s (a run terminated from outside frees its slot within seconds)."""
@@ -203,6 +223,14 @@ def settings() -> Settings:
 @pytest.fixture
 async def platform(fresh_db: str, settings: Settings) -> AsyncIterator[Platform]:
     platform = await Platform.connect(settings, fresh_db)
+    yield platform
+    await platform.close()
+
+
+@pytest.fixture
+async def platform_elsewhere(elsewhere_db: str, settings: Settings) -> AsyncIterator[Platform]:
+    """The platform in `OTHER_SCHEMA`."""
+    platform = await Platform.connect(settings.model_copy(update={"database_schema": OTHER_SCHEMA}), elsewhere_db)
     yield platform
     await platform.close()
 

@@ -13,7 +13,6 @@ import asyncpg
 import pytest
 from temporalio import workflow
 
-from bench.common import as_application
 from orchestrator.app_loader import UserApp
 from orchestrator.core.plan import changes
 from orchestrator.dev.app_plan import InvalidApp, apply, plan_of
@@ -103,7 +102,7 @@ async def test_an_apps_captured_tables_are_planned_with_its_listeners(platform: 
         await apply(platform, missing, lambda _: None)
     assert (await platform.command({"command": "list_listeners"}))["listeners"] == [], "nothing was applied"
 
-    conn = await asyncpg.connect(as_application(fresh_db))
+    conn = await asyncpg.connect(fresh_db)
     try:
         await conn.execute("CREATE TABLE tickets (id int PRIMARY KEY, session text, secret text)")
         assert await lines(platform, missing) == ["add     capture public.tickets", "add     listener desk"]

@@ -190,10 +190,12 @@ async def door(platform: Platform, settings: Settings) -> AsyncIterator[tuple[ht
 
 async def snapshot(platform: Platform, session: str) -> dict[str, Any]:
     async with platform.store.transaction() as conn:
-        counts = {table: await conn.fetchval(f"SELECT count(*) FROM {table}") for table in STATE_TABLES}
-        objects = await conn.fetch("SELECT alias, value, rev FROM objects WHERE session_id = $1", session)
-        status = await conn.fetchval("SELECT status FROM sessions WHERE id = $1", session)
-        retention = await conn.fetch("SELECT session_id, event_seconds, closed_session_seconds FROM session_retention")
+        counts = {table: await conn.fetchval(f"SELECT count(*) FROM orchestrator.{table}") for table in STATE_TABLES}
+        objects = await conn.fetch("SELECT alias, value, rev FROM orchestrator.objects WHERE session_id = $1", session)
+        status = await conn.fetchval("SELECT status FROM orchestrator.sessions WHERE id = $1", session)
+        retention = await conn.fetch(
+            "SELECT session_id, event_seconds, closed_session_seconds FROM orchestrator.session_retention"
+        )
     kept = sorted(map(tuple, retention))
     return {**counts, "objects": sorted(map(tuple, objects)), "status": status, "retention": kept}
 

@@ -51,7 +51,7 @@ class AppEvents:
         self, name: str, schema: dict[str, Any], allow: list[str] | None, description: str | None
     ) -> dict[str, Any]:
         row = await self.pool.fetchrow(
-            "INSERT INTO event_types (name, schema, allow, description) VALUES ($1, $2, $3, $4)"
+            "INSERT INTO orchestrator.event_types (name, schema, allow, description) VALUES ($1, $2, $3, $4)"
             " ON CONFLICT (name) DO UPDATE SET schema = EXCLUDED.schema, allow = EXCLUDED.allow,"
             " description = EXCLUDED.description, saved_at = clock_timestamp()"
             " RETURNING name, schema, allow, description, saved_at",
@@ -65,22 +65,25 @@ class AppEvents:
 
     async def get_event_type(self, name: str) -> dict[str, Any]:
         row = await self.pool.fetchrow(
-            "SELECT name, schema, allow, description, saved_at FROM event_types WHERE name = $1", name
+            "SELECT name, schema, allow, description, saved_at FROM orchestrator.event_types WHERE name = $1", name
         )
         if row is None:
             raise CommandError("not_found", f"name: no event type {name!r}")
         return _event_type(row)
 
     async def list_event_types(self) -> list[dict[str, Any]]:
-        rows = await self.pool.fetch("SELECT name, schema, allow, description, saved_at FROM event_types ORDER BY name")
+        rows = await self.pool.fetch(
+            "SELECT name, schema, allow, description, saved_at FROM orchestrator.event_types ORDER BY name"
+        )
         return [_event_type(r) for r in rows]
 
     async def delete_event_type(self, name: str) -> dict[str, Any]:
         """An event type no longer declared, as it was, and whichever app declared it no longer does: its events
         stay in the streams."""
         row = await self.pool.fetchrow(
-            "WITH gone AS (DELETE FROM app_declarations WHERE kind = 'event_type' AND name = $1)"
-            " DELETE FROM event_types WHERE name = $1 RETURNING name, schema, allow, description, saved_at",
+            "WITH gone AS (DELETE FROM orchestrator.app_declarations WHERE kind = 'event_type' AND name = $1)"
+            " DELETE FROM orchestrator.event_types WHERE name = $1 RETURNING name, schema, allow, description,"
+            " saved_at",
             name,
         )
         if row is None:
@@ -89,16 +92,18 @@ class AppEvents:
 
     async def declared_by(self) -> dict[tuple[str, str], str]:
         """Which app declared each listener and event type, by (kind, name)."""
-        rows = await self.pool.fetch("SELECT kind, name, app FROM app_declarations")
+        rows = await self.pool.fetch("SELECT kind, name, app FROM orchestrator.app_declarations")
         return {(r["kind"], r["name"]): r["app"] for r in rows}
 
     async def declare(self, kind: str, name: str, app: str | None) -> None:
         """Record that `app` declares `kind` `name` (None: it no longer does)."""
         if app is None:
-            await self.pool.execute("DELETE FROM app_declarations WHERE kind = $1 AND name = $2", kind, name)
+            await self.pool.execute(
+                "DELETE FROM orchestrator.app_declarations WHERE kind = $1 AND name = $2", kind, name
+            )
             return
         await self.pool.execute(
-            "INSERT INTO app_declarations (kind, name, app) VALUES ($1, $2, $3)"
+            "INSERT INTO orchestrator.app_declarations (kind, name, app) VALUES ($1, $2, $3)"
             " ON CONFLICT (kind, name) DO UPDATE SET app = EXCLUDED.app",
             kind,
             name,
@@ -107,7 +112,7 @@ class AppEvents:
 
     async def event_schemas(self) -> dict[str, dict[str, Any]]:
         """Every declared type's schema, by name."""
-        rows = await self.pool.fetch("SELECT name, schema FROM event_types")
+        rows = await self.pool.fetch("SELECT name, schema FROM orchestrator.event_types")
         return {r["name"]: r["schema"] for r in rows}
 
     async def emit(
@@ -122,7 +127,7 @@ class AppEvents:
         one transaction; answer their ids (a key seen before answers the first event's)."""
         try:
             rows = await self.pool.fetch(
-                "SELECT o_event FROM orchestrator_emit($1, $2::jsonb, $3, $4, $5, $6)",
+                "SELECT o_event FROM orchestrator.orchestrator_emit($1, $2::jsonb, $3, $4, $5, $6)",
                 session_id,
                 list(events),
                 _clean(source),
@@ -145,7 +150,7 @@ class AppEvents:
         """Write each `{alias, value, if_rev?, key?}` as `write_object` would, all or none, in one statement."""
         try:
             rows = await self.pool.fetch(
-                "SELECT o_rev, o_event FROM orchestrator_write_objects($1, $2::jsonb, $3, $4, $5, $6)",
+                "SELECT o_rev, o_event FROM orchestrator.orchestrator_write_objects($1, $2::jsonb, $3, $4, $5, $6)",
                 session_id,
                 list(objects),
                 _clean(source),
@@ -173,7 +178,8 @@ class AppEvents:
         `post_thread_item` would, all or none, in one statement; answer each item's id and event id."""
         try:
             rows = await self.pool.fetch(
-                "SELECT o_item, o_event FROM orchestrator_post_thread_items($1, $2, $3::jsonb, $4, $5, $6, $7)",
+                "SELECT o_item, o_event FROM orchestrator.orchestrator_post_thread_items($1, $2, $3::jsonb, $4, $5,"
+                " $6, $7)",
                 session_id,
                 alias,
                 list(items),

@@ -30,6 +30,9 @@ CAPTURED_SCHEMA: dict[str, Any] = {
 }
 
 _COLUMNS = "table_name, type_prefix, id_column, session_column, session_id, exclude, saved_at"
+# A captured table as it is named now (`k` its pg_class row, `n` its schema's): `schema.table` always, where
+# regclass's text leaves out a schema on the caller's search path.
+_TABLE_NAME = "quote_ident(n.nspname) || '.' || quote_ident(k.relname)"
 
 
 def _capture(row: asyncpg.Record) -> dict[str, Any]:
@@ -54,7 +57,7 @@ class Captures(PostgresStore):
                 await self._locked_session(conn, session_id, require_open=False)
             try:
                 row = await conn.fetchrow(
-                    f"SELECT {_COLUMNS} FROM orchestrator_capture($1, $2, $3, $4, $5)",
+                    f"SELECT {_COLUMNS} FROM orchestrator.orchestrator_capture($1, $2, $3, $4, $5)",
                     table,
                     prefix,
                     session_column,
@@ -65,7 +68,7 @@ class Captures(PostgresStore):
                 raise CommandError("invalid_request", str(err)) from None
             assert row is not None
             await conn.executemany(
-                "INSERT INTO event_types (name, schema, description) VALUES ($1, $2, $3)"
+                "INSERT INTO orchestrator.event_types (name, schema, description) VALUES ($1, $2, $3)"
                 " ON CONFLICT (name) DO UPDATE SET schema = EXCLUDED.schema, description = EXCLUDED.description,"
                 " saved_at = clock_timestamp()",
                 [
@@ -77,7 +80,7 @@ class Captures(PostgresStore):
 
     async def uncapture_table(self, table: str) -> dict[str, Any]:
         """End a capture: its trigger goes; its event types and events stay."""
-        row = await self.pool.fetchrow(f"SELECT {_COLUMNS} FROM orchestrator_uncapture($1)", table)
+        row = await self.pool.fetchrow(f"SELECT {_COLUMNS} FROM orchestrator.orchestrator_uncapture($1)", table)
         if row is None or row["table_name"] is None:
             raise CommandError("not_found", f"table: no capture of {table!r}")
         return _capture(row)
@@ -89,8 +92,9 @@ class Captures(PostgresStore):
     async def capture_prefixes(self) -> dict[str, tuple[str, bool]]:
         """Every capture's type prefix: the table it was for, and whether that table still exists."""
         rows = await self.pool.fetch(
-            "SELECT c.type_prefix, coalesce(k.oid::regclass::text, c.table_name) AS table_name,"
-            " k.oid IS NOT NULL AS live FROM captures c LEFT JOIN pg_class k ON k.oid = c.table_oid"
+            f"SELECT c.type_prefix, coalesce({_TABLE_NAME}, c.table_name) AS table_name, k.oid IS NOT NULL AS live"
+            " FROM orchestrator.captures c LEFT JOIN pg_class k ON k.oid = c.table_oid"
+            " LEFT JOIN pg_namespace n ON n.oid = k.relnamespace"
         )
         return {r["type_prefix"]: (r["table_name"], r["live"]) for r in rows}
 
@@ -98,7 +102,8 @@ class Captures(PostgresStore):
         """The captures of tables that exist, each by the name its table has now (a dropped table's trigger went
         with it; capturing the table made again replaces its capture)."""
         rows = await self.pool.fetch(
-            "SELECT k.oid::regclass::text AS table_name, c.type_prefix, c.id_column, c.session_column, c.session_id,"
-            " c.exclude, c.saved_at FROM captures c JOIN pg_class k ON k.oid = c.table_oid ORDER BY 1"
+            f"SELECT {_TABLE_NAME} AS table_name, c.type_prefix, c.id_column, c.session_column, c.session_id,"
+            " c.exclude, c.saved_at FROM orchestrator.captures c JOIN pg_class k ON k.oid = c.table_oid"
+            " JOIN pg_namespace n ON n.oid = k.relnamespace ORDER BY 1"
         )
         return [_capture(r) for r in rows]

@@ -40,7 +40,7 @@ class EngineRecords(
     async def stream_events(self, session_id: str, after: int, limit: int) -> list[dict[str, Any]]:
         """The session's envelopes after `after`, as a listener sees them (a thread item's whole message)."""
         rows = await self.pool.fetch(
-            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1 AND id > $2"
+            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1 AND id > $2"
             " ORDER BY id LIMIT $3",
             session_id,
             after,
@@ -51,7 +51,7 @@ class EngineRecords(
     async def session_end(self, session_id: str) -> int:
         """The session's last event id (where a stream with no position starts); not_found when none."""
         last = await self.pool.fetchval(
-            "SELECT last_event_id FROM sessions WHERE id = $1 AND status <> 'deleting'", session_id
+            "SELECT last_event_id FROM orchestrator.sessions WHERE id = $1 AND status <> 'deleting'", session_id
         )
         if last is None:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
@@ -60,7 +60,7 @@ class EngineRecords(
     async def register_workflows(self, names: Sequence[str]) -> None:
         """Say that a worker runs these workflows, now (`orchestrator.lanes.registry`)."""
         await self.pool.execute(
-            "INSERT INTO worker_workflows (name, seen_at) SELECT unnest($1::text[]), now()"
+            "INSERT INTO orchestrator.worker_workflows (name, seen_at) SELECT unnest($1::text[]), now()"
             " ON CONFLICT (name) DO UPDATE SET seen_at = EXCLUDED.seen_at",
             list(names),
         )
@@ -68,7 +68,8 @@ class EngineRecords(
     async def registered_workflows(self, within_seconds: float) -> list[str]:
         """The workflows some worker said it runs within the last `within_seconds`, by name."""
         rows = await self.pool.fetch(
-            "SELECT name FROM worker_workflows WHERE seen_at > now() - make_interval(secs => $1) ORDER BY name",
+            "SELECT name FROM orchestrator.worker_workflows WHERE seen_at > now() - make_interval(secs => $1) ORDER"
+            " BY name",
             within_seconds,
         )
         return [str(r["name"]) for r in rows]
@@ -76,13 +77,13 @@ class EngineRecords(
     async def listener_body(self, name: str, version: int) -> Any | None:
         """A listener version's body as saved (None: no such version), deleted listeners' too."""
         return await self.pool.fetchval(
-            "SELECT body FROM listener_versions WHERE name = $1 AND version = $2", name, version
+            "SELECT body FROM orchestrator.listener_versions WHERE name = $1 AND version = $2", name, version
         )
 
     async def sessions_behind(self, limit: int = 1000) -> list[str]:
         """Sessions whose stream has events the router has not routed (the slow poll's question)."""
         rows = await self.pool.fetch(
-            "SELECT s.id FROM sessions s JOIN routing_cursors c ON c.session_id = s.id"
+            "SELECT s.id FROM orchestrator.sessions s JOIN orchestrator.routing_cursors c ON c.session_id = s.id"
             " WHERE s.last_event_id > c.routed_event_id LIMIT $1",
             limit,
         )
@@ -96,7 +97,7 @@ class EngineRecords(
             # The nth time a batch was asked for again, which its key ends with (`Outcome.batch_key`); 0 for its own.
             " coalesce(substring(batch_key from ':r([0-9]+)$')::integer, 0) AS replay,"
             " execution_id, message, created_at"
-            " FROM outcomes WHERE session_id = $1 AND listener = $2 ORDER BY id DESC LIMIT $3",
+            " FROM orchestrator.outcomes WHERE session_id = $1 AND listener = $2 ORDER BY id DESC LIMIT $3",
             session_id,
             listener,
             limit,
@@ -107,7 +108,7 @@ class EngineRecords(
 
     async def outcome_counts(self, session_id: str) -> dict[str, dict[str, int]]:
         rows = await self.pool.fetch(
-            "SELECT listener, status, count FROM outcome_counts WHERE session_id = $1", session_id
+            "SELECT listener, status, count FROM orchestrator.outcome_counts WHERE session_id = $1", session_id
         )
         counts: dict[str, dict[str, int]] = {}
         for r in rows:
@@ -119,14 +120,15 @@ class EngineRecords(
     async def running_executions(self, session_id: str) -> int:
         return int(
             await self.pool.fetchval(
-                "SELECT count(*) FROM executions WHERE session_id = $1 AND status = 'running'", session_id
+                "SELECT count(*) FROM orchestrator.executions WHERE session_id = $1 AND status = 'running'", session_id
             )
         )
 
     async def execution_started(self, record: dict[str, Any]) -> bool:
         """Record a run's start and its `execution.started` event, once per execution id (True: new)."""
         inserted = await self.pool.fetchval(
-            "INSERT INTO executions (id, session_id, workflow, listener, lane, batch, run_key, depth, cause,"
+            "INSERT INTO orchestrator.executions (id, session_id, workflow, listener, lane, batch, run_key, depth,"
+            " cause,"
             " start_input) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING RETURNING id",
             record["execution_id"],
             record["session_id"],
@@ -141,14 +143,15 @@ class EngineRecords(
         )
         if inserted is None:
             return False
-        await self.pool.execute("SELECT orchestrator_execution_started($1)", record["execution_id"])
+        await self.pool.execute("SELECT orchestrator.orchestrator_execution_started($1)", record["execution_id"])
         return True
 
     async def find_execution(self, session_id: str, execution_id: str) -> dict[str, Any] | None:
         """A run of the session (`id`, `workflow`, `listener`, `lane`, `status`), or None."""
         await self.get_session(session_id)
         row = await self.pool.fetchrow(
-            "SELECT id, workflow, listener, lane, status FROM executions WHERE session_id = $1 AND id = $2",
+            "SELECT id, workflow, listener, lane, status FROM orchestrator.executions WHERE session_id = $1 AND id ="
+            " $2",
             session_id,
             execution_id,
         )
@@ -167,7 +170,8 @@ class EngineRecords(
     ) -> list[dict[str, Any]]:
         await self.get_session(session_id)
         rows = await self.pool.fetch(
-            "SELECT id, workflow, listener, lane, status, batch, error, started_at, ended_at, cause FROM executions"
+            "SELECT id, workflow, listener, lane, status, batch, error, started_at, ended_at, cause FROM"
+            " orchestrator.executions"
             " WHERE session_id = $1 AND ($2::text IS NULL OR listener = $2) AND ($3::text IS NULL OR status = $3)"
             " ORDER BY started_at, id LIMIT $4",
             session_id,

@@ -46,7 +46,7 @@ class Graphs(PostgresStore):
             if not changed:
                 return {"rev": rev, "changed": []}, None
             await conn.execute(
-                "UPDATE graphs SET rev = rev + 1, nodes = $2, edges = $3 WHERE session_id = $1",
+                "UPDATE orchestrator.graphs SET rev = rev + 1, nodes = $2, edges = $3 WHERE session_id = $1",
                 session_id,
                 nodes,
                 edges,
@@ -66,7 +66,9 @@ class Graphs(PostgresStore):
     async def read_graph(self, session_id: str, nodes: list[str] | None = None) -> dict[str, Any]:
         """The graph (or only `nodes` and the edges between them and anything), with its rev."""
         await self.get_session(session_id)
-        row = await self.pool.fetchrow("SELECT rev, nodes, edges FROM graphs WHERE session_id = $1", session_id)
+        row = await self.pool.fetchrow(
+            "SELECT rev, nodes, edges FROM orchestrator.graphs WHERE session_id = $1", session_id
+        )
         rev: int = 0 if row is None else int(row["rev"])
         all_nodes: dict[str, Any] = {} if row is None else dict(row["nodes"])
         all_edges: list[dict[str, Any]] = [] if row is None else list(row["edges"])
@@ -81,7 +83,9 @@ class Graphs(PostgresStore):
 
 
 async def _graph_row(conn: Connection, session_id: str) -> dict[str, Any]:
-    await conn.execute("INSERT INTO graphs (session_id) VALUES ($1) ON CONFLICT DO NOTHING", session_id)
-    row = await conn.fetchrow("SELECT rev, nodes, edges FROM graphs WHERE session_id = $1 FOR UPDATE", session_id)
+    await conn.execute("INSERT INTO orchestrator.graphs (session_id) VALUES ($1) ON CONFLICT DO NOTHING", session_id)
+    row = await conn.fetchrow(
+        "SELECT rev, nodes, edges FROM orchestrator.graphs WHERE session_id = $1 FOR UPDATE", session_id
+    )
     assert row is not None
     return dict(row)

@@ -63,7 +63,7 @@ class KeyRecords:
         expires_at: datetime | None,
     ) -> asyncpg.Record:
         row = await self.pool.fetchrow(
-            "INSERT INTO api_keys (id, name, hash, scopes, requests_per_second, expires_at)"
+            "INSERT INTO orchestrator.api_keys (id, name, hash, scopes, requests_per_second, expires_at)"
             f" VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (name) DO NOTHING RETURNING {_KEY_COLUMNS}",
             key_id,
             name,
@@ -77,30 +77,32 @@ class KeyRecords:
         return row
 
     async def list_keys(self) -> list[asyncpg.Record]:
-        return list(await self.pool.fetch(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, name"))
+        return list(
+            await self.pool.fetch(f"SELECT {_KEY_COLUMNS} FROM orchestrator.api_keys ORDER BY created_at, name")
+        )
 
     async def revoke_key(self, name: str) -> asyncpg.Record:
         """Revoke a key (once: revoking it again answers it as it is) and drop its passes."""
         async with self.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
-                "UPDATE api_keys SET revoked_at = coalesce(revoked_at, clock_timestamp()) WHERE name = $1"
+                "UPDATE orchestrator.api_keys SET revoked_at = coalesce(revoked_at, clock_timestamp()) WHERE name = $1"
                 f" RETURNING {_KEY_COLUMNS}",
                 name,
             )
             if row is None:
                 raise CommandError("not_found", f"name: no key {name!r}")
-            await conn.execute("DELETE FROM key_passes WHERE key_name = $1", name)
+            await conn.execute("DELETE FROM orchestrator.key_passes WHERE key_name = $1", name)
             return row
 
     async def key_by_name(self, name: str) -> asyncpg.Record | None:
-        return await self.pool.fetchrow(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE name = $1", name)
+        return await self.pool.fetchrow(f"SELECT {_KEY_COLUMNS} FROM orchestrator.api_keys WHERE name = $1", name)
 
     async def key_by_id(self, key_id: str) -> asyncpg.Record | None:
-        return await self.pool.fetchrow(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = $1", key_id)
+        return await self.pool.fetchrow(f"SELECT {_KEY_COLUMNS} FROM orchestrator.api_keys WHERE id = $1", key_id)
 
     async def any_keys(self) -> bool:
         """Whether a key was ever created: from then on the API is closed to requests without one."""
-        return bool(await self.pool.fetchval("SELECT EXISTS (SELECT 1 FROM api_keys)"))
+        return bool(await self.pool.fetchval("SELECT EXISTS (SELECT 1 FROM orchestrator.api_keys)"))
 
     # -- passes -----------------------------------------------------------------------------------------------
 
@@ -116,7 +118,7 @@ class KeyRecords:
         """A pass for `key_name`; `key_hash`: the digest of the secret that asked for it, kept for the bootstrap
         token's passes, which are worth nothing once the token changes."""
         await self.pool.execute(
-            "INSERT INTO key_passes (hash, kind, key_name, session_id, expires_at, key_hash)"
+            "INSERT INTO orchestrator.key_passes (hash, kind, key_name, session_id, expires_at, key_hash)"
             " VALUES ($1, $2, $3, $4, clock_timestamp() + make_interval(secs => $5), $6)",
             digest,
             kind,
@@ -129,7 +131,8 @@ class KeyRecords:
     async def cookie_pass(self, digest: bytes) -> asyncpg.Record | None:
         """A session cookie's pass, while it lasts, with its key's state."""
         return await self.pool.fetchrow(
-            f"SELECT {_PASS_JOIN} FROM key_passes p LEFT JOIN api_keys k ON k.name = p.key_name"
+            f"SELECT {_PASS_JOIN} FROM orchestrator.key_passes p LEFT JOIN orchestrator.api_keys k ON k.name ="
+            " p.key_name"
             " WHERE p.hash = $1 AND p.kind = 'cookie' AND p.expires_at > clock_timestamp()",
             digest,
         )
@@ -138,20 +141,20 @@ class KeyRecords:
         """A stream ticket, used up by this call (it is single-use), with its key's state; None when it is not
         there, was used, or has lapsed."""
         return await self.pool.fetchrow(
-            f"WITH p AS (DELETE FROM key_passes WHERE hash = $1 AND kind = 'ticket' RETURNING *)"
-            f" SELECT {_PASS_JOIN} FROM p LEFT JOIN api_keys k ON k.name = p.key_name"
+            f"WITH p AS (DELETE FROM orchestrator.key_passes WHERE hash = $1 AND kind = 'ticket' RETURNING *)"
+            f" SELECT {_PASS_JOIN} FROM p LEFT JOIN orchestrator.api_keys k ON k.name = p.key_name"
             " WHERE p.expires_at > clock_timestamp()",
             digest,
         )
 
     async def drop_pass(self, digest: bytes) -> None:
-        await self.pool.execute("DELETE FROM key_passes WHERE hash = $1", digest)
+        await self.pool.execute("DELETE FROM orchestrator.key_passes WHERE hash = $1", digest)
 
     async def drop_lapsed(self) -> None:
         """Forget passes that have lapsed and buckets that are full again by now."""
-        await self.pool.execute("DELETE FROM key_passes WHERE expires_at < clock_timestamp()")
+        await self.pool.execute("DELETE FROM orchestrator.key_passes WHERE expires_at < clock_timestamp()")
         await self.pool.execute(
-            "DELETE FROM rate_buckets WHERE refilled_at < clock_timestamp() - make_interval(secs => $1)",
+            "DELETE FROM orchestrator.rate_buckets WHERE refilled_at < clock_timestamp() - make_interval(secs => $1)",
             BUCKET_IDLE_SECONDS,
         )
 
@@ -163,7 +166,7 @@ class KeyRecords:
         """(granted, wait): the tokens taken from the shared bucket (0 when it holds fewer than `need`), and
         when refused, the seconds until it will hold them."""
         row = await self.pool.fetchrow(
-            "SELECT o_granted, o_wait FROM orchestrator_take_tokens($1, $2, $3, $4, $5)",
+            "SELECT o_granted, o_wait FROM orchestrator.orchestrator_take_tokens($1, $2, $3, $4, $5)",
             bucket,
             rate,
             burst,
@@ -177,10 +180,12 @@ class KeyRecords:
 
     async def session_alias(self, session_id: str) -> tuple[bool, str | None]:
         """(found, alias) of a session."""
-        row = await self.pool.fetchrow("SELECT alias FROM sessions WHERE id = $1", session_id)
+        row = await self.pool.fetchrow("SELECT alias FROM orchestrator.sessions WHERE id = $1", session_id)
         return (False, None) if row is None else (True, row["alias"])
 
     async def event_type_allows(self, names: Sequence[str]) -> dict[str, list[str] | None]:
         """Each declared type's `allow` (None: not set); a type not declared is not in the answer."""
-        rows = await self.pool.fetch("SELECT name, allow FROM event_types WHERE name = ANY($1::text[])", list(names))
+        rows = await self.pool.fetch(
+            "SELECT name, allow FROM orchestrator.event_types WHERE name = ANY($1::text[])", list(names)
+        )
         return {r["name"]: r["allow"] for r in rows}

@@ -30,31 +30,35 @@ class LaneViews:
         rows = await self.pool.fetch(
             "SELECT l.id, l.listener, l.lane, l.workflow_id, l.fired_through, l.routed_through, l.seq, l.newest_id,"
             " extract(epoch FROM l.newest_at) AS newest_at, extract(epoch FROM clock_timestamp()) AS now,"
-            " (SELECT count(*) FROM lane_events q WHERE q.lane_id = l.id AND q.event_id > l.fired_through) AS pending,"
-            " (SELECT extract(epoch FROM e.created_at) FROM lane_events q JOIN events e ON e.id = q.event_id"
+            " (SELECT count(*) FROM orchestrator.lane_events q WHERE q.lane_id = l.id AND q.event_id >"
+            " l.fired_through) AS pending,"
+            " (SELECT extract(epoch FROM e.created_at) FROM orchestrator.lane_events q JOIN orchestrator.events e ON"
+            " e.id = q.event_id"
             "   WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1) AS oldest_at,"
-            " (SELECT coalesce(jsonb_agg(orchestrator_run_json(r) ORDER BY r.run_key), '[]')"
-            "   FROM lane_runs r WHERE r.lane_id = l.id) AS runs,"
-            " EXISTS (SELECT 1 FROM batches b WHERE b.lane_id = l.id AND b.state = 'claimed') AS claimed,"
-            " EXISTS (SELECT 1 FROM replays p WHERE p.lane_id = l.id) AS replay,"
-            " (SELECT count(*) FROM batches b WHERE b.lane_id = l.id AND b.retry = 0) AS batches,"
-            " (SELECT json_build_object('first_id', b.first_id, 'last_id', b.last_id) FROM batches b"
+            " (SELECT coalesce(jsonb_agg(orchestrator.orchestrator_run_json(r) ORDER BY r.run_key), '[]')"
+            "   FROM orchestrator.lane_runs r WHERE r.lane_id = l.id) AS runs,"
+            " EXISTS (SELECT 1 FROM orchestrator.batches b WHERE b.lane_id = l.id AND b.state = 'claimed') AS claimed,"
+            " EXISTS (SELECT 1 FROM orchestrator.replays p WHERE p.lane_id = l.id) AS replay,"
+            " (SELECT count(*) FROM orchestrator.batches b WHERE b.lane_id = l.id AND b.retry = 0) AS batches,"
+            " (SELECT json_build_object('first_id', b.first_id, 'last_id', b.last_id) FROM orchestrator.batches b"
             "   WHERE b.lane_id = l.id ORDER BY b.id DESC LIMIT 1) AS last_batch,"
-            " (SELECT CASE WHEN k.holding THEN 'held' ELSE 'queued' END FROM key_slots k WHERE k.lane_id = l.id)"
+            " (SELECT CASE WHEN k.holding THEN 'held' ELSE 'queued' END FROM orchestrator.key_slots k WHERE k.lane_id"
+            " = l.id)"
             "   AS key_slot,"
-            " (SELECT count(*) FROM key_slots k WHERE k.session_id = l.session_id AND k.listener = l.listener"
+            " (SELECT count(*) FROM orchestrator.key_slots k WHERE k.session_id = l.session_id AND k.listener ="
+            " l.listener"
             "   AND k.holding) AS keys_held,"
-            " (SELECT 1 + (SELECT count(*) FROM key_slots w WHERE w.session_id = k.session_id"
+            " (SELECT 1 + (SELECT count(*) FROM orchestrator.key_slots w WHERE w.session_id = k.session_id"
             "   AND w.listener = k.listener AND NOT w.holding AND (w.since, w.lane_id) < (k.since, k.lane_id))"
-            "   FROM key_slots k WHERE k.lane_id = l.id AND NOT k.holding) AS key_slot_place"
-            " FROM lanes l WHERE l.session_id = $1 ORDER BY l.listener, l.lane",
+            "   FROM orchestrator.key_slots k WHERE k.lane_id = l.id AND NOT k.holding) AS key_slot_place"
+            " FROM orchestrator.lanes l WHERE l.session_id = $1 ORDER BY l.listener, l.lane",
             session_id,
         )
         return [dict(r) for r in rows]
 
     async def event_by_id(self, session_id: str, event_id: int) -> Event:
         row = await self.pool.fetchrow(
-            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1 AND id = $2",
+            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1 AND id = $2",
             session_id,
             event_id,
         )
@@ -64,7 +68,7 @@ class LaneViews:
 
     async def routed_position(self, session_id: str) -> int:
         position = await self.pool.fetchval(
-            "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session_id
+            "SELECT routed_event_id FROM orchestrator.routing_cursors WHERE session_id = $1", session_id
         )
         return int(position or 0)
 
@@ -74,10 +78,11 @@ class LaneViews:
         # Queued when: its queue row while it waits, else what the lane's own batch that took it kept.
         row = await self.pool.fetchrow(
             "SELECT l.id, l.workflow_id, l.fired_through, coalesce(q.queued_at, (SELECT b.queued_at["
-            "   array_position(b.event_ids, $4::bigint)] FROM batches b WHERE b.lane_id = l.id AND b.retry = 0"
+            "   array_position(b.event_ids, $4::bigint)] FROM orchestrator.batches b WHERE b.lane_id = l.id AND"
+            " b.retry = 0"
             "   AND b.replay = 0 AND b.first_id <= $4 AND b.last_id >= $4 AND $4 = ANY (b.event_ids) LIMIT 1))"
-            " AS queued_at FROM lanes l"
-            " LEFT JOIN lane_events q ON q.lane_id = l.id AND q.event_id = $4"
+            " AS queued_at FROM orchestrator.lanes l"
+            " LEFT JOIN orchestrator.lane_events q ON q.lane_id = l.id AND q.event_id = $4"
             " WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3",
             session_id,
             listener,
@@ -96,13 +101,13 @@ class LaneViews:
         batches = await self.pool.fetch(
             "WITH b AS (SELECT b.*, $3 || ':' || b.first_id || ':' || b.last_id || ':' || b.retry"
             "   || CASE WHEN b.replay > 0 THEN ':r' || b.replay ELSE '' END AS batch_key"
-            "  FROM batches b WHERE b.lane_id = $5 AND $4 = ANY(b.event_ids))"
+            "  FROM orchestrator.batches b WHERE b.lane_id = $5 AND $4 = ANY(b.event_ids))"
             " SELECT b.first_id, b.last_id, b.retry, b.replay, b.state, b.verdict, b.created_at,"
             " $4 = ANY(b.entry_ids) AS entry,"
             " (SELECT json_build_object('status', o.status, 'reason', o.reason, 'execution_id', o.execution_id,"
-            "   'message', o.message) FROM outcomes o WHERE o.session_id = $1 AND o.listener = $2"
+            "   'message', o.message) FROM orchestrator.outcomes o WHERE o.session_id = $1 AND o.listener = $2"
             "   AND o.batch_key = b.batch_key ORDER BY o.id DESC LIMIT 1) AS outcome,"
-            " (SELECT e.id FROM events e WHERE e.session_id = $1"
+            " (SELECT e.id FROM orchestrator.events e WHERE e.session_id = $1"
             "   AND e.idempotency_key = 'receipt:' || $2 || ':' || b.batch_key) AS receipt"
             " FROM b ORDER BY b.id",
             session_id,
@@ -133,8 +138,8 @@ class LaneViews:
     async def fires_lately(self, session_id: str) -> dict[str, tuple[int, datetime]]:
         """Per listener: its fires in the session in the last minute and the oldest of them (the throttle)."""
         rows = await self.pool.fetch(
-            "SELECT n.name AS listener, f.fires, f.oldest FROM listeners n"
-            " CROSS JOIN LATERAL orchestrator_fires_lately($1, n.name, clock_timestamp()) f",
+            "SELECT n.name AS listener, f.fires, f.oldest FROM orchestrator.listeners n"
+            " CROSS JOIN LATERAL orchestrator.orchestrator_fires_lately($1, n.name, clock_timestamp()) f",
             session_id,
         )
         return {r["listener"]: (int(r["fires"]), r["oldest"]) for r in rows}
@@ -145,10 +150,10 @@ class LaneViews:
         """The batches that took an event, with their lane and the runs they started (all attempts)."""
         rows = await self.pool.fetch(
             "SELECT l.listener, l.lane, b.first_id, b.last_id, b.retry, b.replay, b.verdict, b.run_key,"
-            " (SELECT coalesce(json_agg(x.id ORDER BY x.id), '[]') FROM executions x"
+            " (SELECT coalesce(json_agg(x.id ORDER BY x.id), '[]') FROM orchestrator.executions x"
             "   WHERE b.run_key IS NOT NULL AND x.run_key = b.run_key"
             "   AND x.batch ->> 'retry' = b.retry::text) AS executions"
-            " FROM batches b JOIN lanes l ON l.id = b.lane_id"
+            " FROM orchestrator.batches b JOIN orchestrator.lanes l ON l.id = b.lane_id"
             " WHERE b.session_id = $1 AND b.last_id >= $2 AND b.first_id <= $2 AND $2 = ANY (b.event_ids)"
             " ORDER BY b.id",
             session_id,
@@ -169,7 +174,7 @@ class LaneViews:
         events and are batches of their own)."""
         if execution_id is not None:
             rows = await self.pool.fetch(
-                f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1"
+                f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1"
                 " AND cause ? 'execution' AND cause ->> 'execution' = $2 ORDER BY id LIMIT $3",
                 session_id,
                 execution_id,
@@ -178,7 +183,7 @@ class LaneViews:
         else:
             assert batch is not None
             rows = await self.pool.fetch(
-                f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1"
+                f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1"
                 " AND cause ? 'batch' AND NOT cause ? 'execution' AND cause -> 'batch' ->> 'listener' = $2"
                 " AND (cause -> 'batch' ->> 'first_id')::bigint = $3 AND cause -> 'batch' ->> 'lane' = $4"
                 " AND (cause -> 'batch' ->> 'last_id')::bigint = $5"
@@ -197,7 +202,8 @@ class LaneViews:
 
     async def execution_record(self, execution_id: str) -> dict[str, Any] | None:
         row = await self.pool.fetchrow(
-            "SELECT id, workflow, listener, lane, status, batch, cause, run_key FROM executions WHERE id = $1",
+            "SELECT id, workflow, listener, lane, status, batch, cause, run_key FROM orchestrator.executions WHERE id"
+            " = $1",
             execution_id,
         )
         return None if row is None else dict(row)

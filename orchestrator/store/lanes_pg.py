@@ -173,7 +173,7 @@ class PgLaneStore:
 
     async def snapshot(self, address: LaneAddress, fetch: int = FETCH_EVENTS) -> LaneSnapshot | None:
         data = await self.pool.fetchval(
-            "SELECT orchestrator_lane_snapshot($1, $2, $3, $4)",
+            "SELECT orchestrator.orchestrator_lane_snapshot($1, $2, $3, $4)",
             address.session_id,
             address.listener,
             address.lane,
@@ -222,7 +222,7 @@ class PgLaneStore:
             },
             "run": run,
         }
-        answer = await self.pool.fetchval("SELECT orchestrator_lane_record($1::jsonb)", body)
+        answer = await self.pool.fetchval("SELECT orchestrator.orchestrator_lane_record($1::jsonb)", body)
         if "stale" in answer:
             return Stale(str(answer["stale"]))
         return Recorded(int(answer["batch_id"]), tuple(_address(a) for a in answer["granted"]))
@@ -261,7 +261,7 @@ class PgLaneStore:
             },
             "receipt": finishing.receipt,
         }
-        answer = await self.pool.fetchval("SELECT orchestrator_batch_finish($1::jsonb)", body)
+        answer = await self.pool.fetchval("SELECT orchestrator.orchestrator_batch_finish($1::jsonb)", body)
         data = answer.get("snapshot")
         return Finished(
             snapshot=None
@@ -275,7 +275,7 @@ class PgLaneStore:
         address = snap.address
         return bool(
             await self.pool.fetchval(
-                "SELECT orchestrator_queue_for_key_slot($1, $2, $3, $4)",
+                "SELECT orchestrator.orchestrator_queue_for_key_slot($1, $2, $3, $4)",
                 snap.lane_id,
                 address.session_id,
                 address.listener,
@@ -286,7 +286,7 @@ class PgLaneStore:
     async def give_back_key_slot(self, snap: LaneSnapshot, key_max: int) -> tuple[LaneAddress, ...]:
         address = snap.address
         granted = await self.pool.fetchval(
-            "SELECT orchestrator_give_back_key_slot($1, $2, $3, $4)",
+            "SELECT orchestrator.orchestrator_give_back_key_slot($1, $2, $3, $4)",
             snap.lane_id,
             address.session_id,
             address.listener,
@@ -295,21 +295,21 @@ class PgLaneStore:
         return tuple(_address(a) for a in granted)
 
     async def envelopes(self, ids: Sequence[int]) -> list[dict[str, Any]]:
-        rows = await self.pool.fetchval("SELECT orchestrator_events_json($1::bigint[])", list(ids))
+        rows = await self.pool.fetchval("SELECT orchestrator.orchestrator_events_json($1::bigint[])", list(ids))
         return [envelope_of(row) for row in rows]
 
     async def pointers(self, session_id: str, ids: Sequence[int]) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
             """SELECT id, type, alias, item ->> 'id', execution ->> 'id',
                       CASE WHEN jsonb_typeof(graph -> 'nodes') = 'array' THEN graph -> 'nodes' END
-               FROM events WHERE session_id = $1 AND id = ANY ($2::bigint[]) ORDER BY id""",
+               FROM orchestrator.events WHERE session_id = $1 AND id = ANY ($2::bigint[]) ORDER BY id""",
             session_id,
             list(ids),
         )
         return [pointer(*row) for row in rows]
 
     async def drop_replay(self, replay_id: int) -> None:
-        await self.pool.execute("DELETE FROM replays WHERE id = $1", replay_id)
+        await self.pool.execute("DELETE FROM orchestrator.replays WHERE id = $1", replay_id)
 
     async def end_run(self, ending: Ending) -> Ended:
         body = {
@@ -327,7 +327,7 @@ class PgLaneStore:
             "fetch_own": ending.fetch_own,
             "fetch": FETCH_EVENTS,
         }
-        answer = await self.pool.fetchval("SELECT orchestrator_run_end_read($1::jsonb)", body)
+        answer = await self.pool.fetchval("SELECT orchestrator.orchestrator_run_end_read($1::jsonb)", body)
         drive = tuple(_address(a) for a in answer["drive"])
         first, data = (drive[0] if drive else None), answer.get("snapshot")
         snapshot = None
@@ -337,7 +337,9 @@ class PgLaneStore:
         return Ended(bool(answer["recorded"]), drive, snapshot)
 
     async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:
-        answer = await self.pool.fetchval("SELECT orchestrator_route_page($1, $2, $3)", session_id, limit, parallel_cap)
+        answer = await self.pool.fetchval(
+            "SELECT orchestrator.orchestrator_route_page($1, $2, $3)", session_id, limit, parallel_cap
+        )
         if not answer["read"]:
             return RoutedPage(0, busy=bool(answer["busy"]))
         return RoutedPage(
@@ -362,31 +364,32 @@ class PgLaneStore:
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
         rows = await self.pool.fetch(
-            "WITH stale AS (SELECT id FROM lanes l WHERE ("
+            "WITH stale AS (SELECT id FROM orchestrator.lanes l WHERE ("
             # Events waiting past the window and the grace, or a replay asked for past the grace, with no nudge.
             "  ((routed_through > fired_through"
             "    AND nudged_at < clock_timestamp() - make_interval(secs => window_seconds + $1))"
             "   OR (nudged_at < clock_timestamp() - make_interval(secs => $1) AND l.id IN ("
-            "    SELECT p.lane_id FROM replays p"
+            "    SELECT p.lane_id FROM orchestrator.replays p"
             "    WHERE p.requested_at < clock_timestamp() - make_interval(secs => $1))))"
             # Left to whoever frees the slot it waits for: its runs hold all of them, or it is queued for a key that
             # some lane holds (a queue nobody holds a slot of, its listener no longer keyed, is nobody's to hand on).
             "  AND NOT (run_slots IS NOT NULL"
-            "   AND (SELECT count(*) FROM lane_runs r WHERE r.lane_id = l.id) >= run_slots)"
-            "  AND NOT EXISTS (SELECT 1 FROM key_slots k WHERE k.lane_id = l.id AND NOT k.holding"
-            "   AND EXISTS (SELECT 1 FROM key_slots h"
+            "   AND (SELECT count(*) FROM orchestrator.lane_runs r WHERE r.lane_id = l.id) >= run_slots)"
+            "  AND NOT EXISTS (SELECT 1 FROM orchestrator.key_slots k WHERE k.lane_id = l.id AND NOT k.holding"
+            "   AND EXISTS (SELECT 1 FROM orchestrator.key_slots h"
             "    WHERE h.session_id = k.session_id AND h.listener = k.listener AND h.holding))"
             # A batch its driver left claimed (it died between the record and the finish), or a failed run's repeat
             # due (its nudge lost with the report of its end): the step finishes it, or starts the repeat.
             " ) OR (nudged_at < clock_timestamp() - make_interval(secs => $1) AND l.id IN ("
-            "  SELECT b.lane_id FROM batches b WHERE b.state = 'claimed'"
+            "  SELECT b.lane_id FROM orchestrator.batches b WHERE b.state = 'claimed'"
             "  AND b.created_at < clock_timestamp() - make_interval(secs => $1)"
-            "  UNION ALL SELECT r.lane_id FROM lane_runs r"
+            "  UNION ALL SELECT r.lane_id FROM orchestrator.lane_runs r"
             "  WHERE r.due_at < clock_timestamp() - make_interval(secs => $1)))"
             " ORDER BY nudged_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
-            " UPDATE lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
+            " UPDATE orchestrator.lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
             " RETURNING l.session_id, l.listener, l.lane, l.workflow_id,"
-            " extract(epoch FROM clock_timestamp() - (SELECT e.created_at FROM lane_events q JOIN events e"
+            " extract(epoch FROM clock_timestamp() - (SELECT e.created_at FROM orchestrator.lane_events q JOIN"
+            " orchestrator.events e"
             "  ON e.id = q.event_id WHERE q.lane_id = l.id AND q.event_id > l.fired_through"
             "  ORDER BY q.event_id LIMIT 1)) AS age",
             STALE_GRACE_SECONDS,
@@ -401,7 +404,9 @@ class PgLaneStore:
         ]
 
     async def unsettled_runs(self, older_than_seconds: float, limit: int = 50) -> list[RunRecord]:
-        rows = await self.pool.fetch("SELECT * FROM orchestrator_unsettled_runs($1, $2)", older_than_seconds, limit)
+        rows = await self.pool.fetch(
+            "SELECT * FROM orchestrator.orchestrator_unsettled_runs($1, $2)", older_than_seconds, limit
+        )
         return [
             RunRecord(
                 execution_id=r["id"],
@@ -419,10 +424,10 @@ class PgLaneStore:
         ]
 
     async def execution_start_made(self, execution_id: str) -> None:
-        await self.pool.execute("UPDATE executions SET start_input = NULL WHERE id = $1", execution_id)
+        await self.pool.execute("UPDATE orchestrator.executions SET start_input = NULL WHERE id = $1", execution_id)
 
     async def reopen_run(self, execution_id: str) -> LaneAddress | None:
-        address = await self.pool.fetchval("SELECT orchestrator_reopen_run($1)", execution_id)
+        address = await self.pool.fetchval("SELECT orchestrator.orchestrator_reopen_run($1)", execution_id)
         return None if address is None else _address(address)
 
 

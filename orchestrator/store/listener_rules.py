@@ -25,7 +25,8 @@ async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime,
     the listener hands over to the next at that one's `effective_at`."""
     rule = compile_rule(name, version, ListenerDeclaration.model_validate(body))
     written = await conn.fetchval(
-        "INSERT INTO listener_rules (name, version, effective_at, type_res, alias_res, where_conds, key_root,"
+        "INSERT INTO orchestrator.listener_rules (name, version, effective_at, type_res, alias_res, where_conds,"
+        " key_root,"
         " key_rest, key_segments, distinct_root, distinct_rest, window_seconds, idle, slots, key_slots)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
         " ON CONFLICT (name, version) DO NOTHING RETURNING 1",
@@ -50,8 +51,8 @@ async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime,
     # A version with no `eq` term probes with JSON null, which no event's value ever is (null reads as missing).
     probes = rule.probes
     await conn.execute(
-        "INSERT INTO listener_probes (name, version, probe_key, type_head)"
-        " SELECT DISTINCT $1::text, $2::integer, orchestrator_probe_key(a, p, v::jsonb), t"
+        "INSERT INTO orchestrator.listener_probes (name, version, probe_key, type_head)"
+        " SELECT DISTINCT $1::text, $2::integer, orchestrator.orchestrator_probe_key(a, p, v::jsonb), t"
         " FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS x(t, a, p, v)",
         name,
         version,
@@ -67,13 +68,15 @@ async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime,
     for path in paths:
         root, rest = split_path(path)
         await conn.execute(
-            "INSERT INTO listener_probe_paths (path, root, rest) VALUES ($1, $2, $3) ON CONFLICT (path) DO NOTHING",
+            "INSERT INTO orchestrator.listener_probe_paths (path, root, rest) VALUES ($1, $2, $3) ON CONFLICT (path)"
+            " DO NOTHING",
             path,
             root,
             list(rest),
         )
     await conn.execute(
-        "UPDATE listener_rules r SET effective_until = (SELECT min(w.effective_at) FROM listener_rules w"
+        "UPDATE orchestrator.listener_rules r SET effective_until = (SELECT min(w.effective_at) FROM"
+        " orchestrator.listener_rules w"
         " WHERE w.name = r.name AND w.version > r.version) WHERE r.name = $1",
         name,
     )
@@ -83,11 +86,11 @@ async def compile_missing_rules(conn: asyncpg.Connection) -> int:
     """Compile every live version that has no rule yet (saved before rules were kept); answers how many. A deleted
     listener's versions, and those from before a listener's last deletion, route nothing: none is compiled."""
     rows = await conn.fetch(
-        "SELECT v.name, v.version, v.effective_at, v.body FROM listener_versions v"
-        " JOIN listeners l ON l.name = v.name AND l.deleted_at IS NULL"
-        " LEFT JOIN listener_rules r ON r.name = v.name AND r.version = v.version"
+        "SELECT v.name, v.version, v.effective_at, v.body FROM orchestrator.listener_versions v"
+        " JOIN orchestrator.listeners l ON l.name = v.name AND l.deleted_at IS NULL"
+        " LEFT JOIN orchestrator.listener_rules r ON r.name = v.name AND r.version = v.version"
         # A version whose rule its listener's deletion took (0025) has a later one with a rule.
-        " WHERE r.name IS NULL AND NOT EXISTS (SELECT 1 FROM listener_rules w WHERE w.name = v.name"
+        " WHERE r.name IS NULL AND NOT EXISTS (SELECT 1 FROM orchestrator.listener_rules w WHERE w.name = v.name"
         " AND w.version > v.version) ORDER BY v.name, v.version"
     )
     for row in rows:
@@ -114,4 +117,4 @@ async def transactions_ended_through(pool: asyncpg.Pool, xid: int) -> bool:
 async def prune_superseded_probes(pool: asyncpg.Pool, before: datetime) -> int:
     """Drop the probes of versions that ended by `before` and before every event not yet routed (0026); `before`
     must be a time no event can still be committed from. Answers how many probes went."""
-    return int(await pool.fetchval("SELECT orchestrator_prune_superseded_probes($1)", before))
+    return int(await pool.fetchval("SELECT orchestrator.orchestrator_prune_superseded_probes($1)", before))

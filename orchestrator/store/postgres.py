@@ -5,10 +5,15 @@ Owns every SQL statement of the command surface. Every change appends its event 
 0001_store.sql) and `list_events(after=...)` can never skip an event that commits late. Each event also keeps the
 traceparent of the span current at its write (`orchestrator.telemetry`), outside its envelope. Engine-side records
 (executions, outcomes, lanes, router positions) live in `engine_records.py` and the lane store.
+
+Every statement of the store names the platform's schema (`orchestrator.sessions`); no connection sets a search
+path. The store's connections are of one class (`connection_class`): asyncpg's own, less its reset, for the default
+schema, or one that moves each statement to the configured schema (`core/schema_names.in_schema`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from collections.abc import AsyncIterator, Sequence
@@ -19,14 +24,15 @@ from typing import Any, Self
 import asyncpg
 
 from orchestrator.causes import current_cause
-from orchestrator.core.database_schema import DEFAULT_SCHEMA
+from orchestrator.core.database_schema import DEFAULT_SCHEMA, checked_schema
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Committed, Event, envelope_of, preview
 from orchestrator.core.globs import compile_alias_glob, compile_type_glob
+from orchestrator.core.schema_names import in_schema
 from orchestrator.store import json_codec
 from orchestrator.store.connection import Connection
 from orchestrator.store.listener_rules import compile_missing_rules, save_rule
-from orchestrator.store.migrate import migrate, schema_settings
+from orchestrator.store.migrate import migrate
 from orchestrator.telemetry import current_traceparent
 
 EVENT_COLUMNS = "id, session_id, type, alias, item, execution, source, depth, data, cause, graph, created_at"
@@ -38,15 +44,36 @@ async def _init_connection(conn: Connection) -> None:
 
 
 class _PooledConnection(asyncpg.Connection):
-    """A pooled connection that skips the reset round trip on release.
+    """A connection of the store's (pooled, or the one that migrates) that skips the reset round trip on release.
 
-    The store keeps no session state on pooled connections (advisory locks are transaction-scoped, LISTEN
-    runs on connections of its own), so asyncpg's `RESET ALL; UNLISTEN *; ...` would only cost a round trip
-    per command: half the latency of a write.
+    The store keeps no session state on its connections (advisory locks are transaction-scoped, LISTEN runs on
+    connections of its own, and no statement depends on a search path: each names the platform's schema), so
+    asyncpg's `RESET ALL; UNLISTEN *; ...` would only cost a round trip per command: half the latency of a write.
     """
 
     def get_reset_query(self) -> str:
         return ""
+
+
+def connection_class(schema: str) -> type[_PooledConnection]:
+    """The class of the store's connections for `schema`: for the default schema `_PooledConnection` itself (no
+    work per statement), for another one made once, which hands every statement to `in_schema` on its way out."""
+    return _PooledConnection if schema == DEFAULT_SCHEMA else _in_schema_class(checked_schema(schema))
+
+
+@functools.cache
+def _in_schema_class(schema: str) -> type[_PooledConnection]:
+    class InSchema(_PooledConnection):
+        # Every statement with arguments, and every prepared one, goes through `_get_statement`; one without
+        # arguments through `execute`'s simple query. The store uses nothing else (no COPY).
+        async def execute(self, query: str, *args: Any, timeout: float | None = None) -> str:  # noqa: ASYNC109
+            return await super().execute(in_schema(query, schema), *args, timeout=timeout)
+
+        async def _get_statement(self, query: str, timeout: float | None, **kwargs: Any) -> Any:  # noqa: ASYNC109
+            return await super()._get_statement(in_schema(query, schema), timeout, **kwargs)  # type: ignore[misc]
+
+    InSchema.__name__ = InSchema.__qualname__ = f"InSchema_{schema}"
+    return InSchema
 
 
 def new_id(prefix: str) -> str:
@@ -56,7 +83,8 @@ def new_id(prefix: str) -> str:
 # What the engine reads with each event beside its envelope: a thread item's whole message, which a
 # listener's paths and templates see as `item.message` (the stream's envelope keeps a preview).
 WHOLE_MESSAGE = (
-    "(SELECT coalesce(to_jsonb(t.message), t.message_json) FROM thread_items t WHERE t.session_id = e.session_id"
+    "(SELECT coalesce(to_jsonb(t.message), t.message_json) FROM orchestrator.thread_items t WHERE t.session_id ="
+    " e.session_id"
     " AND t.alias = e.alias AND t.id = e.item->>'id' AND e.type = 'thread.item_posted') AS whole_message"
 )
 
@@ -121,12 +149,12 @@ class PostgresStore:
         statement_cache_size: int = 100,
         schema: str = DEFAULT_SCHEMA,
     ) -> Self:
-        """Migrate (on `direct_url`: the migrations' advisory lock is a session's) and open the pool on
-        `database_url`, which may be a pooler in transaction mode (then `statement_cache_size` 0: asyncpg
-        prepares unnamed statements only, which live within one transaction). Every connection finds the platform's
-        tables in `schema` (behind a pooler, see docs/operations.md: the search path must reach the server)."""
-        settings = schema_settings(schema)
-        conn = await asyncpg.connect(direct_url or database_url, server_settings=settings)
+        """Migrate (on `direct_url` when given) and open the pool on `database_url`, which may be a pooler in
+        session or transaction mode (then `statement_cache_size` 0: asyncpg prepares unnamed statements only,
+        which live within one transaction). Every statement names the platform's schema, `schema` (connections set
+        no search path: docs/operations.md)."""
+        connection = connection_class(schema)
+        conn = await asyncpg.connect(direct_url or database_url, connection_class=connection)
         try:
             await migrate(conn, schema)
             await _init_connection(conn)
@@ -138,9 +166,8 @@ class PostgresStore:
             min_size=1,
             max_size=pool_size,
             init=_init_connection,
-            connection_class=_PooledConnection,
+            connection_class=connection,
             statement_cache_size=statement_cache_size,
-            server_settings=settings,
         )
         return cls(pool)
 
@@ -157,23 +184,25 @@ class PostgresStore:
     async def open_session(self, alias: str | None) -> dict[str, Any]:
         async with self.transaction() as conn:
             if alias is not None:
-                row = await conn.fetchrow("SELECT id, alias, status FROM sessions WHERE alias = $1", alias)
+                row = await conn.fetchrow("SELECT id, alias, status FROM orchestrator.sessions WHERE alias = $1", alias)
                 if row is not None:
                     return dict(row)
             row = await conn.fetchrow(
-                "INSERT INTO sessions (id, alias) VALUES ($1, $2)"
+                "INSERT INTO orchestrator.sessions (id, alias) VALUES ($1, $2)"
                 " ON CONFLICT (alias) DO UPDATE SET alias = EXCLUDED.alias"
                 " RETURNING id, alias, status",
                 new_id("ses"),
                 alias,
             )
             assert row is not None
-            await conn.execute("INSERT INTO routing_cursors (session_id) VALUES ($1) ON CONFLICT DO NOTHING", row["id"])
+            await conn.execute(
+                "INSERT INTO orchestrator.routing_cursors (session_id) VALUES ($1) ON CONFLICT DO NOTHING", row["id"]
+            )
             return dict(row)
 
     async def get_session(self, session_id: str) -> dict[str, Any]:
         row = await self.pool.fetchrow(
-            "SELECT id, alias, status FROM sessions WHERE id = $1 AND status <> 'deleting'", session_id
+            "SELECT id, alias, status FROM orchestrator.sessions WHERE id = $1 AND status <> 'deleting'", session_id
         )
         if row is None:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
@@ -181,7 +210,7 @@ class PostgresStore:
 
     async def set_session_status(self, session_id: str, status: str) -> dict[str, Any]:
         row = await self.pool.fetchrow(
-            "UPDATE sessions SET status = $2, drain_through = NULL,"
+            "UPDATE orchestrator.sessions SET status = $2, drain_through = NULL,"
             " closed_at = CASE WHEN $2 = 'closed' THEN clock_timestamp() END"
             " WHERE id = $1 AND status <> 'deleting' RETURNING id, alias, status",
             session_id,
@@ -202,7 +231,7 @@ class PostgresStore:
             patterns = [compile_alias_glob(a).pattern for a in aliases]
         rows = await self.pool.fetch(
             "SELECT id, alias, status, created_at, closed_at, last_event_id, drain_through IS NOT NULL AS draining"
-            " FROM sessions WHERE status <> 'deleting' AND ($1::text IS NULL OR status = $1)"
+            " FROM orchestrator.sessions WHERE status <> 'deleting' AND ($1::text IS NULL OR status = $1)"
             " AND ($3::text[] IS NULL OR alias ~ ANY($3)) ORDER BY created_at DESC, id LIMIT $2",
             status,
             limit,
@@ -224,7 +253,7 @@ class PostgresStore:
     async def drain_session(self, session_id: str) -> dict[str, Any]:
         """Ask an open session to close once what is pending now has fired and its runs have ended."""
         row = await self.pool.fetchrow(
-            "UPDATE sessions SET drain_through = coalesce(drain_through, last_event_id)"
+            "UPDATE orchestrator.sessions SET drain_through = coalesce(drain_through, last_event_id)"
             " WHERE id = $1 AND status = 'open' RETURNING id, alias, status, drain_through",
             session_id,
         )
@@ -236,7 +265,8 @@ class PostgresStore:
 
     async def session_view(self, session_id: str) -> dict[str, Any]:
         row = await self.pool.fetchrow(
-            "SELECT id, alias, status, drain_through FROM sessions WHERE id = $1 AND status <> 'deleting'", session_id
+            "SELECT id, alias, status, drain_through FROM orchestrator.sessions WHERE id = $1 AND status <> 'deleting'",
+            session_id,
         )
         if row is None:
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
@@ -248,7 +278,7 @@ class PostgresStore:
     async def close_drained_sessions(self, session_id: str | None = None) -> list[str]:
         """Close the draining sessions (one, or all) whose pending has all fired and whose runs have ended
         (`orchestrator_close_drained`, which a run's end calls too)."""
-        rows = await self.pool.fetch("SELECT orchestrator_close_drained($1) AS id", session_id)
+        rows = await self.pool.fetch("SELECT orchestrator.orchestrator_close_drained($1) AS id", session_id)
         return [r["id"] for r in rows]
 
     # -- the stream ----------------------------------------------------------------------------------
@@ -256,7 +286,9 @@ class PostgresStore:
     @staticmethod
     async def _locked_session(conn: Connection, session_id: str, *, require_open: bool) -> None:
         """Lock the session's row until commit: this is what keeps its event ids in commit order."""
-        status = await conn.fetchval("SELECT status FROM sessions WHERE id = $1 FOR NO KEY UPDATE", session_id)
+        status = await conn.fetchval(
+            "SELECT status FROM orchestrator.sessions WHERE id = $1 FOR NO KEY UPDATE", session_id
+        )
         if status is None or status == "deleting":
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         if require_open and status != "open":
@@ -267,7 +299,7 @@ class PostgresStore:
         if key is None:
             return None
         row = await conn.fetchrow(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND idempotency_key = $2",
+            f"SELECT {EVENT_COLUMNS} FROM orchestrator.events WHERE session_id = $1 AND idempotency_key = $2",
             session_id,
             key,
         )
@@ -293,10 +325,11 @@ class PostgresStore:
         else the one the caller acts under (`causes.current_cause`)."""
         row = await conn.fetchrow(
             "WITH e AS ("
-            f" INSERT INTO events ({EVENT_COLUMNS.replace(', created_at', '')}, idempotency_key, traceparent)"
-            " VALUES (nextval('event_ids'), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+            f" INSERT INTO orchestrator.events ({EVENT_COLUMNS.replace(', created_at', '')}, idempotency_key,"
+            " traceparent)"
+            " VALUES (nextval('orchestrator.event_ids'::regclass), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
             f" RETURNING {EVENT_COLUMNS}),"
-            " s AS (UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1)"
+            " s AS (UPDATE orchestrator.sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1)"
             " SELECT * FROM e",
             session_id,
             type_,
@@ -345,7 +378,7 @@ class PostgresStore:
         # so the stream is filtered with exactly the globs listeners use.
         patterns = [compile_type_glob(t).pattern for t in types] if types else None
         rows = await self.pool.fetch(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1"
+            f"SELECT {EVENT_COLUMNS} FROM orchestrator.events WHERE session_id = $1"
             " AND id > $2 AND ($3::bigint IS NULL OR id < $3)"
             " AND ($4::text[] IS NULL OR type ~ ANY($4))"
             " ORDER BY id LIMIT $5",
@@ -364,7 +397,7 @@ class PostgresStore:
         envelope), with each event's commit."""
         await self.get_session(session_id)
         rows = await self.pool.fetch(
-            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE e.session_id = $1"
+            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE e.session_id = $1"
             " AND e.id > $2 AND ($3::bigint IS NULL OR e.id < $3) ORDER BY e.id LIMIT $4",
             session_id,
             after,
@@ -388,7 +421,8 @@ class PostgresStore:
     ) -> tuple[dict[str, Any], int]:
         """Replace the value at `alias`, raising rev by one; `if_rev` 0 means "only if absent"."""
         row = await self.pool.fetchrow(
-            "SELECT o_outcome, o_rev, o_event FROM orchestrator_write_object($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            "SELECT o_outcome, o_rev, o_event FROM orchestrator.orchestrator_write_object($1, $2, $3, $4, $5, $6, $7,"
+            " $8, $9)",
             session_id,
             alias,
             value,
@@ -409,7 +443,7 @@ class PostgresStore:
     async def read_object(self, session_id: str, alias: str) -> dict[str, Any]:
         await self.get_session(session_id)
         row = await self.pool.fetchrow(
-            "SELECT alias, value, rev, updated_at FROM objects WHERE session_id = $1 AND alias = $2",
+            "SELECT alias, value, rev, updated_at FROM orchestrator.objects WHERE session_id = $1 AND alias = $2",
             session_id,
             alias,
         )
@@ -432,7 +466,7 @@ class PostgresStore:
             if replayed is not None:
                 return {"alias": alias, "rev": (replayed.data or {}).get("rev")}, replayed.id
             rev = await conn.fetchval(
-                "DELETE FROM objects WHERE session_id = $1 AND alias = $2 RETURNING rev", session_id, alias
+                "DELETE FROM orchestrator.objects WHERE session_id = $1 AND alias = $2 RETURNING rev", session_id, alias
             )
             if rev is None:
                 raise CommandError("not_found", f"alias: no object at {alias!r}")
@@ -451,7 +485,7 @@ class PostgresStore:
     async def list_objects(self, session_id: str, prefix: str | None) -> list[dict[str, Any]]:
         await self.get_session(session_id)
         rows = await self.pool.fetch(
-            "SELECT alias, value, rev, updated_at FROM objects WHERE session_id = $1"
+            "SELECT alias, value, rev, updated_at FROM orchestrator.objects WHERE session_id = $1"
             " AND ($2::text IS NULL OR alias LIKE $2 || '%') ORDER BY alias",
             session_id,
             None if prefix is None else prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_"),
@@ -477,7 +511,7 @@ class PostgresStore:
         message = item.get("message")
         text = message if isinstance(message, str) or message is None else None
         row = await self.pool.fetchrow(
-            "SELECT o_outcome, o_item, o_event FROM orchestrator_post_thread_item("
+            "SELECT o_outcome, o_item, o_event FROM orchestrator.orchestrator_post_thread_item("
             "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
             session_id,
             alias,
@@ -505,7 +539,7 @@ class PostgresStore:
         after_seq = 0
         if after is not None:
             found = await self.pool.fetchval(
-                "SELECT seq FROM thread_items WHERE session_id = $1 AND alias = $2 AND id = $3",
+                "SELECT seq FROM orchestrator.thread_items WHERE session_id = $1 AND alias = $2 AND id = $3",
                 session_id,
                 alias,
                 after,
@@ -515,7 +549,7 @@ class PostgresStore:
             after_seq = found
         rows = await self.pool.fetch(
             "SELECT id, type, role, coalesce(to_jsonb(message), message_json) AS message, metadata, source, event_id,"
-            " created_at FROM thread_items"
+            " created_at FROM orchestrator.thread_items"
             " WHERE session_id = $1 AND alias = $2 AND seq > $3 ORDER BY seq LIMIT $4",
             session_id,
             alias,
@@ -532,17 +566,18 @@ class PostgresStore:
             # Saving the body already in effect changes nothing: workers that save their app's listeners at
             # every start must not pile up versions (or restart activation delays).
             current = await conn.fetchrow(
-                "SELECT v.version, v.effective_at, v.body FROM listeners l"
-                " JOIN listener_versions v USING (name, version) WHERE l.name = $1 AND l.deleted_at IS NULL",
+                "SELECT v.version, v.effective_at, v.body FROM orchestrator.listeners l"
+                " JOIN orchestrator.listener_versions v USING (name, version) WHERE l.name = $1 AND l.deleted_at IS"
+                " NULL",
                 name,
             )
             if current is not None and current["body"] == body:
                 return {"name": name, "version": current["version"], "effective_at": _iso(current["effective_at"])}
             version = await conn.fetchval(
-                "SELECT coalesce(max(version), 0) + 1 FROM listener_versions WHERE name = $1", name
+                "SELECT coalesce(max(version), 0) + 1 FROM orchestrator.listener_versions WHERE name = $1", name
             )
             row = await conn.fetchrow(
-                "INSERT INTO listener_versions (name, version, body, effective_at)"
+                "INSERT INTO orchestrator.listener_versions (name, version, body, effective_at)"
                 " VALUES ($1, $2, $3, clock_timestamp() + make_interval(secs => $4))"
                 " RETURNING name, version, effective_at",
                 name,
@@ -551,7 +586,7 @@ class PostgresStore:
                 delay_seconds,
             )
             await conn.execute(
-                "INSERT INTO listeners (name, version) VALUES ($1, $2)"
+                "INSERT INTO orchestrator.listeners (name, version) VALUES ($1, $2)"
                 " ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version, deleted_at = NULL",
                 name,
                 version,
@@ -562,8 +597,8 @@ class PostgresStore:
 
     async def get_listener(self, name: str) -> dict[str, Any]:
         row = await self.pool.fetchrow(
-            "SELECT v.name, v.version, v.effective_at, v.saved_at, v.body FROM listeners l"
-            " JOIN listener_versions v USING (name, version) WHERE l.name = $1 AND l.deleted_at IS NULL",
+            "SELECT v.name, v.version, v.effective_at, v.saved_at, v.body FROM orchestrator.listeners l"
+            " JOIN orchestrator.listener_versions v USING (name, version) WHERE l.name = $1 AND l.deleted_at IS NULL",
             name,
         )
         if row is None:
@@ -572,8 +607,8 @@ class PostgresStore:
 
     async def list_listeners(self) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
-            "SELECT v.name, v.version, v.effective_at, v.saved_at, v.body FROM listeners l"
-            " JOIN listener_versions v USING (name, version) WHERE l.deleted_at IS NULL ORDER BY l.name"
+            "SELECT v.name, v.version, v.effective_at, v.saved_at, v.body FROM orchestrator.listeners l"
+            " JOIN orchestrator.listener_versions v USING (name, version) WHERE l.deleted_at IS NULL ORDER BY l.name"
         )
         return [_listener_json(r) for r in rows]
 
@@ -581,9 +616,9 @@ class PostgresStore:
         """Every version of every listener not deleted, oldest first, but those from before the listener's last
         deletion (their rules went with it, 0025): what routing matches against."""
         rows = await self.pool.fetch(
-            "SELECT v.name, v.version, v.effective_at, v.saved_at, v.body FROM listeners l"
-            " JOIN listener_versions v USING (name) WHERE l.deleted_at IS NULL"
-            " AND EXISTS (SELECT 1 FROM listener_rules r WHERE r.name = v.name AND r.version = v.version)"
+            "SELECT v.name, v.version, v.effective_at, v.saved_at, v.body FROM orchestrator.listeners l"
+            " JOIN orchestrator.listener_versions v USING (name) WHERE l.deleted_at IS NULL"
+            " AND EXISTS (SELECT 1 FROM orchestrator.listener_rules r WHERE r.name = v.name AND r.version = v.version)"
             " ORDER BY v.name, v.version"
         )
         return [_listener_json(r) for r in rows]
@@ -591,7 +626,8 @@ class PostgresStore:
     async def delete_listener(self, name: str) -> dict[str, Any]:
         listener = await self.get_listener(name)
         await self.pool.execute(
-            "UPDATE listeners SET deleted_at = clock_timestamp() WHERE name = $1 AND deleted_at IS NULL", name
+            "UPDATE orchestrator.listeners SET deleted_at = clock_timestamp() WHERE name = $1 AND deleted_at IS NULL",
+            name,
         )
         return listener
 
@@ -599,7 +635,7 @@ class PostgresStore:
         await self.get_session(session_id)
         await self.get_listener(name)
         await self.pool.execute(
-            "INSERT INTO listener_switches (session_id, name, enabled) VALUES ($1, $2, $3)"
+            "INSERT INTO orchestrator.listener_switches (session_id, name, enabled) VALUES ($1, $2, $3)"
             " ON CONFLICT (session_id, name) DO UPDATE"
             " SET enabled = EXCLUDED.enabled, changed_at = clock_timestamp()",
             session_id,
@@ -610,7 +646,7 @@ class PostgresStore:
 
     async def disabled_listeners(self, session_id: str) -> set[str]:
         rows = await self.pool.fetch(
-            "SELECT name FROM listener_switches WHERE session_id = $1 AND NOT enabled", session_id
+            "SELECT name FROM orchestrator.listener_switches WHERE session_id = $1 AND NOT enabled", session_id
         )
         return {r["name"] for r in rows}
 

@@ -43,7 +43,7 @@ class ScheduleRecords(PostgresStore):
     ) -> dict[str, Any]:
         try:
             row = await self.pool.fetchrow(
-                "INSERT INTO schedules (session_id, alias, schedule_id, body, enabled, made)"
+                "INSERT INTO orchestrator.schedules (session_id, alias, schedule_id, body, enabled, made)"
                 f" VALUES ($1, $2, $3, $4, $5, false) RETURNING {_SCHEDULE_COLUMNS}",
                 session_id,
                 alias,
@@ -63,13 +63,13 @@ class ScheduleRecords(PostgresStore):
     async def schedule_made(self, session_id: str, alias: str) -> None:
         """The schedule's Temporal Schedule exists: its row is made."""
         await self.pool.execute(
-            "UPDATE schedules SET made = true WHERE session_id = $1 AND alias = $2", session_id, alias
+            "UPDATE orchestrator.schedules SET made = true WHERE session_id = $1 AND alias = $2", session_id, alias
         )
 
     async def unmade_schedules(self, older_than_seconds: float, limit: int = 50) -> list[dict[str, Any]]:
         """Schedules written longer ago than `older_than_seconds` whose Temporal Schedule was never made."""
         rows = await self.pool.fetch(
-            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE NOT made"
+            f"SELECT {_SCHEDULE_COLUMNS} FROM orchestrator.schedules WHERE NOT made"
             " AND created_at < clock_timestamp() - make_interval(secs => $1) ORDER BY created_at LIMIT $2",
             older_than_seconds,
             limit,
@@ -78,12 +78,16 @@ class ScheduleRecords(PostgresStore):
 
     async def session_by_alias(self, alias: str) -> str | None:
         """The id of the session at `alias` (an app's declared schedules name their session so)."""
-        found = await self.pool.fetchval("SELECT id FROM sessions WHERE alias = $1 AND status <> 'deleting'", alias)
+        found = await self.pool.fetchval(
+            "SELECT id FROM orchestrator.sessions WHERE alias = $1 AND status <> 'deleting'", alias
+        )
         return None if found is None else str(found)
 
     async def find_schedule(self, session_id: str, alias: str) -> dict[str, Any] | None:
         row = await self.pool.fetchrow(
-            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE session_id = $1 AND alias = $2", session_id, alias
+            f"SELECT {_SCHEDULE_COLUMNS} FROM orchestrator.schedules WHERE session_id = $1 AND alias = $2",
+            session_id,
+            alias,
         )
         return None if row is None else _schedule_json(row)
 
@@ -95,13 +99,13 @@ class ScheduleRecords(PostgresStore):
 
     async def list_schedules(self, session_id: str) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
-            f"SELECT {_SCHEDULE_COLUMNS} FROM schedules WHERE session_id = $1 ORDER BY alias", session_id
+            f"SELECT {_SCHEDULE_COLUMNS} FROM orchestrator.schedules WHERE session_id = $1 ORDER BY alias", session_id
         )
         return [_schedule_json(r) for r in rows]
 
     async def update_schedule(self, session_id: str, alias: str, body: dict[str, Any], enabled: bool) -> dict[str, Any]:
         row = await self.pool.fetchrow(
-            "UPDATE schedules SET body = $3, enabled = $4, updated_at = clock_timestamp()"
+            "UPDATE orchestrator.schedules SET body = $3, enabled = $4, updated_at = clock_timestamp()"
             f" WHERE session_id = $1 AND alias = $2 RETURNING {_SCHEDULE_COLUMNS}",
             session_id,
             alias,
@@ -116,13 +120,16 @@ class ScheduleRecords(PostgresStore):
         """Remove the schedule and its runs' records."""
         async with self.transaction() as conn:
             row = await conn.fetchrow(
-                f"DELETE FROM schedules WHERE session_id = $1 AND alias = $2 RETURNING {_SCHEDULE_COLUMNS}",
+                "DELETE FROM orchestrator.schedules WHERE session_id = $1 AND alias = $2 RETURNING"
+                f" {_SCHEDULE_COLUMNS}",
                 session_id,
                 alias,
             )
             if row is None:
                 raise _missing(session_id, alias)
-            await conn.execute("DELETE FROM schedule_runs WHERE session_id = $1 AND alias = $2", session_id, alias)
+            await conn.execute(
+                "DELETE FROM orchestrator.schedule_runs WHERE session_id = $1 AND alias = $2", session_id, alias
+            )
         return _schedule_json(row)
 
     async def record_schedule_run(
@@ -137,9 +144,10 @@ class ScheduleRecords(PostgresStore):
     ) -> bool:
         """Keep a firing's result once per scheduled time, while the schedule exists; True if kept now."""
         kept = await self.pool.fetchval(
-            "INSERT INTO schedule_runs (session_id, alias, scheduled_at, status, message, event_id, execution_id)"
+            "INSERT INTO orchestrator.schedule_runs (session_id, alias, scheduled_at, status, message, event_id,"
+            " execution_id)"
             " SELECT $1, $2, $3, $4, $5, $6, $7"
-            " WHERE EXISTS (SELECT 1 FROM schedules WHERE session_id = $1 AND alias = $2)"
+            " WHERE EXISTS (SELECT 1 FROM orchestrator.schedules WHERE session_id = $1 AND alias = $2)"
             " ON CONFLICT (session_id, alias, scheduled_at) DO NOTHING RETURNING id",
             session_id,
             alias,
@@ -156,7 +164,7 @@ class ScheduleRecords(PostgresStore):
         await self.get_schedule(session_id, alias)
         rows = await self.pool.fetch(
             "SELECT scheduled_at, status, message, event_id, execution_id, created_at FROM ("
-            " SELECT * FROM schedule_runs WHERE session_id = $1 AND alias = $2 ORDER BY id DESC LIMIT $3"
+            " SELECT * FROM orchestrator.schedule_runs WHERE session_id = $1 AND alias = $2 ORDER BY id DESC LIMIT $3"
             ") recent ORDER BY scheduled_at, id",
             session_id,
             alias,

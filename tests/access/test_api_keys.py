@@ -61,7 +61,7 @@ async def test_a_key_is_created_used_listed_and_revoked_through_the_python_clien
 async def test_only_a_digest_of_the_secret_is_kept(api: Api) -> None:
     secret = await api.key("kept", ["admin"])
     async with api.platform.store.pool.acquire() as conn:
-        rows = [dict(r) for r in await conn.fetch("SELECT * FROM api_keys")]
+        rows = [dict(r) for r in await conn.fetch("SELECT * FROM orchestrator.api_keys")]
     dumped = repr(rows)
     # `ork_<id>_<random>`: the random part may itself hold `_`, so it is what follows the second one.
     prefix, _, random_part = secret.split("_", 2)

@@ -50,7 +50,7 @@ async def fingerprint(api: Api) -> dict[str, Any]:
     async with api.platform.store.transaction() as conn:
         return {
             table: await conn.fetchval(
-                f"SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {table} t"
+                f"SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM orchestrator.{table} t"
             )
             for table in STATE_TABLES
         }

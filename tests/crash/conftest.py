@@ -29,7 +29,6 @@ import psutil
 import pytest
 from temporalio.client import Client as TemporalClient
 
-from bench.common import in_platform_schema
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
 from orchestrator.dev.embedded import EmbeddedPostgres, TemporalDevServer
@@ -135,7 +134,7 @@ class RestartablePostgres:
     @property
     def url(self) -> str:
         # The socket lives in the data folder, so the URL stays the same across a restart.
-        return in_platform_schema(self.server.url)
+        return self.server.url
 
     async def stop(self) -> None:
         await self.server.stop()
@@ -392,7 +391,7 @@ class Verdict:
 
 EXPECTED_SQL = """
 SELECT l.name AS listener, e.session_id, e.id
-FROM events e CROSS JOIN unnest($1::text[]) AS l(name)
+FROM orchestrator.events e CROSS JOIN unnest($1::text[]) AS l(name)
 WHERE e.alias LIKE 'crash/%' AND e.type LIKE 'object.%'
 """
 
@@ -427,8 +426,9 @@ WHERE a.started_at < coalesce(b.ended_at, 'infinity') AND b.started_at < coalesc
 # Two batches of one lane that held it at once: each from its claim to its slot's release.
 HELD_TOGETHER_SQL = """
 SELECT l.listener, l.session_id, l.lane, a.first_id AS a_first, b.first_id AS b_first
-FROM batches a JOIN batches b ON a.lane_id = b.lane_id AND a.id < b.id AND a.retry = 0 AND b.retry = 0
-JOIN lanes l ON l.id = a.lane_id
+FROM orchestrator.batches a
+JOIN orchestrator.batches b ON a.lane_id = b.lane_id AND a.id < b.id AND a.retry = 0 AND b.retry = 0
+JOIN orchestrator.lanes l ON l.id = a.lane_id
 WHERE a.verdict IS NULL AND b.verdict IS NULL AND l.listener = ANY($1::text[])
   AND b.created_at < coalesce(a.released_at, 'infinity') AND a.created_at < coalesce(b.released_at, 'infinity')
 """
@@ -443,7 +443,7 @@ WHERE a.listener = $1 GROUP BY 1, 2 HAVING count(*) > $2
 
 BATCHED_TWICE_SQL = """
 SELECT l.listener, l.session_id, l.lane, e AS event_id, count(*) AS batches
-FROM batches b JOIN lanes l ON l.id = b.lane_id, unnest(b.event_ids) AS e
+FROM orchestrator.batches b JOIN orchestrator.lanes l ON l.id = b.lane_id, unnest(b.event_ids) AS e
 WHERE b.retry = 0 AND l.listener = ANY($1::text[]) GROUP BY 1, 2, 3, 4 HAVING count(*) > 1
 """
 
@@ -524,17 +524,18 @@ async def explain_missing(database_url: str, temporal: TemporalClient, verdict: 
         ids = [m[2] for m in verdict.missing]
         for row in await conn.fetch(
             "SELECT listener, lane, status, reason, execution_id, first_id, last_id, cardinality(event_ids) AS n"
-            " FROM outcomes WHERE event_ids && $1::bigint[] ORDER BY id",
+            " FROM orchestrator.outcomes WHERE event_ids && $1::bigint[] ORDER BY id",
             ids,
         ):
             lines.append(f"outcome naming a missing event: {dict(row)}")
         lanes = await conn.fetch(
             "SELECT l.listener, l.lane, l.workflow_id, l.routed_through, l.fired_through,"
-            " (SELECT array_agg(r.execution_id || coalesce(' due ' || r.due_at::text, '')) FROM lane_runs r"
+            " (SELECT array_agg(r.execution_id || coalesce(' due ' || r.due_at::text, '')) FROM"
+            " orchestrator.lane_runs r"
             "  WHERE r.lane_id = l.id) AS runs,"
-            " (SELECT array_agg(b.first_id || ' ' || b.state) FROM batches b WHERE b.lane_id = l.id"
+            " (SELECT array_agg(b.first_id || ' ' || b.state) FROM orchestrator.batches b WHERE b.lane_id = l.id"
             "  AND b.state = 'claimed') AS claimed"
-            " FROM lanes l ORDER BY 1, 2"
+            " FROM orchestrator.lanes l ORDER BY 1, 2"
         )
     finally:
         await conn.close()
@@ -576,8 +577,8 @@ async def queue_times(database_url: str) -> dict[int, float]:
         # Waiting events have their queue rows; fired ones, what the lane's own batch kept of them.
         rows = await conn.fetch(
             "SELECT event_id, extract(epoch FROM min(queued_at))::float8 AS at FROM ("
-            " SELECT event_id, queued_at FROM lane_events UNION ALL"
-            " SELECT unnest(event_ids), unnest(queued_at) FROM batches WHERE queued_at IS NOT NULL"
+            " SELECT event_id, queued_at FROM orchestrator.lane_events UNION ALL"
+            " SELECT unnest(event_ids), unnest(queued_at) FROM orchestrator.batches WHERE queued_at IS NOT NULL"
             ") q WHERE queued_at IS NOT NULL GROUP BY event_id"
         )
     finally:

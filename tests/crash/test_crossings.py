@@ -47,7 +47,8 @@ async def _unstarted_runs(database_url: str, temporal: Any) -> list[str]:
         ids = [
             r["execution_id"]
             for r in await conn.fetch(
-                "SELECT r.execution_id FROM lane_runs r JOIN batches b ON b.run_key = r.run_key AND b.retry = r.retry"
+                "SELECT r.execution_id FROM orchestrator.lane_runs r JOIN orchestrator.batches b ON b.run_key ="
+                " r.run_key AND b.retry = r.retry"
                 " WHERE b.state = 'claimed'"
             )
         ]
@@ -89,7 +90,7 @@ async def test_workers_dead_at_each_crossing_in_turn_lose_nothing_and_start_ever
     conn = await asyncpg.connect(crash_db)
     try:
         reached = {r["execution_id"] for r in await conn.fetch("SELECT execution_id FROM crash_runs")}
-        stopped = await conn.fetchval("SELECT count(*) FROM executions WHERE status = 'stopped'")
+        stopped = await conn.fetchval("SELECT count(*) FROM orchestrator.executions WHERE status = 'stopped'")
     finally:
         await conn.close()
     assert set(unstarted) <= reached, f"runs recorded and never started that no app workflow ran: {unstarted}"

@@ -131,7 +131,7 @@ async def test_the_router_wakes_promptly_again_after_a_postgres_restart(
     try:
         rows = await conn.fetch(
             "SELECT id, split_part(alias, '/', 3)::int AS n, extract(epoch FROM created_at)::float8 AS at"
-            " FROM events WHERE alias LIKE 'crash/%'"
+            " FROM orchestrator.events WHERE alias LIKE 'crash/%'"
         )
     finally:
         await conn.close()

@@ -235,7 +235,7 @@ async def routed(engine: Engine, session_id: str, event_id: int) -> None:
     async def passed() -> bool:
         async with engine.platform.store.transaction() as conn:
             position = await conn.fetchval(
-                "SELECT routed_event_id FROM routing_cursors WHERE session_id = $1", session_id
+                "SELECT routed_event_id FROM orchestrator.routing_cursors WHERE session_id = $1", session_id
             )
         return position is not None and int(position) >= event_id
 
@@ -288,9 +288,9 @@ async def overlapping_holds(engine: Engine, session_id: str, listener: str) -> l
     """
     async with engine.platform.store.transaction() as conn:
         rows = await conn.fetch(
-            "SELECT a.first_id AS a, b.first_id AS b FROM batches a JOIN batches b"
+            "SELECT a.first_id AS a, b.first_id AS b FROM orchestrator.batches a JOIN orchestrator.batches b"
             " ON a.lane_id = b.lane_id AND a.id < b.id AND a.retry = 0 AND b.retry = 0"
-            " JOIN lanes l ON l.id = a.lane_id"
+            " JOIN orchestrator.lanes l ON l.id = a.lane_id"
             " WHERE l.session_id = $1 AND l.listener = $2 AND a.verdict IS NULL AND b.verdict IS NULL"
             " AND b.created_at < coalesce(a.released_at, 'infinity')"
             " AND a.created_at < coalesce(b.released_at, 'infinity')",

@@ -15,7 +15,6 @@ import pytest
 from temporalio import workflow
 from temporalio.testing import WorkflowEnvironment
 
-from bench.common import as_application
 from orchestrator.platform import Platform
 from orchestrator.transactional import emit
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, routed, running_engine
@@ -166,7 +165,7 @@ async def test_changes_committed_in_the_applications_transactions_reach_runs_and
     """A row of a captured table and an emit beside a row of the application's own, each in the application's
     transaction: the committed ones reach the listener's runs; the rolled-back one no run sees."""
     engine = events_engine
-    app = await asyncpg.connect(as_application(fresh_db))
+    app = await asyncpg.connect(fresh_db)
     try:
         await app.execute("CREATE TABLE tickets (id text PRIMARY KEY, session text NOT NULL, title text)")
         sid = await new_session(engine)
@@ -223,7 +222,7 @@ async def test_an_application_killed_just_after_its_commit_loses_none_of_its_eve
     events_engine: Engine, fresh_db: str
 ) -> None:
     engine = events_engine
-    url = as_application(fresh_db)
+    url = fresh_db
     app = await asyncpg.connect(url)
     try:
         await app.execute("CREATE TABLE tickets (id text PRIMARY KEY, session text NOT NULL, title text)")
@@ -258,7 +257,7 @@ async def test_the_desk_example_keeps_its_board_as_its_own_table_says(
     from orchestrator.app_loader import load_app
     from orchestrator.dev.app_plan import apply
 
-    url = as_application(fresh_db)
+    url = fresh_db
     conn = await asyncpg.connect(url)
     try:
         await tables.create(conn)

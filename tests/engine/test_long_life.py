@@ -263,7 +263,9 @@ async def test_a_lane_whose_run_is_stuck_keeps_a_constant_state_while_50000_even
 
         await eventually(delivered, within=300, what="every event in a run")
         async with engine.platform.store.transaction() as conn:
-            written = await conn.fetch("SELECT id FROM events WHERE session_id = $1 AND alias LIKE 'missions/%'", sid)
+            written = await conn.fetch(
+                "SELECT id FROM orchestrator.events WHERE session_id = $1 AND alias LIKE 'missions/%'", sid
+            )
         assert sorted(engine.log.event_ids()) == sorted(r["id"] for r in written), "every event exactly once"
         assert engine.log.most_at_once["orchestrate:_"] == 1
         assert await overlapping_holds(engine, sid, "orchestrate") == []
@@ -280,7 +282,8 @@ async def _bulk_write(engine: Engine, sid: str, count: int) -> None:
 async def _routed(engine: Engine, sid: str) -> bool:
     async with engine.platform.store.transaction() as conn:
         behind = await conn.fetchval(
-            "SELECT s.last_event_id - c.routed_event_id FROM sessions s JOIN routing_cursors c ON c.session_id = s.id"
+            "SELECT s.last_event_id - c.routed_event_id FROM orchestrator.sessions s JOIN"
+            " orchestrator.routing_cursors c ON c.session_id = s.id"
             " WHERE s.id = $1",
             sid,
         )

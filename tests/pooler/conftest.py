@@ -1,5 +1,6 @@
-"""PgBouncer from Debian's package in front of the suite's PostgreSQL, in transaction mode (the default of most
-managed PostgreSQL poolers), started, killed and started again by the tests.
+"""PgBouncer from Debian's package in front of the suite's PostgreSQL, in session mode and in transaction mode (the
+default of most managed PostgreSQL poolers), on PgBouncer's default settings, started, killed and started again by
+the tests.
 
 `scripts/test` installs the package (as root, with apt-get) when it is missing; without it these tests are
 skipped. PgBouncer refuses to run as root: as root it runs as the embedded PostgreSQL's own user, which can
@@ -38,13 +39,14 @@ needs_pgbouncer = pytest.mark.skipif(
 
 
 class PgBouncer:
-    """One PgBouncer in transaction mode on 127.0.0.1 in front of an embedded PostgreSQL's socket."""
+    """One PgBouncer in `pool_mode` on 127.0.0.1 in front of an embedded PostgreSQL's socket."""
 
-    def __init__(self, server: EmbeddedPostgres, folder: Path) -> None:
+    def __init__(self, server: EmbeddedPostgres, folder: Path, pool_mode: str) -> None:
         found = urlsplit(server.url)
         self.socket_dir = parse_qs(found.query)["host"][0]
         self.server_port = found.port or 5432
         self.folder = folder
+        self.pool_mode = pool_mode
         self.port = free_port()
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -61,22 +63,20 @@ class PgBouncer:
     def _write_config(self) -> Path:
         (self.folder / "users.txt").write_text('"postgres" ""\n')
         config = self.folder / "pgbouncer.ini"
+        # Only what PgBouncer needs to reach the server and take clients; every other setting is its default
+        # (`server_reset_query = DISCARD ALL` in session mode, no `connect_query`, no `ignore_startup_parameters`).
         config.write_text(
             "[databases]\n"
-            # PgBouncer before 1.20 does not pass a client's search_path on (docs/operations.md): the server
-            # connections set the platform's schema themselves.
-            f"* = host={self.socket_dir} port={self.server_port} user=postgres"
-            " connect_query='SET search_path TO orchestrator'\n"
+            f"* = host={self.socket_dir} port={self.server_port} user=postgres\n"
             "[pgbouncer]\n"
             "listen_addr = 127.0.0.1\n"
             f"listen_port = {self.port}\n"
             "unix_socket_dir =\n"
             "auth_type = trust\n"
             f"auth_file = {self.folder / 'users.txt'}\n"
-            "pool_mode = transaction\n"
+            f"pool_mode = {self.pool_mode}\n"
             "max_client_conn = 500\n"
             "default_pool_size = 20\n"
-            "ignore_startup_parameters = extra_float_digits,search_path\n"
             f"logfile = {self.folder / 'pgbouncer.log'}\n"
         )
         return config
@@ -131,9 +131,11 @@ def bouncer_folder() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture
-async def bouncer(embedded_pg: EmbeddedPostgres, bouncer_folder: Path) -> AsyncIterator[PgBouncer]:
-    pooler = PgBouncer(embedded_pg, bouncer_folder)
+@pytest.fixture(params=["session", "transaction"])
+async def bouncer(
+    request: pytest.FixtureRequest, embedded_pg: EmbeddedPostgres, bouncer_folder: Path
+) -> AsyncIterator[PgBouncer]:
+    pooler = PgBouncer(embedded_pg, bouncer_folder, request.param)
     await pooler.start()
     yield pooler
     pooler.stop()
@@ -141,11 +143,11 @@ async def bouncer(embedded_pg: EmbeddedPostgres, bouncer_folder: Path) -> AsyncI
 
 @pytest.fixture
 async def pooled(fresh_db: str, bouncer: PgBouncer, settings: Settings) -> AsyncIterator[Platform]:
-    """The platform with its pools behind PgBouncer and its sessions of their own (LISTEN, the migrations'
-    lock) straight to PostgreSQL, as a deployment behind a transaction-mode pooler is set up."""
+    """The platform behind PgBouncer as a deployment sets it up: in session mode everything through it (the
+    LISTEN connections too, each a session of its own); in transaction mode the pools through it and the LISTEN
+    connections straight to PostgreSQL (`database_direct_url`)."""
     database = urlsplit(fresh_db).path.lstrip("/")
-    platform = await Platform.connect(
-        settings.model_copy(update={"database_direct_url": fresh_db}), bouncer.url_for(database)
-    )
+    direct = {"database_direct_url": fresh_db} if bouncer.pool_mode == "transaction" else {}
+    platform = await Platform.connect(settings.model_copy(update=direct), bouncer.url_for(database))
     yield platform
     await platform.close()

@@ -1,17 +1,24 @@
-"""Behind PgBouncer in transaction mode: the API's and the workers' pools through it (no named prepared
-statements), the router's LISTEN and the migrations straight to PostgreSQL. Writes, listeners and runs work,
-and nothing is lost across a SIGKILL of PgBouncer restarted five seconds later."""
+"""Behind PgBouncer on its default settings, in session mode (everything through it) and in transaction mode (the
+API's and the workers' pools through it with no named prepared statements, the router's LISTEN straight to
+PostgreSQL). Writes, listeners and runs work, and nothing is lost across a SIGKILL of PgBouncer restarted five
+seconds later; the migrations run through it in either mode, processes that start together included."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
+import asyncpg
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.config import Settings
+from orchestrator.dev.embedded import EmbeddedPostgres
 from orchestrator.platform import Platform
+from orchestrator.store.migrate import function_files, migrate, migration_files
+from tests.conftest import scratch_database
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, running_engine
 from tests.pooler.conftest import PgBouncer, needs_pgbouncer
 
@@ -92,3 +99,33 @@ async def test_writes_listeners_and_runs_work_through_pgbouncer_and_survive_its_
         await eventually(all_delivered, within=90, what="every acknowledged write delivered after the restart")
         assert await committed(engine, sid) <= await delivered(engine, sid)
         assert time.monotonic() - killed_at < 120
+
+
+async def test_processes_that_start_together_migrate_through_pgbouncer(
+    bouncer: PgBouncer, embedded_pg: EmbeddedPostgres, settings: Settings
+) -> None:
+    """The runner keeps nothing across transactions (its lock is each transaction's, each migration sets its
+    search path with SET LOCAL), so it needs no session of its own: in transaction mode each of its transactions
+    may run on another server connection."""
+    async with scratch_database(embedded_pg, "pooled") as url:
+        through = bouncer.url_for(urlsplit(url).path.lstrip("/"))
+        conns = [await asyncpg.connect(through, statement_cache_size=0) for _ in range(3)]
+        try:
+            answers = await asyncio.gather(*(migrate(conn) for conn in conns))
+        finally:
+            for conn in conns:
+                await conn.close()
+        shipped = [name for _, name, _ in migration_files()] + [name for name, _ in function_files()]
+        assert sorted(name for answer in answers for name in answer) == sorted(shipped), "each applied once"
+        direct = await asyncpg.connect(url)
+        try:
+            assert await direct.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == 0
+        finally:
+            await direct.close()
+        # The platform started through it alone (no direct URL; no LISTEN here), its pools without named statements.
+        platform = await Platform.connect(settings.model_copy(update={"database_statement_cache_size": 0}), through)
+        try:
+            sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+            assert (await write(platform, sid, 1))["status"] == "success"
+        finally:
+            await platform.close()

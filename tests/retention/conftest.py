@@ -55,16 +55,22 @@ async def retention_round(engine: Engine) -> int:
 async def session_ids(pool: asyncpg.Pool, session_id: str) -> dict[str, list[int]]:
     """The ids of the session's lanes, batches and events, for the tables that name rows by them."""
     return {
-        "lane_id": [r["id"] for r in await pool.fetch("SELECT id FROM lanes WHERE session_id = $1", session_id)],
-        "batch_id": [r["id"] for r in await pool.fetch("SELECT id FROM batches WHERE session_id = $1", session_id)],
-        "event_id": [r["id"] for r in await pool.fetch("SELECT id FROM events WHERE session_id = $1", session_id)],
+        "lane_id": [
+            r["id"] for r in await pool.fetch("SELECT id FROM orchestrator.lanes WHERE session_id = $1", session_id)
+        ],
+        "batch_id": [
+            r["id"] for r in await pool.fetch("SELECT id FROM orchestrator.batches WHERE session_id = $1", session_id)
+        ],
+        "event_id": [
+            r["id"] for r in await pool.fetch("SELECT id FROM orchestrator.events WHERE session_id = $1", session_id)
+        ],
     }
 
 
 async def rows_of_session(pool: asyncpg.Pool, session_id: str, ids: dict[str, list[int]]) -> dict[str, int]:
     """Per table of the schema, the rows that belong to the session (tables with none left out)."""
     tables = await pool.fetch(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'orchestrator'"
         " AND table_type = 'BASE TABLE' ORDER BY table_name"
     )
     found: dict[str, int] = {}
@@ -72,7 +78,7 @@ async def rows_of_session(pool: asyncpg.Pool, session_id: str, ids: dict[str, li
         columns = {
             r["column_name"]
             for r in await pool.fetch(
-                "SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = 'orchestrator'"
                 " AND table_name = $1",
                 table,
             )
@@ -82,7 +88,7 @@ async def rows_of_session(pool: asyncpg.Pool, session_id: str, ids: dict[str, li
             if column in columns:
                 args.append(ids[column])
                 checks.append(f"t.{column} = ANY (${len(args)}::bigint[])")
-        count = await pool.fetchval(f'SELECT count(*) FROM "{table}" t WHERE {" OR ".join(checks)}', *args)
+        count = await pool.fetchval(f'SELECT count(*) FROM orchestrator."{table}" t WHERE {" OR ".join(checks)}', *args)
         if count:
             found[table] = int(count)
     return found

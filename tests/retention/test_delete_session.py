@@ -92,14 +92,17 @@ async def test_delete_session_removes_every_row_of_the_session_and_ends_its_work
 
     async def running() -> bool:
         started = {r.input["session_id"] for r in engine.log.runs}
-        outcomes = await pool.fetchval("SELECT count(*) FROM outcomes WHERE session_id = $1", sid)
+        outcomes = await pool.fetchval("SELECT count(*) FROM orchestrator.outcomes WHERE session_id = $1", sid)
         return {sid, other} <= started and outcomes >= 1
 
     await eventually(running, what="a sleeping run in each session, and the first batch's outcome")
     # Its write rate's bucket, as the API's gate keeps it for writes through a door.
     await engine.platform.store.take_tokens(f"session:{sid}", 100.0, 100.0, 1.0, 1.0)
     [run] = [r.input["execution_id"] for r in engine.log.runs if r.input["session_id"] == sid]
-    lanes = [r["workflow_id"] for r in await pool.fetch("SELECT workflow_id FROM lanes WHERE session_id = $1", sid)]
+    lanes = [
+        r["workflow_id"]
+        for r in await pool.fetch("SELECT workflow_id FROM orchestrator.lanes WHERE session_id = $1", sid)
+    ]
     ids = await session_ids(pool, sid)
     before = await rows_of_session(pool, sid, ids)
     # Rows of the session in the tables that hold its kinds of things (else the check below proves little).

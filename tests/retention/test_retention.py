@@ -82,7 +82,9 @@ async def test_an_open_sessions_old_events_go_but_never_one_a_paused_lane_waits_
     later = await write_many(engine, sid, ["missions/3"])
     await runs_ended(engine, sid, old + later)
     queued = await pool.fetch(
-        "SELECT q.event_id FROM lane_events q JOIN lanes l ON l.id = q.lane_id WHERE l.session_id = $1", sid
+        "SELECT q.event_id FROM orchestrator.lane_events q JOIN orchestrator.lanes l ON l.id = q.lane_id WHERE"
+        " l.session_id = $1",
+        sid,
     )
     assert [r["event_id"] for r in queued] == [held], "the queue holds what waits, no more"
 

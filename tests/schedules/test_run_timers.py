@@ -63,7 +63,7 @@ async def engine(platform: Platform, dev_env: WorkflowEnvironment) -> AsyncItera
         try:
             yield running
         finally:
-            for row in await platform.store.pool.fetch("SELECT schedule_id FROM schedules"):
+            for row in await platform.store.pool.fetch("SELECT schedule_id FROM orchestrator.schedules"):
                 with contextlib.suppress(RPCError):
                     await dev_env.client.get_schedule_handle(row["schedule_id"]).delete()
 

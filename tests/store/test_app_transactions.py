@@ -1,8 +1,8 @@
 """Events in the application's own transactions: emitted in the commit of its change (rolled back with it), and
 its own tables as event sources (a trigger appends `<prefix>.created`, `.updated`, `.deleted`).
 
-The application's connections here are its own (`asyncpg.connect` on the database's URL without the platform's
-search path), as an application sharing the database would hold them.
+The application's connections here are its own (`asyncpg.connect` on the database's URL, on the server's default
+search path, as the platform's are too), as an application sharing the database would hold them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any
 import asyncpg
 import pytest
 
-from bench.common import as_application
 from orchestrator.core.errors import CommandError
 from orchestrator.platform import Platform
 from orchestrator.transactional import emit, emit_events, emit_events_sa_async, emit_sa, emit_sa_async
@@ -28,13 +27,9 @@ TICKET = {
 }
 
 
-def app_url(fresh_db: str) -> str:
-    return as_application(fresh_db)
-
-
 @pytest.fixture
 async def app(fresh_db: str) -> AsyncIterator[asyncpg.Connection]:
-    conn = await asyncpg.connect(app_url(fresh_db))
+    conn = await asyncpg.connect(fresh_db)
     await conn.execute(
         "CREATE TABLE tickets (id bigint PRIMARY KEY, session text, title text, priority int, secret text)"
     )
@@ -98,7 +93,7 @@ async def test_sqlalchemy_sessions_emit_in_their_transactions(platform: Platform
 
     await ok(platform, "save_event_type", **TICKET)
     sid = await _session(platform)
-    url = app_url(fresh_db).replace("postgresql://", "postgresql+psycopg://", 1)
+    url = fresh_db.replace("postgresql://", "postgresql+psycopg://", 1)
     sync_engine = sqlalchemy.create_engine(url)
     try:
         with Session(sync_engine) as session, session.begin():
@@ -108,7 +103,7 @@ async def test_sqlalchemy_sessions_emit_in_their_transactions(platform: Platform
             raise RuntimeError("rolled back")
     finally:
         sync_engine.dispose()
-    async_engine = create_async_engine(app_url(fresh_db).replace("postgresql://", "postgresql+asyncpg://", 1))
+    async_engine = create_async_engine(fresh_db.replace("postgresql://", "postgresql+asyncpg://", 1))
     try:
         async with AsyncSession(async_engine) as session, session.begin():
             async_id = await emit_sa_async(session, sid, "ticket.escalated", {"priority": 3})
@@ -206,7 +201,7 @@ async def test_32_writers_committing_and_rolling_back_leave_each_committed_chang
     await app.execute("CREATE TABLE orders (id bigint PRIMARY KEY, session text NOT NULL)")
     sessions = [await _session(platform) for _ in range(4)]
     await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_column="session")
-    pool = await asyncpg.create_pool(app_url(fresh_db), min_size=8, max_size=64)
+    pool = await asyncpg.create_pool(fresh_db, min_size=8, max_size=64)
     committed: dict[str, set[int]] = {"order": set(), "ticket": set()}
     seen_ids = iter(range(1, 1_000_000))
 

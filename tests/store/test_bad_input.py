@@ -260,7 +260,7 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
 
 
 async def _snapshot(store: PostgresStore) -> dict[str, int]:
-    return {t: int(await store.pool.fetchval(f"SELECT count(*) FROM {t}")) for t in STATE_TABLES}
+    return {t: int(await store.pool.fetchval(f"SELECT count(*) FROM orchestrator.{t}")) for t in STATE_TABLES}
 
 
 @pytest.mark.parametrize(("case", "body", "code", "field"), CASES, ids=[c[0] for c in CASES])

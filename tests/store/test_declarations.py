@@ -212,7 +212,7 @@ async def saved_once(embedded_pg: EmbeddedPostgres) -> AsyncIterator[Platform]:
 async def stored(platform: Platform) -> dict[str, Any]:
     store = platform.store
     assert isinstance(store, PostgresStore)
-    counts = {t: int(await store.pool.fetchval(f"SELECT count(*) FROM {t}")) for t in STORED_TABLES}
+    counts = {t: int(await store.pool.fetchval(f"SELECT count(*) FROM orchestrator.{t}")) for t in STORED_TABLES}
     return {"counts": counts, "listener": (await ok(platform, "get_listener", name="orchestrate"))["listener"]}
 
 

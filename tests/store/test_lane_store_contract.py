@@ -69,7 +69,7 @@ class PgWorld:
 
     async def queue_rows(self, where: LaneAddress) -> list[int]:
         rows = await self.platform.store.pool.fetch(
-            "SELECT q.event_id FROM lane_events q JOIN lanes l ON l.id = q.lane_id"
+            "SELECT q.event_id FROM orchestrator.lane_events q JOIN orchestrator.lanes l ON l.id = q.lane_id"
             " WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3 ORDER BY q.event_id",
             where.session_id,
             where.listener,
@@ -79,20 +79,20 @@ class PgWorld:
 
     async def backdate_nudges(self, seconds: float) -> None:
         await self.platform.store.pool.execute(
-            "UPDATE lanes SET nudged_at = nudged_at - make_interval(secs => $1)", seconds
+            "UPDATE orchestrator.lanes SET nudged_at = nudged_at - make_interval(secs => $1)", seconds
         )
 
     async def backdate_oldest_fire(self, seconds: float) -> None:
         await self.platform.store.pool.execute(
-            "UPDATE batches SET created_at = created_at - make_interval(secs => $1)"
-            " WHERE id = (SELECT min(id) FROM batches WHERE counted)",
+            "UPDATE orchestrator.batches SET created_at = created_at - make_interval(secs => $1)"
+            " WHERE id = (SELECT min(id) FROM orchestrator.batches WHERE counted)",
             seconds,
         )
 
     async def postdate_newest_fire(self, seconds: float) -> None:
         await self.platform.store.pool.execute(
-            "UPDATE batches SET created_at = created_at + make_interval(secs => $1)"
-            " WHERE id = (SELECT max(id) FROM batches WHERE counted)",
+            "UPDATE orchestrator.batches SET created_at = created_at + make_interval(secs => $1)"
+            " WHERE id = (SELECT max(id) FROM orchestrator.batches WHERE counted)",
             seconds,
         )
 
@@ -145,10 +145,14 @@ class MemoryWorld:
         newest.created_at += seconds
 
 
-@pytest.fixture(params=["postgres", "memory"])
+@pytest.fixture(params=["postgres", "postgres_elsewhere", "memory"])
 def world(request: pytest.FixtureRequest) -> World:
+    """The store on PostgreSQL (in the default schema, and in another one: tests/conftest.py's `OTHER_SCHEMA`),
+    and the in-memory twin."""
     if request.param == "postgres":
         return PgWorld(request.getfixturevalue("platform"))
+    if request.param == "postgres_elsewhere":
+        return PgWorld(request.getfixturevalue("platform_elsewhere"))
     return MemoryWorld()
 
 
@@ -395,7 +399,9 @@ async def test_a_sessions_fires_of_the_last_minute_are_counted_per_listener_as_t
     await fire(world, sid, "a/2")
     await fire(world, other, "b/0")
     oldest = await platform.store.pool.fetch(
-        "SELECT listener, min(created_at) AS at FROM batches WHERE session_id = $1 AND counted GROUP BY listener", sid
+        "SELECT listener, min(created_at) AS at FROM orchestrator.batches WHERE session_id = $1 AND counted GROUP BY"
+        " listener",
+        sid,
     )
     first = {r["listener"]: r["at"] for r in oldest}
     assert await platform.store.fires_lately(sid) == {"l": (3, first["l"]), "m": (2, first["m"])}

@@ -24,16 +24,19 @@ async def test_a_start_recorded_while_its_run_ends_waits_for_the_session_first(p
     assert isinstance(store, PostgresStore)
     session_id = (await ok(platform, "open_session"))["session"]["id"]
     await store.pool.execute(
-        "INSERT INTO executions (id, session_id, workflow) VALUES ('exe:lock-order', $1, 'wf')", session_id
+        "INSERT INTO orchestrator.executions (id, session_id, workflow) VALUES ('exe:lock-order', $1, 'wf')", session_id
     )
     async with store.transaction() as ending:
         # The run's end, as `orchestrator_run_end` takes its locks: the session's row first.
-        await ending.execute("SELECT orchestrator_lock_session($1)", session_id)
-        starting = asyncio.create_task(store.pool.execute("SELECT orchestrator_execution_started('exe:lock-order')"))
+        await ending.execute("SELECT orchestrator.orchestrator_lock_session($1)", session_id)
+        starting = asyncio.create_task(
+            store.pool.execute("SELECT orchestrator.orchestrator_execution_started('exe:lock-order')")
+        )
         await asyncio.sleep(0.3)  # the start is recorded meanwhile, and waits for whatever it waits for
         # Then the execution's row: a start that locked it first would deadlock here.
         await asyncio.wait_for(
-            ending.execute("UPDATE executions SET status = 'completed' WHERE id = 'exe:lock-order'"), timeout=5
+            ending.execute("UPDATE orchestrator.executions SET status = 'completed' WHERE id = 'exe:lock-order'"),
+            timeout=5,
         )
         assert not starting.done()  # it waits for the session, behind the end
     await asyncio.wait_for(starting, timeout=5)
@@ -53,13 +56,14 @@ async def _lane_with_events(platform: Platform, alias: str) -> tuple[str, int, l
         for n in range(3)
     ]
     lane_id = await store.pool.fetchval(
-        "INSERT INTO lanes (session_id, listener, lane, workflow_id, routed_through) VALUES ($1, 'l', 'k', 'w', $2)"
+        "INSERT INTO orchestrator.lanes (session_id, listener, lane, workflow_id, routed_through) VALUES ($1, 'l',"
+        " 'k', 'w', $2)"
         " RETURNING id",
         session_id,
         ids[-1],
     )
     await store.pool.execute(
-        "INSERT INTO lane_events (lane_id, event_id) SELECT $1, unnest($2::bigint[])", lane_id, ids
+        "INSERT INTO orchestrator.lane_events (lane_id, event_id) SELECT $1, unnest($2::bigint[])", lane_id, ids
     )
     return session_id, int(lane_id), ids
 
@@ -89,15 +93,18 @@ async def test_a_session_deleted_while_a_batch_is_recorded_waits_for_the_record(
         await held.start()
         # Holds the execution's id, so the record stops at its insert after taking the lane and its queue.
         await holder.execute(
-            "INSERT INTO executions (id, session_id, workflow) VALUES ('exe:held', $1, 'wf')", session_id
+            "INSERT INTO orchestrator.executions (id, session_id, workflow) VALUES ('exe:held', $1, 'wf')", session_id
         )
         recording = asyncio.create_task(
             store.pool.fetchval(
-                "SELECT orchestrator_lane_record($1::jsonb)", _record_body(session_id, lane_id, ids, "exe:held")
+                "SELECT orchestrator.orchestrator_lane_record($1::jsonb)",
+                _record_body(session_id, lane_id, ids, "exe:held"),
             )
         )
         await asyncio.sleep(0.3)
-        deleting = asyncio.create_task(store.pool.fetchval("SELECT orchestrator_mark_deleting($1, NULL)", session_id))
+        deleting = asyncio.create_task(
+            store.pool.fetchval("SELECT orchestrator.orchestrator_mark_deleting($1, NULL)", session_id)
+        )
         await asyncio.sleep(0.3)
         await held.rollback()  # the id given up: the record inserts the execution, the deletion goes on
     recorded, marked = await asyncio.wait_for(asyncio.gather(recording, deleting), timeout=10)
@@ -114,22 +121,27 @@ async def test_the_engine_takes_the_session_before_its_rows(platform: Platform, 
     assert isinstance(store, PostgresStore)
     session_id, lane_id, ids = await _lane_with_events(platform, f"held-{verb}")
     if verb == "lane_record":
-        statement, body = "SELECT orchestrator_lane_record($1::jsonb)", _record_body(session_id, lane_id, ids, "exe:r")
+        statement, body = (
+            "SELECT orchestrator.orchestrator_lane_record($1::jsonb)",
+            _record_body(session_id, lane_id, ids, "exe:r"),
+        )
     else:
         await platform.store.pool.execute(
-            "UPDATE routing_cursors SET routed_event_id = 0 WHERE session_id = $1", session_id
+            "UPDATE orchestrator.routing_cursors SET routed_event_id = 0 WHERE session_id = $1", session_id
         )
-        statement, body = "SELECT orchestrator_route_page($1, 1000, 16)", session_id
+        statement, body = "SELECT orchestrator.orchestrator_route_page($1, 1000, 16)", session_id
     async with store.pool.acquire() as deletion:
         held = deletion.transaction()
         await held.start()
-        await deletion.execute("SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE", session_id)
+        await deletion.execute("SELECT 1 FROM orchestrator.sessions WHERE id = $1 FOR UPDATE", session_id)
         stepping = asyncio.create_task(store.pool.fetchval(statement, body))
         await asyncio.sleep(0.3)
         assert not stepping.done()
         async with store.transaction() as look:
             # Neither is locked by the waiting verb (NOWAIT fails at once on a row another holds).
-            await look.execute("SELECT 1 FROM lanes WHERE id = $1 FOR UPDATE NOWAIT", lane_id)
-            await look.execute("SELECT 1 FROM routing_cursors WHERE session_id = $1 FOR UPDATE NOWAIT", session_id)
+            await look.execute("SELECT 1 FROM orchestrator.lanes WHERE id = $1 FOR UPDATE NOWAIT", lane_id)
+            await look.execute(
+                "SELECT 1 FROM orchestrator.routing_cursors WHERE session_id = $1 FOR UPDATE NOWAIT", session_id
+            )
         await held.rollback()
     await asyncio.wait_for(stepping, timeout=10)

@@ -154,16 +154,16 @@ async def _write(store: PostgresStore, session_id: str, event: dict[str, Any], n
         message = event["message"]
         text, whole = (message, None) if isinstance(message, str) else (None, message)
         await store.pool.execute(
-            "INSERT INTO thread_items (session_id, alias, id, type, role, message, message_json, event_id)"
+            "INSERT INTO orchestrator.thread_items (session_id, alias, id, type, role, message, message_json, event_id)"
             " VALUES ($1, $2, $3, $4, $5, $6, $7, 0)",
             session_id, event["alias"], f"i{n}", item["type"], item["role"], text, whole,
         )  # fmt: skip
         item = {k: v for k, v in {**item, "id": f"i{n}", "message": "preview"}.items() if v is not None}
     await store.pool.execute(
-        "WITH e AS (INSERT INTO events"
+        "WITH e AS (INSERT INTO orchestrator.events"
         " (id, session_id, type, alias, item, execution, source, depth, data, cause, graph)"
-        " VALUES (nextval('event_ids'), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id)"
-        " UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1",
+        " VALUES (nextval('orchestrator.event_ids'::regclass), $1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id)"
+        " UPDATE orchestrator.sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1",
         session_id, event["type"], event.get("alias"), item, event.get("execution"), event["source"],
         event["depth"], event.get("data"), event.get("cause"), event.get("graph"),
     )  # fmt: skip
@@ -171,7 +171,8 @@ async def _write(store: PostgresStore, session_id: str, event: dict[str, Any], n
 
 async def _python_routes(store: PostgresStore, session_id: str) -> dict[tuple[str, str], list[int]]:
     rows = await store.pool.fetch(
-        f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM events e WHERE session_id = $1 ORDER BY id", session_id
+        f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1 ORDER BY id",
+        session_id,
     )
     committed = [Committed(envelope_of(dict(r)), r["created_at"]) for r in rows]
     versions = versions_by_name(await store.listener_versions())
@@ -183,8 +184,9 @@ async def _sql_routes(store: PostgresStore, session_id: str) -> dict[tuple[str, 
     while (await store.lanes.route_page(session_id, 7, 16)).read:
         pass
     rows = await store.pool.fetch(
-        "SELECT l.listener, l.lane, l.workflow_id, array_agg(q.event_id ORDER BY q.event_id) AS ids FROM lanes l"
-        " JOIN lane_events q ON q.lane_id = l.id WHERE l.session_id = $1 GROUP BY 1, 2, 3",
+        "SELECT l.listener, l.lane, l.workflow_id, array_agg(q.event_id ORDER BY q.event_id) AS ids FROM"
+        " orchestrator.lanes l"
+        " JOIN orchestrator.lane_events q ON q.lane_id = l.id WHERE l.session_id = $1 GROUP BY 1, 2, 3",
         session_id,
     )
     for r in rows:
@@ -235,7 +237,7 @@ async def test_routing_in_sql_gives_every_lane_what_routing_in_python_gives_it(
             # A later version that takes effect in an hour: every event here is the first version's.
             await _saved(in_an_hour, data.draw(listener_bodies(name, ops)))
     if not {"eq", "in"} & set(ops):  # the way of events with no place and no probe path is the one taken
-        assert not await store.pool.fetchval("SELECT count(*) FROM listener_probe_paths")
+        assert not await store.pool.fetchval("SELECT count(*) FROM orchestrator.listener_probe_paths")
     session_id = (await now.open_session())["session"]["id"]
     for n, event in enumerate(data.draw(st.lists(events(names), min_size=1, max_size=12))):
         await _write(store, session_id, event, n)
@@ -273,16 +275,17 @@ async def test_an_events_probe_keys_read_in_place_are_those_the_general_reading_
         await _write(store, session_id, {"source": {}, "depth": 0, **event}, n)
     # The keys as 0007 built them: every place head times '' and each path's value read by orchestrator_value.
     rows = await store.pool.fetch(
-        "SELECT e.id, orchestrator_event_keys(e, $2) AS got, ARRAY("
+        "SELECT e.id, orchestrator.orchestrator_event_keys(e, $2) AS got, ARRAY("
         "  SELECT h.head || chr(31) || v.key"
-        "  FROM unnest(orchestrator_place_heads(e.alias, e.graph)) WITH ORDINALITY AS h(head, i)"
+        "  FROM unnest(orchestrator.orchestrator_place_heads(e.alias, e.graph)) WITH ORDINALITY AS h(head, i)"
         "  CROSS JOIN (SELECT chr(31) || 'null' AS key, 0::bigint AS j UNION ALL"
-        "    SELECT q.path || chr(31) || orchestrator_canonical(x.value), q.n"
+        "    SELECT q.path || chr(31) || orchestrator.orchestrator_canonical(x.value), q.n"
         "    FROM unnest($2::text[]) WITH ORDINALITY AS q(path, n),"
-        "    LATERAL (SELECT orchestrator_value(e, split_part(q.path, '.', 1), (string_to_array(q.path, '.'))[2:])"
+        "    LATERAL (SELECT orchestrator.orchestrator_value(e, split_part(q.path, '.', 1), (string_to_array(q.path,"
+        " '.'))[2:])"
         "             AS value) x WHERE x.value IS NOT NULL) v"
         "  ORDER BY h.i, v.j) AS expected"
-        " FROM events e WHERE e.session_id = $1 ORDER BY e.id",
+        " FROM orchestrator.events e WHERE e.session_id = $1 ORDER BY e.id",
         session_id,
         KEY_PROBE_PATHS,
     )
@@ -340,7 +343,7 @@ async def test_events_probed_by_paths_into_data_alone_reach_the_listeners_python
     events = [{"source": {}, "depth": 0, **event} for event in KEY_PROBE_EVENTS]
     await _each_listener_meets_an_event_as_python_routes_it(platform, session_id, "probe", filters, events)
     # Every path probed is one the round reads in place: the events with no alias and no graph took that branch.
-    probed = [r["path"] for r in await store.pool.fetch("SELECT path FROM listener_probe_paths")]
+    probed = [r["path"] for r in await store.pool.fetch("SELECT path FROM orchestrator.listener_probe_paths")]
     assert probed and all(re.fullmatch(r"data(\.([0-9]{1,9}|[A-Za-z_][^.]*))+", p) for p in probed), probed
 
 
@@ -377,7 +380,7 @@ async def test_a_key_of_any_json_value_is_the_same_text_in_sql_and_python(platfo
 
     store = platform.store
     assert isinstance(store, PostgresStore)
-    text = await store.pool.fetchval("SELECT orchestrator_key_text($1::jsonb, NULL)", value)
+    text = await store.pool.fetchval("SELECT orchestrator.orchestrator_key_text($1::jsonb, NULL)", value)
     assert text == key_text(value)
 
 
@@ -401,7 +404,7 @@ async def test_every_where_op_holds_in_sql_exactly_when_it_holds_in_python(platf
         cases += [(found, "exists", v) for v in (True, False)]
     cases = [c for c in cases if not (c[1] in ("gt", "gte", "lt", "lte") and isinstance(c[2], bool))]
     rows = await store.pool.fetch(
-        "SELECT n, orchestrator_holds(f::jsonb, o, v::jsonb) AS holds"
+        "SELECT n, orchestrator.orchestrator_holds(f::jsonb, o, v::jsonb) AS holds"
         " FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS x(f, o, v, n)",
         [None if f is MISSING else json.dumps(f) for f, _, _ in cases],
         [o for _, o, _ in cases],
@@ -454,10 +457,10 @@ async def test_a_deleted_listener_leaves_routing_with_its_probes_and_the_paths_o
         return {"name": name, "filter": flt, "action": {"type": "workflow", "workflow": "w"}}
 
     async def paths() -> list[str]:
-        return sorted(r["path"] for r in await store.pool.fetch("SELECT path FROM listener_probe_paths"))
+        return sorted(r["path"] for r in await store.pool.fetch("SELECT path FROM orchestrator.listener_probe_paths"))
 
     async def probes(name: str) -> int:
-        return int(await store.pool.fetchval("SELECT count(*) FROM listener_probes WHERE name = $1", name))
+        return int(await store.pool.fetchval("SELECT count(*) FROM orchestrator.listener_probes WHERE name = $1", name))
 
     await store.save_listener("by_n", body("by_n", {"where": [{"path": "data.n", "op": "eq", "value": 1}]}), 0)
     await store.save_listener("by_s", body("by_s", {"where": [{"path": "data.s", "op": "eq", "value": "x"}]}), 0)
@@ -510,12 +513,14 @@ async def test_a_listener_saved_again_after_its_deletion_takes_nothing_committed
     await _write(store, session_id, {"type": "app.thing", "source": {}, "depth": 0, "data": {}}, 2)
     got = await _sql_routes(store, session_id)
     assert got == await _python_routes(store, session_id)
-    newest = await store.pool.fetchval("SELECT max(id) FROM events WHERE session_id = $1", session_id)
+    newest = await store.pool.fetchval("SELECT max(id) FROM orchestrator.events WHERE session_id = $1", session_id)
     assert got == {("back", "_"): [newest]}
     # A process that compiles missing rules at its start leaves the first life's version without one.
     async with store.pool.acquire() as conn:
         assert await compile_missing_rules(conn) == 0
-    assert await store.pool.fetchval("SELECT array_agg(version) FROM listener_rules WHERE name = 'back'") == [2]
+    assert await store.pool.fetchval(
+        "SELECT array_agg(version) FROM orchestrator.listener_rules WHERE name = 'back'"
+    ) == [2]
 
 
 def _often(description: str) -> dict[str, Any]:
@@ -529,7 +534,8 @@ def _often(description: str) -> dict[str, Any]:
 
 async def _probes_by_version(store: PostgresStore) -> dict[int, int]:
     rows = await store.pool.fetch(
-        "SELECT version, count(*) AS n FROM listener_probes WHERE name = 'often' GROUP BY version ORDER BY version"
+        "SELECT version, count(*) AS n FROM orchestrator.listener_probes WHERE name = 'often' GROUP BY version ORDER"
+        " BY version"
     )
     return {r["version"]: r["n"] for r in rows}
 
@@ -537,7 +543,7 @@ async def _probes_by_version(store: PostgresStore) -> dict[int, int]:
 async def _routed_versions(store: PostgresStore, session_id: str) -> list[int]:
     await _sql_routes(store, session_id)
     rows = await store.pool.fetch(
-        "SELECT q.version FROM lane_events q JOIN lanes l ON l.id = q.lane_id"
+        "SELECT q.version FROM orchestrator.lane_events q JOIN orchestrator.lanes l ON l.id = q.lane_id"
         " WHERE l.session_id = $1 AND l.listener = 'often' ORDER BY q.event_id",
         session_id,
     )
@@ -587,9 +593,9 @@ async def test_a_superseded_version_stays_while_a_transaction_that_wrote_under_i
         writing = conn.transaction()
         await writing.start()
         await conn.execute(
-            "WITH e AS (INSERT INTO events (id, session_id, type, source, depth, data)"
-            " VALUES (nextval('event_ids'), $1, 'app.thing', '{}', 0, '{}') RETURNING id)"
-            " UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1",
+            "WITH e AS (INSERT INTO orchestrator.events (id, session_id, type, source, depth, data)"
+            " VALUES (nextval('orchestrator.event_ids'::regclass), $1, 'app.thing', '{}', 0, '{}') RETURNING id)"
+            " UPDATE orchestrator.sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1",
             session_id,
         )
         await store.save_listener("often", _often("v2"), 0)  # v1 ends after the open transaction's write
@@ -613,20 +619,20 @@ async def test_a_superseded_version_stays_for_a_writer_older_than_the_save_that_
         writing, saving = writer.transaction(), saver.transaction()
         await writing.start()
         await writer.execute(
-            "WITH e AS (INSERT INTO events (id, session_id, type, source, depth, data)"
-            " VALUES (nextval('event_ids'), $1, 'app.thing', '{}', 0, '{}') RETURNING id)"
-            " UPDATE sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1",
+            "WITH e AS (INSERT INTO orchestrator.events (id, session_id, type, source, depth, data)"
+            " VALUES (nextval('orchestrator.event_ids'::regclass), $1, 'app.thing', '{}', 0, '{}') RETURNING id)"
+            " UPDATE orchestrator.sessions SET last_event_id = (SELECT id FROM e) WHERE id = $1",
             session_id,
         )
         # v2's save, as `save_listener` makes it, still open when the pruner marks: it commits after the mark, so
         # every transaction that ended before the mark's id is not a sign that the writer has.
         await saving.start()
         effective_at = await saver.fetchval(
-            "INSERT INTO listener_versions (name, version, body, effective_at)"
+            "INSERT INTO orchestrator.listener_versions (name, version, body, effective_at)"
             " VALUES ('often', 2, $1, clock_timestamp()) RETURNING effective_at",
             _often("v2"),
         )
-        await saver.execute("UPDATE listeners SET version = 2 WHERE name = 'often'")
+        await saver.execute("UPDATE orchestrator.listeners SET version = 2 WHERE name = 'often'")
         await save_rule(saver, "often", 2, effective_at, _often("v2"))
         assert await pruning() == 0  # the mark
         await saving.commit()

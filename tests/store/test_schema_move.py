@@ -12,7 +12,9 @@ from orchestrator.config import Settings
 from orchestrator.dev.embedded import EmbeddedPostgres
 from orchestrator.platform import Platform
 from orchestrator.store import migrate as migrate_module
+from orchestrator.store.postgres import connection_class
 from tests.conftest import scratch_database
+from tests.store.earlier_releases import released_through, their_connections
 from tests.store.helpers import all_events, ok
 
 LISTENER = {
@@ -42,8 +44,10 @@ async def test_a_database_made_in_public_moves_in_place_and_keeps_working(
 ) -> None:
     shipped = migrate_module.migration_files()
     # The database as the migrations before the schema of its own made it, used a while.
-    monkeypatch.setattr(migrate_module, "migration_files", lambda: [f for f in shipped if f[0] <= 10])
-    before = await Platform.connect(settings.model_copy(update={"database_schema": "public"}), blank_db)
+    with released_through(monkeypatch, 10):
+        before = await Platform.connect(
+            settings.model_copy(update={"database_schema": "public"}), their_connections(blank_db, "public")
+        )
     try:
         await ok(before, "save_listener", listener=LISTENER)
         await ok(before, "save_event_type", name="ticket.escalated", schema={"type": "object"})
@@ -53,7 +57,6 @@ async def test_a_database_made_in_public_moves_in_place_and_keeps_working(
     finally:
         await before.close()
     assert {"sessions", "events", "lanes", "schema_migrations"} <= await _public_tables(blank_db)
-    monkeypatch.setattr(migrate_module, "migration_files", lambda: shipped)
 
     after = await Platform.connect(settings, blank_db)
     try:
@@ -86,9 +89,9 @@ async def test_a_new_database_beside_an_applications_tables_of_the_same_names_le
 ) -> None:
     conn = await asyncpg.connect(blank_db)
     try:
-        await conn.execute("CREATE TABLE events (id serial PRIMARY KEY, what text)")
-        await conn.execute("CREATE TABLE sessions (token text PRIMARY KEY)")
-        await conn.execute("INSERT INTO events (what) VALUES ('the application''s own')")
+        await conn.execute("CREATE TABLE public.events (id serial PRIMARY KEY, what text)")
+        await conn.execute("CREATE TABLE public.sessions (token text PRIMARY KEY)")
+        await conn.execute("INSERT INTO public.events (what) VALUES ('the application''s own')")
     finally:
         await conn.close()
     platform = await Platform.connect(settings, blank_db)
@@ -110,7 +113,7 @@ async def test_a_schema_name_that_is_not_plain_is_refused(settings: Settings) ->
     with pytest.raises(ValueError, match="database_schema"):
         Settings(database_schema='orchestrator"; DROP SCHEMA public; --')
     with pytest.raises(ValueError, match="database_schema"):
-        migrate_module.schema_settings("pg_catalog")
+        connection_class("pg_catalog")
 
 
 @pytest.mark.parametrize(

@@ -84,7 +84,7 @@ async def test_a_session_deleted_while_writers_emit_into_it_leaves_no_event_behi
     writers = [asyncio.create_task(writer()) for _ in range(8)]
     await written.wait()
     assert await store.mark_deleting(sid)
-    assert await store.pool.fetchval("SELECT count(*) FROM events WHERE session_id = $1", sid) > 0
+    assert await store.pool.fetchval("SELECT count(*) FROM orchestrator.events WHERE session_id = $1", sid) > 0
 
     async def purged() -> None:
         while not (await store.purge_step(sid, 50))["done"]:
@@ -94,5 +94,5 @@ async def test_a_session_deleted_while_writers_emit_into_it_leaves_no_event_behi
     await asyncio.wait_for(purged(), timeout=60)
     await asyncio.wait_for(asyncio.gather(*writers), timeout=30)
     assert refusals and set(refusals) <= {"not_found", "session_not_open"}, refusals
-    assert await store.pool.fetchval("SELECT count(*) FROM events WHERE session_id = $1", sid) == 0
-    assert await store.pool.fetchval("SELECT count(*) FROM sessions WHERE id = $1", sid) == 0
+    assert await store.pool.fetchval("SELECT count(*) FROM orchestrator.events WHERE session_id = $1", sid) == 0
+    assert await store.pool.fetchval("SELECT count(*) FROM orchestrator.sessions WHERE id = $1", sid) == 0

@@ -9,8 +9,8 @@ import pytest
 from orchestrator.config import Settings
 from orchestrator.dev.embedded import EmbeddedPostgres
 from orchestrator.platform import Platform
-from orchestrator.store import migrate as migrate_module
 from tests.conftest import scratch_database
+from tests.store.earlier_releases import released_through, their_connections
 from tests.store.test_lane_store_contract import PgWorld, address, fire, listener, route_all, snapshot
 
 FIRES_IN_ORDER = 23  # 0023_fires_counted_in_order.sql
@@ -25,9 +25,8 @@ async def blank_db(embedded_pg: EmbeddedPostgres) -> AsyncIterator[str]:
 async def test_fires_recorded_before_their_places_were_kept_are_counted_after_the_upgrade(
     blank_db: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shipped = migrate_module.migration_files()
-    monkeypatch.setattr(migrate_module, "migration_files", lambda: [f for f in shipped if f[0] < FIRES_IN_ORDER])
-    before = await Platform.connect(settings, blank_db)
+    with released_through(monkeypatch, FIRES_IN_ORDER - 1):
+        before = await Platform.connect(settings, their_connections(blank_db))
     try:
         world = PgWorld(before)
         await world.save_listener(listener())
@@ -39,13 +38,12 @@ async def test_fires_recorded_before_their_places_were_kept_are_counted_after_th
         await fire(world, sid, "a/2")
     finally:
         await before.close()
-    monkeypatch.setattr(migrate_module, "migration_files", lambda: shipped)
 
     after = await Platform.connect(settings, blank_db)
     try:
         world = PgWorld(after)
         places = await after.store.pool.fetch(
-            "SELECT session_id, fire_seq FROM batches WHERE counted ORDER BY created_at"
+            "SELECT session_id, fire_seq FROM orchestrator.batches WHERE counted ORDER BY created_at"
         )
         assert [(r["session_id"] == sid, r["fire_seq"]) for r in places] == [
             (True, 1),
@@ -68,10 +66,9 @@ DELETED_LEAVE_ROUTING = 25  # 0025_deleted_listeners_leave_routing.sql
 async def test_listeners_deleted_before_the_upgrade_leave_their_probes_and_paths_behind_at_it(
     blank_db: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    shipped = migrate_module.migration_files()
-    monkeypatch.setattr(migrate_module, "migration_files", lambda: [f for f in shipped if f[0] < DELETED_LEAVE_ROUTING])
     by_value = {"where": [{"path": "data.n", "op": "eq", "value": 1}]}
-    before = await Platform.connect(settings, blank_db)
+    with released_through(monkeypatch, DELETED_LEAVE_ROUTING - 1):
+        before = await Platform.connect(settings, their_connections(blank_db))
     try:
         for name, flt in (("gone", by_value), ("kept", {"types": ["app.*"]})):
             await before.store.save_listener(
@@ -79,18 +76,17 @@ async def test_listeners_deleted_before_the_upgrade_leave_their_probes_and_paths
             )
         await before.store.delete_listener("gone")
         pool = before.store.pool
-        assert await pool.fetchval("SELECT count(*) FROM listener_probes WHERE name = 'gone'") > 0
-        assert await pool.fetchval("SELECT count(*) FROM listener_probe_paths") == 1
+        assert await pool.fetchval("SELECT count(*) FROM orchestrator.listener_probes WHERE name = 'gone'") > 0
+        assert await pool.fetchval("SELECT count(*) FROM orchestrator.listener_probe_paths") == 1
     finally:
         await before.close()
-    monkeypatch.setattr(migrate_module, "migration_files", lambda: shipped)
 
     after = await Platform.connect(settings, blank_db)
     try:
         pool = after.store.pool
-        left = await pool.fetch("SELECT DISTINCT name FROM listener_probes")
+        left = await pool.fetch("SELECT DISTINCT name FROM orchestrator.listener_probes")
         assert [r["name"] for r in left] == ["kept"]
-        assert await pool.fetchval("SELECT count(*) FROM listener_rules WHERE name = 'gone'") == 0
-        assert await pool.fetchval("SELECT count(*) FROM listener_probe_paths") == 0
+        assert await pool.fetchval("SELECT count(*) FROM orchestrator.listener_rules WHERE name = 'gone'") == 0
+        assert await pool.fetchval("SELECT count(*) FROM orchestrator.listener_probe_paths") == 0
     finally:
         await after.close()

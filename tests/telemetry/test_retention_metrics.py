@@ -28,7 +28,7 @@ async def test_a_round_counts_the_rows_it_deletes_and_gauges_the_oldest_event_ke
         await command(platform, "write_object", session_id=sid, alias=f"a/{n}", value={"type": "t"})
     # As a router that has passed them (no listener here to route to).
     await platform.store.pool.execute(
-        "UPDATE routing_cursors c SET routed_event_id = s.last_event_id FROM sessions s"
+        "UPDATE orchestrator.routing_cursors c SET routed_event_id = s.last_event_id FROM orchestrator.sessions s"
         " WHERE s.id = c.session_id AND s.id = $1",
         sid,
     )

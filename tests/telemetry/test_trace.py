@@ -89,12 +89,12 @@ async def test_one_event_is_one_trace_from_its_write_to_what_its_run_wrote(
 
     # The run's write keeps the SDK span's traceparent, so whatever it wakes continues this trace.
     stored = await engine.platform.store.pool.fetchval(
-        "SELECT traceparent FROM events WHERE session_id = $1 AND alias = 'out/result'", sid
+        "SELECT traceparent FROM orchestrator.events WHERE session_id = $1 AND alias = 'out/result'", sid
     )
     flags = int(sdk_write.context.trace_flags)
     assert stored == f"00-{trace_id:032x}-{sdk_write.context.span_id:016x}-{flags:02x}"
     result_event = await engine.platform.store.pool.fetchval(
-        "SELECT id FROM events WHERE session_id = $1 AND alias = 'out/result'", sid
+        "SELECT id FROM orchestrator.events WHERE session_id = $1 AND alias = 'out/result'", sid
     )
 
     async def result_routed() -> bool:

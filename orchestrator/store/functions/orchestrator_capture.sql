@@ -1,0 +1,80 @@
+-- Declares a table's changes events: checks the table (one column its primary key, the session column and the
+-- columns left out its own, not one of the platform's), records the capture and puts the trigger on it. Names
+-- arrive as bound values and reach DDL only through format's %I and %s of a regnamespace (quoted as needed).
+-- `p_table` comes qualified (`schema.table`: commands/captures.py), and the capture keeps it as `schema.table`
+-- whatever the caller's search path.
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_capture(
+    p_table text, p_prefix text, p_session_column text, p_session text, p_exclude text[]
+) RETURNS orchestrator.captures LANGUAGE plpgsql AS $$
+DECLARE
+    v_table regclass := to_regclass(p_table);
+    v_name text;
+    v_id text;
+    v_missing text;
+    v_row orchestrator.captures%ROWTYPE;
+BEGIN
+    IF v_table IS NULL THEN
+        RAISE EXCEPTION 'table: no table %', quote_literal(p_table) USING ERRCODE = '22023';
+    END IF;
+    IF (SELECT relkind FROM pg_class WHERE oid = v_table) <> 'r' THEN
+        RAISE EXCEPTION 'table: % is not a plain table (a view, or partitioned: capture its partitions)',
+            quote_literal(p_table) USING ERRCODE = '22023';
+    END IF;
+    -- A row written through a parent or a child of an inheritance skips the other's triggers.
+    IF EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = v_table OR inhparent = v_table) THEN
+        RAISE EXCEPTION 'table: % inherits or is inherited (a partition, or a parent): its rows can be written past '
+            'its triggers', quote_literal(p_table) USING ERRCODE = '22023';
+    END IF;
+    SELECT format('%I.%I', n.nspname, k.relname) INTO v_name
+    FROM pg_class k JOIN pg_namespace n ON n.oid = k.relnamespace WHERE k.oid = v_table;
+    IF (SELECT relnamespace FROM pg_class WHERE oid = v_table) = 'orchestrator'::regnamespace THEN
+        RAISE EXCEPTION 'table: % is one of the platform''s own', quote_literal(p_table) USING ERRCODE = '22023';
+    END IF;
+    SELECT min(a.attname::text) INTO v_id
+    FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+    WHERE i.indrelid = v_table AND i.indisprimary
+    HAVING count(*) = 1;
+    IF v_id IS NULL THEN
+        RAISE EXCEPTION 'table: % needs a primary key of one column (the events'' _id)', quote_literal(p_table)
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT c INTO v_missing FROM unnest(array_remove(ARRAY[p_session_column], NULL) || p_exclude) c
+    WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = v_table AND a.attname = c
+                      AND a.attnum > 0 AND NOT a.attisdropped)
+    LIMIT 1;
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION '%: % has no column %',
+            CASE WHEN v_missing = p_session_column THEN 'session_column' ELSE 'exclude' END,
+            quote_literal(p_table), quote_literal(v_missing) USING ERRCODE = '22023';
+    END IF;
+    IF v_id = ANY(p_exclude) THEN
+        RAISE EXCEPTION 'exclude: % is the primary key (the events'' _id)', quote_literal(v_id)
+            USING ERRCODE = '22023';
+    END IF;
+    -- The captures of tables dropped since (an application's migration that drops and makes a table again).
+    DELETE FROM orchestrator.captures c WHERE NOT EXISTS (SELECT 1 FROM pg_class k WHERE k.oid = c.table_oid);
+    INSERT INTO orchestrator.captures (table_oid, table_name, type_prefix, id_column, session_column, session_id,
+        exclude)
+    VALUES (v_table, v_name, p_prefix, v_id, p_session_column, p_session, coalesce(p_exclude, '{}'))
+    ON CONFLICT (table_oid) DO UPDATE SET table_name = EXCLUDED.table_name, type_prefix = EXCLUDED.type_prefix,
+        id_column = EXCLUDED.id_column, session_column = EXCLUDED.session_column, session_id = EXCLUDED.session_id,
+        exclude = EXCLUDED.exclude, saved_at = clock_timestamp()
+    RETURNING * INTO v_row;
+    PERFORM orchestrator.orchestrator_drop_capture_triggers(v_table);
+    -- A trigger with transition tables takes one event each.
+    EXECUTE format(
+        'CREATE TRIGGER orchestrator_capture_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows'
+        ' FOR EACH STATEMENT EXECUTE FUNCTION %s.orchestrator_captured()', v_name, 'orchestrator'::regnamespace);
+    EXECUTE format(
+        'CREATE TRIGGER orchestrator_capture_update AFTER UPDATE ON %s'
+        ' REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows'
+        ' FOR EACH STATEMENT EXECUTE FUNCTION %s.orchestrator_captured()', v_name, 'orchestrator'::regnamespace);
+    EXECUTE format(
+        'CREATE TRIGGER orchestrator_capture_delete AFTER DELETE ON %s REFERENCING OLD TABLE AS old_rows'
+        ' FOR EACH STATEMENT EXECUTE FUNCTION %s.orchestrator_captured()', v_name, 'orchestrator'::regnamespace);
+    EXECUTE format(
+        'CREATE TRIGGER orchestrator_capture_truncate BEFORE TRUNCATE ON %s'
+        ' FOR EACH STATEMENT EXECUTE FUNCTION %s.orchestrator_refuse_truncate()', v_name, 'orchestrator'::regnamespace);
+    RETURN v_row;
+END
+$$;

@@ -1,0 +1,45 @@
+-- `emit_events` without its bound on one call: a captured statement's rows are as many as it changed.
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_emit_checked(p_session text, p_events jsonb)
+RETURNS TABLE (event_id bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lock text;
+    v_bad record;
+BEGIN
+    IF p_events IS NULL OR jsonb_typeof(p_events) <> 'array' OR jsonb_array_length(p_events) = 0 THEN
+        RAISE EXCEPTION 'events: a non-empty JSON array of {type, data} is required' USING ERRCODE = '22023';
+    END IF;
+    SELECT g.n - 1 AS i, g.x INTO v_bad
+    FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n)
+    WHERE jsonb_typeof(g.x) <> 'object'
+       OR jsonb_typeof(g.x -> 'type') IS DISTINCT FROM 'string'
+       OR NOT EXISTS (SELECT 1 FROM orchestrator.event_types t WHERE t.name = g.x ->> 'type')
+       OR jsonb_typeof(g.x -> 'data') IS DISTINCT FROM 'object'
+       OR (g.x ? 'key' AND jsonb_typeof(g.x -> 'key') <> 'string')
+       OR (g.x ? 'client' AND jsonb_typeof(g.x -> 'client') <> 'string')
+    ORDER BY g.n LIMIT 1;
+    IF FOUND THEN
+        IF jsonb_typeof(v_bad.x) <> 'object' THEN
+            RAISE EXCEPTION 'events.%: an object {type, data} is required', v_bad.i USING ERRCODE = '22023';
+        ELSIF jsonb_typeof(v_bad.x -> 'type') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION 'events.%.type: a string is required', v_bad.i USING ERRCODE = '22023';
+        ELSIF jsonb_typeof(v_bad.x -> 'data') IS DISTINCT FROM 'object' THEN
+            RAISE EXCEPTION 'events.%.data: an object is required', v_bad.i USING ERRCODE = '22023';
+        ELSIF v_bad.x ? 'key' AND jsonb_typeof(v_bad.x -> 'key') <> 'string' THEN
+            RAISE EXCEPTION 'events.%.key: a string is required', v_bad.i USING ERRCODE = '22023';
+        ELSIF v_bad.x ? 'client' AND jsonb_typeof(v_bad.x -> 'client') <> 'string' THEN
+            RAISE EXCEPTION 'events.%.client: a string is required', v_bad.i USING ERRCODE = '22023';
+        END IF;
+        RAISE EXCEPTION 'events.%.type: % is not a declared event type', v_bad.i, v_bad.x -> 'type'
+            USING ERRCODE = '22023';
+    END IF;
+    v_lock := orchestrator.orchestrator_lock_session(p_session);
+    IF v_lock = 'not_found' THEN
+        RAISE EXCEPTION 'session_id: no session %', quote_literal(coalesce(p_session, 'null'))
+            USING ERRCODE = 'P0002';
+    ELSIF v_lock <> 'ok' THEN
+        RAISE EXCEPTION 'session_id: session % is not open', quote_literal(p_session) USING ERRCODE = '55000';
+    END IF;
+    RETURN QUERY SELECT e.o_event FROM orchestrator.orchestrator_emit(p_session, p_events, '{}', 0, NULL, NULL) e;
+END
+$$;

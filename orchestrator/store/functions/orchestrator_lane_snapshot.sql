@@ -1,0 +1,88 @@
+-- The lane step's snapshot of a lane (`orchestrator.core.lane_snapshot.LaneSnapshot`), read without a lock:
+-- the record of a decision checks it over `seq`. Null for a lane the router never queued for. Waiting events and
+-- a replay's are read by reference, as compact rows under the listener version in effect now
+-- (`orchestrator_queued`, 0008_by_reference.sql); `p_fetch` 0 reads none of them: enough to know whether the
+-- lane waits, and for what. The fires of the last minute come from `orchestrator_fires_lately`.
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_lane_snapshot(p_session text, p_listener text, p_lane text,
+    p_fetch integer)
+RETURNS json LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    l orchestrator.lanes%ROWTYPE;
+    r orchestrator.listener_rules%ROWTYPE;
+    v_now timestamptz := clock_timestamp();
+    v_listener jsonb;
+    v_fetch integer := p_fetch;
+BEGIN
+    SELECT * INTO l FROM orchestrator.lanes WHERE session_id = p_session AND listener = p_listener AND lane = p_lane;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- The newest version in effect (one saved during the activation delay acts once it takes effect), or
+    -- the newest saved when none is yet (its events cannot have been routed before it was).
+    SELECT jsonb_build_object(
+        'version', v.version, 'body', v.body,
+        'switched_off', EXISTS (SELECT 1 FROM orchestrator.listener_switches w
+                                WHERE w.session_id = p_session AND w.name = p_listener AND NOT w.enabled),
+        'paused', EXISTS (SELECT 1 FROM orchestrator.listener_pauses p
+                          WHERE p.name = p_listener AND (p.session_id IS NULL OR p.session_id = p_session)))
+    INTO v_listener
+    FROM orchestrator.listeners n JOIN orchestrator.listener_versions v ON v.name = n.name
+    WHERE n.name = p_listener AND n.deleted_at IS NULL
+    ORDER BY v.effective_at <= v_now DESC, v.version DESC LIMIT 1;
+    IF v_listener IS NOT NULL THEN
+        SELECT * INTO r FROM orchestrator.listener_rules WHERE name = p_listener
+            AND version = (v_listener ->> 'version')::integer;
+    END IF;
+    -- Without `distinct_by` a batch takes at most `max_events` events: no more are read. A body keeps what was
+    -- declared, so a default left out is the declaration's (`BatchSpec.max_events`, 100), as
+    -- `lane_snapshot.fetch_limit` says.
+    IF v_listener IS NOT NULL AND v_listener -> 'body' -> 'batch' ->> 'distinct_by' IS NULL THEN
+        v_fetch := least(p_fetch, coalesce((v_listener -> 'body' -> 'batch' ->> 'max_events')::integer, 100));
+    END IF;
+    RETURN json_build_object(
+        'lane', jsonb_build_object(
+            'id', l.id, 'workflow_id', l.workflow_id, 'seq', l.seq, 'fired_through', l.fired_through,
+            'routed_through', l.routed_through, 'newest_id', l.newest_id,
+            'newest_at', extract(epoch FROM l.newest_at)),
+        'now', extract(epoch FROM v_now),
+        'session', (SELECT jsonb_build_object('status', s.status, 'alias', s.alias) FROM orchestrator.sessions s
+            WHERE s.id = p_session),
+        'listener', v_listener,
+        'oldest_at', (SELECT extract(epoch FROM e.created_at) FROM orchestrator.lane_events q
+            JOIN orchestrator.events e ON e.id = q.event_id
+                      WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1),
+        'waiting', (
+            SELECT coalesce(json_agg(orchestrator.orchestrator_queued(e, r, w.version, p_listener, p_lane)
+                ORDER BY e.id), '[]'::json)
+            FROM (SELECT q.event_id, q.version FROM orchestrator.lane_events q WHERE q.lane_id = l.id
+                AND q.event_id > l.fired_through
+                  ORDER BY q.event_id LIMIT v_fetch) w
+            JOIN orchestrator.events e ON e.id = w.event_id),
+        'runs', (SELECT coalesce(jsonb_agg(orchestrator.orchestrator_run_json(x) ORDER BY x.run_key), '[]')
+                 FROM orchestrator.lane_runs x WHERE x.lane_id = l.id),
+        'claimed', (SELECT orchestrator.orchestrator_past_batch(b) FROM orchestrator.batches b
+                    WHERE b.lane_id = l.id AND b.state = 'claimed' ORDER BY b.id LIMIT 1),
+        'repeat', (SELECT orchestrator.orchestrator_past_batch(b) FROM orchestrator.lane_runs x
+            JOIN orchestrator.batches b ON b.id = x.batch_id
+                   WHERE x.lane_id = l.id AND x.due_at IS NOT NULL ORDER BY x.due_at LIMIT 1),
+        'replay', (
+            SELECT json_build_object(
+                'id', p.id, 'replay_of', p.replay_of,
+                'events', CASE WHEN p_fetch > 0 THEN (
+                    SELECT coalesce(json_agg(orchestrator.orchestrator_queued(e, r, NULL, p_listener, p_lane)
+                        ORDER BY e.id), '[]'::json)
+                    FROM orchestrator.events e WHERE e.id = ANY (p.event_ids)) ELSE '[]'::json END,
+                'number', 1 + (SELECT coalesce(max(b.replay), 0) FROM orchestrator.batches b
+                               WHERE b.lane_id = l.id AND b.first_id = (SELECT min(x) FROM unnest(p.event_ids) x)))
+            FROM orchestrator.replays p WHERE p.lane_id = l.id ORDER BY p.id LIMIT 1),
+        'key_slot', (SELECT CASE WHEN k.holding THEN 'held' ELSE 'queued' END FROM orchestrator.key_slots k
+            WHERE k.lane_id = l.id),
+        'keys_held', (SELECT count(*) FROM orchestrator.key_slots k
+                      WHERE k.session_id = p_session AND k.listener = p_listener AND k.holding),
+        'fires', (SELECT jsonb_build_object('count', coalesce(max(f.fires), 0), 'oldest',
+            extract(epoch FROM max(f.oldest)))
+                  FROM orchestrator.orchestrator_fires_lately(p_session, p_listener, v_now) f),
+        'running', (SELECT count(*) FROM orchestrator.executions x WHERE x.session_id = p_session
+            AND x.status = 'running'));
+END
+$$;

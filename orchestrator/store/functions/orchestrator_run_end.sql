@@ -1,0 +1,69 @@
+-- A run's end, reported by the run itself or found by the router's sweep: its execution's end and
+-- `execution.ended` (once: a second report answers `recorded: false`), then its slot held for the repeat
+-- (`repeat_in` seconds) or released, a keyed listener's key slot handed to the longest waiter, a last failure's
+-- `listener.failed`, and a draining session closed once nothing of it is left. Answers the lanes to drive now
+-- (its own, when it has more waiting; the one a key slot went to). A failed run's `execution.ended` carries its
+-- error: `execution.error` is `{type, message}`, the message cut at 2,000 characters, so a listener of failures
+-- (an operator's inbox) can hand it on (`{{ event.execution.error }}`).
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_run_end(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_execution text := p ->> 'execution_id';
+    v_session text := p ->> 'session_id';
+    v_listener text := p ->> 'listener';
+    v_keyed boolean := coalesce((p ->> 'keyed')::boolean, false);
+    x orchestrator.executions%ROWTYPE;
+    r orchestrator.lane_runs%ROWTYPE;
+    v_drive jsonb := '[]';
+    v_waiting boolean;
+BEGIN
+    -- Its `execution.ended` needs the session's lock: taken before the keys' (see orchestrator_keys_lock). A
+    -- session being deleted takes its runs with it: nothing to record.
+    IF orchestrator.orchestrator_lock_session(v_session) = 'not_found' THEN
+        RETURN '{"recorded": false, "drive": []}';
+    END IF;
+    IF v_keyed THEN
+        PERFORM orchestrator.orchestrator_keys_lock(v_session, v_listener);
+    END IF;
+    UPDATE orchestrator.executions SET status = p ->> 'status', error = p ->> 'error', ended_at = clock_timestamp()
+        WHERE id = v_execution AND status = 'running' RETURNING * INTO x;
+    IF NOT FOUND THEN
+        RETURN '{"recorded": false, "drive": []}';
+    END IF;
+    PERFORM orchestrator.orchestrator_execution_started(v_execution);
+    PERFORM orchestrator.orchestrator_append(
+        x.session_id, 'execution.ended', NULL, NULL,
+        jsonb_build_object('id', x.id, 'workflow', x.workflow, 'status', x.status)
+            || CASE WHEN x.status = 'failed' AND x.error IS NOT NULL THEN jsonb_build_object('error',
+                   jsonb_strip_nulls(jsonb_build_object('type', p ->> 'error_type', 'message', left(x.error, 2000))))
+                ELSE '{}'::jsonb END,
+        jsonb_strip_nulls(jsonb_build_object('listener', x.listener, 'execution', x.id)), x.depth, NULL, NULL, NULL,
+        jsonb_build_object('execution', x.id));
+    IF x.run_key IS NOT NULL THEN
+        SELECT * INTO r FROM orchestrator.lane_runs WHERE run_key = x.run_key AND execution_id = v_execution FOR UPDATE;
+        IF FOUND THEN
+            IF p ->> 'repeat_in' IS NOT NULL THEN
+                UPDATE orchestrator.lane_runs SET due_at = clock_timestamp() + make_interval(secs => (p ->>
+                    'repeat_in')::float8)
+                    WHERE run_key = r.run_key;
+            ELSE
+                DELETE FROM orchestrator.lane_runs WHERE run_key = r.run_key;
+                UPDATE orchestrator.batches SET released_at = clock_timestamp() WHERE id = r.batch_id;
+                v_waiting := EXISTS (SELECT 1 FROM orchestrator.lanes WHERE id = r.lane_id
+                    AND routed_through > fired_through)
+                          OR EXISTS (SELECT 1 FROM orchestrator.replays WHERE lane_id = r.lane_id);
+                IF v_keyed THEN
+                    v_drive := orchestrator.orchestrator_key_slot_freed(r.lane_id, v_session, v_listener,
+                                                           (p ->> 'key_max')::integer, v_waiting);
+                ELSIF v_waiting THEN
+                    v_drive := jsonb_build_array(orchestrator.orchestrator_lane_address(r.lane_id));
+                END IF;
+                IF (p ->> 'gave_up')::boolean THEN
+                    PERFORM orchestrator.orchestrator_listener_failed(v_execution, v_listener, x.lane, x.depth);
+                END IF;
+            END IF;
+        END IF;
+    END IF;
+    PERFORM orchestrator.orchestrator_close_drained(v_session);
+    RETURN jsonb_build_object('recorded', true, 'drive', v_drive);
+END
+$$;
