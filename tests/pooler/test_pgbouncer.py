@@ -21,6 +21,7 @@ from orchestrator.store.migrate import function_files, migrate, migration_files
 from tests.conftest import scratch_database
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, running_engine
 from tests.pooler.conftest import PgBouncer, needs_pgbouncer
+from tests.store.test_function_files import LOCKS_HELD
 
 pytestmark = [needs_pgbouncer, pytest.mark.devserver]
 
@@ -119,7 +120,7 @@ async def test_processes_that_start_together_migrate_through_pgbouncer(
         assert sorted(name for answer in answers for name in answer) == sorted(shipped), "each applied once"
         direct = await asyncpg.connect(url)
         try:
-            assert await direct.fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == 0
+            assert await direct.fetchval(LOCKS_HELD) == 0
         finally:
             await direct.close()
         # The platform started through it alone (no direct URL; no LISTEN here), its pools without named statements.

@@ -18,6 +18,11 @@ from orchestrator.store.migrate import function_files, migrate, migration_files
 from tests.conftest import scratch_database
 from tests.store.earlier_releases import BEFORE_FUNCTION_FILES, released_through
 
+# Advisory locks held in this database (the server is shared by the tests running beside).
+LOCKS_HELD = (
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
 CREATED_TEXT = "orchestrator_created_text.sql"
 WRITE_TIME = "SELECT orchestrator.orchestrator_created_text('2026-01-02 03:04:05+00')"
 DEFINED = re.compile(r"^CREATE OR REPLACE FUNCTION orchestrator\.([a-z_][a-z0-9_]*)\(", re.MULTILINE)
@@ -121,7 +126,7 @@ async def test_processes_that_migrate_at_once_apply_each_file_once(blank_db: str
         answers = await asyncio.gather(*(migrate(conn) for conn in conns))
         applied = sorted(name for answer in answers for name in answer)
         assert applied == sorted([name for _, name, _ in migration_files()] + [name for name, _ in function_files()])
-        held = await conns[0].fetchval("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+        held = await conns[0].fetchval(LOCKS_HELD)
         assert held == 0, "the migration lock is a transaction's: nothing holds it once the runner is done"
     finally:
         for conn in conns:

@@ -16,6 +16,7 @@ from orchestrator.store.postgres import connection_class
 from tests.conftest import scratch_database
 from tests.store.earlier_releases import released_through, their_connections
 from tests.store.helpers import all_events, ok
+from tests.store.test_function_files import definitions
 
 LISTENER = {
     "name": "notes",
@@ -40,7 +41,7 @@ async def _public_tables(url: str) -> set[str]:
 
 
 async def test_a_database_made_in_public_moves_in_place_and_keeps_working(
-    blank_db: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    blank_db: str, fresh_db: str, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shipped = migrate_module.migration_files()
     # The database as the migrations before the schema of its own made it, used a while.
@@ -78,8 +79,15 @@ async def test_a_database_made_in_public_moves_in_place_and_keeps_working(
         try:
             recorded = await conn.fetch("SELECT version FROM orchestrator.schema_migrations ORDER BY version")
             assert [r["version"] for r in recorded] == [version for version, _, _ in shipped]
+            assert await definitions(conn, "public") == {}, "no function of the platform's left in public"
+            moved = await definitions(conn)
         finally:
             await conn.close()
+        new = await asyncpg.connect(fresh_db)
+        try:
+            assert moved == await definitions(new), "the functions and triggers of a database made new"
+        finally:
+            await new.close()
     finally:
         await after.close()
 
