@@ -36,6 +36,8 @@ from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned, validate_alias
 from orchestrator.core.graphs import GraphPatch
 from orchestrator.core.validation import field_errors_message
+from orchestrator.core.waits import parse_wait
+from orchestrator.store.waits import compiled_conditions
 from orchestrator.telemetry import TRACER
 
 
@@ -132,6 +134,42 @@ class SessionActivities(PlatformActivities):
             raise refusal(err) from None
         except ValueError as err:
             raise refusal(CommandError("invalid_request", str(err))) from None
+
+    async def _wait_open(self, call: SessionCall) -> dict[str, Any]:
+        """Put the run's wait in place (`RunSession.wait_for_event`), answered at once when the log holds its
+        answer already. By default it counts from the last event of the run's batch."""
+        if call.execution_id is None:
+            raise CommandError("invalid_request", "execution_id: only a run waits for events")
+        args = dict(call.args)
+        seq = args.pop("seq", None)
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+            raise CommandError("invalid_request", "seq: the wait's number among the run's, from 1")
+        spec = parse_wait(args, await self.store.event_schemas())
+        after = spec.after
+        if after is None and call.batch is not None and call.batch.get("last_id"):
+            after = int(call.batch["last_id"])
+        opened = await self.store.open_wait(
+            {
+                "session_id": call.session_id,
+                "execution_id": call.execution_id,
+                "seq": seq,
+                "kind": "wait",
+                "listener": call.listener,
+                "after": after,
+                "max_events": spec.max_events,
+                "timeout_seconds": spec.timeout_seconds,
+                "conditions": [c.model_dump(mode="json", exclude_unset=True) for c in spec.conditions],
+                "compiled": compiled_conditions(spec.conditions),
+            }
+        )
+        return await self._wait_reply(call.session_id, opened)
+
+    async def _wait_reply(self, session_id: str, wait: dict[str, Any]) -> dict[str, Any]:
+        """A wait as the run reads it: its state, and once answered the winning condition and its events whole."""
+        ids = [int(i) for i in wait.get("event_ids") or ()]
+        found = await self.store.lanes.envelopes(ids) if ids else []
+        events = sorted((e for e in found if e["session_id"] == session_id), key=lambda e: int(e["id"]))
+        return {"state": wait["state"], "matched": wait.get("matched"), "events": events}
 
     async def _call(self, call: SessionCall) -> Any:
         store, args, session = self.store, call.args, call.session_id
@@ -244,6 +282,13 @@ class SessionActivities(PlatformActivities):
             if args.get("drain", True):
                 return await store.drain_session(session)
             return await store.set_session_status(session, "closed")
+        if call.op == "wait_open":
+            return await self._wait_open(call)
+        if call.op == "wait_close":
+            closed = await store.close_wait(str(call.execution_id), int(args["seq"]))
+            if closed is None:
+                raise CommandError("not_found", f"seq: no wait {args['seq']} of run {call.execution_id!r}")
+            return await self._wait_reply(session, closed)
         if call.op in ("batch_events", "batch_messages"):
             ids = [int(i) for i in args.get("ids") or ()][:MAX_BATCH_EVENTS]
             if call.op == "batch_messages":

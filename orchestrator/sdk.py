@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -28,7 +29,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from orchestrator.workflows.messages import BatchInfo, RunInput
+from orchestrator.workflows.messages import WAIT_SIGNAL, BatchInfo, RunInput
 
 __all__ = ["BatchInfo", "RunInput", "RunSession", "SessionError"]
 
@@ -43,6 +44,29 @@ class SessionError(Exception):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+class _Answers:
+    """The answers the platform signalled to this run's waits, by wait number, and how many waits the run began:
+    one per workflow, found again through its signal handler by every `RunSession` of the run."""
+
+    def __init__(self) -> None:
+        self.by_seq: dict[int, dict[str, Any]] = {}
+        self.waits = 0
+
+    def take(self, answer: dict[str, Any]) -> None:
+        # A wait's answer may be told more than once (a router that died before it noted the telling): the first.
+        self.by_seq.setdefault(int(answer["seq"]), answer)
+
+
+def _answers() -> _Answers:
+    handler = workflow.get_signal_handler(WAIT_SIGNAL)
+    owner = getattr(handler, "__self__", None)
+    if isinstance(owner, _Answers):
+        return owner
+    answers = _Answers()
+    workflow.set_signal_handler(WAIT_SIGNAL, answers.take)
+    return answers
 
 
 class RunSession:
@@ -197,3 +221,44 @@ class RunSession:
             "list_session_events", after=after, before=before, limit=limit, types=types
         )
         return result
+
+    async def wait_for_event(
+        self,
+        conditions: Sequence[dict[str, Any]],
+        *,
+        timeout_seconds: float,
+        after: int | None = None,
+        max_events: int = 1,
+    ) -> dict[str, Any]:
+        """Wait for the next events this run needs; answers `{"matched": i, "events": [...]}` (envelopes, by id) or
+        `{"matched": None, "events": []}` when `timeout_seconds` pass first.
+
+        Each condition is a listener's filter (`{"types": [...], "aliases"?: [...], "where"?: [...]}`). The wait
+        counts from `after` (an event id; by default the last event of the run's batch), so an event committed
+        after the batch and before the wait began is found. When several conditions hold at once the first
+        declared wins, and only its events are taken, up to `max_events` in id order; the run's next wait goes on
+        from there, and finds what this one left. An event a wait took is the run's: its listener's lanes do not
+        get it again. The run is told by a signal; nothing polls."""
+        answers = _answers()
+        answers.waits += 1
+        seq = answers.waits
+        opened: dict[str, Any] = await self._call(
+            "wait_open",
+            seq=seq,
+            conditions=list(conditions),
+            timeout_seconds=timeout_seconds,
+            after=after,
+            max_events=max_events,
+        )
+        if opened["state"] != "open":
+            return {"matched": opened["matched"], "events": opened["events"]}
+        try:
+            await workflow.wait_condition(lambda: seq in answers.by_seq, timeout=timeout_seconds)
+        except TimeoutError:
+            # The timeout's own call: only a run that timed out makes it, so it takes no place among the calls.
+            closed: dict[str, Any] = await self._call("wait_close", counted=False, seq=seq)
+            if closed["state"] == "answered":
+                return {"matched": closed["matched"], "events": closed["events"]}
+            return {"matched": None, "events": []}
+        told = answers.by_seq[seq]
+        return {"matched": told["matched"], "events": told["events"]}

@@ -18,6 +18,8 @@ from orchestrator.core.outcomes import Outcome
 
 # The one signal a lane takes: the store has news for it (events wait, a slot was freed, a repeat is due).
 NUDGE_SIGNAL = "nudge"
+# The signal that tells a run its wait was answered: `{seq, matched, events}` (orchestrator.sdk).
+WAIT_SIGNAL = "orchestrator.wait_answered"
 # The memo key under which a run carries its `RunTag`: what the record of its end needs.
 RUN_MEMO = "orchestrator"
 # How many outcomes a lane keeps for its `outcomes` query (the store keeps them all).

@@ -50,7 +50,9 @@ class _ReportsItsEnd(WorkflowInboundInterceptor):
         try:
             result = await super().execute_workflow(input)
         except (asyncio.CancelledError, CancelledError) as err:
-            await _report(tag, "stopped", str(err) or "cancelled")
+            # Asked to cancel (`cancel_on`, a graceful `stop_execution`, or from Temporal): the record of the
+            # ask, when there is one, gives the end its reason and cause.
+            await _report(tag, "cancelled", str(err) or "cancelled")
             raise
         except FailureError as err:
             kind = err.type if isinstance(err, ApplicationError) and err.type else type(err).__name__

@@ -67,10 +67,25 @@ async def explain(platform: CommandContext, session_id: str, event_id: int) -> d
             if routed < event_id:
                 found["routed"] = False
         answer.append(found)
+    waits = await store.waits_taking(session_id, event_id)
+    for wait in waits:
+        # A wait took it: its run's own listener's lanes did not (docs/waits.md).
+        for found in answer:
+            if wait["kind"] == "wait" and found["listener"] == wait["listener"] and found["matched"]:
+                found["taken_by_wait"] = {"execution_id": wait["execution_id"], "wait": wait["seq"]}
     return {
         "event": envelope,
         "routed": routed >= event_id,
         "listeners": answer,
+        "waits": [
+            {
+                "execution_id": w["execution_id"],
+                "wait": w["seq"],
+                "kind": w["kind"],
+                "condition": w["matched"],
+            }
+            for w in waits
+        ],
         "caused_by": await what_caused(platform, session_id, envelope),
         "caused": await what_it_caused(platform, session_id, event_id, [CAUSED_EVENTS]),
     }
@@ -147,13 +162,15 @@ async def what_it_caused(
     "explain_event",
     ExplainEvent,
     reply="`event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, batch?, run?, outcome?,"
-    " receipt?}], `caused_by`, `caused`",
+    " receipt?, taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered),"
+    " `caused_by`, `caused`",
     errors=("not_found",),
     example={"command": "explain_event", "session_id": "ses_...", "event_id": 2},
 )
 async def explain_event(platform: CommandContext, req: ExplainEvent) -> dict[str, Any]:
     """What became of an event, listener by listener (matched or why not, its lane, batch, run, outcome and
-    receipt), what caused it and what it caused."""
+    receipt), which runs' waits it answered (a wait that took it kept it from its run's own listener's lanes, or a
+    `cancel_on` it cancelled a run by), what caused it and what it caused."""
     return await explain(platform, req.session_id, req.event_id)
 
 

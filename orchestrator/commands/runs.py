@@ -23,7 +23,7 @@ from temporalio.client import Client
 from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.listeners import unregistered_workflow
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.declaration import DEFAULT_CANCEL_GRACE_SECONDS, MAX_CANCEL_GRACE_SECONDS, ListenerDeclaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.lane_snapshot import (
     ACT,
@@ -65,13 +65,27 @@ class StopExecution(Request):
     execution_id: Annotated[str, StringConstraints(min_length=1, max_length=512)] = Field(
         description="the run, as `list_executions` names it"
     )
+    mode: Literal["cancel", "terminate"] = Field(
+        default="cancel",
+        description="`cancel`: the run gets Temporal's cancellation and may clean up, then is terminated after"
+        " `grace_seconds`; `terminate`: ended at once, no code of it runs",
+    )
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=2000)] | None = Field(
+        default=None, description="why, kept as the run's error"
+    )
+    grace_seconds: float = Field(
+        default=DEFAULT_CANCEL_GRACE_SECONDS,
+        ge=0,
+        le=MAX_CANCEL_GRACE_SECONDS,
+        description="how long a cancelled run may clean up before it is terminated",
+    )
 
 
 class ListExecutions(Request):
     command: Literal["list_executions"]
     session_id: SessionId
     listener: ListenerName | None = Field(default=None, description="only this listener's runs")
-    status: Literal["running", "completed", "failed", "stopped"] | None = Field(
+    status: Literal["running", "completed", "failed", "stopped", "cancelled"] | None = Field(
         default=None, description="only the runs with this status"
     )
 
@@ -389,13 +403,20 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
 @command(
     "list_executions",
     ListExecutions,
-    reply="`executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at}], oldest first",
+    reply="`executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at, waiting?}],"
+    " oldest first",
     errors=("not_found",),
     example={"command": "list_executions", "session_id": "ses_...", "listener": "respond"},
 )
 async def list_executions(platform: CommandContext, req: ListExecutions) -> dict[str, Any]:
-    """The session's runs, oldest first: a listener's (with the batch that started it) and those started by hand."""
-    return {"executions": await platform.store.list_executions(req.session_id, req.listener, req.status)}
+    """The session's runs, oldest first: a listener's (with the batch that started it) and those started by hand.
+    A run that waits for events says on what (`waiting`: its wait's number, conditions, position and deadline)."""
+    executions = await platform.store.list_executions(req.session_id, req.listener, req.status)
+    waiting = await platform.store.open_waits([e["id"] for e in executions if e["status"] == "running"])
+    for execution in executions:
+        if execution["id"] in waiting:
+            execution["waiting"] = waiting[execution["id"]]
+    return {"executions": executions}
 
 
 @command(
@@ -449,14 +470,17 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
 @command(
     "stop_execution",
     StopExecution,
-    reply="`execution` {id, status}: `stopped`, or how it had ended already",
+    reply="`execution` {id, status}: `cancelling` (it cleans up, then ends `cancelled`), `stopped`, or how it had"
+    " ended already",
     errors=("not_found",),
     example={"command": "stop_execution", "session_id": "ses_...", "execution_id": "exe:ses_...:respond:chats/7:2.0"},
 )
 async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[str, Any]:
-    """Stop a run (terminate it on Temporal): its end is recorded as `stopped`, and its batch's slot follows as
-    for a run stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended
-    already answers how it ended, and nothing changes."""
+    """Stop a run. By default it is cancelled: the run gets Temporal's cancellation and may clean up, and is
+    terminated if it still runs after `grace_seconds`; it ends `cancelled`, with the reason as its error. With
+    `mode` `terminate` it is ended at once and recorded `stopped`. Either way its batch's slot follows as for a run
+    stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers
+    how it ended, and nothing changes."""
     from orchestrator.lanes.executions import TemporalRuns
     from orchestrator.lanes.nudges import nudge_lanes
     from orchestrator.store.lane_store import Ending
@@ -469,14 +493,22 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     if platform.temporal is None:
         raise CommandError("internal_error", "stop_execution needs Temporal, and this door has none")
     runs = TemporalRuns(platform.temporal, platform.settings)
+    if req.mode == "cancel":
+        # The stop is recorded first: the run's end reads its reason, and the router's poll terminates the run
+        # once its grace has passed, whoever asked.
+        await platform.store.stop_asked(
+            req.session_id, req.execution_id, req.reason or CANCELLED_BY_COMMAND, req.grace_seconds
+        )
+        if await runs.cancel(req.execution_id):
+            return {"execution": {"id": req.execution_id, "status": "cancelling"}}
     _, tag = await runs.word(req.execution_id)
-    await runs.stop(req.execution_id, STOPPED_BY_COMMAND)
+    await runs.stop(req.execution_id, req.reason or STOPPED_BY_COMMAND)
     ended = await platform.store.lanes.end_run(
         Ending(
             execution_id=req.execution_id,
             session_id=req.session_id,
             status="stopped",
-            error=STOPPED_BY_COMMAND,
+            error=req.reason or STOPPED_BY_COMMAND,
             listener=found["listener"],
             keyed=tag is not None and tag.key_slots is not None,
             key_max=(tag.key_slots or 0) if tag is not None else 0,
@@ -492,4 +524,5 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     return {"execution": {"id": req.execution_id, "status": status}}
 
 
+CANCELLED_BY_COMMAND = "cancelled by stop_execution"
 STOPPED_BY_COMMAND = "stopped by stop_execution"

@@ -178,6 +178,32 @@ class ListenerFilter(_Strict):
         return where
 
 
+class WaitCondition(ListenerFilter):
+    """What a run's wait (or a listener's `cancel_on`) hears: a filter whose types are required."""
+
+    types: list[TypeGlob] = Field(min_length=1, max_length=MAX_GLOBS)
+
+
+# How long a cancelled run may clean up before it is terminated, by default and at most.
+DEFAULT_CANCEL_GRACE_SECONDS = 10.0
+MAX_CANCEL_GRACE_SECONDS = 3600.0
+MAX_CANCEL_ON = 10
+
+
+class CancelOn(WaitCondition):
+    """An event that cancels the listener's running runs in its session: those whose lane key equals the event's
+    value at `key` (no key: every running run of the listener in the session), if it committed after the run's
+    batch. The run gets Temporal's cancellation and `grace_seconds` to clean up, then is terminated."""
+
+    key: str | None = None
+    grace_seconds: float = Field(default=DEFAULT_CANCEL_GRACE_SECONDS, ge=0, le=MAX_CANCEL_GRACE_SECONDS)
+
+    @field_validator("key")
+    @classmethod
+    def _key_path(cls, value: str | None) -> str | None:
+        return None if value is None else validate_path(value)
+
+
 class Concurrency(_Strict):
     mode: Literal["serial", "keyed", "parallel", "none"] = "serial"
     key: str | None = None
@@ -334,6 +360,16 @@ class ListenerDeclaration(_Strict):
     # task queue (Temporal's priority keys, where the server has them). None: Temporal's default (3).
     priority: int | None = Field(default=None, ge=MIN_PRIORITY, le=MAX_PRIORITY)
     description: str | None = Field(default=None, max_length=2000)
+    # Events that cancel this listener's running runs (a workflow action's).
+    cancel_on: list[CancelOn] | None = Field(default=None, min_length=1, max_length=MAX_CANCEL_ON)
+
+    @field_validator("cancel_on")
+    @classmethod
+    def _cancels_runs(cls, cancel_on: list[CancelOn] | None, info: ValidationInfo) -> list[CancelOn] | None:
+        action = info.data.get("action")
+        if cancel_on is not None and action is not None and not isinstance(action, WorkflowAction):
+            raise ValueError(f"{action.type} actions start no run to cancel (only a workflow action's runs are)")
+        return cancel_on
 
     @field_validator("retry")
     @classmethod
@@ -366,6 +402,19 @@ def parse_declaration(
     unresolvable += unresolvable_holes(decl.action, template_types, event_types)
     problems = [f"listener.{problem}" for problem in unresolvable]
     problems += [f"listener.{problem}" for problem in unknown_types(decl.filter.types, event_types)]
+    for n, cancel in enumerate(decl.cancel_on or ()):
+        if cancel.key is not None and decl.concurrency.mode != "keyed":
+            problems.append(
+                f"listener.cancel_on.{n}.key: a key finds the run by its lane's key, which only a keyed listener's"
+                f" lanes have (this one is {decl.concurrency.mode}); leave it out to cancel every run of the listener"
+            )
+        found = unresolvable_paths(cancel, BatchSpec(), cancel.key, event_types) + unknown_types(
+            cancel.types, event_types
+        )
+        problems += [
+            f"listener.cancel_on.{n}.{problem.removeprefix('filter.').replace('concurrency.key', 'key')}"
+            for problem in found
+        ]
     if decl.retry is not None and decl.retry.attempts == 0:
         problems.append("listener.retry.attempts: 0 would repeat nothing; leave retry out (SPEC: refused, not ignored)")
     action = decl.action

@@ -21,6 +21,7 @@ from typing import Any
 
 from orchestrator.core.declaration import (
     ListenerDeclaration,
+    ListenerFilter,
     WhereAny,
     WhereCondition,
     WhereItem,
@@ -124,8 +125,7 @@ def _eq_term(where: Sequence[WhereItem]) -> tuple[str, list[Any]] | None:
     return None
 
 
-def probes_of(decl: ListenerDeclaration) -> tuple[Probe, ...]:
-    flt = decl.filter
+def probes_of(flt: ListenerFilter) -> tuple[Probe, ...]:
     types, aliases = _heads(flt.types, "."), _heads(flt.aliases, "/")
     term = _eq_term(flt.where)
     if term is not None and len(types) * len(aliases) * len(term[1]) > MAX_PROBES:
@@ -147,12 +147,13 @@ def compile_rule(name: str, version: int, decl: ListenerDeclaration) -> Rule:
     slots = None
     if workflow:
         slots = concurrency.max_parallel if concurrency.mode == "parallel" else 1
+    compiled = compile_filter(flt)
     return Rule(
         name=name,
         version=version,
-        type_res=None if flt.types is None else tuple(glob_regex(g, ".") for g in flt.types),
-        alias_res=None if flt.aliases is None else tuple(glob_regex(g, "/") for g in flt.aliases),
-        where=tuple(_compiled_where(item) for item in flt.where),
+        type_res=compiled.type_res,
+        alias_res=compiled.alias_res,
+        where=compiled.where,
         key_root=key_root,
         key_rest=key_rest,
         key_segments=concurrency.key_segments if keyed else None,
@@ -162,8 +163,39 @@ def compile_rule(name: str, version: int, decl: ListenerDeclaration) -> Rule:
         idle=decl.idle is not None,
         slots=slots,
         key_slots=concurrency.max_parallel if keyed and workflow else None,
-        probes=probes_of(decl),
+        probes=compiled.probes,
     )
 
 
-__all__ = ["MAX_PROBES", "NO_EQ_PATH", "Probe", "Rule", "compile_rule", "glob_head", "glob_regex", "split_path"]
+@dataclass(frozen=True)
+class FilterRule:
+    """A filter alone as the routing statement reads it (a wait's condition, a `cancel_on`): its globs as regular
+    expressions, its `where` compiled, and the probes that find it."""
+
+    type_res: tuple[str, ...] | None
+    alias_res: tuple[str, ...] | None
+    where: tuple[dict[str, Any], ...]
+    probes: tuple[Probe, ...]
+
+
+def compile_filter(flt: ListenerFilter) -> FilterRule:
+    return FilterRule(
+        type_res=None if flt.types is None else tuple(glob_regex(g, ".") for g in flt.types),
+        alias_res=None if flt.aliases is None else tuple(glob_regex(g, "/") for g in flt.aliases),
+        where=tuple(_compiled_where(item) for item in flt.where),
+        probes=probes_of(flt),
+    )
+
+
+__all__ = [
+    "MAX_PROBES",
+    "NO_EQ_PATH",
+    "FilterRule",
+    "Probe",
+    "Rule",
+    "compile_filter",
+    "compile_rule",
+    "glob_head",
+    "glob_regex",
+    "split_path",
+]

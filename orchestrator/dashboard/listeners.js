@@ -80,7 +80,11 @@ function why(lane) {
 export function runState(run) {
   if (!run) return node("span", { class: "run-state muted", text: "" });
   const text = run.error ? `run ${run.status}: ${run.error}` : `run ${run.status}`;
-  return node("span", { class: `run-state status-${run.status}`, text });
+  if (!run.waiting) return node("span", { class: `run-state status-${run.status}`, text });
+  // A run that waits for events says on what: each condition's types and aliases, until when.
+  const on = run.waiting.conditions.map((c) => (c.types || []).join(",") + (c.aliases ? ` on ${c.aliases.join(",")}` : ""));
+  return node("span", { class: `run-state status-${run.status}`, "data-waiting": String(run.waiting.seq),
+    text: `${text}, waits for ${on.join(" | ")} after event ${run.waiting.after} until ${run.waiting.deadline}` });
 }
 
 function outcomeRow(listener, o, runs) {

@@ -141,6 +141,12 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
                 "pending": sum(lane["pending"] for lane in lanes),
                 "runs_in_flight": sum(lane["in_flight"] for lane in lanes),
                 "executions_running": sum(1 for e in mine if e.get("status") == "running"),
+                # Its runs that wait for events, and on what (docs/waits.md).
+                "waiting_runs": [
+                    {"execution_id": e["id"], "lane": e.get("lane"), **e["waiting"]}
+                    for e in mine
+                    if e.get("status") == "running" and e.get("waiting")
+                ],
                 "retries_waiting": _retries_waiting(mine, declaration.get("retry"), in_flight_keys if live else None),
                 # Each outcome beside its run's own status: `success` means the run started, not how it ended.
                 "recent_outcomes": [
@@ -198,6 +204,20 @@ def format_status(status: dict[str, Any]) -> str:
                     lines.append(f"  lane {lane['lane'] or '(one lane)'} waits: {lane['waiting']}")
             if not all(lane["live"] for lane in listener["lanes"]):
                 lines.append("  (? = the lane did not answer its state query, or this door has no Temporal)")
+        if listener.get("waiting_runs"):
+            lines.append("  runs waiting for events:")
+            rows = [
+                [
+                    w["execution_id"],
+                    w.get("lane") or "(one lane)",
+                    w["seq"],
+                    " | ".join(_condition_text(c) for c in w["conditions"]),
+                    w["after"],
+                    w["deadline"],
+                ]
+                for w in listener["waiting_runs"]
+            ]
+            lines += _table(["run", "lane", "wait", "on", "after", "until"], rows, indent="    ")
         if listener["retries_waiting"]:
             lines.append("  retries waiting:")
             rows = [
@@ -224,6 +244,16 @@ def format_status(status: dict[str, Any]) -> str:
             headers = ["at", "status", "lane", "events", "retry", "run", "execution / message"]
             lines += _table(headers, rows, indent="    ")
     return "\n".join(lines)
+
+
+def _condition_text(condition: dict[str, Any]) -> str:
+    """A wait's condition in a line: its types, and its aliases and how many `where` items when it has them."""
+    text = ",".join(condition.get("types") or ["*"])
+    if condition.get("aliases"):
+        text += " on " + ",".join(condition["aliases"])
+    if condition.get("where"):
+        text += f" where {len(condition['where'])}"
+    return text
 
 
 # Events

@@ -37,6 +37,7 @@ from orchestrator.core.declaration import (
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.crossings import crossing
 from orchestrator.engine.run_sweep import RunSweep
+from orchestrator.engine.wait_answers import WaitTeller
 from orchestrator.lanes.nudges import Nudger
 from orchestrator.store.connection import DATABASE_TROUBLE
 from orchestrator.store.engine_records import EngineRecords
@@ -77,6 +78,7 @@ class Router:
         settings: Settings,
         *,
         sweep: RunSweep | None = None,
+        teller: WaitTeller | None = None,
         upkeep: Sequence[Callable[[], Awaitable[object]]] = (),
         poll_seconds: float = POLL_SECONDS,
         round_interval: float = ROUND_INTERVAL_SECONDS,
@@ -89,6 +91,8 @@ class Router:
         self.poll_seconds = poll_seconds
         self.round_interval = round_interval
         self.sweep = sweep
+        # Tells the runs whose waits a round answered (None: a router of no runs, in tests of routing alone).
+        self.teller = teller
         # Run at every poll: what else recovers a crossing a dead process left half made (a schedule's).
         self.upkeep = upkeep
         self._dirty: set[str] = set()
@@ -208,6 +212,9 @@ class Router:
             return 0
         crossing("route.saved")
         _route_spans(session_id, page.traced)
+        if page.answers and self.teller is not None:
+            # Told before the nudges: a run waits on it, while a lane's window is still open.
+            await self.teller.tell(page.answers)
         # After the commit, so that a lane's step finds what it is nudged for. A nudge lost here (the router
         # dies) is found by the stale-lane poll, once the lane's window and a grace have passed.
         nudges = [(n, await self._declaration(n.address.listener, n.version)) for n in page.nudges]

@@ -21,6 +21,7 @@ from orchestrator.commands.schedules import make_unmade_schedules
 from orchestrator.engine.probe_pruning import ProbePruning
 from orchestrator.engine.router import Router
 from orchestrator.engine.run_sweep import RunSweep
+from orchestrator.engine.wait_answers import WaitTeller
 from orchestrator.lanes.executions import TemporalRuns
 from orchestrator.lanes.registry import WorkflowRegistry
 from orchestrator.lanes.retention import Retention
@@ -52,16 +53,17 @@ def platform_components(platform: Platform, temporal_client: Client, app: UserAp
         workflow_names(app.workflows),
     )
     registry = WorkflowRegistry(platform.store, workflow_names(app.workflows))
+    runs = TemporalRuns(temporal_client, platform.settings)
+    teller = WaitTeller(platform.store, runs, engine.driver)
     router = Router(
         platform.store,
         platform.store.lanes,
         temporal_client,
         platform.direct_url,
         platform.settings,
-        upkeep=[lambda: make_unmade_schedules(platform), ProbePruning(platform.store.pool)],
-        sweep=RunSweep(
-            platform.store.lanes, engine.driver, TemporalRuns(temporal_client, platform.settings), platform.settings
-        ),
+        upkeep=[lambda: make_unmade_schedules(platform), ProbePruning(platform.store.pool), teller.upkeep],
+        sweep=RunSweep(platform.store.lanes, engine.driver, runs, platform.settings),
+        teller=teller,
     )
     return PlatformComponents(
         workflows=PLATFORM_WORKFLOWS,

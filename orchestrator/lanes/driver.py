@@ -55,7 +55,7 @@ from orchestrator.core.templates import TemplateError, batch_context, needs_enve
 from orchestrator.crossings import crossing
 from orchestrator.lanes.executions import RunStarter, run_priority
 from orchestrator.store.connection import DATABASE_AWAY
-from orchestrator.store.lane_store import Ending, Finishing, LaneStore, Recorded, Stale
+from orchestrator.store.lane_store import CancelWatch, Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
 from orchestrator.telemetry import METRICS, TRACER, Metrics, log_fields, parent_and_links
 from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
@@ -505,6 +505,19 @@ class LaneDriver:
             key_slots=key_max(decl, self.settings) or None if plan.keyed else None,
         )
         priority = run_priority(plan.priority, address.lane if plan.keyed else None)
+        if decl is not None and decl.cancel_on:
+            # In place before the run starts: an event after its batch cancels it, however soon it comes.
+            await self.lanes.watch_for_cancel(
+                CancelWatch(
+                    execution_id=take.execution_id,
+                    session_id=address.session_id,
+                    listener=address.listener,
+                    lane=address.lane,
+                    after=take.last_id,
+                    cancel_on=tuple(decl.cancel_on),
+                    key_segments=decl.concurrency.key_segments,
+                )
+            )
         await self.starter.start(tag, run_input, priority)
         crossing("run.started")
         if take.retry == 0:

@@ -131,7 +131,7 @@ CLOSED_AS = {
     WorkflowExecutionStatus.COMPLETED: "completed",
     WorkflowExecutionStatus.FAILED: "failed",
     WorkflowExecutionStatus.TIMED_OUT: "failed",
-    WorkflowExecutionStatus.CANCELED: "stopped",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
     WorkflowExecutionStatus.TERMINATED: "stopped",
     WorkflowExecutionStatus.CONTINUED_AS_NEW: None,
 }
@@ -156,6 +156,26 @@ class TemporalRuns:
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise
+
+    async def cancel(self, execution_id: str) -> bool:
+        """Ask a run to cancel: it gets Temporal's cancellation and may clean up. False: no such run is open."""
+        try:
+            await self.temporal.get_workflow_handle(execution_id).cancel()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+        return True
+
+    async def signal(self, execution_id: str, name: str, payload: Any) -> bool:
+        """Signal a run. False: no such run is open (it ended; nobody is left to tell)."""
+        try:
+            await self.temporal.get_workflow_handle(execution_id).signal(name, payload)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return False
+        return True
 
     async def word(self, execution_id: str) -> tuple[Word, RunTag | None]:
         """Temporal's word on a run, and its memo when it has one. Only NOT_FOUND is `Unknown`: any other error

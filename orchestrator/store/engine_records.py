@@ -26,10 +26,20 @@ from orchestrator.store.lanes_pg import PgLaneStore
 from orchestrator.store.postgres import EVENT_COLUMNS, WHOLE_MESSAGE, PostgresStore, event_from_row
 from orchestrator.store.retention_records import RetentionRecords
 from orchestrator.store.schedule_records import ScheduleRecords
+from orchestrator.store.waits import Waits
 
 
 class EngineRecords(
-    AppEvents, Captures, FlowControl, LaneViews, ScheduleRecords, RetentionRecords, Graphs, KeyRecords, PostgresStore
+    AppEvents,
+    Captures,
+    FlowControl,
+    LaneViews,
+    ScheduleRecords,
+    RetentionRecords,
+    Graphs,
+    KeyRecords,
+    Waits,
+    PostgresStore,
 ):
     """The store with the engine's statements added, and the lane store on the same pool."""
 
@@ -163,7 +173,7 @@ class EngineRecords(
     async def run_has_started(self, execution_id: str) -> None:
         """Record the run's `execution.started` now, unless its driver already has: a run that writes has
         started, and its start must come before its writes in the stream."""
-        await self.pool.execute("SELECT orchestrator_execution_started($1)", execution_id)
+        await self.pool.execute("SELECT orchestrator.orchestrator_execution_started($1)", execution_id)
 
     async def list_executions(
         self, session_id: str, listener: str | None, status: str | None, limit: int = 1000

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from orchestrator.core.declaration import WorkflowAction, effective_max_parallel, lane_run_slots, lane_timing
+from orchestrator.core.declaration import (
+    CancelOn,
+    WorkflowAction,
+    effective_max_parallel,
+    lane_run_slots,
+    lane_timing,
+)
 from orchestrator.core.lane_clock import Declared
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import FETCH_EVENTS, LaneAddress, LaneSnapshot, Take
@@ -172,6 +178,45 @@ class TracedEvent:
 
 
 @dataclass(frozen=True)
+class CancelWatch:
+    """A run of a listener with `cancel_on`, watching for its events from the last of its batch: its lane key is
+    what an event's value at a condition's key must be (cut to the listener's `key_segments`)."""
+
+    execution_id: str
+    session_id: str
+    listener: str
+    lane: str
+    after: int
+    cancel_on: tuple[CancelOn, ...]
+    key_segments: int | None = None
+
+
+@dataclass(frozen=True)
+class WaitAnswer:
+    """A wait answered (or a cancel watch that heard its event), for the router to tell its run."""
+
+    wait_id: int
+    execution_id: str
+    seq: int
+    kind: str
+    matched: int
+    event_ids: tuple[int, ...]
+    grace_seconds: float | None = None
+
+
+def answer_of(row: Any) -> WaitAnswer:
+    return WaitAnswer(
+        wait_id=int(row["wait_id"]),
+        execution_id=str(row["execution_id"]),
+        seq=int(row["seq"]),
+        kind=str(row["kind"]),
+        matched=int(row["matched"]),
+        event_ids=tuple(int(i) for i in row["event_ids"] or ()),
+        grace_seconds=None if row.get("grace_seconds") is None else float(row["grace_seconds"]),
+    )
+
+
+@dataclass(frozen=True)
 class RoutedPage:
     """One routing round: how many events it read (0: none after the position, or `busy`: another router has the
     session now), the lanes to nudge, how many events each lane got, and the traced events."""
@@ -182,6 +227,8 @@ class RoutedPage:
     nudges: tuple[RouteNudge, ...] = ()
     lanes: tuple[tuple[str, str, int], ...] = ()
     traced: tuple[TracedEvent, ...] = ()
+    # The runs' waits (and cancel watches) the round's events answered, for the router to tell.
+    answers: tuple[WaitAnswer, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -249,6 +296,11 @@ class LaneStore(Protocol):
 
     async def execution_start_made(self, execution_id: str) -> None:
         """A run of no lane started: the input its record kept to start it is let go (`executions.start_run`)."""
+        ...
+
+    async def watch_for_cancel(self, watch: CancelWatch) -> None:
+        """Before a run of a listener with `cancel_on` starts: its watch, once however often asked, answered at once
+        when an event after its batch already cancels it."""
         ...
 
     async def reopen_run(self, execution_id: str) -> LaneAddress | None:

@@ -40,6 +40,7 @@ from orchestrator.core.run_checks import RunRecord
 from orchestrator.core.verdicts import accepts
 from orchestrator.store.lane_store import (
     STALE_GRACE_SECONDS,
+    CancelWatch,
     Ended,
     Ending,
     Finished,
@@ -197,6 +198,7 @@ class MemoryLaneStore:
         self.executions: dict[str, MemExecution] = {}
         self.outcomes: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.receipts: dict[str, dict[str, Any]] = {}
+        self.cancel_watches: dict[str, CancelWatch] = {}
         # How often each run's slot was given back (by its run key): once, or the twin is wrong.
         self.released: Counter[str] = Counter()
         self._ids = {"event": 0, "lane": 0, "batch": 0, "replay": 0, "order": 0}
@@ -776,6 +778,11 @@ class MemoryLaneStore:
         self.executions[execution.id] = execution
         self._started(execution)
         return True
+
+    async def watch_for_cancel(self, watch: CancelWatch) -> None:
+        # Kept, and never answered: the twin stands in for the lanes, and a run's cancellation is PostgreSQL's and
+        # Temporal's (docs/waits.md).
+        self.cancel_watches.setdefault(watch.execution_id, watch)
 
     async def execution_start_made(self, execution_id: str) -> None:
         execution = self.executions.get(execution_id)

@@ -31,8 +31,10 @@ from orchestrator.core.lane_snapshot import (
     verdict_of,
 )
 from orchestrator.core.run_checks import RunRecord
+from orchestrator.core.waits import CANCEL_WATCH_SEQ, MAX_WAIT_SECONDS
 from orchestrator.store.lane_store import (
     STALE_GRACE_SECONDS,
+    CancelWatch,
     Ended,
     Ending,
     Finished,
@@ -43,7 +45,9 @@ from orchestrator.store.lane_store import (
     Stale,
     StaleLane,
     TracedEvent,
+    answer_of,
 )
+from orchestrator.store.waits import compiled_conditions
 
 
 def queued_of(row: Sequence[Any]) -> Queued:
@@ -360,6 +364,7 @@ class PgLaneStore:
                 TracedEvent(int(t["id"]), str(t["type"]), str(t["traceparent"]), int(t["lanes"]))
                 for t in answer["traced"]
             ),
+            answers=tuple(answer_of(a) for a in answer.get("answers") or ()),
         )
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
@@ -425,6 +430,24 @@ class PgLaneStore:
 
     async def execution_start_made(self, execution_id: str) -> None:
         await self.pool.execute("UPDATE orchestrator.executions SET start_input = NULL WHERE id = $1", execution_id)
+
+    async def watch_for_cancel(self, watch: CancelWatch) -> None:
+        await self.pool.fetchval(
+            "SELECT orchestrator.orchestrator_wait_open($1)",
+            {
+                "session_id": watch.session_id,
+                "execution_id": watch.execution_id,
+                "seq": CANCEL_WATCH_SEQ,
+                "kind": "cancel",
+                "listener": watch.listener,
+                "lane": watch.lane,
+                "after": watch.after,
+                "max_events": 1,
+                "timeout_seconds": MAX_WAIT_SECONDS,
+                "conditions": [c.model_dump(mode="json") for c in watch.cancel_on],
+                "compiled": compiled_conditions(watch.cancel_on, watch.key_segments),
+            },
+        )
 
     async def reopen_run(self, execution_id: str) -> LaneAddress | None:
         address = await self.pool.fetchval("SELECT orchestrator.orchestrator_reopen_run($1)", execution_id)

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 
-from bench.common import as_application
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.dev.runtime import serve_api
@@ -34,6 +33,6 @@ async def session_id(door: Client) -> str:
 @pytest.fixture
 async def app_conn(fresh_db: str) -> AsyncIterator[asyncpg.Connection]:
     """The application's connection to the database it shares with the platform: its own tables in `public`."""
-    conn = await asyncpg.connect(as_application(fresh_db))
+    conn = await asyncpg.connect(fresh_db)
     yield conn
     await conn.close()

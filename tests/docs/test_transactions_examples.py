@@ -18,7 +18,6 @@ import asyncpg
 import pytest
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
-from bench.common import as_application
 from examples.desk.tables import TABLE
 from orchestrator.client import Client
 from tests.docs.doc_examples import Example, examples_of, read_page, with_session
@@ -41,7 +40,7 @@ async def tickets(door: Client, app_conn: asyncpg.Connection, session_id: str) -
 
 @pytest.fixture
 async def sessions(fresh_db: str) -> AsyncIterator[async_sessionmaker[Any]]:
-    engine = create_async_engine(as_application(fresh_db).replace("postgresql://", "postgresql+asyncpg://", 1))
+    engine = create_async_engine(fresh_db.replace("postgresql://", "postgresql+asyncpg://", 1))
     yield async_sessionmaker(engine)
     await engine.dispose()
 

@@ -1,5 +1,6 @@
-"""`stop_execution`: a run is stopped, its end recorded `stopped`, and its lane goes on as after a run stopped from
-outside: the slot is freed, handed on, and the stopped run is not repeated."""
+"""`stop_execution`: a run is cancelled (it cleans up, its end recorded `cancelled` with the reason) or terminated
+(`stopped`), and its lane goes on as after a run stopped from outside: the slot is freed, handed on, and the
+stopped run is not repeated. A run that ignores its cancellation is terminated after its grace."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ async def test_a_stopped_run_ends_stopped_and_its_lane_takes_what_waited(engine:
     await write_many(engine, sid, ["missions/fast"])  # waits behind the slow run: one run at a time
     slow = str(engine.log.runs[0].input["execution_id"])
 
-    reply = await engine.command("stop_execution", session_id=sid, execution_id=slow)
+    reply = await engine.command("stop_execution", session_id=sid, execution_id=slow, mode="terminate")
     assert reply["execution"] == {"id": slow, "status": "stopped"}
 
     await eventually(lambda: started(2), what="the next batch, in the slot the stopped run freed")
@@ -43,3 +44,36 @@ async def test_a_stopped_run_ends_stopped_and_its_lane_takes_what_waited(engine:
 
     missing = await engine.platform.command({"command": "stop_execution", "session_id": sid, "execution_id": "exe:x"})
     assert missing["error"] == "not_found" and missing["message"].startswith("execution_id")
+
+
+async def test_a_stop_lets_the_run_clean_up_and_its_end_says_cancelled_with_the_reason(engine: Engine) -> None:
+    listener = recorder_listener(batch={"window_seconds": 0.1}, action=SLOW, retry={"attempts": 2})
+    await engine.command("save_listener", listener=listener)
+    sid = await new_session(engine)
+    await write_many(engine, sid, ["missions/slow"])
+
+    async def started(n: int) -> bool:
+        return len(engine.log.runs) >= n
+
+    await eventually(lambda: started(1), what="the slow run")
+    await write_many(engine, sid, ["missions/fast"])
+    slow = str(engine.log.runs[0].input["execution_id"])
+    reply = await engine.command("stop_execution", session_id=sid, execution_id=slow, reason="the customer left")
+    assert reply["execution"] == {"id": slow, "status": "cancelling"}
+
+    async def ended() -> bool:
+        runs = {r["id"]: r for r in (await engine.command("list_executions", session_id=sid))["executions"]}
+        return runs[slow]["status"] != "running"
+
+    await eventually(ended, what="the cancelled run's end")
+    assert engine.log.runs[0].ended is not None, "it cleaned up: its cancellation ran its own code"
+    runs = {r["id"]: r for r in (await engine.command("list_executions", session_id=sid))["executions"]}
+    assert (runs[slow]["status"], runs[slow]["error"]) == ("cancelled", "the customer left")
+    await eventually(lambda: started(2), what="the next batch, in the slot the cancelled run freed")
+    assert len(engine.log.runs) == 2, "a cancelled run is not repeated"
+    [end] = [
+        e
+        for e in (await engine.command("list_session_events", session_id=sid, types=["execution.ended"]))["events"]
+        if e["execution"]["id"] == slow
+    ]
+    assert end["execution"]["status"] == "cancelled"

@@ -11,6 +11,10 @@
 -- the queue without a nudge, a debounced listener's lanes excepted (0019); the queue rows are inserted without
 -- `ON CONFLICT` (none can exist, 0021). How each of these came and what it saved: the headers of 0013, 0019,
 -- 0020, 0021 and 0024, and docs/decisions.md.
+--
+-- The page also answers the session's open waits (`orchestrator_answer_waits`, 0027): an event a run's wait takes
+-- is left out of the lanes of that run's listener (other listeners still get it), and the answers go back for the
+-- router to tell the runs.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_route_page(p_session text, p_limit integer, p_cap integer)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -22,6 +26,7 @@ DECLARE
     v_nudges jsonb;
     v_lanes orchestrator.orchestrator_page_lane[];
     v_traced jsonb;
+    v_answers jsonb;
 BEGIN
     PERFORM orchestrator.orchestrator_share_session(p_session);
     SELECT c.routed_event_id INTO v_from FROM orchestrator.routing_cursors c
@@ -37,6 +42,19 @@ BEGIN
         RETURN jsonb_build_object('read', 0, 'busy', false);
     END IF;
     v_hits := orchestrator.orchestrator_page_hits(p_session, v_from, v_through);
+    v_answers := orchestrator.orchestrator_answer_waits(p_session, v_from, v_through);
+    IF v_answers IS NOT NULL AND v_hits IS NOT NULL THEN
+        v_hits := ARRAY(
+            SELECT ROW(h.event_id, h.listener, h.lane, h.version, h.own)::orchestrator.orchestrator_hit
+            FROM unnest(v_hits) WITH ORDINALITY AS h(event_id, listener, lane, version, own, n)
+            WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v_answers) a
+                              WHERE a ->> 'kind' = 'wait' AND a ->> 'listener' = h.listener
+                                AND a -> 'event_ids' @> to_jsonb(h.event_id))
+            ORDER BY h.n);
+        IF cardinality(v_hits) = 0 THEN
+            v_hits := NULL;
+        END IF;
+    END IF;
 
     UPDATE orchestrator.routing_cursors SET routed_event_id = v_through WHERE session_id = p_session;
     -- The events written under a trace, each with how many lanes it went to: its span in that trace.
@@ -50,7 +68,8 @@ BEGIN
 
     IF v_hits IS NULL THEN
         RETURN jsonb_build_object('read', v_read, 'busy', false, 'now', extract(epoch FROM clock_timestamp()),
-                                  'nudges', '[]'::jsonb, 'lanes', '[]'::jsonb, 'traced', v_traced);
+                                  'nudges', '[]'::jsonb, 'lanes', '[]'::jsonb, 'traced', v_traced,
+                                  'answers', coalesce(v_answers, '[]'::jsonb));
     END IF;
 
     -- The keys' locks of the keyed listeners queued for (a lane may join the queue for a key slot), in order,
@@ -164,6 +183,6 @@ BEGIN
         'read', v_read, 'busy', false, 'now', extract(epoch FROM clock_timestamp()), 'nudges', v_nudges,
         'lanes', (SELECT jsonb_agg(jsonb_build_object('listener', x.listener, 'lane', x.lane, 'events', x.events))
                   FROM unnest(v_lanes) x),
-        'traced', v_traced);
+        'traced', v_traced, 'answers', coalesce(v_answers, '[]'::jsonb));
 END
 $$;

@@ -4,7 +4,10 @@
 -- `listener.failed`, and a draining session closed once nothing of it is left. Answers the lanes to drive now
 -- (its own, when it has more waiting; the one a key slot went to). A failed run's `execution.ended` carries its
 -- error: `execution.error` is `{type, message}`, the message cut at 2,000 characters, so a listener of failures
--- (an operator's inbox) can hand it on (`{{ event.execution.error }}`).
+-- (an operator's inbox) can hand it on (`{{ event.execution.error }}`). A run that ends `cancelled` after it was
+-- asked to (its `cancel_on` heard an event, or `stop_execution` let it clean up: a `cancel` row of `run_waits`)
+-- ends with that ask's reason as its error and, for an event, the event as its cause (`cause.event`). Its waits
+-- still open are abandoned.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_run_end(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_execution text := p ->> 'execution_id';
@@ -15,6 +18,7 @@ DECLARE
     r orchestrator.lane_runs%ROWTYPE;
     v_drive jsonb := '[]';
     v_waiting boolean;
+    v_asked orchestrator.run_waits%ROWTYPE;
 BEGIN
     -- Its `execution.ended` needs the session's lock: taken before the keys' (see orchestrator_keys_lock). A
     -- session being deleted takes its runs with it: nothing to record.
@@ -24,20 +28,33 @@ BEGIN
     IF v_keyed THEN
         PERFORM orchestrator.orchestrator_keys_lock(v_session, v_listener);
     END IF;
-    UPDATE orchestrator.executions SET status = p ->> 'status', error = p ->> 'error', ended_at = clock_timestamp()
+    IF p ->> 'status' = 'cancelled' THEN
+        SELECT * INTO v_asked FROM orchestrator.run_waits
+            WHERE execution_id = v_execution AND kind = 'cancel' AND state = 'answered' ORDER BY ended_at LIMIT 1;
+    END IF;
+    UPDATE orchestrator.executions
+        SET status = p ->> 'status', ended_at = clock_timestamp(),
+            error = CASE WHEN v_asked.id IS NULL THEN p ->> 'error'
+                         WHEN v_asked.reason IS NOT NULL THEN v_asked.reason
+                         ELSE 'cancelled by event ' || v_asked.event_ids[1] END
         WHERE id = v_execution AND status = 'running' RETURNING * INTO x;
     IF NOT FOUND THEN
         RETURN '{"recorded": false, "drive": []}';
     END IF;
+    PERFORM orchestrator.orchestrator_waits_abandoned(v_execution);
     PERFORM orchestrator.orchestrator_execution_started(v_execution);
     PERFORM orchestrator.orchestrator_append(
         x.session_id, 'execution.ended', NULL, NULL,
         jsonb_build_object('id', x.id, 'workflow', x.workflow, 'status', x.status)
             || CASE WHEN x.status = 'failed' AND x.error IS NOT NULL THEN jsonb_build_object('error',
                    jsonb_strip_nulls(jsonb_build_object('type', p ->> 'error_type', 'message', left(x.error, 2000))))
+                WHEN x.status = 'cancelled' AND x.error IS NOT NULL THEN jsonb_build_object('error',
+                   jsonb_build_object('type', 'cancelled', 'message', left(x.error, 2000)))
                 ELSE '{}'::jsonb END,
         jsonb_strip_nulls(jsonb_build_object('listener', x.listener, 'execution', x.id)), x.depth, NULL, NULL, NULL,
-        jsonb_build_object('execution', x.id));
+        jsonb_build_object('execution', x.id)
+            || CASE WHEN v_asked.event_ids[1] IS NOT NULL THEN jsonb_build_object('event', v_asked.event_ids[1])
+                    ELSE '{}'::jsonb END);
     IF x.run_key IS NOT NULL THEN
         SELECT * INTO r FROM orchestrator.lane_runs WHERE run_key = x.run_key AND execution_id = v_execution FOR UPDATE;
         IF FOUND THEN

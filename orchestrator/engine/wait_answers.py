@@ -1,0 +1,72 @@
+"""Telling runs what their waits heard: the answers a routing round found, and the cancellations `cancel_on` asks.
+
+Owns the crossing from a wait's answer in PostgreSQL to its run on Temporal. A wait's answer is one signal to its
+run (`WAIT_SIGNAL`: its number, the winning condition and the events whole); a cancel watch's is Temporal's
+cancellation of its run, then its termination once its grace has passed with the run still running. Each answer
+is noted told once Temporal took it (a run that has ended takes nothing, and is told); one a dying router left
+untold is told again by the next poll, and a run told twice keeps the first (`orchestrator.sdk`). Nothing polls
+inside a run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from orchestrator.lanes.driver import LaneDriver
+from orchestrator.lanes.executions import TemporalRuns
+from orchestrator.store.engine_records import EngineRecords
+from orchestrator.store.lane_store import WaitAnswer
+from orchestrator.workflows.messages import WAIT_SIGNAL
+
+log = logging.getLogger(__name__)
+
+# An answer a round found and nobody noted told after this long is told again (its router died in between).
+UNTOLD_SECONDS = 5.0
+# What a run's end says when its grace ran out after a cancellation.
+CANCEL_GRACE_OVER = "terminated: its grace after the cancellation ran out"
+
+
+class WaitTeller:
+    def __init__(self, store: EngineRecords, runs: TemporalRuns, driver: LaneDriver) -> None:
+        self.store = store
+        self.runs = runs
+        # Records the end of a run it terminates, and drives the lanes its slot goes to.
+        self.driver = driver
+
+    async def tell(self, answers: Sequence[WaitAnswer]) -> None:
+        """Tell each answer's run, then note them told (those Temporal took, and those of runs that ended)."""
+        told = []
+        for answer in answers:
+            try:
+                await self._tell_one(answer)
+            except Exception:
+                log.warning("could not tell run %s of its wait %d", answer.execution_id, answer.seq, exc_info=True)
+                continue
+            told.append(answer.wait_id)
+        if told:
+            await self.store.answers_told(told)
+
+    async def _tell_one(self, answer: WaitAnswer) -> None:
+        if answer.kind == "cancel":
+            await self.runs.cancel(answer.execution_id)
+            return
+        found = await self.store.lanes.envelopes(answer.event_ids)
+        events = sorted(found, key=lambda e: int(e["id"]))
+        await self.runs.signal(
+            answer.execution_id, WAIT_SIGNAL, {"seq": answer.seq, "matched": answer.matched, "events": events}
+        )
+
+    async def upkeep(self) -> None:
+        """Tell what a dead router left untold; terminate the cancelled runs whose grace has run out."""
+        await self.tell(await self.store.untold_answers(UNTOLD_SECONDS))
+        for overdue in await self.store.cancels_past_grace():
+            log.info("terminating run %s: its grace after a cancellation ran out", overdue.execution_id)
+            _, tag = await self.runs.word(overdue.execution_id)
+            await self.runs.stop(overdue.execution_id, CANCEL_GRACE_OVER)
+            if tag is not None:
+                # A terminated run runs no code to say it ended: its end is recorded here, as it was asked.
+                await self.driver.end(tag, "cancelled", CANCEL_GRACE_OVER)
+
+
+__all__ = ["WaitTeller"]

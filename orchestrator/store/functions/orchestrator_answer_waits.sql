@@ -1,0 +1,52 @@
+-- The open waits (and cancel watches) of a session that a routing round's page of events answers, answered: each
+-- event finds the waits of its own session its probe keys reach (`wait_probes`, keyed as the listeners' probes
+-- are), their conditions decide (`orchestrator_condition_takes`; a run's own writes never answer its waits, nor
+-- an event at or before a wait's position), and for each wait the first declared condition that holds wins and
+-- takes its events in id order, up to `max_events` (`core/waits.answer`). A session with no open wait costs one
+-- index probe. Answers the waits answered, [{wait_id, execution_id, seq, kind, listener, matched, event_ids}]
+-- (null: none): the round leaves a wait's events out of its run's listener's lanes, and the router tells the runs.
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_answer_waits(p_session text, p_from bigint, p_through bigint)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_paths text[];
+    v_answer record;
+    v_answers jsonb := '[]'::jsonb;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM orchestrator.run_waits w WHERE w.session_id = p_session AND w.state = 'open') THEN
+        RETURN NULL;
+    END IF;
+    v_paths := ARRAY(SELECT path FROM orchestrator.listener_probe_paths ORDER BY path);
+    FOR v_answer IN
+        WITH found AS (
+            SELECT DISTINCT p.wait_id, p.cond, e.id AS event_id
+            FROM orchestrator.events e
+            JOIN orchestrator.wait_probes p ON p.session_id = p_session
+                 AND p.probe_key = ANY (orchestrator.orchestrator_event_keys(e, v_paths))
+                 AND p.type_head = ANY (orchestrator.orchestrator_heads(e.type, '.'))
+            WHERE e.session_id = p_session AND e.id > p_from AND e.id <= p_through),
+        held AS (
+            SELECT f.wait_id, f.cond, f.event_id, w.max_events
+            FROM found f
+            JOIN orchestrator.run_waits w ON w.id = f.wait_id AND w.state = 'open'
+            JOIN orchestrator.wait_conditions k ON k.wait_id = f.wait_id AND k.cond = f.cond
+            JOIN orchestrator.events e ON e.id = f.event_id
+            WHERE e.id > w.after_id
+              AND (e.source ->> 'execution') IS DISTINCT FROM w.execution_id
+              AND orchestrator.orchestrator_condition_takes(e, k, w.lane)),
+        won AS (SELECT h.wait_id, min(h.cond) AS cond FROM held h GROUP BY h.wait_id)
+        SELECT h.wait_id, h.cond, (array_agg(h.event_id ORDER BY h.event_id))[1:min(h.max_events)] AS ids
+        FROM held h JOIN won ON won.wait_id = h.wait_id AND won.cond = h.cond
+        GROUP BY h.wait_id, h.cond
+        ORDER BY h.wait_id
+    LOOP
+        IF orchestrator.orchestrator_wait_answered(v_answer.wait_id, v_answer.cond, v_answer.ids, false) THEN
+            v_answers := v_answers || (
+                SELECT jsonb_build_object('wait_id', w.id, 'execution_id', w.execution_id, 'seq', w.seq,
+                                          'kind', w.kind, 'listener', w.listener, 'matched', w.matched,
+                                          'event_ids', to_jsonb(w.event_ids))
+                FROM orchestrator.run_waits w WHERE w.id = v_answer.wait_id);
+        END IF;
+    END LOOP;
+    RETURN CASE WHEN jsonb_array_length(v_answers) > 0 THEN v_answers END;
+END
+$$;

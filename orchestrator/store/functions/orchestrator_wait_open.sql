@@ -1,0 +1,95 @@
+-- A run's wait (or cancel watch) put in place, and answered at once when the log already holds its answer.
+--
+-- Race-free by its position: under the session's routing position, held (`FOR UPDATE`, so no round routes past it
+-- meanwhile), the wait looks back over the events after its position through the routed one, and the rounds
+-- after this commit meet it for everything later: no event falls between the two. A round that found the position
+-- held is told to come back (`pg_notify`, at the commit). Idempotent by the run and the wait's number: a retried
+-- call answers the wait as it stands. `p`: session_id, execution_id, seq, kind, listener, lane, after (null: the
+-- run's `execution.started`, else the routed position), max_events, timeout_seconds, grace_seconds, conditions
+-- (as declared) and compiled (per condition: type_res, alias_res, where, key_root, key_rest, key_segments,
+-- probes [{type_head, alias_head, eq_path, eq_value}]). Answers the wait as `orchestrator_wait_json` says it.
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_wait_open(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_session text := p ->> 'session_id';
+    v_execution text := p ->> 'execution_id';
+    v_seq integer := (p ->> 'seq')::integer;
+    w orchestrator.run_waits%ROWTYPE;
+    v_routed bigint;
+    v_matched integer;
+    v_ids bigint[];
+BEGIN
+    SELECT * INTO w FROM orchestrator.run_waits WHERE execution_id = v_execution AND seq = v_seq;
+    IF FOUND THEN
+        RETURN orchestrator.orchestrator_wait_json(w);
+    END IF;
+    PERFORM orchestrator.orchestrator_share_session(v_session);
+    SELECT c.routed_event_id INTO v_routed FROM orchestrator.routing_cursors c WHERE c.session_id = v_session FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'no session %', v_session USING ERRCODE = 'no_data_found';
+    END IF;
+    INSERT INTO orchestrator.run_waits (session_id, execution_id, seq, kind, listener, lane, conditions, after_id,
+                                        max_events, deadline, grace_seconds)
+        VALUES (v_session, v_execution, v_seq, p ->> 'kind', p ->> 'listener', p ->> 'lane', p -> 'conditions',
+                coalesce((p ->> 'after')::bigint,
+                         (SELECT x.started_event_id FROM orchestrator.executions x WHERE x.id = v_execution), v_routed),
+                (p ->> 'max_events')::integer,
+                clock_timestamp() + make_interval(secs => (p ->> 'timeout_seconds')::float8),
+                (p ->> 'grace_seconds')::float8)
+        ON CONFLICT (execution_id, seq) DO NOTHING RETURNING * INTO w;
+    IF NOT FOUND THEN
+        SELECT * INTO w FROM orchestrator.run_waits WHERE execution_id = v_execution AND seq = v_seq;
+        RETURN orchestrator.orchestrator_wait_json(w);
+    END IF;
+    INSERT INTO orchestrator.wait_conditions (wait_id, cond, type_res, alias_res, where_conds, key_root, key_rest,
+                                              key_segments)
+        SELECT w.id, (c.n - 1)::integer,
+               CASE WHEN jsonb_typeof(c.v -> 'type_res') = 'array'
+                    THEN ARRAY(SELECT jsonb_array_elements_text(c.v -> 'type_res')) END,
+               CASE WHEN jsonb_typeof(c.v -> 'alias_res') = 'array'
+                    THEN ARRAY(SELECT jsonb_array_elements_text(c.v -> 'alias_res')) END,
+               coalesce(c.v -> 'where', '[]'::jsonb), c.v ->> 'key_root',
+               ARRAY(SELECT jsonb_array_elements_text(coalesce(c.v -> 'key_rest', '[]'::jsonb))),
+               (c.v ->> 'key_segments')::integer
+        FROM jsonb_array_elements(p -> 'compiled') WITH ORDINALITY AS c(v, n);
+
+    -- The look back: what the log holds already after the wait's position. A wait leaves out its own run's
+    -- writes, and what the run's earlier waits took.
+    WITH held AS (
+        SELECT k.cond, e.id AS event_id
+        FROM orchestrator.events e
+        JOIN orchestrator.wait_conditions k ON k.wait_id = w.id
+        WHERE e.session_id = v_session AND e.id > w.after_id AND e.id <= v_routed
+          AND (e.source ->> 'execution') IS DISTINCT FROM v_execution
+          AND (w.kind <> 'wait' OR NOT EXISTS (
+                   SELECT 1 FROM orchestrator.run_waits x
+                   WHERE x.execution_id = v_execution AND x.kind = 'wait' AND x.state = 'answered'
+                     AND e.id = ANY (x.event_ids)))
+          AND orchestrator.orchestrator_condition_takes(e, k, w.lane)),
+    won AS (SELECT min(h.cond) AS cond FROM held h)
+    SELECT won.cond, (array_agg(h.event_id ORDER BY h.event_id))[1:w.max_events]
+        INTO v_matched, v_ids
+        FROM won JOIN held h ON h.cond = won.cond GROUP BY won.cond;
+
+    IF v_matched IS NOT NULL THEN
+        -- A wait's answer goes back in this call's reply; a cancel watch's is the router's to act on.
+        PERFORM orchestrator.orchestrator_wait_answered(w.id, v_matched, v_ids, w.kind = 'wait');
+    ELSE
+        INSERT INTO orchestrator.listener_probe_paths (path, root, rest)
+            SELECT DISTINCT x.v ->> 'eq_path', split_part(x.v ->> 'eq_path', '.', 1),
+                   (string_to_array(x.v ->> 'eq_path', '.'))[2:]
+            FROM jsonb_array_elements(p -> 'compiled') c(v), jsonb_array_elements(c.v -> 'probes') x(v)
+            WHERE x.v ->> 'eq_path' <> ''
+            ON CONFLICT (path) DO NOTHING;
+        INSERT INTO orchestrator.wait_probes (session_id, probe_key, type_head, eq_path, wait_id, cond)
+            SELECT DISTINCT v_session,
+                   orchestrator.orchestrator_probe_key(x.v ->> 'alias_head', x.v ->> 'eq_path', x.v -> 'eq_value'),
+                   x.v ->> 'type_head', x.v ->> 'eq_path', w.id, (c.n - 1)::integer
+            FROM jsonb_array_elements(p -> 'compiled') WITH ORDINALITY AS c(v, n),
+                 jsonb_array_elements(c.v -> 'probes') x(v);
+    END IF;
+    -- A round that found the position held comes back for what it left.
+    PERFORM pg_notify('orchestrator_events', v_session);
+    SELECT * INTO w FROM orchestrator.run_waits WHERE id = w.id;
+    RETURN orchestrator.orchestrator_wait_json(w);
+END
+$$;

@@ -1,0 +1,227 @@
+"""Runs that hear events: `RunSession.wait_for_event` inside a run, on a real worker, router and store.
+
+A conversation listener starts a run on a chat's first message; the run waits for replies (condition 0) or a
+resolution (condition 1). The wait counts from its batch's last event, so a reply committed before the run began
+is found; the first declared condition wins and only its events are taken; what a wait took never starts
+another run of the conversation's listener, while other listeners still get it; a reply that comes while the
+run is busy waits for its next wait; a timeout answers `None`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio import activity, workflow
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.platform import Platform
+from tests.engine.harness import Engine, eventually, new_session, running_engine
+
+pytestmark = pytest.mark.both_servers
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.sdk import RunInput, RunSession, SessionError
+
+REPLIES = {
+    "types": ["thread.item_posted"],
+    "aliases": ["chats/*"],
+    "where": [{"path": "item.role", "op": "eq", "value": "user"}],
+}
+RESOLVED = {"types": ["object.written"], "aliases": ["chats/*/resolution"]}
+
+
+@workflow.defn(name="conversation")
+class Conversation:
+    """Waits `input.waits` times for replies on its own chat or its resolution, noting each answer; sleeps
+    `input.busy` seconds before its first wait (a reply may come meanwhile)."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        session = RunSession(run)
+        options: dict[str, Any] = run.input if isinstance(run.input, dict) else {}
+        chat = run.batch.lane
+        replies = options.get("replies") or {**REPLIES, "aliases": [chat]}
+        resolved = {**RESOLVED, "aliases": [f"{chat}/resolution"]}
+        if options.get("busy"):
+            await workflow.sleep(float(options["busy"]))
+        answers: list[Any] = []
+        for _ in range(int(options.get("waits", 1))):
+            try:
+                answer = await session.wait_for_event(
+                    [replies, resolved],
+                    timeout_seconds=float(options.get("timeout", 60)),
+                    max_events=int(options.get("max_events", 1)),
+                )
+            except SessionError as err:
+                answers.append(["refused", err.code, err.message])
+                break
+            answers.append([answer["matched"], [e["id"] for e in answer["events"]]])
+        await workflow.execute_activity("test.heard", [chat, answers], start_to_close_timeout=timedelta(seconds=10))
+
+
+class Heard:
+    def __init__(self) -> None:
+        self.by_chat: dict[str, list[Any]] = {}
+
+    @activity.defn(name="test.heard")
+    async def heard(self, value: list[Any]) -> None:
+        self.by_chat[value[0]] = value[1]
+
+
+@pytest.fixture
+async def heard_engine(platform: Platform, temporal_env: WorkflowEnvironment) -> AsyncIterator[tuple[Engine, Heard]]:
+    platform.settings = platform.settings.model_copy(
+        update={"search_attributes": not temporal_env.supports_time_skipping}
+    )
+    heard = Heard()
+
+    def wrap(activities: list[Callable[..., Any]]) -> list[Callable[..., Any]]:
+        return [heard.heard, *activities]
+
+    async with running_engine(platform, temporal_env.client, workflows=[Conversation], wrap=wrap) as engine:
+        yield engine, heard
+
+
+def conversation(**options: Any) -> dict[str, Any]:
+    return {
+        "name": "conversation",
+        "filter": {
+            "types": ["thread.item_posted"],
+            "aliases": ["chats/*"],
+            "where": [{"path": "item.role", "op": "eq", "value": "user"}],
+        },
+        "concurrency": {"mode": "keyed", "key": "alias", "max_parallel": 8},
+        "batch": {"window_seconds": 0, "max_events": 1},
+        "action": {"type": "workflow", "workflow": "conversation", "input": options},
+    }
+
+
+async def post(engine: Engine, sid: str, chat: str, message: str, role: str = "user") -> int:
+    reply = await engine.command(
+        "post_thread_item", session_id=sid, alias=chat, item={"type": "text", "role": role, "message": message}
+    )
+    return int(reply["event_id"])
+
+
+async def answers(heard: Heard, chat: str, engine: Engine | None = None) -> list[Any]:
+    async def came() -> bool:
+        return chat in heard.by_chat
+
+    try:
+        await eventually(came, within=60, what=f"the conversation on {chat} to end")
+    except AssertionError:
+        if engine is not None:
+            async with engine.platform.store.transaction() as conn:
+                rows = await conn.fetch("SELECT * FROM orchestrator.run_waits")
+                events = await conn.fetch("SELECT id, type, alias, source FROM orchestrator.events ORDER BY id")
+            raise AssertionError(f"{[dict(r) for r in rows]} {[dict(e) for e in events]}") from None
+        raise
+    return heard.by_chat[chat]
+
+
+async def test_a_reply_committed_before_the_run_began_is_the_one_its_wait_answers(
+    heard_engine: tuple[Engine, Heard],
+) -> None:
+    """The race Inngest's waits lose: the reply is committed right after the message that starts the run, before
+    the run (and its wait) begins. The wait counts from its batch's last event, so it finds the reply."""
+    engine, heard = heard_engine
+    await engine.command("save_listener", listener=conversation())
+    sid = await new_session(engine)
+    chats = [f"chats/{n}" for n in range(5)]
+    expected = {}
+    for chat in chats:
+        await post(engine, sid, chat, "hello")
+        expected[chat] = await post(engine, sid, chat, "right after")
+    for chat in chats:
+        assert await answers(heard, chat) == [[0, [expected[chat]]]], chat
+
+
+async def test_the_first_declared_condition_wins_and_the_rest_stay_for_the_next_wait(
+    heard_engine: tuple[Engine, Heard],
+) -> None:
+    """A reply and a resolution both ready: the reply wins; the resolution stays, and the next wait takes it. A
+    wait takes up to `max_events` of its winner's events, in order."""
+    engine, heard = heard_engine
+    await engine.command("save_listener", listener=conversation(busy=2, waits=3, max_events=5, timeout=3))
+    sid = await new_session(engine)
+    chat = "chats/any-of"
+    await post(engine, sid, chat, "start")
+    resolution = (
+        await engine.command("write_object", session_id=sid, alias=f"{chat}/resolution", value={"type": "resolution"})
+    )["event_id"]
+    first = await post(engine, sid, chat, "one")
+    second = await post(engine, sid, chat, "two")
+    got = await answers(heard, chat, engine)
+    assert got[0] == [0, [first, second]], "the replies win, both taken"
+    assert got[1] == [1, [resolution]], "the resolution stayed for the next wait"
+    assert got[2][0] is None or got[2] == [None, []]
+
+
+async def test_what_a_wait_takes_starts_no_other_run_of_its_listener_but_reaches_other_listeners(
+    heard_engine: tuple[Engine, Heard],
+) -> None:
+    engine, heard = heard_engine
+    await engine.command("save_listener", listener=conversation(waits=2, timeout=5))
+    await engine.command(
+        "save_listener",
+        listener={
+            "name": "audit",
+            "filter": {"types": ["thread.item_posted"], "aliases": ["chats/*"]},
+            "batch": {"max_events": 1},
+            "action": {"type": "object", "alias": "audit/{{ event.id }}", "value": {"type": "seen"}},
+        },
+    )
+    sid = await new_session(engine)
+    chat = "chats/taken"
+    start = await post(engine, sid, chat, "start")
+    later = []
+    # While the run waits (its first wait is open by now, or will find these looking back).
+    for message in ("a", "b"):
+        later.append(await post(engine, sid, chat, message))
+    got = await answers(heard, chat)
+    assert [ids for _, ids in got] == [[later[0]], [later[1]]], got
+    runs = (await engine.command("list_executions", session_id=sid, listener="conversation"))["executions"]
+    assert len(runs) == 1, f"the replies a wait took started no run of their own: {runs}"
+
+    async def audited() -> bool:
+        objects = (await engine.command("list_objects", session_id=sid, prefix="audit/"))["objects"]
+        return len(objects) == 3
+
+    await eventually(audited, what="the audit listener to see every message, those the waits took too")
+    assert start < later[0]
+
+
+async def test_a_wait_that_hears_nothing_answers_none_after_its_timeout(heard_engine: tuple[Engine, Heard]) -> None:
+    engine, heard = heard_engine
+    await engine.command("save_listener", listener=conversation(timeout=1.5))
+    sid = await new_session(engine)
+    await post(engine, sid, "chats/quiet", "anyone?")
+    assert await answers(heard, "chats/quiet") == [[None, []]]
+    [wait] = await waits_of(engine, sid)
+    assert wait["state"] == "timed_out"
+
+
+async def waits_of(engine: Engine, sid: str) -> list[dict[str, Any]]:
+    async with engine.platform.store.transaction() as conn:
+        rows = await conn.fetch(
+            "SELECT execution_id, seq, kind, state, matched, event_ids FROM orchestrator.run_waits"
+            " WHERE session_id = $1 ORDER BY id",
+            sid,
+        )
+    return [dict(r) for r in rows]
+
+
+async def test_a_wait_of_a_condition_that_can_never_hold_is_refused_naming_the_field(
+    heard_engine: tuple[Engine, Heard],
+) -> None:
+    engine, heard = heard_engine
+    sid = await new_session(engine)
+    await engine.command("save_listener", listener=conversation(replies={**REPLIES, "types": ["thread.item_postd"]}))
+    await post(engine, sid, "chats/typo", "x")
+    got = await answers(heard, "chats/typo")
+    [[refused, code, message]] = got
+    assert (refused, code) == ("refused", "invalid_request")
+    assert message.startswith("conditions.0.types.0: 'thread.item_postd'"), message
