@@ -19,7 +19,18 @@ from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.sdk import RunSession
     from orchestrator.workflows.messages import RunInput
+
+CREATE_CRASH_WAITS = """
+CREATE TABLE IF NOT EXISTS crash_waits (
+    execution_id text PRIMARY KEY,
+    lane         text NOT NULL,
+    matched      integer,
+    event_ids    bigint[] NOT NULL,
+    answers      integer NOT NULL DEFAULT 1
+)
+"""
 
 CREATE_CRASH_RUNS = """
 CREATE TABLE IF NOT EXISTS crash_runs (
@@ -102,5 +113,40 @@ class Tracked:
         return "done"
 
 
-workflows = [Tracked]
-activities = [run_started, run_ended]
+@activity.defn(name="crash.heard")
+async def heard(execution_id: str, lane: str, matched: int | None, event_ids: list[int]) -> None:
+    """A waiting run's answer; a second one for the same run counts up (a run must hear once)."""
+    conn = await asyncpg.connect(os.environ["ORCHESTRATOR_DATABASE_URL"])
+    try:
+        await conn.execute(CREATE_CRASH_WAITS)
+        await conn.execute(
+            "INSERT INTO crash_waits (execution_id, lane, matched, event_ids) VALUES ($1, $2, $3, $4)"
+            " ON CONFLICT (execution_id) DO UPDATE SET answers = crash_waits.answers + 1",
+            execution_id,
+            lane,
+            matched,
+            event_ids,
+        )
+    finally:
+        await conn.close()
+
+
+@workflow.defn(name="waiter")
+class Waiter:
+    """Waits for the reply to its lane's ask (`{lane}/reply`, written later), and records what it heard."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        answer = await RunSession(run).wait_for_event(
+            [{"types": ["object.written"], "aliases": [f"{run.batch.lane}/reply"]}], timeout_seconds=3600
+        )
+        await workflow.execute_activity(
+            heard,
+            args=[str(run.execution_id), run.batch.lane, answer["matched"], [e["id"] for e in answer["events"]]],
+            start_to_close_timeout=ACTIVITY_TIMEOUT,
+            retry_policy=ACTIVITY_RETRY,
+        )
+
+
+workflows = [Tracked, Waiter]
+activities = [run_started, run_ended, heard]

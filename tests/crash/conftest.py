@@ -35,7 +35,7 @@ from orchestrator.dev.embedded import EmbeddedPostgres, TemporalDevServer
 from orchestrator.engine.worker import connect_temporal
 from orchestrator.platform import Platform
 from tests.conftest import SUGGEST_CONTINUE_AS_NEW_AFTER
-from tests.crash.app import CREATE_CRASH_RUNS
+from tests.crash.app import CREATE_CRASH_RUNS, CREATE_CRASH_WAITS
 from tests.timeouts import stop_within
 
 log = logging.getLogger(__name__)
@@ -290,6 +290,7 @@ async def prepare_database(database_url: str) -> None:
     conn = await asyncpg.connect(database_url)
     try:
         await conn.execute(CREATE_CRASH_RUNS)
+        await conn.execute(CREATE_CRASH_WAITS)
     finally:
         await conn.close()
 
