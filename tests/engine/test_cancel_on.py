@@ -1,0 +1,136 @@
+"""`cancel_on`: an event after a run's batch cancels the listener's running runs in its session whose lane key is the
+event's value at `key`; the run cleans up, ends `cancelled` with the event as its cause and is not repeated, and a
+run of another key goes on. A run that ignores its cancellation is terminated once its grace has passed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio import workflow
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.platform import Platform
+from tests.engine.harness import Engine, eventually, new_session, running_engine
+
+pytestmark = pytest.mark.both_servers
+
+with workflow.unsafe.imports_passed_through():
+    from orchestrator.sdk import RunInput, RunSession
+
+
+@workflow.defn(name="render")
+class Render:
+    """Renders for an hour; cancelled, writes `cleaned/{document}` first (or, told to be stubborn, ignores it)."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        session = RunSession(run)
+        options: dict[str, Any] = run.input if isinstance(run.input, dict) else {}
+        try:
+            await workflow.sleep(3600)
+        except asyncio.CancelledError:
+            if options.get("stubborn"):
+                await workflow.sleep(timedelta(hours=1))
+            await session.write_object(f"cleaned/{run.batch.lane}", {"type": "cleaned"})
+            raise
+
+
+def render(**overrides: Any) -> dict[str, Any]:
+    return {
+        "name": "render",
+        "filter": {"types": ["object.written"], "aliases": ["docs/*"]},
+        "concurrency": {"mode": "keyed", "key": "alias", "max_parallel": 4},
+        "batch": {"max_events": 1},
+        "action": {"type": "workflow", "workflow": "render", "input": overrides.pop("input", {})},
+        "retry": {"attempts": 2, "delay_seconds": 0.1},
+        "cancel_on": [{"types": ["object.deleted"], "aliases": ["docs/*"], "key": "alias", "grace_seconds": 1}],
+        **overrides,
+    }
+
+
+@pytest.fixture
+async def render_engine(platform: Platform, temporal_env: WorkflowEnvironment) -> AsyncIterator[Engine]:
+    platform.settings = platform.settings.model_copy(
+        update={"search_attributes": not temporal_env.supports_time_skipping}
+    )
+    async with running_engine(platform, temporal_env.client, workflows=[Render]) as engine:
+        yield engine
+
+
+async def executions(engine: Engine, sid: str) -> dict[str, dict[str, Any]]:
+    return {e["lane"]: e for e in (await engine.command("list_executions", session_id=sid))["executions"]}
+
+
+async def test_an_event_cancels_the_run_of_its_key_which_cleans_up_and_ends_cancelled(render_engine: Engine) -> None:
+    engine = render_engine
+    await engine.command("save_listener", listener=render())
+    sid = await new_session(engine)
+    for doc in ("docs/a", "docs/b"):
+        await engine.command("write_object", session_id=sid, alias=doc, value={"type": "doc"})
+
+    async def both_running() -> bool:
+        runs = await executions(engine, sid)
+        return len(runs) == 2 and all(r["status"] == "running" for r in runs.values())
+
+    await eventually(both_running, what="both renders")
+    deleted = (await engine.command("delete_object", session_id=sid, alias="docs/a"))["event_id"]
+
+    async def cancelled() -> bool:
+        return (await executions(engine, sid))["docs/a"]["status"] != "running"
+
+    await eventually(cancelled, what="docs/a's render to end")
+    runs = await executions(engine, sid)
+    assert runs["docs/a"]["status"] == "cancelled" and runs["docs/a"]["error"] == f"cancelled by event {deleted}"
+    assert runs["docs/b"]["status"] == "running", "a run of another key goes on"
+    cleaned = await engine.command("read_object", session_id=sid, alias="cleaned/docs/a")
+    assert cleaned["object"]["value"] == {"type": "cleaned"}, "its cleanup ran"
+    ended = [
+        e
+        for e in (await engine.command("list_session_events", session_id=sid, types=["execution.ended"]))["events"]
+        if e["execution"]["id"] == runs["docs/a"]["id"]
+    ]
+    assert [(e["execution"]["status"], e["cause"]["event"]) for e in ended] == [("cancelled", deleted)]
+    explained = await engine.command("explain_event", session_id=sid, event_id=deleted)
+    assert explained["waits"] == [{"execution_id": runs["docs/a"]["id"], "wait": 0, "kind": "cancel", "condition": 0}]
+    await asyncio.sleep(1.0)
+    assert len(await executions(engine, sid)) == 2, "a cancelled run is not repeated, whatever its retry says"
+
+
+async def test_a_run_that_ignores_its_cancellation_is_terminated_after_its_grace(render_engine: Engine) -> None:
+    engine = render_engine
+    await engine.command("save_listener", listener=render(input={"stubborn": True}))
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias="docs/c", value={"type": "doc"})
+
+    async def running() -> bool:
+        return (await executions(engine, sid)).get("docs/c", {}).get("status") == "running"
+
+    await eventually(running, what="the render")
+    await engine.command("delete_object", session_id=sid, alias="docs/c")
+
+    async def ended() -> bool:
+        return (await executions(engine, sid))["docs/c"]["status"] != "running"
+
+    await eventually(ended, within=30, what="the stubborn run to be terminated after its grace")
+    assert (await executions(engine, sid))["docs/c"]["status"] == "cancelled"
+
+
+async def test_an_event_before_the_run_began_cancels_it_too(render_engine: Engine) -> None:
+    """The watch counts from the run's batch, as a wait does: a deletion committed right after the write that
+    starts the run cancels the run however soon it comes."""
+    engine = render_engine
+    await engine.command("save_listener", listener=render())
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias="docs/d", value={"type": "doc"})
+    await engine.command("delete_object", session_id=sid, alias="docs/d")
+
+    async def ended() -> bool:
+        runs = await executions(engine, sid)
+        return "docs/d" in runs and runs["docs/d"]["status"] != "running"
+
+    await eventually(ended, what="the render cancelled")
+    assert (await executions(engine, sid))["docs/d"]["status"] == "cancelled"
