@@ -6,11 +6,13 @@ should cost what a small application's does, not the import of the benchmark's w
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from orchestrator.sdk import RunSession
     from orchestrator.workflows.messages import RunInput
 
 
@@ -67,3 +69,42 @@ class BenchSoakRun:
         await workflow.execute_local_activity(
             "bench.soak_started", args=[run.listener, run.batch.event_ids], start_to_close_timeout=timedelta(seconds=10)
         )
+
+
+@workflow.defn(name="bench_waiter")
+class BenchWaiter:
+    """Waits for a user's reply on its own chat (its lane), and reports what it heard, at once."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        chat = run.batch.lane
+        heard = await RunSession(run).wait_for_event(
+            [
+                {
+                    "types": ["thread.item_posted"],
+                    "aliases": [chat],
+                    "where": [{"path": "item.role", "op": "eq", "value": "user"}],
+                }
+            ],
+            timeout_seconds=300,
+        )
+        await workflow.execute_activity(
+            "bench.heard",
+            args=[chat, heard["matched"], [e["id"] for e in heard["events"]]],
+            start_to_close_timeout=TWO_ACTIVITIES,
+        )
+
+
+@workflow.defn(name="bench_cancellable")
+class BenchCancellable:
+    """Works for an hour; cancelled, reports its cleanup at once."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        try:
+            await workflow.sleep(3600)
+        except asyncio.CancelledError:
+            await workflow.execute_activity(
+                "bench.heard", args=[run.batch.lane, None, []], start_to_close_timeout=TWO_ACTIVITIES
+            )
+            raise
