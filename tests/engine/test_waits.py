@@ -9,6 +9,7 @@ run is busy waits for its next wait; a timeout answers `None`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
@@ -18,7 +19,7 @@ from temporalio import activity, workflow
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.platform import Platform
-from tests.engine.harness import Engine, eventually, new_session, running_engine
+from tests.engine.harness import Engine, eventually, lane_state, new_session, running_engine
 
 pytestmark = pytest.mark.both_servers
 
@@ -157,7 +158,17 @@ async def test_the_first_declared_condition_wins_and_the_rest_stay_for_the_next_
     got = await answers(heard, chat, engine)
     assert got[0] == [0, [first, second]], "the replies win, both taken"
     assert got[1] == [1, [resolution]], "the resolution stayed for the next wait"
-    assert got[2][0] is None or got[2] == [None, []]
+    assert got[2] == [None, []]
+    # The replies came while the run was busy: they were queued in its own lane, and its wait took them out of
+    # the queue (no second run of the conversation), as explain_event says.
+    assert (await lane_state(engine, sid, "conversation", chat))["pending"] == 0, "nothing left in its lane's queue"
+    await asyncio.sleep(1.5)  # a second run would have started by now
+    runs = (await engine.command("list_executions", session_id=sid, listener="conversation"))["executions"]
+    assert len(runs) == 1, runs
+    explained = await engine.command("explain_event", session_id=sid, event_id=first)
+    assert explained["waits"] == [{"execution_id": runs[0]["id"], "wait": 1, "kind": "wait", "condition": 0}]
+    [mine] = [x for x in explained["listeners"] if x["listener"] == "conversation"]
+    assert mine["taken_by_wait"] == {"execution_id": runs[0]["id"], "wait": 1}
 
 
 async def test_what_a_wait_takes_starts_no_other_run_of_its_listener_but_reaches_other_listeners(
