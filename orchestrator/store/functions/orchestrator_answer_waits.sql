@@ -1,6 +1,6 @@
 -- The open waits (and cancel watches) of a session that a routing round's page of events answers, answered: each
 -- event finds the waits of its own session its probe keys reach (`wait_probes`, keyed as the listeners' probes
--- are), their conditions decide (`orchestrator_condition_takes`; a run's own writes never answer its waits, nor
+-- are, at the paths the session's waits probe by), their conditions decide (`orchestrator_condition_takes`; a run's own writes never answer its waits, nor
 -- an event at or before a wait's position), and for each wait the first declared condition that holds wins and
 -- takes its events in id order, up to `max_events` (`core/waits.answer`). A session with no open wait costs one
 -- index probe. Answers the waits answered, [{wait_id, execution_id, seq, kind, listener, matched, event_ids}]
@@ -15,7 +15,10 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM orchestrator.run_waits w WHERE w.session_id = p_session AND w.state = 'open') THEN
         RETURN NULL;
     END IF;
-    v_paths := ARRAY(SELECT path FROM orchestrator.listener_probe_paths ORDER BY path);
+    -- The paths this session's waits probe by (not the listeners'): a wait's value probe costs only its own
+    -- session's rounds, where a listener's costs every session's.
+    v_paths := ARRAY(SELECT DISTINCT p.eq_path FROM orchestrator.wait_probes p
+                     WHERE p.session_id = p_session AND p.eq_path <> '' ORDER BY 1);
     FOR v_answer IN
         WITH found AS (
             SELECT DISTINCT p.wait_id, p.cond, e.id AS event_id

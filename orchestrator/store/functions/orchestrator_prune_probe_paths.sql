@@ -12,8 +12,6 @@ BEGIN
     LOCK TABLE orchestrator.listener_probe_paths IN SHARE ROW EXCLUSIVE MODE;
     DELETE FROM orchestrator.listener_probe_paths pp
     WHERE pp.path = ANY (p_paths)
-      AND NOT EXISTS (SELECT 1 FROM orchestrator.listener_probes p WHERE split_part(p.probe_key, chr(31), 2) = pp.path)
-      -- An open wait probes by its paths too (0027).
-      AND NOT EXISTS (SELECT 1 FROM orchestrator.wait_probes w WHERE w.eq_path = pp.path);
+      AND NOT EXISTS (SELECT 1 FROM orchestrator.listener_probes p WHERE split_part(p.probe_key, chr(31), 2) = pp.path);
 END
 $$;

@@ -74,12 +74,6 @@ BEGIN
         -- A wait's answer goes back in this call's reply; a cancel watch's is the router's to act on.
         PERFORM orchestrator.orchestrator_wait_answered(w.id, v_matched, v_ids, w.kind = 'wait');
     ELSE
-        INSERT INTO orchestrator.listener_probe_paths (path, root, rest)
-            SELECT DISTINCT x.v ->> 'eq_path', split_part(x.v ->> 'eq_path', '.', 1),
-                   (string_to_array(x.v ->> 'eq_path', '.'))[2:]
-            FROM jsonb_array_elements(p -> 'compiled') c(v), jsonb_array_elements(c.v -> 'probes') x(v)
-            WHERE x.v ->> 'eq_path' <> ''
-            ON CONFLICT (path) DO NOTHING;
         INSERT INTO orchestrator.wait_probes (session_id, probe_key, type_head, eq_path, wait_id, cond)
             SELECT DISTINCT v_session,
                    orchestrator.orchestrator_probe_key(x.v ->> 'alias_head', x.v ->> 'eq_path', x.v -> 'eq_value'),

@@ -62,6 +62,8 @@ CREATE TABLE orchestrator.wait_probes (
 );
 CREATE INDEX wait_probes_find ON orchestrator.wait_probes (session_id, probe_key, type_head);
 CREATE INDEX wait_probes_wait ON orchestrator.wait_probes (wait_id);
+-- The paths a session's waits probe by, read by each of its rounds.
+CREATE INDEX wait_probes_paths ON orchestrator.wait_probes (session_id, eq_path);
 
 -- A run cancelled (by `cancel_on`, or stopped with a grace) ends `cancelled`.
 ALTER TABLE orchestrator.executions DROP CONSTRAINT executions_status_check;
