@@ -10,6 +10,7 @@ from typing import Any
 from temporalio import workflow
 
 from orchestrator.app_loader import UserApp
+from orchestrator.dev.inspect import format_status, session_status
 from orchestrator.testing import Harness
 
 with workflow.unsafe.imports_passed_through():
@@ -86,3 +87,20 @@ async def test_an_approval_answers_the_wait_and_a_deletion_cancels_the_other_run
         assert await outcome(h, sid, "tickets/3") == {"type": "outcome", "cancelled": True}
         runs = {e["lane"]: e["status"] for e in (await h.client.list_executions(sid))["executions"]}
         assert runs == {"tickets/2": "completed", "tickets/3": "cancelled"}
+
+
+async def test_status_shows_a_run_that_waits_and_on_what() -> None:
+    """`orchestrator status`'s view of a session: the listener's runs that wait, each with its wait's number, its
+    conditions, its position and its deadline."""
+    async with Harness(app=APP) as h:
+        sid = (await h.client.open_session())["session"]["id"]
+        written = await h.client.write_object(sid, "tickets/9", {"type": "ticket"})
+        await h.settle()
+        status = await session_status(h.client, sid)
+        [approve] = status["listeners"]
+        [waiting] = approve["waiting_runs"]
+        assert (waiting["lane"], waiting["seq"], waiting["after"]) == ("tickets/9", 1, written["event_id"])
+        assert waiting["conditions"] == [{"types": ["object.written"], "aliases": ["tickets/9/approval"]}]
+        table = format_status(status)
+        assert "runs waiting for events:" in table
+        assert "object.written on tickets/9/approval" in table
