@@ -1,6 +1,7 @@
-"""Runs that wait survive their worker: a worker SIGKILLed while a hundred runs wait, the events they wait for
-written while no worker runs, the next worker dead right after its routing round answered the waits and before it
-told any run (`route.saved`), and a third started; every run hears its event, once."""
+"""Runs that wait survive their worker and Temporal: a worker SIGKILLed while a hundred runs wait, Temporal's server
+SIGKILLed and started again, the events they wait for written while no worker runs, the next worker dead right
+after its routing round answered the waits and before it told any run (`route.saved`), and a third started;
+every run hears its event, once."""
 
 from __future__ import annotations
 
@@ -61,6 +62,8 @@ async def test_a_hundred_waiting_runs_hear_their_events_once_across_a_worker_kil
     await _until(crash_db, open_waits, RUNS, "runs waiting")
 
     await workers.kill(worker)
+    await temporal_server.kill()
+    await temporal_server.start_again()
     replies = {}
     for n in range(RUNS):
         reply = await writer.command(
