@@ -186,6 +186,8 @@ class MemoryLaneStore:
         self.cursors: dict[str, int] = {}
         # name -> (version, effective_at, body); deleted names are left out.
         self.listeners: dict[str, list[tuple[int, float, dict[str, Any]]]] = {}
+        # name -> the last version ever saved, deletions included: a listener saved again goes on from it.
+        self.last_versions: dict[str, int] = {}
         self.switched_off: set[tuple[str, str]] = set()
         self.pauses: set[tuple[str, str | None]] = set()
         self.lanes: dict[int, MemLane] = {}
@@ -215,8 +217,15 @@ class MemoryLaneStore:
         self.sessions[session_id]["status"] = "closed"
 
     def save_listener(self, body: dict[str, Any], effective_at: float | None = None) -> int:
-        versions = self.listeners.setdefault(body["name"], [])
-        version = len(versions) + 1
+        """Save `body` as the listener's next version, as `PostgresStore.save_listener` does: the body of its
+        newest version saved again answers that version and changes nothing; a listener saved again after its
+        deletion goes on from its last version."""
+        name = body["name"]
+        versions = self.listeners.setdefault(name, [])
+        if versions and versions[-1][2] == body:
+            return versions[-1][0]
+        version = self.last_versions.get(name, 0) + 1
+        self.last_versions[name] = version
         versions.append((version, self.now() if effective_at is None else effective_at, body))
         return version
 

@@ -32,7 +32,8 @@ class World(Protocol):
 
     async def open_session(self) -> str: ...
     async def write(self, session_id: str, alias: str) -> int: ...
-    async def save_listener(self, body: dict[str, Any]) -> None: ...
+    async def save_listener(self, body: dict[str, Any]) -> int: ...
+    async def delete_listener(self, name: str) -> None: ...
     async def pause(self, name: str) -> None: ...
     async def versions(self) -> list[dict[str, Any]]: ...
     async def queue_rows(self, where: LaneAddress) -> list[int]: ...
@@ -58,8 +59,11 @@ class PgWorld:
         reply = await self._ok("write_object", session_id=session_id, alias=alias, value={"type": "t"})
         return int(reply["event_id"])
 
-    async def save_listener(self, body: dict[str, Any]) -> None:
-        await self._ok("save_listener", listener=body)
+    async def save_listener(self, body: dict[str, Any]) -> int:
+        return int((await self._ok("save_listener", listener=body))["listener"]["version"])
+
+    async def delete_listener(self, name: str) -> None:
+        await self._ok("delete_listener", name=name)
 
     async def pause(self, name: str) -> None:
         await self._ok("pause_listener", name=name)
@@ -111,8 +115,11 @@ class MemoryWorld:
     async def write(self, session_id: str, alias: str) -> int:
         return self.store.append(session_id, "object.written", alias=alias, data={"rev": 1})
 
-    async def save_listener(self, body: dict[str, Any]) -> None:
-        self.store.save_listener(body, effective_at=0.0)
+    async def save_listener(self, body: dict[str, Any]) -> int:
+        return self.store.save_listener(body, effective_at=0.0)
+
+    async def delete_listener(self, name: str) -> None:
+        self.store.delete_listener(name)
 
     async def pause(self, name: str) -> None:
         self.store.pauses.add((name, None))
@@ -650,3 +657,25 @@ async def test_pointers_are_the_queued_pointers_of_the_sessions_own_events_by_id
     assert read == [snap.waiting[0].message, snap.waiting[2].message], "by id, once each, the session's own only"
     assert read[0] == {"id": ids[0], "type": "object.written", "alias": "a/0"}
     assert await world.lanes.pointers(sid, []) == []
+
+
+async def test_saving_the_body_of_the_newest_version_again_answers_that_version_and_saves_none(world: World) -> None:
+    """A worker that saves its app's listeners at every start piles up no versions."""
+    assert await world.save_listener(listener()) == 1
+    assert await world.save_listener(listener()) == 1
+    changed = listener(batch={"window_seconds": 1, "max_events": 100})
+    assert await world.save_listener(changed) == 2
+    assert await world.save_listener(changed) == 2
+    # The first body again is a change from the newest: a version of its own.
+    assert await world.save_listener(listener()) == 3
+    assert [(v["name"], v["version"]) for v in await world.versions()] == [("l", 1), ("l", 2), ("l", 3)]
+
+
+async def test_a_listener_saved_again_after_its_deletion_goes_on_from_its_last_version(world: World) -> None:
+    await world.save_listener(listener())
+    await world.save_listener(listener(batch={"window_seconds": 1, "max_events": 100}))
+    await world.delete_listener("l")
+    assert await world.versions() == []
+    # Its last body saved again is a new version, numbered on: the deletion ended the versions before it.
+    assert await world.save_listener(listener(batch={"window_seconds": 1, "max_events": 100})) == 3
+    assert [(v["name"], v["version"]) for v in await world.versions()] == [("l", 3)]
