@@ -18,13 +18,12 @@ from temporalio.common import SearchAttributeKey
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from bench.common import in_platform_schema
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
 from orchestrator.dev.embedded import SEARCH_ATTRIBUTES, EmbeddedPostgres, start_postgres, wheel_binary
 from orchestrator.platform import Platform
-from orchestrator.store.migrate import migrate
+from tests.databases import Databases, commit_without_waiting
 
 # Every test has a bound (the hook is taken up by its name here, as any conftest hook).
 from tests.timeouts import pytest_runtest_call, stop_within
@@ -67,14 +66,8 @@ def _binary(name: str) -> str:
 @pytest.fixture(scope="session")
 async def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedPostgres]:
     server = await start_postgres(tmp_path_factory.mktemp("pg"))
-    # Commits need not wait for the disk here: this server never crashes on purpose (the crash tests run
-    # clusters of their own), and a suite of many small commits runs faster.
-    admin = await asyncpg.connect(server.url)
-    try:
-        await admin.execute("ALTER SYSTEM SET synchronous_commit = off")
-        await admin.execute("SELECT pg_reload_conf()")
-    finally:
-        await admin.close()
+    # The crash tests run clusters of their own: this one never crashes on purpose.
+    await commit_without_waiting(server)
     yield server
     await stop_within(server.stop(), "the embedded PostgreSQL")
 
@@ -102,77 +95,6 @@ async def scratch_database(server: EmbeddedPostgres, prefix: str) -> AsyncIterat
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
-
-
-# Empties a lent database: drops the tables a test made of its own (an application's in `public`, or a test
-# app's beside the platform's), truncates every table the migrations made (but their own record), and restarts
-# every sequence, so ids start at 1 again as in a new database.
-EMPTY_DATABASE = """
-DO $$
-DECLARE
-    known text[] := $1;
-    name text;
-BEGIN
-    FOR name IN SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
-                WHERE schemaname = 'public' OR (schemaname = 'orchestrator' AND NOT tablename = ANY(known)) LOOP
-        EXECUTE format('DROP TABLE IF EXISTS %s CASCADE', name);
-    END LOOP;
-    EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('orchestrator.%I', tablename), ', ') || ' RESTART IDENTITY CASCADE'
-             FROM pg_tables WHERE schemaname = 'orchestrator' AND tablename <> 'schema_migrations');
-    FOR name IN SELECT sequencename FROM pg_sequences WHERE schemaname = 'orchestrator' LOOP
-        EXECUTE format('ALTER SEQUENCE orchestrator.%I RESTART', name);
-    END LOOP;
-END $$
-"""
-
-
-class Databases:
-    """Migrated databases on the session's server, each lent to one test at a time and emptied in between.
-
-    Creating a database costs 0.2 to 0.5 s on this machine, emptying one about 20 ms; with hundreds of tests
-    that is minutes of the suite. What a test leaves connected is cut off before its database is emptied.
-    """
-
-    def __init__(self, server: EmbeddedPostgres) -> None:
-        self.server = server
-        self.free: list[str] = []
-        self.tables: list[str] | None = None
-
-    async def lend(self) -> str:
-        if self.free:
-            return self.free.pop()
-        name = f"t_{uuid.uuid4().hex}"
-        admin = await asyncpg.connect(self.server.url)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-        url = in_platform_schema(self.server.url_for(name))
-        conn = await asyncpg.connect(url)
-        try:
-            await migrate(conn)
-            if self.tables is None:
-                rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'orchestrator'")
-                self.tables = [r["tablename"] for r in rows]
-        finally:
-            await conn.close()
-        return url
-
-    async def give_back(self, url: str) -> None:
-        conn = await asyncpg.connect(url)
-        try:
-            await conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            await conn.execute(EMPTY_DATABASE.replace("$1", _text_array(self.tables or [])))
-        finally:
-            await conn.close()
-        self.free.append(url)
-
-
-def _text_array(names: list[str]) -> str:
-    return "ARRAY[" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + "]::text[]"
 
 
 @pytest.fixture(scope="session")

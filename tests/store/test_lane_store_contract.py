@@ -1,16 +1,16 @@
 """One contract for both lane stores: `PgLaneStore` on a real PostgreSQL and the in-memory twin.
 
-Each test sets a small world up through the `World` it is given (a session, a listener, some writes), then
-drives the verbs the engine uses (route, snapshot, record, finish, end a run, the key slots' queue) and checks
-what each answers and what the next snapshot shows. The decisions come from the real lane step, so the stores
-are held to what the engine asks of them.
+Each test sets a small world up through the `World` it is given (tests/lane_worlds.py: a session, a listener,
+some writes), then drives the verbs the engine uses and checks what each answers and what the next snapshot
+shows, and the listener versions routing reads. The decisions come from the real lane step, so the stores are
+held to what the engine asks of them.
 """
 
 from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 from unittest.mock import ANY
 
 import pytest
@@ -21,135 +21,11 @@ from orchestrator.core.lane_step import step, take_of_claimed
 from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
 from orchestrator.platform import Platform
-from orchestrator.store.lane_store import STALE_GRACE_SECONDS, Ending, Finishing, LaneStore, Recorded, Stale
-from orchestrator.store.lanes_memory import MemoryLaneStore
+from orchestrator.store.lane_store import STALE_GRACE_SECONDS, Ending, Finishing, Recorded, RoutedPage, Stale
+from tests.lane_worlds import LaneWorld as World
+from tests.lane_worlds import MemoryWorld, PgWorld, route_round
 
 LIMITS = Limits(activation_delay_seconds=0)
-
-
-class World(Protocol):
-    lanes: LaneStore
-
-    async def open_session(self) -> str: ...
-    async def write(self, session_id: str, alias: str) -> int: ...
-    async def save_listener(self, body: dict[str, Any]) -> int: ...
-    async def delete_listener(self, name: str) -> None: ...
-    async def pause(self, name: str) -> None: ...
-    async def versions(self) -> list[dict[str, Any]]: ...
-    async def queue_rows(self, where: LaneAddress) -> list[int]: ...
-    async def backdate_nudges(self, seconds: float) -> None: ...
-    async def backdate_oldest_fire(self, seconds: float) -> None: ...
-    async def postdate_newest_fire(self, seconds: float) -> None: ...
-
-
-class PgWorld:
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.lanes = platform.store.lanes
-
-    async def _ok(self, command: str, **args: Any) -> dict[str, Any]:
-        reply = await self.platform.command({"command": command, **args})
-        assert reply["status"] == "success", reply
-        return reply
-
-    async def open_session(self) -> str:
-        return str((await self._ok("open_session"))["session"]["id"])
-
-    async def write(self, session_id: str, alias: str) -> int:
-        reply = await self._ok("write_object", session_id=session_id, alias=alias, value={"type": "t"})
-        return int(reply["event_id"])
-
-    async def save_listener(self, body: dict[str, Any]) -> int:
-        return int((await self._ok("save_listener", listener=body))["listener"]["version"])
-
-    async def delete_listener(self, name: str) -> None:
-        await self._ok("delete_listener", name=name)
-
-    async def pause(self, name: str) -> None:
-        await self._ok("pause_listener", name=name)
-
-    async def versions(self) -> list[dict[str, Any]]:
-        return await self.platform.store.listener_versions()
-
-    async def queue_rows(self, where: LaneAddress) -> list[int]:
-        rows = await self.platform.store.pool.fetch(
-            "SELECT q.event_id FROM lane_events q JOIN lanes l ON l.id = q.lane_id"
-            " WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3 ORDER BY q.event_id",
-            where.session_id,
-            where.listener,
-            where.lane,
-        )
-        return [int(r["event_id"]) for r in rows]
-
-    async def backdate_nudges(self, seconds: float) -> None:
-        await self.platform.store.pool.execute(
-            "UPDATE lanes SET nudged_at = nudged_at - make_interval(secs => $1)", seconds
-        )
-
-    async def backdate_oldest_fire(self, seconds: float) -> None:
-        await self.platform.store.pool.execute(
-            "UPDATE batches SET created_at = created_at - make_interval(secs => $1)"
-            " WHERE id = (SELECT min(id) FROM batches WHERE counted)",
-            seconds,
-        )
-
-    async def postdate_newest_fire(self, seconds: float) -> None:
-        await self.platform.store.pool.execute(
-            "UPDATE batches SET created_at = created_at + make_interval(secs => $1)"
-            " WHERE id = (SELECT max(id) FROM batches WHERE counted)",
-            seconds,
-        )
-
-
-class MemoryWorld:
-    def __init__(self) -> None:
-        self.lanes = self.store = MemoryLaneStore(time.time)
-        self.sessions = 0
-
-    async def open_session(self) -> str:
-        self.sessions += 1
-        session_id = f"ses_{self.sessions}"
-        self.store.open_session(session_id)
-        return session_id
-
-    async def write(self, session_id: str, alias: str) -> int:
-        return self.store.append(session_id, "object.written", alias=alias, data={"rev": 1})
-
-    async def save_listener(self, body: dict[str, Any]) -> int:
-        return self.store.save_listener(body, effective_at=0.0)
-
-    async def delete_listener(self, name: str) -> None:
-        self.store.delete_listener(name)
-
-    async def pause(self, name: str) -> None:
-        self.store.pauses.add((name, None))
-
-    async def versions(self) -> list[dict[str, Any]]:
-        return [
-            {"name": name, "version": v, "effective_at": datetime.fromtimestamp(at, UTC).isoformat(), "body": body}
-            for name, versions in sorted(self.store.listeners.items())
-            for v, at, body in versions
-        ]
-
-    async def queue_rows(self, where: LaneAddress) -> list[int]:
-        found = [
-            lane
-            for lane in self.store.lanes.values()
-            if (lane.session_id, lane.listener, lane.lane) == (where.session_id, where.listener, where.lane)
-        ]
-        return sorted(found[0].queue) if found else []
-
-    async def backdate_nudges(self, seconds: float) -> None:
-        for lane in self.store.lanes.values():
-            lane.nudged_at -= seconds
-
-    async def backdate_oldest_fire(self, seconds: float) -> None:
-        oldest = min((b for b in self.store.batches.values() if b.counted), key=lambda b: b.id)
-        oldest.created_at -= seconds
-
-    async def postdate_newest_fire(self, seconds: float) -> None:
-        newest = max((b for b in self.store.batches.values() if b.counted), key=lambda b: b.id)
-        newest.created_at += seconds
 
 
 @pytest.fixture(params=["postgres", "memory"])
@@ -174,9 +50,10 @@ def keyed(name: str = "k", max_parallel: int = 1) -> dict[str, Any]:
     return listener(name, concurrency={"mode": "keyed", "key": "alias", "max_parallel": max_parallel})
 
 
-async def route_all(world: World, session_id: str) -> Any:
-    """One routing round, as the router runs it."""
-    return await world.lanes.route_page(session_id, 1000, LIMITS.listener_parallel_runs)
+async def route_all(world: World, session_id: str) -> RoutedPage:
+    """One routing round, as the router runs it (checked against the core's `route` of the events it read)."""
+    routed, _ = await route_round(world, session_id, LIMITS.listener_parallel_runs)
+    return routed
 
 
 def address(session_id: str, name: str = "l", lane: str = "_") -> LaneAddress:
@@ -495,7 +372,9 @@ async def test_a_failed_run_with_attempts_left_holds_its_slot_until_its_repeat(w
     assert [(r.execution_id, r.due_at) for r in again.runs] == [(repeat.execution_id, None)]
 
 
-async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the_rest_unnudged(world: World) -> None:
+async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the_rest_unnudged(
+    world: World,
+) -> None:
     await world.save_listener(keyed(max_parallel=2))
     sid = await world.open_session()
     for alias in ("c", "a", "d", "b"):
@@ -659,7 +538,9 @@ async def test_pointers_are_the_queued_pointers_of_the_sessions_own_events_by_id
     assert await world.lanes.pointers(sid, []) == []
 
 
-async def test_saving_the_body_of_the_newest_version_again_answers_that_version_and_saves_none(world: World) -> None:
+async def test_saving_the_body_of_the_newest_version_again_answers_that_version_and_saves_none(
+    world: World,
+) -> None:
     """A worker that saves its app's listeners at every start piles up no versions."""
     assert await world.save_listener(listener()) == 1
     assert await world.save_listener(listener()) == 1

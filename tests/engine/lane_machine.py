@@ -1,4 +1,5 @@
-"""The lane step and its driver against the in-memory twin, as a hypothesis state machine: no servers.
+"""The lane step and its driver against a lane store, as a hypothesis state machine: on the in-memory twin and on
+PostgreSQL (`tests/lane_worlds.py`), no Temporal.
 
 Random writes, routing rounds, drives, runs ending (completed, failed, stopped), a driver dying between any
 two of its verbs, pauses and resumes, replays, the clock moving on, and the lane's clock handed over by
@@ -6,16 +7,19 @@ continue-as-new. After every step: every routed event is in exactly one of its l
 lane has fired past it; never more runs than slots, nor more keys running than `max_parallel`; the throttle
 holds exactly; a repeat waits its delay and its run holds the slot meanwhile. At the end, with the clock run
 on and every run ended, nothing is left waiting, claimed, or holding a slot.
+
+Each example opens a world of its own (`open_world`) in an event loop of its own, and closes both in its
+teardown: tests/engine/test_lane_machine.py runs it on both stores, `bench.lane_machine` for many more examples.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -26,14 +30,17 @@ from orchestrator.core.lane_clock import LaneClock, LaneNews, nudged, reported
 from orchestrator.core.lane_snapshot import LaneAddress, Take
 from orchestrator.core.lane_step import step
 from orchestrator.core.limits import Limits
-from orchestrator.core.routing import route, versions_by_name
 from orchestrator.lanes.driver import Drive, LaneDriver
-from orchestrator.store.lane_store import QueuedLane, Recorded
-from orchestrator.store.lanes_memory import MemoryLaneStore
+from orchestrator.store.lane_store import Recorded
 from orchestrator.workflows.messages import RunInput, RunTag
+from tests.lane_worlds import Held, LaneRow, LaneWorld, route_round
 
-SESSION = "ses_machine"
 ALIASES = ["a", "b", "c"]
+# Times the store reports are floats of epoch seconds; on PostgreSQL, microseconds moved by the world's advances.
+EPSILON = 1e-5
+
+# Opens the world an example runs in, with these limits (in the example's own event loop).
+WorldOpener = Callable[[Limits], Awaitable[LaneWorld]]
 
 
 @dataclass
@@ -42,7 +49,6 @@ class Starts:
 
     runs: dict[str, RunTag] = field(default_factory=dict)
     ended: set[str] = field(default_factory=set)
-    most_in_lane: Counter[str] = field(default_factory=Counter)
 
     async def start(self, tag: RunTag, run_input: RunInput, priority: Any) -> None:
         self.runs.setdefault(tag.execution_id, tag)
@@ -71,7 +77,23 @@ class Crash(Exception):
     """A driver dying between two of its verbs."""
 
 
+def close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what a loop still runs (a driver's reads ahead) and close it."""
+    pending = asyncio.all_tasks(loop)
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.close()
+
+
 class LaneMachine(RuleBasedStateMachine):
+    def __init__(self, open_world: WorldOpener, tally: Counter[str] | None = None) -> None:
+        super().__init__()
+        self.open_world = open_world
+        # What the examples reached, summed over them (steps, batches, runs, repeats, replays, drivers dead).
+        self.tally: Counter[str] = Counter() if tally is None else tally
+
     @initialize(
         mode=st.sampled_from(["serial", "keyed", "parallel"]),
         window=st.sampled_from([0.0, 1.0, 3.0]),
@@ -94,9 +116,9 @@ class LaneMachine(RuleBasedStateMachine):
         read_ahead: int,
     ) -> None:
         self.loop = asyncio.new_event_loop()
-        self.t = 1_000.0
-        self.store = MemoryLaneStore(lambda: self.t)
-        self.store.open_session(SESSION)
+        self.limits = Limits(activation_delay_seconds=0, listener_fires_per_minute=fires)
+        self.world = self.run(self.open_world(self.limits))
+        self.session = self.run(self.world.open_session())
         concurrency: dict[str, Any] = {"mode": mode}
         if mode == "keyed":
             concurrency |= {"key": "alias", "max_parallel": max_parallel}
@@ -111,61 +133,68 @@ class LaneMachine(RuleBasedStateMachine):
         }
         if attempts:
             body["retry"] = {"attempts": attempts, "delay_seconds": 2}
-        self.store.save_listener(body, effective_at=0.0)
+        self.run(self.world.save_listener(body))
         self.decl = ListenerDeclaration.model_validate(body)
-        self.limits = Limits(activation_delay_seconds=0, listener_fires_per_minute=fires)
         # The machine's clock is its own: a driver waits nothing out on the wall clock (as on a server that skips time).
         self.settings = Settings(limits=self.limits, temporal_time_skipping=True)
         self.starts, self.nudges = Starts(), Nudges()
         # With a read ahead, a drive's first read may be one taken when an earlier drive ended, before any of
         # the writes, routes, ends and records that came between.
-        self.driver = LaneDriver(self.store, self.settings, self.starts, Writes(), self.nudges, read_ahead=read_ahead)
+        self.driver = LaneDriver(
+            self.world.lanes, self.settings, self.starts, Writes(), self.nudges, read_ahead=read_ahead
+        )
         # (run key, the repeat's retry number) -> when that repeat is due: each failure sets its own repeat's.
         self.repeat_due: dict[tuple[str, int], float] = {}
         self.clocks: dict[str, LaneClock] = {}
         # What the router queued into each lane (listener, lane), ever: the queue itself keeps only what waits.
         self.routed: dict[tuple[str, str], set[int]] = {}
+        self.look()
 
-    def run(self, coro: Any) -> Any:
+    def run(self, coro: Awaitable[Any]) -> Any:
         return self.loop.run_until_complete(coro)
 
+    def look(self) -> Held:
+        """Read what the store holds now (the invariants' view, and the rules' between two steps)."""
+        held: Held = self.run(self.world.held())
+        self.held = held
+        return held
+
     def teardown(self) -> None:
-        if hasattr(self, "loop"):
-            self.settle()
-            self.loop.close()
+        if not hasattr(self, "loop"):
+            return
+        try:
+            if hasattr(self, "world"):
+                try:
+                    self.settle()
+                finally:
+                    self.run(self.world.close())
+        finally:
+            close_loop(self.loop)
+
+    def _lanes(self) -> list[LaneRow]:
+        return sorted(self.held.lanes.values(), key=lambda lane: lane.id)
 
     # -- the world moves -----------------------------------------------------------------------------------
 
     @rule(alias=st.sampled_from(ALIASES))
     def write(self, alias: str) -> None:
-        self.store.append(SESSION, "object.written", alias=alias, data={"rev": 1})
+        self.run(self.world.write(self.session, alias))
 
     @rule()
     def route_round(self) -> None:
-        position, events, _ = self.run(self.store.unrouted(SESSION, 1000))
-        if not events:
-            return
-        versions = versions_by_name(
-            {"name": n, "version": v, "effective_at": "1970-01-01T00:00:00+00:00", "body": b}
-            for n, vs in self.store.listeners.items()
-            for v, _, b in vs
-        )
-        deliveries = route([(e.envelope, e.created_at) for e in events], versions)
-        created = {e.id: e.created_at for e in events}
-        queued = [QueuedLane.of(SESSION, d, created, self.limits) for d in deliveries]
-        routed = self.run(self.store.route(SESSION, position, events[-1].id, queued))
-        for q in queued if routed.saved else []:
-            self.routed.setdefault((q.listener, q.lane), set()).update(q.event_ids)
+        routed, queued = self.run(route_round(self.world, self.session, self.limits.listener_parallel_runs))
+        for lane, ids in queued.items():
+            self.routed.setdefault(lane, set()).update(ids)
         for nudge in routed.nudges:
             self._told(nudge.address.workflow_id, LaneNews(due_in=0.0), nudge=True)
 
     @rule(seconds=st.sampled_from([0.5, 1.0, 2.0, 5.0, 61.0]))
     def clock_runs_on(self, seconds: float) -> None:
-        self.t += seconds
+        self.run(self.world.advance(seconds))
 
     @rule(index=st.integers(0, 2))
     def drive(self, index: int) -> None:
-        lanes = sorted(self.store.lanes.values(), key=lambda lane: lane.id)
+        lanes = self._lanes()
         if lanes:
             lane = lanes[index % len(lanes)]
             drive = self.run(self.driver.drive(lane.address))
@@ -175,11 +204,15 @@ class LaneMachine(RuleBasedStateMachine):
 
     @rule(index=st.integers(0, 2), at=st.sampled_from(["record", "act", "finish"]))
     def driver_dies(self, index: int, at: str) -> None:
-        lanes = sorted(self.store.lanes.values(), key=lambda lane: lane.id)
+        lanes = self._lanes()
         if not lanes:
             return
         lane = lanes[index % len(lanes)]
-        target = {"record": (self.store, "record"), "act": (self.driver, "_act"), "finish": (self.store, "finish")}[at]
+        target = {
+            "record": (self.world.lanes, "record"),
+            "act": (self.driver, "_act"),
+            "finish": (self.world.lanes, "finish"),
+        }[at]
         holder, name = target
         real = getattr(holder, name)
 
@@ -192,7 +225,7 @@ class LaneMachine(RuleBasedStateMachine):
         try:
             self.run(self.driver.drive(lane.address))
         except Crash:
-            pass
+            self.tally[f"died at {at}"] += 1
         finally:
             setattr(holder, name, real)
 
@@ -200,18 +233,18 @@ class LaneMachine(RuleBasedStateMachine):
     def two_drivers_race(self, index: int) -> None:
         """One driver reads the lane and decides; another drives it meanwhile (a run's end handing a slot on,
         the lane's own step); then the first records what it decided, over what it read."""
-        lanes = sorted(self.store.lanes.values(), key=lambda lane: lane.id)
+        lanes = self._lanes()
         if not lanes:
             return
         lane = lanes[index % len(lanes)]
-        snap = self.run(self.store.snapshot(lane.address))
+        snap = self.run(self.world.lanes.snapshot(lane.address))
         assert snap is not None
         decision = step(snap, snap.now, self.limits)
         self.drive(index)
         if not isinstance(decision, Take):
             return
         key_max = effective_max_parallel(self.decl.concurrency, self.limits)
-        recorded = self.run(self.store.record(snap, decision, self.limits.listener_fires_per_minute, key_max))
+        recorded = self.run(self.world.lanes.record(snap, decision, self.limits.listener_fires_per_minute, key_max))
         if isinstance(recorded, Recorded):
             self.run(self.driver._act_and_finish(snap, decision, recorded.batch_id, Drive()))
 
@@ -222,22 +255,19 @@ class LaneMachine(RuleBasedStateMachine):
         tag = running[index % len(running)]
         self.starts.ended.add(tag.execution_id)
         if status == "failed" and tag.retry < tag.attempts and tag.run_key is not None:
-            self.repeat_due[(tag.run_key, tag.retry + 1)] = self.t + retry_delay(tag.delay_seconds, tag.retry)
+            self.repeat_due[(tag.run_key, tag.retry + 1)] = self.world.now() + retry_delay(tag.delay_seconds, tag.retry)
         self.run(self.driver.end(tag, status, None))
 
     @rule(paused=st.booleans())
     def pause_or_resume(self, paused: bool) -> None:
-        if paused:
-            self.store.pauses.add(("l", None))
-        else:
-            self.store.pauses.discard(("l", None))
+        self.run(self.world.pause("l") if paused else self.world.resume("l"))
 
-    @precondition(lambda self: any(b.retry == 0 and b.replay == 0 for b in self.store.batches.values()))
+    @precondition(lambda self: any(b.own for b in self.held.batches.values()))
     @rule(index=st.integers(0, 10))
     def replay_a_batch(self, index: int) -> None:
-        own = sorted((b for b in self.store.batches.values() if b.retry == 0 and b.replay == 0), key=lambda b: b.id)
+        own = sorted((b for b in self.held.batches.values() if b.own), key=lambda b: b.id)
         batch = own[index % len(own)]
-        self.store.ask_replay(batch.lane_id, batch.event_ids, batch.first_id)
+        self.run(self.world.ask_replay(batch.lane_id, batch.event_ids, batch.first_id))
 
     @rule()
     def continue_as_new(self) -> None:
@@ -248,14 +278,25 @@ class LaneMachine(RuleBasedStateMachine):
 
     def _told(self, workflow_id: str, news: LaneNews, *, nudge: bool = False) -> None:
         clock = self.clocks.get(workflow_id, LaneClock())
-        self.clocks[workflow_id] = nudged(clock, news, self.t) if nudge else reported(clock, news, self.t)
+        now = self.world.now()
+        self.clocks[workflow_id] = nudged(clock, news, now) if nudge else reported(clock, news, now)
 
     # -- what always holds ---------------------------------------------------------------------------------
 
     @invariant()
-    def every_fired_event_is_in_exactly_one_own_batch(self) -> None:
-        for lane in self.store.lanes.values():
-            own = [b for b in self.store.batches.values() if b.lane_id == lane.id and b.retry == 0 and b.replay == 0]
+    def the_promises_hold(self) -> None:
+        self.tally["steps"] += 1
+        held = self.look()
+        self.every_fired_event_is_in_exactly_one_own_batch(held)
+        self.never_more_runs_than_slots(held)
+        self.a_batch_is_taken_once_its_window_has_closed(held)
+        self.a_key_slot_is_never_free_while_a_lane_waits_for_one(held)
+        self.the_throttle_is_exact(held)
+        self.repeats_wait_their_delay_and_hold_their_slot(held)
+
+    def every_fired_event_is_in_exactly_one_own_batch(self, held: Held) -> None:
+        for lane in held.lanes.values():
+            own = [b for b in held.batches.values() if b.lane_id == lane.id and b.own]
             taken = Counter(i for b in own for i in b.event_ids)
             assert all(n == 1 for n in taken.values()), f"an event in two batches of lane {lane.lane}: {taken}"
             routed = self.routed.get((lane.listener, lane.lane), set())
@@ -270,49 +311,44 @@ class LaneMachine(RuleBasedStateMachine):
                 f"lane {lane.lane}: queue {sorted(queue)}, waiting {sorted(waiting)}, claimed {sorted(claimed)}"
             )
 
-    @invariant()
-    def never_more_runs_than_slots(self) -> None:
+    def never_more_runs_than_slots(self, held: Held) -> None:
         cap = lane_run_slots(self.decl, self.limits) or 1
-        by_lane = Counter(r.lane_id for r in self.store.runs.values())
+        by_lane = Counter(r.lane_id for r in held.runs.values())
         assert all(n <= cap for n in by_lane.values()), by_lane
-        running = Counter(t.lane for t in self.starts.running() if t.run_key in self.store.runs)
+        running = Counter(t.lane for t in self.starts.running() if t.run_key in held.runs)
         assert all(n <= cap for n in running.values()), running
         if self.decl.concurrency.mode == "keyed":
             most = effective_max_parallel(self.decl.concurrency, self.limits)
             assert len(by_lane) <= most, f"{len(by_lane)} keys running, at most {most}"
-            assert sum(1 for k in self.store.key_slots.values() if k.holding) <= most
+            assert sum(1 for holding in held.key_slots.values() if holding) <= most
 
-    @invariant()
-    def a_batch_is_taken_once_its_window_has_closed(self) -> None:
+    def a_batch_is_taken_once_its_window_has_closed(self, held: Held) -> None:
         window = self.decl.batch.window_seconds
-        for batch in self.store.batches.values():
-            if batch.retry == 0 and batch.replay == 0:
-                oldest = min(self.store.events[i].committed for i in batch.event_ids)
-                assert batch.created_at >= oldest + window - 1e-9, "a batch was cut before its window closed"
+        for batch in held.batches.values():
+            if batch.own:
+                oldest = min(held.events[i].committed for i in batch.event_ids)
+                assert batch.created_at >= oldest + window - EPSILON, "a batch was cut before its window closed"
 
-    @invariant()
-    def a_key_slot_is_never_free_while_a_lane_waits_for_one(self) -> None:
+    def a_key_slot_is_never_free_while_a_lane_waits_for_one(self, held: Held) -> None:
         if self.decl.concurrency.mode != "keyed":
             return
-        held = sum(1 for k in self.store.key_slots.values() if k.holding)
-        queued = [k for k in self.store.key_slots.values() if not k.holding]
+        holding = sum(1 for h in held.key_slots.values() if h)
+        queued = sum(1 for h in held.key_slots.values() if not h)
         most = effective_max_parallel(self.decl.concurrency, self.limits)
-        assert held >= most or not queued, f"{held} of {most} key slots held while {len(queued)} lanes wait"
+        assert holding >= most or not queued, f"{holding} of {most} key slots held while {queued} lanes wait"
 
-    @invariant()
-    def the_throttle_is_exact(self) -> None:
-        fires = sorted(b.created_at for b in self.store.batches.values() if b.counted)
+    def the_throttle_is_exact(self, held: Held) -> None:
+        fires = sorted(b.created_at for b in held.batches.values() if b.counted)
         for i, at in enumerate(fires):
             in_minute = [f for f in fires[i:] if f < at + 60]
             assert len(in_minute) <= self.limits.listener_fires_per_minute
 
-    @invariant()
-    def repeats_wait_their_delay_and_hold_their_slot(self) -> None:
-        for batch in self.store.batches.values():
+    def repeats_wait_their_delay_and_hold_their_slot(self, held: Held) -> None:
+        for batch in held.batches.values():
             due = self.repeat_due.get((batch.run_key or "", batch.retry))
             if batch.retry > 0 and due is not None:
-                assert batch.created_at >= due - 1e-9, "a repeat came before its delay"
-        for run in self.store.runs.values():
+                assert batch.created_at >= due - EPSILON, "a repeat came before its delay"
+        for run in held.runs.values():
             if run.due_at is not None:
                 assert (run.run_key, run.retry + 1) in self.repeat_due, "only a failed run waits for its repeat"
 
@@ -320,11 +356,11 @@ class LaneMachine(RuleBasedStateMachine):
 
     def settle(self) -> None:
         """Run the clock on and let everything finish: route, drive every lane, end every run."""
-        self.store.pauses.clear()
+        self.run(self.world.resume("l"))
         for _ in range(200):
-            self.t += 61.0
+            self.run(self.world.advance(61.0))
             self.route_round()
-            for index in range(len(self.store.lanes)):
+            for index in range(len(self.look().lanes)):
                 self.drive(index)
             running = self.starts.running()
             if not running and not self._busy():
@@ -333,22 +369,36 @@ class LaneMachine(RuleBasedStateMachine):
                 self.starts.ended.add(tag.execution_id)
                 self.run(self.driver.end(tag, "completed", None))
         assert not self._busy(), self._busy()
-        for lane in self.store.lanes.values():
+        held = self.look()
+        for lane in held.lanes.values():
             assert lane.fired_through == lane.routed_through, "every routed event was taken"
-        assert not self.store.key_slots, "no key slot is left held or queued"
+        assert not held.key_slots, "no key slot is left held or queued"
+        self.tally.update(
+            examples=1,
+            batches=len(held.batches),
+            runs=len(self.starts.runs),
+            repeats=sum(1 for b in held.batches.values() if b.retry > 0),
+            replays=sum(1 for b in held.batches.values() if b.replay > 0),
+        )
 
     def _busy(self) -> dict[str, int]:
+        held = self.look()
         busy = {
-            "waiting": sum(1 for lane in self.store.lanes.values() if lane.routed_through > lane.fired_through),
-            "claimed": sum(1 for b in self.store.batches.values() if b.state == "claimed"),
-            "runs": len(self.store.runs),
-            "replays": len(self.store.replays),
-            "unrouted": sum(1 for e in self.store.events if e > self.store.cursors[SESSION]),
+            "waiting": sum(1 for lane in held.lanes.values() if lane.routed_through > lane.fired_through),
+            "claimed": sum(1 for b in held.batches.values() if b.state == "claimed"),
+            "runs": len(held.runs),
+            "replays": held.replays,
+            "unrouted": held.unrouted,
         }
         return {k: v for k, v in busy.items() if v}
 
 
-LaneMachine.TestCase.settings = settings(
-    max_examples=300, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-test_the_lane_step_keeps_its_promises = LaneMachine.TestCase
+def machine_on(open_world: WorldOpener, tally: Counter[str] | None = None) -> type[LaneMachine]:
+    """The machine as a class hypothesis runs (`run_state_machine_as_test`), each example on a world `open_world`
+    opens, what the examples reach summed into `tally`."""
+
+    class OnWorld(LaneMachine):
+        def __init__(self) -> None:
+            super().__init__(open_world, tally)
+
+    return OnWorld
