@@ -358,7 +358,7 @@ class MemoryLaneStore:
         return tuple(self.events[i].queued(lane, listener) for i in sorted(ids) if i in self.events)
 
     async def envelopes(self, ids: Sequence[int]) -> list[dict[str, Any]]:
-        return [dict(self.events[i].envelope) for i in sorted(ids) if i in self.events]
+        return [dict(self.events[i].envelope) for i in sorted(set(ids)) if i in self.events]
 
     async def pointers(self, session_id: str, ids: Sequence[int]) -> list[dict[str, Any]]:
         found = (self.events[i] for i in sorted(set(ids)) if i in self.events)

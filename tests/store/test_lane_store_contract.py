@@ -2,8 +2,9 @@
 
 Each test sets a small world up through the `World` it is given (tests/lane_worlds.py: a session, a listener,
 some writes), then drives the verbs the engine uses and checks what each answers and what the next snapshot
-shows, and the listener versions routing reads. The decisions come from the real lane step, so the stores are
-held to what the engine asks of them.
+shows: every verb of the `LaneStore` Protocol, the `ExecutionRecords` the twin also stands in for (a run of no
+lane recorded before its start), and the listener versions routing reads. The decisions come from the real lane
+step, so the stores are held to what the engine asks of them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from unittest.mock import ANY
 import pytest
 
 from orchestrator.core.lane_keys import lane_workflow_id
-from orchestrator.core.lane_snapshot import ACT, Finish, LaneAddress, LaneSnapshot, Take, Wait, fetch_limit
+from orchestrator.core.lane_snapshot import ACT, Drop, Finish, LaneAddress, LaneSnapshot, Take, Wait, fetch_limit
 from orchestrator.core.lane_step import step, take_of_claimed
 from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
@@ -560,3 +561,207 @@ async def test_a_listener_saved_again_after_its_deletion_goes_on_from_its_last_v
     # Its last body saved again is a new version, numbered on: the deletion ended the versions before it.
     assert await world.save_listener(listener(batch={"window_seconds": 1, "max_events": 100})) == 3
     assert [(v["name"], v["version"]) for v in await world.versions()] == [("l", 3)]
+
+
+# -- the verbs of a step's other moves, of the sweep, and of a run of no lane -----------------------------------
+
+
+async def test_a_key_slot_given_back_goes_to_the_lane_queued_for_it_unless_a_run_took_it_meanwhile(
+    world: World,
+) -> None:
+    await world.save_listener(keyed())
+    sid = await world.open_session()
+    for alias in ("a", "b", "c"):
+        await world.write(sid, alias)
+    await route_all(world, sid)
+    a, b, c = (address(sid, "k", x) for x in "abc")
+    # `a` holds the one slot; its run takes it: a give back answers nothing and the slot stays.
+    snap, decision, recorded = await take(world, a)
+    assert decision.key_slot == "keep"
+    assert await world.lanes.give_back_key_slot(snap, 1) == ()
+    assert (await snapshot(world, a)).key_slot == "held"
+    await finish(world, snap, decision, recorded)
+    ended = await end(world, sid, decision.execution_id, listener="k", keyed=True, key_max=1, lane="a", fetch_own=0)
+    assert [x.lane for x in ended.drive] == ["b"]
+    # `b` holds it now with no run to use it on (as a lane whose batch turned out to need none): given back, it
+    # goes to the next lane queued, and `b` holds and waits for none.
+    granted = await world.lanes.give_back_key_slot(await snapshot(world, b), 1)
+    assert [x.workflow_id for x in granted] == [c.workflow_id]
+    assert [(await snapshot(world, x)).key_slot for x in (a, b, c)] == [None, None, "held"]
+    # With nobody queued, a slot given back goes nowhere.
+    assert await world.lanes.give_back_key_slot(await snapshot(world, c), 1) == ()
+    assert (await snapshot(world, c)).keys_held == 0
+
+
+async def test_a_replay_asked_for_is_in_the_snapshot_until_it_is_dropped(world: World) -> None:
+    await world.save_listener(listener(action={"type": "object", "alias": "out", "value": {"type": "o"}}))
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    lane_id = snap.lane_id
+    # A replay of events that are gone (trimmed by retention): the step drops it.
+    await world.ask_replay(lane_id, [10**12], None)
+    asked = await snapshot(world, address(sid))
+    assert asked.replay is not None and asked.replay.events == ()
+    dropped = step(asked, asked.now, LIMITS)
+    assert isinstance(dropped, Drop) and dropped.replay_id == asked.replay.id
+    await world.lanes.drop_replay(dropped.replay_id)
+    assert (await snapshot(world, address(sid))).replay is None
+    # A replay whose listener was deleted meanwhile is dropped too; dropping one no longer there changes nothing.
+    await world.ask_replay(lane_id, list(decision.consumed), decision.first_id)
+    await world.delete_listener("l")
+    gone = await snapshot(world, address(sid))
+    assert gone.listener is None and gone.replay is not None
+    assert [q.id for q in gone.replay.events] == list(decision.consumed) and gone.replay.number == 1
+    dropped = step(gone, gone.now, LIMITS)
+    assert isinstance(dropped, Drop) and dropped.replay_id == gone.replay.id
+    await world.lanes.drop_replay(dropped.replay_id)
+    await world.lanes.drop_replay(dropped.replay_id)
+    assert (await snapshot(world, address(sid))).replay is None
+
+
+async def test_envelopes_are_the_events_whole_once_each_by_id(world: World) -> None:
+    sid, other = await world.open_session(), await world.open_session()
+    ids = [await world.write(sid, f"a/{n}") for n in range(2)]
+    theirs = await world.write(other, "b/0")
+    read = await world.lanes.envelopes([ids[1], theirs, 10**12, ids[0], ids[1]])
+    assert [(e["id"], e["session_id"], e["type"], e["alias"], e["depth"]) for e in read] == [
+        (ids[0], sid, "object.written", "a/0", 0),
+        (ids[1], sid, "object.written", "a/1", 0),
+        (theirs, other, "object.written", "b/0", 0),
+    ], "by id, once each, any session's (a batch's events are its session's)"
+    assert all(datetime.fromisoformat(e["created_at"]).tzinfo is not None for e in read)
+    assert await world.lanes.envelopes([]) == []
+
+
+async def test_unsettled_runs_are_the_running_runs_nobody_looked_at_lately_each_looked_at_once(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    assert await world.lanes.unsettled_runs(30.0) == [], "recorded just now"
+    await world.advance(31.0)
+    (found,) = await world.lanes.unsettled_runs(30.0)
+    assert (found.execution_id, found.session_id, found.workflow, found.listener, found.lane, found.run_key) == (
+        decision.execution_id,
+        sid,
+        "w",
+        "l",
+        "_",
+        decision.run_key,
+    )
+    assert (found.depth, found.batch, found.start_input) == (1, "claimed", None)
+    assert 31.0 <= found.age_seconds < 40.0
+    assert await world.lanes.unsettled_runs(30.0) == [], "looked at now: not again within 30 s"
+    # Its batch finished, the next look says so; ended, it is settled.
+    await finish(world, snap, decision, recorded)
+    await world.advance(31.0)
+    assert [(r.execution_id, r.batch) for r in await world.lanes.unsettled_runs(30.0)] == [
+        (decision.execution_id, "done")
+    ]
+    assert (await end(world, sid, decision.execution_id)).recorded
+    await world.advance(31.0)
+    assert await world.lanes.unsettled_runs(30.0) == []
+
+
+async def test_unsettled_runs_come_longest_unlooked_first_a_limit_at_a_time(world: World) -> None:
+    await world.save_listener(listener(concurrency={"mode": "parallel", "max_parallel": 2}))
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, first, recorded = await take(world, address(sid))
+    await finish(world, snap, first, recorded)
+    await world.advance(5.0)
+    await world.write(sid, "a/2")
+    await route_all(world, sid)
+    snap, second, recorded = await take(world, address(sid))
+    await finish(world, snap, second, recorded)
+    await world.advance(31.0)
+    assert [r.execution_id for r in await world.lanes.unsettled_runs(30.0, limit=1)] == [first.execution_id]
+    assert [r.execution_id for r in await world.lanes.unsettled_runs(30.0, limit=1)] == [second.execution_id]
+    assert await world.lanes.unsettled_runs(30.0, limit=1) == []
+
+
+async def test_a_run_of_no_lane_is_recorded_once_with_its_start_and_keeps_its_input_until_its_start_is_made(
+    world: World,
+) -> None:
+    sid = await world.open_session()
+    record: dict[str, Any] = {
+        "execution_id": "exe:by-hand:1",
+        "session_id": sid,
+        "workflow": "w",
+        "listener": None,
+        "lane": None,
+        "batch": None,
+        "run_key": None,
+        "depth": 0,
+        "start_input": {"input": {"n": 1}},
+    }
+    assert await world.records.execution_started(record)
+    assert not await world.records.execution_started({**record, "start_input": {"input": {"n": 2}}})
+    held = await world.held()
+    assert [e.execution_id for e in held.events.values() if e.type == "execution.started"] == ["exe:by-hand:1"]
+    assert held.executions["exe:by-hand:1"].status == "running"
+    await world.advance(31.0)
+    (found,) = await world.lanes.unsettled_runs(30.0)
+    assert (found.execution_id, found.listener, found.lane, found.run_key, found.batch) == (
+        "exe:by-hand:1",
+        None,
+        None,
+        None,
+        None,
+    )
+    assert found.start_input == {"input": {"n": 1}}, "the first record's input"
+    await world.records.execution_start_made("exe:by-hand:1")
+    await world.advance(31.0)
+    (again,) = await world.lanes.unsettled_runs(30.0)
+    assert again.start_input is None, "its start was made: nothing kept to make it again"
+    # Nothing to reopen: it holds no lane's slot.
+    assert await world.lanes.reopen_run("exe:by-hand:1") is None
+
+
+async def test_a_run_temporal_does_not_know_is_reopened_its_finished_batch_claimed_again(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    after = await finish(world, snap, decision, recorded)
+    assert after is not None and after.claimed is None
+    reopened = await world.lanes.reopen_run(decision.execution_id)
+    assert reopened is not None and reopened.workflow_id == address(sid).workflow_id
+    # The lane's next step finds the batch claimed, its run holding the slot: it starts it again by the same id.
+    left = await snapshot(world, address(sid))
+    assert left.claimed is not None and left.claimed.batch.id == recorded.batch_id
+    assert left.claimed.run is not None and left.claimed.run.execution_id == decision.execution_id
+    again = step(left, left.now, LIMITS)
+    assert isinstance(again, Finish)
+    assert take_of_claimed(left).execution_id == decision.execution_id
+    # An ended run holds no slot: nothing to reopen; nor a run nobody recorded.
+    assert (await end(world, sid, decision.execution_id)).recorded
+    assert await world.lanes.reopen_run(decision.execution_id) is None
+    assert await world.lanes.reopen_run("exe:nobody") is None
+
+
+async def test_a_failed_runs_repeat_is_reopened_at_its_own_attempt(world: World) -> None:
+    await world.save_listener(listener(retry={"attempts": 1, "delay_seconds": 30}))
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    await end(world, sid, decision.execution_id, "failed", repeat_in=30.0)
+    await world.advance(31.0)
+    held = await snapshot(world, address(sid))
+    repeat = step(held, held.now, LIMITS)
+    assert isinstance(repeat, Take) and repeat.kind == "repeat"
+    again = await world.lanes.record(held, repeat, 100, 0)
+    assert isinstance(again, Recorded)
+    await finish(world, held, repeat, again)
+    assert await world.lanes.reopen_run(decision.execution_id) is None, "the failed attempt ended"
+    assert await world.lanes.reopen_run(repeat.execution_id) is not None
+    left = await snapshot(world, address(sid))
+    assert left.claimed is not None and left.claimed.batch.id == again.batch_id and left.claimed.batch.retry == 1
