@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from orchestrator.config import Settings
+from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import LaneAddress
 from orchestrator.core.limits import Limits
@@ -146,8 +147,12 @@ class LaneWorld(Protocol):
     async def open_session(self) -> str: ...
     async def mark_deleting(self, session_id: str) -> None: ...
     async def write(self, session_id: str, alias: str) -> int: ...
-    async def save_listener(self, body: dict[str, Any]) -> int: ...
+    async def save_listener(self, body: dict[str, Any], delay_seconds: float = 0.0) -> int:
+        """Save a listener's version, in effect `delay_seconds` from now (the activation delay)."""
+        ...
+
     async def delete_listener(self, name: str) -> None: ...
+    async def switch(self, session_id: str, name: str, enabled: bool) -> None: ...
     async def pause(self, name: str) -> None: ...
     async def resume(self, name: str) -> None: ...
     async def ask_replay(self, lane_id: int, event_ids: Sequence[int], replay_of: int | None) -> None: ...
@@ -226,11 +231,17 @@ class MemoryWorld:
     async def write(self, session_id: str, alias: str) -> int:
         return self.store.append(session_id, "object.written", alias=alias, data={"rev": 1})
 
-    async def save_listener(self, body: dict[str, Any]) -> int:
-        return self.store.save_listener(body, effective_at=0.0)
+    async def save_listener(self, body: dict[str, Any], delay_seconds: float = 0.0) -> int:
+        return self.store.save_listener(body, effective_at=self.now() + delay_seconds)
 
     async def delete_listener(self, name: str) -> None:
         self.store.delete_listener(name)
+
+    async def switch(self, session_id: str, name: str, enabled: bool) -> None:
+        if enabled:
+            self.store.switched_off.discard((session_id, name))
+        else:
+            self.store.switched_off.add((session_id, name))
 
     async def pause(self, name: str) -> None:
         self.store.pauses.add((name, None))
@@ -397,11 +408,19 @@ class PgWorld:
         reply = await self._ok("write_object", session_id=session_id, alias=alias, value={"type": "t"})
         return int(reply["event_id"])
 
-    async def save_listener(self, body: dict[str, Any]) -> int:
-        return int((await self._ok("save_listener", listener=body))["listener"]["version"])
+    async def save_listener(self, body: dict[str, Any], delay_seconds: float = 0.0) -> int:
+        if not delay_seconds:
+            return int((await self._ok("save_listener", listener=body))["listener"]["version"])
+        # The command's delay is the deployment's (none here): the store's own save, with the body as the command
+        # would store it.
+        stored = ListenerDeclaration.model_validate(body).model_dump(mode="json", exclude_unset=True)
+        return int((await self.platform.store.save_listener(body["name"], stored, delay_seconds))["version"])
 
     async def delete_listener(self, name: str) -> None:
         await self._ok("delete_listener", name=name)
+
+    async def switch(self, session_id: str, name: str, enabled: bool) -> None:
+        await self._ok("switch_listener", session_id=session_id, name=name, enabled=enabled)
 
     async def pause(self, name: str) -> None:
         await self._ok("pause_listener", name=name)

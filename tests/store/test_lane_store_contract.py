@@ -393,6 +393,48 @@ async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the
     assert (await snapshot(world, address(sid, "k", "e"))).key_slot == "queued"
 
 
+@pytest.mark.parametrize(
+    "declared",
+    [
+        {},
+        {"concurrency": {"mode": "parallel", "max_parallel": 2}},
+        {"action": {"type": "object", "alias": "out", "value": {"type": "o"}}},
+        {
+            "concurrency": {"mode": "keyed", "key": "alias"},
+            "action": {"type": "object", "alias": "out", "value": {"type": "o"}},
+        },
+    ],
+    ids=["serial", "parallel", "write", "keyed-write"],
+)
+async def test_a_round_gives_no_key_slot_to_a_lane_whose_listener_has_none(
+    world: World, declared: dict[str, Any]
+) -> None:
+    """Key slots are a keyed workflow listener's alone: any other lane the round makes pending takes none, so its
+    batch has none to give back."""
+    await world.save_listener(listener(**declared))
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await route_all(world, sid)
+    lane = "a" if "key" in declared.get("concurrency", {}) else "_"
+    snap = await snapshot(world, address(sid, lane=lane))
+    assert (snap.key_slot, snap.keys_held) == (None, 0)
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take) and decision.key_slot is None
+
+
+async def test_a_listener_saved_again_as_keyed_gives_its_first_key_a_free_slot(world: World) -> None:
+    """Its serial lane, pending when it was saved again, holds no key slot for the new keys to queue behind."""
+    await world.save_listener(listener("k"))
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await route_all(world, sid)
+    await world.save_listener(keyed())
+    await world.write(sid, "b")
+    routed = await route_all(world, sid)
+    assert [n.address.lane for n in routed.nudges] == ["b"]
+    assert (await snapshot(world, address(sid, "k", "b"))).key_slot == "held"
+
+
 async def test_a_key_slot_taken_in_the_round_whose_nudge_is_lost_is_found_by_the_poll(world: World) -> None:
     """The round commits the slot, then nudges: a router that dies between the two leaves the poll to step it."""
     await world.save_listener(keyed(max_parallel=1))
@@ -561,6 +603,24 @@ async def test_a_listener_saved_again_after_its_deletion_goes_on_from_its_last_v
     # Its last body saved again is a new version, numbered on: the deletion ended the versions before it.
     assert await world.save_listener(listener(batch={"window_seconds": 1, "max_events": 100})) == 3
     assert [(v["name"], v["version"]) for v in await world.versions()] == [("l", 3)]
+
+
+async def test_a_listener_saved_again_after_its_deletion_judges_what_waits_by_its_new_version_before_it_takes_effect(
+    world: World,
+) -> None:
+    """Its versions from before the deletion take no event again: while the version saved after it waits out its
+    activation delay, a lane's batch is judged by that version (the newest saved, as when none is in effect yet),
+    never by the deleted one's body."""
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    await world.delete_listener("l")
+    assert await world.save_listener(listener(action={"type": "workflow", "workflow": "w2"}), delay_seconds=60) == 2
+    snap = await snapshot(world, address(sid))
+    assert snap.listener is not None and snap.listener.version == 2
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take) and decision.plan is not None and decision.plan.workflow == "w2"
 
 
 # -- the verbs of a step's other moves, of the sweep, and of a run of no lane -----------------------------------
