@@ -1,4 +1,4 @@
-"""The lane machine with many more examples than the suite runs (300 on the in-memory twin, 25 on PostgreSQL):
+"""The lane machine with many more examples than the suite runs (300 on the in-memory twin, 60 on PostgreSQL):
 hypothesis drives the lane step, the real driver and a lane store (`--store memory`, the twin; `--store
 postgres`, an embedded PostgreSQL of its own, a database per example) through writes, rounds, drives, runs
 ending, drivers dying, pauses, replays and the clock moving on (`tests/engine/lane_machine.py`).

@@ -2,11 +2,13 @@
 PostgreSQL (`tests/lane_worlds.py`), no Temporal.
 
 Random writes, routing rounds, drives, runs ending (completed, failed, stopped), a driver dying between any
-two of its verbs, pauses and resumes, replays, the clock moving on, and the lane's clock handed over by
-continue-as-new. After every step: every routed event is in exactly one of its lane's own batches once the
-lane has fired past it; never more runs than slots, nor more keys running than `max_parallel`; the throttle
-holds exactly; a repeat waits its delay and its run holds the slot meanwhile. At the end, with the clock run
-on and every run ended, nothing is left waiting, claimed, or holding a slot.
+two of its verbs, pauses and resumes, the listener switched off and on in the session, saved again (the same
+body, a narrower or wider filter, another `max_events`) or deleted, replays, the clock moving on, and the lane's
+clock handed over by continue-as-new. After every step: every routed event is in exactly one of its lane's own
+batches once the lane has fired past it; never more runs than slots, nor more keys running than `max_parallel`,
+and key slots a keyed listener's alone; the throttle holds exactly; a repeat waits its delay and its run holds
+the slot meanwhile. At the end, with the clock run on and every run ended, nothing is left waiting, claimed, or
+holding a slot.
 
 Each example opens a world of its own (`open_world`) in an event loop of its own, and closes both in its
 teardown: tests/engine/test_lane_machine.py runs it on both stores, `bench.lane_machine` for many more examples.
@@ -133,8 +135,13 @@ class LaneMachine(RuleBasedStateMachine):
         }
         if attempts:
             body["retry"] = {"attempts": attempts, "delay_seconds": 2}
+        self.body = body
         self.run(self.world.save_listener(body))
+        # What stays the same whatever the listener is saved again with: its concurrency, window and action.
         self.decl = ListenerDeclaration.model_validate(body)
+        self.deleted = False
+        # Whether it was ever deleted: a deleted listener's batches are consumed at once, window or not.
+        self.was_deleted = False
         # The machine's clock is its own: a driver waits nothing out on the wall clock (as on a server that skips time).
         self.settings = Settings(limits=self.limits, temporal_time_skipping=True)
         self.starts, self.nudges = Starts(), Nudges()
@@ -196,11 +203,21 @@ class LaneMachine(RuleBasedStateMachine):
     def drive(self, index: int) -> None:
         lanes = self._lanes()
         if lanes:
-            lane = lanes[index % len(lanes)]
-            drive = self.run(self.driver.drive(lane.address))
-            if drive.handed:
-                self.run(self.driver.hand_on(drive.handed))
-            self._told(lane.workflow_id, drive.news())
+            self._drive(lanes[index % len(lanes)].address)
+
+    def _drive(self, address: LaneAddress) -> None:
+        drive = self.run(self.driver.drive(address))
+        if drive.handed:
+            self.run(self.driver.hand_on(drive.handed))
+        self._told(address.workflow_id, drive.news())
+
+    @rule()
+    def poll(self) -> None:
+        """The router's poll: each lane it finds (events waiting past their window and a grace with no nudge, a
+        queue nobody will hand a slot to, a batch left claimed, a repeat long due) is nudged, and steps."""
+        for stale in self.run(self.world.lanes.stale_lanes()):
+            self.tally["polled"] += 1
+            self._drive(stale.address)
 
     @rule(index=st.integers(0, 2), at=st.sampled_from(["record", "act", "finish"]))
     def driver_dies(self, index: int, at: str) -> None:
@@ -258,9 +275,30 @@ class LaneMachine(RuleBasedStateMachine):
             self.repeat_due[(tag.run_key, tag.retry + 1)] = self.world.now() + retry_delay(tag.delay_seconds, tag.retry)
         self.run(self.driver.end(tag, status, None))
 
+    @precondition(lambda self: not self.deleted)
     @rule(paused=st.booleans())
     def pause_or_resume(self, paused: bool) -> None:
         self.run(self.world.pause("l") if paused else self.world.resume("l"))
+
+    @rule(
+        change=st.sampled_from(["save", "delete", "switch off", "switch on"]),
+        narrow=st.booleans(),
+        max_events=st.integers(1, 4),
+    )
+    def listener_changes(self, change: str, narrow: bool, max_events: int) -> None:
+        """The listener saved again (after its deletion too): the same body (no new version), its filter narrowed
+        to two aliases or widened again, or its batches' size changed; or deleted; or switched off or on in the
+        session (which the commands refuse for a deleted listener)."""
+        if change == "save":
+            body = {**self.body, "batch": {**self.body["batch"], "max_events": max_events}}
+            body["filter"] = {"types": ["object.written"], **({"aliases": ["a", "b"]} if narrow else {})}
+            self.run(self.world.save_listener(body))
+            self.deleted = False
+        elif change == "delete" and not self.deleted:
+            self.run(self.world.delete_listener("l"))
+            self.deleted = self.was_deleted = True
+        elif change.startswith("switch") and not self.deleted:
+            self.run(self.world.switch(self.session, "l", change == "switch on"))
 
     @precondition(lambda self: any(b.own for b in self.held.batches.values()))
     @rule(index=st.integers(0, 10))
@@ -325,12 +363,17 @@ class LaneMachine(RuleBasedStateMachine):
     def a_batch_is_taken_once_its_window_has_closed(self, held: Held) -> None:
         window = self.decl.batch.window_seconds
         for batch in held.batches.values():
-            if batch.own:
+            if batch.own and not (self.was_deleted and batch.verdict == {"consumed": True}):
                 oldest = min(held.events[i].committed for i in batch.event_ids)
                 assert batch.created_at >= oldest + window - EPSILON, "a batch was cut before its window closed"
 
     def a_key_slot_is_never_free_while_a_lane_waits_for_one(self, held: Held) -> None:
         if self.decl.concurrency.mode != "keyed":
+            assert not held.key_slots, f"key slots are a keyed listener's alone: {held.key_slots}"
+            return
+        if self.was_deleted:
+            # A deleted listener's lane gives its slot back to nobody (it has no key slots): the lanes queued for
+            # one wait for the poll, which nudges a queue nobody holds a slot of.
             return
         holding = sum(1 for h in held.key_slots.values() if h)
         queued = sum(1 for h in held.key_slots.values() if not h)
@@ -357,6 +400,8 @@ class LaneMachine(RuleBasedStateMachine):
     def settle(self) -> None:
         """Run the clock on and let everything finish: route, drive every lane, end every run."""
         self.run(self.world.resume("l"))
+        if not self.deleted:
+            self.run(self.world.switch(self.session, "l", True))
         for _ in range(200):
             self.run(self.world.advance(61.0))
             self.route_round()

@@ -22,7 +22,15 @@ from orchestrator.core.lane_step import step, take_of_claimed
 from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
 from orchestrator.platform import Platform
-from orchestrator.store.lane_store import STALE_GRACE_SECONDS, Ending, Finishing, Recorded, RoutedPage, Stale
+from orchestrator.store.lane_store import (
+    STALE_GRACE_SECONDS,
+    Ending,
+    Finished,
+    Finishing,
+    Recorded,
+    RoutedPage,
+    Stale,
+)
 from tests.lane_worlds import LaneWorld as World
 from tests.lane_worlds import MemoryWorld, PgWorld, route_round
 
@@ -79,6 +87,12 @@ async def take(world: World, where: LaneAddress) -> tuple[LaneSnapshot, Take, Re
 async def finish(
     world: World, snap: LaneSnapshot, decision: Take, recorded: Recorded, *, started: bool = True
 ) -> LaneSnapshot | None:
+    return (await finishing(world, snap, decision, recorded, started=started)).snapshot
+
+
+async def finishing(
+    world: World, snap: LaneSnapshot, decision: Take, recorded: Recorded, *, started: bool = True
+) -> Finished:
     outcome = Outcome(
         status="success" if started else "invocation_error",
         listener=snap.address.listener,
@@ -90,7 +104,7 @@ async def finish(
         execution_id=decision.execution_id if started else None,
         at=datetime.now(UTC),
     )
-    finished = await world.lanes.finish(
+    return await world.lanes.finish(
         Finishing(
             snap=snap,
             take=decision,
@@ -102,7 +116,6 @@ async def finish(
             key_max=1,
         )
     )
-    return finished.snapshot
 
 
 async def end(world: World, session_id: str, execution_id: str, status: str = "completed", **more: Any) -> Any:
@@ -825,3 +838,40 @@ async def test_a_failed_runs_repeat_is_reopened_at_its_own_attempt(world: World)
     assert await world.lanes.reopen_run(repeat.execution_id) is not None
     left = await snapshot(world, address(sid))
     assert left.claimed is not None and left.claimed.batch.id == again.batch_id and left.claimed.batch.retry == 1
+
+
+async def test_a_batch_finished_again_records_its_outcome_once_and_its_start_once(world: World) -> None:
+    """A driver that dies after a batch's finish leaves it to be finished again (the step after a crash): its
+    outcome and its `execution.started` are recorded once."""
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    assert (await finishing(world, snap, decision, recorded)).outcome_new
+    again = await finishing(world, snap, decision, recorded)
+    assert not again.outcome_new and again.snapshot is not None and again.snapshot.claimed is None
+    held = await world.held()
+    assert list(held.outcomes.values()) == ["success"]
+    assert [e.execution_id for e in held.events.values() if e.type == "execution.started"] == [decision.execution_id]
+
+
+async def test_a_run_that_fails_with_no_attempt_left_writes_listener_failed_once(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    ended = await end(world, sid, decision.execution_id, "failed", gave_up=True, lane="_")
+    assert ended.recorded and ended.drive == ()
+    assert not (await end(world, sid, decision.execution_id, "failed", gave_up=True, lane="_")).recorded
+    held = await world.held()
+    assert [e.type for e in sorted(held.events.values(), key=lambda e: e.id)] == [
+        "object.written",
+        "execution.started",
+        "execution.ended",
+        "listener.failed",
+    ]
+    assert held.executions[decision.execution_id].status == "failed"
+    assert held.runs == {}, "its slot freed"
