@@ -9,9 +9,9 @@ that fail before or after they were made, nudges lost. At any named crossing (`o
 process may die: nothing after the point runs, the driver's memory is gone, and what Temporal retries (a lane's
 step, a run's report) runs again. After every step: no serial or keyed lane has two runs at work on Temporal, no
 run is recorded `stopped` unless Temporal stopped it (or forgot it, and its record says so), no run's end is
-recorded twice, no slot is freed twice. After the schedule, with faults off and the clock run on: every routed
-event is in a batch whose run started on Temporal, every run's end is recorded as Temporal has it, every slot was
-freed exactly once, nothing waits.
+recorded twice, no slot is freed twice, no lane but a keyed workflow listener's holds a key slot. After the
+schedule, with faults off and the clock run on: every routed event is in a batch whose run started on Temporal,
+every run's end is recorded as Temporal has it, every slot was freed exactly once, nothing waits.
 """
 
 from __future__ import annotations
@@ -352,6 +352,8 @@ class World:
         ended = held.ended()
         assert all(n == 1 for n in ended.values()), f"a run's end recorded twice: {ended.most_common(3)}"
         assert all(n == 1 for n in held.released.values()), f"a slot freed twice: {held.released}"
+        if self.mode != "keyed" or self.writes_objects:
+            assert not held.key_slots, f"key slots are a keyed workflow listener's alone: {held.key_slots}"
 
     # -- the end: faults off, the clock run on ---------------------------------------------------------------
 
