@@ -145,6 +145,7 @@ class LaneWorld(Protocol):
         ...
 
     async def open_session(self) -> str: ...
+    async def close_session(self, session_id: str) -> None: ...
     async def mark_deleting(self, session_id: str) -> None: ...
     async def write(self, session_id: str, alias: str) -> int: ...
     async def save_listener(self, body: dict[str, Any], delay_seconds: float = 0.0) -> int:
@@ -224,6 +225,9 @@ class MemoryWorld:
         session_id = f"ses_{self.sessions}"
         self.store.open_session(session_id)
         return session_id
+
+    async def close_session(self, session_id: str) -> None:
+        self.store.close_session(session_id)
 
     async def mark_deleting(self, session_id: str) -> None:
         self.store.sessions[session_id]["status"] = "deleting"
@@ -400,6 +404,9 @@ class PgWorld:
 
     async def open_session(self) -> str:
         return str((await self._ok("open_session"))["session"]["id"])
+
+    async def close_session(self, session_id: str) -> None:
+        await self._ok("close_session", session_id=session_id)
 
     async def mark_deleting(self, session_id: str) -> None:
         await self.pool.execute("UPDATE sessions SET status = 'deleting' WHERE id = $1", session_id)

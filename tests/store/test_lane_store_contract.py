@@ -3,7 +3,8 @@
 Each test sets a small world up through the `World` it is given (tests/lane_worlds.py: a session, a listener,
 some writes), then drives the verbs the engine uses and checks what each answers and what the next snapshot
 shows: every verb of the `LaneStore` Protocol, the `ExecutionRecords` the twin also stands in for (a run of no
-lane recorded before its start), and the listener versions routing reads. The decisions come from the real lane
+lane recorded before its start), and what the twin keeps of the world around lanes: listener versions, a
+listener switched off in a session, a closed session. The decisions come from the real lane
 step, so the stores are held to what the engine asks of them.
 """
 
@@ -17,7 +18,18 @@ from unittest.mock import ANY
 import pytest
 
 from orchestrator.core.lane_keys import lane_workflow_id
-from orchestrator.core.lane_snapshot import ACT, Drop, Finish, LaneAddress, LaneSnapshot, Take, Wait, fetch_limit
+from orchestrator.core.lane_snapshot import (
+    ACT,
+    CONSUME,
+    Drop,
+    Finish,
+    LaneAddress,
+    LaneSnapshot,
+    Stop,
+    Take,
+    Wait,
+    fetch_limit,
+)
 from orchestrator.core.lane_step import step, take_of_claimed
 from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
@@ -875,3 +887,34 @@ async def test_a_run_that_fails_with_no_attempt_left_writes_listener_failed_once
     ]
     assert held.executions[decision.execution_id].status == "failed"
     assert held.runs == {}, "its slot freed"
+
+
+async def test_a_listener_switched_off_in_a_session_has_its_batches_there_consumed_with_no_run(world: World) -> None:
+    await world.save_listener(listener())
+    sid, other = await world.open_session(), await world.open_session()
+    for session in (sid, other):
+        await world.write(session, "a/1")
+        await route_all(world, session)
+    await world.switch(sid, "l", False)
+    off = await snapshot(world, address(sid))
+    assert off.listener is not None and off.listener.switched_off
+    consumed = step(off, off.now, LIMITS)
+    assert isinstance(consumed, Take) and consumed.verdict == CONSUME and consumed.plan is None
+    assert not consumed.counted, "a batch consumed is no fire"
+    on = await snapshot(world, address(other))
+    assert on.listener is not None and not on.listener.switched_off, "switched off in its session alone"
+    await world.switch(sid, "l", True)
+    again = await snapshot(world, address(sid))
+    assert again.listener is not None and not again.listener.switched_off
+
+
+async def test_a_closed_sessions_batch_is_skipped_as_session_not_open(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    await world.close_session(sid)
+    snap = await snapshot(world, address(sid))
+    assert snap.session_status == "closed"
+    skipped = step(snap, snap.now, LIMITS)
+    assert isinstance(skipped, Take) and skipped.verdict == Stop("skipped", "session_not_open")
