@@ -4,8 +4,8 @@ Each test sets a small world up through the `World` it is given (tests/lane_worl
 some writes), then drives the verbs the engine uses and checks what each answers and what the next snapshot
 shows: every verb of the `LaneStore` Protocol, the `ExecutionRecords` the twin also stands in for (a run of no
 lane recorded before its start), and what the twin keeps of the world around lanes: listener versions, a
-listener switched off in a session, a closed session. The decisions come from the real lane
-step, so the stores are held to what the engine asks of them.
+listener switched off in a session, a closed session. The decisions come from the real lane step, so the stores
+are held to what the engine asks of them.
 """
 
 from __future__ import annotations
@@ -918,3 +918,62 @@ async def test_a_closed_sessions_batch_is_skipped_as_session_not_open(world: Wor
     assert snap.session_status == "closed"
     skipped = step(snap, snap.now, LIMITS)
     assert isinstance(skipped, Take) and skipped.verdict == Stop("skipped", "session_not_open")
+
+
+async def test_a_deleted_listeners_lane_keeps_the_key_slot_its_run_holds_until_the_run_ends(world: World) -> None:
+    """Its waiting batch is consumed at once, run or not; the slot stays the run's, and its end hands it on: a
+    listener saved keyed again meanwhile runs no more keys than `max_parallel`."""
+    await world.save_listener(keyed())
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await route_all(world, sid)
+    a, b = address(sid, "k", "a"), address(sid, "k", "b")
+    snap, decision, recorded = await take(world, a)
+    await finish(world, snap, decision, recorded)
+    await world.write(sid, "a")
+    await route_all(world, sid)
+    await world.delete_listener("k")
+    deleted = await snapshot(world, a)
+    consumed = step(deleted, deleted.now, LIMITS)
+    assert isinstance(consumed, Take) and consumed.verdict == CONSUME and consumed.key_slot is None
+    assert isinstance(await world.lanes.record(deleted, consumed, LIMITS.listener_fires_per_minute, 0), Recorded)
+    assert (await snapshot(world, a)).key_slot == "held"
+    # Saved keyed again: the next key queues behind the run still running, whose end hands it the slot.
+    await world.save_listener(keyed())
+    await world.write(sid, "b")
+    await route_all(world, sid)
+    assert (await snapshot(world, b)).key_slot == "queued"
+    ended = await end(world, sid, decision.execution_id, listener="k", keyed=True, key_max=1, lane="a", fetch_own=0)
+    assert [x.lane for x in ended.drive] == ["b"]
+    assert [(await snapshot(world, x)).key_slot for x in (a, b)] == [None, "held"]
+
+
+async def test_a_lane_queued_for_a_key_slot_with_nothing_left_to_do_leaves_the_queue(world: World) -> None:
+    """A replay that queued for a slot, dropped once its listener was deleted: the lane leaves the queue rather
+    than wait in it for ever (and be handed a slot it has no use for)."""
+    await world.save_listener(keyed())
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await route_all(world, sid)
+    a, b = address(sid, "k", "a"), address(sid, "k", "b")
+    snap, decision, recorded = await take(world, a)
+    await finish(world, snap, decision, recorded, started=False)
+    await world.ask_replay(snap.lane_id, list(decision.consumed), decision.first_id)
+    await world.write(sid, "b")
+    await route_all(world, sid)
+    assert (await snapshot(world, b)).key_slot == "held"
+    replay = await snapshot(world, a)
+    blocked = step(replay, replay.now, LIMITS)
+    assert isinstance(blocked, Wait) and blocked.queue_for_key_slot
+    assert not await world.lanes.queue_for_key_slot(replay, 1)
+    await world.delete_listener("k")
+    gone = await snapshot(world, a)
+    dropped = step(gone, gone.now, LIMITS)
+    assert isinstance(dropped, Drop)
+    await world.lanes.drop_replay(dropped.replay_id)
+    left = await snapshot(world, a)
+    assert left.key_slot == "queued"
+    idle = step(left, left.now, LIMITS)
+    assert isinstance(idle, Wait) and idle.reason == "nothing" and idle.give_back_key_slot
+    assert await world.lanes.give_back_key_slot(left, 0) == ()
+    assert (await snapshot(world, a)).key_slot is None
