@@ -1,6 +1,6 @@
 """Migrated databases on one PostgreSQL server, each lent to one user at a time and emptied in between: the
 suite's `fresh_db` (tests/conftest.py), and the lane worlds a state machine or a schedule of faults opens per
-example (tests/lane_worlds.py), in the suite and in `bench/`.
+example (tests/lane_worlds/), in the suite and in `bench/`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A world for the crossing faults: a lane store (the in-memory twin, or PostgreSQL: `tests/lane_worlds.py`) and
+"""A world for the crossing faults: a lane store (the in-memory twin, or PostgreSQL: `tests/lane_worlds/`) and
 Temporal's twin, driven by a seeded random schedule.
 
 Each schedule is a small world (one session, one listener in a random mode, retries on or off) driven by a seeded

@@ -1,5 +1,5 @@
 """The lane step and its driver against a lane store, as a hypothesis state machine: on the in-memory twin and on
-PostgreSQL (`tests/lane_worlds.py`), no Temporal.
+PostgreSQL (`tests/lane_worlds/`), no Temporal.
 
 Random writes, routing rounds, drives, runs ending (completed, failed, stopped), a driver dying between any
 two of its verbs, pauses and resumes, the listener switched off and on in the session, saved again (the same

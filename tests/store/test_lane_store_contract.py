@@ -1,6 +1,6 @@
 """One contract for both lane stores: `PgLaneStore` on a real PostgreSQL and the in-memory twin.
 
-Each test sets a small world up through the `World` it is given (tests/lane_worlds.py: a session, a listener,
+Each test sets a small world up through the `World` it is given (tests/lane_worlds/: a session, a listener,
 some writes), then drives the verbs the engine uses and checks what each answers and what the next snapshot
 shows: every verb of the `LaneStore` Protocol, the `ExecutionRecords` the twin also stands in for (a run of no
 lane recorded before its start), and what the twin keeps of the world around lanes: listener versions, a
