@@ -20,12 +20,10 @@ from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.client import Client
 from orchestrator.config import Settings
-from orchestrator.core.database_schema import DEFAULT_SCHEMA
 from orchestrator.core.limits import Limits
-from orchestrator.core.schema_names import in_schema
 from orchestrator.dev.embedded import SEARCH_ATTRIBUTES, EmbeddedPostgres, start_postgres, wheel_binary
 from orchestrator.platform import Platform
-from orchestrator.store.migrate import migrate
+from tests.databases import OTHER_SCHEMA, Databases, commit_without_waiting
 
 # Every test has a bound (the hook is taken up by its name here, as any conftest hook).
 from tests.timeouts import pytest_runtest_call, stop_within
@@ -68,14 +66,8 @@ def _binary(name: str) -> str:
 @pytest.fixture(scope="session")
 async def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedPostgres]:
     server = await start_postgres(tmp_path_factory.mktemp("pg"))
-    # Commits need not wait for the disk here: this server never crashes on purpose (the crash tests run
-    # clusters of their own), and a suite of many small commits runs faster.
-    admin = await asyncpg.connect(server.url)
-    try:
-        await admin.execute("ALTER SYSTEM SET synchronous_commit = off")
-        await admin.execute("SELECT pg_reload_conf()")
-    finally:
-        await admin.close()
+    # The crash tests run clusters of their own: this one never crashes on purpose.
+    await commit_without_waiting(server)
     yield server
     await stop_within(server.stop(), "the embedded PostgreSQL")
 
@@ -103,88 +95,6 @@ async def scratch_database(server: EmbeddedPostgres, prefix: str) -> AsyncIterat
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
-
-
-# Empties a lent database: drops the tables a test made of its own (an application's in `public`, or a test
-# app's beside the platform's), truncates every table the migrations made (but the runner's records), and restarts
-# every sequence, so ids start at 1 again as in a new database. It names the platform's schema as the platform's
-# SQL does, and `in_schema` moves it to the schema a database was lent for.
-EMPTY_DATABASE = """
-DO $$
-DECLARE
-    known text[] := $1;
-    name text;
-BEGIN
-    FOR name IN SELECT format('%s.%I', c.relnamespace::regnamespace, c.relname) FROM pg_class c
-                WHERE c.relkind IN ('r', 'p') AND (c.relnamespace = 'public'::regnamespace
-                      OR (c.relnamespace = 'orchestrator'::regnamespace AND NOT c.relname = ANY(known))) LOOP
-        EXECUTE format('DROP TABLE IF EXISTS %s CASCADE', name);
-    END LOOP;
-    EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('%s.%I', c.relnamespace::regnamespace, c.relname), ', ')
-                    || ' RESTART IDENTITY CASCADE'
-             FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'orchestrator'::regnamespace
-             AND c.relname NOT IN ('schema_migrations', 'schema_functions'));
-    FOR name IN SELECT format('%s.%I', c.relnamespace::regnamespace, c.relname) FROM pg_class c
-                WHERE c.relkind = 'S' AND c.relnamespace = 'orchestrator'::regnamespace LOOP
-        EXECUTE format('ALTER SEQUENCE %s RESTART', name);
-    END LOOP;
-END $$
-"""
-
-# A schema of the platform's other than the default, for the tests that run it there too: a reserved word, so
-# that every name the platform's SQL moves to it must be quoted.
-OTHER_SCHEMA = "user"
-
-
-class Databases:
-    """Migrated databases on the session's server, each lent to one test at a time and emptied in between.
-
-    Creating a database costs 0.2 to 0.5 s on this machine, emptying one about 20 ms; with hundreds of tests
-    that is minutes of the suite. What a test leaves connected is cut off before its database is emptied. A
-    database is migrated into one schema of the platform's, and lent again only for that schema.
-    """
-
-    def __init__(self, server: EmbeddedPostgres) -> None:
-        self.server = server
-        self.free: dict[str, list[str]] = {}
-        self.tables: dict[str, list[str]] = {}
-
-    async def lend(self, schema: str = DEFAULT_SCHEMA) -> str:
-        if free := self.free.get(schema):
-            return free.pop()
-        name = f"t_{uuid.uuid4().hex}"
-        admin = await asyncpg.connect(self.server.url)
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-        url = self.server.url_for(name)
-        conn = await asyncpg.connect(url)
-        try:
-            await migrate(conn, schema)
-            if schema not in self.tables:
-                rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
-                self.tables[schema] = [r["tablename"] for r in rows]
-        finally:
-            await conn.close()
-        return url
-
-    async def give_back(self, url: str, schema: str = DEFAULT_SCHEMA) -> None:
-        conn = await asyncpg.connect(url)
-        try:
-            await conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            empty = EMPTY_DATABASE.replace("$1", _text_array(self.tables.get(schema, [])))
-            await conn.execute(in_schema(empty, schema))
-        finally:
-            await conn.close()
-        self.free.setdefault(schema, []).append(url)
-
-
-def _text_array(names: list[str]) -> str:
-    return "ARRAY[" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + "]::text[]"
 
 
 @pytest.fixture(scope="session")

@@ -102,12 +102,14 @@ def _slot_wait(snap: LaneSnapshot, decl: ListenerDeclaration, limits: Limits) ->
 
 def _after_runs(snap: LaneSnapshot) -> Wait:
     """Nothing of the lane's own waits: what it waits for is its runs' (a repeat's due time, or none). A key
-    slot it was handed and has no run for goes back."""
+    slot it was handed and has no run for goes back, and a place in the queue for one it has nothing left to use
+    on is left (a replay it queued for, dropped once its listener was deleted)."""
     due = [r.due_at for r in snap.runs if r.due_at is not None]
     if due:
         first = min(snap.runs, key=lambda r: r.due_at if r.due_at is not None else float("inf"))
         return Wait("retry_waiting", min(due), run=first)
-    return Wait("nothing", give_back_key_slot=snap.key_slot == "held" and not snap.runs)
+    leaves = snap.key_slot == "queued" or (snap.key_slot == "held" and not snap.runs)
+    return Wait("nothing", give_back_key_slot=leaves)
 
 
 def next_move(snap: LaneSnapshot, now: float, limits: Limits) -> Move | Wait:
@@ -179,9 +181,12 @@ def _plan(decl: ListenerDeclaration, version: int, depth: int) -> RunPlan | None
 
 def _key_slot(snap: LaneSnapshot, decl: ListenerDeclaration | None, acts: bool) -> KeyMove:
     """A keyed listener's slot across keys: taken for a run, given back when the lane was handed one it no
-    longer needs. A lane whose listener is no longer keyed (re-saved, deleted) leaves the queue or slot it had."""
+    longer needs. A lane whose listener is no longer keyed (re-saved, deleted) leaves the queue or slot it had,
+    but a slot a run of its still holds: that run's end gives it back (a listener saved keyed again meanwhile
+    would otherwise run one key more than `max_parallel`)."""
     if decl is None or decl.concurrency.mode != "keyed" or not isinstance(decl.action, WorkflowAction):
-        return "give_back" if snap.key_slot is not None else None
+        leaves = snap.key_slot == "queued" or (snap.key_slot == "held" and not snap.runs)
+        return "give_back" if leaves else None
     held = snap.key_slot == "held"
     if acts:
         return "keep" if held else "take"

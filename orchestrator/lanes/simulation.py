@@ -1,10 +1,11 @@
 """A listener tried on a session's stored stream: the batches a body would have cut, without saving it.
 
-Owns the replay of a stream through the engine's own parts on a clock of its own: the router's matching
-(`core.routing`), the in-memory lane store (held to PostgreSQL's contract by one suite) and the lane driver
-with its pure step. Each event arrives at its commit time and each lane steps when its step said it would.
-A run starts nowhere and ends `run_seconds` after its start (0: at once); a write action writes nothing; a
-lane's `idle` timer is not simulated. So the batches are the engine's own, for runs that take that long.
+Owns the replay of a stream through the engine's own parts on a clock of its own: the in-memory lane store
+(held to PostgreSQL's contract by one suite), whose routing round matches by the router's rules
+(`core.routing`), and the lane driver with its pure step. Each event arrives at its commit time and each lane
+steps when its step said it would. A run starts nowhere and ends `run_seconds` after its start (0: at once); a
+write action writes nothing; a lane's `idle` timer is not simulated. So the batches are the engine's own, for
+runs that take that long.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ from orchestrator.core.declaration import ListenerDeclaration, lane_timing
 from orchestrator.core.events import Committed
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.core.lane_snapshot import LaneAddress
-from orchestrator.core.routing import ListenerVersion, route, routing_decision
+from orchestrator.core.routing import ListenerVersion, routing_decision
 from orchestrator.lanes.driver import LaneDriver, Observed
-from orchestrator.store.lane_store import QueuedLane
 from orchestrator.store.lanes_memory import MemoryLaneStore
 from orchestrator.telemetry import Metrics
 from orchestrator.workflows.messages import RunInput, RunTag
@@ -161,10 +161,9 @@ async def simulate(
                 unmatched[found["reason"]] += 1
                 if len(named) < UNMATCHED_NAMED:
                     named.append({"event_id": event.id, "reason": found["reason"], "message": found["message"]})
-            deliveries = route([(e.envelope, e.created_at) for e in now], {declaration.name: versions})
-            created = {e.id: e.created_at for e in now}
-            queued = [QueuedLane.of(session_id, d, created, settings.limits) for d in deliveries]
-            routed = await store.route(session_id, store.cursors[session_id], now[-1].id, queued)
+            # The round reads the events that arrived, and no further: the stream was loaded whole, in id order,
+            # and what the simulated runs write comes after all of it.
+            routed = await store.route_page(session_id, len(now), settings.limits.listener_parallel_runs)
             for nudge in routed.nudges:
                 wakes.wake(nudge.address, max(window_close(nudge.oldest_at, nudge.newest_at, declared), clock.t))
         else:

@@ -10,23 +10,12 @@ snapshot it was decided from and answers `Stale` when the lane moved on meanwhil
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from orchestrator.core.declaration import (
-    CancelOn,
-    WorkflowAction,
-    effective_max_parallel,
-    lane_run_slots,
-    lane_timing,
-)
-from orchestrator.core.lane_clock import Declared
-from orchestrator.core.lane_keys import lane_workflow_id
+from orchestrator.core.declaration import CancelOn
 from orchestrator.core.lane_snapshot import FETCH_EVENTS, LaneAddress, LaneSnapshot, Take
-from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
-from orchestrator.core.routing import LaneDelivery, own_silence
 from orchestrator.core.run_checks import RunRecord
 
 # How long an unfired lane may go unnudged past its window, or a batch stay claimed, before the router's poll
@@ -111,44 +100,6 @@ class Ended:
 
 
 @dataclass(frozen=True)
-class QueuedLane:
-    """What one routing round queues for one lane: its events (ascending) and the listener as declared."""
-
-    listener: str
-    lane: str
-    workflow_id: str
-    event_ids: list[int]
-    declared: Declared
-    # The newest of them that is not the lane's own `lane.idle`, and its commit (None: only its own).
-    newest_id: int | None
-    newest_at: datetime | None
-    # How many runs the lane may hold at once (None: a write action, which holds none past its step).
-    run_slots: int | None = None
-    # A keyed listener's key slots in the session (None: not keyed, or a write action).
-    key_max: int | None = None
-
-    @classmethod
-    def of(cls, session_id: str, delivery: LaneDelivery, created: dict[int, datetime], limits: Limits) -> QueuedLane:
-        """What a routing round queues for the lane a delivery is for (`created`: the events' commits)."""
-        ids = [int(e["id"]) for e in delivery.events]
-        others = [int(e["id"]) for e in delivery.events if own_silence(e) is None]
-        decl = delivery.declaration
-        return cls(
-            listener=delivery.listener,
-            lane=delivery.lane,
-            workflow_id=lane_workflow_id(session_id, delivery.listener, delivery.lane),
-            event_ids=ids,
-            declared=Declared(**lane_timing(decl)),
-            newest_id=others[-1] if others else None,
-            newest_at=created[others[-1]] if others else None,
-            run_slots=lane_run_slots(decl, limits),
-            key_max=effective_max_parallel(decl.concurrency, limits)
-            if decl.concurrency.mode == "keyed" and isinstance(decl.action, WorkflowAction)
-            else None,
-        )
-
-
-@dataclass(frozen=True)
 class RouteNudge:
     """A lane the round found empty and now pending: its oldest and newest events' commits, and the listener
     version whose timing says when its window closes."""
@@ -158,13 +109,6 @@ class RouteNudge:
     newest_id: int | None
     newest_at: float | None
     version: int = 0
-
-
-@dataclass(frozen=True)
-class Routed:
-    saved: bool
-    now: float = 0.0
-    nudges: tuple[RouteNudge, ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from orchestrator.core.batch_cuts import envelope_bytes
-from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.declaration import (
+    ListenerDeclaration,
+    WorkflowAction,
+    effective_max_parallel,
+    lane_run_slots,
+    lane_timing,
+)
 from orchestrator.core.distinct import distinct_value
-from orchestrator.core.events import Committed, Event, message_of
+from orchestrator.core.events import Event, message_of
+from orchestrator.core.lane_clock import Declared
+from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import (
     FETCH_EVENTS,
     BatchRecord,
@@ -35,7 +43,7 @@ from orchestrator.core.lane_snapshot import (
     verdict_of,
 )
 from orchestrator.core.limits import Limits
-from orchestrator.core.routing import route, versions_by_name
+from orchestrator.core.routing import LaneDelivery, own_silence, route, versions_by_name
 from orchestrator.core.run_checks import RunRecord
 from orchestrator.core.verdicts import accepts
 from orchestrator.store.lane_store import (
@@ -45,14 +53,51 @@ from orchestrator.store.lane_store import (
     Ending,
     Finished,
     Finishing,
-    QueuedLane,
     Recorded,
-    Routed,
     RoutedPage,
     RouteNudge,
     Stale,
     StaleLane,
 )
+
+
+@dataclass(frozen=True)
+class QueuedLane:
+    """What one routing round queues for one lane: its events (ascending) and the listener as declared (what
+    `orchestrator_route_page` reads of the version that routed them)."""
+
+    listener: str
+    lane: str
+    workflow_id: str
+    event_ids: list[int]
+    declared: Declared
+    # The newest of them that is not the lane's own `lane.idle`, and its commit (None: only its own).
+    newest_id: int | None
+    newest_at: datetime | None
+    # How many runs the lane may hold at once (None: a write action, which holds none past its step).
+    run_slots: int | None = None
+    # A keyed listener's key slots in the session (None: not keyed, or a write action).
+    key_max: int | None = None
+
+    @classmethod
+    def of(cls, session_id: str, delivery: LaneDelivery, created: dict[int, datetime], limits: Limits) -> QueuedLane:
+        """What a routing round queues for the lane a delivery is for (`created`: the events' commits)."""
+        ids = [int(e["id"]) for e in delivery.events]
+        others = [int(e["id"]) for e in delivery.events if own_silence(e) is None]
+        decl = delivery.declaration
+        return cls(
+            listener=delivery.listener,
+            lane=delivery.lane,
+            workflow_id=lane_workflow_id(session_id, delivery.listener, delivery.lane),
+            event_ids=ids,
+            declared=Declared(**lane_timing(decl)),
+            newest_id=others[-1] if others else None,
+            newest_at=created[others[-1]] if others else None,
+            run_slots=lane_run_slots(decl, limits),
+            key_max=effective_max_parallel(decl.concurrency, limits)
+            if decl.concurrency.mode == "keyed" and isinstance(decl.action, WorkflowAction)
+            else None,
+        )
 
 
 @dataclass
@@ -187,6 +232,8 @@ class MemoryLaneStore:
         self.cursors: dict[str, int] = {}
         # name -> (version, effective_at, body); deleted names are left out.
         self.listeners: dict[str, list[tuple[int, float, dict[str, Any]]]] = {}
+        # name -> the last version ever saved, deletions included: a listener saved again goes on from it.
+        self.last_versions: dict[str, int] = {}
         self.switched_off: set[tuple[str, str]] = set()
         self.pauses: set[tuple[str, str | None]] = set()
         self.lanes: dict[int, MemLane] = {}
@@ -217,8 +264,15 @@ class MemoryLaneStore:
         self.sessions[session_id]["status"] = "closed"
 
     def save_listener(self, body: dict[str, Any], effective_at: float | None = None) -> int:
-        versions = self.listeners.setdefault(body["name"], [])
-        version = len(versions) + 1
+        """Save `body` as the listener's next version, as `PostgresStore.save_listener` does: the body of its
+        newest version saved again answers that version and changes nothing; a listener saved again after its
+        deletion goes on from its last version."""
+        name = body["name"]
+        versions = self.listeners.setdefault(name, [])
+        if versions and versions[-1][2] == body:
+            return versions[-1][0]
+        version = self.last_versions.get(name, 0) + 1
+        self.last_versions[name] = version
         versions.append((version, self.now() if effective_at is None else effective_at, body))
         return version
 
@@ -306,7 +360,7 @@ class MemoryLaneStore:
         return tuple(self.events[i].queued(lane, listener) for i in sorted(ids) if i in self.events)
 
     async def envelopes(self, ids: Sequence[int]) -> list[dict[str, Any]]:
-        return [dict(self.events[i].envelope) for i in sorted(ids) if i in self.events]
+        return [dict(self.events[i].envelope) for i in sorted(set(ids)) if i in self.events]
 
     async def pointers(self, session_id: str, ids: Sequence[int]) -> list[dict[str, Any]]:
         found = (self.events[i] for i in sorted(set(ids)) if i in self.events)
@@ -649,55 +703,15 @@ class MemoryLaneStore:
 
     # -- routing ---------------------------------------------------------------------------------------------
 
-    async def unrouted(self, session_id: str, limit: int) -> tuple[int, list[Committed], dict[int, str]]:
+    async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:
+        """The round as `orchestrator_route_page` takes it, with the core's `route` for the matching: the events
+        after the session's position, matched against every version of every listener not deleted, queued into
+        their lanes, each lane that was empty and may step now nudged."""
         position = self.cursors.get(session_id, 0)
         ids = sorted(i for i, e in self.events.items() if e.session_id == session_id and i > position)[:limit]
-        found = [self.events[i].envelope for i in ids]
-        return position, [Committed(e, datetime.fromisoformat(e["created_at"])) for e in found], {}
-
-    async def route(self, session_id: str, position: int, through: int, lanes: Sequence[QueuedLane]) -> Routed:
-        if self.cursors.get(session_id) != position:
-            return Routed(False)
-        self.cursors[session_id] = through
-        now = self.now()
-        nudges = []
-        for q in sorted(lanes, key=lambda q: (q.listener, q.lane)):
-            lane = self._lane(LaneAddress(session_id, q.listener, q.lane, q.workflow_id))
-            if lane is None:
-                lane = MemLane(self._next("lane"), session_id, q.listener, q.lane, q.workflow_id, nudged_at=now)
-                self.lanes[lane.id] = lane
-            for event_id in q.event_ids:
-                lane.queue.setdefault(event_id, now)
-            empty = lane.routed_through <= lane.fired_through
-            blocked = (
-                q.run_slots is not None and sum(1 for r in self.runs.values() if r.lane_id == lane.id) >= q.run_slots
-            ) or (lane.id in self.key_slots and not self.key_slots[lane.id].holding)
-            lane.routed_through = max(lane.routed_through, max(q.event_ids))
-            lane.window_seconds, lane.run_slots = q.declared.window_seconds, q.run_slots
-            if q.newest_id is not None and q.newest_id > lane.newest_id:
-                lane.newest_id = q.newest_id
-                lane.newest_at = None if q.newest_at is None else q.newest_at.timestamp()
-            if empty:
-                lane.nudged_at = now
-            # A keyed lane with no key slot takes a free one now, or joins the queue for one (lanes in order); a
-            # debounced one competes when its window closes, joining the queue only when every slot is taken.
-            if empty and not blocked and q.key_max is not None and lane.id not in self.key_slots:
-                free = self._keys_held(session_id, lane.listener) < q.key_max
-                blocked = not free
-                if not free or q.declared.debounce_seconds is None:
-                    self.key_slots[lane.id] = self._key_row(lane, free)
-            if empty and (not blocked or q.declared.idle_after_seconds is not None):
-                oldest = min(i for i in lane.queue if i > lane.fired_through)
-                nudges.append(
-                    RouteNudge(lane.address, self.events[oldest].committed, lane.newest_id or None, lane.newest_at)
-                )
-        return Routed(True, now, tuple(nudges))
-
-    async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:
-        """The round as `orchestrator_route_page` takes it, with the core's `route` for the matching."""
-        position, events, _ = await self.unrouted(session_id, limit)
-        if not events:
+        if not ids:
             return RoutedPage(0)
+        events = [self.events[i] for i in ids]
         versions = versions_by_name(
             {
                 "name": name,
@@ -708,18 +722,54 @@ class MemoryLaneStore:
             for name, found in sorted(self.listeners.items())
             for version, effective_at, body in found
         )
-        deliveries = route([(e.envelope, e.created_at) for e in events], versions)
-        created = {e.id: e.created_at for e in events}
+        created = {e.id: datetime.fromisoformat(e.envelope["created_at"]) for e in events}
+        deliveries = route([(e.envelope, created[e.id]) for e in events], versions)
         limits = Limits(listener_parallel_runs=parallel_cap)
-        queued = [QueuedLane.of(session_id, d, created, limits) for d in deliveries]
-        routed = await self.route(session_id, position, events[-1].id, queued)
-        by_lane = {(d.listener, d.lane): d.version for d in deliveries}
+        self.cursors[session_id] = ids[-1]
+        nudges = []
+        for delivery in sorted(deliveries, key=lambda d: (d.listener, d.lane)):
+            nudge = self._queue(session_id, QueuedLane.of(session_id, delivery, created, limits))
+            if nudge is not None:
+                nudges.append(replace(nudge, version=delivery.version))
         return RoutedPage(
             read=len(events),
-            now=routed.now,
-            nudges=tuple(replace(n, version=by_lane[(n.address.listener, n.address.lane)]) for n in routed.nudges),
-            lanes=tuple(sorted((q.listener, q.lane, len(q.event_ids)) for q in queued)),
+            now=self.now(),
+            nudges=tuple(nudges),
+            lanes=tuple(sorted((d.listener, d.lane, len(d.events)) for d in deliveries)),
         )
+
+    def _queue(self, session_id: str, q: QueuedLane) -> RouteNudge | None:
+        """Queue a round's events into their lane; answer its nudge when it was empty and may step now (or has an
+        idle timer, whose clock learns of events from nudges)."""
+        now = self.now()
+        lane = self._lane(LaneAddress(session_id, q.listener, q.lane, q.workflow_id))
+        if lane is None:
+            lane = MemLane(self._next("lane"), session_id, q.listener, q.lane, q.workflow_id, nudged_at=now)
+            self.lanes[lane.id] = lane
+        for event_id in q.event_ids:
+            lane.queue.setdefault(event_id, now)
+        empty = lane.routed_through <= lane.fired_through
+        blocked = (
+            q.run_slots is not None and sum(1 for r in self.runs.values() if r.lane_id == lane.id) >= q.run_slots
+        ) or (lane.id in self.key_slots and not self.key_slots[lane.id].holding)
+        lane.routed_through = max(lane.routed_through, max(q.event_ids))
+        lane.window_seconds, lane.run_slots = q.declared.window_seconds, q.run_slots
+        if q.newest_id is not None and q.newest_id > lane.newest_id:
+            lane.newest_id = q.newest_id
+            lane.newest_at = None if q.newest_at is None else q.newest_at.timestamp()
+        if empty:
+            lane.nudged_at = now
+        # A keyed lane with no key slot takes a free one now, or joins the queue for one (lanes in order); a
+        # debounced one competes when its window closes, joining the queue only when every slot is taken.
+        if empty and not blocked and q.key_max is not None and lane.id not in self.key_slots:
+            free = self._keys_held(session_id, lane.listener) < q.key_max
+            blocked = not free
+            if not free or q.declared.debounce_seconds is None:
+                self.key_slots[lane.id] = self._key_row(lane, free)
+        if not empty or (blocked and q.declared.idle_after_seconds is None):
+            return None
+        oldest = min(i for i in lane.queue if i > lane.fired_through)
+        return RouteNudge(lane.address, self.events[oldest].committed, lane.newest_id or None, lane.newest_at)
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
         now = self.now()

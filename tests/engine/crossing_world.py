@@ -1,4 +1,5 @@
-"""A world for the crossing faults: the lane store's twin and Temporal's, driven by a seeded random schedule.
+"""A world for the crossing faults: a lane store (the in-memory twin, or PostgreSQL: `tests/lane_worlds/`) and
+Temporal's twin, driven by a seeded random schedule.
 
 Each schedule is a small world (one session, one listener in a random mode, retries on or off) driven by a seeded
 random sequence of what happens in a deployment: writes, routing rounds, lanes stepping when their clocks say,
@@ -8,9 +9,9 @@ that fail before or after they were made, nudges lost. At any named crossing (`o
 process may die: nothing after the point runs, the driver's memory is gone, and what Temporal retries (a lane's
 step, a run's report) runs again. After every step: no serial or keyed lane has two runs at work on Temporal, no
 run is recorded `stopped` unless Temporal stopped it (or forgot it, and its record says so), no run's end is
-recorded twice, no slot is freed twice. After the schedule, with faults off and the clock run on: every routed
-event is in a batch whose run started on Temporal, every run's end is recorded as Temporal has it, every slot was
-freed exactly once, nothing waits.
+recorded twice, no slot is freed twice, no lane but a keyed workflow listener's holds a key slot. After the
+schedule, with faults off and the clock run on: every routed event is in a batch whose run started on Temporal,
+every run's end is recorded as Temporal has it, every slot was freed exactly once, nothing waits.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,18 +27,16 @@ from orchestrator.config import Settings
 from orchestrator.core.lane_clock import LaneClock, LaneNews, nudged, reported, step_due
 from orchestrator.core.lane_snapshot import LaneAddress
 from orchestrator.core.limits import Limits
-from orchestrator.core.routing import route, versions_by_name
 from orchestrator.core.run_checks import FORGOTTEN
 from orchestrator.crossings import POINTS, Died, crossing, inject
 from orchestrator.engine.run_sweep import RunSweep
 from orchestrator.lanes.driver import LaneDriver
 from orchestrator.lanes.executions import start_run
 from orchestrator.lanes.temporal_twin import StartFailed, StartFault, TemporalTwin
-from orchestrator.store.lane_store import QueuedLane
-from orchestrator.store.lanes_memory import MemoryLaneStore
 from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
+from tests.engine.lane_machine import close_loop
+from tests.lane_worlds import Held, LaneWorld, MemoryWorld, lane_address, route_round
 
-SESSION = "ses_faults"
 ALIASES = ("a", "b", "c", "d")
 # What may happen at each step, and how often (weights).
 ACTIONS = {
@@ -89,16 +89,30 @@ class Faults:
         return self.rng.choice(["before", "after"])
 
 
-class World:
-    """One deployment in memory: the store's twin, Temporal's twin, and the process that may die."""
+# Opens the lane store's world a schedule runs on (in the schedule's own event loop).
+WorldOpener = Callable[[Limits], Awaitable[LaneWorld]]
+LIMITS = Limits(activation_delay_seconds=0, listener_fires_per_minute=1000)
 
-    def __init__(self, seed: int) -> None:
+
+async def in_memory(limits: Limits) -> LaneWorld:
+    """The in-memory twin, its clock standing still between the schedule's moves."""
+    return MemoryWorld(frozen_at=1_000.0)
+
+
+class World:
+    """One deployment: a lane store (`stores`), Temporal's twin, and the process that may die."""
+
+    def __init__(self, seed: int, open_world: WorldOpener = in_memory) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
-        self.t = 1_000.0
+        self.loop = asyncio.new_event_loop()
+        try:
+            self.stores = self.loop.run_until_complete(open_world(LIMITS))
+        except BaseException:
+            close_loop(self.loop)
+            raise
+        self.session = self.loop.run_until_complete(self.stores.open_session())
         self.mode = self.rng.choice(["serial", "keyed", "parallel"])
-        self.store = MemoryLaneStore(lambda: self.t)
-        self.store.open_session(SESSION)
         concurrency: dict[str, Any] = {"mode": self.mode}
         if self.mode == "keyed":
             concurrency |= {"key": "alias", "max_parallel": self.rng.choice([1, 2])}
@@ -116,17 +130,17 @@ class World:
             body["action"] = {"type": "object", "alias": "out/view", "value": {"type": "view"}}
         elif self.rng.random() < 0.5:
             body["retry"] = {"attempts": 2, "delay_seconds": 2}
-        self.store.save_listener(body, effective_at=0.0)
+        self.loop.run_until_complete(self.stores.save_listener(body))
         self.faults = Faults(random.Random(seed * 7 + 1), rate=self.rng.choice([0.05, 0.15, 0.3]))
         retention = self.rng.choice([None, 300.0])
         self.temporal = TemporalTwin(
-            lambda: self.t,
+            self.stores.now,
             retention,
             start_faults=self.faults.start_fault,
             one_per_lane=frozenset({"l"}) if self.mode in ("serial", "keyed") else frozenset(),
         )
         self.settings = Settings(
-            limits=Limits(activation_delay_seconds=0, listener_fires_per_minute=1000),
+            limits=LIMITS,
             temporal_time_skipping=True,
             run_check_seconds=20.0,
         )
@@ -134,24 +148,42 @@ class World:
         self.addresses: dict[str, LaneAddress] = {}
         # Runs whose app has ended them and whose report has not yet gone through (Temporal retries it).
         self.closing: dict[str, str] = {}
-        self.routed: dict[int, set[int]] = {}
+        # What the rounds queued into each lane (listener, lane), ever.
+        self.routed: dict[tuple[str, str], set[int]] = {}
         self.forgotten: set[str] = set()
         self.nudges_lost = 0
         self.by_hand = 0
         # What the sweep did, by the kind of its check (RecordEnd, DriveLane, Reopen, Forget, ...).
         self.sweeps: Counter[str] = Counter()
         self.writes = Writes()
-        self.loop = asyncio.new_event_loop()
         self.restart()
+
+    def close(self) -> None:
+        """Give the store's world back and close the loop."""
+        try:
+            self.loop.run_until_complete(self.stores.close())
+        finally:
+            close_loop(self.loop)
+
+    @property
+    def t(self) -> float:
+        return self.stores.now()
+
+    def clock_runs_on(self, seconds: float) -> None:
+        self.loop.run_until_complete(self.stores.advance(seconds))
+
+    def held(self) -> Held:
+        result: Held = self.loop.run_until_complete(self.stores.held())
+        return result
 
     # -- the process -----------------------------------------------------------------------------------------
 
     def restart(self) -> None:
         """A new process: the driver's memory (its reads ahead) is gone, the stores are not."""
         self.driver = LaneDriver(
-            self.store, self.settings, self.temporal, self.writes, self, read_ahead=self.rng.choice([0, 8])
+            self.stores.lanes, self.settings, self.temporal, self.writes, self, read_ahead=self.rng.choice([0, 8])
         )
-        self.sweep = RunSweep(self.store, self.driver, self.temporal, self.settings)
+        self.sweep = RunSweep(self.stores.lanes, self.driver, self.temporal, self.settings)
 
     def run(self, coro: Any) -> Any:
         """Run one piece of the process's work; a death there restarts the process, and a failure of Temporal's
@@ -176,27 +208,16 @@ class World:
 
     def write(self) -> None:
         for _ in range(self.rng.randint(1, 3)):
-            self.store.append(SESSION, "object.written", alias=self.rng.choice(ALIASES), data={"rev": 1})
+            self.loop.run_until_complete(self.stores.write(self.session, self.rng.choice(ALIASES)))
 
     async def _route(self) -> None:
-        position, events, _ = await self.store.unrouted(SESSION, 1000)
-        if not events:
+        routed, queued = await route_round(self.stores, self.session, LIMITS.listener_parallel_runs)
+        if not routed.read:
             return
-        versions = versions_by_name(
-            {"name": n, "version": v, "effective_at": "1970-01-01T00:00:00+00:00", "body": b}
-            for n, vs in self.store.listeners.items()
-            for v, _, b in vs
-        )
-        deliveries = route([(e.envelope, e.created_at) for e in events], versions)
-        created = {e.id: e.created_at for e in events}
-        queued = [QueuedLane.of(SESSION, d, created, self.settings.limits) for d in deliveries]
-        routed = await self.store.route(SESSION, position, events[-1].id, queued)
-        if not routed.saved:
-            return
-        for q in queued:
-            lane = next(x for x in self.store.lanes.values() if (x.listener, x.lane) == (q.listener, q.lane))
-            self.routed.setdefault(lane.id, set()).update(q.event_ids)
-            self.addresses[q.workflow_id] = lane.address
+        for (listener, lane), ids in queued.items():
+            self.routed.setdefault((listener, lane), set()).update(ids)
+            address = lane_address(self.session, listener, lane)
+            self.addresses[address.workflow_id] = address
         crossing("route.saved")
         for nudge in routed.nudges:
             await self.nudge_quietly(nudge.address, LaneNews(due_in=0.0))
@@ -217,11 +238,11 @@ class World:
     async def _start_by_hand(self) -> None:
         """`start_execution`: a run of no lane, recorded with its input and started."""
         self.by_hand += 1
-        execution_id = f"exe:{SESSION}:hand{self.by_hand}.0"
-        tag = RunTag(execution_id=execution_id, session_id=SESSION, workflow="w")
+        execution_id = f"exe:{self.session}:hand{self.by_hand}.0"
+        tag = RunTag(execution_id=execution_id, session_id=self.session, workflow="w")
         batch = BatchInfo(first_id=0, last_id=0, count=0, retry=0, lane="", event_ids=[], messages=[], events=[])
-        run_input = RunInput(session_id=SESSION, listener="", batch=batch, input={"n": self.by_hand})
-        await start_run(self.temporal, self.store, tag, run_input)
+        run_input = RunInput(session_id=self.session, listener="", batch=batch, input={"n": self.by_hand})
+        await start_run(self.temporal, self.stores.records, tag, run_input)
 
     def app_ends_a_run(self) -> None:
         running = [r for r in self.temporal.open() if r.tag.execution_id not in self.closing]
@@ -270,7 +291,7 @@ class World:
             self.sweeps[type(check).__name__] += 1
 
     async def _poll(self) -> None:
-        for stale in await self.store.stale_lanes():
+        for stale in await self.stores.lanes.stale_lanes():
             await self.nudge_quietly(stale.address, LaneNews(due_in=0.0))
 
     def step(self) -> None:
@@ -308,7 +329,7 @@ class World:
         elif action == "poll":
             self.run(self._poll())
         elif action == "clock":
-            self.t += self.rng.choice([0.5, 2.0, 10.0, 25.0, 61.0])
+            self.clock_runs_on(self.rng.choice([0.5, 2.0, 10.0, 25.0, 61.0]))
         elif action == "hand":
             self.run(self._start_by_hand())
         elif action == "forget":
@@ -321,17 +342,18 @@ class World:
 
     def check(self) -> None:
         assert not self.temporal.violations, self.temporal.violations
-        for execution in self.store.executions.values():
+        held = self.held()
+        for execution in held.executions.values():
             if execution.status == "stopped":
                 said = self.temporal.closed_as.get(execution.id)
                 assert said == "stopped" or (execution.error or "").startswith(FORGOTTEN), (
                     f"{execution.id} recorded stopped, Temporal closed it as {said}: {execution.error}"
                 )
-        ended = Counter(
-            e.envelope["execution"]["id"] for e in self.store.events.values() if e.envelope["type"] == "execution.ended"
-        )
+        ended = held.ended()
         assert all(n == 1 for n in ended.values()), f"a run's end recorded twice: {ended.most_common(3)}"
-        assert all(n == 1 for n in self.store.released.values()), f"a slot freed twice: {self.store.released}"
+        assert all(n == 1 for n in held.released.values()), f"a slot freed twice: {held.released}"
+        if self.mode != "keyed" or self.writes_objects:
+            assert not held.key_slots, f"key slots are a keyed workflow listener's alone: {held.key_slots}"
 
     # -- the end: faults off, the clock run on ---------------------------------------------------------------
 
@@ -351,44 +373,47 @@ class World:
             self.check()
             if not self._busy():
                 break
-            self.t += 61.0
+            self.clock_runs_on(61.0)
         assert not self._busy(), f"seed {self.seed}: left {self._busy()}"
         self.check_settled()
 
     def _busy(self) -> dict[str, int]:
+        held = self.held()
         busy = {
-            "waiting": sum(1 for lane in self.store.lanes.values() if lane.routed_through > lane.fired_through),
-            "claimed": sum(1 for b in self.store.batches.values() if b.state == "claimed"),
-            "slots": len(self.store.runs),
-            "key slots": len(self.store.key_slots),
-            "unrouted": sum(1 for e in self.store.events if e > self.store.cursors[SESSION]),
-            "running": sum(1 for x in self.store.executions.values() if x.status == "running"),
+            "waiting": sum(1 for lane in held.lanes.values() if lane.routed_through > lane.fired_through),
+            "claimed": sum(1 for b in held.batches.values() if b.state == "claimed"),
+            "slots": len(held.runs),
+            "key slots": len(held.key_slots),
+            "unrouted": held.unrouted,
+            "running": sum(1 for x in held.executions.values() if x.status == "running"),
             "open on Temporal": len(self.temporal.open()),
         }
         return {k: v for k, v in busy.items() if v}
 
     def check_settled(self) -> None:
-        for lane in self.store.lanes.values():
-            own = [b for b in self.store.batches.values() if b.lane_id == lane.id and b.retry == 0 and b.replay == 0]
+        held = self.held()
+        for lane in held.lanes.values():
+            own = [b for b in held.batches.values() if b.lane_id == lane.id and b.own]
             taken = Counter(i for b in own for i in b.event_ids)
-            assert set(taken) == self.routed.get(lane.id, set()), f"lane {lane.lane}: routed events not in a batch"
+            routed = self.routed.get((lane.listener, lane.lane), set())
+            assert set(taken) == routed, f"lane {lane.lane}: routed events not in a batch"
             assert all(n == 1 for n in taken.values()), f"lane {lane.lane}: an event in two batches"
-        for batch in self.store.batches.values():
+        for batch in held.batches.values():
             if self.writes_objects and batch.verdict is None:
-                lane = self.store.lanes[batch.lane_id]
+                lane = held.lanes[batch.lane_id]
                 key = f"{lane.workflow_id}:{batch.first_id}:{batch.last_id}" + (
                     f":r{batch.replay}" if batch.replay else ""
                 )
                 assert self.writes.written[key] >= 1, f"seed {self.seed}: batch {batch.first_id}'s write never made"
                 outcome_key = f"{lane.lane}:{batch.first_id}:{batch.last_id}:{batch.retry}"
-                outcome = self.store.outcomes.get((lane.session_id, lane.listener, outcome_key))
-                assert outcome is not None and outcome["status"] == "success", f"seed {self.seed}: {outcome}"
+                outcome = held.outcomes.get((lane.listener, outcome_key))
+                assert outcome == "success", f"seed {self.seed}: {outcome}"
             if batch.verdict is not None or batch.run_key is None:
                 continue
             execution_id = next(
                 (
                     x.id
-                    for x in self.store.executions.values()
+                    for x in held.executions.values()
                     if x.run_key == batch.run_key and x.batch and x.batch["retry"] == batch.retry
                 ),
                 None,
@@ -396,25 +421,25 @@ class World:
             assert execution_id is not None, f"batch {batch.first_id} retry {batch.retry} has no run"
             started = execution_id in self.temporal.runs or execution_id in self.forgotten
             assert started, f"seed {self.seed}: {execution_id} was never started on Temporal"
-            execution = self.store.executions[execution_id]
+            execution = held.executions[execution_id]
             run = self.temporal.runs.get(execution_id)
             if run is not None:
                 assert execution.status == run.closed, (execution_id, execution.status, run.closed)
-            assert self.store.released[batch.run_key] == 1, f"{batch.run_key}'s slot freed {self.store.released}"
-        for execution in self.store.executions.values():
+            assert held.released[batch.run_key] == 1, f"{batch.run_key}'s slot freed {held.released}"
+        for execution in held.executions.values():
             if execution.listener is None:
                 run = self.temporal.runs.get(execution.id)
                 assert run is not None or execution.id in self.forgotten, f"{execution.id} never started"
                 assert run is None or execution.status == run.closed, (execution.id, execution.status, run.closed)
 
 
-def run_schedule(seed: int, steps: int = STEPS) -> World:
-    world = World(seed)
+def run_schedule(seed: int, steps: int = STEPS, open_world: WorldOpener = in_memory) -> World:
+    world = World(seed, open_world)
     try:
         with inject(world.faults):
             for _ in range(steps):
                 world.step()
             world.settle()
     finally:
-        world.loop.close()
+        world.close()
     return world

@@ -1,8 +1,10 @@
-"""The crossings between PostgreSQL and Temporal under seeded random faults (`crossing_world.World`).
+"""The crossings between PostgreSQL and Temporal under seeded random faults (`crossing_world.World`), on both lane
+stores.
 
-The suite runs `SCHEDULES` seeded schedules (`bench/crossing_faults.py` runs as many more as it is asked); each
-one checks the promises after every step and once settled (see `crossing_world`). A failing seed is named in
-the assertion, and `python -m bench.crossing_faults --seeds N-N` runs it again alone.
+The suite runs `SCHEDULES` seeded schedules on the in-memory twin and the first `PG_SCHEDULES` of them on
+PostgreSQL (`bench/crossing_faults.py` runs as many more as it is asked, on either); each one checks the promises
+after every step and once settled (see `crossing_world`). A failing seed is named in the assertion, and
+`python -m bench.crossing_faults --seeds N-N [--store postgres]` runs it again alone.
 """
 
 from __future__ import annotations
@@ -12,47 +14,80 @@ from typing import Any
 
 import pytest
 
+from orchestrator.core.limits import Limits
 from orchestrator.workflows.messages import RunInput, RunTag
-from tests.engine.crossing_world import SESSION, World, run_schedule
+from tests.databases import Databases
+from tests.engine.crossing_world import World, WorldOpener, in_memory, run_schedule
+from tests.lane_worlds import LaneWorld, PgWorld, world_settings
 
 SCHEDULES = 120
+# About three quarters of a second a schedule on PostgreSQL (thirty times the twin's).
+PG_SCHEDULES = 30
+# The crossings every run of schedules dies at, and what its sweeps meet.
+CROSSINGS = ("batch.recorded", "run.started", "run_end.recorded", "route.saved", "batch.finished")
 
 
-@pytest.mark.parametrize("block", range(4))
-def test_random_faults_at_the_crossings_lose_nothing_and_end_no_run_that_temporal_did_not(block: int) -> None:
+def on_postgres(databases: Databases) -> WorldOpener:
+    async def open_world(limits: Limits) -> LaneWorld:
+        return await PgWorld.lend(databases, world_settings(limits))
+
+    return open_world
+
+
+def run_schedules(seeds: range, open_world: WorldOpener) -> None:
     deaths: Counter[str] = Counter()
     sweeps: Counter[str] = Counter()
-    for seed in range(block * SCHEDULES // 4, (block + 1) * SCHEDULES // 4):
-        world = run_schedule(seed)
+    for seed in seeds:
+        world = run_schedule(seed, open_world=open_world)
         deaths.update(world.faults.deaths)
         sweeps.update(world.sweeps)
     # The schedules reached the crossings they are about.
-    for point in ("batch.recorded", "run.started", "run_end.recorded", "route.saved", "batch.finished"):
+    for point in CROSSINGS:
         assert deaths[point] > 0, f"no schedule died at {point}: {deaths}"
     # And the sweep met runs recorded and never started, and runs that closed without a word.
     assert sweeps["DriveLane"] > 0 and sweeps["RecordEnd"] > 0, sweeps
 
 
-def test_a_run_started_after_its_sessions_deletion_ended_its_runs_is_stopped() -> None:
+@pytest.mark.parametrize("block", range(4))
+def test_random_faults_at_the_crossings_lose_nothing_and_end_no_run_that_temporal_did_not(block: int) -> None:
+    run_schedules(range(block * SCHEDULES // 4, (block + 1) * SCHEDULES // 4), in_memory)
+
+
+def test_random_faults_at_the_crossings_lose_nothing_and_end_no_run_that_temporal_did_not_on_postgresql(
+    databases: Databases,
+) -> None:
+    run_schedules(range(PG_SCHEDULES), on_postgres(databases))
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def open_world(request: pytest.FixtureRequest) -> WorldOpener:
+    if request.param == "postgres":
+        return on_postgres(request.getfixturevalue("databases"))
+    return in_memory
+
+
+def test_a_run_started_after_its_sessions_deletion_ended_its_runs_is_stopped(open_world: WorldOpener) -> None:
     """A batch recorded before its session was marked for deletion, whose run starts after the deletion ended the
     session's runs on Temporal: the finish finds the session going, and the driver stops the run it started."""
-    world = World(0)
+    world = World(0, open_world)
     while world.writes_objects:  # a world whose listener starts runs
-        world.loop.close()
-        world = World(world.seed + 1)
-    world.faults.on = False
-    world.write()
-    world.run(world._route())
-    real_start = world.temporal.start
+        world.close()
+        world = World(world.seed + 1, open_world)
+    try:
+        world.faults.on = False
+        world.write()
+        world.run(world._route())
+        real_start = world.temporal.start
 
-    async def deleted_first(tag: RunTag, run_input: RunInput, priority: Any) -> None:
-        world.store.sessions[SESSION]["status"] = "deleting"  # marked, and its runs ended, meanwhile
-        await real_start(tag, run_input, priority)
+        async def deleted_first(tag: RunTag, run_input: RunInput, priority: Any) -> None:
+            await world.stores.mark_deleting(world.session)  # marked, and its runs ended, meanwhile
+            await real_start(tag, run_input, priority)
 
-    world.temporal.start = deleted_first  # type: ignore[method-assign]
-    world.t += 5.0
-    for workflow_id in list(world.clocks):
-        world.run(world._fire(workflow_id))
-    assert world.temporal.runs, "the run started"
-    assert all(run.closed == "stopped" for run in world.temporal.runs.values()), world.temporal.runs
-    world.loop.close()
+        world.temporal.start = deleted_first  # type: ignore[method-assign]
+        world.clock_runs_on(5.0)
+        for workflow_id in list(world.clocks):
+            world.run(world._fire(workflow_id))
+        assert world.temporal.runs, "the run started"
+        assert all(run.closed == "stopped" for run in world.temporal.runs.values()), world.temporal.runs
+    finally:
+        world.close()

@@ -1,8 +1,10 @@
 """One contract for both lane stores: `PgLaneStore` on a real PostgreSQL and the in-memory twin.
 
-Each test sets a small world up through the `World` it is given (a session, a listener, some writes), then
-drives the verbs the engine uses (route, snapshot, record, finish, end a run, the key slots' queue) and checks
-what each answers and what the next snapshot shows. The decisions come from the real lane step, so the stores
+Each test sets a small world up through the `World` it is given (tests/lane_worlds/: a session, a listener,
+some writes), then drives the verbs the engine uses and checks what each answers and what the next snapshot
+shows: every verb of the `LaneStore` Protocol, the `ExecutionRecords` the twin also stands in for (a run of no
+lane recorded before its start), and what the twin keeps of the world around lanes: listener versions, a
+listener switched off in a session, a closed session. The decisions come from the real lane step, so the stores
 are held to what the engine asks of them.
 """
 
@@ -10,139 +12,41 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 from unittest.mock import ANY
 
 import pytest
 
 from orchestrator.core.lane_keys import lane_workflow_id
-from orchestrator.core.lane_snapshot import ACT, Finish, LaneAddress, LaneSnapshot, Take, Wait, fetch_limit
+from orchestrator.core.lane_snapshot import (
+    ACT,
+    CONSUME,
+    Drop,
+    Finish,
+    LaneAddress,
+    LaneSnapshot,
+    Stop,
+    Take,
+    Wait,
+    fetch_limit,
+)
 from orchestrator.core.lane_step import step, take_of_claimed
 from orchestrator.core.limits import Limits
 from orchestrator.core.outcomes import Outcome
 from orchestrator.platform import Platform
-from orchestrator.store.lane_store import STALE_GRACE_SECONDS, Ending, Finishing, LaneStore, Recorded, Stale
-from orchestrator.store.lanes_memory import MemoryLaneStore
+from orchestrator.store.lane_store import (
+    STALE_GRACE_SECONDS,
+    Ending,
+    Finished,
+    Finishing,
+    Recorded,
+    RoutedPage,
+    Stale,
+)
+from tests.lane_worlds import LaneWorld as World
+from tests.lane_worlds import MemoryWorld, PgWorld, route_round
 
 LIMITS = Limits(activation_delay_seconds=0)
-
-
-class World(Protocol):
-    lanes: LaneStore
-
-    async def open_session(self) -> str: ...
-    async def write(self, session_id: str, alias: str) -> int: ...
-    async def save_listener(self, body: dict[str, Any]) -> None: ...
-    async def pause(self, name: str) -> None: ...
-    async def versions(self) -> list[dict[str, Any]]: ...
-    async def queue_rows(self, where: LaneAddress) -> list[int]: ...
-    async def backdate_nudges(self, seconds: float) -> None: ...
-    async def backdate_oldest_fire(self, seconds: float) -> None: ...
-    async def postdate_newest_fire(self, seconds: float) -> None: ...
-
-
-class PgWorld:
-    def __init__(self, platform: Platform) -> None:
-        self.platform = platform
-        self.lanes = platform.store.lanes
-
-    async def _ok(self, command: str, **args: Any) -> dict[str, Any]:
-        reply = await self.platform.command({"command": command, **args})
-        assert reply["status"] == "success", reply
-        return reply
-
-    async def open_session(self) -> str:
-        return str((await self._ok("open_session"))["session"]["id"])
-
-    async def write(self, session_id: str, alias: str) -> int:
-        reply = await self._ok("write_object", session_id=session_id, alias=alias, value={"type": "t"})
-        return int(reply["event_id"])
-
-    async def save_listener(self, body: dict[str, Any]) -> None:
-        await self._ok("save_listener", listener=body)
-
-    async def pause(self, name: str) -> None:
-        await self._ok("pause_listener", name=name)
-
-    async def versions(self) -> list[dict[str, Any]]:
-        return await self.platform.store.listener_versions()
-
-    async def queue_rows(self, where: LaneAddress) -> list[int]:
-        rows = await self.platform.store.pool.fetch(
-            "SELECT q.event_id FROM orchestrator.lane_events q JOIN orchestrator.lanes l ON l.id = q.lane_id"
-            " WHERE l.session_id = $1 AND l.listener = $2 AND l.lane = $3 ORDER BY q.event_id",
-            where.session_id,
-            where.listener,
-            where.lane,
-        )
-        return [int(r["event_id"]) for r in rows]
-
-    async def backdate_nudges(self, seconds: float) -> None:
-        await self.platform.store.pool.execute(
-            "UPDATE orchestrator.lanes SET nudged_at = nudged_at - make_interval(secs => $1)", seconds
-        )
-
-    async def backdate_oldest_fire(self, seconds: float) -> None:
-        await self.platform.store.pool.execute(
-            "UPDATE orchestrator.batches SET created_at = created_at - make_interval(secs => $1)"
-            " WHERE id = (SELECT min(id) FROM orchestrator.batches WHERE counted)",
-            seconds,
-        )
-
-    async def postdate_newest_fire(self, seconds: float) -> None:
-        await self.platform.store.pool.execute(
-            "UPDATE orchestrator.batches SET created_at = created_at + make_interval(secs => $1)"
-            " WHERE id = (SELECT max(id) FROM orchestrator.batches WHERE counted)",
-            seconds,
-        )
-
-
-class MemoryWorld:
-    def __init__(self) -> None:
-        self.lanes = self.store = MemoryLaneStore(time.time)
-        self.sessions = 0
-
-    async def open_session(self) -> str:
-        self.sessions += 1
-        session_id = f"ses_{self.sessions}"
-        self.store.open_session(session_id)
-        return session_id
-
-    async def write(self, session_id: str, alias: str) -> int:
-        return self.store.append(session_id, "object.written", alias=alias, data={"rev": 1})
-
-    async def save_listener(self, body: dict[str, Any]) -> None:
-        self.store.save_listener(body, effective_at=0.0)
-
-    async def pause(self, name: str) -> None:
-        self.store.pauses.add((name, None))
-
-    async def versions(self) -> list[dict[str, Any]]:
-        return [
-            {"name": name, "version": v, "effective_at": datetime.fromtimestamp(at, UTC).isoformat(), "body": body}
-            for name, versions in sorted(self.store.listeners.items())
-            for v, at, body in versions
-        ]
-
-    async def queue_rows(self, where: LaneAddress) -> list[int]:
-        found = [
-            lane
-            for lane in self.store.lanes.values()
-            if (lane.session_id, lane.listener, lane.lane) == (where.session_id, where.listener, where.lane)
-        ]
-        return sorted(found[0].queue) if found else []
-
-    async def backdate_nudges(self, seconds: float) -> None:
-        for lane in self.store.lanes.values():
-            lane.nudged_at -= seconds
-
-    async def backdate_oldest_fire(self, seconds: float) -> None:
-        oldest = min((b for b in self.store.batches.values() if b.counted), key=lambda b: b.id)
-        oldest.created_at -= seconds
-
-    async def postdate_newest_fire(self, seconds: float) -> None:
-        newest = max((b for b in self.store.batches.values() if b.counted), key=lambda b: b.id)
-        newest.created_at += seconds
 
 
 @pytest.fixture(params=["postgres", "postgres_elsewhere", "memory"])
@@ -171,9 +75,10 @@ def keyed(name: str = "k", max_parallel: int = 1) -> dict[str, Any]:
     return listener(name, concurrency={"mode": "keyed", "key": "alias", "max_parallel": max_parallel})
 
 
-async def route_all(world: World, session_id: str) -> Any:
-    """One routing round, as the router runs it."""
-    return await world.lanes.route_page(session_id, 1000, LIMITS.listener_parallel_runs)
+async def route_all(world: World, session_id: str) -> RoutedPage:
+    """One routing round, as the router runs it (checked against the core's `route` of the events it read)."""
+    routed, _ = await route_round(world, session_id, LIMITS.listener_parallel_runs)
+    return routed
 
 
 def address(session_id: str, name: str = "l", lane: str = "_") -> LaneAddress:
@@ -198,6 +103,12 @@ async def take(world: World, where: LaneAddress) -> tuple[LaneSnapshot, Take, Re
 async def finish(
     world: World, snap: LaneSnapshot, decision: Take, recorded: Recorded, *, started: bool = True
 ) -> LaneSnapshot | None:
+    return (await finishing(world, snap, decision, recorded, started=started)).snapshot
+
+
+async def finishing(
+    world: World, snap: LaneSnapshot, decision: Take, recorded: Recorded, *, started: bool = True
+) -> Finished:
     outcome = Outcome(
         status="success" if started else "invocation_error",
         listener=snap.address.listener,
@@ -209,7 +120,7 @@ async def finish(
         execution_id=decision.execution_id if started else None,
         at=datetime.now(UTC),
     )
-    finished = await world.lanes.finish(
+    return await world.lanes.finish(
         Finishing(
             snap=snap,
             take=decision,
@@ -221,7 +132,6 @@ async def finish(
             key_max=1,
         )
     )
-    return finished.snapshot
 
 
 async def end(world: World, session_id: str, execution_id: str, status: str = "completed", **more: Any) -> Any:
@@ -494,7 +404,9 @@ async def test_a_failed_run_with_attempts_left_holds_its_slot_until_its_repeat(w
     assert [(r.execution_id, r.due_at) for r in again.runs] == [(repeat.execution_id, None)]
 
 
-async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the_rest_unnudged(world: World) -> None:
+async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the_rest_unnudged(
+    world: World,
+) -> None:
     await world.save_listener(keyed(max_parallel=2))
     sid = await world.open_session()
     for alias in ("c", "a", "d", "b"):
@@ -510,6 +422,48 @@ async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the
     await world.write(sid, "e")
     assert (await route_all(world, sid)).nudges == ()
     assert (await snapshot(world, address(sid, "k", "e"))).key_slot == "queued"
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        {},
+        {"concurrency": {"mode": "parallel", "max_parallel": 2}},
+        {"action": {"type": "object", "alias": "out", "value": {"type": "o"}}},
+        {
+            "concurrency": {"mode": "keyed", "key": "alias"},
+            "action": {"type": "object", "alias": "out", "value": {"type": "o"}},
+        },
+    ],
+    ids=["serial", "parallel", "write", "keyed-write"],
+)
+async def test_a_round_gives_no_key_slot_to_a_lane_whose_listener_has_none(
+    world: World, declared: dict[str, Any]
+) -> None:
+    """Key slots are a keyed workflow listener's alone: any other lane the round makes pending takes none, so its
+    batch has none to give back."""
+    await world.save_listener(listener(**declared))
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await route_all(world, sid)
+    lane = "a" if "key" in declared.get("concurrency", {}) else "_"
+    snap = await snapshot(world, address(sid, lane=lane))
+    assert (snap.key_slot, snap.keys_held) == (None, 0)
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take) and decision.key_slot is None
+
+
+async def test_a_listener_saved_again_as_keyed_gives_its_first_key_a_free_slot(world: World) -> None:
+    """Its serial lane, pending when it was saved again, holds no key slot for the new keys to queue behind."""
+    await world.save_listener(listener("k"))
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await route_all(world, sid)
+    await world.save_listener(keyed())
+    await world.write(sid, "b")
+    routed = await route_all(world, sid)
+    assert [n.address.lane for n in routed.nudges] == ["b"]
+    assert (await snapshot(world, address(sid, "k", "b"))).key_slot == "held"
 
 
 async def test_a_key_slot_taken_in_the_round_whose_nudge_is_lost_is_found_by_the_poll(world: World) -> None:
@@ -656,3 +610,376 @@ async def test_pointers_are_the_queued_pointers_of_the_sessions_own_events_by_id
     assert read == [snap.waiting[0].message, snap.waiting[2].message], "by id, once each, the session's own only"
     assert read[0] == {"id": ids[0], "type": "object.written", "alias": "a/0"}
     assert await world.lanes.pointers(sid, []) == []
+
+
+async def test_saving_the_body_of_the_newest_version_again_answers_that_version_and_saves_none(
+    world: World,
+) -> None:
+    """A worker that saves its app's listeners at every start piles up no versions."""
+    assert await world.save_listener(listener()) == 1
+    assert await world.save_listener(listener()) == 1
+    changed = listener(batch={"window_seconds": 1, "max_events": 100})
+    assert await world.save_listener(changed) == 2
+    assert await world.save_listener(changed) == 2
+    # The first body again is a change from the newest: a version of its own.
+    assert await world.save_listener(listener()) == 3
+    assert [(v["name"], v["version"]) for v in await world.versions()] == [("l", 1), ("l", 2), ("l", 3)]
+
+
+async def test_a_listener_saved_again_after_its_deletion_goes_on_from_its_last_version(world: World) -> None:
+    await world.save_listener(listener())
+    await world.save_listener(listener(batch={"window_seconds": 1, "max_events": 100}))
+    await world.delete_listener("l")
+    assert await world.versions() == []
+    # Its last body saved again is a new version, numbered on: the deletion ended the versions before it.
+    assert await world.save_listener(listener(batch={"window_seconds": 1, "max_events": 100})) == 3
+    assert [(v["name"], v["version"]) for v in await world.versions()] == [("l", 3)]
+
+
+async def test_a_listener_saved_again_after_its_deletion_judges_what_waits_by_its_new_version_before_it_takes_effect(
+    world: World,
+) -> None:
+    """Its versions from before the deletion take no event again: while the version saved after it waits out its
+    activation delay, a lane's batch is judged by that version (the newest saved, as when none is in effect yet),
+    never by the deleted one's body."""
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    await world.delete_listener("l")
+    assert await world.save_listener(listener(action={"type": "workflow", "workflow": "w2"}), delay_seconds=60) == 2
+    snap = await snapshot(world, address(sid))
+    assert snap.listener is not None and snap.listener.version == 2
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take) and decision.plan is not None and decision.plan.workflow == "w2"
+
+
+# -- the verbs of a step's other moves, of the sweep, and of a run of no lane -----------------------------------
+
+
+async def test_a_key_slot_given_back_goes_to_the_lane_queued_for_it_unless_a_run_took_it_meanwhile(
+    world: World,
+) -> None:
+    await world.save_listener(keyed())
+    sid = await world.open_session()
+    for alias in ("a", "b", "c"):
+        await world.write(sid, alias)
+    await route_all(world, sid)
+    a, b, c = (address(sid, "k", x) for x in "abc")
+    # `a` holds the one slot; its run takes it: a give back answers nothing and the slot stays.
+    snap, decision, recorded = await take(world, a)
+    assert decision.key_slot == "keep"
+    assert await world.lanes.give_back_key_slot(snap, 1) == ()
+    assert (await snapshot(world, a)).key_slot == "held"
+    await finish(world, snap, decision, recorded)
+    ended = await end(world, sid, decision.execution_id, listener="k", keyed=True, key_max=1, lane="a", fetch_own=0)
+    assert [x.lane for x in ended.drive] == ["b"]
+    # `b` holds it now with no run to use it on (as a lane whose batch turned out to need none): given back, it
+    # goes to the next lane queued, and `b` holds and waits for none.
+    granted = await world.lanes.give_back_key_slot(await snapshot(world, b), 1)
+    assert [x.workflow_id for x in granted] == [c.workflow_id]
+    assert [(await snapshot(world, x)).key_slot for x in (a, b, c)] == [None, None, "held"]
+    # With nobody queued, a slot given back goes nowhere.
+    assert await world.lanes.give_back_key_slot(await snapshot(world, c), 1) == ()
+    assert (await snapshot(world, c)).keys_held == 0
+
+
+async def test_a_replay_asked_for_is_in_the_snapshot_until_it_is_dropped(world: World) -> None:
+    await world.save_listener(listener(action={"type": "object", "alias": "out", "value": {"type": "o"}}))
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    lane_id = snap.lane_id
+    # A replay of events that are gone (trimmed by retention): the step drops it.
+    await world.ask_replay(lane_id, [10**12], None)
+    asked = await snapshot(world, address(sid))
+    assert asked.replay is not None and asked.replay.events == ()
+    dropped = step(asked, asked.now, LIMITS)
+    assert isinstance(dropped, Drop) and dropped.replay_id == asked.replay.id
+    await world.lanes.drop_replay(dropped.replay_id)
+    assert (await snapshot(world, address(sid))).replay is None
+    # A replay whose listener was deleted meanwhile is dropped too; dropping one no longer there changes nothing.
+    await world.ask_replay(lane_id, list(decision.consumed), decision.first_id)
+    await world.delete_listener("l")
+    gone = await snapshot(world, address(sid))
+    assert gone.listener is None and gone.replay is not None
+    assert [q.id for q in gone.replay.events] == list(decision.consumed) and gone.replay.number == 1
+    dropped = step(gone, gone.now, LIMITS)
+    assert isinstance(dropped, Drop) and dropped.replay_id == gone.replay.id
+    await world.lanes.drop_replay(dropped.replay_id)
+    await world.lanes.drop_replay(dropped.replay_id)
+    assert (await snapshot(world, address(sid))).replay is None
+
+
+async def test_envelopes_are_the_events_whole_once_each_by_id(world: World) -> None:
+    sid, other = await world.open_session(), await world.open_session()
+    ids = [await world.write(sid, f"a/{n}") for n in range(2)]
+    theirs = await world.write(other, "b/0")
+    read = await world.lanes.envelopes([ids[1], theirs, 10**12, ids[0], ids[1]])
+    assert [(e["id"], e["session_id"], e["type"], e["alias"], e["depth"]) for e in read] == [
+        (ids[0], sid, "object.written", "a/0", 0),
+        (ids[1], sid, "object.written", "a/1", 0),
+        (theirs, other, "object.written", "b/0", 0),
+    ], "by id, once each, any session's (a batch's events are its session's)"
+    assert all(datetime.fromisoformat(e["created_at"]).tzinfo is not None for e in read)
+    assert await world.lanes.envelopes([]) == []
+
+
+async def test_unsettled_runs_are_the_running_runs_nobody_looked_at_lately_each_looked_at_once(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    assert await world.lanes.unsettled_runs(30.0) == [], "recorded just now"
+    await world.advance(31.0)
+    (found,) = await world.lanes.unsettled_runs(30.0)
+    assert (found.execution_id, found.session_id, found.workflow, found.listener, found.lane, found.run_key) == (
+        decision.execution_id,
+        sid,
+        "w",
+        "l",
+        "_",
+        decision.run_key,
+    )
+    assert (found.depth, found.batch, found.start_input) == (1, "claimed", None)
+    assert 31.0 <= found.age_seconds < 40.0
+    assert await world.lanes.unsettled_runs(30.0) == [], "looked at now: not again within 30 s"
+    # Its batch finished, the next look says so; ended, it is settled.
+    await finish(world, snap, decision, recorded)
+    await world.advance(31.0)
+    assert [(r.execution_id, r.batch) for r in await world.lanes.unsettled_runs(30.0)] == [
+        (decision.execution_id, "done")
+    ]
+    assert (await end(world, sid, decision.execution_id)).recorded
+    await world.advance(31.0)
+    assert await world.lanes.unsettled_runs(30.0) == []
+
+
+async def test_unsettled_runs_come_longest_unlooked_first_a_limit_at_a_time(world: World) -> None:
+    await world.save_listener(listener(concurrency={"mode": "parallel", "max_parallel": 2}))
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, first, recorded = await take(world, address(sid))
+    await finish(world, snap, first, recorded)
+    await world.advance(5.0)
+    await world.write(sid, "a/2")
+    await route_all(world, sid)
+    snap, second, recorded = await take(world, address(sid))
+    await finish(world, snap, second, recorded)
+    await world.advance(31.0)
+    assert [r.execution_id for r in await world.lanes.unsettled_runs(30.0, limit=1)] == [first.execution_id]
+    assert [r.execution_id for r in await world.lanes.unsettled_runs(30.0, limit=1)] == [second.execution_id]
+    assert await world.lanes.unsettled_runs(30.0, limit=1) == []
+
+
+async def test_a_run_of_no_lane_is_recorded_once_with_its_start_and_keeps_its_input_until_its_start_is_made(
+    world: World,
+) -> None:
+    sid = await world.open_session()
+    record: dict[str, Any] = {
+        "execution_id": "exe:by-hand:1",
+        "session_id": sid,
+        "workflow": "w",
+        "listener": None,
+        "lane": None,
+        "batch": None,
+        "run_key": None,
+        "depth": 0,
+        "start_input": {"input": {"n": 1}},
+    }
+    assert await world.records.execution_started(record)
+    assert not await world.records.execution_started({**record, "start_input": {"input": {"n": 2}}})
+    held = await world.held()
+    assert [e.execution_id for e in held.events.values() if e.type == "execution.started"] == ["exe:by-hand:1"]
+    assert held.executions["exe:by-hand:1"].status == "running"
+    await world.advance(31.0)
+    (found,) = await world.lanes.unsettled_runs(30.0)
+    assert (found.execution_id, found.listener, found.lane, found.run_key, found.batch) == (
+        "exe:by-hand:1",
+        None,
+        None,
+        None,
+        None,
+    )
+    assert found.start_input == {"input": {"n": 1}}, "the first record's input"
+    await world.records.execution_start_made("exe:by-hand:1")
+    await world.advance(31.0)
+    (again,) = await world.lanes.unsettled_runs(30.0)
+    assert again.start_input is None, "its start was made: nothing kept to make it again"
+    # Nothing to reopen: it holds no lane's slot.
+    assert await world.lanes.reopen_run("exe:by-hand:1") is None
+
+
+async def test_a_run_temporal_does_not_know_is_reopened_its_finished_batch_claimed_again(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    after = await finish(world, snap, decision, recorded)
+    assert after is not None and after.claimed is None
+    reopened = await world.lanes.reopen_run(decision.execution_id)
+    assert reopened is not None and reopened.workflow_id == address(sid).workflow_id
+    # The lane's next step finds the batch claimed, its run holding the slot: it starts it again by the same id.
+    left = await snapshot(world, address(sid))
+    assert left.claimed is not None and left.claimed.batch.id == recorded.batch_id
+    assert left.claimed.run is not None and left.claimed.run.execution_id == decision.execution_id
+    again = step(left, left.now, LIMITS)
+    assert isinstance(again, Finish)
+    assert take_of_claimed(left).execution_id == decision.execution_id
+    # An ended run holds no slot: nothing to reopen; nor a run nobody recorded.
+    assert (await end(world, sid, decision.execution_id)).recorded
+    assert await world.lanes.reopen_run(decision.execution_id) is None
+    assert await world.lanes.reopen_run("exe:nobody") is None
+
+
+async def test_a_failed_runs_repeat_is_reopened_at_its_own_attempt(world: World) -> None:
+    await world.save_listener(listener(retry={"attempts": 1, "delay_seconds": 30}))
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    await end(world, sid, decision.execution_id, "failed", repeat_in=30.0)
+    await world.advance(31.0)
+    held = await snapshot(world, address(sid))
+    repeat = step(held, held.now, LIMITS)
+    assert isinstance(repeat, Take) and repeat.kind == "repeat"
+    again = await world.lanes.record(held, repeat, 100, 0)
+    assert isinstance(again, Recorded)
+    await finish(world, held, repeat, again)
+    assert await world.lanes.reopen_run(decision.execution_id) is None, "the failed attempt ended"
+    assert await world.lanes.reopen_run(repeat.execution_id) is not None
+    left = await snapshot(world, address(sid))
+    assert left.claimed is not None and left.claimed.batch.id == again.batch_id and left.claimed.batch.retry == 1
+
+
+async def test_a_batch_finished_again_records_its_outcome_once_and_its_start_once(world: World) -> None:
+    """A driver that dies after a batch's finish leaves it to be finished again (the step after a crash): its
+    outcome and its `execution.started` are recorded once."""
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    assert (await finishing(world, snap, decision, recorded)).outcome_new
+    again = await finishing(world, snap, decision, recorded)
+    assert not again.outcome_new and again.snapshot is not None and again.snapshot.claimed is None
+    held = await world.held()
+    assert list(held.outcomes.values()) == ["success"]
+    assert [e.execution_id for e in held.events.values() if e.type == "execution.started"] == [decision.execution_id]
+
+
+async def test_a_run_that_fails_with_no_attempt_left_writes_listener_failed_once(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    ended = await end(world, sid, decision.execution_id, "failed", gave_up=True, lane="_")
+    assert ended.recorded and ended.drive == ()
+    assert not (await end(world, sid, decision.execution_id, "failed", gave_up=True, lane="_")).recorded
+    held = await world.held()
+    assert [e.type for e in sorted(held.events.values(), key=lambda e: e.id)] == [
+        "object.written",
+        "execution.started",
+        "execution.ended",
+        "listener.failed",
+    ]
+    assert held.executions[decision.execution_id].status == "failed"
+    assert held.runs == {}, "its slot freed"
+
+
+async def test_a_listener_switched_off_in_a_session_has_its_batches_there_consumed_with_no_run(world: World) -> None:
+    await world.save_listener(listener())
+    sid, other = await world.open_session(), await world.open_session()
+    for session in (sid, other):
+        await world.write(session, "a/1")
+        await route_all(world, session)
+    await world.switch(sid, "l", False)
+    off = await snapshot(world, address(sid))
+    assert off.listener is not None and off.listener.switched_off
+    consumed = step(off, off.now, LIMITS)
+    assert isinstance(consumed, Take) and consumed.verdict == CONSUME and consumed.plan is None
+    assert not consumed.counted, "a batch consumed is no fire"
+    on = await snapshot(world, address(other))
+    assert on.listener is not None and not on.listener.switched_off, "switched off in its session alone"
+    await world.switch(sid, "l", True)
+    again = await snapshot(world, address(sid))
+    assert again.listener is not None and not again.listener.switched_off
+
+
+async def test_a_closed_sessions_batch_is_skipped_as_session_not_open(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    await world.close_session(sid)
+    snap = await snapshot(world, address(sid))
+    assert snap.session_status == "closed"
+    skipped = step(snap, snap.now, LIMITS)
+    assert isinstance(skipped, Take) and skipped.verdict == Stop("skipped", "session_not_open")
+
+
+async def test_a_deleted_listeners_lane_keeps_the_key_slot_its_run_holds_until_the_run_ends(world: World) -> None:
+    """Its waiting batch is consumed at once, run or not; the slot stays the run's, and its end hands it on: a
+    listener saved keyed again meanwhile runs no more keys than `max_parallel`."""
+    await world.save_listener(keyed())
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await route_all(world, sid)
+    a, b = address(sid, "k", "a"), address(sid, "k", "b")
+    snap, decision, recorded = await take(world, a)
+    await finish(world, snap, decision, recorded)
+    await world.write(sid, "a")
+    await route_all(world, sid)
+    await world.delete_listener("k")
+    deleted = await snapshot(world, a)
+    consumed = step(deleted, deleted.now, LIMITS)
+    assert isinstance(consumed, Take) and consumed.verdict == CONSUME and consumed.key_slot is None
+    assert isinstance(await world.lanes.record(deleted, consumed, LIMITS.listener_fires_per_minute, 0), Recorded)
+    assert (await snapshot(world, a)).key_slot == "held"
+    # Saved keyed again: the next key queues behind the run still running, whose end hands it the slot.
+    await world.save_listener(keyed())
+    await world.write(sid, "b")
+    await route_all(world, sid)
+    assert (await snapshot(world, b)).key_slot == "queued"
+    ended = await end(world, sid, decision.execution_id, listener="k", keyed=True, key_max=1, lane="a", fetch_own=0)
+    assert [x.lane for x in ended.drive] == ["b"]
+    assert [(await snapshot(world, x)).key_slot for x in (a, b)] == [None, "held"]
+
+
+async def test_a_lane_queued_for_a_key_slot_with_nothing_left_to_do_leaves_the_queue(world: World) -> None:
+    """A replay that queued for a slot, dropped once its listener was deleted: the lane leaves the queue rather
+    than wait in it for ever (and be handed a slot it has no use for)."""
+    await world.save_listener(keyed())
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await route_all(world, sid)
+    a, b = address(sid, "k", "a"), address(sid, "k", "b")
+    snap, decision, recorded = await take(world, a)
+    await finish(world, snap, decision, recorded, started=False)
+    await world.ask_replay(snap.lane_id, list(decision.consumed), decision.first_id)
+    await world.write(sid, "b")
+    await route_all(world, sid)
+    assert (await snapshot(world, b)).key_slot == "held"
+    replay = await snapshot(world, a)
+    blocked = step(replay, replay.now, LIMITS)
+    assert isinstance(blocked, Wait) and blocked.queue_for_key_slot
+    assert not await world.lanes.queue_for_key_slot(replay, 1)
+    await world.delete_listener("k")
+    gone = await snapshot(world, a)
+    dropped = step(gone, gone.now, LIMITS)
+    assert isinstance(dropped, Drop)
+    await world.lanes.drop_replay(dropped.replay_id)
+    left = await snapshot(world, a)
+    assert left.key_slot == "queued"
+    idle = step(left, left.now, LIMITS)
+    assert isinstance(idle, Wait) and idle.reason == "nothing" and idle.give_back_key_slot
+    assert await world.lanes.give_back_key_slot(left, 0) == ()
+    assert (await snapshot(world, a)).key_slot is None

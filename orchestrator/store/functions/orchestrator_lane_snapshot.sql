@@ -2,7 +2,10 @@
 -- the record of a decision checks it over `seq`. Null for a lane the router never queued for. Waiting events and
 -- a replay's are read by reference, as compact rows under the listener version in effect now
 -- (`orchestrator_queued`, 0008_by_reference.sql); `p_fetch` 0 reads none of them: enough to know whether the
--- lane waits, and for what. The fires of the last minute come from `orchestrator_fires_lately`.
+-- lane waits, and for what. The fires of the last minute come from `orchestrator_fires_lately`. The listener as
+-- declared now is of its current life: the version in effect, or the newest saved when none is yet, among those
+-- that still have their rules, so a listener saved again after its deletion never judges what waits by the
+-- deleted body during its activation delay.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_lane_snapshot(p_session text, p_listener text, p_lane text,
     p_fetch integer)
 RETURNS json LANGUAGE plpgsql STABLE AS $$
@@ -26,9 +29,14 @@ BEGIN
         'paused', EXISTS (SELECT 1 FROM orchestrator.listener_pauses p
                           WHERE p.name = p_listener AND (p.session_id IS NULL OR p.session_id = p_session)))
     INTO v_listener
-    FROM orchestrator.listeners n JOIN orchestrator.listener_versions v ON v.name = n.name
-    WHERE n.name = p_listener AND n.deleted_at IS NULL
-    ORDER BY v.effective_at <= v_now DESC, v.version DESC LIMIT 1;
+    FROM orchestrator.listeners n
+    -- Of the listener's current life: a deletion took its versions' rules (0025). Chosen among the rules' narrow
+    -- rows, then joined to its body: a join of every version to its rule took a snapshot of a listener saved 200
+    -- times from 0.65 to 1.7 ms; this way, 0.4.
+    CROSS JOIN LATERAL (SELECT lr.version FROM orchestrator.listener_rules lr WHERE lr.name = n.name
+                        ORDER BY lr.effective_at <= v_now DESC, lr.version DESC LIMIT 1) c
+    JOIN orchestrator.listener_versions v ON v.name = n.name AND v.version = c.version
+    WHERE n.name = p_listener AND n.deleted_at IS NULL;
     IF v_listener IS NOT NULL THEN
         SELECT * INTO r FROM orchestrator.listener_rules WHERE name = p_listener
             AND version = (v_listener ->> 'version')::integer;

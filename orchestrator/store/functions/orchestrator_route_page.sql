@@ -90,7 +90,10 @@ BEGIN
                max(h.event_id) FILTER (WHERE NOT h.own) AS newest_id
         FROM unnest(v_hits) h GROUP BY h.listener, h.lane),
     declared AS MATERIALIZED (
-        SELECT p.*, r.window_seconds, least(r.slots, p_cap) AS run_slots, least(r.key_slots, p_cap) AS key_max,
+        -- `least` passes over a null: a lane of no slots (a write action's) or no key slots (any but a keyed
+        -- workflow listener's) keeps its null.
+        SELECT p.*, r.window_seconds, CASE WHEN r.slots IS NOT NULL THEN least(r.slots, p_cap) END AS run_slots,
+               CASE WHEN r.key_slots IS NOT NULL THEN least(r.key_slots, p_cap) END AS key_max,
                r.idle, (SELECT e.created_at FROM orchestrator.events e WHERE e.id = p.newest_id) AS newest_at,
                -- A debounce, read from the version's body (one lookup per keyed lane of the page): a rule column
                -- would be left false by a version saved by code from before it.
