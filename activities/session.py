@@ -37,7 +37,7 @@ from orchestrator.core.globs import owned, validate_alias
 from orchestrator.core.graphs import GraphPatch
 from orchestrator.core.validation import field_errors_message
 from orchestrator.core.waits import parse_wait
-from orchestrator.store.waits import compiled_conditions
+from orchestrator.store.waits import answer_events, compiled_conditions
 from orchestrator.telemetry import TRACER
 
 
@@ -142,6 +142,7 @@ class SessionActivities(PlatformActivities):
             raise CommandError("invalid_request", "execution_id: only a run waits for events")
         args = dict(call.args)
         seq = args.pop("seq", None)
+        run_id = str(args.pop("run_id", "") or "")
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
             raise CommandError("invalid_request", "seq: the wait's number among the run's, from 1")
         spec = parse_wait(args, await self.store.event_schemas())
@@ -152,6 +153,7 @@ class SessionActivities(PlatformActivities):
             {
                 "session_id": call.session_id,
                 "execution_id": call.execution_id,
+                "run_id": run_id,
                 "seq": seq,
                 "kind": "wait",
                 "listener": call.listener,
@@ -165,11 +167,11 @@ class SessionActivities(PlatformActivities):
         return await self._wait_reply(call.session_id, opened)
 
     async def _wait_reply(self, session_id: str, wait: dict[str, Any]) -> dict[str, Any]:
-        """A wait as the run reads it: its state, and once answered the winning condition and its events whole."""
+        """A wait as the run reads it: its state, and once answered the winning condition, the ids it took and the
+        events whole when they are small enough to cross in one payload (else the run reads them by id)."""
         ids = [int(i) for i in wait.get("event_ids") or ()]
-        found = await self.store.lanes.envelopes(ids) if ids else []
-        events = sorted((e for e in found if e["session_id"] == session_id), key=lambda e: int(e["id"]))
-        return {"state": wait["state"], "matched": wait.get("matched"), "events": events}
+        events = await answer_events(self.store.lanes, session_id, ids)
+        return {"state": wait["state"], "matched": wait.get("matched"), "event_ids": ids, "events": events}
 
     async def _call(self, call: SessionCall) -> Any:
         store, args, session = self.store, call.args, call.session_id
@@ -285,7 +287,7 @@ class SessionActivities(PlatformActivities):
         if call.op == "wait_open":
             return await self._wait_open(call)
         if call.op == "wait_close":
-            closed = await store.close_wait(str(call.execution_id), int(args["seq"]))
+            closed = await store.close_wait(str(call.execution_id), str(args.get("run_id") or ""), int(args["seq"]))
             if closed is None:
                 raise CommandError("not_found", f"seq: no wait {args['seq']} of run {call.execution_id!r}")
             return await self._wait_reply(session, closed)

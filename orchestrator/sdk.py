@@ -19,6 +19,7 @@ its arguments, so a retried activity or a retried batch rewrites what it wrote i
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Sequence
@@ -34,6 +35,8 @@ from orchestrator.workflows.messages import WAIT_SIGNAL, BatchInfo, RunInput
 __all__ = ["BatchInfo", "RunInput", "RunSession", "SessionError"]
 
 CALL_TIMEOUT = timedelta(seconds=30)
+# How many events of a heavy answer one call reads.
+ANSWER_PAGE = 100
 CALL_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 
 
@@ -56,7 +59,9 @@ class _Answers:
 
     def take(self, answer: dict[str, Any]) -> None:
         # A wait's answer may be told more than once (a router that died before it noted the telling): the first.
-        self.by_seq.setdefault(int(answer["seq"]), answer)
+        # One for a wait of an earlier run of this workflow (before a continue-as-new) is not this run's.
+        if answer.get("run_id", "") in ("", workflow.info().run_id):
+            self.by_seq.setdefault(int(answer["seq"]), answer)
 
 
 def _answers() -> _Answers:
@@ -242,23 +247,39 @@ class RunSession:
         answers = _answers()
         answers.waits += 1
         seq = answers.waits
+        run_id = workflow.info().run_id
         opened: dict[str, Any] = await self._call(
             "wait_open",
             seq=seq,
+            run_id=run_id,
             conditions=list(conditions),
             timeout_seconds=timeout_seconds,
             after=after,
             max_events=max_events,
         )
-        if opened["state"] != "open":
-            return {"matched": opened["matched"], "events": opened["events"]}
+        if opened["state"] in ("answered", "abandoned"):
+            return await self._heard(opened)
         try:
             await workflow.wait_condition(lambda: seq in answers.by_seq, timeout=timeout_seconds)
         except TimeoutError:
             # The timeout's own call: only a run that timed out makes it, so it takes no place among the calls.
-            closed: dict[str, Any] = await self._call("wait_close", counted=False, seq=seq)
-            if closed["state"] == "answered":
-                return {"matched": closed["matched"], "events": closed["events"]}
+            return await self._heard(await self._call("wait_close", counted=False, seq=seq, run_id=run_id))
+        except asyncio.CancelledError:
+            # The wait's caller gave up on it (its task cancelled, or the run's): closed, so what comes later is not
+            # taken for nobody.
+            await self._call("wait_close", counted=False, seq=seq, run_id=run_id)
+            raise
+        return await self._heard(answers.by_seq[seq])
+
+    async def _heard(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """A wait's answer as `wait_for_event` gives it: the events whole, read by id when they were too heavy to
+        come with it."""
+        if answer.get("state") in ("timed_out", "abandoned") or answer.get("matched") is None:
             return {"matched": None, "events": []}
-        told = answers.by_seq[seq]
-        return {"matched": told["matched"], "events": told["events"]}
+        events = answer.get("events")
+        if events is None:
+            ids = list(answer.get("event_ids") or ())
+            events = []
+            for start in range(0, len(ids), ANSWER_PAGE):
+                events += await self._call("batch_events", counted=False, ids=ids[start : start + ANSWER_PAGE])
+        return {"matched": answer["matched"], "events": events}

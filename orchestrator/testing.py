@@ -180,7 +180,11 @@ async def busy(pool: Pool) -> dict[str, int]:
         "   WHERE s.last_event_id > c.routed_event_id) AS sessions_unrouted,"
         " (SELECT count(*) FROM orchestrator.lanes l WHERE l.routed_through > l.fired_through AND NOT EXISTS (SELECT 1"
         "   FROM orchestrator.listener_pauses p WHERE p.name = l.listener"
-        "   AND (p.session_id IS NULL OR p.session_id = l.session_id))) AS lanes_waiting,"
+        "   AND (p.session_id IS NULL OR p.session_id = l.session_id))"
+        # Behind a run that waits for events: quiet until one comes, as the run is.
+        "   AND NOT EXISTS (SELECT 1 FROM orchestrator.lane_runs r JOIN orchestrator.run_waits w"
+        "   ON w.execution_id = r.execution_id AND w.kind = 'wait' AND w.state = 'open' WHERE r.lane_id = l.id))"
+        "   AS lanes_waiting,"
         " (SELECT count(*) FROM orchestrator.replays) AS replays_waiting,"
         " (SELECT count(*) FROM orchestrator.batches WHERE state = 'claimed') AS batches_unfinished,"
         # A run that waits for events is quiet until one comes (or its timeout, which `sleep` reaches).

@@ -17,7 +17,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError, CancelledError, FailureError
+from temporalio.exceptions import ApplicationError, CancelledError, FailureError, is_cancelled_exception
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -55,6 +55,10 @@ class _ReportsItsEnd(WorkflowInboundInterceptor):
             await _report(tag, "cancelled", str(err) or "cancelled")
             raise
         except FailureError as err:
+            if is_cancelled_exception(err):
+                # Cancelled while in an activity or a child: what fails the run is its cancellation.
+                await _report(tag, "cancelled", str(err) or "cancelled")
+                raise
             kind = err.type if isinstance(err, ApplicationError) and err.type else type(err).__name__
             # The error's own message: `str()` of an ApplicationError puts its type in front, which is said apart.
             await _report(tag, "failed", err.message, kind)

@@ -17,6 +17,7 @@ from orchestrator.lanes.driver import LaneDriver
 from orchestrator.lanes.executions import TemporalRuns
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.store.lane_store import WaitAnswer
+from orchestrator.store.waits import answer_events
 from orchestrator.workflows.messages import WAIT_SIGNAL
 
 log = logging.getLogger(__name__)
@@ -39,34 +40,49 @@ class WaitTeller:
         told = []
         for answer in answers:
             try:
-                await self._tell_one(answer)
+                if await self._tell_one(answer):
+                    told.append(answer.wait_id)
             except Exception:
                 log.warning("could not tell run %s of its wait %d", answer.execution_id, answer.seq, exc_info=True)
-                continue
-            told.append(answer.wait_id)
         if told:
             await self.store.answers_told(told)
 
-    async def _tell_one(self, answer: WaitAnswer) -> None:
+    async def _tell_one(self, answer: WaitAnswer) -> bool:
+        """Whether the answer is told: Temporal took it, or its run has ended (nobody is left to tell)."""
         if answer.kind == "cancel":
-            await self.runs.cancel(answer.execution_id)
-            return
-        found = await self.store.lanes.envelopes(answer.event_ids)
-        events = sorted(found, key=lambda e: int(e["id"]))
-        await self.runs.signal(
-            answer.execution_id, WAIT_SIGNAL, {"seq": answer.seq, "matched": answer.matched, "events": events}
-        )
+            if await self.runs.cancel(answer.execution_id):
+                return True
+            # Not on Temporal: ended, or not started yet (its watch is in place before its start): told again later
+            # while its record says it runs.
+            found = await self.store.execution_record(answer.execution_id)
+            return found is None or found["status"] != "running"
+        events = await answer_events(self.store.lanes, answer.session_id, answer.event_ids)
+        payload = {
+            "run_id": answer.run_id,
+            "seq": answer.seq,
+            "matched": answer.matched,
+            "event_ids": list(answer.event_ids),
+            "events": events,
+        }
+        await self.runs.signal(answer.execution_id, WAIT_SIGNAL, payload)
+        return True
 
     async def upkeep(self) -> None:
         """Tell what a dead router left untold; terminate the cancelled runs whose grace has run out."""
         await self.tell(await self.store.untold_answers(UNTOLD_SECONDS))
         for overdue in await self.store.cancels_past_grace():
-            log.info("terminating run %s: its grace after a cancellation ran out", overdue.execution_id)
-            _, tag = await self.runs.word(overdue.execution_id)
-            await self.runs.stop(overdue.execution_id, CANCEL_GRACE_OVER)
-            if tag is not None:
-                # A terminated run runs no code to say it ended: its end is recorded here, as it was asked.
-                await self.driver.end(tag, "cancelled", CANCEL_GRACE_OVER)
+            try:
+                await self._terminate(overdue)
+            except Exception:  # the next poll tries again; the others go on
+                log.warning("could not terminate run %s past its grace", overdue.execution_id, exc_info=True)
+
+    async def _terminate(self, overdue: WaitAnswer) -> None:
+        log.info("terminating run %s: its grace after a cancellation ran out", overdue.execution_id)
+        _, tag = await self.runs.word(overdue.execution_id)
+        await self.runs.stop(overdue.execution_id, CANCEL_GRACE_OVER)
+        if tag is not None:
+            # A terminated run runs no code to say it ended: its end is recorded here, as it was asked.
+            await self.driver.end(tag, "cancelled", CANCEL_GRACE_OVER)
 
 
 __all__ = ["WaitTeller"]

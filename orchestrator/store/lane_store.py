@@ -140,7 +140,10 @@ class WaitAnswer:
     """A wait answered (or a cancel watch that heard its event), for the router to tell its run."""
 
     wait_id: int
+    session_id: str
     execution_id: str
+    # The Temporal run the wait is of ('': the execution's, a cancel watch's or a stop's).
+    run_id: str
     seq: int
     kind: str
     matched: int
@@ -151,7 +154,9 @@ class WaitAnswer:
 def answer_of(row: Any) -> WaitAnswer:
     return WaitAnswer(
         wait_id=int(row["wait_id"]),
+        session_id=str(row["session_id"]),
         execution_id=str(row["execution_id"]),
+        run_id=str(row.get("run_id") or ""),
         seq=int(row["seq"]),
         kind=str(row["kind"]),
         matched=int(row["matched"]),

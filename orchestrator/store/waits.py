@@ -9,6 +9,7 @@ tells the runs (`engine/wait_answers.py`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ import asyncpg
 from orchestrator.core.declaration import CancelOn, WaitCondition
 from orchestrator.core.rules import compile_filter, split_path
 from orchestrator.core.waits import STOP_SEQ
-from orchestrator.store.lane_store import WaitAnswer, answer_of
+from orchestrator.store.lane_store import LaneStore, WaitAnswer, answer_of
 
 
 def compiled_conditions(conditions: Sequence[WaitCondition], key_segments: int | None = None) -> list[dict[str, Any]]:
@@ -45,6 +46,19 @@ def compiled_conditions(conditions: Sequence[WaitCondition], key_segments: int |
     return found
 
 
+# The most an answer's events may weigh, as JSON, to cross whole in its signal or reply (Temporal refuses a payload
+# of 2 MB); a heavier answer carries their ids, and the run reads them in pages (`RunSession.wait_for_event`).
+ANSWER_EVENTS_BYTES = 512 * 1024
+
+
+async def answer_events(lanes: LaneStore, session_id: str, ids: Sequence[int]) -> list[dict[str, Any]] | None:
+    """The events a wait took, whole and in id order, or None when they weigh more than `ANSWER_EVENTS_BYTES`."""
+    if not ids:
+        return []
+    found = sorted((e for e in await lanes.envelopes(ids) if e["session_id"] == session_id), key=lambda e: e["id"])
+    return found if len(json.dumps(found, default=str)) <= ANSWER_EVENTS_BYTES else None
+
+
 class Waits:
     """Mixed into the engine's store, which provides `pool`."""
 
@@ -56,17 +70,17 @@ class Waits:
         found: dict[str, Any] = await self.pool.fetchval("SELECT orchestrator.orchestrator_wait_open($1)", request)
         return found
 
-    async def close_wait(self, execution_id: str, seq: int) -> dict[str, Any] | None:
+    async def close_wait(self, execution_id: str, run_id: str, seq: int) -> dict[str, Any] | None:
         """A wait its run's timeout ended: `timed_out`, or its answer when one came first (None: no such wait)."""
         found: dict[str, Any] | None = await self.pool.fetchval(
-            "SELECT orchestrator.orchestrator_wait_close($1, $2)", execution_id, seq
+            "SELECT orchestrator.orchestrator_wait_close($1, $2, $3)", execution_id, run_id, seq
         )
         return found
 
     async def untold_answers(self, older_than_seconds: float, limit: int = 100) -> list[WaitAnswer]:
         """Answers a round found that no router has told their run after `older_than_seconds` (it died first)."""
         rows = await self.pool.fetch(
-            "SELECT id AS wait_id, execution_id, seq, kind, matched, event_ids, grace_seconds"
+            "SELECT id AS wait_id, session_id, execution_id, run_id, seq, kind, matched, event_ids, grace_seconds"
             " FROM orchestrator.run_waits WHERE state = 'answered' AND told_at IS NULL"
             " AND ended_at < clock_timestamp() - make_interval(secs => $1) ORDER BY ended_at LIMIT $2",
             older_than_seconds,
@@ -84,10 +98,13 @@ class Waits:
     async def cancels_past_grace(self, limit: int = 100) -> list[WaitAnswer]:
         """Runs cancelled by an event that still run after their grace: the router terminates them."""
         rows = await self.pool.fetch(
-            "SELECT w.id AS wait_id, w.execution_id, w.seq, w.kind, w.matched, w.event_ids, w.grace_seconds"
+            "SELECT w.id AS wait_id, w.session_id, w.execution_id, w.run_id, w.seq, w.kind, w.matched, w.event_ids,"
+            " w.grace_seconds"
             " FROM orchestrator.run_waits w JOIN orchestrator.executions x ON x.id = w.execution_id"
             " WHERE w.kind = 'cancel' AND w.state = 'answered' AND w.told_at IS NOT NULL"
-            " AND w.told_at < clock_timestamp() - make_interval(secs => coalesce(w.grace_seconds, 0))"
+            # A stop's grace is its own; a cancel watch's, the condition that heard the event (10 s by default).
+            " AND w.told_at < clock_timestamp() - make_interval(secs => coalesce(w.grace_seconds,"
+            " (w.conditions -> w.matched ->> 'grace_seconds')::float8, 10))"
             " AND x.status = 'running' ORDER BY w.told_at LIMIT $1",
             limit,
         )
@@ -118,7 +135,7 @@ class Waits:
             "INSERT INTO orchestrator.run_waits (session_id, execution_id, seq, kind, conditions, after_id, state,"
             " matched, event_ids, grace_seconds, reason, ended_at, told_at)"
             " VALUES ($1, $2, $3, 'cancel', '[]', 0, 'answered', 0, '{}', $4, $5, clock_timestamp(), clock_timestamp())"
-            " ON CONFLICT (execution_id, seq) DO NOTHING",
+            " ON CONFLICT (execution_id, run_id, seq) DO NOTHING",
             session_id,
             execution_id,
             STOP_SEQ,
@@ -137,4 +154,4 @@ class Waits:
         return [dict(r) for r in rows]
 
 
-__all__ = ["Waits", "compiled_conditions"]
+__all__ = ["ANSWER_EVENTS_BYTES", "Waits", "answer_events", "compiled_conditions"]

@@ -5,12 +5,13 @@ run of another key goes on. A run that ignores its cancellation is terminated on
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporalio import workflow
+from temporalio import activity, workflow
+from temporalio.exceptions import ActivityError
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.platform import Platform
@@ -31,12 +32,21 @@ class Render:
         session = RunSession(run)
         options: dict[str, Any] = run.input if isinstance(run.input, dict) else {}
         try:
-            await workflow.sleep(3600)
-        except asyncio.CancelledError:
+            if options.get("in_activity"):
+                await workflow.execute_activity("test.render", start_to_close_timeout=timedelta(seconds=30))
+            else:
+                await workflow.sleep(3600)
+        except (asyncio.CancelledError, ActivityError):
             if options.get("stubborn"):
                 await workflow.sleep(timedelta(hours=1))
             await session.write_object(f"cleaned/{run.batch.lane}", {"type": "cleaned"})
             raise
+
+
+@activity.defn(name="test.render")
+async def slow_render() -> None:
+    """A render in an activity: long enough to be cancelled in, short enough not to hold the worker's shutdown."""
+    await asyncio.sleep(4)
 
 
 def render(**overrides: Any) -> dict[str, Any]:
@@ -47,7 +57,14 @@ def render(**overrides: Any) -> dict[str, Any]:
         "batch": {"max_events": 1},
         "action": {"type": "workflow", "workflow": "render", "input": overrides.pop("input", {})},
         "retry": {"attempts": 2, "delay_seconds": 0.1},
-        "cancel_on": [{"types": ["object.deleted"], "aliases": ["docs/*"], "key": "alias", "grace_seconds": 1}],
+        "cancel_on": [
+            {
+                "types": ["object.deleted"],
+                "aliases": ["docs/*"],
+                "key": "alias",
+                "grace_seconds": overrides.pop("grace", 1),
+            }
+        ],
         **overrides,
     }
 
@@ -57,7 +74,11 @@ async def render_engine(platform: Platform, temporal_env: WorkflowEnvironment) -
     platform.settings = platform.settings.model_copy(
         update={"search_attributes": not temporal_env.supports_time_skipping}
     )
-    async with running_engine(platform, temporal_env.client, workflows=[Render]) as engine:
+
+    def wrap(activities: list[Callable[..., Any]]) -> list[Callable[..., Any]]:
+        return [slow_render, *activities]
+
+    async with running_engine(platform, temporal_env.client, workflows=[Render], wrap=wrap) as engine:
         yield engine
 
 
@@ -102,7 +123,7 @@ async def test_an_event_cancels_the_run_of_its_key_which_cleans_up_and_ends_canc
 
 async def test_a_run_that_ignores_its_cancellation_is_terminated_after_its_grace(render_engine: Engine) -> None:
     engine = render_engine
-    await engine.command("save_listener", listener=render(input={"stubborn": True}))
+    await engine.command("save_listener", listener=render(input={"stubborn": True}, grace=4))
     sid = await new_session(engine)
     await engine.command("write_object", session_id=sid, alias="docs/c", value={"type": "doc"})
 
@@ -111,6 +132,8 @@ async def test_a_run_that_ignores_its_cancellation_is_terminated_after_its_grace
 
     await eventually(running, what="the render")
     await engine.command("delete_object", session_id=sid, alias="docs/c")
+    await asyncio.sleep(2.5)
+    assert await running(), "within its grace of 4 s it is left to clean up"
 
     async def ended() -> bool:
         return (await executions(engine, sid))["docs/c"]["status"] != "running"
@@ -134,3 +157,27 @@ async def test_an_event_before_the_run_began_cancels_it_too(render_engine: Engin
 
     await eventually(ended, what="the render cancelled")
     assert (await executions(engine, sid))["docs/d"]["status"] == "cancelled"
+
+
+async def test_a_run_cancelled_in_an_activity_ends_cancelled_and_is_not_repeated(render_engine: Engine) -> None:
+    """Most of a run's time is in its activities: cancelled there, the run fails on the activity's cancellation,
+    which is its cancellation all the same (not a failure to repeat)."""
+    engine = render_engine
+    await engine.command("save_listener", listener=render(input={"in_activity": True}))
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias="docs/e", value={"type": "doc"})
+
+    async def running() -> bool:
+        return (await executions(engine, sid)).get("docs/e", {}).get("status") == "running"
+
+    await eventually(running, what="the render")
+    await engine.command("delete_object", session_id=sid, alias="docs/e")
+
+    async def ended() -> bool:
+        return (await executions(engine, sid))["docs/e"]["status"] != "running"
+
+    await eventually(ended, what="the render cancelled")
+    await asyncio.sleep(1.0)
+    runs = (await engine.command("list_executions", session_id=sid))["executions"]
+    assert [(r["lane"], r["status"]) for r in runs] == [("docs/e", "cancelled")], "cancelled, and not repeated"
+    assert not (await engine.command("list_session_events", session_id=sid, types=["listener.failed"]))["events"]

@@ -49,6 +49,14 @@ class Conversation:
         if options.get("busy"):
             await workflow.sleep(float(options["busy"]))
         answers: list[Any] = []
+        if options.get("give_up_after"):
+            # The caller stops waiting (its task cancelled by a timeout of its own): the wait is closed with it.
+            try:
+                await asyncio.wait_for(
+                    session.wait_for_event([replies, resolved], timeout_seconds=600), float(options["give_up_after"])
+                )
+            except TimeoutError:
+                answers.append(["gave up"])
         for _ in range(int(options.get("waits", 1))):
             try:
                 answer = await session.wait_for_event(
@@ -236,3 +244,28 @@ async def test_a_wait_of_a_condition_that_can_never_hold_is_refused_naming_the_f
     [[refused, code, message]] = got
     assert (refused, code) == ("refused", "invalid_request")
     assert message.startswith("conditions.0.types.0: 'thread.item_postd'"), message
+
+
+async def test_a_wait_its_caller_gives_up_on_is_closed_and_takes_nothing_later(
+    heard_engine: tuple[Engine, Heard],
+) -> None:
+    engine, heard = heard_engine
+    await engine.command("save_listener", listener=conversation(give_up_after=1, waits=0))
+    sid = await new_session(engine)
+    await post(engine, sid, "chats/given-up", "anyone?")
+    assert await answers(heard, "chats/given-up") == [["gave up"]]
+    [wait] = await waits_of(engine, sid)
+    assert wait["state"] == "timed_out", "closed when its caller gave up, not left open to take what comes"
+
+
+async def test_an_answer_too_heavy_for_one_payload_is_read_by_the_run_in_pages(
+    heard_engine: tuple[Engine, Heard],
+) -> None:
+    """Five replies of 150 KB each weigh more than an answer carries whole: the run is told their ids and reads them."""
+    engine, heard = heard_engine
+    await engine.command("save_listener", listener=conversation(busy=1, max_events=5, timeout=10))
+    sid = await new_session(engine)
+    chat = "chats/heavy"
+    await post(engine, sid, chat, "start")
+    replies = [await post(engine, sid, chat, "x" * 150_000) for _ in range(5)]
+    assert await answers(heard, chat) == [[0, replies]]

@@ -1,10 +1,11 @@
--- The open waits (and cancel watches) of a session that a routing round's page of events answers, answered: each
--- event finds the waits of its own session its probe keys reach (`wait_probes`, keyed as the listeners' probes
--- are, at the paths the session's waits probe by), their conditions decide (`orchestrator_condition_takes`; a run's own writes never answer its waits, nor
--- an event at or before a wait's position), and for each wait the first declared condition that holds wins and
--- takes its events in id order, up to `max_events` (`core/waits.answer`). A session with no open wait costs one
--- index probe. Answers the waits answered, [{wait_id, execution_id, seq, kind, listener, matched, event_ids}]
--- (null: none): the round leaves a wait's events out of its run's listener's lanes, and the router tells the runs.
+-- The open waits (and cancel watches) of a session that a routing round's page of events answers, answered: each event
+-- finds the waits of its own session its probe keys reach (`wait_probes`, keyed as the listeners' probes are, at the
+-- paths the session's waits probe by), their conditions decide (`orchestrator_condition_takes`; a run's own writes
+-- never answer its waits, nor an event at or before a wait's position), and for each wait the first declared condition
+-- that holds wins and takes its events in id order, up to `max_events` (`core/waits.answer`). A session with no open
+-- wait costs one index probe. Answers the waits answered, [{wait_id, execution_id, seq, kind, listener, matched,
+-- event_ids}] (null: none): the round leaves a wait's events out of its run's listener's lanes, and the router tells
+-- the runs.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_answer_waits(p_session text, p_from bigint, p_through bigint)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -24,7 +25,10 @@ BEGIN
             SELECT DISTINCT p.wait_id, p.cond, e.id AS event_id
             FROM orchestrator.events e
             JOIN orchestrator.wait_probes p ON p.session_id = p_session
-                 AND p.probe_key = ANY (orchestrator.orchestrator_event_keys(e, v_paths))
+                 -- An event with no place, where no wait probes by a value, offers the one key of no value (0021).
+                 AND p.probe_key = ANY (CASE WHEN e.alias IS NULL AND e.graph IS NULL AND cardinality(v_paths) = 0
+                                             THEN ARRAY[chr(31) || chr(31) || 'null']
+                                             ELSE orchestrator.orchestrator_event_keys(e, v_paths) END)
                  AND p.type_head = ANY (orchestrator.orchestrator_heads(e.type, '.'))
             WHERE e.session_id = p_session AND e.id > p_from AND e.id <= p_through),
         held AS (
@@ -35,6 +39,8 @@ BEGIN
             JOIN orchestrator.events e ON e.id = f.event_id
             WHERE e.id > w.after_id
               AND (e.source ->> 'execution') IS DISTINCT FROM w.execution_id
+              -- A listener's runs never cancel each other by what they write (never woken by itself).
+              AND (w.kind <> 'cancel' OR (e.source ->> 'listener') IS DISTINCT FROM w.listener)
               AND orchestrator.orchestrator_condition_takes(e, k, w.lane)),
         won AS (SELECT h.wait_id, min(h.cond) AS cond FROM held h GROUP BY h.wait_id)
         SELECT h.wait_id, h.cond, (array_agg(h.event_id ORDER BY h.event_id))[1:min(h.max_events)] AS ids
@@ -42,9 +48,11 @@ BEGIN
         GROUP BY h.wait_id, h.cond
         ORDER BY h.wait_id
     LOOP
-        IF orchestrator.orchestrator_wait_answered(v_answer.wait_id, v_answer.cond, v_answer.ids, false) THEN
+        IF orchestrator.orchestrator_wait_answered(v_answer.wait_id, v_answer.cond, v_answer.ids, false, false) THEN
             v_answers := v_answers || (
-                SELECT jsonb_build_object('wait_id', w.id, 'execution_id', w.execution_id, 'seq', w.seq,
+                SELECT jsonb_build_object('wait_id', w.id, 'session_id', w.session_id,
+                                          'execution_id', w.execution_id, 'run_id', w.run_id,
+                                          'seq', w.seq,
                                           'kind', w.kind, 'listener', w.listener, 'matched', w.matched,
                                           'event_ids', to_jsonb(w.event_ids))
                 FROM orchestrator.run_waits w WHERE w.id = v_answer.wait_id);

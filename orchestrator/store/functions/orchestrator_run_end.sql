@@ -25,6 +25,9 @@ BEGIN
     IF orchestrator.orchestrator_lock_session(v_session) = 'not_found' THEN
         RETURN '{"recorded": false, "drive": []}';
     END IF;
+    -- Its waits before the keys' lock, in the order a routing round takes them (it answers waits, then locks the
+    -- keys of the lanes it queues for); a second report finds nothing left open.
+    PERFORM orchestrator.orchestrator_waits_abandoned(v_execution);
     IF v_keyed THEN
         PERFORM orchestrator.orchestrator_keys_lock(v_session, v_listener);
     END IF;
@@ -41,7 +44,6 @@ BEGIN
     IF NOT FOUND THEN
         RETURN '{"recorded": false, "drive": []}';
     END IF;
-    PERFORM orchestrator.orchestrator_waits_abandoned(v_execution);
     PERFORM orchestrator.orchestrator_execution_started(v_execution);
     PERFORM orchestrator.orchestrator_append(
         x.session_id, 'execution.ended', NULL, NULL,

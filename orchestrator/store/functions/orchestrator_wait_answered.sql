@@ -3,9 +3,10 @@
 -- leaves the queues of the run's listener's lanes that have not fired it yet (the round that answers leaves it
 -- out of them before it queues; the look back finds it queued already). A lane left with nothing after what it
 -- fired is as fired through everything routed to it; its `seq` moves either way, so a step decided over a
--- snapshot that held the event is refused as stale and reads again. Answers whether this call recorded it.
+-- snapshot that held the event is refused as stale and reads again. A round's answer takes events it has not queued
+-- yet (`p_queued` false: nothing to clean). Answers whether this call recorded it.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_wait_answered(
-    p_wait bigint, p_matched integer, p_event_ids bigint[], p_told boolean
+    p_wait bigint, p_matched integer, p_event_ids bigint[], p_told boolean, p_queued boolean
 ) RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
     w orchestrator.run_waits%ROWTYPE;
@@ -19,7 +20,7 @@ BEGIN
         RETURN false;
     END IF;
     DELETE FROM orchestrator.wait_probes WHERE wait_id = p_wait;
-    IF w.kind = 'wait' AND w.listener IS NOT NULL THEN
+    IF p_queued AND w.kind = 'wait' AND w.listener IS NOT NULL THEN
         FOR v_lane IN
             SELECT l.id FROM orchestrator.lanes l
             WHERE l.session_id = w.session_id AND l.listener = w.listener

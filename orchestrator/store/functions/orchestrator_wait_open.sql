@@ -3,8 +3,10 @@
 -- Race-free by its position: under the session's routing position, held (`FOR UPDATE`, so no round routes past it
 -- meanwhile), the wait looks back over the events after its position through the routed one, and the rounds
 -- after this commit meet it for everything later: no event falls between the two. A round that found the position
--- held is told to come back (`pg_notify`, at the commit). Idempotent by the run and the wait's number: a retried
--- call answers the wait as it stands. `p`: session_id, execution_id, seq, kind, listener, lane, after (null: the
+-- held is told to come back (`pg_notify`, at the commit). Idempotent by the run (its execution and Temporal run) and
+-- the wait's number: a retried call answers the wait as it stands. A wait of a run that has ended is `abandoned`
+-- from the start (its call came after the run's end was recorded, which abandoned what was open then): it takes
+-- nothing. `p`: session_id, execution_id, run_id, seq, kind, listener, lane, after (null: the
 -- run's `execution.started`, else the routed position), max_events, timeout_seconds, grace_seconds, conditions
 -- (as declared) and compiled (per condition: type_res, alias_res, where, key_root, key_rest, key_segments,
 -- probes [{type_head, alias_head, eq_path, eq_value}]). Answers the wait as `orchestrator_wait_json` says it.
@@ -13,31 +15,41 @@ DECLARE
     v_session text := p ->> 'session_id';
     v_execution text := p ->> 'execution_id';
     v_seq integer := (p ->> 'seq')::integer;
+    v_run text := coalesce(p ->> 'run_id', '');
+    v_ended boolean;
     w orchestrator.run_waits%ROWTYPE;
     v_routed bigint;
     v_matched integer;
     v_ids bigint[];
 BEGIN
-    SELECT * INTO w FROM orchestrator.run_waits WHERE execution_id = v_execution AND seq = v_seq;
+    SELECT * INTO w FROM orchestrator.run_waits WHERE execution_id = v_execution AND run_id = v_run AND seq = v_seq;
     IF FOUND THEN
         RETURN orchestrator.orchestrator_wait_json(w);
     END IF;
     PERFORM orchestrator.orchestrator_share_session(v_session);
-    SELECT c.routed_event_id INTO v_routed FROM orchestrator.routing_cursors c WHERE c.session_id = v_session FOR UPDATE;
+    SELECT c.routed_event_id INTO v_routed FROM orchestrator.routing_cursors c
+        WHERE c.session_id = v_session FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no session %', v_session USING ERRCODE = 'no_data_found';
     END IF;
-    INSERT INTO orchestrator.run_waits (session_id, execution_id, seq, kind, listener, lane, conditions, after_id,
-                                        max_events, deadline, grace_seconds)
-        VALUES (v_session, v_execution, v_seq, p ->> 'kind', p ->> 'listener', p ->> 'lane', p -> 'conditions',
+    -- The run's record (none for a workflow the platform did not start), held against its end meanwhile.
+    SELECT x.status <> 'running' INTO v_ended FROM orchestrator.executions x WHERE x.id = v_execution FOR SHARE;
+    INSERT INTO orchestrator.run_waits (session_id, execution_id, run_id, seq, kind, listener, lane, conditions,
+                                        after_id, max_events, deadline, grace_seconds, state, ended_at)
+        VALUES (v_session, v_execution, v_run, v_seq, p ->> 'kind', p ->> 'listener', p ->> 'lane', p -> 'conditions',
                 coalesce((p ->> 'after')::bigint,
                          (SELECT x.started_event_id FROM orchestrator.executions x WHERE x.id = v_execution), v_routed),
                 (p ->> 'max_events')::integer,
                 clock_timestamp() + make_interval(secs => (p ->> 'timeout_seconds')::float8),
-                (p ->> 'grace_seconds')::float8)
-        ON CONFLICT (execution_id, seq) DO NOTHING RETURNING * INTO w;
+                (p ->> 'grace_seconds')::float8,
+                CASE WHEN v_ended THEN 'abandoned' ELSE 'open' END,
+                CASE WHEN v_ended THEN clock_timestamp() END)
+        ON CONFLICT (execution_id, run_id, seq) DO NOTHING RETURNING * INTO w;
     IF NOT FOUND THEN
-        SELECT * INTO w FROM orchestrator.run_waits WHERE execution_id = v_execution AND seq = v_seq;
+        SELECT * INTO w FROM orchestrator.run_waits WHERE execution_id = v_execution AND run_id = v_run AND seq = v_seq;
+        RETURN orchestrator.orchestrator_wait_json(w);
+    END IF;
+    IF w.state = 'abandoned' THEN
         RETURN orchestrator.orchestrator_wait_json(w);
     END IF;
     INSERT INTO orchestrator.wait_conditions (wait_id, cond, type_res, alias_res, where_conds, key_root, key_rest,
@@ -60,6 +72,7 @@ BEGIN
         JOIN orchestrator.wait_conditions k ON k.wait_id = w.id
         WHERE e.session_id = v_session AND e.id > w.after_id AND e.id <= v_routed
           AND (e.source ->> 'execution') IS DISTINCT FROM v_execution
+          AND (w.kind <> 'cancel' OR (e.source ->> 'listener') IS DISTINCT FROM w.listener)
           AND (w.kind <> 'wait' OR NOT EXISTS (
                    SELECT 1 FROM orchestrator.run_waits x
                    WHERE x.execution_id = v_execution AND x.kind = 'wait' AND x.state = 'answered'
@@ -72,7 +85,7 @@ BEGIN
 
     IF v_matched IS NOT NULL THEN
         -- A wait's answer goes back in this call's reply; a cancel watch's is the router's to act on.
-        PERFORM orchestrator.orchestrator_wait_answered(w.id, v_matched, v_ids, w.kind = 'wait');
+        PERFORM orchestrator.orchestrator_wait_answered(w.id, v_matched, v_ids, w.kind = 'wait', true);
     ELSE
         INSERT INTO orchestrator.wait_probes (session_id, probe_key, type_head, eq_path, wait_id, cond)
             SELECT DISTINCT v_session,

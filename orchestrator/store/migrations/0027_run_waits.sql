@@ -1,16 +1,21 @@
--- Runs that hear events (docs/waits.md): a run's wait for the next events it needs, and a listener's `cancel_on`,
--- kept as rows the routing round meets beside the listeners' probes.
+-- Runs that hear events (docs/waits.md): a run's wait for the next events it needs, and a listener's `cancel_on`, kept
+-- as rows the routing round meets beside the listeners' probes.
 --
 -- A wait is a row: its run, its number among the run's waits (so a retried activity or a replayed workflow finds the
--- same row), the run's listener (whose lanes do not get what the wait takes), its conditions as declared, the
--- position it counts from, how many events it takes, and its state (`open`, then `answered`, `timed_out` or
--- `abandoned` when its run ended first). A `cancel` row is a run's watch for its listener's `cancel_on`: answered
--- the same way, it cancels the run instead of telling it, and takes nothing from the lanes. `told_at` is when the
--- answer reached Temporal (a signal to the run, or the cancellation): an answer not yet told is told again.
+-- same row; with the Temporal run's id, as a run continued as new numbers its waits again), the run's listener (whose
+-- lanes do not get what the wait takes), its conditions as declared, the position it counts from, how many events it
+-- takes, and its state (`open`, then `answered`, `timed_out` or `abandoned` when its run ended first). A `cancel` row
+-- is a run's watch for its listener's `cancel_on`: answered the same way, it cancels the run instead of telling it, and
+-- takes nothing from the lanes; a `stop_execution` that lets its run clean up is a cancel row answered from the start.
+-- `told_at` is when the answer reached Temporal (a signal to the run, or the cancellation): an answer not yet told is
+-- told again.
 CREATE TABLE orchestrator.run_waits (
     id           bigserial PRIMARY KEY,
     session_id   text NOT NULL REFERENCES orchestrator.sessions (id) ON DELETE CASCADE,
     execution_id text NOT NULL,
+    -- The Temporal run the wait is of: a run continued as new numbers its waits from 1 again (a cancel watch and a
+    -- stop are the execution's, '').
+    run_id       text NOT NULL DEFAULT '',
     seq          integer NOT NULL,
     kind         text NOT NULL DEFAULT 'wait' CHECK (kind IN ('wait', 'cancel')),
     listener     text,
@@ -30,7 +35,7 @@ CREATE TABLE orchestrator.run_waits (
     created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
     ended_at     timestamptz,
     told_at      timestamptz,
-    UNIQUE (execution_id, seq)
+    UNIQUE (execution_id, run_id, seq)
 );
 CREATE INDEX run_waits_open ON orchestrator.run_waits (session_id) WHERE state = 'open';
 CREATE INDEX run_waits_untold ON orchestrator.run_waits (ended_at) WHERE state = 'answered' AND told_at IS NULL;
@@ -67,5 +72,7 @@ CREATE INDEX wait_probes_paths ON orchestrator.wait_probes (session_id, eq_path)
 
 -- A run cancelled (by `cancel_on`, or stopped with a grace) ends `cancelled`.
 ALTER TABLE orchestrator.executions DROP CONSTRAINT executions_status_check;
+-- Checked against the rows there without holding the table for the scan.
 ALTER TABLE orchestrator.executions ADD CONSTRAINT executions_status_check
-    CHECK (status IN ('running', 'completed', 'failed', 'stopped', 'cancelled'));
+    CHECK (status IN ('running', 'completed', 'failed', 'stopped', 'cancelled')) NOT VALID;
+ALTER TABLE orchestrator.executions VALIDATE CONSTRAINT executions_status_check;

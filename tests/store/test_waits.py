@@ -1,0 +1,99 @@
+"""A run's waits in the store, one statement at a time: answered at once from the log, closed on the timeout unless
+an answer came first, abandoned from the start for a run that has ended, and numbered per Temporal run (a run
+continued as new numbers its waits again)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.core.waits import parse_wait
+from orchestrator.platform import Platform
+from orchestrator.store.waits import compiled_conditions
+
+
+def wait(session_id: str, execution_id: str, seq: int = 1, run_id: str = "r1", after: int = 0) -> dict[str, Any]:
+    spec = parse_wait(
+        {"conditions": [{"types": ["object.written"], "aliases": ["replies/*"]}], "timeout_seconds": 60.0}
+    )
+    return {
+        "session_id": session_id,
+        "execution_id": execution_id,
+        "run_id": run_id,
+        "seq": seq,
+        "kind": "wait",
+        "listener": None,
+        "after": after,
+        "max_events": 5,
+        "timeout_seconds": spec.timeout_seconds,
+        "conditions": [c.model_dump(mode="json") for c in spec.conditions],
+        "compiled": compiled_conditions(spec.conditions),
+    }
+
+
+async def write(platform: Platform, sid: str, alias: str) -> int:
+    reply = await platform.command(
+        {"command": "write_object", "session_id": sid, "alias": alias, "value": {"type": "t"}}
+    )
+    return int(reply["event_id"])
+
+
+async def routed(platform: Platform, sid: str) -> None:
+    await platform.store.pool.execute(
+        "UPDATE orchestrator.routing_cursors SET routed_event_id = (SELECT last_event_id FROM orchestrator.sessions"
+        " WHERE id = $1) WHERE session_id = $1",
+        sid,
+    )
+
+
+async def record_run(platform: Platform, sid: str, execution_id: str, status: str = "running") -> None:
+    await platform.store.pool.execute(
+        "INSERT INTO orchestrator.executions (id, session_id, workflow, status) VALUES ($1, $2, 'w', $3)",
+        execution_id,
+        sid,
+        status,
+    )
+
+
+async def test_a_wait_is_answered_at_once_from_what_the_log_holds_after_its_position(platform: Platform) -> None:
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    before = await write(platform, sid, "replies/1")
+    after = [await write(platform, sid, f"replies/{n}") for n in (2, 3)]
+    await routed(platform, sid)
+    opened = await platform.store.open_wait(wait(sid, "exe:a", after=before))
+    assert (opened["state"], opened["matched"], opened["event_ids"]) == ("answered", 0, after)
+    again = await platform.store.open_wait(wait(sid, "exe:a", after=0))
+    assert again == opened, "the same run and number find the same wait"
+    closed = await platform.store.close_wait("exe:a", "r1", 1)
+    assert closed is not None and closed["state"] == "answered", "a close after the answer takes the answer"
+
+
+async def test_a_wait_with_nothing_after_its_position_is_open_then_timed_out(platform: Platform) -> None:
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    last = await write(platform, sid, "replies/1")
+    await routed(platform, sid)
+    opened = await platform.store.open_wait(wait(sid, "exe:b", after=last))
+    assert opened["state"] == "open"
+    closed = await platform.store.close_wait("exe:b", "r1", 1)
+    assert closed is not None and closed["state"] == "timed_out"
+    probes = await platform.store.pool.fetchval("SELECT count(*) FROM orchestrator.wait_probes")
+    assert probes == 0, "a closed wait leaves nothing for the rounds to meet"
+
+
+async def test_a_wait_of_a_run_that_has_ended_is_abandoned_and_takes_nothing(platform: Platform) -> None:
+    """Its call came after the run's end was recorded (an activity still running when the run was cancelled)."""
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    await record_run(platform, sid, "exe:c", "cancelled")
+    await write(platform, sid, "replies/1")
+    await routed(platform, sid)
+    opened = await platform.store.open_wait(wait(sid, "exe:c"))
+    assert (opened["state"], opened["event_ids"]) == ("abandoned", [])
+
+
+async def test_a_run_continued_as_new_numbers_its_waits_again(platform: Platform) -> None:
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    first = await write(platform, sid, "replies/1")
+    await routed(platform, sid)
+    old = await platform.store.open_wait(wait(sid, "exe:d", run_id="run-1"))
+    assert old["event_ids"] == [first]
+    new = await platform.store.open_wait(wait(sid, "exe:d", run_id="run-2", after=first))
+    assert new["state"] == "open", "the new run's wait 1 is its own, not the old run's answered one"
