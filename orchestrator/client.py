@@ -118,14 +118,14 @@ class Client:
         token: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         transport: httpx.AsyncBaseTransport | None = None,
-    ) -> Client:
+    ) -> Self:
         """A client of the HTTP API at `url` (its root, e.g. `http://127.0.0.1:8700`)."""
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         http = httpx.AsyncClient(base_url=url, headers=headers, timeout=timeout, transport=transport)
         return cls(_HttpTransport(http))
 
     @classmethod
-    def local(cls, platform: Commands) -> Client:
+    def local(cls, platform: Commands) -> Self:
         """A client calling `platform` in this process, with no HTTP in between."""
         return cls(_LocalTransport(platform))
 
