@@ -62,7 +62,7 @@ async def test_the_right_token_is_200(api_url: str) -> None:
 
 
 async def test_an_unauthorized_write_changes_nothing(api_url: str) -> None:
-    async with Client.http(api_url, TOKEN) as client:
+    async with Client.http(api_url, token=TOKEN) as client:
         session_id = (await client.open_session())["session"]["id"]
         write = {
             "command": "write_object",

@@ -393,7 +393,7 @@ async def command_client(
     if not local:
         async with Client.http(
             url or api_url(settings.http_host, settings.http_port),
-            token or reveal(settings.api_token),
+            token=token or reveal(settings.api_token),
         ) as c:
             yield c
         return

@@ -32,7 +32,7 @@ class Api:
         return str(reply["key"]["secret"])
 
     def as_key(self, secret: str) -> Client:
-        return Client.http(self.url, secret)
+        return Client.http(self.url, token=secret)
 
     async def post(self, body: dict[str, Any], secret: str | None) -> httpx.Response:
         headers = {"Authorization": f"Bearer {secret}"} if secret is not None else {}
@@ -43,5 +43,5 @@ class Api:
 @pytest.fixture
 async def api(platform: Platform, settings: Settings) -> AsyncIterator[Api]:
     guarded = settings.model_copy(update={"api_token": SecretStr(TOKEN)})
-    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url, Client.http(url, TOKEN) as admin:
+    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url, Client.http(url, token=TOKEN) as admin:
         yield Api(url, platform, admin)

@@ -43,7 +43,7 @@ async def test_a_key_is_created_used_listed_and_revoked_through_the_python_clien
     async with api.as_key(secret) as reader:
         assert (await reader.list_listeners())["status"] == "success"
         with pytest.raises(CommandError) as denied:
-            await reader.open_session("not-mine")
+            await reader.open_session(alias="not-mine")
         assert denied.value.code == "access_denied"
 
     listed = (await api.admin.list_api_keys())["keys"]
@@ -210,7 +210,7 @@ async def test_an_open_apis_callers_act_as_anonymous(platform: Platform, setting
         serve_api(create_app(platform, settings), "127.0.0.1", 0) as url,
         Client.http(url) as client,
     ):
-        sid = (await client.open_session("open"))["session"]["id"]
+        sid = (await client.open_session(alias="open"))["session"]["id"]
         written = await client.write_object(sid, "a/b", {"type": "t"})
         [event] = (await client.list_session_events(sid))["events"]
     assert event["id"] == written["event_id"] and event["actor"] == {"key": "anonymous"}
@@ -218,7 +218,7 @@ async def test_an_open_apis_callers_act_as_anonymous(platform: Platform, setting
 
 
 async def test_a_stream_a_key_opened_ends_within_a_second_of_the_keys_revocation(api: Api) -> None:
-    sid = (await api.admin.open_session("watched"))["session"]["id"]
+    sid = (await api.admin.open_session(alias="watched"))["session"]["id"]
     secret = await api.key("watcher", ["listen:**"])
     headers = {"Authorization": f"Bearer {secret}"}
     async with (

@@ -76,8 +76,8 @@ async def test_a_revoked_keys_browser_session_ends(api: Api) -> None:
 
 async def test_a_stream_ticket_opens_one_stream_of_one_session_once(api: Api) -> None:
     secret = await api.key("listener", ["listen:**"])
-    sid = (await api.admin.open_session("watched"))["session"]["id"]
-    other = (await api.admin.open_session("other"))["session"]["id"]
+    sid = (await api.admin.open_session(alias="watched"))["session"]["id"]
+    other = (await api.admin.open_session(alias="other"))["session"]["id"]
     async with httpx.AsyncClient(base_url=api.url) as http:
         csrf = await sign_in(http, secret)
 
@@ -110,7 +110,7 @@ async def test_a_stream_ticket_opens_one_stream_of_one_session_once(api: Api) ->
 async def test_the_access_log_never_carries_a_secret(api: Api, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="orchestrator.access")
     secret = await api.key("logged", ["read:**", "listen:**", "write:**"])
-    sid = (await api.admin.open_session("logged"))["session"]["id"]
+    sid = (await api.admin.open_session(alias="logged"))["session"]["id"]
     async with httpx.AsyncClient(base_url=api.url) as http:
         csrf = await sign_in(http, secret)
         cookie = http.cookies["orchestrator_session"]

@@ -40,7 +40,7 @@ async def written(api_platform: Platform, session_id: str) -> list[int]:
 
 async def test_a_burst_over_a_keys_rate_is_answered_429_and_refused_requests_write_nothing(api: Api) -> None:
     slow = await api.key("slow", ["write:**", "read:**"], requests_per_second=2)
-    sid = (await api.admin.open_session("limited"))["session"]["id"]
+    sid = (await api.admin.open_session(alias="limited"))["session"]["id"]
     started = time.monotonic()
     replies = await burst(api.url, slow, sid)
     took = time.monotonic() - started
@@ -84,7 +84,7 @@ async def slow_sessions(platform: Platform, settings: Settings) -> AsyncIterator
             "limits": Limits(activation_delay_seconds=0, session_writes_per_second=3),
         }
     )
-    async with serve_api(create_app(platform, limited), "127.0.0.1", 0) as url, Client.http(url, TOKEN) as admin:
+    async with serve_api(create_app(platform, limited), "127.0.0.1", 0) as url, Client.http(url, token=TOKEN) as admin:
         yield Api(url, platform, admin)
 
 
@@ -93,8 +93,8 @@ async def test_a_sessions_writes_are_limited_across_keys_and_a_bulk_write_counts
 ) -> None:
     api = slow_sessions
     first, second = await api.key("one", ["write:**"]), await api.key("two", ["write:**"])
-    sid = (await api.admin.open_session("busy"))["session"]["id"]
-    other = (await api.admin.open_session("quiet"))["session"]["id"]
+    sid = (await api.admin.open_session(alias="busy"))["session"]["id"]
+    other = (await api.admin.open_session(alias="quiet"))["session"]["id"]
     replies = [*await burst(api.url, first, sid, 4), *await burst(api.url, second, sid, 4)]
     refused = [r for r in replies if r.status_code == 429]
     assert refused and all(r.json()["error"] == "rate_limited" and r.headers["retry-after"] for r in refused)

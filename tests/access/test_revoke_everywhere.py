@@ -47,7 +47,7 @@ async def test_a_revoked_key_is_refused_by_a_second_api_process_within_a_second(
                 assert line, "the second API stopped while starting"
         async with (
             serve_api(create_app(platform, guarded), "127.0.0.1", 0) as first,
-            Client.http(first, TOKEN) as admin,
+            Client.http(first, token=TOKEN) as admin,
             httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as second,
         ):
             secret = (await admin.create_api_key("replicated", ["read:**"]))["key"]["secret"]

@@ -29,7 +29,7 @@ async def tenants(api: Api) -> tuple[str, str, str, str]:
     """Two tenants' sessions with an object, a thread item and an event each, and a key per tenant."""
     sessions = []
     for tenant in ("acme", "globex"):
-        sid = (await api.admin.open_session(f"{tenant}/support"))["session"]["id"]
+        sid = (await api.admin.open_session(alias=f"{tenant}/support"))["session"]["id"]
         await api.admin.write_object(sid, "tickets/1", {"type": "ticket"})
         await api.admin.post_thread_item(sid, "chats/1", {"type": "text", "message": "hi"})
         sessions.append(sid)
@@ -86,9 +86,9 @@ async def test_a_tenants_key_cannot_read_write_stream_or_explain_another_tenants
         listed = (await client.command({"command": "list_sessions"}))["sessions"]
         assert [s["alias"] for s in listed] == ["acme/support"]
         with pytest.raises(Exception) as denied:
-            await client.open_session("globex/new")
+            await client.open_session(alias="globex/new")
         assert getattr(denied.value, "code", None) == "access_denied"
-        assert (await client.open_session("acme/new"))["session"]["alias"] == "acme/new"
+        assert (await client.open_session(alias="acme/new"))["session"]["alias"] == "acme/new"
     async with opened(api.url, acme_session, headers={"Authorization": f"Bearer {acme}"}) as next_message:
         new = await write(api.platform, acme_session, "tickets/3")
         assert [e["id"] for e in (await next_message())["data"]["events"]] == [new]
@@ -97,7 +97,7 @@ async def test_a_tenants_key_cannot_read_write_stream_or_explain_another_tenants
 async def test_an_emit_only_key_emits_and_cannot_write_objects_or_read(api: Api) -> None:
     await api.admin.save_event_type("chat.sent", {"type": "object", "properties": {"text": {"type": "string"}}})
     await api.admin.save_event_type("billing.paid", {"type": "object"})
-    sid = (await api.admin.open_session("acme/widget"))["session"]["id"]
+    sid = (await api.admin.open_session(alias="acme/widget"))["session"]["id"]
     widget = await api.key("widget", ["emit:chat.*"])
     before = await events_of(api, sid)
 
@@ -133,8 +133,8 @@ async def test_an_emit_only_key_emits_and_cannot_write_objects_or_read(api: Api)
 
 async def test_a_send_only_key_narrowed_to_a_tenant_finds_no_other_session(api: Api) -> None:
     await api.admin.save_event_type("chat.sent", {"type": "object"})
-    mine = (await api.admin.open_session("acme/widget"))["session"]["id"]
-    theirs = (await api.admin.open_session("globex/widget"))["session"]["id"]
+    mine = (await api.admin.open_session(alias="acme/widget"))["session"]["id"]
+    theirs = (await api.admin.open_session(alias="globex/widget"))["session"]["id"]
     widget = await api.key("acme-widget", ["emit:chat.*:acme/**"])
     body = {"command": "emit_event", "type": "chat.sent", "data": {}}
     assert (await api.post({**body, "session_id": mine}, widget)).status_code == 200
@@ -144,7 +144,7 @@ async def test_a_send_only_key_narrowed_to_a_tenant_finds_no_other_session(api: 
 
 async def test_an_event_types_allow_names_the_scopes_that_may_emit_it(api: Api) -> None:
     await api.admin.save_event_type("payment.captured", {"type": "object"}, allow=["emit:payment.*"])
-    sid = (await api.admin.open_session("shop/1"))["session"]["id"]
+    sid = (await api.admin.open_session(alias="shop/1"))["session"]["id"]
     body = {"command": "emit_event", "session_id": sid, "type": "payment.captured", "data": {}}
     for name, held in (("any-emit", ["emit:**"]), ("writer", ["write:**", "read:**"])):
         reply = await api.post(body, await api.key(name, held))
@@ -157,16 +157,16 @@ async def test_an_event_types_allow_names_the_scopes_that_may_emit_it(api: Api) 
 
 async def test_a_listeners_key_manages_declarations_but_writes_no_session(api: Api) -> None:
     ops = await api.key("ops", ["listeners", "read:**"])
-    sid = (await api.admin.open_session("acme/ops"))["session"]["id"]
+    sid = (await api.admin.open_session(alias="acme/ops"))["session"]["id"]
     listener = {
         "name": "watch",
         "filter": {"types": ["object.written"]},
         "action": {"type": "object", "alias": "out/x", "value": {"type": "x"}},
     }
-    async with Client.http(api.url, ops) as client:
+    async with Client.http(api.url, token=ops) as client:
         assert (await client.save_listener(listener))["listener"]["name"] == "watch"
         await client.command({"command": "pause_listener", "name": "watch", "session_id": sid})
-        assert (await client.switch_listener(sid, "watch", False))["enabled"] is False
+        assert (await client.switch_listener(sid, "watch", enabled=False))["enabled"] is False
         reply = await client.command(
             {"command": "write_object", "session_id": sid, "alias": "a", "value": {"type": "t"}}
         )

@@ -27,7 +27,7 @@ async def door(platform: Platform, settings: Settings) -> AsyncIterator[Client]:
 @pytest.fixture
 async def session_id(door: Client) -> str:
     """The session an example runs in (`ses_...` in the pages)."""
-    return str((await door.open_session("docs"))["session"]["id"])
+    return str((await door.open_session(alias="docs"))["session"]["id"])
 
 
 @pytest.fixture

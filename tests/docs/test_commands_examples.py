@@ -63,14 +63,14 @@ async def operator(platform: Platform, settings: Settings) -> AsyncIterator[Clie
     """A client of the HTTP door with the bootstrap token."""
     closed = settings.model_copy(update={"api_token": SecretStr(TOKEN)})
     async with serve_api(create_app(platform, closed), "127.0.0.1", 0) as url:
-        client = Client.http(url, TOKEN)
+        client = Client.http(url, token=TOKEN)
         yield client
         await client.aclose()
 
 
 async def stage(door: Client, app_conn: asyncpg.Connection) -> str:
     """The world the page's introduction describes; answers the session's id."""
-    session_id = str((await door.open_session("support"))["session"]["id"])
+    session_id = str((await door.open_session(alias="support"))["session"]["id"])
     await door.save_event_type("ticket.escalated", ESCALATED)
     respond = _example("simulate_listener").block.value()["listener"]
     await door.save_listener(respond)

@@ -145,11 +145,11 @@ async def test_the_programming_models_workflow_runs_with_its_listener(
         await door.write_object(session_id, "tickets/43/meta", {"type": "ticket"})
 
         async def viewed() -> bool:
-            views = (await door.list_objects(session_id, "views/tickets/"))["objects"]
+            views = (await door.list_objects(session_id, prefix="views/tickets/"))["objects"]
             return len(views) == 2
 
         await eventually(viewed, what=f"{example.block.where}: the views its workflow writes")
-    views = {o["alias"]: o["value"] for o in (await door.list_objects(session_id, "views/tickets/"))["objects"]}
+    views = {o["alias"]: o["value"] for o in (await door.list_objects(session_id, prefix="views/tickets/"))["objects"]}
     assert views == {
         "views/tickets/42": {"type": "ticket_status", "state": "open"},
         "views/tickets/43": {"type": "ticket_status", "state": "new"},

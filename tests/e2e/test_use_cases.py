@@ -143,7 +143,7 @@ async def test_the_clock_a_schedule_writes_is_a_sweep_in_the_orchestrators_own_l
     try:
         await wait_for_runs(missions, "orchestrate", 2)
     finally:
-        await missions.client.delete_schedule("clock", session_id=missions.session_id)
+        await missions.client.delete_schedule(missions.session_id, "clock")
     runs = sorted(await executions(missions, "orchestrate"), key=lambda run: run["started_at"])
     ticks = await events_at(missions, "ops/clock")
     assert ticks and set(runs[1]["batch"]["event_ids"]) <= {e["id"] for e in ticks}, "the second run is the tick's"
@@ -183,7 +183,7 @@ async def test_respond_answers_each_request_once_on_its_thread(missions: Mission
 
 
 async def test_inbox_posts_one_item_for_a_failed_execution(missions: Missions) -> None:
-    started = await missions.client.start_execution(missions.session_id, "flaky", {"why": "to fail"})
+    started = await missions.client.start_execution(missions.session_id, "flaky", input={"why": "to fail"})
     failed_id = started["execution"]["id"]
 
     async def posted() -> bool:

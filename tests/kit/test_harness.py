@@ -103,7 +103,7 @@ async def test_an_apps_declared_schedule_is_made_in_the_session_at_its_alias_cha
     first = UserApp(name="tests.clock_app", schedules=[clock])
     async with Harness(app=first) as h:
         assert h.platform is not None
-        sid = (await h.client.open_session("ops"))["session"]["id"]
+        sid = (await h.client.open_session(alias="ops"))["session"]["id"]
         body = {"command": "get_schedule", "session_id": sid, "alias": "clock"}
         assert (await h.client.command(body))["schedule"]["repeat"]["every_seconds"] == 3600
         assert changes(await plan_of(h.platform, first)) == [], "applied at start, the same app plans nothing"
