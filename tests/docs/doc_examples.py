@@ -12,11 +12,16 @@ In a block, `ses_...` (or `ses_…`) stands for the session the example runs in.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from orchestrator.app_loader import workflow_names
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 LANGUAGES = ("json", "python", "sql")
@@ -149,3 +154,19 @@ def examples_of(page: str, *kinds: Kind) -> list[Example]:
 def counts() -> dict[str, int]:
     """How many examples each page has that the suite runs (fragments are not counted)."""
     return {page: len(read_page(page)[0]) for page in ("listeners.md", "commands.md", "transactions.md")}
+
+
+def page_workflows(
+    page: str, folder: Path, syspath_prepend: Callable[[str], None]
+) -> tuple[list[type], dict[str, Any]]:
+    """The page's one Python example as a module of its own (written to `folder`, put on the path, as a worker's
+    sandbox imports it again by its name), its workflows, and the page's listener body named for its workflow."""
+    (example,) = examples_of(page, "python")
+    name = f"{page.removesuffix('.md').replace('-', '_')}_md_{uuid.uuid4().hex[:8]}"
+    (folder / f"{name}.py").write_text(example.block.text, encoding="utf-8")
+    syspath_prepend(str(folder))
+    module = importlib.import_module(name)
+    workflows = [v for v in vars(module).values() if hasattr(v, "__temporal_workflow_definition")]
+    (workflow_name,) = workflow_names(workflows)
+    (body,) = [e.block.value() for e in examples_of(page, "listener") if e.name == workflow_name]
+    return workflows, body

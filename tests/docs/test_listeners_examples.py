@@ -10,9 +10,7 @@ scene fails: give it one.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,11 +18,10 @@ from typing import Any
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.app_loader import workflow_names
 from orchestrator.client import Client
 from orchestrator.platform import Platform
 from orchestrator.testing import busy
-from tests.docs.doc_examples import Example, examples_of, read_page
+from tests.docs.doc_examples import Example, examples_of, page_workflows, read_page
 from tests.engine.harness import eventually, running_engine
 
 PAGE = "listeners.md"
@@ -100,7 +97,7 @@ async def test_a_listener_body_saves_and_takes_the_events_it_is_about(
     body = example.block.value(session_id)
     await play(door, platform, session_id, SCENES[example.name])
     saved = await door.command({"command": "save_listener", "listener": body})
-    assert saved["status"] == "success", f"{example.block.where}: save_listener answered {saved}"
+    assert saved["status"] == "success", f"docs/{PAGE}: save_listener answered {saved}"
     assert saved["listener"]["name"] == example.name
     tried = await door.command({"command": "simulate_listener", "session_id": session_id, "listener": body})
     assert tried["status"] == "success", f"{example.block.where}: simulate_listener answered {tried}"
@@ -127,20 +124,13 @@ async def test_the_programming_models_workflow_runs_with_its_listener(
 ) -> None:
     """The page's workflow, as a module of its own, on a worker with the platform's parts: its listener (the
     body of its name) is saved through the door, and tickets' writes become their views."""
-    (example,) = examples_of(PAGE, "python")
-    name = f"listeners_md_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text(example.block.text, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))  # the worker's sandbox imports the module again by its name
-    module = importlib.import_module(name)
-    workflows = [v for v in vars(module).values() if hasattr(v, "__temporal_workflow_definition")]
-    (workflow_name,) = workflow_names(workflows)
-    (body,) = [e.block.value() for e in examples_of(PAGE, "listener") if e.name == workflow_name]
+    workflows, body = page_workflows(PAGE, tmp_path, monkeypatch.syspath_prepend)
     platform.settings = platform.settings.model_copy(
         update={"search_attributes": not temporal_env.supports_time_skipping}
     )
     async with running_engine(platform, temporal_env.client, workflows=workflows):
         saved = await door.command({"command": "save_listener", "listener": body})
-        assert saved["status"] == "success", f"{example.block.where}: save_listener answered {saved}"
+        assert saved["status"] == "success", f"docs/{PAGE}: save_listener answered {saved}"
         await door.write_object(session_id, "tickets/42/meta", {"type": "ticket", "state": "open"})
         await door.write_object(session_id, "tickets/43/meta", {"type": "ticket"})
 
@@ -148,7 +138,7 @@ async def test_the_programming_models_workflow_runs_with_its_listener(
             views = (await door.list_objects(session_id, prefix="views/tickets/"))["objects"]
             return len(views) == 2
 
-        await eventually(viewed, what=f"{example.block.where}: the views its workflow writes")
+        await eventually(viewed, what=f"docs/{PAGE}: the views its workflow writes")
     views = {o["alias"]: o["value"] for o in (await door.list_objects(session_id, prefix="views/tickets/"))["objects"]}
     assert views == {
         "views/tickets/42": {"type": "ticket_status", "state": "open"},
@@ -182,7 +172,7 @@ async def test_a_write_actions_templates_render_into_writes_that_succeed(
     platform.settings = platform.settings.model_copy(update={"search_attributes": False})
     async with running_engine(platform, time_skipping_env.client):
         saved = await door.command({"command": "save_listener", "listener": example.block.value(session_id)})
-        assert saved["status"] == "success", f"{example.block.where}: save_listener answered {saved}"
+        assert saved["status"] == "success", f"docs/{PAGE}: save_listener answered {saved}"
         await play(door, platform, session_id, SCENES[example.name])
         await settle(platform, time_skipping_env)
     (state,) = [s for s in (await door.list_session_listeners(session_id))["listeners"] if s["name"] == example.name]

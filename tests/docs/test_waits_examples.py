@@ -4,18 +4,15 @@ about. Every block of the page is one of these or a marked fragment."""
 
 from __future__ import annotations
 
-import importlib
-import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.app_loader import workflow_names
 from orchestrator.client import Client
 from orchestrator.platform import Platform
-from tests.docs.doc_examples import Example, examples_of, read_page
+from tests.docs.doc_examples import Example, examples_of, page_workflows, read_page
 from tests.engine.harness import eventually, running_engine
 
 PAGE = "waits.md"
@@ -49,14 +46,7 @@ async def test_the_waiting_workflow_hears_a_reply_and_a_closing(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    (example,) = examples_of(PAGE, "python")
-    name = f"waits_md_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text(example.block.text, encoding="utf-8")
-    monkeypatch.syspath_prepend(str(tmp_path))  # the worker's sandbox imports the module again by its name
-    module = importlib.import_module(name)
-    workflows = [v for v in vars(module).values() if hasattr(v, "__temporal_workflow_definition")]
-    (workflow_name,) = workflow_names(workflows)
-    (body,) = [e.block.value() for e in examples_of(PAGE, "listener") if e.name == workflow_name]
+    workflows, body = page_workflows(PAGE, tmp_path, monkeypatch.syspath_prepend)
     platform.settings = platform.settings.model_copy(
         update={"search_attributes": not temporal_env.supports_time_skipping}
     )
