@@ -380,7 +380,9 @@ _numbers = st.one_of(
 )
 _values = st.one_of(st.none(), st.booleans(), _numbers, st.text(max_size=12), st.lists(_numbers, max_size=3))
 _paths = st.sampled_from(["alias", "type", "depth", "data.n", "item.role", "source.client", "nope", "data.a.b", ""])
-_ops = st.sampled_from(["eq", "neq", "in", "not_in", "exists", "gt", "gte", "lt", "lte", "like", ""])
+_ops = st.sampled_from(
+    ["eq", "neq", "in", "not_in", "exists", "gt", "gte", "lt", "lte", "prefix", "contains", "like", ""]
+)
 _condition = st.fixed_dictionaries({"path": _paths, "op": _ops}, optional={"value": _values})
 _where_item = st.recursive(
     _condition,

@@ -99,9 +99,11 @@ class BatchInfo(BaseModel):
     A run carries what its listener's template names: the pointers (`messages`) only for a template that names
     `batch.messages` or the whole `batch`, the envelopes (`events`) only for one that names them (or `event`,
     `item`, the whole `batch`). `event_ids` are always there, and `entry_ids` when the entries are fewer;
-    `RunSession.batch_messages()` and `batch_events()` read the rest by id. Reading `messages` that were not
-    carried fails the run with a message that says so, rather than handing it an empty list it would take for
-    an empty batch.
+    `RunSession.batch_messages()` and `batch_events()` read the rest by id. Reading `messages` or `events` that
+    were not carried fails the run with a message that says so and names the call that reads them, rather than
+    handing it an empty list it would take for an empty batch. Both stay fields (`carried_messages`,
+    `carried_events`, `messages` and `events` on the wire, null when not carried), so the data converter and a
+    run that takes a `dict` see them as they came.
     """
 
     model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
@@ -115,7 +117,8 @@ class BatchInfo(BaseModel):
     event_ids: list[int]
     # On the wire `messages`: null when the template does not name them.
     carried_messages: list[dict[str, Any]] | None = Field(default=None, alias="messages")
-    events: list[dict[str, Any]] = Field(default_factory=list)
+    # On the wire `events`: the entries' envelopes, null when the template does not name them.
+    carried_events: list[dict[str, Any]] | None = Field(default=None, alias="events")
     # The entries' ids when they are fewer than `event_ids` (`distinct_by` superseded some, or the listener no
     # longer takes some) and the messages were not carried.
     entry_ids: list[int] | None = None
@@ -134,6 +137,19 @@ class BatchInfo(BaseModel):
                 non_retryable=True,
             )
         return self.carried_messages
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The entries' envelopes, when the template named them (`{{ batch.events }}`, `event`, `item`)."""
+        if self.carried_events is None:
+            raise ApplicationError(
+                "batch.events: not carried to this run, as its listener's template does not name them:"
+                " name `{{ batch.events }}` in the action's input, or read them with"
+                " `await RunSession(run).batch_events()`",
+                type="BatchEventsNotCarried",
+                non_retryable=True,
+            )
+        return self.carried_events
 
     @property
     def message_ids(self) -> list[int]:

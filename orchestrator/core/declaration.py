@@ -42,7 +42,7 @@ MIN_PRIORITY, MAX_PRIORITY = 1, 5
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 ACTION_TYPES = ("workflow", "thread_item", "object")
 
-WhereOp = Literal["eq", "neq", "in", "not_in", "exists", "gt", "gte", "lt", "lte"]
+WhereOp = Literal["eq", "neq", "in", "not_in", "exists", "gt", "gte", "lt", "lte", "prefix", "contains"]
 _ORDERING_OPS = ("gt", "gte", "lt", "lte")
 
 
@@ -95,6 +95,8 @@ class WhereCondition(_Strict):
             raise ValueError(f"op {op} needs a value (null never matches; use op exists)")
         elif op in _ORDERING_OPS and (isinstance(value, bool) or not isinstance(value, int | float | str)):
             raise ValueError(f"op {op} needs a number or a string value")
+        elif op == "prefix" and not isinstance(value, str):
+            raise ValueError("op prefix needs a string value (what the string at path starts with)")
         return value
 
 

@@ -1,11 +1,14 @@
 """Whether an event envelope matches a listener's filter, and whether a listener accepts it.
 
-Owns filter semantics (SPEC section 3): type globs, alias globs, `where` conditions; glob syntax is
-`globs.py`'s and path reading `paths.py`'s. "A missing path never equals anything" is taken literally:
-on a missing path `eq`, `in`, the orderings and `exists: true` are false, while `neq`, `not_in` and
-`exists: false` are true (nothing is unequal to everything). Values compare as JSON values, so `true`
-never equals `1`, and comparing things that have no order (a number with a string, a list) is false
-rather than an error: a filter is evaluated against every event and must never raise.
+Owns filter semantics (docs/listeners.md, "Where conditions"): type globs, alias globs, `where` conditions;
+glob syntax is `globs.py`'s and path reading `paths.py`'s. "A missing path never equals anything" is taken
+literally: on a missing path `eq`, `in`, the orderings, `prefix`, `contains` and `exists: true` are false, while
+`neq`, `not_in` and `exists: false` are true (nothing is unequal to everything). Values compare as JSON values,
+so `true` never equals `1`, and comparing things that have no order (a number with a string, a list) is false
+rather than an error: a filter is evaluated against every event and must never raise. `prefix` and `contains`
+hold only where they mean something (a string that starts with the string, a string that holds the substring,
+a list with a member equal to the value) and are false on any other value, so a `not` of one holds on a missing
+path and on a value of another kind too: `not` is plain negation, never a "present and not".
 """
 
 from __future__ import annotations
@@ -32,6 +35,14 @@ def _ordered(left: Any, right: Any) -> bool:
     return numbers or (isinstance(left, str) and isinstance(right, str))
 
 
+def _contains(found: Any, value: Any) -> bool:
+    if isinstance(found, str):
+        return isinstance(value, str) and value in found
+    if isinstance(found, list):
+        return any(json_equal(member, value) for member in found)
+    return False
+
+
 def condition_holds(condition: WhereCondition, envelope: dict[str, Any]) -> bool:
     """One `where` condition against an envelope; never raises."""
     found = resolve_in_event(envelope, condition.path)
@@ -48,6 +59,10 @@ def condition_holds(condition: WhereCondition, envelope: dict[str, Any]) -> bool
         return any(json_equal(found, candidate) for candidate in value)
     if op == "not_in":
         return not any(json_equal(found, candidate) for candidate in value)
+    if op == "prefix":
+        return isinstance(found, str) and found.startswith(value)
+    if op == "contains":
+        return _contains(found, value)
     if not _ordered(found, value):
         return False
     if op == "gt":

@@ -481,7 +481,7 @@ class LaneDriver:
                 lane=address.lane,
                 event_ids=list(take.consumed),
                 messages=context["batch"]["messages"] if carried else None,
-                events=context["batch"].get("events", []),
+                events=context["batch"].get("events"),
                 entry_ids=None if carried or superseded == 0 else [q.id for q in take.entries],
                 replay_of=take.replay_of,
             ),

@@ -66,6 +66,19 @@ def test_an_event_without_alias_matches_only_when_aliases_is_absent() -> None:
         ("alias", "exists", True, True),
         ("alias", "exists", False, False),
         ("source", "eq", {"client": "web"}, True),
+        ("alias", "prefix", "chats/", True),
+        ("alias", "prefix", "", True),
+        ("alias", "prefix", "chats/7/", False),
+        ("alias", "prefix", "Chats/", False),
+        ("id", "prefix", "5", False),
+        ("item", "prefix", "i", False),
+        ("alias", "contains", "ts/7", True),
+        ("alias", "contains", "", True),
+        ("alias", "contains", "7/", False),
+        ("alias", "contains", 7, False),
+        ("alias", "contains", ["chats/7"], False),
+        ("id", "contains", 5, False),
+        ("source", "contains", "client", False),
     ],
 )
 def test_where_on_present_paths(path: str, op: str, value: Any, expected: bool) -> None:
@@ -85,6 +98,9 @@ def test_where_on_present_paths(path: str, op: str, value: Any, expected: bool) 
         ("neq", "x", True),
         ("not_in", ["x"], True),
         ("exists", False, True),
+        ("prefix", "", False),
+        ("contains", "", False),
+        ("contains", ["x"], False),
     ],
 )
 def test_a_missing_path_never_equals_anything(op: str, value: Any, expected: bool) -> None:
@@ -170,3 +186,79 @@ def test_where_groups_nest_four_deep_at_most() -> None:
         condition = {"not": condition}
     with pytest.raises(pydantic.ValidationError, match="nest at most 4 deep"):
         ListenerFilter.model_validate({"where": [condition]})
+
+
+CHANGED: dict[str, Any] = {
+    "type": "ticket.updated",
+    "data": {"changed": ["priority", "title"], "doc": {"title": "50%_off\\"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("priority", True),
+        ("title", True),
+        ("prio", False),  # a member, never a part of one
+        (["priority"], False),  # the list is not a member of itself
+        (["priority", "title"], False),
+        ({"priority": True}, False),
+    ],
+)
+def test_a_list_contains_a_member_equal_to_the_value(value: Any, expected: bool) -> None:
+    assert matches(_where("data.changed", "contains", value), CHANGED) is expected
+
+
+def test_a_list_member_compares_as_json_values_compare() -> None:
+    event = {"data": {"l": [1, True, {"k": [1.0]}, "1"]}}
+    assert matches(_where("data.l", "contains", 1.0), event)
+    assert matches(_where("data.l", "contains", {"k": [1]}), event)
+    assert not matches(_where("data.l", "contains", False), event)
+    assert not matches(_where("data.l", "contains", 2), event)
+    assert not matches(_where("data.l", "contains", {"k": [True]}), event)
+
+
+@pytest.mark.parametrize(
+    ("op", "value", "expected"),
+    [
+        ("prefix", "50%", True),
+        ("prefix", "5_%", False),  # as LIKE patterns `%` and `_` would match it
+        ("prefix", "%", False),
+        ("contains", "%_", True),
+        ("contains", "0%", True),
+        ("contains", "_", True),
+        ("contains", "\\", True),
+        ("contains", "%o", False),
+        ("contains", "off\\", True),
+        ("contains", "f_", False),
+        ("contains", ".*", False),
+    ],
+)
+def test_a_value_is_text_never_a_pattern(op: str, value: str, expected: bool) -> None:
+    assert matches(_where("data.doc.title", op, value), CHANGED) is expected
+
+
+def test_not_of_prefix_and_contains_holds_where_they_do_not_hold_missing_paths_and_other_kinds_too() -> None:
+    def not_(op: str, value: Any, path: str = "alias") -> ListenerFilter:
+        return ListenerFilter.model_validate({"where": [{"not": {"path": path, "op": op, "value": value}}]})
+
+    assert not matches(not_("prefix", "chats/"), POSTED)
+    assert matches(not_("prefix", "tickets/"), POSTED)
+    assert matches(not_("prefix", "chats/"), STARTED), "no alias: prefix is false, so its not holds"
+    assert matches(not_("contains", "x", "id"), POSTED), "a number contains nothing"
+    assert not matches(not_("contains", "priority", "data.changed"), CHANGED)
+    assert matches(not_("contains", "state", "data.changed"), CHANGED)
+    # Present and not starting with it: `exists` beside the `not`.
+    present = ListenerFilter.model_validate(
+        {"where": [{"path": "alias", "op": "exists"}, {"not": {"path": "alias", "op": "prefix", "value": "x/"}}]}
+    )
+    assert matches(present, POSTED) and not matches(present, STARTED)
+
+
+def test_a_mismatch_of_prefix_and_contains_says_what_was_found() -> None:
+    assert mismatch(_where("alias", "prefix", "tickets/"), POSTED) == (
+        "filter.where.0: alias prefix 'tickets/' does not hold (alias is 'chats/7')"
+    )
+    assert mismatch(_where("data.changed", "contains", "state"), CHANGED) == (
+        "filter.where.0: data.changed contains 'state' does not hold (data.changed is ['priority', 'title'])"
+    )

@@ -55,6 +55,11 @@ GAVE_UP = {"listener": "respond", "lane": "chats/7", "first_id": 2, "last_id": 3
 SCENES: dict[str, list[dict[str, Any]]] = {
     "respond": [post("chats/7", "request", "Is it open?"), post("chats/7", "request", "Hello?")],
     "ticket_changes": [write("tickets/42/meta", client="web"), delete("tickets/42/meta")],
+    "refund_requests": [
+        post("chats/7", "user", "I would like a refund, please."),
+        post("chats/7", "user", "/refund 42"),
+        post("chats/8", "user", "Thanks!"),
+    ],
     "mission_runner": [write("missions/7/meta"), write("missions/7/cells/3/meta"), write("missions/8/meta")],
     "thumbnails": [write("uploads/cat.png"), write("uploads/dog.png")],
     "cell_digest": [

@@ -94,7 +94,8 @@ async def test_a_listener_on_a_captured_table_takes_the_change_it_is_about(
     (capture,) = examples_of(PAGE, "command")
     assert (await door.command(capture.block.value(session_id)))["status"] == "success"
     await tickets.execute("UPDATE tickets SET title = 'printer still jammed' WHERE id = $1", TICKET)
-    await tickets.execute("UPDATE tickets SET priority = 1 WHERE id = $1", TICKET)
+    # The priority with another column: `changed` is ["priority", "title"].
+    await tickets.execute("UPDATE tickets SET priority = 1, title = 'printer on fire' WHERE id = $1", TICKET)
     body = example.block.value(session_id)
     saved = await door.command({"command": "save_listener", "listener": body})
     assert saved["status"] == "success", f"{example.block.where}: save_listener answered {saved}"

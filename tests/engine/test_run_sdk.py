@@ -40,7 +40,7 @@ class SdkWriter:
         whole = await session.batch_events()
         await workflow.execute_activity(
             "test.note",
-            [written, posted, conflict, missing, len(events), [e["id"] for e in whole], len(run.batch.events)],
+            [written, posted, conflict, missing, len(events), [e["id"] for e in whole], run.batch.carried_events],
             start_to_close_timeout=timedelta(seconds=10),
         )
         return {"written": written, "posted": posted}
@@ -61,6 +61,21 @@ class PointerReader:
             start_to_close_timeout=timedelta(seconds=10),
         )
         return len(batch.messages)
+
+
+@workflow.defn(name="envelope_reader")
+class EnvelopeReader:
+    """Notes the envelopes it came with and those it reads, then reads `batch.events` as given (which fails the
+    run when its template did not name them)."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> list[int]:
+        read = await RunSession(run).batch_events()
+        batch = run.batch
+        await workflow.execute_activity(
+            "test.note", [run.listener, batch.carried_events, read], start_to_close_timeout=timedelta(seconds=10)
+        )
+        return [int(e["id"]) for e in batch.events]
 
 
 class Notes:
@@ -102,7 +117,9 @@ async def sdk_engine(platform: Platform, temporal_env: WorkflowEnvironment) -> A
             out.append(FailAfterCommit(fn).call if name == "orchestrator.session" else fn)
         return out
 
-    async with running_engine(platform, temporal_env.client, workflows=[SdkWriter, PointerReader], wrap=wrap) as engine:
+    async with running_engine(
+        platform, temporal_env.client, workflows=[SdkWriter, PointerReader, EnvelopeReader], wrap=wrap
+    ) as engine:
         yield engine, notes
 
 
@@ -123,7 +140,7 @@ async def test_a_run_reads_and_writes_its_session_once_despite_retries(sdk_engin
 
     await eventually(noted, what="the run's note")
     written, posted, conflict, missing, seen_events, whole, carried = notes.notes[0]
-    assert carried == 0, "its template names no events: the run got pointers, not envelopes"
+    assert carried is None, "its template names no events: the run got ids, not envelopes"
     assert whole == [first["event_id"]], "and read its batch's events whole by their ids"
     assert written["rev"] == 1, "the retried write found its first write instead of writing again"
     assert conflict == "rev_conflict"
@@ -191,3 +208,44 @@ async def test_a_run_carries_its_batchs_pointers_only_when_its_template_names_th
     assert failed["status"] == "failed", "reading pointers that never came fails the run, not a silent []"
     assert failed["error"]["type"] == "BatchMessagesNotCarried"
     assert failed["error"]["message"].startswith("batch.messages: not carried"), "the message, not its type again"
+
+
+async def test_a_run_that_reads_envelopes_its_template_did_not_name_fails_saying_how_to_read_them(
+    sdk_engine: tuple[Engine, Notes],
+) -> None:
+    """`run.batch.events` is never an empty list standing for envelopes that did not come: the run fails, and its
+    `execution.ended` says why and which call reads them."""
+    engine, notes = sdk_engine
+
+    def listener(name: str, template: Any) -> dict[str, Any]:
+        return {
+            "name": name,
+            "filter": {"types": ["object.written"], "aliases": ["missions/**"]},
+            "batch": {"window_seconds": 0.5},
+            "action": {"type": "workflow", "workflow": "envelope_reader", "input": template},
+        }
+
+    await engine.command("save_listener", listener=listener("named", {"events": "{{ batch.events }}"}))
+    await engine.command("save_listener", listener=listener("plain", {"n": "{{ batch.count }}"}))
+    sid = await new_session(engine)
+    written = await engine.command("write_object", session_id=sid, alias="missions/a", value={"type": "m"})
+
+    async def both_ended() -> bool:
+        events = await engine.command("list_session_events", session_id=sid, types=["execution.ended"])
+        return {e["source"]["listener"] for e in events["events"]} == {"named", "plain"}
+
+    await eventually(both_ended, what="both runs' ends")
+    seen = {n[0]: n[1:] for n in notes.notes}
+    carried, read = seen["named"]
+    assert [e["id"] for e in carried] == [e["id"] for e in read] == [written["event_id"]]
+    carried, read = seen["plain"]
+    assert carried is None, "its template names no envelopes: none crossed"
+    assert [e["id"] for e in read] == [written["event_id"]], "batch_events() read them by id"
+    ended = (await engine.command("list_session_events", session_id=sid, types=["execution.ended"]))["events"]
+    by_listener = {e["source"]["listener"]: e["execution"] for e in ended}
+    assert by_listener["named"]["status"] == "completed"
+    failed = by_listener["plain"]
+    assert failed["status"] == "failed", "reading envelopes that never came fails the run, not a silent []"
+    assert failed["error"]["type"] == "BatchEventsNotCarried"
+    message = failed["error"]["message"]
+    assert message.startswith("batch.events: not carried") and "RunSession(run).batch_events()" in message, message

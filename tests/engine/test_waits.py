@@ -269,3 +269,29 @@ async def test_an_answer_too_heavy_for_one_payload_is_read_by_the_run_in_pages(
     await post(engine, sid, chat, "start")
     replies = [await post(engine, sid, chat, "x" * 150_000) for _ in range(5)]
     assert await answers(heard, chat) == [[0, replies]]
+
+
+async def test_a_wait_hears_by_contains_and_prefix_reading_the_value_as_text(
+    heard_engine: tuple[Engine, Heard],
+) -> None:
+    """A wait's conditions are a listener's filter, `prefix` and `contains` included, routed by the same SQL: `%`
+    and `_` in a value are plain characters (as a LIKE pattern, `50%` would take `5000`). Its replies come while
+    the run is busy, so its wait looks back over all three at once and takes the one its condition holds for."""
+    engine, heard = heard_engine
+    chat = "chats/offers"
+    replies = {
+        "types": ["thread.item_posted"],
+        "aliases": [chat],
+        "where": [
+            {"path": "item.message", "op": "contains", "value": "50%"},
+            {"not": {"path": "item.message", "op": "prefix", "value": "_"}},
+        ],
+    }
+    await engine.command("save_listener", listener=conversation(replies=replies, busy=1, max_events=5))
+    sid = await new_session(engine)
+    await post(engine, sid, chat, "any offers?")
+    # Not a user's: they never start a run of the conversation's listener, only its wait may hear them.
+    await post(engine, sid, chat, "5000 off", role="agent")
+    await post(engine, sid, chat, "_50% off_", role="agent")
+    wanted = await post(engine, sid, chat, "take 50% off", role="agent")
+    assert await answers(heard, chat, engine) == [[0, [wanted]]]

@@ -43,11 +43,14 @@ PATHS = ["alias", "object.alias", "type", "data.n", "data.s", "data.l", "data.o"
          "actor.key", "actor.listener", "data.missing", "execution.status", "graph.nodes.0", "id",
          "session_id"]  # fmt: skip
 KEY_PATHS = ["alias", "data.n", "data.s", "data.o", "data.l", "item.role", "data.missing", "item.message", "depth"]
+# Text with LIKE's metacharacters (`%`, `_`, `\`) and a regular expression's: `prefix` and `contains` read a value
+# as text, so a value spliced into a pattern would take strings it should not.
+PATTERNED = ["%", "_", "\\", "a%", "a_b", "a\\%", ".*"]
 SCALARS = st.one_of(
     st.integers(-3, 3),
     st.sampled_from([1.0, 1.5, -0.0, 2.25, 1e20, 1e-7, 0.1]),
     st.booleans(),
-    st.sampled_from(["", "a", "b", "é", "a/b/c", "A", "10", "2"]),
+    st.sampled_from(["", "a", "b", "é", "a/b/c", "A", "10", "2", "a%b", "axb", "a_b", "\\"]),
 )
 VALUES = st.recursive(
     SCALARS,
@@ -58,7 +61,7 @@ VALUES = st.recursive(
 )
 
 
-OPS = ["eq", "neq", "in", "not_in", "exists", "gt", "gte", "lt", "lte"]
+OPS = ["eq", "neq", "in", "not_in", "exists", "gt", "gte", "lt", "lte", "prefix", "contains"]
 # The application's event types the generated events and globs name, declared before any listener is saved (a
 # glob no type matches is refused); their schemas hold any `data`.
 DECLARED = {"app.thing": {"type": "object"}, "app.other.x": {"type": "object"}}
@@ -80,6 +83,13 @@ def conditions(ops: Sequence[str], paths: Sequence[str]) -> st.SearchStrategy[di
             value = st.lists(st.one_of(SCALARS, st.none()), min_size=0, max_size=3)
         elif op in ("gt", "gte", "lt", "lte"):
             value = st.one_of(st.integers(-3, 3), st.sampled_from([1.5, 0.1]), st.sampled_from(["", "a", "b", "é"]))
+        elif op == "prefix":
+            value = st.sampled_from(["", "a", "a/", "a/b", "é", "1", "h", "hel", "re", "x", *PATTERNED])
+        elif op == "contains":
+            # Lists too, often short or empty: a member equals the value, never a part of the list (jsonb's `@>`).
+            value = st.one_of(
+                st.sampled_from(["/", "b/", "ell", "es", *PATTERNED]), st.lists(SCALARS, max_size=2), VALUES
+            )
         else:
             value = VALUES
         return value.map(lambda v: {"path": path, "op": op} if v is None else {"path": path, "op": op, "value": v})
@@ -219,8 +229,13 @@ async def _saved(door: Client, body: dict[str, Any]) -> None:
 
 
 # Without `eq` and `in`, no version probes by a value: the round then finds a plain event's listeners once per
-# type (0021).
-@pytest.mark.parametrize("ops", [OPS, [op for op in OPS if op not in ("eq", "in")]], ids=["probes_by_value", "plain"])
+# type (0021). The ops that read inside a value (`prefix`, `contains`) also alone, so that their conditions meet
+# strings and lists often enough for a difference to show.
+@pytest.mark.parametrize(
+    "ops",
+    [OPS, [op for op in OPS if op not in ("eq", "in")], ["prefix", "contains"]],
+    ids=["probes_by_value", "plain", "inside_values"],
+)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 async def test_routing_in_sql_gives_every_lane_what_routing_in_python_gives_it(
@@ -386,7 +401,9 @@ async def test_a_key_of_any_json_value_is_the_same_text_in_sql_and_python(platfo
 
 # Every value against every other, under every op: one statement evaluates them all.
 EDGE_VALUES: list[Any] = [-1, 0, 1, 1.0, 1.5, 2, True, False, "", "a", "b", "B", "é", "10", "2", [1], [1, 2],
-                          [1.0, 2], {"k": 1}, {"k": 1.0}, {"k": 1, "j": 2}, {"j": 2, "k": 1}, [], {}]  # fmt: skip
+                          [1.0, 2], {"k": 1}, {"k": 1.0}, {"k": 1, "j": 2}, {"j": 2, "k": 1}, [], {}, "ab", "aé",
+                          "a%b", "a_b", "axb", "%", "_", "\\", "a\\b", "a\\%", ".*", [[1, 2], "a", None],
+                          ["a%b", {"k": 1}], [True]]  # fmt: skip
 
 
 async def test_every_where_op_holds_in_sql_exactly_when_it_holds_in_python(platform: Platform) -> None:
@@ -402,6 +419,8 @@ async def test_every_where_op_holds_in_sql_exactly_when_it_holds_in_python(platf
             cases += [(found, op, v) for v in EDGE_VALUES if op in ("eq", "neq") or isinstance(v, int | float | str)]
         cases += [(found, op, v) for op in ("in", "not_in") for v in ([], [1], [1.0, "a"], [[1, 2]], [{"k": 1}])]
         cases += [(found, "exists", v) for v in (True, False)]
+        cases += [(found, "prefix", v) for v in EDGE_VALUES if isinstance(v, str)]
+        cases += [(found, "contains", v) for v in EDGE_VALUES if v is not None]
     cases = [c for c in cases if not (c[1] in ("gt", "gte", "lt", "lte") and isinstance(c[2], bool))]
     rows = await store.pool.fetch(
         "SELECT n, orchestrator.orchestrator_holds(f::jsonb, o, v::jsonb) AS holds"
@@ -419,6 +438,40 @@ async def test_every_where_op_holds_in_sql_exactly_when_it_holds_in_python(platf
             wrong.append((found, op, value, row["holds"], expected))
     assert not wrong, wrong[:20]
     assert len(rows) > 1500
+
+
+# Strings a value with LIKE's metacharacters would take as a pattern (`%` any run, `_` any one character, `\` the
+# escape), and the strings each listener below takes, read as text.
+PATTERNED_STRINGS = ["50%", "5000", "50%_off", "a_b", "axb", "a\\b", "ab", "a\\%x", "a%x", "A_B"]
+PATTERNED_FILTERS: list[tuple[str, Any, list[str]]] = [
+    ("prefix", "50%", ["50%", "50%_off"]),
+    ("prefix", "a_", ["a_b"]),
+    ("prefix", "a\\", ["a\\b", "a\\%x"]),
+    ("contains", "_", ["50%_off", "a_b", "A_B"]),
+    ("contains", "%_", ["50%_off"]),
+    ("contains", "\\", ["a\\b", "a\\%x"]),
+    ("contains", "a\\%", ["a\\%x"]),
+    ("contains", "%", ["50%", "50%_off", "a\\%x", "a%x"]),
+]  # fmt: skip
+
+
+async def test_prefix_and_contains_read_likes_metacharacters_as_plain_text(platform: Platform) -> None:
+    """A hostile value: were `%`, `_` or `\\` spliced into a LIKE pattern, `50%` would take `5000` and `a_` `axb`.
+    Saved through the command, routed in SQL and in Python, each listener takes exactly the strings it names."""
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    filters = [
+        {"types": ["app.thing"], "where": [{"path": "data.s", "op": op, "value": v}]} for op, v, _ in PATTERNED_FILTERS
+    ]
+    events = [{"type": "app.thing", "data": {"s": text}, "depth": 0, "source": {}} for text in PATTERNED_STRINGS]
+    await _each_listener_meets_an_event_as_python_routes_it(platform, session_id, "patterned", filters, events)
+    rows = await store.pool.fetch(
+        "SELECT id, data ->> 's' AS s FROM orchestrator.events WHERE session_id = $1", session_id
+    )
+    text = {r["id"]: r["s"] for r in rows}
+    taken = {listener: [text[i] for i in ids] for (listener, _), ids in (await _sql_routes(store, session_id)).items()}
+    assert taken == {f"patterned{n}": strings for n, (_, _, strings) in enumerate(PATTERNED_FILTERS)}
 
 
 TYPE_NAMES = ["object.written", "object", "object.written.x", "thread.item_posted", "app.thing", "ap.thing",
