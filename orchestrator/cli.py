@@ -1,5 +1,5 @@
-"""The command line: `orchestrator call | status | events | keys | dev | worker | api | new`. Argument parsing
-only; `runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
+"""The command line: `orchestrator call | status | events | keys | dev | worker | api | plan | new`. Argument
+parsing only; `runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
 
 Exit codes of `call`, `status`, `events` and `keys`: 0 for a success reply, 1 for an error reply, 2 for bad
 usage or a command that is not JSON, 3 when the API cannot be reached. `call` prints the reply as one line of
@@ -45,9 +45,7 @@ def _print_reply(reply: dict[str, Any]) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orchestrator", description="Declared listeners on Temporal and PostgreSQL.")
-    sub = parser.add_subparsers(
-        dest="subcommand", required=True, metavar="{call,status,events,keys,dev,worker,api,new}"
-    )
+    sub = parser.add_subparsers(dest="subcommand", required=True)
 
     call = sub.add_parser(
         "call",
@@ -140,6 +138,8 @@ def _parser() -> argparse.ArgumentParser:
 
     new = sub.add_parser("new", help="write a starter app (a listener, a workflow, a passing test) into a folder")
     new.add_argument("name", metavar="NAME", type=Path, help="the folder to create (it must not hold anything yet)")
+    # The usage line names every subcommand, read off those made above so that none is ever left out.
+    sub.metavar = "{" + ",".join(sub.choices) + "}"
     return parser
 
 
