@@ -135,6 +135,12 @@ def _parser() -> argparse.ArgumentParser:
         "plan", help="print what starting a worker with the app would add, change and remove (applies nothing)"
     )
     plan.add_argument("--app", required=True, help="the app module or .py file")
+    plan.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the data folder of a running `orchestrator dev` whose database to read when ORCHESTRATOR_DATABASE_URL"
+        " is unset (default: .orchestrator)",
+    )
 
     new = sub.add_parser("new", help="write a starter app (a listener, a workflow, a passing test) into a folder")
     new.add_argument("name", metavar="NAME", type=Path, help="the folder to create (it must not hold anything yet)")
@@ -403,15 +409,19 @@ def _plan(args: argparse.Namespace, settings: Settings) -> int:
     from orchestrator.dev.runtime import ConfigurationError, plan_app
     from orchestrator.store.connection import DatabaseUnreachable
 
+    if args.data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": args.data_dir})
     try:
-        lines = asyncio.run(plan_app(settings, args.app))
+        shown = asyncio.run(plan_app(settings, args.app))
     except (ConfigurationError, AppLoadError, DatabaseUnreachable) as err:
         print(f"orchestrator plan: {err}", file=sys.stderr)
         return EXIT_USAGE
-    for line in lines:
+    for line in shown.changes:
         print(line)
-    if not lines:
+    if not shown.changes:
         print("nothing to change: the platform holds what the app declares")
+    for note in shown.notes:
+        print(note)
     return EXIT_SUCCESS
 
 
