@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test check docs setup clean
 
+# Silent (@): what it prints is the platform's banner alone, as the README shows it.
 run: $(STAMP)
-	$(BIN)/orchestrator dev
+	@$(BIN)/orchestrator dev
 
 test: $(STAMP)
 	scripts/test

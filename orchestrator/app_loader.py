@@ -1,15 +1,17 @@
 """The `--app` contract: a user's module of workflows, activities and listener declarations.
 
-Owns finding the module and checking its three module-level lists; registering them is the worker's job
-and saving the listeners is the runtime's. A path to a `.py` file is imported by its module name with its
-folder put on `sys.path`, because Temporal's workflow sandbox re-imports each workflow class by module
-name and needs that name to resolve. A module name resolves from the current folder first, as with
-`python -m`, since the `orchestrator` script's own folder is what Python puts on the path.
+Owns finding the module and checking its module-level lists and its `migrate`; registering them is the worker's
+job, running `migrate` is `dev/app_migrate.py`'s and applying the declarations `dev/app_plan.py`'s. A path to a
+`.py` file is imported by its module name with its folder put on `sys.path`, because Temporal's workflow sandbox
+re-imports each workflow class by module name and needs that name to resolve. A module name resolves from the
+current folder first, as with `python -m`, since the `orchestrator` script's own folder is what Python puts on
+the path.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -29,7 +31,9 @@ class AppLoadError(Exception):
 class UserApp:
     """What a user's app module declares: `workflows` (required), `activities`, `listeners`, `event_types`
     (each a `save_event_type` body), `captures` (each a `capture_table` body) and `schedules` (each a
-    `create_schedule` body naming its session by `session_alias`), all but the first optional."""
+    `create_schedule` body naming its session by `session_alias`), all but the first optional; and `migrate`, a
+    callable taking the platform's database URL (sync or async) that makes the app's own tables before its
+    declarations are planned."""
 
     name: str
     workflows: list[type] = field(default_factory=list)
@@ -38,6 +42,7 @@ class UserApp:
     event_types: list[dict[str, Any]] = field(default_factory=list)
     captures: list[dict[str, Any]] = field(default_factory=list)
     schedules: list[dict[str, Any]] = field(default_factory=list)
+    migrate: Callable[[str], Any] | None = None
 
 
 def workflow_names(workflows: Sequence[type]) -> list[str]:
@@ -61,6 +66,7 @@ def load_app(spec: str) -> UserApp:
         event_types=_bodies(spec, module, "event_types"),
         captures=_bodies(spec, module, "captures"),
         schedules=_bodies(spec, module, "schedules"),
+        migrate=_migrate(spec, module),
     )
 
 
@@ -148,3 +154,24 @@ def _bodies(spec: str, module: ModuleType, name: str) -> list[dict[str, Any]]:
                 f"app {spec!r}: {name}[{index}] must be a declaration body (a dict), not {type(item).__name__}"
             )
     return bodies
+
+
+def _migrate(spec: str, module: ModuleType) -> Callable[[str], Any] | None:
+    migrate: Callable[[str], Any] | None = getattr(module, "migrate", None)
+    if migrate is None:
+        return None
+    if not callable(migrate):
+        raise AppLoadError(
+            f"app {spec!r}: `migrate` must be a function taking the database URL, not {type(migrate).__name__}"
+        )
+    try:
+        signature = inspect.signature(migrate)
+    except (TypeError, ValueError):  # a callable whose signature Python cannot read: called as it is
+        return migrate
+    try:
+        signature.bind("postgresql://")
+    except TypeError:
+        raise AppLoadError(
+            f"app {spec!r}: `migrate` must take one argument, the database URL (its signature is {signature})"
+        ) from None
+    return migrate

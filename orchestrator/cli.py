@@ -1,5 +1,5 @@
-"""The command line: `orchestrator call | status | events | keys | dev | worker | api | new`. Argument parsing
-only; `runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
+"""The command line: `orchestrator call | status | events | keys | dev | worker | api | plan | new`. Argument
+parsing only; `runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
 
 Exit codes of `call`, `status`, `events` and `keys`: 0 for a success reply, 1 for an error reply, 2 for bad
 usage or a command that is not JSON, 3 when the API cannot be reached. `call` prints the reply as one line of
@@ -45,9 +45,7 @@ def _print_reply(reply: dict[str, Any]) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="orchestrator", description="Declared listeners on Temporal and PostgreSQL.")
-    sub = parser.add_subparsers(
-        dest="subcommand", required=True, metavar="{call,status,events,keys,dev,worker,api,new}"
-    )
+    sub = parser.add_subparsers(dest="subcommand", required=True)
 
     call = sub.add_parser(
         "call",
@@ -137,9 +135,17 @@ def _parser() -> argparse.ArgumentParser:
         "plan", help="print what starting a worker with the app would add, change and remove (applies nothing)"
     )
     plan.add_argument("--app", required=True, help="the app module or .py file")
+    plan.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the data folder of a running `orchestrator dev` whose database to read when ORCHESTRATOR_DATABASE_URL"
+        " is unset (default: .orchestrator)",
+    )
 
     new = sub.add_parser("new", help="write a starter app (a listener, a workflow, a passing test) into a folder")
     new.add_argument("name", metavar="NAME", type=Path, help="the folder to create (it must not hold anything yet)")
+    # The usage line names every subcommand, read off those made above so that none is ever left out.
+    sub.metavar = "{" + ",".join(sub.choices) + "}"
     return parser
 
 
@@ -403,15 +409,19 @@ def _plan(args: argparse.Namespace, settings: Settings) -> int:
     from orchestrator.dev.runtime import ConfigurationError, plan_app
     from orchestrator.store.connection import DatabaseUnreachable
 
+    if args.data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": args.data_dir})
     try:
-        lines = asyncio.run(plan_app(settings, args.app))
+        shown = asyncio.run(plan_app(settings, args.app))
     except (ConfigurationError, AppLoadError, DatabaseUnreachable) as err:
         print(f"orchestrator plan: {err}", file=sys.stderr)
         return EXIT_USAGE
-    for line in lines:
+    for line in shown.changes:
         print(line)
-    if not lines:
+    if not shown.changes:
         print("nothing to change: the platform holds what the app declares")
+    for note in shown.notes:
+        print(note)
     return EXIT_SUCCESS
 
 

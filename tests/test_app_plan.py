@@ -3,6 +3,8 @@ with an invalid declaration refused whole, naming the field, with nothing applie
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import os
 import subprocess
 import sys
@@ -16,9 +18,11 @@ from temporalio import workflow
 from orchestrator.app_loader import UserApp
 from orchestrator.core.plan import changes
 from orchestrator.dev.app_plan import InvalidApp, apply, plan_of
+from orchestrator.dev.embedded import start_postgres
 from orchestrator.platform import Platform
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def listener(name: str, window: float = 1.0, types: list[str] | None = None) -> dict[str, Any]:
@@ -74,13 +78,16 @@ async def test_an_app_with_an_invalid_declaration_is_refused_whole_naming_the_fi
         await apply(platform, app(listener("a", types=["shipment.delayd"])), lambda _: None)
 
 
+PLANNED_APP = (
+    "workflows = []\n"
+    "listeners = [{'name': 'p', 'filter': {'types': ['object.written']},"
+    " 'action': {'type': 'workflow', 'workflow': 'w'}}]\n"
+)
+
+
 def test_orchestrator_plan_prints_the_plan_and_refuses_an_invalid_app(fresh_db: str, tmp_path: Path) -> None:
     module = tmp_path / "planned_app.py"
-    module.write_text(
-        "workflows = []\n"
-        "listeners = [{'name': 'p', 'filter': {'types': ['object.written']},"
-        " 'action': {'type': 'workflow', 'workflow': 'w'}}]\n"
-    )
+    module.write_text(PLANNED_APP)
     env = {**os.environ, "ORCHESTRATOR_DATABASE_URL": fresh_db}
     shown = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
@@ -159,3 +166,55 @@ def test_the_tutorials_app_plans_as_the_page_says(fresh_db: str, tmp_path: Path)
     module.write_text(code.replace('"window_seconds": 2', '"window_seconds": 2, "max_event": 10'))
     refused = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "listener.batch.max_event" in refused.stderr, refused.stderr
+
+
+async def test_orchestrator_plan_of_an_app_whose_migrate_has_not_run_says_what_it_would_do_and_changes_nothing(
+    fresh_db: str, platform: Platform
+) -> None:
+    """The desk's table is made by its `migrate`, which a plan does not run: the capture is planned all the same,
+    a note says the table is to come, and neither the table nor anything of the app's is made."""
+    env = {**os.environ, "ORCHESTRATOR_DATABASE_URL": fresh_db}
+    command = [CLI, "plan", "--app", "examples.desk.app"]
+    run = functools.partial(subprocess.run, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    shown = await asyncio.to_thread(run, command)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "add     event type ticket.escalated",
+        "add     capture public.tickets",
+        "add     listener desk",
+        "note    no table public.tickets yet: the app's migrate makes it when `dev` or a worker starts"
+        " (plan does not run migrate)",
+    ]
+    assert not await platform.store.table_exists("public.tickets"), "plan ran the app's migrate"
+    for listing, key in (("list_listeners", "listeners"), ("list_captures", "captures")):
+        assert (await platform.command({"command": listing}))[key] == [], listing
+
+
+async def test_orchestrator_plan_reads_the_database_of_the_dev_running_in_dot_orchestrator(tmp_path: Path) -> None:
+    """As `status` finds a running `dev` by its default address, `plan` finds its embedded PostgreSQL in the
+    data folder (`./.orchestrator` unless `--data-dir` or ORCHESTRATOR_DATA_DIR says another), no URL exported."""
+    (tmp_path / "planned_app.py").write_text(PLANNED_APP)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+
+    def plan(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [CLI, "plan", "--app", "planned_app.py", *args]
+        return subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+    postgres = await start_postgres(tmp_path / ".orchestrator")
+    try:
+        shown = await asyncio.to_thread(plan)
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.splitlines() == ["add     listener p"]
+    finally:
+        await postgres.stop()
+    elsewhere = await start_postgres(tmp_path / "elsewhere")
+    try:
+        shown = await asyncio.to_thread(plan, "--data-dir", "elsewhere")
+        assert shown.stdout.splitlines() == ["add     listener p"], shown.stderr
+    finally:
+        await elsewhere.stop()
+
+    refused = await asyncio.to_thread(plan)
+    assert refused.returncode == 2
+    assert "set ORCHESTRATOR_DATABASE_URL, or start `orchestrator dev`" in refused.stderr
+    assert "no embedded PostgreSQL runs in .orchestrator/postgres" in refused.stderr

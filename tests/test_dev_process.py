@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import signal
 import sys
 import time
@@ -159,3 +161,43 @@ async def test_dev_with_a_typo_in_a_listener_stops_at_once_naming_the_field(tmp_
     assert time.monotonic() - began < 10, "it stops before anything waits on it"
     assert "listeners.0 (watch): listener.batch.max_event" in text
     assert "Ready." not in text, "never Ready over an older version"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _as_any_run(text: str) -> str:
+    """A start-up line with what differs from one run to the next made the same: the database's socket folder,
+    ports, clock times and the seconds left to the activation delay."""
+    text = re.sub(r"host=\S+", "host=PATH", text)
+    text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
+    text = re.sub(r"\b\d\d:\d\d:\d\d\b", "HH:MM:SS", text)
+    return re.sub(r"\bin \d+ s\b", "in N s", text)
+
+
+def _readme_banner() -> list[str]:
+    """The README's sample of what `make run` prints, from its app line to `Ready.`"""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    fenced = re.findall(r"^```\w*\n(.*?)^```$", readme, re.S | re.M)
+    [block] = [b for b in fenced if b.startswith("app          ")]
+    return block.splitlines()
+
+
+async def test_the_readmes_banner_is_what_make_run_prints_on_a_first_start(tmp_path: Path) -> None:
+    """`make run` is `orchestrator dev` in the repository's folder: the README shows its lines up to `Ready.`,
+    the same but for paths, ports and times."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ORCHESTRATOR_")}
+    process = await asyncio.create_subprocess_exec(
+        CLI, "dev", "--data-dir", str(tmp_path / "data"), "--http-port", str(free_port()),
+        cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert process.stdout is not None
+    seen: list[str] = []
+    try:
+        await asyncio.wait_for(wait_for_line(process.stdout, "Ready.", seen), START_SECONDS)
+    finally:
+        if process.returncode is None:
+            process.send_signal(signal.SIGINT)
+        await asyncio.wait_for(process.communicate(), START_SECONDS)
+    printed = [_as_any_run(line.rstrip("\n")) for line in seen]
+    assert printed == [_as_any_run(line) for line in _readme_banner()]

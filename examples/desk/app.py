@@ -1,17 +1,15 @@
 """The desk (`orchestrator dev --app examples.desk.app`): an application whose own table drives a listener.
 
-The application keeps its tickets in its own table, `public.tickets`, in the platform's database. The capture
-below makes every insert, update and delete of a ticket an event in the commit of the change, and an escalation
-also emits `ticket.escalated` in its transaction (docs/transactions.md). One listener, `desk`, gathers them for a
-second and runs the `desk` workflow, which writes what the table now says under `desk/tickets/*`.
+The application keeps its tickets in its own table, `public.tickets`, in the platform's database; its `migrate`
+makes the table before the app's declarations are applied. The capture below makes every insert, update and
+delete of a ticket an event in the commit of the change, and an escalation also emits `ticket.escalated` in its
+transaction (docs/transactions.md). One listener, `desk`, gathers them for a second and runs the `desk` workflow,
+which writes what the table now says under `desk/tickets/*`.
 
-Try it. The table must exist before the app starts (the capture is a trigger on it), so the platform runs once
-without the app to make it, as an application's own migrations would:
+Try it, from nothing: one command makes the table, captures it and runs the listener.
 
-    orchestrator dev --data-dir .desk          # its banner prints the database URL; in another shell:
+    orchestrator dev --app examples.desk.app --data-dir .desk   # its banner prints the database URL; in another shell:
     export ORCHESTRATOR_DATABASE_URL='postgresql://postgres:@/postgres?host=.../.desk/postgres'
-    python -m examples.desk.tables create      # then Ctrl-C the platform, and start it with the app:
-    orchestrator dev --app examples.desk.app --data-dir .desk
     orchestrator call '{"command": "open_session", "alias": "desk"}'
     python -m examples.desk.tables write SESSION_ID
     orchestrator call '{"command": "list_objects", "session_id": "SESSION_ID", "prefix": "desk"}'
@@ -21,6 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# The app's migration: run with the platform's database URL before the declarations below are planned (the
+# capture is a trigger on the table it makes).
+from examples.desk.tables import migrate as migrate
 from examples.desk.workflows import Desk
 
 workflows = [Desk]

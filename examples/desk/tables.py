@@ -1,6 +1,9 @@
-"""The desk application's own side: its table, and writes to it in its own transactions.
+"""The desk application's own side: its table, its migration, and writes to it in its own transactions.
 
-    python -m examples.desk.tables create             # make public.tickets (before the app starts)
+`migrate` (the app's, `app.py` declares it) makes `public.tickets`; `orchestrator dev --app examples.desk.app`,
+a worker and the testing kit run it before the app's capture is planned on the table.
+
+    python -m examples.desk.tables create             # make public.tickets by hand (what `migrate` does)
     python -m examples.desk.tables write SESSION_ID   # a few tickets: created, escalated, one rolled back
 
 Both read the database from ORCHESTRATOR_DATABASE_URL, as the application would read its own.
@@ -29,6 +32,15 @@ CREATE TABLE IF NOT EXISTS public.tickets (
 
 async def create(conn: asyncpg.Connection) -> None:
     await conn.execute(TABLE)
+
+
+async def migrate(database_url: str) -> None:
+    """The app's migration: its table, made if missing (a real app would run Alembic or its framework's here)."""
+    conn = await asyncpg.connect(database_url)
+    try:
+        await create(conn)
+    finally:
+        await conn.close()
 
 
 async def write(conn: asyncpg.Connection, session_id: str) -> None:

@@ -52,7 +52,11 @@ def _capture(body: Mapping[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in found.items() if v is not None}, "exclude": list(body.get("exclude") or [])}
 
 
-async def _captures(platform: Platform, app: UserApp, problems: list[str]) -> list[dict[str, Any]]:
+async def _captures(
+    platform: Platform, app: UserApp, problems: list[str], tables_to_come: list[str] | None
+) -> list[dict[str, Any]]:
+    """The app's captures as the platform compares them. A table that is not there is a problem, unless
+    `tables_to_come` is given (a plan shown before the app's `migrate` runs): then it is listed there."""
     captures: list[dict[str, Any]] = []
     for n, body in enumerate(app.captures):
         try:
@@ -61,10 +65,13 @@ async def _captures(platform: Platform, app: UserApp, problems: list[str]) -> li
             problems.append(field_errors_message(err, f"captures.{n}"))
             continue
         table = qualified(capture.table)
-        # The capture is a trigger on the table: the application's own migrations make it, before the app starts.
+        # The capture is a trigger on the table: the app's `migrate` makes it, or its own migrations before it starts.
         if not await platform.store.table_exists(table):
-            problems.append(f"captures.{n}.table: no table {table!r} (create it before the app starts)")
-            continue
+            if tables_to_come is None:
+                made_by = "its migrate ran and did not make it" if app.migrate else "make it in the app's `migrate`"
+                problems.append(f"captures.{n}.table: no table {table!r} ({made_by})")
+                continue
+            tables_to_come.append(table)
         captures.append(_capture(capture.model_dump(exclude={"command"})))
     return captures
 
@@ -110,9 +117,12 @@ async def _held_schedule(platform: Platform, name: str) -> dict[str, Any] | None
     return {"session_alias": session_alias, "alias": alias, **stored, "enabled": row["enabled"]}
 
 
-async def declarations(platform: Platform, app: UserApp) -> dict[Kind, list[dict[str, Any]]]:
+async def declarations(
+    platform: Platform, app: UserApp, *, tables_to_come: list[str] | None = None
+) -> dict[Kind, list[dict[str, Any]]]:
     """The app's event types and listeners as the platform would keep them; raises InvalidApp naming every bad
-    field when any is refused."""
+    field when any is refused. With `tables_to_come`, a captured table that is not there yet is listed in it
+    instead of refused (a plan shown before the app's `migrate` has run)."""
     problems: list[str] = []
     types: list[dict[str, Any]] = []
     for n, body in enumerate(app.event_types):
@@ -122,7 +132,7 @@ async def declarations(platform: Platform, app: UserApp) -> dict[Kind, list[dict
             problems.append(field_errors_message(err, f"event_types.{n}"))
             continue
         types.append(_event_type(event_type.model_dump(by_alias=True)))
-    captures = await _captures(platform, app, problems)
+    captures = await _captures(platform, app, problems, tables_to_come)
     captured = {f"{c['type_prefix']}.{kind}": CAPTURED_SCHEMA for c in captures for kind in CAPTURED_KINDS}
     schemas = {**await platform.store.event_schemas(), **captured, **{t["name"]: t["schema"] for t in types}}
     listeners: list[dict[str, Any]] = []
@@ -141,9 +151,9 @@ async def declarations(platform: Platform, app: UserApp) -> dict[Kind, list[dict
     return {"event_type": types, "capture": captures, "listener": listeners, "schedule": schedules}
 
 
-async def plan_of(platform: Platform, app: UserApp) -> list[Step]:
-    """What applying the app's declarations would do."""
-    declared = await declarations(platform, app)
+async def plan_of(platform: Platform, app: UserApp, *, tables_to_come: list[str] | None = None) -> list[Step]:
+    """What applying the app's declarations would do (`tables_to_come`: as `declarations` takes it)."""
+    declared = await declarations(platform, app, tables_to_come=tables_to_come)
     owners = await platform.store.declared_by()
     held: dict[Kind, dict[str, Held]] = {
         "event_type": {

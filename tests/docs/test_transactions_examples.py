@@ -4,14 +4,19 @@ The application's `tickets` table (`examples/desk/tables.py`'s) holds ticket 42 
 `ticket.escalated` is declared. The SQL runs on the application's asyncpg connection and the Python with the
 names the page gives it, each in the session's stream as `ticket.escalated` afterwards, ticket 42 escalated;
 the command goes through the HTTP door; the listener is saved and simulated through the door once the page's
-capture is in place and ticket 42's priority has moved, and must take that change.
+capture is in place and ticket 42's priority has moved, and must take that change. The page's kit test of the desk
+runs under a bare `pytest`, as its reader would run it.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -20,9 +25,10 @@ from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 from examples.desk.tables import TABLE
 from orchestrator.client import Client
-from tests.docs.doc_examples import Example, examples_of, read_page, with_session
+from tests.docs.doc_examples import TEST_FILE, Example, examples_of, read_page, with_session
 
 PAGE = "transactions.md"
+ROOT = Path(__file__).resolve().parents[2]
 TICKET = 42
 ESCALATED = {"type": "object", "properties": {"priority": {"type": "integer"}}, "required": ["priority"]}
 
@@ -49,7 +55,9 @@ def test_every_block_of_the_page_is_an_example_run_here_or_a_marked_fragment() -
     examples, problems = read_page(PAGE)
     assert not problems, "\n".join(problems)
     kinds = Counter(example.kind for example in examples)
-    assert kinds == {"python": 3, "sql": 1, "command": 1, "listener": 1}, f"the page's examples changed: {kinds}"
+    assert kinds == {"python": 3, "sql": 1, "command": 1, "listener": 1, "test_file": 1}, (
+        f"the page's examples changed: {kinds}"
+    )
 
 
 async def run_python(example: Example, names: dict[str, Any]) -> None:
@@ -102,3 +110,30 @@ async def test_a_listener_on_a_captured_table_takes_the_change_it_is_about(
     tried = await door.command({"command": "simulate_listener", "session_id": session_id, "listener": body})
     assert tried["status"] == "success", f"{example.block.where}: simulate_listener answered {tried}"
     assert tried["matched"] == 1, f"{example.block.where}: took {tried['matched']} of the two updates, not one"
+
+
+# A bare pytest run of the page's test file: an embedded PostgreSQL and the test server for each of its tests.
+PYTEST_SECONDS = 180
+
+
+@pytest.mark.timeout(PYTEST_SECONDS + 30)
+@pytest.mark.parametrize("example", examples_of(PAGE, "test_file"), ids=lambda e: e.id)
+def test_the_pages_kit_test_passes_as_its_reader_runs_it(tmp_path: Path, example: Example) -> None:
+    """The page's test of the desk, written to a file of its own and run by a bare `pytest` (the kit's plugin from
+    the installed entry point), with the repository's folder importable as the page says: a ticket saved through
+    SQLAlchemy's ORM and one written with asyncpg, each in the app's transaction, each reaching its run."""
+    match = TEST_FILE.match(example.block.text)
+    assert match is not None
+    (tmp_path / match.group(1)).write_text(example.block.text, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ORCHESTRATOR_", "PYTEST_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", match.group(1)],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=PYTEST_SECONDS,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout, done.stdout
+    assert "warning" not in done.stdout.lower(), done.stdout
