@@ -20,7 +20,7 @@ DESK = "examples.desk.app"
 
 async def test_a_ticket_written_in_the_apps_transaction_is_captured_and_run_by_the_desk() -> None:
     async with Harness(app=DESK) as h:
-        sid = (await h.client.open_session("desk"))["session"]["id"]
+        sid = (await h.client.open_session(alias="desk"))["session"]["id"]
         conn = await asyncpg.connect(h.database_url)
         try:
             # The application's own write: the row and the escalation commit together, captured by the trigger.
