@@ -55,6 +55,11 @@ BARS = """return [...document.querySelectorAll('#runs-timeline rect.run')].map((
   r.dataset.status, r.dataset.retry, r.dataset.waiting || null, r.querySelector('title').textContent]);"""
 
 
+# A click on an SVG node, as a pointer's (an SVG element has no `click()`): the id it opens.
+CLICK = """const n = document.querySelector(arguments[0]);
+n.dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true})); return n.dataset.id;"""
+
+
 def _drawn(browser: WebDriver, runs: list[dict[str, Any]]) -> list[list[Any]] | None:
     """The bars, once there is one per run and each shows its run's status; None until then."""
     bars: list[list[Any]] = browser.execute_script(BARS)
@@ -104,6 +109,13 @@ async def test_the_timeline_draws_each_run_by_how_it_ended_and_the_session_s_pac
     listed = (await engine.command("list_session_listeners", session_id=sid))["listeners"]
     assert groups == [li["name"] for li in listed], "a group per listener, in the order the page lists them"
 
+    # A bar opens its batch's first event, what caused it and what it caused.
+    failed = next(e for e in runs if e["status"] == "failed")
+    clicked = await asyncio.to_thread(browser.execute_script, CLICK, f'rect.run[data-execution="{failed["id"]}"]')
+    assert clicked == str(failed["batch"]["first_id"])
+    title = await until(lambda: browser.find_element(By.ID, "detail-title").text, "the event opened")
+    assert title.startswith(f"event {failed['batch']['first_id']}: object.written jobs/"), title
+
     # The events chart counts every event of the session (all in the last hour); the pending chart was sampled.
     total = await _events_in(engine, sid)
     counted = await until(
@@ -121,6 +133,7 @@ async def test_the_timeline_draws_each_run_by_how_it_ended_and_the_session_s_pac
     assert lanes and all(lane.startswith(("jobs ", "digest ")) for lane in lanes), lanes
 
     if folder := os.environ.get("ORCHESTRATOR_SCREENSHOTS"):
+        await asyncio.to_thread(browser.find_element(By.ID, "detail-close").click)
         await asyncio.to_thread(_element_shot, browser, "timeline-panel", Path(folder) / "dashboard-timeline.png")
 
 

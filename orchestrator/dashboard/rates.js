@@ -108,7 +108,7 @@ function frame(from, to, top, unit, width) {
     svg("text", { class: "tick", x: x0 - 4, y: PLOT_TOP + 4, "text-anchor": "end", text: `${top}${unit}` }),
     svg("text", { class: "tick", x: x0 - 4, y: bottom + 4, "text-anchor": "end", text: "0" }),
   ];
-  return { x, y, x0, x1, bottom, parts };
+  return { x, y, to, bottom, parts };
 }
 
 // A step line through [t, value] per bin (a null value breaks it); `closed` shades the area under it.
@@ -120,7 +120,7 @@ function stepPath(points, bin, f, closed) {
     if (v === null) { close(); continue; }
     const left = f.x(t);
     if (open === null) { d += `M${left} ${closed ? f.bottom : f.y(v)}`; open = left; }
-    d += `V${f.y(v)}H${f.x(t + bin)}`;
+    d += `V${f.y(v)}H${f.x(Math.min(t + bin, f.to))}`;
   }
   close();
   return d;

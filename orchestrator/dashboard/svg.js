@@ -45,8 +45,9 @@ export function timeAxis(from, to, x0, x1, y, height = 0) {
   const step = roundStep(to - from, Math.max(2, Math.floor((x1 - x0) / 90)));
   const ticks = [];
   for (let t = Math.ceil(from / step) * step; t <= to; t += step) {
-    ticks.push(svg("line", { class: "grid", x1: x(t), x2: x(t), y1: y - height, y2: y + 4 }),
-      svg("text", { class: "tick", x: x(t), y: y + 15, "text-anchor": "middle", text: timeOfDay(t, step) }));
+    ticks.push(svg("line", { class: "grid", x1: x(t), x2: x(t), y1: y - height, y2: y + 4 }));
+    // A time too near the end to be written whole is left unwritten.
+    if (x(t) + 26 <= x1 + 8) ticks.push(svg("text", { class: "tick", x: x(t), y: y + 15, "text-anchor": "middle", text: timeOfDay(t, step) }));
   }
   return svg("g", { class: "axis" }, svg("line", { x1: x0, x2: x1, y1: y, y2: y }), ...ticks);
 }
