@@ -6,7 +6,7 @@
 // Pending is no record's: it is sampled from `list_session_listeners` at each refresh (at most once a second,
 // the LANES_KEPT fullest lanes), so its curve starts when the page opened.
 
-import { inSession } from "./api.js";
+import { command } from "./api.js";
 import { el, node, show } from "./dom.js";
 import { roundStep, scale, svg, timeAxis, timeOfDay, tooltip } from "./svg.js";
 
@@ -64,7 +64,7 @@ export async function readEvents(sid, end) {
     mine.read = end - PAGE;
   }
   for (let page = 0; page < PAGES_PER_REFRESH; page += 1) {
-    const reply = await inSession("list_session_events", { after: mine.read, limit: PAGE });
+    const reply = await command({ command: "list_session_events", session_id: sid, after: mine.read, limit: PAGE });
     if (r !== mine) return;
     for (const e of reply.events) count(e);
     mine.read = reply.last_id;
@@ -156,7 +156,9 @@ function drawEvents(width) {
     tooltip("not read: the session wrote faster than the page reads")));
   const chart = svg("svg", { class: "chart rate", width, height: HEIGHT, "data-counted": total, "data-bin": bin / 1000 },
     ...f.parts, ...gaps, svg("path", { class: "area events", d: stepPath(points, bin, f, true) }));
-  const start = r.whole ? "" : ` from ${timeOfDay(r.from ?? end)}, the oldest of the newest ${LOOKBACK_EVENTS} events when the page opened`;
+  let start = "";
+  if (r.read === null) start = ", from the session's next event (where it ends is not known yet)";
+  else if (!r.whole && oldest > end - HOUR) start = ` from ${timeOfDay(oldest)}, the oldest of the ${LOOKBACK_EVENTS} newest events when the page opened`;
   return [chart, `events per second, ${bin / 1000} s bins${start}${r.gaps.length ? "; hatched: skipped, too many to read" : ""}`];
 }
 
