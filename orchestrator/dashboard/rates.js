@@ -29,7 +29,7 @@ let r = fresh(null);
 
 function fresh(sid) {
   // read: the last event id counted (null: not started); counts: per second; gaps: [from, to] not read.
-  return { sid, read: null, whole: false, from: null, newest: 0, counts: new Map(), gaps: [], samples: [], opened: Date.now() };
+  return { sid, read: null, whole: false, from: null, newest: 0, counts: new Map(), gaps: [], samples: [], opened: Date.now(), error: null };
 }
 
 function forSession(sid) {
@@ -63,12 +63,18 @@ export async function readEvents(sid, end) {
     mine.gaps.push([mine.newest, null]);
     mine.read = end - PAGE;
   }
-  for (let page = 0; page < PAGES_PER_REFRESH; page += 1) {
-    const reply = await command({ command: "list_session_events", session_id: sid, after: mine.read, limit: PAGE });
-    if (r !== mine) return;
-    for (const e of reply.events) count(e);
-    mine.read = reply.last_id;
-    if (reply.events.length < PAGE) break;
+  try {
+    for (let page = 0; page < PAGES_PER_REFRESH; page += 1) {
+      const reply = await command({ command: "list_session_events", session_id: sid, after: mine.read, limit: PAGE });
+      if (r !== mine) return;
+      for (const e of reply.events) count(e);
+      mine.read = reply.last_id;
+      if (reply.events.length < PAGE) break;
+    }
+    mine.error = null;
+  } catch (err) {
+    // The rest of the page goes on; the chart says why it stopped, and the next refresh tries again.
+    mine.error = String(err.message || err);
   }
   const since = now() - HOUR;
   for (const second of mine.counts.keys()) if (second < since) mine.counts.delete(second);
@@ -159,7 +165,8 @@ function drawEvents(width) {
   let start = "";
   if (r.read === null) start = ", from the session's next event (where it ends is not known yet)";
   else if (!r.whole && oldest > end - HOUR) start = ` from ${timeOfDay(oldest)}, the oldest of the ${LOOKBACK_EVENTS} newest events when the page opened`;
-  return [chart, `events per second, ${bin / 1000} s bins${start}${r.gaps.length ? "; hatched: skipped, too many to read" : ""}`];
+  const trouble = r.error ? `; not read lately: ${r.error}` : "";
+  return [chart, `events per second, ${bin / 1000} s bins${start}${r.gaps.length ? "; hatched: skipped, too many to read" : ""}${trouble}`];
 }
 
 function drawPending(width) {
