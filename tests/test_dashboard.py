@@ -395,8 +395,8 @@ async def test_the_dashboard_is_a_place_to_work(dashboard: tuple[Engine, str], b
     replay = f'{orchestrate} [data-act="replay"][data-batch="{wrote["event_id"]}"]'
     await until(lambda: _click(browser, replay), "the replay button")
     await until(lambda: "Click Replay again to confirm" in _text(browser, "#notice"), "the replay's question")
-    asked = await engine.command("list_session_events", session_id=sid, types=["listener.replayed"])
-    assert asked["events"] == [], "one click only asks"
+    replays = await engine.command("list_session_events", session_id=sid, types=["listener.replayed"])
+    assert replays["events"] == [], "one click only asks"
     await until(lambda: _click(browser, replay), "the replay button, again")
     await until(lambda: "replay of orchestrate's batch" in _text(browser, "#notice.ok"), "the replay's answer")
     replayed = await engine.command("list_session_events", session_id=sid, types=["listener.replayed"])

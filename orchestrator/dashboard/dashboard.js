@@ -1,5 +1,6 @@
 // The dashboard: sessions, their listeners (declaration, lanes and why each waits, outcomes beside their runs),
-// executions, objects, threads, schedules and the live stream, refreshed live without a reload; and, with a key
+// their runs on a time axis and the session's pace over the last hour (`runs_timeline.js`, `rates.js`), executions,
+// objects, threads, schedules and the live stream, refreshed live without a reload; and, with a key
 // that may, writes, pauses, resumes and replays (`actions.js`). It opens the newest open session, or the one
 // in `?session=`, and keeps the address on the session shown, so a reload or a shared link shows it again.
 
@@ -8,7 +9,9 @@ import { wire, hooks } from "./actions.js";
 import { knowRuns, openThread } from "./details.js";
 import { clock, el, node, opener, show } from "./dom.js";
 import { executionLink, listenerCard, runState } from "./listeners.js";
-import { follow, restart, stop, whenBatch } from "./stream.js";
+import { drawRates, readEvents, samplePending } from "./rates.js";
+import { drawRuns } from "./runs_timeline.js";
+import { follow, lastShown, restart, stop, whenBatch } from "./stream.js";
 
 const REFRESH_MS = 2000;
 // How many of the newest events the stream shows at once when a session opens.
@@ -71,13 +74,18 @@ function refreshSession() {
 async function renderSession() {
   if (!state.current) return;
   const sid = state.current;
+  const known = sessions.find((s) => s.id === sid);
   const [{ listeners }, declared, executions, { schedules }] = await Promise.all([
     inSession("list_session_listeners"),
     command({ command: "list_listeners" }),
     readRuns(),
     inSession("list_schedules"),
+    readEvents(sid, known ? known.last_event_id : lastShown()),
   ]);
   if (sid !== state.current) return;
+  samplePending(sid, listeners);
+  drawRuns(executions, listeners.map((l) => l.name), el("executions-more").textContent);
+  drawRates(sid);
   bodies = Object.fromEntries(declared.listeners.map((l) => [l.name, l.body]));
   const runs = new Map(executions.map((e) => [e.id, e]));
   knowRuns(runs);
@@ -159,6 +167,7 @@ async function select(sid) {
   objectsStale = true;
   renderThreads();
   el("timeline").replaceChildren();
+  el("runs-timeline").replaceChildren();
   // A session that is not among the listed ones is followed from its end.
   const last = known ? known.last_event_id || 0 : 0;
   restart(sid, known ? Math.max(0, last - RECENT_EVENTS) : null);

@@ -23,6 +23,11 @@ let onBatch = () => {};
 // The stream the page holds, for the browser tests and the console.
 window.dashboard = { get stream() { return stream; } };
 
+// The last event id the stream showed (null: none yet).
+export function lastShown() {
+  return seen;
+}
+
 export function whenBatch(handler) {
   onBatch = handler;
 }
