@@ -45,7 +45,10 @@ async def test_a_sync_migrate_runs_off_the_event_loop_and_may_run_a_loop_of_its_
 
     assert called == [(platform.direct_url, True)]
     assert await table_exists(platform.database_url, "sync_made")
-    assert took is not None and said == [f"migrate      tests.sync_app: done in {took:.1f} s"]
+    assert took is not None and said == [
+        "migrate      tests.sync_app: running",
+        f"migrate      tests.sync_app: done in {took:.1f} s",
+    ]
 
 
 async def test_an_async_migrate_is_awaited(platform: Platform) -> None:
@@ -100,3 +103,21 @@ async def test_a_failing_migrate_is_named_with_its_error_chained(platform: Platf
     finally:
         await conn.close()
     assert held == 0, "the lock went with the failed run"
+
+
+@pytest.mark.parametrize(("code", "fails"), [(0, False), (None, False), (1, True), ("no such revision", True)])
+async def test_a_migrate_that_exits_is_a_success_at_0_and_else_a_failure_named(
+    platform: Platform, code: Any, fails: bool
+) -> None:
+    """A migration tool's command line called in-process exits (Alembic's `main` on an error, a click command even
+    on success): the start goes on at 0 and stops naming the app otherwise, never ends the process unnamed."""
+
+    def migrate(database_url: str) -> None:
+        raise SystemExit(code)
+
+    app = UserApp(name="tests.exiting_app", migrate=migrate)
+    if not fails:
+        assert await run_migrate(platform, app, lambda _: None) is not None
+        return
+    with pytest.raises(MigrateFailed, match=rf"^app tests\.exiting_app: migrate: exited with {code}$"):
+        await run_migrate(platform, app, lambda _: None)

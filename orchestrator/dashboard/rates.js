@@ -1,8 +1,9 @@
 // The session's pace over the last hour: its events per second, and each lane's pending count.
 // Events are read by id (`list_session_events`) as they come: each refresh reads only what is new since the
-// last, a few pages at most, and keeps one count per second of the hour, never the events. When the page opens
-// it reads back at most LOOKBACK_EVENTS (the curve starts at the oldest of them when the hour held more); a
-// session writing faster than the page reads is skipped ahead, and the part not read is drawn hatched.
+// last, a few pages at most, and keeps one count per second of the hour, never the events. Ids are drawn from one
+// sequence for every session, so no count is inferred from them. When the page opens it reads the session from its
+// start, at most LOOKBACK_PAGES pages (a longer session's curve starts where the page opened, the rest skipped); a
+// session writing faster than a refresh reads is skipped ahead to its end, and the part not read is drawn hatched.
 // Pending is no record's: it is sampled from `list_session_listeners` at each refresh (at most once a second,
 // the LANES_KEPT fullest lanes), so its curve starts when the page opened.
 
@@ -12,9 +13,9 @@ import { roundStep, scale, svg, timeAxis, timeOfDay, tooltip } from "./svg.js";
 
 const HOUR = 3600e3;
 const PAGE = 1000;
-// 3 pages a refresh (every 2 s): the page keeps up with 1,500 events a second.
-const PAGES_PER_REFRESH = 3;
-const LOOKBACK_EVENTS = 5000;
+// 2 pages a refresh (every 2 s): the page keeps up with 1,000 of the session's events a second.
+const PAGES_PER_REFRESH = 2;
+const LOOKBACK_PAGES = 5;
 const SAMPLE_MS = 1000;
 const HOLD_MS = 10e3;
 const LANES_KEPT = 20;
@@ -55,21 +56,25 @@ function count(e) {
 export async function readEvents(sid, end) {
   const mine = forSession(sid);
   if (end === null || end === undefined) return;
-  if (mine.read === null) {
-    mine.read = Math.max(0, end - LOOKBACK_EVENTS);
-    mine.whole = mine.read === 0;
-  } else if (end - mine.read > LOOKBACK_EVENTS) {
-    // Too far behind to catch up: skip to near the end, and say what was not read.
-    mine.gaps.push([mine.newest, null]);
-    mine.read = end - PAGE;
-  }
+  const opening = mine.read === null;
+  if (opening) mine.read = 0;
   try {
-    for (let page = 0; page < PAGES_PER_REFRESH; page += 1) {
+    let behind = true;
+    for (let page = 0; page < (opening ? LOOKBACK_PAGES : PAGES_PER_REFRESH); page += 1) {
       const reply = await command({ command: "list_session_events", session_id: sid, after: mine.read, limit: PAGE });
       if (r !== mine) return;
       for (const e of reply.events) count(e);
       mine.read = reply.last_id;
-      if (reply.events.length < PAGE) break;
+      if (reply.events.length < PAGE) {
+        behind = false;
+        break;
+      }
+    }
+    if (opening) mine.whole = !behind;
+    if (behind && mine.read < end) {
+      // More than a refresh reads: skip to the session's end, and say what was not read.
+      mine.gaps.push([mine.newest, null]);
+      mine.read = end;
     }
     mine.error = null;
   } catch (err) {
@@ -164,7 +169,7 @@ function drawEvents(width) {
     ...f.parts, ...gaps, svg("path", { class: "area events", d: stepPath(points, bin, f, true) }));
   let start = "";
   if (r.read === null) start = ", from the session's next event (where it ends is not known yet)";
-  else if (!r.whole && oldest > end - HOUR) start = ` from ${timeOfDay(oldest)}, the oldest of the ${LOOKBACK_EVENTS} newest events when the page opened`;
+  else if (!r.whole) start = `: the session held more than the page reads back when it opened (${LOOKBACK_PAGES * PAGE} events)`;
   const trouble = r.error ? `; not read lately: ${r.error}` : "";
   return [chart, `events per second, ${bin / 1000} s bins${start}${r.gaps.length ? "; hatched: skipped, too many to read" : ""}${trouble}`];
 }

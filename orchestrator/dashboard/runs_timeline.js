@@ -135,7 +135,10 @@ export function drawRuns(runs, order, note = "") {
   const box = el("runs-timeline");
   const width = Math.max(600, box.clientWidth || 900);
   const now = Math.max(Date.now(), ...runs.map((e) => Date.parse(e.ended_at || e.started_at)));
-  const windowMs = WINDOWS[el("runs-window").value];
+  // Past the session's first runs only the running and failed ones are read: a window of the latest minutes would
+  // show those alone and read as if nothing else ran, so every run read is drawn.
+  el("runs-window").disabled = Boolean(note);
+  const windowMs = note ? 0 : WINDOWS[el("runs-window").value];
   let all = chains(runs, now);
   const to = windowMs || all.some((c) => c.attempts.some((a) => !a.e.ended_at)) ? now : Math.max(...all.map((c) => c.end));
   let from = windowMs ? now - windowMs : Math.min(...all.map((c) => c.start));

@@ -17,13 +17,14 @@ import asyncio
 import inspect
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import asyncpg
 
 from orchestrator.app_loader import UserApp
 from orchestrator.platform import Platform
 
-# The advisory lock a run of an app's `migrate` holds: this text and the app's name, hashed by PostgreSQL.
+# The advisory lock a run of an app's `migrate` holds: this text and the file that defines it, hashed by PostgreSQL.
 LOCK_PREFIX = "orchestrator.app_migrate:"
 
 
@@ -45,10 +46,19 @@ async def run_migrate(platform: Platform, app: UserApp, announce: Callable[[str]
     url = platform.direct_url
     began = time.monotonic()
     lock = await asyncpg.connect(url)
+    key = LOCK_PREFIX + _where(migrate, app.name)
     try:
-        await lock.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", LOCK_PREFIX + app.name)
+        if not await lock.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", key):
+            announce(f"migrate      {app.name}: waiting for another process's migrate of it to end")
+            await lock.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", key)
+        announce(f"migrate      {app.name}: running")
         try:
             await _call(migrate, url)
+        except SystemExit as err:
+            # A migration tool's command line called in-process (Alembic's `main`, a click command) exits: 0 is
+            # its success, anything else its failure.
+            if err.code not in (0, None):
+                raise MigrateFailed(f"app {app.name}: migrate: exited with {err.code}") from err
         except Exception as err:
             raise MigrateFailed(f"app {app.name}: migrate: {type(err).__name__}: {err}") from err
     finally:
@@ -56,6 +66,14 @@ async def run_migrate(platform: Platform, app: UserApp, announce: Callable[[str]
     took = time.monotonic() - began
     announce(f"migrate      {app.name}: done in {took:.1f} s")
     return took
+
+
+def _where(migrate: Callable[[str], object], name: str) -> str:
+    """What a `migrate` is, whatever spelling of its app loaded it (`--app a.b` or `--app a/b.py`): its file."""
+    try:
+        return str(Path(inspect.getfile(migrate)).resolve())
+    except (TypeError, OSError):
+        return name
 
 
 async def _call(migrate: Callable[[str], object], url: str) -> None:

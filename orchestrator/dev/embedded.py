@@ -190,6 +190,9 @@ def running_postgres_url(data_dir: Path, database: str = "postgres") -> str | No
         return None
     port, socket_dir = lines[3].strip(), lines[4].strip()
     if socket_dir:
+        # A pid file a reboot left may name a process that is now another's: the socket says the server is there.
+        if not (Path(socket_dir) / f".s.PGSQL.{port}").exists():
+            return None
         return f"postgresql://postgres:@/{database}?host={socket_dir}" + (f"&port={port}" if port != "5432" else "")
     host = lines[5].strip() if len(lines) > 5 and lines[5].strip() not in ("", "*") else "127.0.0.1"
     return f"postgresql://postgres:@{host}:{port}/{database}" if port else None
