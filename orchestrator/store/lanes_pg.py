@@ -52,11 +52,14 @@ from orchestrator.store.waits import compiled_conditions
 
 def queued_of(row: Sequence[Any]) -> Queued:
     """A waiting event as `orchestrator_queued` reads it: [id, commit, depth, size, distinct, accepted,
-    traceparent, type, alias, item id, execution id, nodes], its pointer put together from its parts
+    traceparent, type, alias, item id, execution id, nodes, throttle key], its pointer put together from its parts
     (0017_fewer_calls_per_event.sql)."""
-    event_id, committed, depth, size, distinct, accepted, traceparent, type_, alias, item_id, execution_id, nodes = row
+    event_id, committed, depth, size, distinct, accepted, traceparent, type_, alias, item_id, execution_id, nodes = row[
+        :12
+    ]
     message = pointer(event_id, type_, alias, item_id, execution_id, nodes)
-    return Queued(int(event_id), float(committed), depth, size, distinct, accepted, message, traceparent)
+    throttle_key = row[12] if len(row) > 12 else None
+    return Queued(int(event_id), float(committed), depth, size, distinct, accepted, message, traceparent, throttle_key)
 
 
 def _address(data: Mapping[str, Any]) -> LaneAddress:
@@ -87,6 +90,7 @@ def _batch(data: Mapping[str, Any]) -> BatchRecord:
         replay=int(data.get("replay") or 0),
         replay_of=data.get("replay_of"),
         run_key=data.get("run_key"),
+        throttle_keys=tuple(str(k) for k in data.get("throttle_keys") or ()),
     )
 
 
@@ -119,6 +123,7 @@ def snapshot_of(
     replay = data.get("replay")
     session = data.get("session") or {"status": "closed", "alias": None}
     fires = data.get("fires") or {}
+    throttle = data.get("throttle") or {}
     return LaneSnapshot(
         address=LaneAddress(session_id, listener, lane, str(row["workflow_id"])),
         lane_id=int(row["id"]),
@@ -151,6 +156,9 @@ def snapshot_of(
         fires_last_minute=int(fires.get("count") or 0),
         oldest_fire_at=None if fires.get("oldest") is None else float(fires["oldest"]),
         running_executions=int(data.get("running") or 0),
+        throttle_head=throttle.get("head"),
+        throttle_free_at={str(k): float(v) for k, v in (throttle.get("free_at") or {}).items()},
+        throttled_until=None if row.get("throttled_until") is None else float(row["throttled_until"]),
     )
 
 
@@ -167,6 +175,16 @@ def batch_info(take: Take, address: LaneAddress) -> dict[str, Any]:
     if take.replay_of is not None:
         info["replay_of"] = take.replay_of
     return info
+
+
+def throttle_of(snap: LaneSnapshot, take: Take) -> dict[str, Any] | None:
+    """What a record checks and counts of the listener's own throttle: its limit, and the keys the batch counts
+    under (None: not a counted batch of a listener with one)."""
+    decl = snap.listener.declaration if snap.listener is not None else None
+    if not take.counted or decl is None or decl.throttle is None:
+        return None
+    throttle = decl.throttle
+    return {"runs": throttle.runs, "per_seconds": throttle.per_seconds, "keys": list(take.throttle_keys)}
 
 
 class PgLaneStore:
@@ -212,6 +230,7 @@ class PgLaneStore:
             "key_slot": take.key_slot,
             "key_max": key_max,
             "fires_limit": fires_limit,
+            "throttle": throttle_of(snap, take),
             "batch": {
                 "first_id": take.first_id,
                 "last_id": take.last_id,
@@ -273,6 +292,14 @@ class PgLaneStore:
             else snapshot_of(address.session_id, address.listener, address.lane, data, complete=finishing.fetch > 0),
             granted=tuple(_address(a) for a in answer["granted"]),
             outcome_new=bool(answer.get("outcome_new")),
+        )
+
+    async def hold(self, snap: LaneSnapshot, until: float) -> None:
+        await self.pool.execute(
+            "UPDATE orchestrator.lanes SET throttled_until = to_timestamp($2) WHERE id = $1 AND seq = $3",
+            snap.lane_id,
+            until,
+            snap.seq,
         )
 
     async def queue_for_key_slot(self, snap: LaneSnapshot, key_max: int) -> bool:
@@ -369,7 +396,10 @@ class PgLaneStore:
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
         rows = await self.pool.fetch(
-            "WITH stale AS (SELECT id FROM orchestrator.lanes l WHERE ("
+            "WITH stale AS (SELECT id FROM orchestrator.lanes l WHERE"
+            # A lane the throttle holds is woken by its own clock when it lets the lane go: left until then.
+            " (l.throttled_until IS NULL OR l.throttled_until < clock_timestamp() - make_interval(secs => $1))"
+            " AND (("
             # Events waiting past the window and the grace, or a replay asked for past the grace, with no nudge.
             "  ((routed_through > fired_through"
             "    AND nudged_at < clock_timestamp() - make_interval(secs => window_seconds + $1))"
@@ -389,7 +419,7 @@ class PgLaneStore:
             "  SELECT b.lane_id FROM orchestrator.batches b WHERE b.state = 'claimed'"
             "  AND b.created_at < clock_timestamp() - make_interval(secs => $1)"
             "  UNION ALL SELECT r.lane_id FROM orchestrator.lane_runs r"
-            "  WHERE r.due_at < clock_timestamp() - make_interval(secs => $1)))"
+            "  WHERE r.due_at < clock_timestamp() - make_interval(secs => $1))))"
             " ORDER BY nudged_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
             " UPDATE orchestrator.lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
             " RETURNING l.session_id, l.listener, l.lane, l.workflow_id,"
