@@ -244,7 +244,7 @@ class LaneDriver:
                 take = decision
                 decl = snap.listener.declaration if snap.listener is not None else None
                 recorded = await self.lanes.record(
-                    snap, take, self.settings.limits.listener_fires_per_minute, key_max(decl, self.settings)
+                    snap, take, self.settings.limits.listener_fires_per_minute, key_max(decl, self.settings), at=now
                 )
                 if isinstance(recorded, Stale):
                     stale += 1

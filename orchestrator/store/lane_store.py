@@ -194,8 +194,12 @@ class LaneStore(Protocol):
         """The lane as it is now (None: never queued for)."""
         ...
 
-    async def record(self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int) -> Recorded | Stale:
-        """Record `take` over `snap`: the batch, its run and slots, the lane's `fired_through` for its own."""
+    async def record(
+        self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int, at: float | None = None
+    ) -> Recorded | Stale:
+        """Record `take` over `snap`: the batch, its run and slots, the lane's `fired_through` for its own. `at`:
+        the time the step judged by (a lane's own, which leads the database's on a server that skips time): the
+        listener's throttle is judged, and its start kept, at the later of it and the store's clock."""
         ...
 
     async def finish(self, finishing: Finishing) -> Finished:

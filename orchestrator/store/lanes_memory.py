@@ -548,9 +548,13 @@ class MemoryLaneStore:
     def _waiting(self, lane: MemLane) -> bool:
         return lane.routed_through > lane.fired_through
 
-    async def record(self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int) -> Recorded | Stale:
+    async def record(
+        self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int, at: float | None = None
+    ) -> Recorded | Stale:
         lane = self.lanes[snap.lane_id]
         now = self.now()
+        # The listener's own throttle is judged and kept on the step's time when it leads the store's clock.
+        judged = now if at is None else max(now, at)
         if take.counted:
             fires = sum(
                 1
@@ -565,8 +569,8 @@ class MemoryLaneStore:
         throttle = decl.throttle if take.counted and decl is not None else None
         if throttle is not None:
             for key in take.throttle_keys:
-                at = free_at(self.throttles.get((lane.session_id, lane.listener, key), []), throttle)
-                if at is not None and at > now:
+                frees = free_at(self.throttles.get((lane.session_id, lane.listener, key), []), throttle)
+                if frees is not None and frees > judged:
                     return Stale("listener_throttle")
         slot = self.key_slots.get(lane.id)
         holds = slot is not None and slot.holding
@@ -612,7 +616,7 @@ class MemoryLaneStore:
         if throttle is not None:
             for key in take.throttle_keys:
                 where = (lane.session_id, lane.listener, key)
-                self.throttles[where] = started(self.throttles.get(where, []), now, throttle.runs)
+                self.throttles[where] = started(self.throttles.get(where, []), judged, throttle.runs)
         if take.kind == "replay" and take.replay_id is not None:
             self.replays.pop(take.replay_id, None)
         if take.plan is not None:

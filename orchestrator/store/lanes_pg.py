@@ -205,7 +205,9 @@ class PgLaneStore:
             return None
         return snapshot_of(address.session_id, address.listener, address.lane, data, complete=fetch > 0)
 
-    async def record(self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int) -> Recorded | Stale:
+    async def record(
+        self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int, at: float | None = None
+    ) -> Recorded | Stale:
         address = snap.address
         run = None
         if take.plan is not None:
@@ -231,6 +233,7 @@ class PgLaneStore:
             "key_max": key_max,
             "fires_limit": fires_limit,
             "throttle": throttle_of(snap, take),
+            "at": at,
             "batch": {
                 "first_id": take.first_id,
                 "last_id": take.last_id,

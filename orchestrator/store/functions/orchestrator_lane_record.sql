@@ -22,6 +22,9 @@ DECLARE
     v_fire_at timestamptz;
     t jsonb := p -> 'throttle';
     v_runs integer := (p -> 'throttle' ->> 'runs')::integer;
+    -- The listener's own throttle is judged and kept on the step's time when it leads the database's (a lane's
+    -- own, on a server that skips time).
+    v_at timestamptz := greatest(clock_timestamp(), to_timestamp((p ->> 'at')::double precision));
 BEGIN
     PERFORM orchestrator.orchestrator_share_session(v_session);
     IF (b ->> 'counted')::boolean THEN
@@ -35,7 +38,7 @@ BEGIN
             WHERE k.session_id = v_session AND k.listener = v_listener
               AND k.key IN (SELECT jsonb_array_elements_text(t -> 'keys')) AND cardinality(k.starts) >= v_runs
               AND k.starts[cardinality(k.starts) - v_runs + 1]
-                  > clock_timestamp() - make_interval(secs => (t ->> 'per_seconds')::double precision)) THEN
+                  > v_at - make_interval(secs => (t ->> 'per_seconds')::double precision)) THEN
             RETURN '{"stale": "listener_throttle"}';
         END IF;
         SELECT fire_seq, created_at INTO v_fire, v_fire_at FROM orchestrator.batches
@@ -82,7 +85,8 @@ BEGIN
         RETURNING id INTO v_batch;
     IF (b ->> 'counted')::boolean AND jsonb_typeof(t) = 'object' THEN
         INSERT INTO orchestrator.throttle_keys AS k (session_id, listener, key, starts)
-            SELECT v_session, v_listener, x, ARRAY[v_fire_at] FROM jsonb_array_elements_text(t -> 'keys') x
+            SELECT v_session, v_listener, x, ARRAY[greatest(v_fire_at, v_at)]
+            FROM jsonb_array_elements_text(t -> 'keys') x
             ON CONFLICT (session_id, listener, key) DO UPDATE
                 SET starts = (k.starts || EXCLUDED.starts)[greatest(cardinality(k.starts) + 2 - v_runs, 1):];
     END IF;
