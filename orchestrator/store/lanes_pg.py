@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from orchestrator.causes import batch_cause
-from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.declaration import ListenerDeclaration, ThrottleSpec
 from orchestrator.core.events import envelope_of, pointer
 from orchestrator.core.lane_keys import execution_id_of
 from orchestrator.core.lane_snapshot import (
@@ -31,6 +31,7 @@ from orchestrator.core.lane_snapshot import (
     verdict_of,
 )
 from orchestrator.core.run_checks import RunRecord
+from orchestrator.core.throttles import UNKEYED
 from orchestrator.core.waits import CANCEL_WATCH_SEQ, MAX_WAIT_SECONDS
 from orchestrator.store.lane_store import (
     STALE_GRACE_SECONDS,
@@ -52,14 +53,24 @@ from orchestrator.store.waits import compiled_conditions
 
 def queued_of(row: Sequence[Any]) -> Queued:
     """A waiting event as `orchestrator_queued` reads it: [id, commit, depth, size, distinct, accepted,
-    traceparent, type, alias, item id, execution id, nodes, throttle key], its pointer put together from its parts
+    traceparent, type, alias, item id, execution id, nodes], its pointer put together from its parts
     (0017_fewer_calls_per_event.sql)."""
-    event_id, committed, depth, size, distinct, accepted, traceparent, type_, alias, item_id, execution_id, nodes = row[
-        :12
-    ]
+    event_id, committed, depth, size, distinct, accepted, traceparent, type_, alias, item_id, execution_id, nodes = row
     message = pointer(event_id, type_, alias, item_id, execution_id, nodes)
-    throttle_key = row[12] if len(row) > 12 else None
-    return Queued(int(event_id), float(committed), depth, size, distinct, accepted, message, traceparent, throttle_key)
+    return Queued(int(event_id), float(committed), depth, size, distinct, accepted, message, traceparent)
+
+
+def with_keys(
+    events: tuple[Queued, ...], throttle: ThrottleSpec | None, keys: Sequence[str] | None
+) -> tuple[Queued, ...]:
+    """Events read with the key each counts under in the listener's throttle: `_` for every one of a throttle with no
+    key, else the snapshot's keys read beside them in their order (`orchestrator_lane_snapshot`)."""
+    if throttle is None or not events:
+        return events
+    if throttle.key is None:
+        return tuple(q._replace(throttle_key=UNKEYED) for q in events)
+    assert keys is not None and len(keys) == len(events), "a key read for each event"
+    return tuple(q._replace(throttle_key=k) for q, k in zip(events, keys, strict=True))
 
 
 def _address(data: Mapping[str, Any]) -> LaneAddress:
@@ -118,12 +129,13 @@ def snapshot_of(
             switched_off=bool(found["switched_off"]),
             paused=bool(found["paused"]),
         )
-    waiting = tuple(queued_of(e) for e in data["waiting"])
+    throttle = data.get("throttle") or {}
+    spec = None if now_listener is None else now_listener.declaration.throttle
+    waiting = with_keys(tuple(queued_of(e) for e in data["waiting"]), spec, throttle.get("waiting"))
     oldest = data.get("oldest_at")
     replay = data.get("replay")
     session = data.get("session") or {"status": "closed", "alias": None}
     fires = data.get("fires") or {}
-    throttle = data.get("throttle") or {}
     return LaneSnapshot(
         address=LaneAddress(session_id, listener, lane, str(row["workflow_id"])),
         lane_id=int(row["id"]),
@@ -147,7 +159,7 @@ def snapshot_of(
         if replay is None
         else Replay(
             id=int(replay["id"]),
-            events=tuple(queued_of(e) for e in replay["events"]),
+            events=with_keys(tuple(queued_of(e) for e in replay["events"]), spec, throttle.get("replay")),
             replay_of=replay.get("replay_of"),
             number=int(replay["number"]),
         ),

@@ -1099,3 +1099,29 @@ async def test_a_repeat_waits_for_the_throttle_under_its_batchs_keys(world: Worl
     repeat = step(due, due.now, LIMITS)
     assert isinstance(repeat, Take) and repeat.kind == "repeat" and repeat.throttle_keys == ("a/1",)
     assert isinstance(await world.lanes.record(due, repeat, 100, 0), Recorded)
+
+
+async def test_a_replay_waits_for_the_throttle_under_its_events_keys(world: World) -> None:
+    # A write action (no slot): the replay of a batch of a/1 and b/1 right after it is held by a/1's start.
+    await world.save_listener(
+        throttled(1, 60, "alias", action={"type": "object", "alias": "out", "value": {"type": "o"}})
+    )
+    sid = await world.open_session()
+    for alias in ("a/1", "b/1"):
+        await world.write(sid, alias)
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    await world.ask_replay(snap.lane_id, list(decision.consumed), decision.first_id)
+    asked = await snapshot(world, address(sid))
+    assert asked.replay is not None and [q.throttle_key for q in asked.replay.events] == ["a/1", "b/1"]
+    assert set(asked.throttle_free_at) == {"a/1", "b/1"}
+    held = step(asked, asked.now, LIMITS)
+    assert isinstance(held, Wait) and held.reason == "throttled"
+    # Read without its events, the replay says nothing of their keys: the step goes for it, and the full read holds.
+    bare = await world.lanes.snapshot(address(sid), 0)
+    assert bare is not None and bare.replay is not None and bare.replay.events == ()
+    await world.advance(61)
+    due = await snapshot(world, address(sid))
+    replay = step(due, due.now, LIMITS)
+    assert isinstance(replay, Take) and replay.kind == "replay" and replay.throttle_keys == ("a/1", "b/1")
