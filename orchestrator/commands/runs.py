@@ -21,7 +21,7 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverse
 from temporalio.client import Client
 
 from orchestrator.commands.fields import ListenerName, SessionId
-from orchestrator.commands.listeners import unregistered_workflow
+from orchestrator.commands.listeners import throttle_past_fires, unregistered_workflow
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import DEFAULT_CANCEL_GRACE_SECONDS, MAX_CANCEL_GRACE_SECONDS, ListenerDeclaration
 from orchestrator.core.errors import CommandError
@@ -427,7 +427,9 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
                 "lanes": shown,
                 "recent_outcomes": await store.recent_outcomes(req.session_id, name),
                 "counts": counts.get(name, {}),
-                "warnings": [w for w in (unregistered_workflow(decl, registered),) if w is not None],
+                "warnings": [
+                    w for w in (unregistered_workflow(decl, registered), throttle_past_fires(decl, limits)) if w
+                ],
             }
         )
     return {"listeners": answer}
