@@ -17,6 +17,7 @@ from typing import Any
 from orchestrator.core.batch_cuts import envelope_bytes
 from orchestrator.core.declaration import (
     ListenerDeclaration,
+    ThrottleSpec,
     WorkflowAction,
     effective_max_parallel,
     lane_run_slots,
@@ -553,8 +554,6 @@ class MemoryLaneStore:
     ) -> Recorded | Stale:
         lane = self.lanes[snap.lane_id]
         now = self.now()
-        # The listener's own throttle is judged and kept on the step's time when it leads the store's clock.
-        judged = now if at is None else max(now, at)
         if take.counted:
             fires = sum(
                 1
@@ -567,11 +566,10 @@ class MemoryLaneStore:
                 return Stale("throttle")
         decl = snap.listener.declaration if snap.listener is not None else None
         throttle = decl.throttle if take.counted and decl is not None else None
-        if throttle is not None:
-            for key in take.throttle_keys:
-                frees = free_at(self.throttles.get((lane.session_id, lane.listener, key), []), throttle)
-                if frees is not None and frees > judged:
-                    return Stale("listener_throttle")
+        # The listener's own throttle is judged and kept on the step's time when it leads the store's clock.
+        judged = now if at is None else max(now, at)
+        if throttle is not None and self._throttle_holds(lane, throttle, take.throttle_keys, judged):
+            return Stale("listener_throttle")
         slot = self.key_slots.get(lane.id)
         holds = slot is not None and slot.holding
         if take.key_slot == "take" and not holds and self._keys_held(lane.session_id, lane.listener) >= key_max:
@@ -614,9 +612,7 @@ class MemoryLaneStore:
             raise ValueError("a batch is recorded once")  # PostgreSQL's unique constraint
         self.batches[batch.id] = batch
         if throttle is not None:
-            for key in take.throttle_keys:
-                where = (lane.session_id, lane.listener, key)
-                self.throttles[where] = started(self.throttles.get(where, []), judged, throttle.runs)
+            self._throttle_started(lane, throttle, take.throttle_keys, judged)
         if take.kind == "replay" and take.replay_id is not None:
             self.replays.pop(take.replay_id, None)
         if take.plan is not None:
@@ -655,6 +651,20 @@ class MemoryLaneStore:
         if take.key_slot == "give_back":
             granted = self._key_slot_freed(lane, key_max, self._waiting(lane))
         return Recorded(batch.id, granted)
+
+    def _throttle_holds(self, lane: MemLane, throttle: ThrottleSpec, keys: Sequence[str], at: float) -> bool:
+        """Whether one of `keys` has started `runs` batches of the lane's listener in the window before `at`."""
+        for key in keys:
+            frees = free_at(self.throttles.get((lane.session_id, lane.listener, key), []), throttle)
+            if frees is not None and frees > at:
+                return True
+        return False
+
+    def _throttle_started(self, lane: MemLane, throttle: ThrottleSpec, keys: Sequence[str], at: float) -> None:
+        """A batch of the lane's listener started at `at` under `keys`: each keeps its newest `runs` starts."""
+        for key in keys:
+            where = (lane.session_id, lane.listener, key)
+            self.throttles[where] = started(self.throttles.get(where, []), at, throttle.runs)
 
     def _started(self, execution: MemExecution) -> None:
         if execution.started_event_id is None:
