@@ -60,8 +60,10 @@ def test_batches_go_as_soon_as_the_rule_lets_them_and_never_more_than_runs_in_a_
         at = free_at(kept, rule)
         start = turn if at is None else max(turn, at)
         if start > turn:
-            assert sum(1 for t in starts if start - per_seconds + 1e-9 < t) < runs, "it went as soon as it could"
-            assert sum(1 for t in starts if turn - per_seconds + 1e-9 < t <= turn) >= runs, "it waited only if held"
+            # A start is inside the window before `at` while it is not yet `per_seconds` old: `t + per_seconds > at`,
+            # the rule's own sum (no difference of floats).
+            assert sum(1 for t in starts if t + per_seconds > start) < runs, "it went as soon as it could"
+            assert sum(1 for t in starts if t + per_seconds > turn) >= runs, "it waited only if held"
         kept, starts = started(kept, start, runs), [*starts, start]
     for n, first in enumerate(starts):
         assert sum(1 for t in starts[n:] if t < first + per_seconds) <= runs
