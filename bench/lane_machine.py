@@ -69,6 +69,7 @@ def main() -> None:
         f"reached       {tally['steps']} steps, {tally['batches']} batches, {tally['runs']} runs,"
         f" {tally['repeats']} repeats, {tally['replays']} replays"
     )
+    print(f"throttle      {tally['held by the throttle']} drives ended held by the listener's own throttle")
     dead = {k.removeprefix("died at "): v for k, v in sorted(tally.items()) if k.startswith("died at ")}
     print("drivers dead  " + ", ".join(f"at {k} {v}" for k, v in dead.items()))
 

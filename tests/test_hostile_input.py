@@ -408,6 +408,10 @@ def listener_bodies(draw: st.DrawFn) -> dict[str, Any]:
         body["batch"] = {"window_seconds": draw(_numbers), "max_events": draw(_numbers)}
     if draw(st.booleans()):
         body["concurrency"] = {"mode": "keyed", "key": draw(_paths), "max_parallel": draw(_numbers)}
+    if draw(st.booleans()):
+        fitting = st.one_of(st.sampled_from([1, 2, 60, 0.5]), _numbers)
+        throttle = {"per_seconds": draw(fitting), "runs": draw(fitting)}
+        body["throttle"] = {**throttle, "key": draw(_paths)} if draw(st.booleans()) else throttle
     return body
 
 

@@ -1,5 +1,5 @@
 """`simulate_listener` without servers: the engine's own parts replaying a made-up stream on a clock of
-their own (windows, lanes, `max_events`, `distinct_by`, debounce, the throttle, runs that hold their slot,
+their own (windows, lanes, `max_events`, `distinct_by`, debounce, the throttles, runs that hold their slot,
 what never matched and why); and the command's checks on a real store."""
 
 from __future__ import annotations
@@ -108,6 +108,22 @@ async def test_the_throttle_refuses_what_it_would_refuse() -> None:
     decl = body(batch={"window_seconds": 0.5})
     found = await run(stream((0, "m/a"), (2, "m/b"), (4, "m/c"), (70, "m/d")), decl, settings)
     assert [b["status"] for b in found.batches] == ["success", "success", "throttled", "success"]
+
+
+async def test_a_listeners_own_throttle_holds_what_it_would_hold_and_drops_nothing() -> None:
+    # Two writes a window of 10 s: the third batch fires when the first leaves the window, with what came
+    # meanwhile; per alias, m/b goes when it comes, m/a waits.
+    decl = body(batch={"window_seconds": 0.5}, throttle={"per_seconds": 10, "runs": 2})
+    found = await run(stream((0, "m/a"), (2, "m/b"), (4, "m/c"), (5, "m/d"), (30, "m/e")), decl)
+    assert cut(found) == [("_", [1], 0.5), ("_", [2], 2.5), ("_", [3, 4], 10.5), ("_", [5], 30.5)]
+    assert all(b["status"] == "success" for b in found.batches)
+    keyed = body(
+        concurrency={"mode": "keyed", "key": "alias"},
+        batch={"window_seconds": 0.5},
+        throttle={"per_seconds": 10, "runs": 1, "key": "alias"},
+    )
+    found = await run(stream((0, "m/a"), (1, "m/a"), (2, "m/b")), keyed)
+    assert sorted(cut(found)) == [("m/a", [1], 0.5), ("m/a", [2], 10.5), ("m/b", [3], 2.5)]
 
 
 async def test_a_run_holds_its_lane_for_run_seconds() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
@@ -9,6 +10,7 @@ from pydantic import Field
 from orchestrator.commands.fields import ListenerName, SchemaOf, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, parse_declaration
+from orchestrator.core.limits import Limits
 from orchestrator.lanes.nudges import nudge_lanes
 from orchestrator.lanes.registry import FRESH_SECONDS
 
@@ -85,7 +87,8 @@ async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[
 @command(
     "save_listener",
     SaveListener,
-    reply="`listener` {name, version, effective_at}; `warnings` when its workflow is one no worker has said it runs",
+    reply="`listener` {name, version, effective_at}; `warnings` when its workflow is one no worker has said it runs,"
+    " or its throttle lets more batches start a minute than the deployment's `listener_fires_per_minute`",
     example={
         "command": "save_listener",
         "listener": {
@@ -99,16 +102,36 @@ async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[
 async def save_listener(platform: CommandContext, req: SaveListener) -> dict[str, Any]:
     """Validate the body and store it as the listener's next version, in effect after the activation delay. A
     type no event can have is refused; a workflow no worker has registered lately is saved with a warning
-    (workers may deploy after their listeners), and its batches answer `invocation_error` until one does."""
+    (workers may deploy after their listeners), and its batches answer `invocation_error` until one does; so is a
+    throttle that lets more batches start a minute than `listener_fires_per_minute`, past which they are dropped."""
     limits = platform.settings.limits
     declaration = parse_declaration(req.listener, limits, await platform.store.event_schemas())
     body = declaration.model_dump(mode="json", exclude_unset=True)
     saved = await platform.store.save_listener(declaration.name, body, limits.activation_delay_seconds)
     reply: dict[str, Any] = {"listener": saved}
-    warning = unregistered_workflow(declaration, await platform.store.registered_workflows(FRESH_SECONDS))
-    if warning is not None:
-        reply["warnings"] = [warning]
+    warnings = [
+        unregistered_workflow(declaration, await platform.store.registered_workflows(FRESH_SECONDS)),
+        throttle_past_fires(declaration, limits),
+    ]
+    if any(warnings):
+        reply["warnings"] = [w for w in warnings if w is not None]
     return reply
+
+
+def throttle_past_fires(declaration: ListenerDeclaration, limits: Limits) -> str | None:
+    """What to say of a throttle that lets more batches start in a minute than the deployment's fires per minute,
+    past which batches are dropped as `throttled` (None: nothing)."""
+    throttle = declaration.throttle
+    if throttle is None:
+        return None
+    most = throttle.runs * (math.ceil(60 / throttle.per_seconds) if throttle.per_seconds < 60 else 1)
+    if most <= limits.listener_fires_per_minute:
+        return None
+    return (
+        f"listener.throttle: lets up to {most} batches start a minute, past the deployment's"
+        f" listener_fires_per_minute ({limits.listener_fires_per_minute}): those past it are dropped as throttled"
+        " rather than held"
+    )
 
 
 def unregistered_workflow(declaration: ListenerDeclaration, registered: list[str]) -> str | None:

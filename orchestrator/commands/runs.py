@@ -21,7 +21,7 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverse
 from temporalio.client import Client
 
 from orchestrator.commands.fields import ListenerName, SessionId
-from orchestrator.commands.listeners import unregistered_workflow
+from orchestrator.commands.listeners import throttle_past_fires, unregistered_workflow
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import DEFAULT_CANCEL_GRACE_SECONDS, MAX_CANCEL_GRACE_SECONDS, ListenerDeclaration
 from orchestrator.core.errors import CommandError
@@ -260,16 +260,22 @@ def why_waiting(
     row: dict[str, Any], standing: Standing, limits: Limits, trouble: dict[str, Any] | None = None
 ) -> dict[str, Any] | None:
     """Why a lane does not step now, by the step's own rule: its step failing, a retry waiting, paused, its
-    run's workflow task failing, its slot held, queued for a key slot, throttled, debouncing, its window open;
-    None when nothing waits or it is about to step."""
+    run's workflow task failing, its slot held, held by its listener's throttle, queued for a key slot, debouncing,
+    its window open, or past `listener_fires_per_minute`; None when nothing waits or it is about to step."""
     if trouble:
         return {"reason": "fire_failing", **trouble}
     snap = lane_summary(row, standing)
     move = next_move(snap, snap.now, limits)
+    if (held := _held_by_throttle(row, standing, move, snap.now)) is not None:
+        return held
     if not isinstance(move, Wait):
         if snap.pending and snap.listener is not None and snap.fires_last_minute >= limits.listener_fires_per_minute:
             until = standing.oldest_fire + timedelta(seconds=60) if standing.oldest_fire else None
-            return {"reason": "throttled", "until": until.isoformat() if until else None}
+            return {
+                "reason": "throttled",
+                "until": until.isoformat() if until else None,
+                "limit": "listener_fires_per_minute",
+            }
         return None
     reason = move.reason
     if reason == "nothing":
@@ -290,6 +296,27 @@ def why_waiting(
         place = row["key_slot_place"]
         return {"reason": "queued_for_key_slot", "place": None if place is None else int(place)}
     return {"reason": reason, "until": _iso(move.until)}
+
+
+def _held_by_throttle(row: dict[str, Any], standing: Standing, move: Any, now: float) -> dict[str, Any] | None:
+    """The lane held by its listener's own throttle, as its step last said (`throttled_until`), where the step
+    judges the throttle: after its runs' slots and a pause, before a key slot, and before a window that closes
+    sooner. The summary holds no throttle of its own: the step's word is what its clock was told."""
+    until = row.get("throttled_until")
+    decl = standing.listener.declaration if standing.listener is not None else None
+    if until is None or float(until) <= now or decl is None or decl.throttle is None:
+        return None
+    if isinstance(move, Wait):
+        window = move.reason in ("window_open", "debouncing") and (move.until or 0.0) <= float(until)
+        if not window and move.reason != "queued_for_key_slot":
+            return None
+    throttle = decl.throttle
+    return {
+        "reason": "throttled",
+        "until": _iso(float(until)),
+        "limit": "throttle",
+        "throttle": throttle.model_dump(mode="json", exclude_none=True),
+    }
 
 
 def waiting_text(waiting: dict[str, Any]) -> str:
@@ -313,8 +340,14 @@ def waiting_text(waiting: dict[str, Any]) -> str:
         if waiting["place"] is None:
             return "waiting for a key slot (every one is taken; it joins the queue at its next step)"
         return f"queued for a key slot (place {waiting['place']})"
+    if reason == "throttled" and waiting.get("limit") == "throttle":
+        throttle = waiting["throttle"]
+        per = f" per {throttle['key']}" if "key" in throttle else ""
+        return (
+            f"held by its throttle ({throttle['runs']} per {throttle['per_seconds']:g} s{per}) until {waiting['until']}"
+        )
     if reason == "throttled":
-        return f"throttled until {waiting['until']}"
+        return f"throttled until {waiting['until']} (listener_fires_per_minute: what comes due meanwhile is dropped)"
     if reason == "debouncing":
         return f"debouncing until {waiting['until']}"
     if reason == "window_open":
@@ -394,7 +427,9 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
                 "lanes": shown,
                 "recent_outcomes": await store.recent_outcomes(req.session_id, name),
                 "counts": counts.get(name, {}),
-                "warnings": [w for w in (unregistered_workflow(decl, registered),) if w is not None],
+                "warnings": [
+                    w for w in (unregistered_workflow(decl, registered), throttle_past_fires(decl, limits)) if w
+                ],
             }
         )
     return {"listeners": answer}

@@ -1,10 +1,12 @@
 """The listener declaration body of SPEC section 3, as pydantic models, and its parsing.
 
 Owns the shape and the static rules of a declaration (globs, paths, concurrency fields, batch bounds, the
-deployment's limits); what a declaration does to events is `filters.py`'s, `lane_keys.py`'s, `batch_cuts.py`'s
-and `lane_step.py`'s. Every model forbids unknown fields, so a misspelt field is refused rather than
-ignored. The bounds are the specification's: 1000 events and 300 s per batch, 20 retries and 900 s of
-delay (the backoff cap), and an idle timer of at most seven days (a lane that sleeps longer is not a lane).
+deployment's limits); what a declaration does to events is `filters.py`'s, `lane_keys.py`'s, `batch_cuts.py`'s,
+`throttles.py`'s and `lane_step.py`'s. Every model forbids unknown fields, so a misspelt field is refused rather
+than ignored. The bounds are the specification's: 1000 events and 300 s per batch, 20 retries and 900 s of
+delay (the backoff cap), and an idle timer of at most seven days (a lane that sleeps longer is not a lane). A
+throttle's window is at most a day and its runs at most 1,000: the store keeps each key's newest `runs` start
+times in one row, rewritten at each start.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ MAX_RETRY_ATTEMPTS = 20
 DEFAULT_RETRY_DELAY_SECONDS = 30.0
 MAX_IDLE_SECONDS = 7 * 24 * 3600
 MIN_PRIORITY, MAX_PRIORITY = 1, 5
+MAX_THROTTLE_SECONDS = 86_400.0
+MAX_THROTTLE_RUNS = 1_000
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 ACTION_TYPES = ("workflow", "thread_item", "object")
 
@@ -347,6 +351,21 @@ class IdleSpec(_Strict):
     after_seconds: float = Field(gt=0, le=MAX_IDLE_SECONDS)
 
 
+class ThrottleSpec(_Strict):
+    """At most `runs` of the listener's batches act (start a run, or write) per `per_seconds`, per the value at
+    `key` (made a key as a lane key is: text, `~` when missing), else per listener; in each session. A batch
+    beyond it waits in its lane until the throttle lets it go (`throttles.py`): none is dropped."""
+
+    per_seconds: float = Field(gt=0, le=MAX_THROTTLE_SECONDS)
+    runs: int = Field(ge=1, le=MAX_THROTTLE_RUNS)
+    key: str | None = None
+
+    @field_validator("key")
+    @classmethod
+    def _key_path(cls, value: str | None) -> str | None:
+        return None if value is None else validate_path(value)
+
+
 class ListenerDeclaration(_Strict):
     name: str = Field(pattern=NAME_PATTERN)
     filter: ListenerFilter
@@ -364,6 +383,8 @@ class ListenerDeclaration(_Strict):
     description: str | None = Field(default=None, max_length=2000)
     # Events that cancel this listener's running runs (a workflow action's).
     cancel_on: list[CancelOn] | None = Field(default=None, min_length=1, max_length=MAX_CANCEL_ON)
+    # How often its batches may act; those beyond wait in their lane.
+    throttle: ThrottleSpec | None = None
 
     @field_validator("cancel_on")
     @classmethod
@@ -402,6 +423,10 @@ def parse_declaration(
     types = decl.filter.types
     template_types = [*types, "lane.idle"] if types is not None and decl.idle is not None else types
     unresolvable += unresolvable_holes(decl.action, template_types, event_types)
+    if decl.throttle is not None and decl.throttle.key is not None:
+        why = why_unresolvable(decl.throttle.key, types, event_types)
+        if why is not None:
+            unresolvable.append(f"throttle.key: path {decl.throttle.key!r} never resolves: {why}")
     problems = [f"listener.{problem}" for problem in unresolvable]
     problems += [f"listener.{problem}" for problem in unknown_types(decl.filter.types, event_types)]
     for n, cancel in enumerate(decl.cancel_on or ()):

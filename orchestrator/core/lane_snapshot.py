@@ -2,14 +2,14 @@
 
 Owns the values that cross between the store, the pure step (`lane_step.py`) and its driver: a snapshot of a
 lane (its queue's head, its slots and runs, a repeat or replay waiting, the listener and session now, the
-key slots and fires of its listener, and the database's clock), and the decisions (`Take`, `Finish`,
+key slots, fires and throttle of its listener, and the database's clock), and the decisions (`Take`, `Finish`,
 `Wait`, `Drop`). All immutable. Times are epoch seconds on the database's clock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
@@ -35,7 +35,8 @@ class Queued(NamedTuple):  # a thousand a read: a named tuple builds in 40% of a
     `size`: what it weighs in a batch that carries it; `distinct`: its `distinct_by` value under the listener
     as declared now (None: none, or the path is missing); `accepted`: whether the listener as declared now
     takes it (a re-save may have narrowed the filter since it was routed); `message`: its pointer, as
-    `batch.messages` shows it."""
+    `batch.messages` shows it; `throttle_key`: the key it counts under in the listener's throttle as declared now
+    (None: no throttle, or not read: a past batch's entries)."""
 
     id: int
     committed: float
@@ -45,6 +46,7 @@ class Queued(NamedTuple):  # a thousand a read: a named tuple builds in 40% of a
     accepted: bool = True
     message: Mapping[str, Any] = MappingProxyType({})
     traceparent: str | None = None
+    throttle_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,8 @@ class BatchRecord:
     replay: int = 0
     replay_of: int | None = None
     run_key: str | None = None
+    # The keys of the listener's throttle it was counted under (a repeat counts under them again).
+    throttle_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,14 @@ class LaneSnapshot:
     running_executions: int = 0
     # False: read without envelopes (counts and times only), enough for `next_move` but not to cut a batch.
     complete: bool = True
+    # The listener's throttle: the key of the lane's oldest waiting event (read even when no event is), and when
+    # each key among the events read (waiting, a repeat's batch, a replay's) that has started `runs` batches lets
+    # the next go (`throttles.free_at`, on the database's clock; a key left out may go now).
+    throttle_head: str | None = None
+    throttle_free_at: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    # What a step holding the lane for the throttle last said (`LaneStore.hold`): when it would step again. What
+    # status shows, and the router's poll leaves alone; the step itself judges by the two above.
+    throttled_until: float | None = None
 
 
 def fetch_limit(listener: ListenerNow | None, fetch: int = FETCH_EVENTS) -> int:
@@ -280,6 +292,8 @@ class Take:
     key_slot: Literal["take", "keep", "give_back"] | None = None
     # Counts as a fire (the throttle): a batch that acts.
     counted: bool = False
+    # The keys of the listener's own throttle it counts under (a counted batch of a throttled listener).
+    throttle_keys: tuple[str, ...] = ()
     # A claimed batch whose run already started and ended (its end took the slot's row before the driver that
     # started it finished): nothing to act on, only the finish.
     ran: bool = False
@@ -316,6 +330,7 @@ WaitReason = Literal[
     "retry_waiting",
     "queued_for_key_slot",
     "paused",
+    "throttled",
 ]
 
 
@@ -327,7 +342,8 @@ class Wait:
     until: float | None = None
     # Join the queue for a key slot (a keyed lane with a batch due and every key slot taken).
     queue_for_key_slot: bool = False
-    # Give back a key slot the lane holds with nothing to use it on (handed one, and then nothing was due).
+    # Give back a key slot the lane holds with nothing to use it on (handed one, and then nothing was due), or
+    # leave the queue for one (held by the throttle: a slot handed on meanwhile would go unused).
     give_back_key_slot: bool = False
     run: HeldSlot | None = None
 

@@ -2,11 +2,12 @@
 
 Owns the engine's decisions. `next_move` orders them: finish a batch a dead driver left claimed; while the
 listener is paused, nothing; a failed run's repeat once due; a replay asked for, then the lane's own next
-batch, once its window has closed (or its debounce gone quiet) and a slot is free; else wait, saying for what
-and until when. `step` adds the batch itself: the cut (`batch_cuts.cut`), the verdict (`verdicts.py`), the
-run and slots it takes. `run_end` decides a run's end: hold the slot until the repeat, `min(delay * 2^n, 900)`
-seconds on, or release it. All are functions of their arguments (`now` is the database's clock, or a lane's
-later one): the driver records and acts, and `list_session_listeners` reads `next_move` to say why a lane waits.
+batch, once its window has closed (or its debounce gone quiet), a slot is free and the listener's throttle lets
+it go; else wait, saying for what and until when. `step` adds the batch itself: the cut (`batch_cuts.cut`, of
+what the throttle lets go: `throttles.free_prefix`), the verdict (`verdicts.py`), the run and slots it takes.
+`run_end` decides a run's end: hold the slot until the repeat, `min(delay * 2^n, 900)` seconds on, or release it.
+All are functions of their arguments (`now` is the database's clock, or a lane's later one): the driver records
+and acts, and `list_session_listeners` reads `next_move` to say why a lane waits.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from orchestrator.core.lane_snapshot import (
     depth_of,
 )
 from orchestrator.core.limits import Limits
+from orchestrator.core.throttles import UNKEYED, free_prefix, held_until
 from orchestrator.core.verdicts import batch_verdict
 
 # A replay takes all its events whatever their size: the byte budget is for the lane's own batches.
@@ -84,8 +86,8 @@ def window_closes_at(snap: LaneSnapshot, decl: ListenerDeclaration) -> float | N
     return window_close(snap.oldest_at, snap.newest_at, Declared(**lane_timing(decl)))
 
 
-def _slot_wait(snap: LaneSnapshot, decl: ListenerDeclaration, limits: Limits) -> Wait | None:
-    """Why a batch that would start a run cannot take a slot now, or None when it can."""
+def _run_slot_wait(snap: LaneSnapshot, decl: ListenerDeclaration, limits: Limits) -> Wait | None:
+    """Why a batch that would start a run cannot take one of its lane's slots now, or None when it can."""
     cap = lane_run_slots(decl, limits) or 1
     if len(snap.runs) >= cap:
         waiting = [r for r in snap.runs if r.due_at is not None]
@@ -94,10 +96,41 @@ def _slot_wait(snap: LaneSnapshot, decl: ListenerDeclaration, limits: Limits) ->
             return Wait("retry_waiting", first.due_at, run=first)
         running = [r for r in snap.runs if r.due_at is None]
         return Wait("slot_held", None, run=running[0] if running else None)
+    return None
+
+
+def _key_slot_wait(snap: LaneSnapshot, decl: ListenerDeclaration, limits: Limits) -> Wait | None:
+    """Why a keyed listener's batch that would start a run cannot take a key slot now, or None when it can."""
     keyed = decl.concurrency.mode == "keyed"
     if keyed and snap.key_slot != "held" and snap.keys_held >= effective_max_parallel(decl.concurrency, limits):
         return Wait("queued_for_key_slot", None, queue_for_key_slot=snap.key_slot is None)
     return None
+
+
+def throttle_wait(
+    snap: LaneSnapshot, decl: ListenerDeclaration, keys: tuple[str | None, ...], now: float, run: HeldSlot | None = None
+) -> Wait | None:
+    """The wait of a batch of these keys that the listener's throttle holds (None: it may go). A lane held so
+    gives back a key slot it holds with no run, and leaves the queue for one: it could not use a slot handed to
+    it before the throttle lets it go, and another key could."""
+    if decl.throttle is None:
+        return None
+    until = held_until(keys, snap.throttle_free_at, now)
+    if until is None:
+        return None
+    leaves = snap.key_slot == "queued" or (snap.key_slot == "held" and not snap.runs)
+    return Wait("throttled", until, give_back_key_slot=leaves, run=run)
+
+
+def repeat_keys(snap: LaneSnapshot, run: HeldSlot, decl: ListenerDeclaration | None) -> tuple[str, ...]:
+    """The throttle's keys a run's repeat counts under: those its batch was counted under (a batch taken before
+    the listener had a throttle counts under its one key when it has no `key`, and under none otherwise)."""
+    past = snap.repeat
+    if past is not None and past.run is not None and past.run.run_key == run.run_key and past.batch.throttle_keys:
+        return past.batch.throttle_keys
+    if decl is not None and decl.throttle is not None and decl.throttle.key is None:
+        return (UNKEYED,)
+    return ()
 
 
 def _after_runs(snap: LaneSnapshot) -> Wait:
@@ -119,15 +152,25 @@ def next_move(snap: LaneSnapshot, now: float, limits: Limits) -> Move | Wait:
     listener = snap.listener
     if listener is not None and listener.paused:
         return Wait("paused")
+    decl = listener.declaration if listener is not None else None
     due = [r for r in snap.runs if r.due_at is not None and r.due_at <= now]
     if due:
-        return StartRepeat(min(due, key=lambda r: r.due_at or 0.0))
-    decl = listener.declaration if listener is not None else None
+        run = min(due, key=lambda r: r.due_at or 0.0)
+        if decl is not None and (held := throttle_wait(snap, decl, repeat_keys(snap, run, decl), now, run)):
+            return held
+        return StartRepeat(run)
     runs = decl is not None and isinstance(decl.action, WorkflowAction)
     if snap.replay is not None:
         if decl is None:
             return DropReplay()
-        if runs and (blocked := _slot_wait(snap, decl, limits)) is not None:
+        if runs and (blocked := _run_slot_wait(snap, decl, limits)) is not None:
+            return blocked
+        # A replay read without its events says nothing of their keys: the full read the driver makes to take
+        # it does.
+        keys = tuple(q.throttle_key for q in snap.replay.events)
+        if (held := throttle_wait(snap, decl, keys, now)) is not None:
+            return held
+        if runs and (blocked := _key_slot_wait(snap, decl, limits)) is not None:
             return blocked
         return TakeReplay()
     if snap.pending == 0:
@@ -136,9 +179,16 @@ def next_move(snap: LaneSnapshot, now: float, limits: Limits) -> Move | Wait:
         return TakeBatch()  # deleted since its events were routed: consumed, nobody to report to
     # Slots before the window: a lane whose slots are taken waits for whoever frees one (a run's end drives
     # it), not for its window, which would wake it only to find its slot still held.
-    if runs and (blocked := _slot_wait(snap, decl, limits)) is not None:
+    if runs and (blocked := _run_slot_wait(snap, decl, limits)) is not None:
         return blocked
     closes = window_closes_at(snap, decl)
+    # The throttle before a key slot (a lane it holds would hold a slot it cannot use), unless the window closes
+    # later anyway: the lane waits for that, and is judged again then.
+    held = throttle_wait(snap, decl, (snap.throttle_head,), now)
+    if held is not None and (closes is None or held.until is None or closes <= held.until):
+        return held
+    if runs and (blocked := _key_slot_wait(snap, decl, limits)) is not None:
+        return blocked
     if closes is not None and now < closes:
         return Wait("window_open" if decl.batch.debounce_seconds is None else "debouncing", closes)
     return TakeBatch()
@@ -159,7 +209,7 @@ def step(snap: LaneSnapshot, now: float, limits: Limits, registered: Collection[
         return _repeat(snap, move.run, limits, registered)
     if isinstance(move, TakeReplay):
         return _replay(snap, limits, registered)
-    return _batch(snap, limits, registered)
+    return _batch(snap, now, limits, registered)
 
 
 def _plan(decl: ListenerDeclaration, version: int, depth: int) -> RunPlan | None:
@@ -217,6 +267,7 @@ def _taking(
         plan = _plan(decl, listener.version, depth)
         verdict = batch_verdict(snap, decl, entries, depth, limits, registered, plan.workflow if plan else None)
     acts = isinstance(verdict, Act)
+    throttled = acts and listener is not None and listener.declaration.throttle is not None
     return Take(
         kind=kind,
         consumed=consumed,
@@ -232,17 +283,24 @@ def _taking(
         plan=plan if acts else None,
         key_slot=_key_slot(snap, listener.declaration if listener else None, acts and plan is not None),
         counted=acts,
+        throttle_keys=tuple(sorted({q.throttle_key for q in entries if q.throttle_key is not None}))
+        if throttled
+        else (),
     )
 
 
-def _batch(snap: LaneSnapshot, limits: Limits, registered: Collection[str] | None) -> Take | Wait:
+def _batch(snap: LaneSnapshot, now: float, limits: Limits, registered: Collection[str] | None) -> Take | Wait:
     if snap.listener is None:
         consumed = tuple(q.id for q in snap.waiting)
         if not consumed:
             return Wait("nothing")
         return _taking(snap, "batch", consumed, (), limits, registered)
     decl = snap.listener.declaration
-    taken = cut(snap.waiting, decl.batch.max_events, decl.batch.distinct_by is not None)
+    waiting = snap.waiting if decl.throttle is None else free_prefix(snap.waiting, snap.throttle_free_at, now)
+    if snap.waiting and not waiting:
+        held = throttle_wait(snap, decl, (snap.waiting[0].throttle_key,), now)
+        return held if held is not None else Wait("nothing")
+    taken = cut(waiting, decl.batch.max_events, decl.batch.distinct_by is not None)
     if taken is None:
         return Wait("nothing")
     return _taking(snap, "batch", tuple(taken.consumed), tuple(taken.entries), limits, registered)
@@ -288,6 +346,8 @@ def _repeat(snap: LaneSnapshot, run: HeldSlot, limits: Limits, registered: Colle
         decl = snap.listener.declaration
         verdict = batch_verdict(snap, decl, entries, plan.depth, limits, registered, plan.workflow)
     acts = isinstance(verdict, Act)
+    decl_now = snap.listener.declaration if snap.listener is not None else None
+    throttled = acts and decl_now is not None and decl_now.throttle is not None
     return Take(
         kind="repeat",
         consumed=original.event_ids,
@@ -302,6 +362,7 @@ def _repeat(snap: LaneSnapshot, run: HeldSlot, limits: Limits, registered: Colle
         plan=plan if acts else None,
         key_slot=("keep" if acts else "give_back") if plan.keyed else None,
         counted=acts,
+        throttle_keys=repeat_keys(snap, run, decl_now) if throttled else (),
     )
 
 

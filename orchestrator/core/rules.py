@@ -73,6 +73,12 @@ class Rule:
     slots: int | None
     key_slots: int | None
     probes: tuple[Probe, ...]
+    # The listener's own throttle (None: none): its runs per window, the window, and its key's path split as the
+    # conditions' are (root None: no key, one key for the listener).
+    throttle_runs: int | None = None
+    throttle_seconds: float | None = None
+    throttle_root: str | None = None
+    throttle_rest: tuple[str, ...] = ()
 
 
 def split_path(path: str) -> tuple[str, tuple[str, ...]]:
@@ -148,6 +154,10 @@ def compile_rule(name: str, version: int, decl: ListenerDeclaration) -> Rule:
     if workflow:
         slots = concurrency.max_parallel if concurrency.mode == "parallel" else 1
     compiled = compile_filter(flt)
+    throttle = decl.throttle
+    throttle_root, throttle_rest = (
+        split_path(throttle.key) if throttle is not None and throttle.key is not None else (None, ())
+    )
     return Rule(
         name=name,
         version=version,
@@ -164,6 +174,10 @@ def compile_rule(name: str, version: int, decl: ListenerDeclaration) -> Rule:
         slots=slots,
         key_slots=concurrency.max_parallel if keyed and workflow else None,
         probes=compiled.probes,
+        throttle_runs=None if throttle is None else throttle.runs,
+        throttle_seconds=None if throttle is None else throttle.per_seconds,
+        throttle_root=throttle_root,
+        throttle_rest=throttle_rest,
     )
 
 

@@ -67,6 +67,9 @@ log = logging.getLogger(__name__)
 MAX_STEPS = 64
 # Lanes a drive hands a freed slot on to, at most, before it leaves the rest to nudges.
 MAX_HAND_ON = 16
+# A lane's `throttled_until` read back from the database differs from the time it was given by its rounding (a
+# microsecond): within this, it is the same hold, not noted again.
+HELD_SAME_SECONDS = 0.001
 
 # Errors that say nothing about the batch, only that the database or Temporal is out of reach for now.
 TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
@@ -227,6 +230,8 @@ class LaneDriver:
                     continue
                 if decision.reason == "slot_held" and snap.oldest_at is not None and decl is not None:
                     self._read_next(address, decl)
+                if decision.reason == "throttled" and decision.until is not None:
+                    await self._held(snap, decision.until)
                 drive.wait = decision
                 return drive
             if isinstance(decision, Drop):
@@ -239,7 +244,7 @@ class LaneDriver:
                 take = decision
                 decl = snap.listener.declaration if snap.listener is not None else None
                 recorded = await self.lanes.record(
-                    snap, take, self.settings.limits.listener_fires_per_minute, key_max(decl, self.settings)
+                    snap, take, self.settings.limits.listener_fires_per_minute, key_max(decl, self.settings), at=now
                 )
                 if isinstance(recorded, Stale):
                     stale += 1
@@ -254,6 +259,20 @@ class LaneDriver:
                 drive.handed += recorded.granted
             snap = await self._act_and_finish(snap, take, batch_id, drive)
         return drive
+
+    async def _held(self, snap: LaneSnapshot, until: float) -> None:
+        """The listener's throttle holds the lane until `until`: noted on the lane once (what status shows, and
+        what keeps the router's poll off it), and said once in the log."""
+        if snap.throttled_until is not None and abs(snap.throttled_until - until) < HELD_SAME_SECONDS:
+            return
+        await self.lanes.hold(snap, until)
+        address = snap.address
+        self.observed.log.info(
+            "lane %s held by its listener's throttle until %s",
+            address.workflow_id,
+            datetime.fromtimestamp(until, UTC).isoformat(),
+            extra=log_fields(address.session_id, address.listener, address.lane),
+        )
 
     # -- reading ahead -------------------------------------------------------------------------------------
 

@@ -25,8 +25,9 @@ STALE_GRACE_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class Stale:
-    """A record refused: the lane moved on (`seq`), the listener was paused, or the throttle or every key slot
-    was taken meanwhile."""
+    """A record refused: the lane moved on (`seq`), the listener was paused, or the deployment's throttle
+    (`throttle`), one of the batch's keys in the listener's own (`listener_throttle`) or every key slot was taken
+    meanwhile."""
 
     reason: str
 
@@ -193,12 +194,22 @@ class LaneStore(Protocol):
         """The lane as it is now (None: never queued for)."""
         ...
 
-    async def record(self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int) -> Recorded | Stale:
-        """Record `take` over `snap`: the batch, its run and slots, the lane's `fired_through` for its own."""
+    async def record(
+        self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int, at: float | None = None
+    ) -> Recorded | Stale:
+        """Record `take` over `snap`: the batch, its run and slots, the lane's `fired_through` for its own. `at`:
+        the time the step judged by (a lane's own, which leads the database's on a server that skips time): the
+        listener's throttle is judged, and its start kept, at the later of it and the store's clock."""
         ...
 
     async def finish(self, finishing: Finishing) -> Finished:
         """Finish a batch acted on; answer the lane's next snapshot."""
+        ...
+
+    async def hold(self, snap: LaneSnapshot, until: float) -> None:
+        """Note that the listener's throttle holds the lane read as `snap` until `until` (its `throttled_until`,
+        cleared by its next record; nothing when the lane moved on since): what status shows, and what keeps the
+        router's poll from nudging a lane its own clock will wake."""
         ...
 
     async def queue_for_key_slot(self, snap: LaneSnapshot, key_max: int) -> bool:

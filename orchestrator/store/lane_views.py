@@ -30,6 +30,7 @@ class LaneViews:
         rows = await self.pool.fetch(
             "SELECT l.id, l.listener, l.lane, l.workflow_id, l.fired_through, l.routed_through, l.seq, l.newest_id,"
             " extract(epoch FROM l.newest_at) AS newest_at, extract(epoch FROM clock_timestamp()) AS now,"
+            " extract(epoch FROM l.throttled_until) AS throttled_until,"
             " (SELECT count(*) FROM orchestrator.lane_events q WHERE q.lane_id = l.id AND q.event_id >"
             " l.fired_through) AS pending,"
             " (SELECT extract(epoch FROM e.created_at) FROM orchestrator.lane_events q JOIN orchestrator.events e ON"

@@ -17,6 +17,7 @@ from typing import Any
 from orchestrator.core.batch_cuts import envelope_bytes
 from orchestrator.core.declaration import (
     ListenerDeclaration,
+    ThrottleSpec,
     WorkflowAction,
     effective_max_parallel,
     lane_run_slots,
@@ -45,6 +46,7 @@ from orchestrator.core.lane_snapshot import (
 from orchestrator.core.limits import Limits
 from orchestrator.core.routing import LaneDelivery, own_silence, route, versions_by_name
 from orchestrator.core.run_checks import RunRecord
+from orchestrator.core.throttles import UNKEYED, free_at, started, throttle_key
 from orchestrator.core.verdicts import accepts
 from orchestrator.store.lane_store import (
     STALE_GRACE_SECONDS,
@@ -122,6 +124,7 @@ class MemEvent:
             distinct=None if distinct_by is None else distinct_value(envelope, distinct_by),
             accepted=decl is None or lane is None or accepts(decl, lane.listener, lane.lane, envelope),
             message=message_of(envelope),
+            throttle_key=None if decl is None else throttle_key(decl.throttle, envelope),
         )
 
 
@@ -141,6 +144,7 @@ class MemLane:
     seq: int = 0
     nudged_at: float = 0.0
     queue: dict[int, float] = field(default_factory=dict)  # event id -> when queued
+    throttled_until: float | None = None
 
     @property
     def address(self) -> LaneAddress:
@@ -166,6 +170,7 @@ class MemBatch:
     created_at: float
     state: str = "claimed"
     released_at: float | None = None
+    throttle_keys: tuple[str, ...] = ()
 
     def record(self) -> BatchRecord:
         return BatchRecord(
@@ -179,6 +184,7 @@ class MemBatch:
             replay=self.replay,
             replay_of=self.replay_of,
             run_key=self.run_key,
+            throttle_keys=self.throttle_keys,
         )
 
 
@@ -246,6 +252,8 @@ class MemoryLaneStore:
         self.outcomes: dict[tuple[str, str, str], dict[str, Any]] = {}
         self.receipts: dict[str, dict[str, Any]] = {}
         self.cancel_watches: dict[str, CancelWatch] = {}
+        # (session, listener, key) -> the newest starts of a listener's own throttle's key, oldest first.
+        self.throttles: dict[tuple[str, str, str], list[float]] = {}
         # How often each run's slot was given back (by its run key): once, or the twin is wrong.
         self.released: Counter[str] = Counter()
         self._ids = {"event": 0, "lane": 0, "batch": 0, "replay": 0, "order": 0}
@@ -414,6 +422,9 @@ class MemoryLaneStore:
             for b in self.batches.values()
             if b.session_id == lane.session_id and b.listener == lane.listener and b.counted and b.created_at > now - 60
         ]
+        waiting = self._events(waiting_ids, lane, listener) if fetch > 0 else ()
+        repeat = self._past(self.batches[waiting_runs[0].batch_id]) if waiting_runs else None
+        head, free = self._throttle(lane, listener, waiting_ids, waiting, repeat, replay)
         return LaneSnapshot(
             address=lane.address,
             lane_id=lane.id,
@@ -424,14 +435,14 @@ class MemoryLaneStore:
             session_alias=session.get("alias"),
             listener=listener,
             pending=len(waiting_ids) if fetch > 0 else min(len(waiting_ids), 1),
-            waiting=self._events(waiting_ids, lane, listener) if fetch > 0 else (),
+            waiting=waiting,
             oldest_at=self.events[waiting_ids[0]].committed if waiting_ids else None,
             newest_at=lane.newest_at,
             newest_id=lane.newest_id,
             routed_through=lane.routed_through,
             runs=tuple(self._held(r) for r in runs),
             claimed=self._past(claimed[0]) if claimed else None,
-            repeat=self._past(self.batches[waiting_runs[0].batch_id]) if waiting_runs else None,
+            repeat=repeat,
             replay=replay,
             key_slot=None if slot is None else ("held" if slot.holding else "queued"),
             keys_held=self._keys_held(lane.session_id, lane.listener),
@@ -441,7 +452,43 @@ class MemoryLaneStore:
                 1 for x in self.executions.values() if x.session_id == lane.session_id and x.status == "running"
             ),
             complete=fetch > 0,
+            throttle_head=head,
+            throttle_free_at=free,
+            throttled_until=lane.throttled_until,
         )
+
+    def _throttle(
+        self,
+        lane: MemLane,
+        listener: ListenerNow | None,
+        waiting_ids: Sequence[int],
+        waiting: Sequence[Queued],
+        repeat: PastBatch | None,
+        replay: Replay | None,
+    ) -> tuple[str | None, dict[str, float]]:
+        """The listener's throttle as `orchestrator_lane_snapshot` reads it: the oldest waiting event's key, and when
+        each key among the events read that has started `runs` batches lets the next go."""
+        throttle = None if listener is None else listener.declaration.throttle
+        if throttle is None:
+            return None, {}
+        head = throttle_key(throttle, self.events[waiting_ids[0]].envelope) if waiting_ids else None
+        keys = {head} if head is not None else set()
+        if throttle.key is None:
+            keys.add(UNKEYED)
+        keys |= {q.throttle_key for q in waiting if q.throttle_key is not None}
+        keys |= set(repeat.batch.throttle_keys if repeat is not None else ())
+        keys |= {q.throttle_key for q in (replay.events if replay is not None else ()) if q.throttle_key is not None}
+        free = {}
+        for key in sorted(keys):
+            at = free_at(self.throttles.get((lane.session_id, lane.listener, key), []), throttle)
+            if at is not None:
+                free[key] = at
+        return head, free
+
+    async def hold(self, snap: LaneSnapshot, until: float) -> None:
+        lane = self.lanes.get(snap.lane_id)
+        if lane is not None and lane.seq == snap.seq:
+            lane.throttled_until = until
 
     # -- the keys' slots -------------------------------------------------------------------------------------
 
@@ -502,7 +549,9 @@ class MemoryLaneStore:
     def _waiting(self, lane: MemLane) -> bool:
         return lane.routed_through > lane.fired_through
 
-    async def record(self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int) -> Recorded | Stale:
+    async def record(
+        self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int, at: float | None = None
+    ) -> Recorded | Stale:
         lane = self.lanes[snap.lane_id]
         now = self.now()
         if take.counted:
@@ -515,6 +564,12 @@ class MemoryLaneStore:
             )
             if fires >= fires_limit:
                 return Stale("throttle")
+        decl = snap.listener.declaration if snap.listener is not None else None
+        throttle = decl.throttle if take.counted and decl is not None else None
+        # The listener's own throttle is judged and kept on the step's time when it leads the store's clock.
+        judged = now if at is None else max(now, at)
+        if throttle is not None and self._throttle_holds(lane, throttle, take.throttle_keys, judged):
+            return Stale("listener_throttle")
         slot = self.key_slots.get(lane.id)
         holds = slot is not None and slot.holding
         if take.key_slot == "take" and not holds and self._keys_held(lane.session_id, lane.listener) >= key_max:
@@ -524,6 +579,7 @@ class MemoryLaneStore:
         if lane.seq != snap.seq:
             return Stale("seq")
         lane.seq += 1
+        lane.throttled_until = None
         if take.kind == "batch":
             lane.fired_through = max(lane.fired_through, take.last_id)
         if take.key_slot == "take":
@@ -547,6 +603,7 @@ class MemoryLaneStore:
             counted=take.counted,
             run_key=take.run_key if take.plan is not None or take.kind == "repeat" else None,
             created_at=now,
+            throttle_keys=take.throttle_keys if throttle is not None else (),
         )
         if any(
             (b.lane_id, b.first_id, b.retry, b.replay) == (lane.id, batch.first_id, batch.retry, batch.replay)
@@ -554,6 +611,8 @@ class MemoryLaneStore:
         ):
             raise ValueError("a batch is recorded once")  # PostgreSQL's unique constraint
         self.batches[batch.id] = batch
+        if throttle is not None:
+            self._throttle_started(lane, throttle, take.throttle_keys, judged)
         if take.kind == "replay" and take.replay_id is not None:
             self.replays.pop(take.replay_id, None)
         if take.plan is not None:
@@ -592,6 +651,20 @@ class MemoryLaneStore:
         if take.key_slot == "give_back":
             granted = self._key_slot_freed(lane, key_max, self._waiting(lane))
         return Recorded(batch.id, granted)
+
+    def _throttle_holds(self, lane: MemLane, throttle: ThrottleSpec, keys: Sequence[str], at: float) -> bool:
+        """Whether one of `keys` has started `runs` batches of the lane's listener in the window before `at`."""
+        for key in keys:
+            frees = free_at(self.throttles.get((lane.session_id, lane.listener, key), []), throttle)
+            if frees is not None and frees > at:
+                return True
+        return False
+
+    def _throttle_started(self, lane: MemLane, throttle: ThrottleSpec, keys: Sequence[str], at: float) -> None:
+        """A batch of the lane's listener started at `at` under `keys`: each keeps its newest `runs` starts."""
+        for key in keys:
+            where = (lane.session_id, lane.listener, key)
+            self.throttles[where] = started(self.throttles.get(where, []), at, throttle.runs)
 
     def _started(self, execution: MemExecution) -> None:
         if execution.started_event_id is None:
@@ -779,6 +852,8 @@ class MemoryLaneStore:
         replayed = {r[0] for i, r in self.replays.items() if self.replays_asked_at.get(i, now) < old}
         found = []
         for lane in sorted(self.lanes.values(), key=lambda lane: lane.nudged_at):
+            if lane.throttled_until is not None and lane.throttled_until >= old:
+                continue  # the throttle holds it: its own clock wakes it when it lets it go
             unfired = self._waiting(lane) and self._unnudged(lane, now, lane.window_seconds)
             asked = lane.id in replayed and self._unnudged(lane, now, 0.0)
             left = (unfired or asked) and not self._blocked(lane)

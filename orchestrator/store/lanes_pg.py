@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from orchestrator.causes import batch_cause
-from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.declaration import ListenerDeclaration, ThrottleSpec
 from orchestrator.core.events import envelope_of, pointer
 from orchestrator.core.lane_keys import execution_id_of
 from orchestrator.core.lane_snapshot import (
@@ -31,6 +31,7 @@ from orchestrator.core.lane_snapshot import (
     verdict_of,
 )
 from orchestrator.core.run_checks import RunRecord
+from orchestrator.core.throttles import UNKEYED
 from orchestrator.core.waits import CANCEL_WATCH_SEQ, MAX_WAIT_SECONDS
 from orchestrator.store.lane_store import (
     STALE_GRACE_SECONDS,
@@ -57,6 +58,19 @@ def queued_of(row: Sequence[Any]) -> Queued:
     event_id, committed, depth, size, distinct, accepted, traceparent, type_, alias, item_id, execution_id, nodes = row
     message = pointer(event_id, type_, alias, item_id, execution_id, nodes)
     return Queued(int(event_id), float(committed), depth, size, distinct, accepted, message, traceparent)
+
+
+def with_keys(
+    events: tuple[Queued, ...], throttle: ThrottleSpec | None, keys: Sequence[str] | None
+) -> tuple[Queued, ...]:
+    """Events read with the key each counts under in the listener's throttle: `_` for every one of a throttle with no
+    key, else the snapshot's keys read beside them in their order (`orchestrator_lane_snapshot`)."""
+    if throttle is None or not events:
+        return events
+    if throttle.key is None:
+        return tuple(q._replace(throttle_key=UNKEYED) for q in events)
+    assert keys is not None and len(keys) == len(events), "a key read for each event"
+    return tuple(q._replace(throttle_key=k) for q, k in zip(events, keys, strict=True))
 
 
 def _address(data: Mapping[str, Any]) -> LaneAddress:
@@ -87,6 +101,7 @@ def _batch(data: Mapping[str, Any]) -> BatchRecord:
         replay=int(data.get("replay") or 0),
         replay_of=data.get("replay_of"),
         run_key=data.get("run_key"),
+        throttle_keys=tuple(str(k) for k in data.get("throttle_keys") or ()),
     )
 
 
@@ -114,7 +129,9 @@ def snapshot_of(
             switched_off=bool(found["switched_off"]),
             paused=bool(found["paused"]),
         )
-    waiting = tuple(queued_of(e) for e in data["waiting"])
+    throttle = data.get("throttle") or {}
+    spec = None if now_listener is None else now_listener.declaration.throttle
+    waiting = with_keys(tuple(queued_of(e) for e in data["waiting"]), spec, throttle.get("waiting"))
     oldest = data.get("oldest_at")
     replay = data.get("replay")
     session = data.get("session") or {"status": "closed", "alias": None}
@@ -142,7 +159,7 @@ def snapshot_of(
         if replay is None
         else Replay(
             id=int(replay["id"]),
-            events=tuple(queued_of(e) for e in replay["events"]),
+            events=with_keys(tuple(queued_of(e) for e in replay["events"]), spec, throttle.get("replay")),
             replay_of=replay.get("replay_of"),
             number=int(replay["number"]),
         ),
@@ -151,6 +168,9 @@ def snapshot_of(
         fires_last_minute=int(fires.get("count") or 0),
         oldest_fire_at=None if fires.get("oldest") is None else float(fires["oldest"]),
         running_executions=int(data.get("running") or 0),
+        throttle_head=throttle.get("head"),
+        throttle_free_at={str(k): float(v) for k, v in (throttle.get("free_at") or {}).items()},
+        throttled_until=None if row.get("throttled_until") is None else float(row["throttled_until"]),
     )
 
 
@@ -167,6 +187,16 @@ def batch_info(take: Take, address: LaneAddress) -> dict[str, Any]:
     if take.replay_of is not None:
         info["replay_of"] = take.replay_of
     return info
+
+
+def throttle_of(snap: LaneSnapshot, take: Take) -> dict[str, Any] | None:
+    """What a record checks and counts of the listener's own throttle: its limit, and the keys the batch counts
+    under (None: not a counted batch of a listener with one)."""
+    decl = snap.listener.declaration if snap.listener is not None else None
+    if not take.counted or decl is None or decl.throttle is None:
+        return None
+    throttle = decl.throttle
+    return {"runs": throttle.runs, "per_seconds": throttle.per_seconds, "keys": list(take.throttle_keys)}
 
 
 class PgLaneStore:
@@ -187,7 +217,9 @@ class PgLaneStore:
             return None
         return snapshot_of(address.session_id, address.listener, address.lane, data, complete=fetch > 0)
 
-    async def record(self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int) -> Recorded | Stale:
+    async def record(
+        self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int, at: float | None = None
+    ) -> Recorded | Stale:
         address = snap.address
         run = None
         if take.plan is not None:
@@ -212,6 +244,8 @@ class PgLaneStore:
             "key_slot": take.key_slot,
             "key_max": key_max,
             "fires_limit": fires_limit,
+            "throttle": throttle_of(snap, take),
+            "at": at,
             "batch": {
                 "first_id": take.first_id,
                 "last_id": take.last_id,
@@ -273,6 +307,14 @@ class PgLaneStore:
             else snapshot_of(address.session_id, address.listener, address.lane, data, complete=finishing.fetch > 0),
             granted=tuple(_address(a) for a in answer["granted"]),
             outcome_new=bool(answer.get("outcome_new")),
+        )
+
+    async def hold(self, snap: LaneSnapshot, until: float) -> None:
+        await self.pool.execute(
+            "UPDATE orchestrator.lanes SET throttled_until = to_timestamp($2) WHERE id = $1 AND seq = $3",
+            snap.lane_id,
+            until,
+            snap.seq,
         )
 
     async def queue_for_key_slot(self, snap: LaneSnapshot, key_max: int) -> bool:
@@ -369,7 +411,10 @@ class PgLaneStore:
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
         rows = await self.pool.fetch(
-            "WITH stale AS (SELECT id FROM orchestrator.lanes l WHERE ("
+            "WITH stale AS (SELECT id FROM orchestrator.lanes l WHERE"
+            # A lane the throttle holds is woken by its own clock when it lets the lane go: left until then.
+            " (l.throttled_until IS NULL OR l.throttled_until < clock_timestamp() - make_interval(secs => $1))"
+            " AND (("
             # Events waiting past the window and the grace, or a replay asked for past the grace, with no nudge.
             "  ((routed_through > fired_through"
             "    AND nudged_at < clock_timestamp() - make_interval(secs => window_seconds + $1))"
@@ -389,7 +434,7 @@ class PgLaneStore:
             "  SELECT b.lane_id FROM orchestrator.batches b WHERE b.state = 'claimed'"
             "  AND b.created_at < clock_timestamp() - make_interval(secs => $1)"
             "  UNION ALL SELECT r.lane_id FROM orchestrator.lane_runs r"
-            "  WHERE r.due_at < clock_timestamp() - make_interval(secs => $1)))"
+            "  WHERE r.due_at < clock_timestamp() - make_interval(secs => $1))))"
             " ORDER BY nudged_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
             " UPDATE orchestrator.lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
             " RETURNING l.session_id, l.listener, l.lane, l.workflow_id,"

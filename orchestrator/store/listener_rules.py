@@ -48,6 +48,19 @@ async def save_rule(conn: Conn, name: str, version: int, effective_at: datetime,
     )
     if written is None:
         return
+    if rule.throttle_runs is not None:
+        # Its own statement, for a version with a throttle only: a version without one is written as before it
+        # existed (0028_listener_throttle.sql).
+        await conn.execute(
+            "UPDATE orchestrator.listener_rules SET throttle_runs = $3, throttle_seconds = $4, throttle_root = $5,"
+            " throttle_rest = $6 WHERE name = $1 AND version = $2",
+            name,
+            version,
+            rule.throttle_runs,
+            rule.throttle_seconds,
+            rule.throttle_root,
+            list(rule.throttle_rest),
+        )
     # A version with no `eq` term probes with JSON null, which no event's value ever is (null reads as missing).
     probes = rule.probes
     await conn.execute(

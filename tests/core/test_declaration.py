@@ -116,6 +116,14 @@ def test_template_aliases_are_kept_and_literal_ones_checked() -> None:
         ("receipt", {"alias": "ops/*"}, "listener.receipt.alias: alias must not contain"),
         ("idle", {"after_seconds": 0}, "listener.idle.after_seconds: must be greater than 0"),
         ("owns", ["views/**", "bad glob"], "listener.owns.1: alias glob"),
+        ("throttle", {"per_seconds": 60, "runs": 0}, "listener.throttle.runs: must be at least 1"),
+        ("throttle", {"per_seconds": 60, "runs": 1001}, "listener.throttle.runs: must be at most 1000"),
+        ("throttle", {"per_seconds": 60, "runs": 2.0}, "listener.throttle.runs: must be an integer"),
+        ("throttle", {"per_seconds": 0, "runs": 1}, "listener.throttle.per_seconds: must be greater than 0"),
+        ("throttle", {"per_seconds": 86_401, "runs": 1}, "listener.throttle.per_seconds: must be at most 86400"),
+        ("throttle", {"runs": 1}, "listener.throttle.per_seconds: is required"),
+        ("throttle", {"per_seconds": 60, "runs": 1, "key": "a..b"}, "listener.throttle.key: path"),
+        ("throttle", {"per_seconds": 60, "runs": 1, "burst": 2}, "listener.throttle.burst: is not known"),
         ("unknown", 1, "listener.unknown: is not known"),
     ],
 )
@@ -204,6 +212,8 @@ def test_mode_none_is_refused_as_a_connection_listener() -> None:
         ),
         ({"batch": {"distinct_by": "item.text"}}, "batch.distinct_by"),
         ({"batch": {"distinct_by": "alias.x"}}, "batch.distinct_by"),
+        ({"throttle": {"per_seconds": 60, "runs": 1, "key": "execution.status"}}, "throttle.key"),
+        ({"throttle": {"per_seconds": 60, "runs": 1, "key": "objet.alias"}}, "throttle.key"),
     ],
 )
 def test_a_path_that_can_never_resolve_for_the_listeners_types_is_refused(
@@ -231,6 +241,7 @@ def test_a_path_that_can_never_resolve_for_the_listeners_types_is_refused(
         },
         {"batch": {"distinct_by": "item.message"}},
         {"filter": {"types": ["listener.failed"], "where": [{"path": "data.error", "op": "exists"}]}},
+        {"throttle": {"per_seconds": 60, "runs": 2, "key": "object.alias"}},
     ],
 )
 def test_the_seeds_paths_are_accepted(overrides: dict[str, Any]) -> None:
@@ -271,3 +282,20 @@ def test_a_whole_template_or_a_templated_alias_is_checked_once_rendered() -> Non
     parse_declaration({"name": "w", "filter": {}, "action": whole}, Limits())
     templated = {"type": "object", "alias": "views/{{ batch.lane }}", "value": {"type": "t"}}
     parse_declaration({"name": "w", "filter": {}, "action": templated, "owns": ["ops/**"]}, Limits())
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"type": "workflow", "workflow": "w"},
+        {"type": "object", "alias": "views/all", "value": {"type": "all"}},
+        {"type": "thread_item", "alias": "ops/digest", "item": {"type": "text", "message": "{{ batch.count }}"}},
+    ],
+)
+def test_a_throttle_is_accepted_on_every_action(action: dict[str, Any]) -> None:
+    # A write action's batches act as a run's do: the throttle bounds how often it writes (a digest at most so often).
+    body = {**_with("action", action), "throttle": {"per_seconds": 1.5, "runs": 3, "key": "alias"}}
+    body.pop("retry")
+    decl = parse_declaration(body, Limits())
+    assert decl.throttle is not None and (decl.throttle.per_seconds, decl.throttle.runs) == (1.5, 3)
+    assert decl.throttle.key == "alias"

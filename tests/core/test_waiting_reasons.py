@@ -1,4 +1,5 @@
-"""Why a lane waits, as `orchestrator status` and the dashboard say it: a keyed lane behind taken key slots."""
+"""Why a lane waits, as `orchestrator status` and the dashboard say it: a keyed lane behind taken key slots, one its
+listener's throttle holds, one past the deployment's fires per minute."""
 
 from __future__ import annotations
 
@@ -57,3 +58,36 @@ def test_a_lane_not_yet_in_the_queue_has_no_place() -> None:
     waiting = why_waiting(lane_row(None, None), STANDING, Limits())
     assert waiting == {"reason": "queued_for_key_slot", "place": None}
     assert "place" not in waiting_text(waiting) and "joins the queue" in waiting_text(waiting)
+
+
+def throttled() -> ListenerNow:
+    """`keyed()`, its runs throttled to two a minute per alias."""
+    body = keyed().declaration.model_dump(mode="json", exclude_unset=True)
+    body["throttle"] = {"per_seconds": 60, "runs": 2, "key": "alias"}
+    return ListenerNow(version=1, declaration=ListenerDeclaration.model_validate(body))
+
+
+def test_a_lane_its_throttle_holds_says_until_when_and_by_what() -> None:
+    # Its step said it would step again at 130 (`throttled_until`): status says so, with the throttle as declared,
+    # where the step judges the throttle (before a key slot).
+    standing = Standing(throttled(), "open", None, fires=0, oldest_fire=None, running=1, failing_runs={})
+    waiting = why_waiting({**lane_row("queued", 2), "throttled_until": 130.0}, standing, Limits())
+    assert waiting == {
+        "reason": "throttled",
+        "until": "1970-01-01T00:02:10+00:00",
+        "limit": "throttle",
+        "throttle": {"per_seconds": 60.0, "runs": 2, "key": "alias"},
+    }
+    assert waiting_text(waiting) == "held by its throttle (2 per 60 s per alias) until 1970-01-01T00:02:10+00:00"
+    # Once past that time, or with a key slot free and nothing held, the lane says what else it waits for.
+    assert why_waiting({**lane_row("queued", 2), "throttled_until": 90.0}, standing, Limits()) == {
+        "reason": "queued_for_key_slot",
+        "place": 2,
+    }
+
+
+def test_a_lane_past_the_deployments_fires_per_minute_says_what_comes_due_is_dropped() -> None:
+    standing = Standing(keyed(2), "open", None, fires=120, oldest_fire=None, running=0, failing_runs={})
+    waiting = why_waiting({**lane_row(None, None), "keys_held": 0, "oldest_at": 98.0}, standing, Limits())
+    assert waiting == {"reason": "throttled", "until": None, "limit": "listener_fires_per_minute"}
+    assert "dropped" in waiting_text(waiting)

@@ -73,6 +73,7 @@ SCENES: dict[str, list[dict[str, Any]]] = {
     "respond_failures": [platform_event("listener.failed", data=GAVE_UP, source={"listener": "respond"}, depth=1)],
     "ticket_status": [write("tickets/42/meta"), write("tickets/43/meta"), delete("tickets/42/meta")],
     "render": [write("docs/1"), delete("docs/1")],
+    "summarize": [post("chats/7", "user", "Hi"), post("chats/7", "user", "Anyone?"), post("chats/8", "user", "Hey")],
 }
 
 

@@ -4,11 +4,12 @@ PostgreSQL (`tests/lane_worlds/`), no Temporal.
 Random writes, routing rounds, drives, runs ending (completed, failed, stopped), a driver dying between any
 two of its verbs, pauses and resumes, the listener switched off and on in the session, saved again (the same
 body, a narrower or wider filter, another `max_events`) or deleted, replays, the clock moving on, and the lane's
-clock handed over by continue-as-new. After every step: every routed event is in exactly one of its lane's own
-batches once the lane has fired past it; never more runs than slots, nor more keys running than `max_parallel`,
-and key slots a keyed listener's alone; the throttle holds exactly; a repeat waits its delay and its run holds
-the slot meanwhile. At the end, with the clock run on and every run ended, nothing is left waiting, claimed, or
-holding a slot.
+clock handed over by continue-as-new; the listener with or without a throttle of its own (one key, or per alias).
+After every step: every routed event is in exactly one of its lane's own batches once the lane has fired past it;
+never more runs than slots, nor more keys running than `max_parallel`, and key slots a keyed listener's alone;
+the throttle holds exactly, and so does the listener's own (per key, a batch counted under each of its keys); a
+repeat waits its delay and its run holds the slot meanwhile. At the end, with the clock run on and every run
+ended, nothing is left waiting, claimed, or holding a slot.
 
 Each example opens a world of its own (`open_world`) in an event loop of its own, and closes both in its
 teardown: tests/engine/test_lane_machine.py runs it on both stores, `bench.lane_machine` for many more examples.
@@ -105,6 +106,7 @@ class LaneMachine(RuleBasedStateMachine):
         distinct=st.booleans(),
         fires=st.sampled_from([3, 1000]),
         read_ahead=st.sampled_from([0, 1, 8]),
+        throttle=st.sampled_from([None, {"per_seconds": 5, "runs": 1}, {"per_seconds": 5, "runs": 2, "key": "alias"}]),
     )
     def start(
         self,
@@ -116,6 +118,7 @@ class LaneMachine(RuleBasedStateMachine):
         distinct: bool,
         fires: int,
         read_ahead: int,
+        throttle: dict[str, Any] | None,
     ) -> None:
         self.loop = asyncio.new_event_loop()
         self.limits = Limits(activation_delay_seconds=0, listener_fires_per_minute=fires)
@@ -135,6 +138,8 @@ class LaneMachine(RuleBasedStateMachine):
         }
         if attempts:
             body["retry"] = {"attempts": attempts, "delay_seconds": 2}
+        if throttle is not None:
+            body["throttle"] = throttle
         self.body = body
         self.run(self.world.save_listener(body))
         # What stays the same whatever the listener is saved again with: its concurrency, window and action.
@@ -207,6 +212,8 @@ class LaneMachine(RuleBasedStateMachine):
 
     def _drive(self, address: LaneAddress) -> None:
         drive = self.run(self.driver.drive(address))
+        if drive.wait is not None and drive.wait.reason == "throttled":
+            self.tally["held by the throttle"] += 1
         if drive.handed:
             self.run(self.driver.hand_on(drive.handed))
         self._told(address.workflow_id, drive.news())
@@ -330,6 +337,7 @@ class LaneMachine(RuleBasedStateMachine):
         self.a_batch_is_taken_once_its_window_has_closed(held)
         self.a_key_slot_is_never_free_while_a_lane_waits_for_one(held)
         self.the_throttle_is_exact(held)
+        self.the_listeners_own_throttle_is_exact(held)
         self.repeats_wait_their_delay_and_hold_their_slot(held)
 
     def every_fired_event_is_in_exactly_one_own_batch(self, held: Held) -> None:
@@ -385,6 +393,25 @@ class LaneMachine(RuleBasedStateMachine):
         for i, at in enumerate(fires):
             in_minute = [f for f in fires[i:] if f < at + 60]
             assert len(in_minute) <= self.limits.listener_fires_per_minute
+
+    def the_listeners_own_throttle_is_exact(self, held: Held) -> None:
+        throttle = self.decl.throttle
+        counted = [b for b in held.batches.values() if b.counted]
+        if throttle is None:
+            assert not any(b.throttle_keys for b in counted)
+            return
+        starts: dict[str, list[float]] = {}
+        for batch in counted:
+            keys = set(batch.throttle_keys)
+            assert keys, "a counted batch of a throttled listener counts under its keys"
+            assert keys <= ({"_"} if throttle.key is None else set(ALIASES)), keys
+            for key in keys:
+                starts.setdefault(key, []).append(batch.created_at)
+        for key, times in starts.items():
+            times.sort()
+            for i, at in enumerate(times):
+                inside = [t for t in times[i:] if t < at + throttle.per_seconds - EPSILON]
+                assert len(inside) <= throttle.runs, f"key {key}: {len(inside)} starts within {throttle.per_seconds} s"
 
     def repeats_wait_their_delay_and_hold_their_slot(self, held: Held) -> None:
         for batch in held.batches.values():

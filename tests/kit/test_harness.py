@@ -128,3 +128,35 @@ async def test_an_apps_declared_schedule_is_made_in_the_session_at_its_alias_cha
         )
         with pytest.raises(InvalidApp, match=r"schedules\.0"):
             await apply(h.platform, typo, lambda _: None)
+
+
+async def test_a_listeners_throttle_moves_on_with_temporals_clock() -> None:
+    """The kit's clock skips time, and a lane its throttle holds is judged on the lane's own time: a digest that
+    writes at most once a minute holds the second write's batch a minute, then writes both that waited."""
+    digest = {
+        "name": "digest",
+        "filter": {"types": ["object.written"], "aliases": ["notes/*"]},
+        "throttle": {"per_seconds": 60, "runs": 1},
+        "action": {
+            "type": "object",
+            "alias": "views/digest",
+            "value": {"type": "digest", "through": "{{ batch.last_id }}"},
+        },
+    }
+    async with Harness(app=UserApp(name="throttled", listeners=[digest])) as h:
+        sid = (await h.client.open_session())["session"]["id"]
+        first = (await h.client.write_object(sid, "notes/1", {"type": "note"}))["event_id"]
+        await h.settle()
+        rest = [(await h.client.write_object(sid, f"notes/{n}", {"type": "note"}))["event_id"] for n in (2, 3)]
+        for _ in range(100):
+            (state,) = (await h.client.list_session_listeners(sid))["listeners"]
+            if state["lanes"][0]["waiting"] and state["lanes"][0]["waiting"]["reason"] == "throttled":
+                break
+            await asyncio.sleep(0.05)
+        waiting = state["lanes"][0]["waiting"]
+        assert waiting["limit"] == "throttle" and "held by its throttle (1 per 60 s)" in waiting["text"], waiting
+        view = (await h.client.read_object(sid, "views/digest"))["object"]
+        assert (view["rev"], view["value"]["through"]) == (1, first), "held: nothing written yet"
+        await h.settle()  # a minute of Temporal's clock, skipped
+        view = (await h.client.read_object(sid, "views/digest"))["object"]
+        assert (view["rev"], view["value"]["through"]) == (2, rest[-1]), "both that waited, in one write"

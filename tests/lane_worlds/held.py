@@ -41,6 +41,8 @@ class BatchRow:
     created_at: float
     run_key: str | None
     verdict: dict[str, Any] | None
+    # The keys of the listener's own throttle it was counted under.
+    throttle_keys: tuple[str, ...] = ()
 
     @property
     def own(self) -> bool:

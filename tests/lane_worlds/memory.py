@@ -109,6 +109,7 @@ class MemoryWorld:
                     b.created_at,
                     b.run_key,
                     b.verdict,
+                    b.throttle_keys,
                 )
                 for b in s.batches.values()
             },

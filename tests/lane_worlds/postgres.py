@@ -137,7 +137,7 @@ class PgWorld:
             batches = await conn.fetch(
                 "SELECT id, lane_id, first_id, last_id, event_ids, retry, replay, state, counted,"
                 " extract(epoch FROM created_at)::float8 AS created_at, run_key, verdict,"
-                " released_at IS NOT NULL AS released FROM orchestrator.batches"
+                " released_at IS NOT NULL AS released, throttle_keys FROM orchestrator.batches"
             )
             runs = await conn.fetch(
                 "SELECT run_key, lane_id, batch_id, execution_id, retry, extract(epoch FROM due_at)::float8 AS due_at"
@@ -185,6 +185,7 @@ class PgWorld:
                     r["created_at"] + at,
                     r["run_key"],
                     r["verdict"],
+                    tuple(r["throttle_keys"]),
                 )
                 for r in batches
             },

@@ -983,3 +983,145 @@ async def test_a_lane_queued_for_a_key_slot_with_nothing_left_to_do_leaves_the_q
     assert isinstance(idle, Wait) and idle.reason == "nothing" and idle.give_back_key_slot
     assert await world.lanes.give_back_key_slot(left, 0) == ()
     assert (await snapshot(world, a)).key_slot is None
+
+
+# -- a listener's own throttle (`throttle`): batches beyond it wait in their lane --------------------------------
+
+
+def throttled(runs: int, per_seconds: float, key: str | None = None, **more: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"per_seconds": per_seconds, "runs": runs}
+    if key is not None:
+        spec["key"] = key
+    return listener(throttle=spec, **more)
+
+
+async def test_a_throttle_holds_the_lane_past_its_runs_until_its_window_moves_on(world: World) -> None:
+    await world.save_listener(throttled(2, 30))
+    sid = await world.open_session()
+    for n in range(2):
+        await fire(world, sid, f"a/{n}")
+    await world.write(sid, "a/2")
+    await route_all(world, sid)
+    snap = await snapshot(world, address(sid))
+    assert snap.throttle_head == "_" and set(snap.throttle_free_at) == {"_"}
+    first = await world.lanes.snapshot(address(sid), 0)
+    assert first is not None and first.throttle_free_at == snap.throttle_free_at, "known without reading events"
+    free = snap.throttle_free_at["_"]
+    assert 25 < free - snap.now <= 30, "the oldest of its two starts, 30 s on"
+    held = step(snap, snap.now, LIMITS)
+    assert held == Wait("throttled", free)
+    # A record over a snapshot read before it was full is refused: it counts what was started since.
+    take_now = step(snap, free, LIMITS)
+    assert isinstance(take_now, Take) and take_now.throttle_keys == ("_",)
+    assert await world.lanes.record(snap, take_now, 100, 0) == Stale("listener_throttle")
+    # The window moves on: the first start leaves it, and one batch may go.
+    await world.advance(free - snap.now + 0.01)
+    snap, decision, recorded = await take(world, address(sid))
+    assert decision.consumed == (snap.waiting[0].id,)
+    after = await finish(world, snap, decision, recorded)
+    # Its newest two starts are kept, the second and this one: the key lets the next go 30 s after the second.
+    assert after is not None and after.throttle_free_at["_"] < after.now + 30
+
+
+async def test_a_throttles_runs_are_counted_per_key_and_a_batch_under_each_of_its_keys(world: World) -> None:
+    # Serial, per alias: one batch of a/1 and b/1 counts under both; then a/1 waits while c/1 alone may go, but
+    # behind a/1 in its lane, so it waits with it. Keyed by the same path, each key's lane goes its own way.
+    await world.save_listener(throttled(1, 60, "alias"))
+    await world.save_listener(throttled(1, 60, "alias", name="k", concurrency={"mode": "keyed", "key": "alias"}))
+    sid = await world.open_session()
+    ids = [await world.write(sid, a) for a in ("a/1", "b/1")]
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    assert decision.consumed == tuple(ids) and decision.throttle_keys == ("a/1", "b/1")
+    await finish(world, snap, decision, recorded)
+    assert (await end(world, sid, decision.execution_id)).recorded
+    for alias in ("a/1", "b/1"):
+        snap, decision, recorded = await take(world, address(sid, "k", alias))
+        assert decision.throttle_keys == (alias,)
+        await finish(world, snap, decision, recorded)
+        assert (await end(world, sid, decision.execution_id, listener="k")).recorded
+    later = [await world.write(sid, a) for a in ("a/1", "c/1")]
+    await route_all(world, sid)
+    serial = await snapshot(world, address(sid))
+    assert [q.throttle_key for q in serial.waiting] == ["a/1", "c/1"] and serial.throttle_head == "a/1"
+    assert set(serial.throttle_free_at) == {"a/1"}, "c/1 never started; b/1 is not among what waits"
+    held = step(serial, serial.now, LIMITS)
+    assert isinstance(held, Wait) and held.reason == "throttled"
+    keyed_held = step(await snapshot(world, address(sid, "k", "a/1")), serial.now, LIMITS)
+    assert isinstance(keyed_held, Wait) and keyed_held.reason == "throttled" and keyed_held.give_back_key_slot
+    snap, decision, recorded = await take(world, address(sid, "k", "c/1"))
+    assert decision.consumed == (later[1],) and decision.throttle_keys == ("c/1",)
+
+
+async def test_a_lane_the_throttle_holds_says_until_when_and_the_poll_leaves_it_to_its_clock(world: World) -> None:
+    await world.save_listener(throttled(1, 120))
+    sid = await world.open_session()
+    await fire(world, sid, "a/0")
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap = await snapshot(world, address(sid))
+    held = step(snap, snap.now, LIMITS)
+    assert isinstance(held, Wait) and held.reason == "throttled" and held.until is not None
+    await world.lanes.hold(snap, held.until)
+    noted = await snapshot(world, address(sid))
+    assert noted.throttled_until is not None and abs(noted.throttled_until - held.until) < 0.001
+    assert noted.seq == snap.seq, "a note, not a move of the lane"
+    # Its events wait past their window: the poll leaves the lane to its own clock while the throttle holds it.
+    await world.backdate_nudges(3600)
+    assert [s.address for s in await world.lanes.stale_lanes()] == []
+    # Past what it said, and the grace, a lane whose clock was lost is the poll's again.
+    await world.advance(120 + STALE_GRACE_SECONDS + 1)
+    assert [s.address.workflow_id for s in await world.lanes.stale_lanes()] == [address(sid).workflow_id]
+    # Its next record clears the note; a note over a snapshot the lane has moved past is not kept.
+    snap, decision, recorded = await take(world, address(sid))
+    after = await finish(world, snap, decision, recorded)
+    assert after is not None and after.throttled_until is None
+    await world.lanes.hold(snap, held.until + 500)
+    assert (await snapshot(world, address(sid))).throttled_until is None
+
+
+async def test_a_repeat_waits_for_the_throttle_under_its_batchs_keys(world: World) -> None:
+    await world.save_listener(throttled(1, 60, "alias", retry={"attempts": 1, "delay_seconds": 0}))
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    assert (await end(world, sid, decision.execution_id, "failed", repeat_in=0.0)).recorded
+    held = await snapshot(world, address(sid))
+    assert held.repeat is not None and held.repeat.batch.throttle_keys == ("a/1",)
+    assert set(held.throttle_free_at) == {"a/1"}
+    waiting = step(held, held.now, LIMITS)
+    assert isinstance(waiting, Wait) and waiting.reason == "throttled" and waiting.run is not None
+    assert not waiting.give_back_key_slot
+    await world.advance(61)
+    due = await snapshot(world, address(sid))
+    repeat = step(due, due.now, LIMITS)
+    assert isinstance(repeat, Take) and repeat.kind == "repeat" and repeat.throttle_keys == ("a/1",)
+    assert isinstance(await world.lanes.record(due, repeat, 100, 0), Recorded)
+
+
+async def test_a_replay_waits_for_the_throttle_under_its_events_keys(world: World) -> None:
+    # A write action (no slot): the replay of a batch of a/1 and b/1 right after it is held by a/1's start.
+    await world.save_listener(
+        throttled(1, 60, "alias", action={"type": "object", "alias": "out", "value": {"type": "o"}})
+    )
+    sid = await world.open_session()
+    for alias in ("a/1", "b/1"):
+        await world.write(sid, alias)
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    await world.ask_replay(snap.lane_id, list(decision.consumed), decision.first_id)
+    asked = await snapshot(world, address(sid))
+    assert asked.replay is not None and [q.throttle_key for q in asked.replay.events] == ["a/1", "b/1"]
+    assert set(asked.throttle_free_at) == {"a/1", "b/1"}
+    held = step(asked, asked.now, LIMITS)
+    assert isinstance(held, Wait) and held.reason == "throttled"
+    # Read without its events, the replay says nothing of their keys: the step goes for it, and the full read holds.
+    bare = await world.lanes.snapshot(address(sid), 0)
+    assert bare is not None and bare.replay is not None and bare.replay.events == ()
+    await world.advance(61)
+    due = await snapshot(world, address(sid))
+    replay = step(due, due.now, LIMITS)
+    assert isinstance(replay, Take) and replay.kind == "replay" and replay.throttle_keys == ("a/1", "b/1")

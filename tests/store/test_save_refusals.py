@@ -65,3 +65,28 @@ async def test_a_listener_of_thousands_of_globs_is_refused_naming_the_list(platf
     wide = {**body(["object.written"]), "filter": {"types": ["object.written"] * 101}}
     await refused(platform, "invalid_request", "listener.filter.types", "save_listener", listener=wide)
     assert (await ok(platform, "list_listeners"))["listeners"] == []
+
+
+@pytest.mark.parametrize(
+    ("throttle", "warned"),
+    [
+        ({"per_seconds": 1, "runs": 3}, "lets up to 180 batches start a minute"),
+        ({"per_seconds": 7, "runs": 14}, "lets up to 126 batches start a minute"),
+        ({"per_seconds": 30, "runs": 60}, None),
+        ({"per_seconds": 3600, "runs": 121}, "lets up to 121 batches start a minute"),
+    ],
+)
+async def test_a_throttle_past_the_deployments_fires_per_minute_is_saved_with_a_warning(
+    platform: Platform, throttle: dict[str, Any], warned: str | None
+) -> None:
+    # The deployment drops what passes its limit (120 a minute): a throttle that would let more go says so.
+    await platform.store.register_workflows(["recorder"])
+    reply = await ok(platform, "save_listener", listener={**body(["object.written"]), "throttle": throttle})
+    if warned is None:
+        assert "warnings" not in reply, reply
+        return
+    (warning,) = reply["warnings"]
+    assert warning.startswith(f"listener.throttle: {warned}, past the deployment's listener_fires_per_minute (120)")
+    sid = (await ok(platform, "open_session"))["session"]["id"]
+    [shown] = (await ok(platform, "list_session_listeners", session_id=sid))["listeners"]
+    assert shown["warnings"] == [warning], shown

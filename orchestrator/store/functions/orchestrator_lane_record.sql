@@ -2,7 +2,11 @@
 -- decided from. Answers `{"stale": why}` when the lane moved on (`seq`), the listener was paused, the throttle
 -- or every key slot was taken meanwhile; else the batch's id and the lanes a key slot it gave back went to. A
 -- counted batch takes its place among the listener's fires in the session (`fire_seq`) under the fires lock,
--- and the throttle counts the last minute's by `orchestrator_fires_lately` (0023_fires_counted_in_order.sql).
+-- and the throttle counts the last minute's by `orchestrator_fires_lately` (0023_fires_counted_in_order.sql). A
+-- counted batch of a listener with a throttle of its own (`throttle`: its runs, window and the batch's keys) is
+-- refused as `listener_throttle` when one of its keys has started `runs` batches in the window meanwhile, and is added
+-- to each key's starts, of which the newest `runs` are kept (0028_listener_throttle.sql). Any record clears what a
+-- step held by the throttle said (`throttled_until`).
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_lane_record(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_lane bigint := (p ->> 'lane_id')::bigint;
@@ -16,6 +20,11 @@ DECLARE
     v_granted jsonb := '[]';
     v_fire bigint;
     v_fire_at timestamptz;
+    t jsonb := p -> 'throttle';
+    v_runs integer := (p -> 'throttle' ->> 'runs')::integer;
+    -- The listener's own throttle is judged and kept on the step's time when it leads the database's (a lane's
+    -- own, on a server that skips time).
+    v_at timestamptz := greatest(clock_timestamp(), to_timestamp((p ->> 'at')::double precision));
 BEGIN
     PERFORM orchestrator.orchestrator_share_session(v_session);
     IF (b ->> 'counted')::boolean THEN
@@ -24,6 +33,13 @@ BEGIN
             clock_timestamp()) f), 0)
            >= (p ->> 'fires_limit')::integer THEN
             RETURN '{"stale": "throttle"}';
+        END IF;
+        IF jsonb_typeof(t) = 'object' AND EXISTS (SELECT 1 FROM orchestrator.throttle_keys k
+            WHERE k.session_id = v_session AND k.listener = v_listener
+              AND k.key IN (SELECT jsonb_array_elements_text(t -> 'keys')) AND cardinality(k.starts) >= v_runs
+              AND k.starts[cardinality(k.starts) - v_runs + 1]
+                  > v_at - make_interval(secs => (t ->> 'per_seconds')::double precision)) THEN
+            RETURN '{"stale": "listener_throttle"}';
         END IF;
         SELECT fire_seq, created_at INTO v_fire, v_fire_at FROM orchestrator.batches
             WHERE session_id = v_session AND listener = v_listener AND counted ORDER BY created_at DESC LIMIT 1;
@@ -43,7 +59,7 @@ BEGIN
         OR session_id = v_session)) THEN
         RETURN '{"stale": "paused"}';
     END IF;
-    UPDATE orchestrator.lanes SET seq = seq + 1,
+    UPDATE orchestrator.lanes SET seq = seq + 1, throttled_until = NULL,
         fired_through = CASE WHEN p ->> 'kind' = 'batch' THEN greatest(fired_through, (b ->> 'last_id')::bigint)
                              ELSE fired_through END
         WHERE id = v_lane AND seq = (p ->> 'seq')::bigint;
@@ -57,14 +73,23 @@ BEGIN
     END IF;
     INSERT INTO orchestrator.batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids, retry,
         replay,
-                         replay_of, verdict, counted, run_key, fire_seq, created_at)
+                         replay_of, verdict, counted, run_key, fire_seq, created_at, throttle_keys)
         VALUES (v_lane, v_session, v_listener, (b ->> 'first_id')::bigint, (b ->> 'last_id')::bigint,
                 ARRAY(SELECT jsonb_array_elements_text(b -> 'event_ids')::bigint),
                 ARRAY(SELECT jsonb_array_elements_text(b -> 'entry_ids')::bigint),
                 (b ->> 'retry')::integer, (b ->> 'replay')::integer, (b ->> 'replay_of')::bigint,
                 CASE WHEN jsonb_typeof(b -> 'verdict') = 'object' THEN b -> 'verdict' END,
-                (b ->> 'counted')::boolean, b ->> 'run_key', v_fire, coalesce(v_fire_at, clock_timestamp()))
+                (b ->> 'counted')::boolean, b ->> 'run_key', v_fire, coalesce(v_fire_at, clock_timestamp()),
+                CASE WHEN jsonb_typeof(t) = 'object' THEN ARRAY(SELECT jsonb_array_elements_text(t -> 'keys'))
+                     ELSE '{}'::text[] END)
         RETURNING id INTO v_batch;
+    IF (b ->> 'counted')::boolean AND jsonb_typeof(t) = 'object' THEN
+        INSERT INTO orchestrator.throttle_keys AS k (session_id, listener, key, starts)
+            SELECT v_session, v_listener, x, ARRAY[greatest(v_fire_at, v_at)]
+            FROM jsonb_array_elements_text(t -> 'keys') x
+            ON CONFLICT (session_id, listener, key) DO UPDATE
+                SET starts = (k.starts || EXCLUDED.starts)[greatest(cardinality(k.starts) + 2 - v_runs, 1):];
+    END IF;
     IF p ->> 'kind' = 'replay' THEN
         DELETE FROM orchestrator.replays WHERE id = (p ->> 'replay_id')::bigint;
     END IF;

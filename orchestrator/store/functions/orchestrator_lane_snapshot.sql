@@ -5,7 +5,13 @@
 -- lane waits, and for what. The fires of the last minute come from `orchestrator_fires_lately`. The listener as
 -- declared now is of its current life: the version in effect, or the newest saved when none is yet, among those
 -- that still have their rules, so a listener saved again after its deletion never judges what waits by the
--- deleted body during its activation delay.
+-- deleted body during its activation delay. The listener's throttle (0028_listener_throttle.sql): the key of the
+-- lane's oldest waiting event, when each key among the events read (that one, the waiting ones read, a repeat's
+-- batch's, a replay's) that has started `runs` batches lets the next go (`core/throttles.free_at`), and for a
+-- throttle by a path, the key of each waiting event read and of each of a replay's, in their order (the store's
+-- reader puts them in the events: `lanes_pg.snapshot_of`). They are read apart from the events' rows
+-- (`orchestrator_queued`), so a listener without a throttle by a path reads nothing more: a column of its own
+-- there cost every read of 1,000 events 0.4 ms (2.55 to 2.95), throttle or none.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_lane_snapshot(p_session text, p_listener text, p_lane text,
     p_fetch integer)
 RETURNS json LANGUAGE plpgsql STABLE AS $$
@@ -15,6 +21,12 @@ DECLARE
     v_now timestamptz := clock_timestamp();
     v_listener jsonb;
     v_fetch integer := p_fetch;
+    v_repeat json;
+    v_head text;
+    v_waiting_keys text[];
+    v_replay_keys text[];
+    v_keys text[];
+    v_throttle json;
 BEGIN
     SELECT * INTO l FROM orchestrator.lanes WHERE session_id = p_session AND listener = p_listener AND lane = p_lane;
     IF NOT FOUND THEN
@@ -47,11 +59,46 @@ BEGIN
     IF v_listener IS NOT NULL AND v_listener -> 'body' -> 'batch' ->> 'distinct_by' IS NULL THEN
         v_fetch := least(p_fetch, coalesce((v_listener -> 'body' -> 'batch' ->> 'max_events')::integer, 100));
     END IF;
+    v_repeat := (SELECT orchestrator.orchestrator_past_batch(b) FROM orchestrator.lane_runs x
+        JOIN orchestrator.batches b ON b.id = x.batch_id
+               WHERE x.lane_id = l.id AND x.due_at IS NOT NULL ORDER BY x.due_at LIMIT 1);
+    IF r.throttle_runs IS NOT NULL THEN
+        v_head := (SELECT orchestrator.orchestrator_throttle_key(e, r) FROM orchestrator.lane_events q
+            JOIN orchestrator.events e ON e.id = q.event_id
+            WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1);
+        IF r.throttle_root IS NULL THEN
+            -- One key, whatever waits.
+            v_keys := ARRAY['_'];
+        ELSE
+            v_waiting_keys := ARRAY(
+                SELECT orchestrator.orchestrator_throttle_key(e, r)
+                FROM (SELECT q.event_id FROM orchestrator.lane_events q WHERE q.lane_id = l.id
+                    AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT v_fetch) w
+                JOIN orchestrator.events e ON e.id = w.event_id ORDER BY e.id);
+            IF p_fetch > 0 THEN
+                v_replay_keys := ARRAY(
+                    SELECT orchestrator.orchestrator_throttle_key(e, r) FROM orchestrator.events e
+                    WHERE e.id = ANY ((SELECT p.event_ids FROM orchestrator.replays p WHERE p.lane_id = l.id
+                        ORDER BY p.id LIMIT 1)::bigint[])
+                    ORDER BY e.id);
+            END IF;
+            v_keys := ARRAY(
+                SELECT DISTINCT k FROM unnest(v_waiting_keys || coalesce(v_replay_keys, '{}') || ARRAY[v_head]
+                    || ARRAY(SELECT json_array_elements_text(v_repeat -> 'batch' -> 'throttle_keys'))) k
+                WHERE k IS NOT NULL);
+        END IF;
+        v_throttle := (
+            SELECT json_object_agg(t.key, extract(epoch FROM t.starts[cardinality(t.starts) - r.throttle_runs + 1])
+                + r.throttle_seconds)
+            FROM orchestrator.throttle_keys t
+            WHERE t.session_id = p_session AND t.listener = p_listener AND t.key = ANY (v_keys)
+              AND cardinality(t.starts) >= r.throttle_runs);
+    END IF;
     RETURN json_build_object(
         'lane', jsonb_build_object(
             'id', l.id, 'workflow_id', l.workflow_id, 'seq', l.seq, 'fired_through', l.fired_through,
             'routed_through', l.routed_through, 'newest_id', l.newest_id,
-            'newest_at', extract(epoch FROM l.newest_at)),
+            'newest_at', extract(epoch FROM l.newest_at), 'throttled_until', extract(epoch FROM l.throttled_until)),
         'now', extract(epoch FROM v_now),
         'session', (SELECT jsonb_build_object('status', s.status, 'alias', s.alias) FROM orchestrator.sessions s
             WHERE s.id = p_session),
@@ -70,9 +117,7 @@ BEGIN
                  FROM orchestrator.lane_runs x WHERE x.lane_id = l.id),
         'claimed', (SELECT orchestrator.orchestrator_past_batch(b) FROM orchestrator.batches b
                     WHERE b.lane_id = l.id AND b.state = 'claimed' ORDER BY b.id LIMIT 1),
-        'repeat', (SELECT orchestrator.orchestrator_past_batch(b) FROM orchestrator.lane_runs x
-            JOIN orchestrator.batches b ON b.id = x.batch_id
-                   WHERE x.lane_id = l.id AND x.due_at IS NOT NULL ORDER BY x.due_at LIMIT 1),
+        'repeat', v_repeat,
         'replay', (
             SELECT json_build_object(
                 'id', p.id, 'replay_of', p.replay_of,
@@ -91,6 +136,9 @@ BEGIN
             extract(epoch FROM max(f.oldest)))
                   FROM orchestrator.orchestrator_fires_lately(p_session, p_listener, v_now) f),
         'running', (SELECT count(*) FROM orchestrator.executions x WHERE x.session_id = p_session
-            AND x.status = 'running'));
+            AND x.status = 'running'),
+        'throttle', CASE WHEN r.throttle_runs IS NOT NULL
+            THEN json_build_object('head', v_head, 'free_at', coalesce(v_throttle, '{}'::json),
+                                   'waiting', v_waiting_keys, 'replay', v_replay_keys) END);
 END
 $$;

@@ -1,0 +1,141 @@
+"""A listener's own throttle through the engine: a burst at its limit runs `runs` per `per_seconds`, every event
+reaches a run, and a lane held by it says so, and until when, while it waits (docs/listeners.md, Throttle)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.core.limits import Limits
+from orchestrator.platform import Platform
+from tests.engine.harness import Engine, eventually, new_session, recorder_listener, running_engine, write_many
+
+pytestmark = pytest.mark.both_servers
+
+
+def most_in_a_window(starts: list[float], seconds: float) -> int:
+    """The most of `starts` inside any window of `seconds` (a start exactly `seconds` after another is outside)."""
+    ordered = sorted(starts)
+    return max((sum(1 for t in ordered[n:] if t < at + seconds - 1e-6) for n, at in enumerate(ordered)), default=0)
+
+
+async def counted_starts(engine: Engine, session_id: str, listener: str) -> list[tuple[float, list[str], str]]:
+    """Each counted batch of the listener, oldest first: when it was taken (the database's clock), the keys it
+    counted under, and its lane."""
+    async with engine.platform.store.transaction() as conn:
+        rows = await conn.fetch(
+            "SELECT extract(epoch FROM b.created_at)::float8 AS at, b.throttle_keys, l.lane FROM orchestrator.batches b"
+            " JOIN orchestrator.lanes l ON l.id = b.lane_id"
+            " WHERE b.session_id = $1 AND b.listener = $2 AND b.counted ORDER BY b.created_at",
+            session_id,
+            listener,
+        )
+    return [(float(r["at"]), list(r["throttle_keys"]), str(r["lane"])) for r in rows]
+
+
+async def held_lanes(engine: Engine, session_id: str, listener: str) -> dict[str, dict[str, Any]]:
+    """The listener's lanes that say its throttle holds them, by lane."""
+    reply = await engine.command("list_session_listeners", session_id=session_id)
+    (found,) = [item for item in reply["listeners"] if item["name"] == listener]
+    return {
+        lane["lane"]: lane["waiting"]
+        for lane in found["lanes"]
+        if lane["waiting"] is not None and lane["waiting"].get("limit") == "throttle"
+    }
+
+
+async def test_a_burst_at_the_limit_runs_as_often_as_the_throttle_lets_it_and_loses_nothing(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    """Twelve keys written at once, three runs a two-second window: the runs start three at a time, two seconds
+    apart, every event in one; each lane the throttle held said so, with the time its batch started."""
+    platform.settings = platform.settings.model_copy(
+        update={
+            "limits": Limits(activation_delay_seconds=0),
+            "search_attributes": not temporal_env.supports_time_skipping,
+        }
+    )
+    runs, per_seconds, keys = 3, 2.0, 12
+    async with running_engine(platform, temporal_env.client) as engine:
+        body = recorder_listener(
+            "burst",
+            concurrency={"mode": "keyed", "key": "alias", "max_parallel": 8},
+            batch={"window_seconds": 0, "max_events": 1},
+            throttle={"per_seconds": per_seconds, "runs": runs},
+        )
+        await engine.command("save_listener", listener=body)
+        sid = await new_session(engine)
+        ids = await write_many(engine, sid, [f"missions/{n}" for n in range(keys)])
+
+        seen: dict[str, dict[str, Any]] = {}
+
+        async def all_ran() -> bool:
+            seen.update(await held_lanes(engine, sid, "burst"))
+            return len(engine.log.runs) >= keys
+
+        await eventually(all_ran, within=60, what=f"{keys} runs")
+        await asyncio.sleep(0.5)
+        assert sorted(engine.log.event_ids("burst")) == ids, "every event reached a run, once"
+
+        starts = await counted_starts(engine, sid, "burst")
+        assert len(starts) == keys and all(k == ["_"] for _, k, _ in starts)
+        at = [t for t, _, _ in starts]
+        assert most_in_a_window(at, per_seconds) == runs, "never more than the throttle lets go, and that many"
+        # Each start after the first three waited for the start `runs` before it to leave the window, and no longer
+        # than a timer's resolution past that (what the lane's clock promises).
+        late = [at[n] - (at[n - runs] + per_seconds) for n in range(runs, keys)]
+        assert min(late) >= -1e-3 and max(late) < 1.5, late
+        span = at[-1] - at[0]
+        assert span >= (keys // runs - 1) * per_seconds - 1e-3
+        assert seen, "a lane the throttle held said so"
+        taken_at = {lane: t for t, _, lane in starts}
+        for lane, waiting in seen.items():
+            assert waiting["reason"] == "throttled" and waiting["throttle"] == {"per_seconds": 2.0, "runs": 3}
+            assert "held by its throttle (3 per 2 s) until" in waiting["text"]
+            # Its batch started no sooner than the time it said (a lane held again after losing the race to the
+            # others said a later time then).
+            assert taken_at[lane] >= datetime.fromisoformat(waiting["until"]).timestamp() - 1e-3
+
+
+async def test_a_throttle_by_key_lets_each_key_go_its_own_pace(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    """Per alias, two runs a two-second window: six writes to each of two threads run two at a time per thread,
+    the two threads side by side; no event is lost, and none of a thread waits for the other's throttle."""
+    platform.settings = platform.settings.model_copy(
+        update={
+            "limits": Limits(activation_delay_seconds=0),
+            "search_attributes": not temporal_env.supports_time_skipping,
+        }
+    )
+    async with running_engine(platform, temporal_env.client) as engine:
+        body = recorder_listener(
+            "threads",
+            concurrency={"mode": "keyed", "key": "alias", "max_parallel": 4},
+            batch={"window_seconds": 0, "max_events": 1},
+            throttle={"per_seconds": 2, "runs": 2, "key": "alias"},
+        )
+        await engine.command("save_listener", listener=body)
+        sid = await new_session(engine)
+        ids = await write_many(engine, sid, ["missions/a", "missions/b"] * 6)
+
+        async def all_ran() -> bool:
+            return len(engine.log.runs) >= 12
+
+        await eventually(all_ran, within=60, what="12 runs")
+        assert sorted(engine.log.event_ids("threads")) == ids
+        starts = await counted_starts(engine, sid, "threads")
+        by_key: dict[str, list[float]] = {}
+        for at, keys, _ in starts:
+            assert len(keys) == 1
+            by_key.setdefault(keys[0], []).append(at)
+        assert sorted(by_key) == ["missions/a", "missions/b"]
+        assert all(len(v) == 6 and most_in_a_window(v, 2.0) == 2 for v in by_key.values())
+        # The two keys went side by side: each one's third start came within a timer's resolution of the other's.
+        third = [sorted(v)[2] for v in by_key.values()]
+        assert abs(third[0] - third[1]) < 1.5
+        assert most_in_a_window([t for t, _, _ in starts], 2.0) == 4
