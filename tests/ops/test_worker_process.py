@@ -79,7 +79,8 @@ async def test_the_worker_runs_the_apps_migrate_then_applies_its_capture_on_the_
                 line = (await process.stdout.readline()).decode()
                 assert line, f"the worker stopped: {''.join(said)}{(await process.stderr.read()).decode()}"
                 said.append(line)
-        assert said[0].startswith("migrate      examples.desk.app: done in"), said
+        assert said[0] == "migrate      examples.desk.app: running\n", said
+        assert said[1].startswith("migrate      examples.desk.app: done in"), said
         assert "plan         add     capture public.tickets\n" in said
         [capture] = (await platform.command({"command": "list_captures"}))["captures"]
         assert capture["table"] == "public.tickets"
