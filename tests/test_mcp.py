@@ -22,7 +22,7 @@ from pydantic import SecretStr
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.commands import COMMANDS
-from orchestrator.commands.reference import command_schema
+from orchestrator.commands.reference import SHARED_MEANINGS, command_schema
 from orchestrator.config import Settings
 from orchestrator.dev.runtime import serve_api
 from orchestrator.door.api import create_app
@@ -77,6 +77,7 @@ async def test_an_admin_key_lists_every_command_saves_a_listener_writes_and_has_
         assert "command" not in write.input_schema["properties"]
         assert set(write.input_schema["required"]) == {"session_id", "alias", "value"}
         assert write.input_schema["properties"]["alias"] == command_schema("write_object")["properties"]["alias"]
+        assert write.input_schema["properties"]["session_id"]["description"] == SHARED_MEANINGS["session_id"]
         assert write.annotations is not None and write.annotations.read_only_hint is False
         explain = tools["explain_event"]
         assert explain.description is not None and explain.description.startswith(LEADS["explain_event"])

@@ -10,6 +10,7 @@ acts as that key: it listens on loopback unless told otherwise.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -46,6 +47,13 @@ explain_event about the event; list_session_listeners says why each lane waits; 
 listener body on a session's history before save_listener saves it. whoami says what this key may do."""
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("orchestrator")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
 def _text(value: Any, *, error: bool = False) -> CallToolResult:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return CallToolResult(content=[TextContent(text=text)], is_error=error)
@@ -61,6 +69,7 @@ class McpDoor:
         self._client: Client | None = None
         self.server: Server[Any] = Server(
             NAME,
+            version=_version(),
             instructions=INSTRUCTIONS,
             lifespan=self._lifespan,
             on_list_tools=self.list_tools,

@@ -13,7 +13,7 @@ from typing import Any
 
 from mcp.types import Tool, ToolAnnotations
 
-from orchestrator.commands.reference import command_schema, reference
+from orchestrator.commands.reference import SHARED_MEANINGS, command_schema, reference
 from orchestrator.commands.registry import COMMANDS
 from orchestrator.mcp_server import docs
 
@@ -41,9 +41,16 @@ def reads_only(name: str) -> bool:
 
 
 def input_schema(name: str) -> dict[str, Any]:
-    """The command's JSON Schema as a tool's arguments: no `command`, no `$schema`, no title or description."""
+    """The command's JSON Schema as a tool's arguments: no `command`, no `$schema`, no title or description; an
+    argument whose field says nothing says what the reference says of its name (`session_id`)."""
     schema = command_schema(name)
-    properties = {k: v for k, v in schema["properties"].items() if k != "command"}
+    properties = {
+        key: {"description": SHARED_MEANINGS[key], **value}
+        if "description" not in value and key in SHARED_MEANINGS
+        else value
+        for key, value in schema["properties"].items()
+        if key != "command"
+    }
     required = [r for r in schema.get("required", ()) if r != "command"]
     shaped = {k: v for k, v in schema.items() if k not in ("$schema", "title", "description", "properties", "required")}
     return {**shaped, "type": "object", "properties": properties, **({"required": required} if required else {})}
