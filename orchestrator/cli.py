@@ -1,4 +1,4 @@
-"""The command line: `orchestrator call | status | events | keys | dev | worker | api | plan | new`. Argument
+"""The command line: `orchestrator call | status | events | keys | mcp | dev | worker | api | plan | new`. Argument
 parsing only; `runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
 
 Exit codes of `call`, `status`, `events` and `keys`: 0 for a success reply, 1 for an error reply, 2 for bad
@@ -113,6 +113,21 @@ def _parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="revoke a key: every API replica refuses it within a second")
     revoke.add_argument("name", help="the key's name")
     _add_door_arguments(revoke)
+
+    mcp = sub.add_parser(
+        "mcp",
+        help="serve the commands the key may call as MCP tools, with the docs to search (stdio, or --http PORT)",
+        description="An MCP server over stdio (or streamable HTTP at http://HOST:PORT/mcp with --http) that calls"
+        " the platform's HTTP API as the key of ORCHESTRATOR_API_TOKEN (or --token); docs/mcp.md.",
+    )
+    mcp.add_argument("--url", help="the API's base URL (default: http://HTTP_HOST:HTTP_PORT from the settings)")
+    mcp.add_argument("--token", help="the key it calls the platform as (default: ORCHESTRATOR_API_TOKEN)")
+    mcp.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT instead of stdio")
+    mcp.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="with --http, the interface to listen on (default: 127.0.0.1; whoever reaches it acts as the key)",
+    )
 
     dev = sub.add_parser("dev", help="run the whole platform: embedded servers, worker and HTTP API")
     dev.add_argument("--app", help="the app module or .py file (default: examples.missions.app when present)")
@@ -387,6 +402,8 @@ def _main(argv: list[str] | None) -> int:
             return _call_fast(args)
     if args.subcommand == "new":
         return _new(args)
+    if args.subcommand == "mcp":
+        return _mcp(args)
     from orchestrator.config import Settings
 
     settings = Settings()
@@ -399,6 +416,33 @@ def _main(argv: list[str] | None) -> int:
     if args.subcommand == "plan":
         return _plan(args, settings)
     return _serve(args, settings)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    """`mcp`: serve until stdin closes (stdio) or the process is stopped (HTTP). Over stdio, stdout is the
+    protocol's: nothing else is printed there."""
+    import asyncio
+
+    from orchestrator.mcp_server import McpDoor
+    from orchestrator.plain_http import BadSetting, door_from_env
+
+    try:
+        url, token = door_from_env()
+    except BadSetting as err:
+        print(f"orchestrator mcp: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    door = McpDoor(args.url or url, args.token or token)
+    if args.http is None:
+        asyncio.run(door.run_stdio())
+        return EXIT_SUCCESS
+    print(
+        f"mcp          http://{args.host}:{args.http}/mcp  (calls {door.url} as its key)", file=sys.stderr, flush=True
+    )
+    try:
+        asyncio.run(door.run_http(args.host, args.http))
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return EXIT_SUCCESS
 
 
 def _plan(args: argparse.Namespace, settings: Settings) -> int:

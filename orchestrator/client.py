@@ -504,6 +504,9 @@ class Client:
     async def revoke_api_key(self, name: str) -> dict[str, Any]:
         return await self._call("revoke_api_key", name=name)
 
+    async def whoami(self) -> dict[str, Any]:
+        return await self._call("whoami")
+
     # Schedules: a session's, each at an alias there (docs/commands.md has the bodies).
 
     async def create_schedule(

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from orchestrator.commands import COMMANDS
-from orchestrator.commands.reference import CommandReference, reference
+from orchestrator.commands.reference import ERROR_MEANINGS, CommandReference, reference
 from orchestrator.commands.reference_text import command_markdown
 from orchestrator.door.auth import STATUS_BY_ERROR
 
@@ -33,18 +33,6 @@ GROUPS = {
     "simulate": "Trying a listener before saving it",
     "schedules": "Schedules",
 }
-ERROR_MEANINGS = {
-    "invalid_request": "the body, or a field of it, is wrong; the message starts with the field. Nothing changed.",
-    "not_found": "what the command names (a session, an object, a listener, a batch) is not there",
-    "session_not_open": "the session is closed (`reopen_session` opens it again)",
-    "rev_conflict": "`if_rev` is not the stored rev",
-    "limit_exceeded": "a deployment limit refuses the request as it is (a payload's size, runs at once, a range)",
-    "access_denied": "outside the scopes of the caller's key (or what schedules may write); nothing changed",
-    "unauthorized": "HTTP only: no key (401), or one that is wrong, revoked or expired (403)",
-    "past_retention": "the history asked about was there, and retention has deleted it",
-    "rate_limited": "over the key's request rate or the session's write rate; `Retry-After` says when to come back",
-    "internal_error": "the platform failed; the message says no more, the logs do",
-}
 INTRO = """\
 # Commands
 
@@ -63,6 +51,8 @@ not read answers `not_found`) and `rate_limited`; the errors listed under each c
 Each command's JSON Schema is served at `GET /v1/schema/{command}`, a listener body's at
 `GET /v1/schema/listener`, and all of them at once at `GET /v1/schema` (no token needed: an editor can
 validate a body with them). `orchestrator call --help COMMAND` prints a command's arguments in the terminal.
+The whole HTTP surface is described by an OpenAPI 3.1 document generated from the same registry,
+[`GET /v1/openapi.json`](#openapi) (no token needed either), for a client generator or an API explorer.
 
 The example under each command is a body the test suite sends through `POST /v1/commands`
 (`tests/docs/test_commands_examples.py`), which must answer `success`. Each runs on a platform of its own, where
@@ -94,6 +84,20 @@ def _grouped() -> list[tuple[str, list[CommandReference]]]:
     ]
 
 
+OPENAPI = """\
+## OpenAPI
+
+`GET /v1/openapi.json` answers an OpenAPI 3.1 document of the HTTP door, built from the registry this page is:
+`POST /v1/commands` takes a `oneOf` of every command's body with a discriminator on `command` (each body is the
+command's JSON Schema, its `description` the summary above, `x-orchestrator-reply` and `x-orchestrator-errors`
+what it answers), with one named example per command (the examples on this page) and an error reply per HTTP
+status; then the session streams (`GET /v1/sessions/{session_id}/stream`, Server-Sent Events, `filter` and
+`batch` as JSON query parameters), `POST /v1/stream-tickets`, the schemas, the health probes and the
+credentials (a bearer token; a browser's cookie; a stream's ticket). A command added to the registry is in it
+without another edit. docs/decisions.md says why one path with a union rather than a path per command.
+"""
+
+
 def render() -> str:
     """The whole page."""
     grouped = _grouped()
@@ -106,6 +110,7 @@ def render() -> str:
         lines += [f"## {title}", ""]
         for ref in refs:
             lines.append(command_markdown(ref))
+    lines.append(OPENAPI)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

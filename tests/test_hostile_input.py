@@ -99,6 +99,7 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     ),
     "get_event_type": ({"name": "ticket.hostile"}, ("name",)),
     "list_event_types": ({}, ()),
+    "whoami": ({}, ()),
     "emit_event": ({"session_id": SESSION, "type": "ticket.hostile", "data": {"n": 1}}, ("session_id", "type", "data")),
     "emit_events": (
         {"session_id": SESSION, "events": [{"type": "ticket.hostile", "data": {"n": 1}}]},

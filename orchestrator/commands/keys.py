@@ -1,4 +1,5 @@
-"""API keys: `create_api_key` (its secret answered once), `list_api_keys`, `revoke_api_key` (SPEC section 13).
+"""API keys: `create_api_key` (its secret answered once), `list_api_keys`, `revoke_api_key`, and `whoami`, the calling
+key's own name and scopes and what they reach (docs/security.md).
 
 Owns the keys' arguments and replies; the secret's shape and digest are the core's (`key_secrets`), the rows the
 store's (`store/keys.py`), and refusing a revoked or expired key the gate's, within its cache's lifetime.
@@ -12,7 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints, field_validator
 
-from orchestrator.commands.registry import Request, command
+from orchestrator.commands.access import current_principal
+from orchestrator.commands.registry import COMMANDS, Request, command
+from orchestrator.core.access import may_call
 from orchestrator.core.errors import CommandError
 from orchestrator.core.key_secrets import KEY_NAME, RESERVED_NAMES, digest, key_secret
 from orchestrator.core.scopes import parse_scope
@@ -73,6 +76,10 @@ class CreateApiKey(Request):
 
 class ListApiKeys(Request):
     command: Literal["list_api_keys"]
+
+
+class Whoami(Request):
+    command: Literal["whoami"]
 
 
 class RevokeApiKey(Request):
@@ -147,3 +154,27 @@ async def revoke_api_key(platform: CommandContext, req: RevokeApiKey) -> dict[st
     """Revoke a key: every API replica refuses it within a second (`orchestrator.door.gate`), its browser sessions and
     stream tickets at once."""
     return {"key": key_view(await platform.store.revoke_key(req.name), datetime.now(UTC))}
+
+
+@command(
+    "whoami",
+    Whoami,
+    reply="`key` {name, scopes, requests_per_second}, `commands` [the commands its scopes may call, by name]",
+    example={"command": "whoami"},
+)
+async def whoami(platform: CommandContext, req: Whoami) -> dict[str, Any]:
+    """The key that calls: its name, scopes and request rate, and the commands its scopes may call somewhere, a
+    dry judgement made before any session is named (one listed may still be refused on a session, an alias or
+    an event type outside its scopes; one not listed is refused everywhere). Any key may ask. The bootstrap
+    token answers `bootstrap`, an open API (no token, no key) `anonymous`, the in-process door `local`: each an
+    admin."""
+    principal = current_principal()
+    grant = principal.grant
+    return {
+        "key": {
+            "name": principal.name,
+            "scopes": [scope.text for scope in grant.scopes],
+            "requests_per_second": principal.requests_per_second,
+        },
+        "commands": sorted(name for name in COMMANDS if may_call(grant, name)),
+    }

@@ -33,6 +33,20 @@ SHARED_MEANINGS = {
     "listener": "the listener's name",
 }
 
+# What each error code means, for the reference page and the OpenAPI document (their HTTP status is the door's).
+ERROR_MEANINGS = {
+    "invalid_request": "the body, or a field of it, is wrong; the message starts with the field. Nothing changed.",
+    "not_found": "what the command names (a session, an object, a listener, a batch) is not there",
+    "session_not_open": "the session is closed (`reopen_session` opens it again)",
+    "rev_conflict": "`if_rev` is not the stored rev",
+    "limit_exceeded": "a deployment limit refuses the request as it is (a payload's size, runs at once, a range)",
+    "access_denied": "outside the scopes of the caller's key (or what schedules may write); nothing changed",
+    "unauthorized": "HTTP only: no key (401), or one that is wrong, revoked or expired (403)",
+    "past_retention": "the history asked about was there, and retention has deleted it",
+    "rate_limited": "over the key's request rate or the session's write rate; `Retry-After` says when to come back",
+    "internal_error": "the platform failed; the message says no more, the logs do",
+}
+
 
 @dataclass(frozen=True)
 class Argument:
@@ -87,11 +101,43 @@ def summary_of(spec: CommandSpec) -> str:
     return " ".join(inspect.cleandoc(spec.handler.__doc__ or "").split())
 
 
+_KEYWORDS_OF_KIND = ("type", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "not")
+
+
+def _admits_null(schema: dict[str, Any]) -> bool:
+    if not any(key in schema for key in _KEYWORDS_OF_KIND):
+        return True  # any JSON
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if None in schema.get("enum", ()) or ("const" in schema and schema["const"] is None):
+        return True
+    return any(_admits_null(option) for key in ("anyOf", "oneOf") for option in schema.get(key, ()))
+
+
+def _defaults_fit(schema: dict[str, Any]) -> None:
+    """An argument checked by its handler (`SchemaOf`) defaults to null whatever it must hold: a required one
+    has no default, and an optional one admits the null it defaults to (leaving it out, or null, changes
+    nothing)."""
+    required = set(schema.get("required", ()))
+    for name, field in schema.get("properties", {}).items():
+        if "default" not in field or field["default"] is not None or _admits_null(field):
+            continue
+        if name in required:
+            del field["default"]
+            continue
+        shape = {key: value for key, value in field.items() if key not in ("default", "description")}
+        for key in shape:
+            del field[key]
+        field["anyOf"] = [shape, {"type": "null"}]
+
+
 def command_schema(name: str) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one command's body."""
     spec = COMMANDS[name]
     schema = _without_titles(spec.model.model_json_schema())
     schema["properties"]["command"] = {"const": name, "description": SHARED_MEANINGS["command"]}
+    _defaults_fit(schema)
     return {"$schema": JSON_SCHEMA_DIALECT, "title": name, "description": summary_of(spec), **schema}
 
 

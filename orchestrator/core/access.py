@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from orchestrator.core.scopes import Grant
+from orchestrator.core.scopes import EVERY, Grant
 
 Need = Literal[
     "admin",  # keys, and whatever the table does not name
@@ -80,6 +80,8 @@ NEEDS: dict[str, Need] = {
     "list_captures": "listeners",
     "get_event_type": "anyone",
     "list_event_types": "anyone",
+    # Who calls: any key may ask what it is and what its scopes reach.
+    "whoami": "anyone",
     # Not a command: a connection listener (`GET /v1/sessions/{id}/stream`) and the ticket that opens one.
     "stream": "listen",
 }
@@ -172,6 +174,37 @@ def decide(grant: Grant, command: str, target: Target) -> Verdict:
     if not target.session_found or not grant.sees(target.session_alias):
         return Verdict("not_found", f"session_id: no session {target.session_id!r}")
     return _in_session(grant, command, need, target)
+
+
+def may_call(grant: Grant, command: str) -> bool:
+    """Whether a key with `grant` may run `command` on some target: a dry judgement, before any session or
+    alias is named (`whoami`'s list; what a door offers a key). A command it answers True for may still be
+    refused on a session, an alias or an event type its scopes do not cover; one it answers False for is refused
+    everywhere."""
+    if grant.admin:
+        return True
+    need = need_of(command)
+    if need == "anyone":
+        return True
+    if need in ("listeners", "listeners_in_session"):
+        return grant.listeners
+    if need == "listeners_or_read":
+        return grant.listeners or grant.any_read
+    if need in ("list_sessions", "read"):
+        return grant.any_read
+    if need == "listen":
+        return any(s.kind == "listen" for s in grant.scopes)
+    if need in ("open_session", "write_session"):
+        return any(s.kind == "write" and _whole_session(s.alias) for s in grant.scopes)
+    if need == "write_aliases":
+        return any(s.kind == "write" for s in grant.scopes)
+    if need == "emit":
+        return any(s.kind == "emit" or (s.kind == "write" and _whole_session(s.alias)) for s in grant.scopes)
+    return False  # admin
+
+
+def _whole_session(alias_glob: str | None) -> bool:
+    return alias_glob is None or alias_glob == EVERY
 
 
 def _in_session(grant: Grant, command: str, need: Need, target: Target) -> Verdict:

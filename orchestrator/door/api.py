@@ -1,5 +1,5 @@
-"""The HTTP door: `POST /v1/commands` on an ASGI app, the commands' JSON Schemas (`GET /v1/schema`), plus
-liveness and readiness probes.
+"""The HTTP door: `POST /v1/commands` on an ASGI app, the commands' JSON Schemas (`GET /v1/schema`), an OpenAPI
+document of it all (`GET /v1/openapi.json`, `openapi.py`), plus liveness and readiness probes.
 
 Owns the HTTP framing only (body size, JSON parsing, who calls, status codes); every command's meaning is
 `Platform.command`, so HTTP answers the same JSON as the Python client and the command line. Who calls is
@@ -42,6 +42,7 @@ from orchestrator.door.auth import (
 )
 from orchestrator.door.browser import BrowserRoutes
 from orchestrator.door.gate import Gate
+from orchestrator.door.openapi import openapi_document
 from orchestrator.door.streams import EventStream, StreamHub, start_position
 from orchestrator.platform import Platform
 from orchestrator.telemetry import continuing
@@ -180,6 +181,10 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         reply = error_reply("not_found", refusal.message.replace("command: unknown command", "name: no command", 1))
         return JSONResponse(reply, status_code=404)
 
+    async def openapi(request: Request) -> Response:
+        # No token, as the schemas: it describes this version's surface, not a deployment's data.
+        return JSONResponse(openapi_document())
+
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -197,6 +202,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             Route("/v1/stream-tickets", browser.stream_ticket, methods=["POST"]),
             Route("/v1/schema", schemas, methods=["GET"]),
             Route("/v1/schema/{name}", schema, methods=["GET"]),
+            Route("/v1/openapi.json", openapi, methods=["GET"]),
             Route("/", dashboard_page, methods=["GET"]),
             Route("/dashboard/config", browser.config, methods=["GET"]),
             Route("/dashboard/sign-in", browser.sign_in, methods=["POST"]),

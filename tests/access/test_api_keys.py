@@ -213,8 +213,20 @@ async def test_an_open_apis_callers_act_as_anonymous(platform: Platform, setting
         sid = (await client.open_session(alias="open"))["session"]["id"]
         written = await client.write_object(sid, "a/b", {"type": "t"})
         [event] = (await client.list_session_events(sid))["events"]
+        me = (await client.whoami())["key"]
     assert event["id"] == written["event_id"] and event["actor"] == {"key": "anonymous"}
     assert event["cause"]["request"]["key"] == "anonymous"
+    assert me == {"name": "anonymous", "scopes": ["admin"], "requests_per_second": None}
+
+
+async def test_a_key_asks_who_it_is_and_what_its_scopes_may_call(api: Api) -> None:
+    widget = await api.key("widget", ["emit:chat.*:acme/**"], requests_per_second=20)
+    async with api.as_key(widget) as client:
+        me = await client.whoami()
+    assert me["key"] == {"name": "widget", "scopes": ["emit:chat.*:acme/**"], "requests_per_second": 20}
+    # What it may call somewhere; the rest is refused everywhere.
+    assert me["commands"] == ["emit_event", "emit_events", "get_event_type", "list_event_types", "whoami"]
+    assert (await api.admin.whoami())["key"] == {"name": "bootstrap", "scopes": ["admin"], "requests_per_second": None}
 
 
 async def test_a_stream_a_key_opened_ends_within_a_second_of_the_keys_revocation(api: Api) -> None:

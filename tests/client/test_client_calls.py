@@ -15,6 +15,7 @@ import pytest
 from temporalio.service import RPCError
 
 from orchestrator.client import Client
+from orchestrator.commands import COMMANDS
 from orchestrator.core.errors import CommandError
 from tests.client.conftest import DOORS, NotingClient, Running, covers
 from tests.engine.harness import eventually, recorder_listener
@@ -337,12 +338,20 @@ async def test_the_applications_own_events_are_declared_emitted_and_captured(
     assert "secret" not in str(events[-1]["data"])
 
 
-@covers("create_api_key", "list_api_keys", "revoke_api_key")
+@covers("create_api_key", "list_api_keys", "revoke_api_key", "whoami")
 async def test_a_key_is_made_works_is_listed_and_revoked(client: NotingClient, running: Running) -> None:
+    me = await client.whoami()
+    # The in-process door is the platform's own caller; over HTTP, the bootstrap token.
+    assert me["key"]["name"] == ("local" if "local" in client.called else "bootstrap")
+    assert (me["key"]["scopes"], sorted(me["commands"])) == (["admin"], sorted(COMMANDS))
     created = (await client.create_api_key("reader", ["read:**"], requests_per_second=50))["key"]
     assert created["secret"].startswith("ork_") and created["state"] == "active"
     async with Client.http(running.url, token=created["secret"]) as reader:
         assert (await reader.list_listeners())["status"] == "success"
+        who = await reader.whoami()
+        assert who["key"] == {"name": "reader", "scopes": ["read:**"], "requests_per_second": 50}
+        assert {"read_object", "explain_event", "whoami"} <= set(who["commands"])
+        assert not {"write_object", "save_listener", "create_api_key"} & set(who["commands"])
         with pytest.raises(CommandError) as denied:
             await reader.open_session(alias="not-mine")
         assert denied.value.code == "access_denied"

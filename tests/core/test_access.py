@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.core.access import NEEDS, SESSION_NEEDS, Target, decide, need_of
+from orchestrator.core.access import NEEDS, SESSION_NEEDS, Target, decide, may_call, need_of
 from orchestrator.core.scopes import Grant
 
 SESSION_GLOBS = ["**", "t1/**", "t2/**", "t1/*", "t1/a", "t*/a"]
@@ -84,6 +84,32 @@ def test_a_session_the_key_cannot_see_is_not_found_and_nothing_else_ever_is(
 @given(data=st.data(), command=commands)
 def test_admin_may_run_every_command_on_anything(data: st.DataObject, command: str) -> None:
     assert decide(Grant.of(["admin"]), command, data.draw(targets(command))).allowed
+
+
+@given(data=st.data(), command=commands, scopes=scope_sets)
+def test_a_command_a_key_may_not_call_is_refused_on_every_target(
+    data: st.DataObject, command: str, scopes: list[str]
+) -> None:
+    # `whoami`'s dry judgement never hides a command the key could run somewhere.
+    grant = Grant.of(scopes)
+    if decide(grant, command, data.draw(targets(command))).allowed:
+        assert may_call(grant, command)
+
+
+def test_what_a_key_may_call_follows_its_scopes() -> None:
+    def callable_by(*scopes: str) -> set[str]:
+        return {name for name in NEEDS if may_call(Grant.of(scopes), name)}
+
+    reader = callable_by("read:t1/**")
+    assert {"read_object", "explain_event", "simulate_listener", "list_session_listeners", "list_listeners"} <= reader
+    assert not reader & {"write_object", "save_listener", "open_session", "emit_event", "stream", "create_api_key"}
+    assert {"write_object", "post_thread_item"} <= callable_by("write:t1/**:x/**")
+    assert not callable_by("write:t1/**:x/**") & {"open_session", "close_session", "emit_event", "read_object"}
+    assert {"open_session", "close_session", "emit_event"} <= callable_by("write:t1/**")
+    assert callable_by("emit:chat.*") == {"emit_event", "emit_events", "get_event_type", "list_event_types", "whoami"}
+    assert callable_by("listeners") >= {"save_listener", "pause_listener", "list_listeners", "list_captures"}
+    assert callable_by("admin") == set(NEEDS)
+    assert not may_call(Grant.of(["read:**", "write:**", "listeners"]), "something_new")
 
 
 def test_a_command_nobody_named_needs_admin() -> None:
