@@ -394,7 +394,9 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
                 "lanes": shown,
                 "recent_outcomes": await store.recent_outcomes(req.session_id, name),
                 "counts": counts.get(name, {}),
-                "warnings": [w for w in (unregistered_workflow(decl, registered),) if w is not None],
+                "warnings": [
+                    w for w in (unregistered_workflow(decl, registered, platform.settings.task_queue),) if w is not None
+                ],
             }
         )
     return {"listeners": answer}
