@@ -101,6 +101,11 @@ export class Client extends GeneratedCommands {
 
   /** Send one JSON command and return its reply, `{"status": "error", ...}` replies included. */
   async command(body: CommandBody | { command: string; [key: string]: unknown }): Promise<AnyReply> {
+    return (await this.post(body)).reply;
+  }
+
+  /** A command's reply and the HTTP status it came with. */
+  private async post(body: object): Promise<{ reply: AnyReply; status: number }> {
     const url = `${this.url}/v1/commands`;
     let response: Response;
     try {
@@ -130,7 +135,7 @@ export class Client extends GeneratedCommands {
       const after = response.headers.get("retry-after");
       if (after !== null && /^\d+$/.test(after)) (answer as { retry_after?: number }).retry_after = Number(after);
     }
-    return answer;
+    return { reply: answer, status: response.status };
   }
 
   protected async call(name: CommandName, args: object): Promise<Reply> {
@@ -142,9 +147,9 @@ export class Client extends GeneratedCommands {
     for (const [key, value] of Object.entries(args)) {
       if (value !== undefined && value !== null) body[key] = value;
     }
-    const reply = await this.command(body);
+    const { reply, status } = await this.post(body);
     if (reply.status !== "success") {
-      throw commandError(reply as Parameters<typeof commandError>[0]);
+      throw commandError(reply as Parameters<typeof commandError>[0], status);
     }
     return reply as Reply;
   }

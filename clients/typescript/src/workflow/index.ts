@@ -209,12 +209,13 @@ export class RunSession {
   }
 
   /** The object at `alias` (`value`, `rev`, ...), or null if there is none. */
-  readObject(alias: string): Promise<Record<string, any> | null> {
-    return this.call("read_object", { alias });
+  async readObject(alias: string): Promise<Record<string, any> | null> {
+    // Python's None crosses as Temporal's null payload, which TypeScript decodes as undefined.
+    return (await this.call("read_object", { alias })) ?? null;
   }
 
   /** Write the object; answers `{alias, rev, event_id}`. `ifRev` refuses with `rev_conflict` when it differs. */
-  writeObject(alias: string, value: { type: string }, ifRev?: number): Promise<Record<string, any>> {
+  writeObject<V extends { type: string }>(alias: string, value: V, ifRev?: number): Promise<Record<string, any>> {
     return this.call("write_object", { alias, value, if_rev: ifRev ?? null }, { write: true });
   }
 
@@ -227,7 +228,7 @@ export class RunSession {
   }
 
   /** Post an item (`type`, `role`, `message`, `metadata`); answers `{id, alias, event_id}`. */
-  postThreadItem(alias: string, item: { type: string; role?: string; message?: string }): Promise<Record<string, any>> {
+  postThreadItem<I extends { type: string }>(alias: string, item: I): Promise<Record<string, any>> {
     return this.call("post_thread_item", { alias, item }, { write: true });
   }
 
@@ -264,8 +265,8 @@ export class RunSession {
   }
 
   /** Delete the timer at `alias` (null when there was none). */
-  unschedule(alias: string): Promise<Record<string, any> | null> {
-    return this.call("unschedule", { alias }, { write: true });
+  async unschedule(alias: string): Promise<Record<string, any> | null> {
+    return (await this.call("unschedule", { alias }, { write: true })) ?? null;
   }
 
   /** Emit one of the application's declared events; answers its id (the same when the call is retried). */
