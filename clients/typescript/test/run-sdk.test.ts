@@ -77,3 +77,64 @@ test("a run on a queue of its own reads and writes its session, once across a re
     await api.deleteListener(name);
   }
 });
+
+async function waiter(timeout: number, extra: Record<string, unknown> = {}) {
+  const api = client();
+  const name = fresh("ts_wait");
+  await api.saveListener({
+    name,
+    filter: { types: ["object.written"], aliases: ["ask/**"] },
+    batch: { window_seconds: 0 },
+    action: { type: "workflow", workflow: "sdkWaiter", task_queue: queue, input: { timeout } },
+    ...extra,
+  });
+  const { session } = await api.openSession();
+  await api.writeObject(session.id, "ask/1", { type: "ask" });
+  await eventually(async () => {
+    const { executions } = await api.listExecutions(session.id, { listener: name });
+    return executions.length === 1 && executions[0].status === "running";
+  }, "the waiting run", 30_000);
+  const ended = () =>
+    eventually(async () => {
+      const { executions } = await api.listExecutions(session.id, { listener: name });
+      return executions.length === 1 && executions[0].status !== "running" && executions[0];
+    }, "the run's end", 30_000);
+  return { api, name, session, ended };
+}
+
+test("a run waits for the events it needs, and hears them by a signal", { skip }, async () => {
+  const { api, name, session, ended } = await waiter(30);
+  try {
+    await new Promise((done) => setTimeout(done, 300));
+    await api.writeObject(session.id, "reply/1", { type: "reply" });
+    assert.equal((await ended()).status, "completed");
+    const heard = (await api.readObject(session.id, "out/heard")).object.value;
+    assert.deepEqual(heard, { type: "heard", matched: 0, aliases: ["reply/1"] });
+  } finally {
+    await api.deleteListener(name);
+  }
+});
+
+test("a wait that times out answers no events", { skip }, async () => {
+  const { api, name, session, ended } = await waiter(0.5);
+  try {
+    assert.equal((await ended()).status, "completed");
+    const heard = (await api.readObject(session.id, "out/heard")).object.value;
+    assert.deepEqual(heard, { type: "heard", matched: null, aliases: [] });
+  } finally {
+    await api.deleteListener(name);
+  }
+});
+
+test("a run cancelled while it waits (cancel_on) reports its end as cancelled", { skip }, async () => {
+  const cancelOn = { cancel_on: [{ types: ["object.written"], aliases: ["stop/**"], grace_seconds: 10 }] };
+  const { api, name, session, ended } = await waiter(60, cancelOn);
+  try {
+    await api.writeObject(session.id, "stop/1", { type: "stop" });
+    const run = await ended();
+    assert.equal(run.status, "cancelled", JSON.stringify(run));
+    await assert.rejects(api.readObject(session.id, "out/heard"));
+  } finally {
+    await api.deleteListener(name);
+  }
+});

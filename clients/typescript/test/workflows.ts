@@ -36,3 +36,16 @@ export async function sdkWriter(run: RunInput<{ fail_first?: boolean }>): Promis
   }
   return "done";
 }
+
+/** Waits for a reply (`reply/**`) after its batch, and writes what it heard: the events, or a timeout's null. */
+export async function sdkWaiter(run: RunInput<{ timeout: number }>): Promise<void> {
+  const session = new RunSession(run);
+  const answer = await session.waitForEvent([{ types: ["object.written"], aliases: ["reply/**"] }], {
+    timeoutSeconds: run.input.timeout,
+  });
+  await session.writeObject("out/heard", {
+    type: "heard",
+    matched: answer.matched,
+    aliases: answer.events.map((event) => event.alias),
+  });
+}
