@@ -20,9 +20,11 @@ check: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# docs/commands.md from the command registry (a test fails when it is out of date).
+# docs/commands.md and the TypeScript client's types from the command registry (a test fails when either is out
+# of date).
 docs: $(STAMP)
 	$(BIN)/python -m orchestrator.reference_doc
+	$(BIN)/python -m orchestrator.typescript_types
 
 setup: $(STAMP)
 

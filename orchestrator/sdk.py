@@ -104,8 +104,13 @@ class RunSession:
             else None,
         }
         try:
+            # On the platform's task queue: the run's own, unless its action named another.
             return await workflow.execute_activity(
-                "orchestrator.session", call, start_to_close_timeout=CALL_TIMEOUT, retry_policy=CALL_RETRY
+                "orchestrator.session",
+                call,
+                task_queue=run.platform_task_queue,
+                start_to_close_timeout=CALL_TIMEOUT,
+                retry_policy=CALL_RETRY,
             )
         except ActivityError as err:
             cause = err.cause

@@ -172,6 +172,9 @@ class RunInput(BaseModel):
     depth: int = 0
     # A schedule's firing: which schedule, and when it was due (`{alias, due_at}`); None for a listener's run.
     scheduled: dict[str, Any] | None = None
+    # A run started on a task queue its action names: the platform's, where `orchestrator.session` (and
+    # `orchestrator.run_ended`) are served by name to a run of any language. None: the run's own queue is it.
+    platform_task_queue: str | None = None
 
 
 class RunTag(BaseModel):
@@ -190,6 +193,10 @@ class RunTag(BaseModel):
     delay_seconds: float = 0.0
     # A keyed listener's: its end hands the key slot on, one of `key_slots` in the session.
     key_slots: int | None = None
+    # A run on a task queue its action names (None: the platform's), and then the platform's queue, where the
+    # run reports its end by the activity `orchestrator.run_ended` (a local activity cannot cross queues).
+    task_queue: str | None = None
+    platform_task_queue: str | None = None
 
 
 class RunEnd(BaseModel):

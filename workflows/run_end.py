@@ -69,6 +69,17 @@ class _ReportsItsEnd(WorkflowInboundInterceptor):
 
 async def _report(tag: RunTag, status: str, error: str | None, error_type: str | None = None) -> None:
     end = RunEnd(tag=tag, status=status, error=None if error is None else error[:ERROR_CHARS], error_type=error_type)
+    if tag.platform_task_queue is not None:
+        # A run on a queue its action names, whose worker has not the platform's activities: the platform's
+        # queue records its end (as a run in another language reports its own).
+        await workflow.execute_activity(
+            RUN_ENDED_ACTIVITY,
+            end,
+            task_queue=tag.platform_task_queue,
+            start_to_close_timeout=ACTIVITY_TIMEOUT,
+            retry_policy=RETRY,
+        )
+        return
     await workflow.execute_local_activity(
         RUN_ENDED_ACTIVITY, end, start_to_close_timeout=ACTIVITY_TIMEOUT, retry_policy=RETRY
     )

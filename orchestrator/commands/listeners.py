@@ -110,7 +110,9 @@ async def save_listener(platform: CommandContext, req: SaveListener) -> dict[str
     saved = await platform.store.save_listener(declaration.name, body, limits.activation_delay_seconds)
     reply: dict[str, Any] = {"listener": saved}
     warnings = [
-        unregistered_workflow(declaration, await platform.store.registered_workflows(FRESH_SECONDS)),
+        unregistered_workflow(
+            declaration, await platform.store.registered_workflows(FRESH_SECONDS), platform.settings.task_queue
+        ),
         throttle_past_fires(declaration, limits),
     ]
     if any(warnings):
@@ -134,10 +136,13 @@ def throttle_past_fires(declaration: ListenerDeclaration, limits: Limits) -> str
     )
 
 
-def unregistered_workflow(declaration: ListenerDeclaration, registered: list[str]) -> str | None:
-    """What to say of a listener whose workflow no worker has registered lately (None: nothing)."""
+def unregistered_workflow(declaration: ListenerDeclaration, registered: list[str], task_queue: str) -> str | None:
+    """What to say of a listener whose workflow no worker has registered lately (None: nothing). A run on a
+    task queue the action names, not the platform's `task_queue`, is another worker's: it says nothing here."""
     action = declaration.action
     if not isinstance(action, WorkflowAction) or action.workflow in registered:
+        return None
+    if action.task_queue not in (None, task_queue):
         return None
     known = ", ".join(registered) or "none (is a worker running?)"
     return (

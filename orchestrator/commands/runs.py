@@ -428,7 +428,12 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
                 "recent_outcomes": await store.recent_outcomes(req.session_id, name),
                 "counts": counts.get(name, {}),
                 "warnings": [
-                    w for w in (unregistered_workflow(decl, registered), throttle_past_fires(decl, limits)) if w
+                    w
+                    for w in (
+                        unregistered_workflow(decl, registered, platform.settings.task_queue),
+                        throttle_past_fires(decl, limits),
+                    )
+                    if w
                 ],
             }
         )

@@ -293,10 +293,20 @@ class BatchSpec(_Strict):
         return value
 
 
+# A Temporal task queue's name: what a worker of any language polls. The `/_sys/` names are Temporal's own.
+TASK_QUEUE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$"
+
+
 class WorkflowAction(_Strict):
     type: Literal["workflow"]
     workflow: str = Field(min_length=1, max_length=200)
     input: Any = None
+    task_queue: str | None = Field(
+        default=None,
+        pattern=TASK_QUEUE_PATTERN,
+        description="the Temporal task queue the run starts on, where a worker of any language polls (default:"
+        " the platform's); its run reads and writes the session through the platform's activities by name",
+    )
 
 
 def _typed_or_template(written: Any) -> Any:

@@ -62,6 +62,8 @@ class RunPlan:
     depth: int
     keyed: bool
     priority: int | None = None
+    # The task queue the run starts on when its action names one (None: the platform's).
+    task_queue: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +76,7 @@ class RunPlan:
             "depth": self.depth,
             "keyed": self.keyed,
             "priority": self.priority,
+            "task_queue": self.task_queue,
         }
 
     @classmethod
@@ -88,6 +91,7 @@ class RunPlan:
             depth=int(data.get("depth", 0)),
             keyed=bool(data.get("keyed", False)),
             priority=data.get("priority"),
+            task_queue=data.get("task_queue"),
         )
 
 

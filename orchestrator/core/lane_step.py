@@ -226,7 +226,14 @@ def _plan(decl: ListenerDeclaration, version: int, depth: int) -> RunPlan | None
         depth=depth,
         keyed=decl.concurrency.mode == "keyed",
         priority=decl.priority,
+        task_queue=action.task_queue,
     )
+
+
+def _known(registered: Collection[str] | None, plan: RunPlan | None) -> Collection[str] | None:
+    """The workflows a run's start is checked against: the platform worker's, for a run on its task queue; none
+    for a run on a queue the action names, whose worker (of any language) tells the platform nothing."""
+    return registered if plan is None or plan.task_queue is None else None
 
 
 def _key_slot(snap: LaneSnapshot, decl: ListenerDeclaration | None, acts: bool) -> KeyMove:
@@ -265,7 +272,9 @@ def _taking(
     else:
         decl = listener.declaration
         plan = _plan(decl, listener.version, depth)
-        verdict = batch_verdict(snap, decl, entries, depth, limits, registered, plan.workflow if plan else None)
+        verdict = batch_verdict(
+            snap, decl, entries, depth, limits, _known(registered, plan), plan.workflow if plan else None
+        )
     acts = isinstance(verdict, Act)
     throttled = acts and listener is not None and listener.declaration.throttle is not None
     return Take(
@@ -344,7 +353,7 @@ def _repeat(snap: LaneSnapshot, run: HeldSlot, limits: Limits, registered: Colle
         verdict: Verdict = CONSUME  # deleted during the wait: nobody to report to
     else:
         decl = snap.listener.declaration
-        verdict = batch_verdict(snap, decl, entries, plan.depth, limits, registered, plan.workflow)
+        verdict = batch_verdict(snap, decl, entries, plan.depth, limits, _known(registered, plan), plan.workflow)
     acts = isinstance(verdict, Act)
     decl_now = snap.listener.declaration if snap.listener is not None else None
     throttled = acts and decl_now is not None and decl_now.throttle is not None

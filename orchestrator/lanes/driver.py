@@ -489,6 +489,9 @@ class LaneDriver:
         carried = needs_messages(plan.input)
         # Fewer entries than events consumed (`distinct_by`, events the listener no longer takes): say which.
         superseded = len(take.consumed) - len(take.entries)
+        # A run on a queue its action names learns the platform's, where its session calls and its end go.
+        elsewhere = plan.task_queue if plan.task_queue not in (None, self.settings.task_queue) else None
+        home = self.settings.task_queue if elsewhere is not None else None
         run_input = RunInput(
             session_id=address.session_id,
             listener=address.listener,
@@ -508,6 +511,7 @@ class LaneDriver:
             execution_id=take.execution_id,
             run_key=take.run_key,
             depth=take.depth,
+            platform_task_queue=home,
         )
         decl = snap.listener.declaration if snap.listener is not None else None
         tag = RunTag(
@@ -522,6 +526,8 @@ class LaneDriver:
             attempts=plan.attempts,
             delay_seconds=plan.delay_seconds,
             key_slots=key_max(decl, self.settings) or None if plan.keyed else None,
+            task_queue=elsewhere,
+            platform_task_queue=home,
         )
         priority = run_priority(plan.priority, address.lane if plan.keyed else None)
         if decl is not None and decl.cancel_on:

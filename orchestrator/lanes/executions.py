@@ -108,14 +108,15 @@ async def start_run(
 async def start_workflow_run(
     temporal: Client, settings: Settings, tag: RunTag, run_input: RunInput, priority: Priority = Priority.default
 ) -> None:
-    """Start `tag.workflow` as `tag.execution_id` on Temporal, once however often this is asked (an earlier
-    attempt that started it, even one that has ended since, counts). Its record is the caller's."""
+    """Start `tag.workflow` as `tag.execution_id` on Temporal, on `tag.task_queue` when its action names one (a
+    worker of any language polls it) else the platform's, once however often this is asked (an earlier attempt
+    that started it, even one that has ended since, counts). Its record is the caller's."""
     with contextlib.suppress(WorkflowAlreadyStartedError):
         await temporal.start_workflow(
             tag.workflow,
             run_input,
             id=tag.execution_id,
-            task_queue=settings.task_queue,
+            task_queue=tag.task_queue or settings.task_queue,
             memo={RUN_MEMO: tag},
             search_attributes=search_attributes(tag.session_id, tag.listener) if settings.search_attributes else None,
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,

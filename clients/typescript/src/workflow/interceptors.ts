@@ -1,0 +1,86 @@
+/**
+ * A run reports its own end: give this module to the worker (`interceptors: { workflowModules:
+ * [require.resolve("@orchestrator/client/workflow/interceptors")] }`), as the platform's Python worker has
+ * `RunEndInterceptor` (`workflows/run_end.py`).
+ *
+ * Owns the last step of a run the platform started on a task queue its action names: once the workflow completes,
+ * fails or is cancelled, it calls `orchestrator.run_ended` by name on the platform's task queue (the run's memo,
+ * `RunTag`, names it), which records the end and its `execution.ended` event and frees the run's slot or sets its
+ * repeat. A workflow without the platform's memo is left alone. An error that fails a workflow task (anything
+ * that is not a Temporal failure, retried by Temporal) is not an end, nor is a continue-as-new. A run that never
+ * reports (no interceptor, a worker gone) is found ended by the platform's run sweep, later.
+ */
+
+import {
+  ApplicationFailure,
+  CancellationScope,
+  ContinueAsNew,
+  Next,
+  TemporalFailure,
+  WorkflowExecuteInput,
+  WorkflowInboundCallsInterceptor,
+  WorkflowInterceptorsFactory,
+  isCancellation,
+  proxyActivities,
+  workflowInfo,
+} from "@temporalio/workflow";
+
+/** The memo key under which a run carries its `RunTag`. */
+export const RUN_MEMO = "orchestrator";
+export const RUN_ENDED_ACTIVITY = "orchestrator.run_ended";
+// How much of a failed run's error its record keeps; the full failure stays in its history.
+const ERROR_CHARS = 4_000;
+
+/** Who a run is, as its memo says (`RunTag`): sent back whole with its end. */
+export interface RunTag {
+  execution_id: string;
+  session_id: string;
+  workflow: string;
+  platform_task_queue?: string | null;
+  [key: string]: unknown;
+}
+
+export interface RunEnd {
+  tag: RunTag;
+  status: "completed" | "failed" | "cancelled";
+  error: string | null;
+  error_type: string | null;
+}
+
+async function report(tag: RunTag, status: RunEnd["status"], error: string | null, errorType: string | null = null) {
+  const queue = tag.platform_task_queue;
+  if (!queue) return; // not a run on a queue of its own: nobody here to tell (the sweep finds its end)
+  const { [RUN_ENDED_ACTIVITY]: runEnded } = proxyActivities<Record<string, (end: RunEnd) => Promise<void>>>({
+    taskQueue: queue,
+    startToCloseTimeout: "30 seconds",
+    retry: { initialInterval: "200 milliseconds", maximumInterval: "10 seconds" },
+  });
+  const end: RunEnd = { tag, status, error: error === null ? null : error.slice(0, ERROR_CHARS), error_type: errorType };
+  // A cancelled run still reports: outside its cancelled scope.
+  await CancellationScope.nonCancellable(() => runEnded(end));
+}
+
+class ReportsItsEnd implements WorkflowInboundCallsInterceptor {
+  async execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, "execute">): Promise<unknown> {
+    const tag = workflowInfo().memo?.[RUN_MEMO] as RunTag | undefined;
+    if (tag === undefined || tag === null) return next(input);
+    let result: unknown;
+    try {
+      result = await next(input);
+    } catch (err) {
+      if (err instanceof ContinueAsNew) throw err;
+      if (isCancellation(err)) {
+        await report(tag, "cancelled", (err as Error).message || "cancelled");
+      } else if (err instanceof TemporalFailure) {
+        const kind = err instanceof ApplicationFailure && err.type ? err.type : err.name;
+        await report(tag, "failed", err.message, kind);
+      }
+      throw err;
+    }
+    await report(tag, "completed", null);
+    return result;
+  }
+}
+
+/** The workflow interceptors of a worker whose runs the platform starts. */
+export const interceptors: WorkflowInterceptorsFactory = () => ({ inbound: [new ReportsItsEnd()] });

@@ -1,0 +1,77 @@
+// The session's stream as an async iterator: batches as they commit, and a dropped connection resumed after the
+// last batch (Last-Event-ID), so nothing is lost or told twice.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Client, InvalidRequestError, StreamBatch } from "../src";
+import { client } from "./helpers";
+
+async function take(stream: AsyncGenerator<StreamBatch>, events: number): Promise<number[]> {
+  const ids: number[] = [];
+  for await (const batch of stream) {
+    ids.push(...batch.events.map((e) => e.id as number));
+    if (ids.length >= events) break;
+  }
+  return ids;
+}
+
+test("batches come as they commit, from after an event id, with the connection's filter", async () => {
+  const api = client();
+  const { session } = await api.openSession();
+  const first = await api.writeObject(session.id, "notes/0", { type: "note" });
+  const stream = api.stream(session.id, { after: first.event_id, filter: { types: ["object.written"], aliases: ["notes/**"] } });
+  const taken = take(stream, 3);
+  const ids = [];
+  for (const n of [1, 2, 3]) {
+    ids.push((await api.writeObject(session.id, `notes/${n}`, { type: "note" })).event_id);
+    await api.writeObject(session.id, `other/${n}`, { type: "note" }); // outside the filter
+  }
+  assert.deepEqual(await taken, ids);
+});
+
+test("a dropped connection is resumed after the last batch, with Last-Event-ID", async () => {
+  const api = client();
+  const { session } = await api.openSession();
+  const start = await api.writeObject(session.id, "notes/0", { type: "note" });
+  const asked: Array<string | null> = [];
+  let connections = 0;
+  // A fetch whose first stream ends right after its first batch, as a proxy that drops a connection would.
+  const dropping: typeof fetch = async (input, init) => {
+    const response = await fetch(input, init);
+    if (!String(input).includes("/stream")) return response;
+    asked.push(new Headers(init?.headers).get("last-event-id"));
+    connections += 1;
+    if (connections > 1 || response.body === null) return response;
+    const reader = response.body.getReader();
+    const cut = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        if (done) return controller.close();
+        controller.enqueue(value);
+        if (new TextDecoder().decode(value).includes("event: batch")) {
+          await reader.cancel();
+          controller.close();
+        }
+      },
+    });
+    return new Response(cut, { status: response.status, headers: response.headers });
+  };
+  const resuming = new Client(api.url, { token: process.env.ORCHESTRATOR_API_TOKEN, fetch: dropping });
+  const stream = resuming.stream(session.id, { after: start.event_id });
+  const taken = take(stream, 4);
+  const ids: number[] = [];
+  for (const n of [1, 2, 3, 4]) {
+    ids.push((await api.writeObject(session.id, `notes/${n}`, { type: "note" })).event_id);
+    await new Promise((done) => setTimeout(done, 150));
+  }
+  assert.deepEqual(await taken, ids, "every event once, across the dropped connection");
+  assert.ok(connections >= 2, "it connected again");
+  assert.equal(asked[0], String(start.event_id), "the first connection asked from `after`");
+  assert.ok(Number(asked[1]) >= ids[0] && Number(asked[1]) < ids[3], "the second asked from the last batch it had");
+});
+
+test("bad parameters are refused with the platform's code", async () => {
+  const api = client();
+  const { session } = await api.openSession();
+  const stream = api.stream(session.id, { filter: { types: ["no**glob[" as string] } });
+  await assert.rejects(stream.next(), InvalidRequestError);
+});
