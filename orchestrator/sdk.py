@@ -40,13 +40,15 @@ ANSWER_PAGE = 100
 CALL_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 
 
-class SessionError(Exception):
-    """A refusal from the session (`rev_conflict`, `not_found`, `access_denied`, ...), with its code."""
+class SessionError(ApplicationError):
+    """A refusal from the session (`rev_conflict`, `not_found`, `access_denied`, ...), with its code.
+
+    A Temporal failure, so a run that lets one escape fails (its `execution.ended` names the code as the error's
+    type) instead of failing its workflow task again and again while it holds its lane."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
+        super().__init__(message, type=code, non_retryable=True)
         self.code = code
-        self.message = message
 
 
 class _Answers:

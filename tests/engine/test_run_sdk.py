@@ -78,6 +78,15 @@ class EnvelopeReader:
         return [int(e["id"]) for e in batch.events]
 
 
+@workflow.defn(name="uncaught_refusal")
+class UncaughtRefusal:
+    """Writes with a revision the object does not have and lets the refusal escape."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        await RunSession(run).write_object("out/never", {"type": "never"}, if_rev=99)
+
+
 class Notes:
     def __init__(self) -> None:
         self.notes: list[Any] = []
@@ -118,7 +127,7 @@ async def sdk_engine(platform: Platform, temporal_env: WorkflowEnvironment) -> A
         return out
 
     async with running_engine(
-        platform, temporal_env.client, workflows=[SdkWriter, PointerReader, EnvelopeReader], wrap=wrap
+        platform, temporal_env.client, workflows=[SdkWriter, PointerReader, EnvelopeReader, UncaughtRefusal], wrap=wrap
     ) as engine:
         yield engine, notes
 
@@ -249,3 +258,35 @@ async def test_a_run_that_reads_envelopes_its_template_did_not_name_fails_saying
     assert failed["error"]["type"] == "BatchEventsNotCarried"
     message = failed["error"]["message"]
     assert message.startswith("batch.events: not carried") and "RunSession(run).batch_events()" in message, message
+
+
+async def test_a_refusal_the_run_lets_escape_fails_the_run_naming_its_code_and_the_lane_goes_on(
+    sdk_engine: tuple[Engine, Notes],
+) -> None:
+    """An uncaught `SessionError` is a Temporal failure: the run fails (it does not fail its workflow task over and
+    over while holding its lane), its `execution.ended` names the code, and the next batch runs."""
+    engine, _ = sdk_engine
+    listener = {
+        "name": "refused",
+        "filter": {"types": ["object.written"], "aliases": ["missions/**"]},
+        "batch": {"window_seconds": 0},
+        "action": {"type": "workflow", "workflow": "uncaught_refusal"},
+    }
+    await engine.command("save_listener", listener=listener)
+    sid = await new_session(engine)
+
+    async def ended() -> list[dict[str, Any]]:
+        events = await engine.command("list_session_events", session_id=sid, types=["execution.ended"])
+        return [e["execution"] for e in events["events"]]
+
+    for n, alias in enumerate(("missions/a", "missions/b"), start=1):
+        await engine.command("write_object", session_id=sid, alias=alias, value={"type": "m"})
+
+        async def run_ended(n: int = n) -> bool:
+            return len(await ended()) >= n
+
+        await eventually(run_ended, what=f"run {n}'s end: a refusal did not hold the lane")
+    for execution in await ended():
+        assert execution["status"] == "failed"
+        assert execution["error"]["type"] == "rev_conflict", execution
+        assert "rev" in execution["error"]["message"] and not execution["error"]["message"].startswith("rev_conflict")
