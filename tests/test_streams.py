@@ -130,6 +130,26 @@ async def test_without_a_position_the_stream_starts_at_the_sessions_end(api: tup
         assert [e["id"] for e in (await next_message())["data"]["events"]] == [new]
 
 
+async def test_a_stream_opened_at_the_end_says_where_so_a_drop_before_its_first_batch_loses_nothing(
+    api: tuple[str, Platform],
+) -> None:
+    """The opening message carries the position as an `id` without data: an EventSource (or any client keeping
+    `Last-Event-ID`) dropped before its first batch resumes from there, not from a later end."""
+    url, platform = api
+    sid = await session(platform)
+    end = await write(platform, sid, "old/1")
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+        http.stream("GET", f"/v1/sessions/{sid}/stream") as response,
+    ):
+        lines = response.aiter_lines()
+        opening = [await anext(lines) for _ in range(3)]
+    assert opening == [": stream open", f"id: {end}", ""], "an id alone is no event: it only sets Last-Event-ID"
+    missed = await write(platform, sid, "new/1")
+    async with opened(url, sid, headers={"Last-Event-ID": opening[1].removeprefix("id: ")}) as next_message:
+        assert [e["id"] for e in (await next_message())["data"]["events"]] == [missed]
+
+
 async def test_quiet_streams_get_heartbeat_comments(api: tuple[str, Platform], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(streams, "HEARTBEAT_SECONDS", 0.3)
     url, platform = api

@@ -166,7 +166,10 @@ class EventStream:
         """Send batches until the reader goes (False), or the server stops or the key no longer holds (True, after
         `event: shutdown` or `event: closed`)."""
         async with self.hub.subscribed(self.session_id) as woken:
-            if not await self._send(send, ": stream open\n\n"):
+            # The position it opens at, as an id without data (which sets `Last-Event-ID` and is no event): a
+            # stream opened at the session's end and dropped before its first batch resumes from there, not from
+            # a later end that would skip what was committed meanwhile.
+            if not await self._send(send, f": stream open\nid: {self.position}\n\n"):
                 return False
             trimmed, first = await self.store.stream_start(self.session_id)
             if self.position < trimmed:

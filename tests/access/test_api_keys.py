@@ -240,6 +240,7 @@ async def test_a_stream_a_key_opened_ends_within_a_second_of_the_keys_revocation
         assert response.status_code == 200
         lines = (line async for line in response.aiter_lines() if line)
         assert await anext(lines) == ": stream open"
+        assert (await anext(lines)).startswith("id: "), "the position it opened at"
         await api.admin.command({"command": "write_object", "session_id": sid, "alias": "a/1", "value": {"type": "t"}})
         assert (await asyncio.wait_for(anext(lines), 5)).startswith("id:")  # it streams while the key works
         await api.admin.revoke_api_key("watcher")

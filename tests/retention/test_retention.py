@@ -127,8 +127,9 @@ async def test_reads_past_retention_say_where_the_stream_starts_and_refuse_delet
         http.stream("GET", f"/v1/sessions/{sid}/stream", params={"after": str(old[0])}) as response,
     ):
         lines = (line async for line in response.aiter_lines() if line)
-        assert [await anext(lines) for _ in range(3)] == [
+        assert [await anext(lines) for _ in range(4)] == [
             ": stream open",
+            f"id: {old[0]}",
             "event: trimmed",
             "data: " + json.dumps({"after": old[0], "first_id": page["first_id"]}),
         ]

@@ -158,8 +158,8 @@ export class Client extends GeneratedCommands {
    * A connection listener on the session (`GET /v1/sessions/{id}/stream`): each batch as it comes. A dropped
    * connection, a silent one or a stopping server is connected again after the last batch (`Last-Event-ID`), so
    * nothing is lost; a stream the server closes (`event: closed`: a reader too slow, a revoked key) ends the
-   * iteration, as does `signal` or leaving the loop. A stream opened without `after` starts at the session's end,
-   * and one dropped before its first batch starts there again.
+   * iteration, as does `signal` or leaving the loop. A stream opened without `after` starts at the session's end
+   * as the server found it, and one dropped before its first batch resumes from there (the server's opening `id`).
    *
    * @throws CommandError the stream was refused (bad parameters, an unknown session, a key without `listen:`).
    * @throws TransportError the API could not be reached, with `reconnect: false` or after `maxReconnects`.
@@ -213,7 +213,10 @@ export class Client extends GeneratedCommands {
             const chunk = await readWithin(reader, idleMs);
             if (chunk === undefined) break; // ended, or silent too long: connect again
             failures = 0;
-            for (const message of parser.feed(decoder.decode(chunk, { stream: true }))) {
+            const messages = parser.feed(decoder.decode(chunk, { stream: true }));
+            // The id the stream opened at (an id without data, which is no message) is where a reconnect resumes.
+            if (parser.lastEventId) position = parser.lastEventId;
+            for (const message of messages) {
               if (message.retry !== undefined) delay = message.retry;
               if (message.event === "batch") {
                 const batch = JSON.parse(message.data) as StreamBatch;

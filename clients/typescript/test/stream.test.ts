@@ -69,6 +69,47 @@ test("a dropped connection is resumed after the last batch, with Last-Event-ID",
   assert.ok(Number(asked[1]) >= ids[0] && Number(asked[1]) < ids[3], "the second asked from the last batch it had");
 });
 
+test("a stream opened at the session's end and dropped before its first batch resumes where it opened", { timeout: 30_000 }, async () => {
+  const api = client();
+  const { session } = await api.openSession();
+  const opened = await api.writeObject(session.id, "notes/0", { type: "note" });
+  const asked: Array<string | null> = [];
+  let cut!: () => void;
+  const wasCut = new Promise<void>((done) => (cut = done));
+  let written!: () => void;
+  const wereWritten = new Promise<void>((done) => (written = done));
+  // The first stream ends right after the server's opening message; the next connects once the writes are in.
+  const dropping: typeof fetch = async (input, init) => {
+    if (!String(input).includes("/stream")) return fetch(input, init);
+    asked.push(new Headers(init?.headers).get("last-event-id"));
+    if (asked.length > 1) {
+      await wereWritten;
+      return fetch(input, init);
+    }
+    const response = await fetch(input, init);
+    if (response.body === null) return response;
+    const reader = response.body.getReader();
+    const opening = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        if (!done) controller.enqueue(value);
+        await reader.cancel();
+        controller.close();
+        cut();
+      },
+    });
+    return new Response(opening, { status: response.status, headers: response.headers });
+  };
+  const resuming = new Client(api.url, { token: process.env.ORCHESTRATOR_API_TOKEN, fetch: dropping });
+  const taken = take(resuming.stream(session.id), 2);
+  await wasCut;
+  const ids: number[] = [];
+  for (const n of [1, 2]) ids.push((await api.writeObject(session.id, `notes/${n}`, { type: "note" })).event_id);
+  written();
+  assert.deepEqual(await taken, ids, "what was committed while it was away came on the next connection");
+  assert.equal(asked[1], String(opened.event_id), "it resumed from the position the stream opened at");
+});
+
 test("bad parameters are refused with the platform's code", async () => {
   const api = client();
   const { session } = await api.openSession();
