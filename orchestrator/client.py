@@ -398,8 +398,12 @@ class Client:
 
     # Executions, what happened, and the session's listeners
 
-    async def start_execution(self, session_id: str, workflow: str, *, input: Any = None) -> dict[str, Any]:
-        return await self._call("start_execution", session_id=session_id, workflow=workflow, input=input)
+    async def start_execution(
+        self, session_id: str, workflow: str, *, input: Any = None, task_queue: str | None = None
+    ) -> dict[str, Any]:
+        return await self._call(
+            "start_execution", session_id=session_id, workflow=workflow, input=input, task_queue=task_queue
+        )
 
     async def stop_execution(
         self,

@@ -23,7 +23,12 @@ from temporalio.client import Client
 from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.listeners import throttle_past_fires, unregistered_workflow
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.declaration import DEFAULT_CANCEL_GRACE_SECONDS, MAX_CANCEL_GRACE_SECONDS, ListenerDeclaration
+from orchestrator.core.declaration import (
+    DEFAULT_CANCEL_GRACE_SECONDS,
+    MAX_CANCEL_GRACE_SECONDS,
+    TASK_QUEUE_PATTERN,
+    ListenerDeclaration,
+)
 from orchestrator.core.errors import CommandError
 from orchestrator.core.lane_snapshot import (
     ACT,
@@ -95,6 +100,12 @@ class StartExecution(Request):
     session_id: SessionId
     workflow: WorkflowName = Field(description="a workflow the worker registers, by its name")
     input: Any = Field(default=None, description="the run's `input` (any JSON value)")
+    task_queue: str | None = Field(
+        default=None,
+        pattern=TASK_QUEUE_PATTERN,
+        description="the Temporal task queue the run starts on, where a worker of any language polls (default:"
+        " the platform's, whose workers must have registered `workflow`)",
+    )
 
 
 async def _troubles(platform: CommandContext, lanes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -482,8 +493,11 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
         raise CommandError("session_not_open", f"session_id: session {req.session_id!r} is {session['status']}")
     if platform.temporal is None:
         raise CommandError("internal_error", "start_execution needs Temporal, and this door has none")
+    settings = platform.settings
+    # A queue the request names is another worker's, of any language: what it registers is not known here.
+    elsewhere = req.task_queue if req.task_queue not in (None, settings.task_queue) else None
     registered = await platform.store.registered_workflows(FRESH_SECONDS)
-    if req.workflow not in registered:
+    if elsewhere is None and req.workflow not in registered:
         # Started, it would wait for a worker that never comes, holding one of the session's runs for good.
         known = ", ".join(registered) or "none (is a worker running?)"
         raise CommandError(
@@ -491,7 +505,7 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
             f"workflow: no worker has registered {req.workflow!r} in the last {FRESH_SECONDS / 60:g} minutes;"
             f" the workflows registered: {known}",
         )
-    limits = platform.settings.limits
+    limits = settings.limits
     if await platform.store.running_executions(req.session_id) >= limits.executions_per_session:
         raise CommandError("limit_exceeded", f"executions_per_session: {limits.executions_per_session} running")
     execution_id = f"exe:{req.session_id}:{secrets.token_hex(6)}.0"
@@ -501,9 +515,16 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
         batch=BatchInfo(first_id=0, last_id=0, count=0, retry=0, lane="", event_ids=[], messages=[], events=[]),
         input=req.input,
         execution_id=execution_id,
+        platform_task_queue=settings.task_queue if elsewhere is not None else None,
     )
-    tag = RunTag(execution_id=execution_id, session_id=req.session_id, workflow=req.workflow)
-    await start_run(TemporalRuns(platform.temporal, platform.settings), platform.store, tag, run_input)
+    tag = RunTag(
+        execution_id=execution_id,
+        session_id=req.session_id,
+        workflow=req.workflow,
+        task_queue=elsewhere,
+        platform_task_queue=settings.task_queue if elsewhere is not None else None,
+    )
+    await start_run(TemporalRuns(platform.temporal, settings), platform.store, tag, run_input)
     return {"execution": {"id": execution_id, "workflow": req.workflow}}
 
 

@@ -42,6 +42,17 @@ class ElsewhereWriter:
         return "done"
 
 
+@workflow.defn(name="elsewhere_started")
+class ElsewhereStarted:
+    """Started by `start_execution` on its queue: writes its input and where it ran."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        await RunSession(run).write_object(
+            "out/started", {"type": "started", "input": run.input, "queue": workflow.info().task_queue}
+        )
+
+
 @pytest.fixture
 async def elsewhere(platform: Platform, temporal_env: WorkflowEnvironment) -> AsyncIterator[tuple[Engine, str]]:
     """The platform's engine on its own queue, and a worker on another that runs only `elsewhere_writer`."""
@@ -54,7 +65,7 @@ async def elsewhere(platform: Platform, temporal_env: WorkflowEnvironment) -> As
         worker = Worker(
             client,
             task_queue=queue,
-            workflows=[ElsewhereWriter],
+            workflows=[ElsewhereWriter, ElsewhereStarted],
             workflow_runner=sandbox_runner(client.data_converter),
             interceptors=[RunEndInterceptor()],
         )
@@ -123,3 +134,26 @@ async def test_a_task_queue_is_validated(elsewhere: tuple[Engine, str]) -> None:
     reply = await engine.platform.command({"command": "save_listener", "listener": listener("/_sys/x")})
     assert reply["status"] == "error" and reply["error"] == "invalid_request"
     assert "action.workflow.task_queue" in reply["message"] or "task_queue" in reply["message"]
+
+
+async def test_start_execution_on_a_named_queue_runs_there_and_reports_its_end(elsewhere: tuple[Engine, str]) -> None:
+    """No platform worker registers the workflow: on the queue the request names, that is another worker's affair."""
+    engine, queue = elsewhere
+    sid = await new_session(engine)
+    refused = await engine.platform.command(
+        {"command": "start_execution", "session_id": sid, "workflow": "elsewhere_started"}
+    )
+    assert refused["error"] == "not_found", "on the platform's queue, a workflow no worker registers is refused"
+    started = await engine.command(
+        "start_execution", session_id=sid, workflow="elsewhere_started", task_queue=queue, input={"n": 7}
+    )
+
+    async def ended() -> bool:
+        runs = (await engine.command("list_executions", session_id=sid))["executions"]
+        return bool(runs) and runs[0]["status"] == "completed"
+
+    await eventually(ended, within=20, what="the run's end, as it reported it")
+    out = (await engine.command("read_object", session_id=sid, alias="out/started"))["object"]
+    assert out["value"] == {"type": "started", "input": {"n": 7}, "queue": queue}
+    run = (await engine.command("list_executions", session_id=sid))["executions"][0]
+    assert run["id"] == started["execution"]["id"] and run["error"] is None

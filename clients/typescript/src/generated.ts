@@ -574,6 +574,8 @@ export interface StartExecutionArgs {
   workflow: string;
   /** the run's `input` (any JSON value) */
   input?: unknown;
+  /** the Temporal task queue the run starts on, where a worker of any language polls (default: the platform's, whose workers must have registered `workflow`) */
+  task_queue?: string | null;
 }
 
 /** The arguments of `stop_execution`. */
@@ -1142,7 +1144,7 @@ export abstract class GeneratedCommands {
    * Reply: `execution` {id, workflow}
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`.
    */
-  startExecution(sessionId: StartExecutionArgs["session_id"], workflow: StartExecutionArgs["workflow"], options: Pick<StartExecutionArgs, "input"> = {}): Promise<Reply> {
+  startExecution(sessionId: StartExecutionArgs["session_id"], workflow: StartExecutionArgs["workflow"], options: Pick<StartExecutionArgs, "input" | "task_queue"> = {}): Promise<Reply> {
     return this.call("start_execution", { session_id: sessionId, workflow, ...options });
   }
 
