@@ -424,9 +424,22 @@ class Client:
         )
 
     async def list_executions(
-        self, session_id: str, *, listener: str | None = None, status: str | None = None
+        self,
+        session_id: str,
+        *,
+        listener: str | None = None,
+        status: str | None = None,
+        newest_first: bool | None = None,
+        limit: int | None = None,
     ) -> dict[str, Any]:
-        return await self._call("list_executions", session_id=session_id, listener=listener, status=status)
+        return await self._call(
+            "list_executions",
+            session_id=session_id,
+            listener=listener,
+            status=status,
+            newest_first=newest_first,
+            limit=limit,
+        )
 
     async def list_session_events(
         self,

@@ -93,6 +93,8 @@ class ListExecutions(Request):
     status: Literal["running", "completed", "failed", "stopped", "cancelled"] | None = Field(
         default=None, description="only the runs with this status"
     )
+    newest_first: bool = Field(default=False, description="the newest runs first (default: the oldest first)")
+    limit: int = Field(default=1000, ge=1, le=1000, description="at most this many runs (`more` says there are)")
 
 
 class StartExecution(Request):
@@ -455,19 +457,23 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
     "list_executions",
     ListExecutions,
     reply="`executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at, waiting?}],"
-    " oldest first",
+    " oldest first unless `newest_first`; `more`: whether runs past `limit` match",
     errors=("not_found",),
     example={"command": "list_executions", "session_id": "ses_...", "listener": "respond"},
 )
 async def list_executions(platform: CommandContext, req: ListExecutions) -> dict[str, Any]:
-    """The session's runs, oldest first: a listener's (with the batch that started it) and those started by hand.
-    A run that waits for events says on what (`waiting`: its wait's number, conditions, position and deadline)."""
-    executions = await platform.store.list_executions(req.session_id, req.listener, req.status)
+    """The session's runs, oldest first (or the newest first): a listener's (with the batch that started it) and
+    those started by hand, at most `limit`, `more` saying whether others match. A run that waits for events says on
+    what (`waiting`: its wait's number, conditions, position and deadline)."""
+    found = await platform.store.list_executions(
+        req.session_id, req.listener, req.status, limit=req.limit + 1, newest_first=req.newest_first
+    )
+    executions = found[: req.limit]
     waiting = await platform.store.open_waits([e["id"] for e in executions if e["status"] == "running"])
     for execution in executions:
         if execution["id"] in waiting:
             execution["waiting"] = waiting[execution["id"]]
-    return {"executions": executions}
+    return {"executions": executions, "more": len(found) > req.limit}
 
 
 @command(

@@ -19,8 +19,6 @@ const RECENT_EVENTS = 50;
 // Thread aliases are learnt from this many of the newest events, and from the stream after that.
 const THREADS_LOOKBACK = 5000;
 const OBJECTS_SHOWN = 200;
-// `list_executions` answers a session's first 1000 runs, oldest first.
-const EXECUTIONS_ANSWERED = 1000;
 
 let sessions = [];
 let bodies = {};
@@ -110,18 +108,20 @@ async function renderSession() {
   if (objectsStale) await renderObjects(sid);
 }
 
-// The session's runs as `list_executions` answers them; past its first 1000, the running and failed ones too
-// (asked for by status), so that a newer outcome still shows its run's failure.
+// The session's newest runs (`list_executions` answers 1000 at most), oldest first; past them, the running and
+// failed ones too (asked for by status), so that an older run still running, or an outcome's failure, shows.
 async function readRuns() {
-  const { executions } = await inSession("list_executions");
+  const { executions, more } = await inSession("list_executions", { newest_first: true });
   el("executions-more").textContent = "";
-  if (executions.length < EXECUTIONS_ANSWERED) return executions;
-  const known = new Set(executions.map((e) => e.id));
-  const more = await Promise.all(["running", "failed"].map((status) => inSession("list_executions", { status })));
-  const later = more.flatMap((r) => r.executions).filter((e) => !known.has(e.id));
-  later.sort((a, b) => (a.started_at < b.started_at ? -1 : 1));
-  el("executions-more").textContent = `the session's first ${EXECUTIONS_ANSWERED} runs, and the running and failed ones after them`;
-  return [...executions, ...later];
+  const newest = executions.reverse();
+  if (!more) return newest;
+  const known = new Set(newest.map((e) => e.id));
+  const also = await Promise.all(
+    ["running", "failed"].map((status) => inSession("list_executions", { status, newest_first: true })));
+  const earlier = also.flatMap((r) => r.executions).filter((e) => !known.has(e.id));
+  earlier.sort((a, b) => (a.started_at < b.started_at ? -1 : 1));
+  el("executions-more").textContent = `the session's newest ${newest.length} runs, and the running and failed ones before them`;
+  return [...earlier, ...newest];
 }
 
 async function renderObjects(sid) {

@@ -176,14 +176,20 @@ class EngineRecords(
         await self.pool.execute("SELECT orchestrator.orchestrator_execution_started($1)", execution_id)
 
     async def list_executions(
-        self, session_id: str, listener: str | None, status: str | None, limit: int = 1000
+        self,
+        session_id: str,
+        listener: str | None,
+        status: str | None,
+        limit: int = 1000,
+        newest_first: bool = False,
     ) -> list[dict[str, Any]]:
         await self.get_session(session_id)
+        order = "started_at DESC, id DESC" if newest_first else "started_at, id"
         rows = await self.pool.fetch(
             "SELECT id, workflow, listener, lane, status, batch, error, started_at, ended_at, cause FROM"
             " orchestrator.executions"
             " WHERE session_id = $1 AND ($2::text IS NULL OR listener = $2) AND ($3::text IS NULL OR status = $3)"
-            " ORDER BY started_at, id LIMIT $4",
+            f" ORDER BY {order} LIMIT $4",
             session_id,
             listener,
             status,

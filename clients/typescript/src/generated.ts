@@ -380,6 +380,10 @@ export interface ListExecutionsArgs {
   listener?: string | null;
   /** only the runs with this status */
   status?: "running" | "completed" | "failed" | "stopped" | "cancelled" | null;
+  /** the newest runs first (default: the oldest first) */
+  newest_first?: boolean;
+  /** at most this many runs (`more` says there are) */
+  limit?: number;
 }
 
 /** The arguments of `list_listeners`. */
@@ -909,12 +913,12 @@ export abstract class GeneratedCommands {
   }
 
   /**
-   * `list_executions`: The session's runs, oldest first: a listener's (with the batch that started it) and those started by hand. A run that waits for events says on what (`waiting`: its wait's number, conditions, position and deadline).
+   * `list_executions`: The session's runs, oldest first (or the newest first): a listener's (with the batch that started it) and those started by hand, at most `limit`, `more` saying whether others match. A run that waits for events says on what (`waiting`: its wait's number, conditions, position and deadline).
    *
-   * Reply: `executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at, waiting?}], oldest first
+   * Reply: `executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at, waiting?}], oldest first unless `newest_first`; `more`: whether runs past `limit` match
    * Errors: `invalid_request`, `not_found`.
    */
-  listExecutions(sessionId: ListExecutionsArgs["session_id"], options: Pick<ListExecutionsArgs, "listener" | "status"> = {}): Promise<Reply> {
+  listExecutions(sessionId: ListExecutionsArgs["session_id"], options: Pick<ListExecutionsArgs, "listener" | "status" | "newest_first" | "limit"> = {}): Promise<Reply> {
     return this.call("list_executions", { session_id: sessionId, ...options });
   }
 
