@@ -186,6 +186,10 @@ def report(label: str, side: Side, events: int) -> None:
     row("the whole machine's busy time per event (neighbours too)", 1_000_000 * side.machine / events, "us")
 
 
+def ratio(label: str, value: float) -> None:
+    print(f"  {label:<58} {value:>12.2f} x")
+
+
 async def main(events: int, rounds: int, per_batch: int, batch_size: int) -> None:
     async with bench_platform() as bench:
         saved = await bench.platform.command({"command": "save_event_type", "name": "bench.fact", "schema": FACT})
@@ -199,9 +203,9 @@ async def main(events: int, rounds: int, per_batch: int, batch_size: int) -> Non
             report(f"round {n + 1}, the platform", platform, events)
             own = sum(platform.cpu.values()) / sum(queue.cpu.values())
             print(f"round {n + 1}, the platform against PgQueuer:")
-            row("rate", platform.rate / queue.rate, "x")
-            row("CPU per event, every process of its own", own, "x")
-            row("the whole machine's busy time (neighbours too)", platform.machine / queue.machine, "x")
+            ratio("rate", platform.rate / queue.rate)
+            ratio("CPU per event, every process of its own", own)
+            ratio("the whole machine's busy time (neighbours too)", platform.machine / queue.machine)
 
 
 if __name__ == "__main__":
