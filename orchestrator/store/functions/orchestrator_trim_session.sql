@@ -59,11 +59,8 @@ BEGIN
             WHERE l.session_id = p_session),
     gone AS (
         DELETE FROM orchestrator.events e WHERE e.id = ANY (v_old || v_next) AND e.session_id = p_session
-            AND e.id NOT IN (SELECT h.id FROM held h)
-            -- Queued in one of the session's lanes: probed by each lane's key (0032 took the index by event).
-            AND e.id NOT IN (SELECT q.event_id FROM orchestrator.lanes l JOIN orchestrator.lane_events q
-                ON q.lane_id = l.id AND q.event_id <= greatest(r.trimmed_through, (SELECT max(x) FROM unnest(v_next) x))
-                WHERE l.session_id = p_session)
+            AND e.id NOT IN (SELECT h.id FROM held h) AND NOT EXISTS (SELECT 1 FROM orchestrator.lane_events q
+                WHERE q.event_id = e.id)
         RETURNING e.id)
     SELECT count(*) INTO v_events FROM gone g;
     v_through := greatest(r.trimmed_through, (SELECT max(x) FROM unnest(v_next) x));
