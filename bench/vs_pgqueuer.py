@@ -48,7 +48,8 @@ def _consume(dsn: str, jobs: int, batch_size: int, ready: Any, done: Any, stop: 
     from pgqueuer import Job, Queries, QueueManager
 
     async def run() -> None:
-        manager = QueueManager(Queries.from_asyncpg_connection(await asyncpg.connect(dsn)))
+        conn = await asyncpg.connect(dsn)
+        manager = QueueManager(Queries.from_asyncpg_connection(conn))
         handled = 0
 
         @manager.entrypoint(ENTRYPOINT)
@@ -64,8 +65,11 @@ def _consume(dsn: str, jobs: int, batch_size: int, ready: Any, done: Any, stop: 
 
         stopping = asyncio.create_task(stopper())
         ready.put(os.getpid())
-        await manager.run(batch_size=batch_size, dequeue_timeout=timedelta(seconds=1))
-        await stopping
+        try:
+            await manager.run(batch_size=batch_size, dequeue_timeout=timedelta(seconds=1))
+            await stopping
+        finally:
+            await conn.close()
 
     asyncio.run(run())
 
@@ -98,17 +102,17 @@ def _warm() -> None:
     time.sleep(0.5)
 
 
-async def pgqueuer_database(bench_url: str) -> str:
-    """A database of PgQueuer's own beside the platform's, its schema installed."""
+async def pgqueuer_database(bench_url: str, name: str = "pgqueuer") -> str:
+    """A database of PgQueuer's own (`name`) beside the platform's, its schema installed."""
     from pgqueuer import AsyncpgDriver, Queries
 
     admin = await asyncpg.connect(bench_url)
     try:
-        await admin.execute("CREATE DATABASE pgqueuer")
+        await admin.execute(f'CREATE DATABASE "{name}"')
     finally:
         await admin.close()
     head, query = bench_url.split("?", 1) if "?" in bench_url else (bench_url, "")
-    dsn = head.rsplit("/", 1)[0] + "/pgqueuer" + (f"?{query}" if query else "")
+    dsn = head.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
     conn = await asyncpg.connect(dsn)
     try:
         await Queries(AsyncpgDriver(conn)).install()
