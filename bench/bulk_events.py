@@ -29,7 +29,7 @@ import asyncpg
 
 from bench.batch_cost import two_activity_engine
 from bench.burst import SPAWN, Starts, added_delays, bench_platform, engine, process_pool, write_through_http
-from bench.common import CpuMeter, percentile, row
+from bench.common import CpuMeter, load_cpu_seconds, percentile, row
 from bench.keep_alive import KeepAlive
 
 WRITERS = 32
@@ -140,7 +140,16 @@ async def router_positions(database_url: str, session: str) -> AsyncIterator[Pos
         await asyncio.to_thread(poller.join, 10)
 
 
-async def case(bench: Any, label: str, events: int, per_request: int | None, light: bool = False) -> None:
+@dataclass
+class Figures:
+    """What a case measured: events/s from the first write to the last run started, and the CPU seconds of
+    each part over that time (the platform's parts, and the writers', the load)."""
+
+    rate: float
+    cpu: dict[str, float]
+
+
+async def case(bench: Any, label: str, events: int, per_request: int | None, light: bool = False) -> Figures:
     """One case; `light`: the run workflow is one local activity (`bench_run`), not two activities."""
     platform = bench.platform
     starts = Starts(expected=events)
@@ -160,6 +169,7 @@ async def case(bench: Any, label: str, events: int, per_request: int | None, lig
     async with running(platform, bench.client, starts), router_positions(bench.database_url, session) as polled:
         meter = CpuMeter(bench.server_pid, bench.postgres_pid, not_platform={polled.pid})
         meter.start()
+        writers = load_cpu_seconds()
         if per_request is None:
             aliases = [f"bench/{n % 100}" for n in range(events)]
             began, written_at = await write_through_http(
@@ -170,6 +180,7 @@ async def case(bench: Any, label: str, events: int, per_request: int | None, lig
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(starts.all_started.wait(), timeout=900)
         cpu = meter.stop()
+        writers = load_cpu_seconds() - writers
     await platform.command({"command": "delete_listener", "name": name})
     written = await platform.store.list_events(session, limit=events + 10, types=types)
     commits = {e.id: e.created_at.timestamp() for e in written}
@@ -187,6 +198,7 @@ async def case(bench: Any, label: str, events: int, per_request: int | None, lig
         row(f"  {part}", 1_000_000 * seconds / events, "us")
     row("added delay beyond the window, p50 (per batch)", 1000 * percentile(added, 50), "ms")
     row("added delay beyond the window, p99 (per batch)", 1000 * percentile(added, 99), "ms")
+    return Figures(events / (last - began), {**cpu, "writers": writers})
 
 
 async def drain(bench: Any, events: int) -> None:

@@ -90,6 +90,26 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def load_cpu_seconds() -> float:
+    """CPU seconds the benchmark's load (`LOAD_PIDS`) has used so far, those that exited not counted."""
+    total = 0.0
+    for pid in LOAD_PIDS:
+        try:
+            total += cpu_seconds(pid)
+        except OSError:
+            continue
+    return total
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy so far, every core and every process (from /proc/stat):
+    on a machine shared with other work, theirs too."""
+    with open("/proc/stat") as stat:
+        fields = [int(f) for f in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 class CpuMeter:
     """CPU seconds the platform's parts used between `start` and `stop`: the Temporal server, this process
     (the worker and router), PostgreSQL (the benchmark's own server, `postgres_pid`: its postmaster and every
