@@ -1,10 +1,11 @@
 """Walls on the way to many sessions and many events a second, each measured on its own.
 
 - `poll`: the router's slow poll for sessions behind their routed position, at 1,000, 10,000 and 100,000
-  sessions (most idle, some behind): the poll statement's time, and whether a session behind past the first
-  1,000 is reached by polls alone while the others stay behind.
+  sessions (1% behind): the statement's time until 0030 and now, what the polls of `--routers` routers cost
+  every 2 s, what the rounds a poll hands out cost; and, with 1,500 more behind at once, how many polls (that
+  route nothing) reach the session behind with the greatest id.
 
-Run: .venv/bin/python -m bench.walls [--cases poll] [--sessions 1000,10000,100000]
+Run: .venv/bin/python -m bench.walls [--cases poll] [--sessions 1000,10000,100000] [--routers 8]
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 
 import asyncpg
 
-from bench.common import row, scratch_database
+from bench.common import cpu_seconds, scratch_database
 from orchestrator.config import Settings
 from orchestrator.platform import Platform
 
@@ -54,82 +55,117 @@ async def make_behind(pool: asyncpg.Pool, count: int, among: list[str] | None = 
     )
 
 
-async def timed(pool: asyncpg.Pool, statement: str, *args: object) -> tuple[float, int]:
-    """The statement's median wall time over `TIMINGS` calls (ms), and the rows it answered."""
-    times, found = [], 0
-    for _ in range(TIMINGS):
-        began = time.perf_counter()
-        found = len(await pool.fetch(statement, *args))
-        times.append(1000 * (time.perf_counter() - began))
-    return statistics.median(times), found
+class Timer:
+    """Statements on one connection of their own: wall time and the backend's CPU time, so that a figure taken
+    on a loaded machine still says what the statement itself costs."""
+
+    def __init__(self, conn: asyncpg.Connection, backend: int) -> None:
+        self.conn = conn
+        self.backend = backend
+
+    @classmethod
+    async def on(cls, pool: asyncpg.Pool) -> Timer:
+        conn = await pool.acquire()
+        return cls(conn, int(await conn.fetchval("SELECT pg_backend_pid()")))
+
+    async def time(self, statement: str, *args: object, calls: int = TIMINGS) -> tuple[float, float, int]:
+        """The statement's median wall time over `calls` calls and its mean CPU time (ms), and the rows it
+        answered the last time."""
+        times, found = [], 0
+        cpu = cpu_seconds(self.backend)
+        for _ in range(calls):
+            began = time.perf_counter()
+            found = len(await self.conn.fetch(statement, *args))
+            times.append(1000 * (time.perf_counter() - began))
+        return statistics.median(times), 1000 * (cpu_seconds(self.backend) - cpu) / calls, found
+
+    async def each(self, statement: str, values: list[str]) -> tuple[float, float]:
+        """Wall and CPU time (ms) of the statement once for each value, one after another."""
+        cpu, began = cpu_seconds(self.backend), time.perf_counter()
+        for value in values:
+            await self.conn.fetchval(statement, value)
+        return 1000 * (time.perf_counter() - began), 1000 * (cpu_seconds(self.backend) - cpu)
 
 
-async def poll_case(url: str, counts: list[int]) -> None:
-    print("poll: sessions behind, the statement's median time over", TIMINGS, "calls")
+async def poll_case(url: str, counts: list[int], routers: int) -> None:
+    print(f"poll: sessions behind; each statement's median wall time over {TIMINGS} calls and its mean CPU")
     settings = Settings()
     for sessions in counts:
         platform = await Platform.connect(settings, url)
         pool = platform.store.pool
+        timer = await Timer.on(pool)
         try:
-            await pool.execute("TRUNCATE orchestrator.sessions CASCADE")
+            await pool.execute("TRUNCATE orchestrator.sessions, orchestrator.routing_poll CASCADE")
             few = max(sessions // 100, 10)
             await populate(pool, sessions, few)
-            print(f"{sessions:,} sessions, {few:,} behind")
-            ms, found = await timed(pool, OLD_POLL, POLL_LIMIT)
-            row(f"  the poll until 0030 ({found} found)", ms, "ms")
-            ms, found = await timed(pool, NEW_POLL, "", POLL_LIMIT)
-            row(f"  the poll in order, after the last found ({found} found)", ms, "ms")
+            print(f"{sessions:,} sessions, {few:,} behind (wall ms, CPU ms)")
+            old = await timer.time(OLD_POLL, POLL_LIMIT)
+            pair(f"the poll until 0030 ({old[2]} found)", old)
+            new = await timer.time(NEW_POLL, 0.0, POLL_LIMIT)
+            pair(f"the poll in order, in turn ({new[2]} found)", new)
+            skip = await timer.time(NEW_POLL, 3600.0, POLL_LIMIT)
+            pair(f"a router whose turn it is not ({skip[2]} found)", skip)
+            pair(f"{routers} routers' polls every 2 s, until 0030", (routers * old[0], routers * old[1]))
+            pair(
+                f"{routers} routers' polls every 2 s, in turn",
+                (new[0] + (routers - 1) * skip[0], new[1] + (routers - 1) * skip[1]),
+            )
+            # What a poll hands a router: a round for each session found. Until 0030 every router got the same
+            # ones: the first routed them, the others' rounds found nothing to read.
+            behind = [r["id"] for r in await pool.fetch(OLD_POLL, POLL_LIMIT)]
+            pair(f"rounds of the {len(behind)} found, one event each", await timer.each(ROUND, behind))
+            pair("the same rounds again, nothing left to read", await timer.each(ROUND, behind))
+            if sessions <= 1500:
+                continue
             # Many behind at once (a busy deployment: those routed by their notifications) and one more past
-            # them: does a poll that routes nothing reach it?
+            # them: do polls that route nothing reach it?
             await make_behind(pool, 1500)
             lost = await pool.fetchval(
                 "SELECT id FROM orchestrator.sessions WHERE last_event_id = 0 ORDER BY id DESC LIMIT 1"
             )
             await make_behind(pool, 1, [lost])
+            await pool.execute("UPDATE orchestrator.routing_poll SET after = ''")
             total = await pool.fetchval(
                 "SELECT count(*) FROM orchestrator.sessions s JOIN orchestrator.routing_cursors c"
                 " ON c.session_id = s.id WHERE s.last_event_id > c.routed_event_id"
             )
-            ms, found = await timed(pool, OLD_POLL, POLL_LIMIT)
-            reached = await polls_to_reach(pool, lost, old=True)
-            row(f"  until 0030, {total:,} behind ({found} found)", ms, "ms")
-            print(f"    the last session behind reached after {reached} polls")
-            ms, found = await timed(pool, NEW_POLL, "", POLL_LIMIT)
-            reached = await polls_to_reach(pool, lost, old=False)
-            row(f"  in order, {total:,} behind ({found} found)", ms, "ms")
-            print(f"    the last session behind reached after {reached} polls")
+            print(f"  {total:,} behind at once, one of them with the greatest id: polls until it is found")
+            print(f"    until 0030: {await polls_to_reach(pool, lost, old=True)}")
+            print(f"    in order, in turn: {await polls_to_reach(pool, lost, old=False)}")
         finally:
+            await pool.release(timer.conn)
             await platform.close()
 
 
+def pair(label: str, figures: tuple[float, ...]) -> None:
+    print(f"  {label:<58} {figures[0]:>10,.1f} {figures[1]:>10,.1f}")
+
+
 async def polls_to_reach(pool: asyncpg.Pool, session: str, old: bool, most: int = 10) -> str:
-    after = ""
     for n in range(1, most + 1):
         if old:
             found = [r["id"] for r in await pool.fetch(OLD_POLL, POLL_LIMIT)]
         else:
-            found = [r["id"] for r in await pool.fetch(NEW_POLL, after, POLL_LIMIT)]
-            after = found[-1] if found else ""
+            found = [r["id"] for r in await pool.fetch(NEW_POLL, 0.0, POLL_LIMIT)]
         if session in found:
             return str(n)
     return f"more than {most} (never, while the others stay behind)"
 
 
-NEW_POLL = (
-    "SELECT s.id FROM orchestrator.sessions s JOIN orchestrator.routing_cursors c ON c.session_id = s.id"
-    " WHERE s.last_event_id > c.routed_event_id ORDER BY s.id <= $1, s.id LIMIT $2"
-)
+ROUND = "SELECT orchestrator.orchestrator_route_page($1, 2000, 16)"
+NEW_POLL = "SELECT orchestrator.orchestrator_sessions_behind($1, $2) AS id"
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", default="poll")
     parser.add_argument("--sessions", default="1000,10000,100000")
+    parser.add_argument("--routers", type=int, default=8)
     args = parser.parse_args()
     cases = args.cases.split(",")
     async with scratch_database() as url:
         if "poll" in cases:
-            await poll_case(url, [int(n) for n in args.sessions.split(",")])
+            await poll_case(url, [int(n) for n in args.sessions.split(",")], args.routers)
 
 
 if __name__ == "__main__":
