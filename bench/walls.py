@@ -5,7 +5,12 @@
   every 2 s, what the rounds a poll hands out cost; and, with 1,500 more behind at once, how many polls (that
   route nothing) reach the session behind with the greatest id.
 
-Run: .venv/bin/python -m bench.walls [--cases poll] [--sessions 1000,10000,100000] [--routers 8]
+- `wakeups`: `--writes` single appends at a steady pace into sessions no listener takes from, one committing
+  transaction (one notification) each, beside 0 and each of `--idle-routers` routers (each with a pool of its
+  own, in this process): what each router adds per notification, in this process's CPU and PostgreSQL's.
+
+Run: .venv/bin/python -m bench.walls [--cases poll,wakeups] [--sessions 1000,10000,100000] [--routers 8]
+     [--writes 2000] [--idle-routers 1,4,16]
 """
 
 from __future__ import annotations
@@ -16,10 +21,14 @@ import statistics
 import time
 
 import asyncpg
+from asyncpg import Record
+from asyncpg.pool import PoolConnectionProxy
 
-from bench.common import cpu_seconds, scratch_database
+from bench.common import CpuMeter, cpu_seconds, postmaster_pid, scratch_database
 from orchestrator.config import Settings
+from orchestrator.engine.router import Router
 from orchestrator.platform import Platform
+from orchestrator.store.engine_records import EngineRecords
 
 # The statement the poll ran until 0030 (`EngineRecords.sessions_behind`).
 OLD_POLL = (
@@ -59,7 +68,7 @@ class Timer:
     """Statements on one connection of their own: wall time and the backend's CPU time, so that a figure taken
     on a loaded machine still says what the statement itself costs."""
 
-    def __init__(self, conn: asyncpg.Connection, backend: int) -> None:
+    def __init__(self, conn: PoolConnectionProxy[Record], backend: int) -> None:
         self.conn = conn
         self.backend = backend
 
@@ -156,16 +165,82 @@ ROUND = "SELECT orchestrator.orchestrator_route_page($1, 2000, 16)"
 NEW_POLL = "SELECT orchestrator.orchestrator_sessions_behind($1, $2) AS id"
 
 
+APPEND = "SELECT orchestrator.orchestrator_append($1, 'bench.idle', NULL, NULL, NULL, '{}', 0, NULL, NULL, NULL, NULL)"
+WAKE_SESSIONS = 500
+WAKE_RATE = 400  # writes a second: each in a session no write touched for over a second, so no round is shared
+
+
+async def wakeups_case(url: str, writes: int, counts: list[int]) -> None:
+    print(f"wakeups: {writes:,} appends at {WAKE_RATE}/s, one notification each, beside idle routers")
+    settings = Settings(database_pool_size=2)
+    platform = await Platform.connect(settings, url)
+    writer = await platform.store.pool.acquire()
+    postgres = await postmaster_pid(url)
+    try:
+        await platform.store.pool.execute("TRUNCATE orchestrator.sessions, orchestrator.routing_poll CASCADE")
+        await populate(platform.store.pool, WAKE_SESSIONS, 0)
+        sessions = [r["id"] for r in await platform.store.pool.fetch("SELECT id FROM orchestrator.sessions")]
+        base: tuple[float, float] | None = None
+        for count in [0, *counts]:
+            routers = [await idle_router(url, settings) for _ in range(count)]
+            tasks = [asyncio.create_task(router.run()) for router, _ in routers]
+            await asyncio.sleep(1.0)  # every router listens
+            meter = CpuMeter(None, postgres)
+            meter.start()
+            began = time.perf_counter()
+            for n in range(writes):
+                await writer.fetchval(APPEND, sessions[n % len(sessions)])
+                if (wait := began + (n + 1) / WAKE_RATE - time.perf_counter()) > 0:
+                    await asyncio.sleep(wait)
+            await asyncio.sleep(0.5)  # the last wake-ups
+            used = meter.stop()
+            here, server = 1e6 * used["worker and router"] / writes, 1e6 * used["PostgreSQL"] / writes
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            rounds = sum(router.rounds for router, _ in routers)
+            for _, store in routers:
+                await store.close()
+            print(f"{count} routers: {rounds / writes:.2f} rounds a notification")
+            pair("CPU per notification, this process and PostgreSQL (us)", (here, server))
+            if base is None:
+                base = (here, server)
+            elif count:
+                pair("  each router's share (us)", ((here - base[0]) / count, (server - base[1]) / count))
+    finally:
+        await platform.store.pool.release(writer)
+        await platform.close()
+
+
+class CountingRouter(Router):
+    """A router that counts its rounds (the nudges it would send go nowhere: no listener takes anything)."""
+
+    rounds = 0
+
+    async def route_session(self, session_id: str) -> int:
+        self.rounds += 1
+        return await super().route_session(session_id)
+
+
+async def idle_router(url: str, settings: Settings) -> tuple[CountingRouter, EngineRecords]:
+    store = await EngineRecords.open(url, pool_size=2)
+    return CountingRouter(store, store.lanes, None, url, settings), store  # type: ignore[arg-type]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cases", default="poll")
+    parser.add_argument("--cases", default="poll,wakeups")
     parser.add_argument("--sessions", default="1000,10000,100000")
     parser.add_argument("--routers", type=int, default=8)
+    parser.add_argument("--writes", type=int, default=2000)
+    parser.add_argument("--idle-routers", default="1,4,16")
     args = parser.parse_args()
     cases = args.cases.split(",")
     async with scratch_database() as url:
         if "poll" in cases:
             await poll_case(url, [int(n) for n in args.sessions.split(",")], args.routers)
+        if "wakeups" in cases:
+            await wakeups_case(url, args.writes, [int(n) for n in args.idle_routers.split(",")])
 
 
 if __name__ == "__main__":
