@@ -8,9 +8,13 @@
 - `wakeups`: `--writes` single appends at a steady pace into sessions no listener takes from, one committing
   transaction (one notification) each, beside 0 and each of `--idle-routers` routers (each with a pool of its
   own, in this process): what each router adds per notification, in this process's CPU and PostgreSQL's.
+- `retention`: `--retained` events of 60 days ago (a small `data` each) in 100 sessions, all routed, trimmed
+  as the workers do (`orchestrator_trim_session`, 1,000 rows a statement) and the table vacuumed after: wall
+  and CPU time and WAL per event deleted; beside it the same rows in a table of their own with the same
+  indexes, dropped whole, as a partition of a time-partitioned table would be.
 
-Run: .venv/bin/python -m bench.walls [--cases poll,wakeups] [--sessions 1000,10000,100000] [--routers 8]
-     [--writes 2000] [--idle-routers 1,4,16]
+Run: .venv/bin/python -m bench.walls [--cases poll,wakeups,retention] [--sessions 1000,10000,100000] [--routers 8]
+     [--writes 2000] [--idle-routers 1,4,16] [--retained 200000]
 """
 
 from __future__ import annotations
@@ -227,13 +231,82 @@ async def idle_router(url: str, settings: Settings) -> tuple[CountingRouter, Eng
     return CountingRouter(store, store.lanes, None, url, settings), store  # type: ignore[arg-type]
 
 
+RETAINED_SESSIONS = 100
+
+
+async def retention_case(url: str, events: int) -> None:
+    print(f"retention: {events:,} events of 60 days ago in {RETAINED_SESSIONS} sessions (wall, CPU, WAL)")
+    platform = await Platform.connect(Settings(), url)
+    pool = platform.store.pool
+    timer = await Timer.on(pool)
+    try:
+        await pool.execute("TRUNCATE orchestrator.sessions, orchestrator.routing_poll CASCADE")
+        await populate(pool, RETAINED_SESSIONS, 0)
+        sessions = [r["id"] for r in await pool.fetch("SELECT id FROM orchestrator.sessions")]
+        await pool.execute(
+            "INSERT INTO orchestrator.events (id, session_id, type, data, created_at)"
+            " SELECT nextval('orchestrator.event_ids'), ($1::text[])[1 + g % cardinality($1::text[])], 'bench.fact',"
+            "        jsonb_build_object('n', g, 'customer', 'c' || g % 97), now() - interval '60 days'"
+            " FROM generate_series(1, $2) g",
+            sessions,
+            events,
+        )
+        await pool.execute(
+            "UPDATE orchestrator.sessions s SET last_event_id = m.id FROM (SELECT session_id, max(id) AS id"
+            " FROM orchestrator.events GROUP BY 1) m WHERE m.session_id = s.id;"
+            "UPDATE orchestrator.routing_cursors c SET routed_event_id = s.last_event_id FROM orchestrator.sessions s"
+            " WHERE s.id = c.session_id;"
+            "CREATE TABLE orchestrator.bench_partition (LIKE orchestrator.events INCLUDING ALL);"
+            "INSERT INTO orchestrator.bench_partition SELECT * FROM orchestrator.events"
+        )
+        await pool.execute("VACUUM ANALYZE orchestrator.events, orchestrator.bench_partition")
+        wal = await wal_at(pool)
+        trims = 0
+        cpu, began = cpu_seconds(timer.backend), time.perf_counter()
+        for session in sessions:
+            while True:
+                trims += 1
+                done = await timer.conn.fetchval(
+                    "SELECT orchestrator.orchestrator_trim_session($1, 1000, 86400, 86400)", session
+                )
+                if not done["more"]:
+                    break
+        figures = (1e6 * (time.perf_counter() - began) / events, 1e6 * (cpu_seconds(timer.backend) - cpu) / events)
+        left = await pool.fetchval("SELECT count(*) FROM orchestrator.events")
+        triple(
+            f"trimmed, per event ({trims} statements, {left} left), us", (*figures, (await wal_at(pool) - wal) / events)
+        )
+        wal = await wal_at(pool)
+        cpu, began = cpu_seconds(timer.backend), time.perf_counter()
+        await timer.conn.execute("VACUUM orchestrator.events")
+        figures = (1e6 * (time.perf_counter() - began) / events, 1e6 * (cpu_seconds(timer.backend) - cpu) / events)
+        triple("the vacuum after it, per event, us", (*figures, (await wal_at(pool) - wal) / events))
+        wal = await wal_at(pool)
+        cpu, began = cpu_seconds(timer.backend), time.perf_counter()
+        await timer.conn.execute("DROP TABLE orchestrator.bench_partition")
+        took = (1000 * (time.perf_counter() - began), 1000 * (cpu_seconds(timer.backend) - cpu))
+        triple("the same rows dropped as one table, in all, ms", (*took, await wal_at(pool) - wal))
+    finally:
+        await pool.release(timer.conn)
+        await platform.close()
+
+
+async def wal_at(pool: asyncpg.Pool) -> int:
+    return int(await pool.fetchval("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"))
+
+
+def triple(label: str, figures: tuple[float, float, float]) -> None:
+    print(f"  {label:<62} {figures[0]:>8,.1f} {figures[1]:>8,.1f} {figures[2]:>8,.0f} B")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cases", default="poll,wakeups")
+    parser.add_argument("--cases", default="poll,wakeups,retention")
     parser.add_argument("--sessions", default="1000,10000,100000")
     parser.add_argument("--routers", type=int, default=8)
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--idle-routers", default="1,4,16")
+    parser.add_argument("--retained", type=int, default=200_000)
     args = parser.parse_args()
     cases = args.cases.split(",")
     async with scratch_database() as url:
@@ -241,6 +314,8 @@ async def main() -> None:
             await poll_case(url, [int(n) for n in args.sessions.split(",")], args.routers)
         if "wakeups" in cases:
             await wakeups_case(url, args.writes, [int(n) for n in args.idle_routers.split(",")])
+        if "retention" in cases:
+            await retention_case(url, args.retained)
 
 
 if __name__ == "__main__":
