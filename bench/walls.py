@@ -12,9 +12,15 @@
   as the workers do (`orchestrator_trim_session`, 1,000 rows a statement) and the table vacuumed after: wall
   and CPU time and WAL per event deleted; beside it the same rows in a table of their own with the same
   indexes, dropped whole, as a partition of a time-partitioned table would be.
+- `actions` (its own Temporal dev server): `--batches` batches of a serial listener whose action is a workflow
+  (a run of two activities) and as many of one whose action writes an object, each batch ten writes a window
+  apart; then every history on the task queue read back, counted by what Temporal Cloud bills as an action
+  (a start, a signal, a signal-with-start once, a timer, an activity attempt, the local activities of one
+  workflow task once, a child's start twice, a search attribute upsert, an update) and by workflow task,
+  per batch.
 
-Run: .venv/bin/python -m bench.walls [--cases poll,wakeups,retention] [--sessions 1000,10000,100000] [--routers 8]
-     [--writes 2000] [--idle-routers 1,4,16] [--retained 200000]
+Run: .venv/bin/python -m bench.walls [--cases poll,wakeups,retention,actions] [--sessions 1000,10000,100000]
+     [--routers 8] [--writes 2000] [--idle-routers 1,4,16] [--retained 200000] [--batches 10]
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import asyncio
 import statistics
 import time
+from typing import Any
 
 import asyncpg
 from asyncpg import Record
@@ -299,14 +306,117 @@ def triple(label: str, figures: tuple[float, float, float]) -> None:
     print(f"  {label:<62} {figures[0]:>8,.1f} {figures[1]:>8,.1f} {figures[2]:>8,.0f} B")
 
 
+WRITES_A_BATCH = 10
+ACTION_LISTENERS = {
+    "walls_run": {"type": "workflow", "workflow": "bench_run_two"},
+    "walls_object": {
+        "type": "object",
+        "alias": "views/walls",
+        "value": {"type": "digest", "through": "{{ batch.last_id }}"},
+    },
+}
+
+
+async def actions_case(batches: int) -> None:
+    from bench.batch_cost import two_activity_engine
+    from bench.burst import Starts, bench_platform
+
+    print(f"actions: {batches} batches of each action, {WRITES_A_BATCH} writes each, histories counted")
+    async with bench_platform() as bench:
+        platform = bench.platform
+        async with two_activity_engine(platform, bench.client, Starts(expected=batches * WRITES_A_BATCH)):
+            session = (await platform.command({"command": "open_session"}))["session"]["id"]
+            for name, action in ACTION_LISTENERS.items():
+                body = {
+                    "name": name,
+                    "filter": {"types": ["object.written"], "aliases": [f"{name}/**"]},
+                    "batch": {"window_seconds": 1, "max_events": 1000},
+                    "action": action,
+                }
+                reply = await platform.command({"command": "save_listener", "listener": body})
+                assert reply["status"] == "success", reply
+            for b in range(batches):
+                for name in ACTION_LISTENERS:
+                    for n in range(WRITES_A_BATCH):
+                        value = {"type": "bench", "n": n}
+                        command = {"command": "write_object", "session_id": session, "alias": f"{name}/{b}/{n}"}
+                        reply = await platform.command({**command, "value": value})
+                        assert reply["status"] == "success", reply
+                await asyncio.sleep(1.5)
+            store = platform.store
+            for _ in range(600):
+                counts = await store.outcome_counts(session)
+                done = all(sum(counts.get(name, {}).values()) >= batches for name in ACTION_LISTENERS)
+                if done and not await store.running_executions(session):
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(2.0)  # the runs' ends and the lanes' last tasks
+            for name, counted in (await history_actions(bench.client, platform.settings.task_queue)).items():
+                made = sum((await store.outcome_counts(session)).get(name, {}).values())
+                print(f"{name}: {made} batches, {counted.pop('workflows')} workflow executions")
+                for what, n in sorted(counted.items()):
+                    print(f"  {what:<58} {n / made:>10.2f} a batch")
+
+
+async def history_actions(client: Any, task_queue: str) -> dict[str, dict[str, int]]:
+    """Per listener (by the workflow ids of its lanes and runs): its workflows' billable actions by kind and
+    their workflow tasks, read from their histories."""
+    from temporalio.api.enums.v1 import EventType
+
+    found: dict[str, dict[str, int]] = {}
+    async for execution in client.list_workflows(f"TaskQueue = '{task_queue}'"):
+        listener = next((n for n in ACTION_LISTENERS if f":{n}:" in execution.id), None)
+        if listener is None:
+            continue
+        counted = found.setdefault(listener, {"workflows": 0})
+        counted["workflows"] += 1
+        kind = "lane" if execution.id.startswith("lane:") else "run"
+        history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
+        events = list(history.events)
+        with_start = len(events) > 1 and events[1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+        local_tasks: set[int] = set()
+        for i, e in enumerate(events):
+            name = EventType.Name(e.event_type).removeprefix("EVENT_TYPE_").lower()
+            if name == "workflow_execution_started":
+                bill(counted, kind, "started by signal-with-start" if with_start else "started", 1)
+            elif name == "workflow_execution_signaled" and not (with_start and i == 1):
+                bill(counted, kind, "signal", 1)
+            elif name == "timer_started":
+                bill(counted, kind, "timer", 1)
+            elif name == "activity_task_started":
+                bill(counted, kind, "activity attempt", e.activity_task_started_event_attributes.attempt)
+            elif name == "marker_recorded":
+                local_tasks.add(e.marker_recorded_event_attributes.workflow_task_completed_event_id)
+            elif name == "start_child_workflow_execution_initiated":
+                bill(counted, kind, "child start (two each)", 1, each=2)
+            elif name == "upsert_workflow_search_attributes":
+                bill(counted, kind, "search attribute upsert", 1)
+            elif name == "workflow_execution_update_accepted":
+                bill(counted, kind, "update", 1)
+            elif name == "workflow_task_completed":
+                add(counted, f"{kind}: workflow tasks (not billed)", 1)
+        bill(counted, kind, "workflow tasks with local activities", len(local_tasks))
+    return found
+
+
+def bill(counted: dict[str, int], kind: str, what: str, n: int, each: int = 1) -> None:
+    add(counted, f"{kind}: {what}", n)
+    add(counted, "billed actions, all", n * each)
+
+
+def add(counted: dict[str, int], what: str, n: int) -> None:
+    counted[what] = counted.get(what, 0) + n
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cases", default="poll,wakeups,retention")
+    parser.add_argument("--cases", default="poll,wakeups,retention,actions")
     parser.add_argument("--sessions", default="1000,10000,100000")
     parser.add_argument("--routers", type=int, default=8)
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--idle-routers", default="1,4,16")
     parser.add_argument("--retained", type=int, default=200_000)
+    parser.add_argument("--batches", type=int, default=10)
     args = parser.parse_args()
     cases = args.cases.split(",")
     async with scratch_database() as url:
@@ -316,6 +426,8 @@ async def main() -> None:
             await wakeups_case(url, args.writes, [int(n) for n in args.idle_routers.split(",")])
         if "retention" in cases:
             await retention_case(url, args.retained)
+    if "actions" in cases:
+        await actions_case(args.batches)
 
 
 if __name__ == "__main__":
