@@ -18,8 +18,12 @@
   (a start, a signal, a signal-with-start once, a timer, an activity attempt, the local activities of one
   workflow task once, a child's start twice, a search attribute upsert, an update) and by workflow task,
   per batch.
+- `notify_lock`: whether a notifying commit in one database waits for one in another database of the same
+  server. A commit in the benchmark's database that notified is held at its commit (it waits for a synchronous
+  standby that does not exist); meanwhile, in a second database, a plain commit and a notifying one are timed,
+  and `pg_locks` shows who waits for what; then the first commit is let go.
 
-Run: .venv/bin/python -m bench.walls [--cases poll,wakeups,retention,actions] [--sessions 1000,10000,100000]
+Run: .venv/bin/python -m bench.walls [--cases poll,wakeups,retention,actions,notify_lock] [--sessions 1000,10000,100000]
      [--routers 8] [--writes 2000] [--idle-routers 1,4,16] [--retained 200000] [--batches 10]
 """
 
@@ -306,6 +310,59 @@ def triple(label: str, figures: tuple[float, float, float]) -> None:
     print(f"  {label:<62} {figures[0]:>8,.1f} {figures[1]:>8,.1f} {figures[2]:>8,.0f} B")
 
 
+# A commit that wrote (one that did not waits for no standby) and notified. The other database's commits wait
+# for no standby (`synchronous_commit = local`).
+WRITE_AND_NOTIFY = "BEGIN; INSERT INTO walls_written VALUES (1); SELECT pg_notify('walls', '{}'); COMMIT"
+
+
+async def notify_lock_case(url: str) -> None:
+    print("notify_lock: a notifying commit held in one database, commits in another database of the same server")
+    admin = await asyncpg.connect(url, database="postgres")
+    await admin.execute("DROP DATABASE IF EXISTS walls_other")
+    await admin.execute("CREATE DATABASE walls_other")
+    for database in (None, "walls_other"):
+        conn = await asyncpg.connect(url, database=database)
+        await conn.execute("CREATE TABLE IF NOT EXISTS walls_written (n int)")
+        await conn.close()
+    await admin.execute("ALTER SYSTEM SET synchronous_standby_names = 'walls_nobody'")
+    await admin.execute("SELECT pg_reload_conf()")
+    await asyncio.sleep(0.5)  # the servers' processes read the setting again
+    held = await asyncpg.connect(url)
+    other = await asyncpg.connect(url, database="walls_other")
+    try:
+        await held.execute("SET synchronous_commit = on")
+        await other.execute("SET synchronous_commit = local")
+        # Waits at its commit for a standby, holding whatever its commit took.
+        holding = asyncio.create_task(held.execute(WRITE_AND_NOTIFY.format("held")))
+        await asyncio.sleep(0.5)
+        print(f"  the first commit, after 0.5 s: {'done' if holding.done() else 'waiting'}")
+        began = time.perf_counter()
+        await other.execute("INSERT INTO walls_written VALUES (1)")
+        print(f"  a plain commit in the other database: {1000 * (time.perf_counter() - began):.1f} ms")
+        began = time.perf_counter()
+        notifying = asyncio.create_task(other.execute(WRITE_AND_NOTIFY.format("other")))
+        await asyncio.sleep(1.0)
+        locks = await admin.fetch(
+            "SELECT l.granted, d.datname FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " JOIN pg_database d ON d.oid = a.datid"
+            " WHERE l.locktype = 'object' AND l.database = 0 AND l.classid = 'pg_database'::regclass AND l.objid = 0"
+        )
+        for lock in locks:
+            print(f"  the lock on database 0: {'held' if lock['granted'] else 'waited for'} from {lock['datname']}")
+        print(f"  a notifying commit in the other database, after 1 s: {'done' if notifying.done() else 'waiting'}")
+        await admin.execute("SELECT pg_cancel_backend($1)", held.get_server_pid())  # the held commit goes on
+        await holding
+        await notifying
+        print(f"  ... done once the first was let go, {1000 * (time.perf_counter() - began):.0f} ms after it began")
+    finally:
+        await admin.execute("ALTER SYSTEM RESET synchronous_standby_names")
+        await admin.execute("SELECT pg_reload_conf()")
+        await held.close()
+        await other.close()
+        await admin.execute("DROP DATABASE IF EXISTS walls_other")
+        await admin.close()
+
+
 WRITES_A_BATCH = 10
 ACTION_LISTENERS = {
     "walls_run": {"type": "workflow", "workflow": "bench_run_two"},
@@ -410,7 +467,7 @@ def add(counted: dict[str, int], what: str, n: int) -> None:
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--cases", default="poll,wakeups,retention,actions")
+    parser.add_argument("--cases", default="poll,wakeups,retention,actions,notify_lock")
     parser.add_argument("--sessions", default="1000,10000,100000")
     parser.add_argument("--routers", type=int, default=8)
     parser.add_argument("--writes", type=int, default=2000)
@@ -426,6 +483,8 @@ async def main() -> None:
             await wakeups_case(url, args.writes, [int(n) for n in args.idle_routers.split(",")])
         if "retention" in cases:
             await retention_case(url, args.retained)
+        if "notify_lock" in cases:
+            await notify_lock_case(url)
     if "actions" in cases:
         await actions_case(args.batches)
 
