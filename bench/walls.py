@@ -119,7 +119,7 @@ async def poll_case(url: str, counts: list[int], routers: int) -> None:
         pool = platform.store.pool
         timer = await Timer.on(pool)
         try:
-            await pool.execute("TRUNCATE orchestrator.sessions, orchestrator.routing_poll CASCADE")
+            await pool.execute("TRUNCATE orchestrator.sessions, orchestrator.events, orchestrator.routing_poll CASCADE")
             few = max(sessions // 100, 10)
             await populate(pool, sessions, few)
             print(f"{sessions:,} sessions, {few:,} behind (wall ms, CPU ms)")
@@ -192,7 +192,9 @@ async def wakeups_case(url: str, writes: int, counts: list[int]) -> None:
     writer = await platform.store.pool.acquire()
     postgres = await postmaster_pid(url)
     try:
-        await platform.store.pool.execute("TRUNCATE orchestrator.sessions, orchestrator.routing_poll CASCADE")
+        await platform.store.pool.execute(
+            "TRUNCATE orchestrator.sessions, orchestrator.events, orchestrator.routing_poll CASCADE"
+        )
         await populate(platform.store.pool, WAKE_SESSIONS, 0)
         sessions = [r["id"] for r in await platform.store.pool.fetch("SELECT id FROM orchestrator.sessions")]
         base: tuple[float, float] | None = None
@@ -251,7 +253,7 @@ async def retention_case(url: str, events: int) -> None:
     pool = platform.store.pool
     timer = await Timer.on(pool)
     try:
-        await pool.execute("TRUNCATE orchestrator.sessions, orchestrator.routing_poll CASCADE")
+        await pool.execute("TRUNCATE orchestrator.sessions, orchestrator.events, orchestrator.routing_poll CASCADE")
         await populate(pool, RETAINED_SESSIONS, 0)
         sessions = [r["id"] for r in await pool.fetch("SELECT id FROM orchestrator.sessions")]
         await pool.execute(
