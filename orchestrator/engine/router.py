@@ -1,7 +1,8 @@
 """The router: committed events from PostgreSQL into the queues of every lane that matches them.
 
 Owns the path from the stream to the lanes. Each worker process runs one router. It wakes on PostgreSQL
-NOTIFY (one per committing session) and on a slow poll that catches anything a lost notification missed. A
+NOTIFY (one per committing session) and on a slow poll that catches anything a lost notification missed (the
+deployment's routers take turns at it, and it walks the sessions behind in order: 0030). A
 routing round for a session holds that session's position row (FOR UPDATE SKIP LOCKED), so exactly one
 worker routes a session at a time and a worker that dies mid-round gives the row back with its connection.
 A round is one call (`orchestrator_route_page`, 0007_routing.sql): it reads a page of events after the
@@ -51,6 +52,10 @@ ROUND_EVENTS = 2_000
 # How often the router looks for sessions behind without being told (a lost NOTIFY, a restart), for lanes
 # whose nudge was lost, and for runs that ended without a word.
 POLL_SECONDS = 2.0
+# The deployment looks for sessions behind once per poll, whichever router's turn it is (0030): a router takes
+# the turn when this share of its poll has passed since the last, so that one router alone, whose loop comes
+# round a little sooner than the poll's own end, still takes every turn.
+POLL_TURN_SHARE = 0.8
 # The sweep for runs that ended without a word looks at most this often (and as often as a run is checked,
 # `settings.run_check_seconds`, when that is shorter).
 SWEEP_SECONDS = 15.0
@@ -128,7 +133,7 @@ class Router:
                     now = time.monotonic()
                     if now >= self._polled_at + self.poll_seconds:
                         self._polled_at = now
-                        self._dirty.update(await self.store.sessions_behind())
+                        self._dirty.update(await self.store.sessions_behind(self.poll_seconds * POLL_TURN_SHARE))
                         await self._nudge_stale_lanes()
                         for task in self.upkeep:
                             await task()

@@ -90,13 +90,10 @@ class EngineRecords(
             "SELECT body FROM orchestrator.listener_versions WHERE name = $1 AND version = $2", name, version
         )
 
-    async def sessions_behind(self, limit: int = 1000) -> list[str]:
-        """Sessions whose stream has events the router has not routed (the slow poll's question)."""
-        rows = await self.pool.fetch(
-            "SELECT s.id FROM orchestrator.sessions s JOIN orchestrator.routing_cursors c ON c.session_id = s.id"
-            " WHERE s.last_event_id > c.routed_event_id LIMIT $1",
-            limit,
-        )
+    async def sessions_behind(self, every: float = 0.0, limit: int = 1000) -> list[str]:
+        """Sessions whose stream has events the router has not routed (the slow poll's question), in turn after
+        those the last poll found; none when the deployment was polled within `every` seconds (by any router)."""
+        rows = await self.pool.fetch("SELECT orchestrator.orchestrator_sessions_behind($1, $2) AS id", every, limit)
         return [r["id"] for r in rows]
 
     # -- outcomes --------------------------------------------------------------------------------------------

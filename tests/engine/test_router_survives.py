@@ -34,10 +34,10 @@ async def test_the_router_goes_on_routing_after_errors_it_has_no_name_for(
     ]
     real = store.sessions_behind
 
-    async def sessions_behind(limit: int = 1000) -> list[str]:
+    async def sessions_behind(every: float = 0.0, limit: int = 1000) -> list[str]:
         if failures:
             raise failures.pop(0)
-        return await real(limit)
+        return await real(every, limit)
 
     monkeypatch.setattr(store, "sessions_behind", sessions_behind)
     router = Router(store, store.lanes, temporal_env.client, platform.direct_url, platform.settings, poll_seconds=0.2)

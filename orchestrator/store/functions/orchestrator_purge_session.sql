@@ -37,6 +37,10 @@ BEGIN
     END IF;
     -- Its write rate's bucket (0004_keys.sql) names it in its key rather than a column.
     DELETE FROM orchestrator.rate_buckets WHERE bucket = 'session:' || p_session;
+    -- Where the routers' poll stopped (0030), if at this session: its row taken first, so that a poll in progress,
+    -- which read the session before its routing stopped, has saved where it stopped; none after it can find it.
+    PERFORM 1 FROM orchestrator.routing_poll FOR UPDATE;
+    UPDATE orchestrator.routing_poll SET after = '' WHERE after = p_session;
     DELETE FROM orchestrator.sessions WHERE id = p_session;
     RETURN jsonb_build_object('table', 'sessions', 'deleted', 1, 'done', true);
 END
