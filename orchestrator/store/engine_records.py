@@ -99,6 +99,11 @@ class EngineRecords(
         )
         return [r["id"] for r in rows]
 
+    async def wake_rearm(self, session_id: str) -> bool:
+        """After a round: whether the router caught up with the session (its next write notifies again), or must
+        come back on its own (`orchestrator_wake_rearm.sql`)."""
+        return bool(await self.pool.fetchval("SELECT orchestrator.orchestrator_wake_rearm($1)", session_id))
+
     # -- outcomes --------------------------------------------------------------------------------------------
 
     async def recent_outcomes(self, session_id: str, listener: str, limit: int = 20) -> list[dict[str, Any]]:
