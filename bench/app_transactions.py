@@ -82,6 +82,10 @@ async def _insert_for(app: asyncpg.Pool, table: str, sessions: list[str], second
     return done
 
 
+def _ratio(label: str, value: float) -> None:
+    print(f"  {label:<58} {value:>12.2f} x")
+
+
 async def _sessions(platform: Platform, first: str, writers: int) -> list[tuple[str, list[str]]]:
     """The two layouts: every writer in one session, and a session for each writer."""
     apart = [first, *[str((await _ok(platform, "open_session"))["session"]["id"]) for _ in range(writers - 1)]]
@@ -107,8 +111,8 @@ async def cost(seconds: float, writers: int) -> None:
                 row("plain inserts", best["plain"], "rows/s")
                 row("captured inserts (an event each, by the trigger)", best["captured"], "rows/s")
                 row("plain inserts with an emit beside each (the helper)", best["emitted"], "rows/s")
-                row("captured / plain", best["captured"] / best["plain"], "x")
-                row("emitted / plain", best["emitted"] / best["plain"], "x")
+                _ratio("captured / plain", best["captured"] / best["plain"])
+                _ratio("emitted / plain", best["emitted"] / best["plain"])
             many: dict[str, float] = {}
             for table in ("plain", "captured"):
                 began = time.perf_counter()
@@ -117,7 +121,7 @@ async def cost(seconds: float, writers: int) -> None:
             print("cost: one statement of 10,000 rows")
             row("plain", many["plain"], "rows/s")
             row("captured", many["captured"], "rows/s")
-            row("captured / plain", many["captured"] / many["plain"], "x")
+            _ratio("captured / plain", many["captured"] / many["plain"])
         finally:
             await app.close()
             await platform.close()

@@ -159,3 +159,20 @@ async def test_concurrent_captured_writers_and_a_tailing_reader_agree(
     created = sorted(e["data"]["_id"] for e in events if e["type"] == "ticket.created")
     assert created == sorted(committed)
     assert len(committed) > 100
+
+
+async def test_a_statement_of_many_rows_appends_at_once_after_what_waits_before_it(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    sid = await _session(platform)
+    async with app.transaction():
+        await app.execute("INSERT INTO tickets VALUES (1, $1, 'one')", sid)
+        await app.execute("INSERT INTO tickets SELECT n, $1, 'many' FROM generate_series(2, 1201) n", sid)
+        await app.execute("INSERT INTO tickets VALUES (1202, $1, 'last')", sid)
+        assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_pending") == 1, "only the last waits"
+    ids: list[int] = []
+    while page := (await ok(platform, "list_session_events", session_id=sid, after=ids[-1] if ids else 0))["events"]:
+        ids.extend(e["id"] for e in page)
+        rows = [e["data"]["_id"] for e in page]
+        assert rows == list(range(len(ids) - len(page) + 1, len(ids) + 1))
+    assert len(ids) == 1202

@@ -20,6 +20,13 @@ BEGIN
     ELSIF v_status <> 'open' THEN
         RAISE EXCEPTION 'session_id: session % is not open', quote_literal(p_session) USING ERRCODE = '55000';
     END IF;
+    IF jsonb_array_length(p_events) >= 1000 THEN
+        -- A statement of many rows appends at once, after what waits before it: its events need not be written
+        -- twice, and a transaction that holds the lock from here on costs little beside its statement.
+        PERFORM orchestrator.orchestrator_captured_flush();
+        PERFORM orchestrator.orchestrator_captured_append(p_session, p_events);
+        RETURN;
+    END IF;
     INSERT INTO orchestrator.captured_pending (for_session, events) VALUES (p_session, p_events) RETURNING id
         INTO v_id;
     IF current_setting('orchestrator.captured_from', true) IS NULL
