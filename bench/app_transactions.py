@@ -3,23 +3,24 @@
 `cost`: rows inserted per second into a plain table, into the same table captured (`capture_table`), and into
 the plain table with an `emit` beside each row (`orchestrator.transactional`), side by side in one run on one
 embedded PostgreSQL: `--writers` connections each committing one row per transaction for `--seconds`, the three
-tables in turn, twice (the figure is the better of the two), with all writers in one session and then with a
-session each; then one statement of 10,000 rows, plain and captured.
+tables in turn, `--rounds` times (the figures are medians, each ratio of a round's figures, taken seconds apart),
+with all writers in one session and then with a session each; then one statement of 10,000 rows, plain and
+captured.
 
 `parts`: what each part of a captured row costs, measured by turning parts off in this scratch database (the
 platform's functions replaced for the run, then put back from their files): the trigger alone (its events made
 and dropped), then the row that holds them until the commit, then their append without the session's lock, then
 the lock and the session's position (as shipped); and two designs before 0029_wakeups_coalesced.sql for
 comparison: the lock taken by the statement and held to the commit, and a notification at every commit. Each
-against plain inserts measured just before it, in both layouts.
+against plain inserts measured just before it (the median of `--rounds` such pairs), in both layouts.
 
 `load`: on the Temporal dev server with the engine running, 32 writers commit rows with an emit beside each and
 32 more write a captured table, for `--load-seconds`, across 4 sessions, each rolling back about 3 in 10 of its
 transactions. Then: every committed change is an event exactly once in its session, no rolled-back one is, and
 every event reaches a run of the listener exactly once.
 
-Run: .venv/bin/python -m bench.app_transactions [--cases cost,parts,load] [--seconds 5] [--writers 8]
-     [--load-seconds 30]
+Run: .venv/bin/python -m bench.app_transactions [--cases cost,parts,load] [--seconds 2] [--rounds 5]
+     [--writers 8] [--load-seconds 30]
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import asyncio
 import collections
 import contextlib
 import random
+import statistics
 import time
 import uuid
 from importlib import resources
@@ -92,7 +94,7 @@ async def _sessions(platform: Platform, first: str, writers: int) -> list[tuple[
     return [("one session", [first]), ("a session per writer", apart)]
 
 
-async def cost(seconds: float, writers: int) -> None:
+async def cost(seconds: float, writers: int, rounds: int) -> None:
     async with scratch_database() as url:
         settings = Settings(limits=Limits(activation_delay_seconds=0))
         platform = await Platform.connect(settings, url)
@@ -100,19 +102,27 @@ async def cost(seconds: float, writers: int) -> None:
         try:
             session = await _prepare(platform, app)
             for label, sessions in await _sessions(platform, session, writers):
-                best: dict[str, float] = collections.defaultdict(float)
-                for _ in range(2):
+                # The tables in turn, round after round: each ratio is of figures taken seconds apart, so a machine
+                # whose load moves (a shared one) moves both sides of it.
+                rates: dict[str, list[float]] = collections.defaultdict(list)
+                for _ in range(rounds):
                     for table in TABLES:
-                        done = await _insert_for(app, table, sessions, seconds, writers)
-                        best[table] = max(best[table], done / seconds)
+                        rates[table].append(await _insert_for(app, table, sessions, seconds, writers) / seconds)
                 print(
-                    f"cost: {writers} writers into {label}, one row per transaction, {seconds:g} s a table, best of 2"
+                    f"cost: {writers} writers into {label}, one row per transaction, {seconds:g} s a table,"
+                    f" {rounds} rounds (medians)"
                 )
-                row("plain inserts", best["plain"], "rows/s")
-                row("captured inserts (an event each, by the trigger)", best["captured"], "rows/s")
-                row("plain inserts with an emit beside each (the helper)", best["emitted"], "rows/s")
-                _ratio("captured / plain", best["captured"] / best["plain"])
-                _ratio("emitted / plain", best["emitted"] / best["plain"])
+                labels = {
+                    "plain": "plain inserts",
+                    "captured": "captured inserts (an event each, by the trigger)",
+                    "emitted": "plain inserts with an emit beside each (the helper)",
+                }
+                for table in TABLES:
+                    row(labels[table], statistics.median(rates[table]), "rows/s")
+                for table in ("captured", "emitted"):
+                    each = [t / p for t, p in zip(rates[table], rates["plain"], strict=True)]
+                    _ratio(f"{table} / plain", statistics.median(each))
+                    print(f"    each round: {', '.join(f'{r:.2f}' for r in each)}")
             many: dict[str, float] = {}
             for table in ("plain", "captured"):
                 began = time.perf_counter()
@@ -179,7 +189,7 @@ PARTS: tuple[tuple[str, str], ...] = (
 )
 
 
-async def parts(seconds: float, writers: int) -> None:
+async def parts(seconds: float, writers: int, rounds: int) -> None:
     async with scratch_database() as url:
         settings = Settings(limits=Limits(activation_delay_seconds=0))
         platform = await Platform.connect(settings, url)
@@ -190,14 +200,17 @@ async def parts(seconds: float, writers: int) -> None:
             for label, change in PARTS:
                 await app.execute(change)
                 for layout, sessions in layouts:
-                    plain = await _insert_for(app, "plain", sessions, seconds, writers) / seconds
-                    captured = await _insert_for(app, "captured", sessions, seconds, writers) / seconds
-                    figures[(label, layout)] = (captured, captured / plain)
+                    captured, ratios = [], []
+                    for _ in range(rounds):
+                        plain = await _insert_for(app, "plain", sessions, seconds, writers) / seconds
+                        captured.append(await _insert_for(app, "captured", sessions, seconds, writers) / seconds)
+                        ratios.append(captured[-1] / plain)
+                    figures[(label, layout)] = (statistics.median(captured), statistics.median(ratios))
             for layout, _ in layouts:
-                print(f"parts: {writers} writers into {layout}, one row per transaction, {seconds:g} s each")
+                print(f"parts: {writers} writers into {layout}, one row per transaction, {seconds:g} s each (medians)")
                 for label, _ in PARTS:
-                    captured, ratio = figures[(label, layout)]
-                    print(f"  {label:<58} {captured:>9,.0f} rows/s {ratio:>5.2f}x plain")
+                    rate, ratio = figures[(label, layout)]
+                    print(f"  {label:<58} {rate:>9,.0f} rows/s {ratio:>5.2f}x plain")
         finally:
             await app.close()
             await platform.close()
@@ -306,15 +319,16 @@ async def load(seconds: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default="cost,parts,load")
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--load-seconds", type=float, default=30.0)
     args = parser.parse_args()
     cases = set(args.cases.split(","))
     if "cost" in cases:
-        asyncio.run(cost(args.seconds, args.writers))
+        asyncio.run(cost(args.seconds, args.writers, args.rounds))
     if "parts" in cases:
-        asyncio.run(parts(args.seconds, args.writers))
+        asyncio.run(parts(args.seconds, args.writers, args.rounds))
     if "load" in cases:
         asyncio.run(load(args.load_seconds))
 
