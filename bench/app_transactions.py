@@ -178,15 +178,16 @@ def _shipped(*functions: str) -> str:
     return ";\n".join((folder / f"{name}.sql").read_text() for name in functions)
 
 
-# Each part on top of those before it.
-PARTS: tuple[tuple[str, str], ...] = (
-    ("the trigger alone (its events made, then dropped)", _TRIGGER_ALONE),
-    ("+ the row that holds them to the commit", _shipped("orchestrator_captured_emit") + ";" + _HELD_ONLY),
-    ("+ their append, without the session's lock", _NO_LOCK),
-    ("+ the session's lock and position (as shipped)", _shipped("orchestrator_captured_take")),
-    ("the lock from the statement on (before 0029)", _AT_STATEMENT),
-    ("+ a notification at every commit (before 0029)", _EVERY_COMMIT),
-)
+def _parts() -> tuple[tuple[str, str], ...]:
+    """Each part on top of those before it: its label, and the SQL that makes it so."""
+    return (
+        ("the trigger alone (its events made, then dropped)", _TRIGGER_ALONE),
+        ("+ the row that holds them to the commit", _shipped("orchestrator_captured_emit") + ";" + _HELD_ONLY),
+        ("+ their append, without the session's lock", _NO_LOCK),
+        ("+ the session's lock and position (as shipped)", _shipped("orchestrator_captured_take")),
+        ("the lock from the statement on (before 0029)", _AT_STATEMENT),
+        ("+ a notification at every commit (before 0029)", _EVERY_COMMIT),
+    )
 
 
 async def parts(seconds: float, writers: int, rounds: int) -> None:
@@ -197,7 +198,8 @@ async def parts(seconds: float, writers: int, rounds: int) -> None:
         try:
             layouts = await _sessions(platform, await _prepare(platform, app), writers)
             figures: dict[tuple[str, str], tuple[float, float]] = {}
-            for label, change in PARTS:
+            steps = _parts()
+            for label, change in steps:
                 await app.execute(change)
                 for layout, sessions in layouts:
                     captured, ratios = [], []
@@ -208,7 +210,7 @@ async def parts(seconds: float, writers: int, rounds: int) -> None:
                     figures[(label, layout)] = (statistics.median(captured), statistics.median(ratios))
             for layout, _ in layouts:
                 print(f"parts: {writers} writers into {layout}, one row per transaction, {seconds:g} s each (medians)")
-                for label, _ in PARTS:
+                for label, _ in steps:
                     rate, ratio = figures[(label, layout)]
                     print(f"  {label:<58} {rate:>9,.0f} rows/s {ratio:>5.2f}x plain")
         finally:
