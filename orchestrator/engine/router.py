@@ -192,11 +192,12 @@ class Router:
             self._dirty.difference_update(batch)
 
             async def one(session_id: str) -> None:
+                # Waited out before a slot is taken: a session that must wait never holds up one that need not.
+                last, interval = self._last_round.get(session_id, (0.0, self.round_interval))
+                wait = last + interval - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 async with gate:
-                    last, interval = self._last_round.get(session_id, (0.0, self.round_interval))
-                    wait = last + interval - time.monotonic()
-                    if wait > 0:
-                        await asyncio.sleep(wait)
                     try:
                         while (read := await self.route_session(session_id)) >= ROUND_EVENTS:
                             pass
