@@ -3,15 +3,24 @@
 `cost`: rows inserted per second into a plain table, into the same table captured (`capture_table`), and into
 the plain table with an `emit` beside each row (`orchestrator.transactional`), side by side in one run on one
 embedded PostgreSQL: `--writers` connections each committing one row per transaction for `--seconds`, the three
-tables in turn, twice (the figure is the better of the two); then one statement of 10,000 rows, plain and
+tables in turn, `--rounds` times (the figures are medians, each ratio of a round's figures, taken seconds apart),
+with all writers in one session and then with a session each; then one statement of 10,000 rows, plain and
 captured.
+
+`parts`: what each part of a captured row costs, measured by turning parts off in this scratch database (the
+platform's functions replaced for the run, then put back from their files): the trigger alone (its events made
+and dropped), then the row that holds them until the commit, then their append without the session's lock, then
+the lock and the session's position (as shipped); and two designs before 0029_wakeups_coalesced.sql for
+comparison: the lock taken by the statement and held to the commit, and a notification at every commit. Each
+against plain inserts measured just before it (the median of `--rounds` such pairs), in both layouts.
 
 `load`: on the Temporal dev server with the engine running, 32 writers commit rows with an emit beside each and
 32 more write a captured table, for `--load-seconds`, across 4 sessions, each rolling back about 3 in 10 of its
 transactions. Then: every committed change is an event exactly once in its session, no rolled-back one is, and
 every event reaches a run of the listener exactly once.
 
-Run: .venv/bin/python -m bench.app_transactions [--cases cost,load] [--seconds 5] [--writers 8] [--load-seconds 30]
+Run: .venv/bin/python -m bench.app_transactions [--cases cost,parts,load] [--seconds 2] [--rounds 5]
+     [--writers 8] [--load-seconds 30]
 """
 
 from __future__ import annotations
@@ -21,8 +30,10 @@ import asyncio
 import collections
 import contextlib
 import random
+import statistics
 import time
 import uuid
+from importlib import resources
 from typing import Any
 
 import asyncpg
@@ -73,31 +84,45 @@ async def _insert_for(app: asyncpg.Pool, table: str, sessions: list[str], second
     return done
 
 
-async def cost(seconds: float, writers: int) -> None:
+def _ratio(label: str, value: float) -> None:
+    print(f"  {label:<58} {value:>12.2f} x")
+
+
+async def _sessions(platform: Platform, first: str, writers: int) -> list[tuple[str, list[str]]]:
+    """The two layouts: every writer in one session, and a session for each writer."""
+    apart = [first, *[str((await _ok(platform, "open_session"))["session"]["id"]) for _ in range(writers - 1)]]
+    return [("one session", [first]), ("a session per writer", apart)]
+
+
+async def cost(seconds: float, writers: int, rounds: int) -> None:
     async with scratch_database() as url:
         settings = Settings(limits=Limits(activation_delay_seconds=0))
         platform = await Platform.connect(settings, url)
         app = await asyncpg.create_pool(url, min_size=writers, max_size=writers)
         try:
             session = await _prepare(platform, app)
-            apart = [
-                session,
-                *[str((await _ok(platform, "open_session"))["session"]["id"]) for _ in range(writers - 1)],
-            ]
-            for label, sessions in (("one session", [session]), ("a session per writer", apart)):
-                best: dict[str, float] = collections.defaultdict(float)
-                for _ in range(2):
+            for label, sessions in await _sessions(platform, session, writers):
+                # The tables in turn, round after round: each ratio is of figures taken seconds apart, so a machine
+                # whose load moves (a shared one) moves both sides of it.
+                rates: dict[str, list[float]] = collections.defaultdict(list)
+                for _ in range(rounds):
                     for table in TABLES:
-                        done = await _insert_for(app, table, sessions, seconds, writers)
-                        best[table] = max(best[table], done / seconds)
+                        rates[table].append(await _insert_for(app, table, sessions, seconds, writers) / seconds)
                 print(
-                    f"cost: {writers} writers into {label}, one row per transaction, {seconds:g} s a table, best of 2"
+                    f"cost: {writers} writers into {label}, one row per transaction, {seconds:g} s a table,"
+                    f" {rounds} rounds (medians)"
                 )
-                row("plain inserts", best["plain"], "rows/s")
-                row("captured inserts (an event each, by the trigger)", best["captured"], "rows/s")
-                row("plain inserts with an emit beside each (the helper)", best["emitted"], "rows/s")
-                row("captured / plain", best["captured"] / best["plain"], "x")
-                row("emitted / plain", best["emitted"] / best["plain"], "x")
+                labels = {
+                    "plain": "plain inserts",
+                    "captured": "captured inserts (an event each, by the trigger)",
+                    "emitted": "plain inserts with an emit beside each (the helper)",
+                }
+                for table in TABLES:
+                    row(labels[table], statistics.median(rates[table]), "rows/s")
+                for table in ("captured", "emitted"):
+                    each = [t / p for t, p in zip(rates[table], rates["plain"], strict=True)]
+                    _ratio(f"{table} / plain", statistics.median(each))
+                    print(f"    each round: {', '.join(f'{r:.2f}' for r in each)}")
             many: dict[str, float] = {}
             for table in ("plain", "captured"):
                 began = time.perf_counter()
@@ -106,7 +131,88 @@ async def cost(seconds: float, writers: int) -> None:
             print("cost: one statement of 10,000 rows")
             row("plain", many["plain"], "rows/s")
             row("captured", many["captured"], "rows/s")
-            row("captured / plain", many["captured"] / many["plain"], "x")
+            _ratio("captured / plain", many["captured"] / many["plain"])
+        finally:
+            await app.close()
+            await platform.close()
+
+
+# The parts of a captured row, each turned off by replacing a function of the platform's for the run.
+_TRIGGER_ALONE = """
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_captured_emit(c orchestrator.captures, p_session text,
+    p_events jsonb) RETURNS void LANGUAGE plpgsql AS $$ BEGIN END $$"""
+_HELD_ONLY = """
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_captured_take(p_id bigint) RETURNS void LANGUAGE sql AS $$
+    DELETE FROM orchestrator.captured_pending WHERE id = p_id $$"""
+_NO_LOCK = """
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_captured_take(p_id bigint) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_session text;
+    v_events jsonb;
+BEGIN
+    DELETE FROM orchestrator.captured_pending WHERE id = p_id RETURNING for_session, events INTO v_session, v_events;
+    INSERT INTO orchestrator.events (id, session_id, type, source, depth, data)
+    SELECT nextval('orchestrator.event_ids'::regclass), v_session, o.x ->> 'type',
+           jsonb_build_object('client', o.x ->> 'client'), 0, o.x -> 'data'
+    FROM (SELECT g.x FROM jsonb_array_elements(v_events) WITH ORDINALITY AS g(x, n) ORDER BY g.n) o;
+END $$"""
+# Before 0029: the append at the statement's end (its lock held from there to the commit), and a notification at
+# every commit (0001_store.sql's trigger).
+_AT_STATEMENT = """
+DROP TRIGGER captured_pending_commit ON orchestrator.captured_pending;
+CREATE CONSTRAINT TRIGGER captured_pending_commit AFTER INSERT ON orchestrator.captured_pending
+    NOT DEFERRABLE FOR EACH ROW EXECUTE FUNCTION orchestrator.orchestrator_captured_commit()"""
+_EVERY_COMMIT = """
+CREATE FUNCTION public.bench_notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('orchestrator_events', s.session_id) FROM (SELECT DISTINCT session_id FROM written) s;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER bench_events_notify AFTER INSERT ON orchestrator.events REFERENCING NEW TABLE AS written
+    FOR EACH STATEMENT EXECUTE FUNCTION public.bench_notify_events()"""
+
+
+def _shipped(*functions: str) -> str:
+    """The platform's own bodies of these functions, from their files."""
+    folder = resources.files("orchestrator.store") / "functions"
+    return ";\n".join((folder / f"{name}.sql").read_text() for name in functions)
+
+
+def _parts() -> tuple[tuple[str, str], ...]:
+    """Each part on top of those before it: its label, and the SQL that makes it so."""
+    return (
+        ("the trigger alone (its events made, then dropped)", _TRIGGER_ALONE),
+        ("+ the row that holds them to the commit", _shipped("orchestrator_captured_emit") + ";" + _HELD_ONLY),
+        ("+ their append, without the session's lock", _NO_LOCK),
+        ("+ the session's lock and position (as shipped)", _shipped("orchestrator_captured_take")),
+        ("the lock from the statement on (before 0029)", _AT_STATEMENT),
+        ("+ a notification at every commit (before 0029)", _EVERY_COMMIT),
+    )
+
+
+async def parts(seconds: float, writers: int, rounds: int) -> None:
+    async with scratch_database() as url:
+        settings = Settings(limits=Limits(activation_delay_seconds=0))
+        platform = await Platform.connect(settings, url)
+        app = await asyncpg.create_pool(url, min_size=writers, max_size=writers)
+        try:
+            layouts = await _sessions(platform, await _prepare(platform, app), writers)
+            figures: dict[tuple[str, str], tuple[float, float]] = {}
+            steps = _parts()
+            for label, change in steps:
+                await app.execute(change)
+                for layout, sessions in layouts:
+                    captured, ratios = [], []
+                    for _ in range(rounds):
+                        plain = await _insert_for(app, "plain", sessions, seconds, writers) / seconds
+                        captured.append(await _insert_for(app, "captured", sessions, seconds, writers) / seconds)
+                        ratios.append(captured[-1] / plain)
+                    figures[(label, layout)] = (statistics.median(captured), statistics.median(ratios))
+            for layout, _ in layouts:
+                print(f"parts: {writers} writers into {layout}, one row per transaction, {seconds:g} s each (medians)")
+                for label, _ in steps:
+                    rate, ratio = figures[(label, layout)]
+                    print(f"  {label:<58} {rate:>9,.0f} rows/s {ratio:>5.2f}x plain")
         finally:
             await app.close()
             await platform.close()
@@ -214,14 +320,17 @@ async def load(seconds: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", default="cost,load")
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--cases", default="cost,parts,load")
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--load-seconds", type=float, default=30.0)
     args = parser.parse_args()
     cases = set(args.cases.split(","))
     if "cost" in cases:
-        asyncio.run(cost(args.seconds, args.writers))
+        asyncio.run(cost(args.seconds, args.writers, args.rounds))
+    if "parts" in cases:
+        asyncio.run(parts(args.seconds, args.writers, args.rounds))
     if "load" in cases:
         asyncio.run(load(args.load_seconds))
 

@@ -34,6 +34,9 @@ SLOW_READER_SECONDS = 30.0
 PAGE = 1000
 # How long a stream waits for a notification before it reads anyway (a lost NOTIFY, a restarted database).
 POLL_SECONDS = 5.0
+# How soon a stream that just read events reads again unasked: a session's writers notify once until its router
+# catches up (0029_wakeups_coalesced.sql), so under steady writes most commits notify nobody.
+HOT_SECONDS = 0.1
 # The reconnection delay a stopping server asks of an `EventSource` (the SSE `retry:` field).
 RECONNECT_MS = 1000
 # How often a stream asks whether its key still works (the gate caches the answer as long).
@@ -212,7 +215,7 @@ class EventStream:
                     if not await self._send(send, ": heartbeat\n\n"):
                         return False
                     last_sent = now
-                deadlines = [last_sent + HEARTBEAT_SECONDS, now + POLL_SECONDS]
+                deadlines = [last_sent + HEARTBEAT_SECONDS, now + (HOT_SECONDS if events else POLL_SECONDS)]
                 if self.holds is not None:
                     deadlines.append(checked + KEY_CHECK_SECONDS)
                 due = self.batches.due_at()

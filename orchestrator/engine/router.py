@@ -1,8 +1,11 @@
 """The router: committed events from PostgreSQL into the queues of every lane that matches them.
 
 Owns the path from the stream to the lanes. Each worker process runs one router. It wakes on PostgreSQL
-NOTIFY (one per committing session) and on a slow poll that catches anything a lost notification missed (the
-deployment's routers take turns at it, and it walks the sessions behind in order: 0030). A
+NOTIFY and on a slow poll that catches anything a lost notification missed (the deployment's routers take turns
+at it, and it walks the sessions behind in order: 0030). A session's writers notify once until a router catches
+up with it (0029_wakeups_coalesced.sql): after each round the router asks whether it has (`wake_rearm`), and a
+session it has not caught up with (events past the position, or a writer in flight) it routes again after the
+round interval, unasked. A
 routing round for a session holds that session's position row (FOR UPDATE SKIP LOCKED), so exactly one
 worker routes a session at a time and a worker that dies mid-round gives the row back with its connection.
 A round is one call (`orchestrator_route_page`, 0007_routing.sql): it reads a page of events after the
@@ -101,6 +104,8 @@ class Router:
         # Run at every poll: what else recovers a crossing a dead process left half made (a schedule's).
         self.upkeep = upkeep
         self._dirty: set[str] = set()
+        # Sessions whose writers will not notify until a round catches up: routed again after the round interval.
+        self._again: set[str] = set()
         self._wake = asyncio.Event()
         # Per session: when its last round ended, and how long its next waits after it.
         self._last_round: dict[str, tuple[float, float]] = {}
@@ -126,8 +131,12 @@ class Router:
                         listen = await self._listen()
                     await self._drain()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), timeout=self.poll_seconds)
+                        again = max(self.round_interval, ROUND_INTERVAL_SECONDS)
+                        timeout = min(self.poll_seconds, again) if self._again else self.poll_seconds
+                        await asyncio.wait_for(self._wake.wait(), timeout=timeout)
                     self._wake.clear()
+                    self._dirty.update(self._again)
+                    self._again.clear()
                     # On clocks of their own, not only when nothing woke the router: on a busy database
                     # something always does.
                     now = time.monotonic()
@@ -188,14 +197,17 @@ class Router:
             self._dirty.difference_update(batch)
 
             async def one(session_id: str) -> None:
+                # Waited out before a slot is taken: a session that must wait never holds up one that need not.
+                last, interval = self._last_round.get(session_id, (0.0, self.round_interval))
+                wait = last + interval - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 async with gate:
-                    last, interval = self._last_round.get(session_id, (0.0, self.round_interval))
-                    wait = last + interval - time.monotonic()
-                    if wait > 0:
-                        await asyncio.sleep(wait)
                     try:
                         while (read := await self.route_session(session_id)) >= ROUND_EVENTS:
                             pass
+                        if not await self.store.wake_rearm(session_id):
+                            self._again.add(session_id)
                         busy = read >= BUSY_ROUND_EVENTS and self.round_interval > 0
                         interval = (
                             max(self.round_interval, BUSY_ROUND_INTERVAL_SECONDS) if busy else self.round_interval

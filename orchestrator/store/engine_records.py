@@ -96,6 +96,11 @@ class EngineRecords(
         rows = await self.pool.fetch("SELECT orchestrator.orchestrator_sessions_behind($1, $2) AS id", every, limit)
         return [r["id"] for r in rows]
 
+    async def wake_rearm(self, session_id: str) -> bool:
+        """After a round: whether the router caught up with the session (its next write notifies again), or must
+        come back on its own (`orchestrator_wake_rearm.sql`)."""
+        return bool(await self.pool.fetchval("SELECT orchestrator.orchestrator_wake_rearm($1)", session_id))
+
     # -- outcomes --------------------------------------------------------------------------------------------
 
     async def recent_outcomes(self, session_id: str, listener: str, limit: int = 20) -> list[dict[str, Any]]:

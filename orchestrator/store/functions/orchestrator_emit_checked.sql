@@ -1,4 +1,4 @@
--- `emit_events` without its bound on one call: a captured statement's rows are as many as it changed.
+-- `emit_events` without its bound on one call.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_emit_checked(p_session text, p_events jsonb)
 RETURNS TABLE (event_id bigint)
 LANGUAGE plpgsql AS $$
@@ -33,6 +33,8 @@ BEGIN
         RAISE EXCEPTION 'events.%.type: % is not a declared event type', v_bad.i, v_bad.x -> 'type'
             USING ERRCODE = '22023';
     END IF;
+    -- A captured change earlier in the transaction comes first in the stream, as it came first in the transaction.
+    PERFORM orchestrator.orchestrator_captured_flush();
     v_lock := orchestrator.orchestrator_lock_session(p_session);
     IF v_lock = 'not_found' THEN
         RAISE EXCEPTION 'session_id: no session %', quote_literal(coalesce(p_session, 'null'))
