@@ -3,19 +3,26 @@
 Measured in one run on the Temporal dev server (SQLite in WAL mode, one task-queue partition) and an embedded
 PostgreSQL that counts its statements (`pg_stat_statements`), with the API in a process of its own and the
 writers in four more (32 keep-alive clients through the HTTP door), the worker and router in this one:
-- naive: one workflow started per event as it is written (32 at a time), each running two activities:
-  workflows/s, first start to last end;
+- naive: 32 writers, each committing its event (`write_object`, the platform's write), starting one
+  workflow of two activities for it and waiting for its end before its next event: workflows/s, runs/s
+  (first write to last run's first activity, as a listener's are counted), each event's commit to its run's
+  first activity (p50, p99), and Temporal's work per workflow (starts, workflow tasks, activities);
 - keyed (100 keys, 16 key slots, 1 s window) and serial (1 s window) bursts, whose run workflow runs two
   activities: events/s from the first write to the last batch's run starting, batches/s over the same span
   and against the naive workflows/s, the delay added beyond the window (p50, p99 over batches; a batch is due
   at its first commit plus the window, or, for events a full batch left behind, when its lane's previous run
-  started), PostgreSQL statements per batch (every statement but the API's writes, by `pg_stat_statements`),
-  nudges and history events per batch, and the engine's own CPU per batch: its process (worker and router)
+  started), each event's commit to its run's first activity (p50, p99), PostgreSQL statements per batch (every
+  statement but the API's writes, by `pg_stat_statements`), nudges and history events per batch, Temporal's
+  work per batch by kind (starts, workflow tasks, activities, local activities, timers, signals; the lanes'
+  workflows and the runs apart), and the engine's own CPU per batch: its process (worker and router)
   and PostgreSQL's work for its connections (told apart from the API's by the process at the other end of
   each backend's socket), the Temporal server and PostgreSQL's own processes less the same writes made alone
   (into a session no listener takes from), all less a run of two activities alone (16 at a time, no write,
   measured just before and just after the case). The API and PostgreSQL's work for it are the writes; how
   much more they cost beside the engine than alone is printed apart;
+- keyed against naive, with both cases: the naive design measured again after each keyed round, and each round
+  set beside the naive just before and just after it: runs/s, keyed over naive, and the p50 of each event's
+  commit to its run started, keyed less naive;
 - windows: a trickle (one write every 2.5 s) into a listener with a 1 s and then a 0.3 s window: how long after
   its window closed each batch's run started (p50, p90).
 
@@ -405,6 +412,10 @@ def summarize(label: str, engine: list[float]) -> None:
         row("  most", 1000 * figures[-1], "ms")
 
 
+def ratio_row(label: str, value: float) -> None:
+    print(f"  {label:<58} {value:>12.2f} x")
+
+
 def versus_naive(label: str, keyed: list[LanesCost], naives: list[Naive]) -> None:
     """Each keyed round beside the naive design (32 in flight) measured just before and just after it in the
     same run: runs/s (first write to last run started) and the p50 of each event's commit to its run's first
@@ -417,7 +428,15 @@ def versus_naive(label: str, keyed: list[LanesCost], naives: list[Naive]) -> Non
         p50 = percentile(cost.latencies, 50)
         row(f"round {n + 1}: naive runs/s (before, after)", naive_rate, "/s")
         row(f"round {n + 1}: keyed runs/s", cost.runs_per_second, "/s")
-        row(f"round {n + 1}:   keyed / naive", cost.runs_per_second / naive_rate, "x")
+        ratio_row(f"round {n + 1}:   keyed / naive", cost.runs_per_second / naive_rate)
+        # What each run cost the machine, every part counted (the naive's writes and starts are made in this
+        # process, the keyed's writes by the API and its connections): the ratio of runs/s on a machine each had
+        # to itself, CPU bound, whatever else ran beside this benchmark.
+        naive_cpu = statistics.mean(sum(m.cpu.values()) for m in around)
+        keyed_cpu = sum(cost.lanes.used.values()) / cost.batches
+        row(f"round {n + 1}: CPU per run, naive, all parts", 1000 * naive_cpu, "ms")
+        row(f"round {n + 1}: CPU per run, keyed, all parts", 1000 * keyed_cpu, "ms")
+        ratio_row(f"round {n + 1}:   runs per CPU second, keyed / naive", naive_cpu / keyed_cpu)
         row(f"round {n + 1}: naive commit to run started, p50", 1000 * naive_p50, "ms")
         row(f"round {n + 1}: keyed commit to run started, p50", 1000 * p50, "ms")
         row(f"round {n + 1}:   keyed less naive", 1000 * (p50 - naive_p50), "ms")
