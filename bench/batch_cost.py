@@ -3,19 +3,26 @@
 Measured in one run on the Temporal dev server (SQLite in WAL mode, one task-queue partition) and an embedded
 PostgreSQL that counts its statements (`pg_stat_statements`), with the API in a process of its own and the
 writers in four more (32 keep-alive clients through the HTTP door), the worker and router in this one:
-- naive: one workflow started per event as it is written (32 at a time), each running two activities:
-  workflows/s, first start to last end;
+- naive: 32 writers, each committing its event (`write_object`, the platform's write), starting one
+  workflow of two activities for it and waiting for its end before its next event: workflows/s, runs/s
+  (first write to last run's first activity, as a listener's are counted), each event's commit to its run's
+  first activity (p50, p99), and Temporal's work per workflow (starts, workflow tasks, activities);
 - keyed (100 keys, 16 key slots, 1 s window) and serial (1 s window) bursts, whose run workflow runs two
   activities: events/s from the first write to the last batch's run starting, batches/s over the same span
   and against the naive workflows/s, the delay added beyond the window (p50, p99 over batches; a batch is due
   at its first commit plus the window, or, for events a full batch left behind, when its lane's previous run
-  started), PostgreSQL statements per batch (every statement but the API's writes, by `pg_stat_statements`),
-  nudges and history events per batch, and the engine's own CPU per batch: its process (worker and router)
+  started), each event's commit to its run's first activity (p50, p99), PostgreSQL statements per batch (every
+  statement but the API's writes, by `pg_stat_statements`), nudges and history events per batch, Temporal's
+  work per batch by kind (starts, workflow tasks, activities, local activities, timers, signals; the lanes'
+  workflows and the runs apart), and the engine's own CPU per batch: its process (worker and router)
   and PostgreSQL's work for its connections (told apart from the API's by the process at the other end of
   each backend's socket), the Temporal server and PostgreSQL's own processes less the same writes made alone
   (into a session no listener takes from), all less a run of two activities alone (16 at a time, no write,
   measured just before and just after the case). The API and PostgreSQL's work for it are the writes; how
   much more they cost beside the engine than alone is printed apart;
+- keyed against naive, with both cases: the naive design measured again after each keyed round, and each round
+  set beside the naive just before and just after it: runs/s, keyed over naive, and the p50 of each event's
+  commit to its run started, keyed less naive;
 - windows: a trickle (one write every 2.5 s) into a listener with a 1 s and then a 0.3 s window: how long after
   its window closed each batch's run started (p50, p90).
 
@@ -31,10 +38,11 @@ import contextlib
 import statistics
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio import activity
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
@@ -75,14 +83,35 @@ async def two_activity_engine(platform: Platform, client: Client, starts: Starts
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def naive_case(bench: Any, events: int, in_flight: int, write: bool = True) -> tuple[float, dict[str, float]]:
-    """One workflow per event, started as the event is written, each running two activities; answers the
-    workflows/s and the CPU seconds per workflow. Without `write`, the workflows alone: what an application's
-    run of two activities costs, the part of a batch that is not the engine's."""
+@dataclass
+class Naive:
+    """What the naive design measured: workflows/s (first start to last end), runs/s as a listener's are
+    counted (first write to last run's first activity), each event's commit to its run's first activity, and
+    the CPU seconds per workflow by part."""
+
+    rate: float
+    runs_per_second: float
+    latencies: list[float]
+    cpu: dict[str, float]
+
+
+async def naive_case(bench: Any, events: int, in_flight: int, write: bool = True, closed: bool = False) -> Naive:
+    """One workflow per event, started as the event is written, each running two activities. `closed`: each of
+    the `in_flight` writers waits for its run's end before it takes its next event (runs in flight bounded, as
+    a listener's slots bound them; started and not awaited, runs queue up on Temporal and each waits longer
+    the longer the burst). Without `write`, the workflows alone: what an application's run of two activities
+    costs, the part of a batch that is not the engine's."""
     platform, client = bench.platform, bench.client
     task_queue = f"naive-{uuid.uuid4().hex[:8]}"
     done: list[float] = []
+    started: dict[int, float] = {}
     finished = asyncio.Event()
+
+    @activity.defn(name="bench.noop")
+    async def naive_started(n: int) -> int:
+        """The naive run's first activity: its start, as a listener's run reports its own (`Starts`)."""
+        started.setdefault(n, time.time())
+        return n
 
     @activity.defn(name="bench.naive_done")
     async def naive_done(n: int) -> int:
@@ -95,7 +124,7 @@ async def naive_case(bench: Any, events: int, in_flight: int, write: bool = True
         client,
         task_queue=task_queue,
         workflows=[BenchNaiveTwo],
-        activities=[noop, naive_done],
+        activities=[naive_started, naive_done],
         workflow_runner=sandbox_runner(),
     )
     session = (await platform.command({"command": "open_session"}))["session"]["id"]
@@ -107,7 +136,11 @@ async def naive_case(bench: Any, events: int, in_flight: int, write: bool = True
                 await platform.command(
                     {"command": "write_object", "session_id": session, "alias": f"naive/{n}", "value": {"type": "b"}}
                 )
-            await client.start_workflow(BenchNaiveTwo.run, n, id=f"naive-{task_queue}-{n}", task_queue=task_queue)
+            handle = await client.start_workflow(
+                BenchNaiveTwo.run, n, id=f"naive-{task_queue}-{n}", task_queue=task_queue
+            )
+            if closed:
+                await handle.result()
 
     meter = CpuMeter(bench.server_pid, bench.postgres_pid)
     async with worker:
@@ -117,13 +150,53 @@ async def naive_case(bench: Any, events: int, in_flight: int, write: bool = True
         await asyncio.wait_for(finished.wait(), 600)
         cpu = meter.stop()
     rate = events / (max(done) - began)
+    runs_per_second = events / (max(started.values()) - began)
+    latencies: list[float] = []
+    if write:
+        written = await platform.store.list_events(session, limit=events + 10, types=["object.written"])
+        commits = {int((e.alias or "").rsplit("/", 1)[-1]): e.created_at.timestamp() for e in written}
+        latencies = [started[n] - commits[n] for n in started if n in commits]
     label = "one per event" if write else "with no write (a run alone)"
-    print(f"naive: {events:,} workflows, {label}, two activities each, {in_flight} started at a time")
+    at_a_time = f"{in_flight} in flight" if closed else f"{in_flight} started at a time"
+    print(f"naive: {events:,} workflows, {label}, two activities each, {at_a_time}")
     row("workflows/s, first start to last end", rate, "/s")
+    row("runs/s, first write to last run started", runs_per_second, "/s")
+    if latencies:
+        row("commit to its run started, p50 (per event)", 1000 * percentile(latencies, 50), "ms")
+        row("commit to its run started, p99 (per event)", 1000 * percentile(latencies, 99), "ms")
+        sample = min(events, 100)
+        for (_, kind), count in sorted((await temporal_actions(client, task_queue, sample)).items()):
+            row(f"Temporal per workflow: {kind}", count / sample, "/run")
     row("CPU per workflow, all parts", 1000 * sum(cpu.values()) / events, "ms")
     for part, seconds in cpu.items():
         row(f"  {part}", 1000 * seconds / events, "ms")
-    return rate, {part: seconds / events for part, seconds in cpu.items()}
+    return Naive(rate, runs_per_second, latencies, {part: seconds / events for part, seconds in cpu.items()})
+
+
+# History events that Temporal Cloud bills as actions, or that a worker spends a task on, by what they are.
+ACTION_EVENTS = {
+    "WORKFLOW_EXECUTION_STARTED": "workflow starts",
+    "WORKFLOW_TASK_COMPLETED": "workflow tasks",
+    "ACTIVITY_TASK_SCHEDULED": "activities",
+    "MARKER_RECORDED": "local activities (markers)",
+    "TIMER_STARTED": "timers",
+    "WORKFLOW_EXECUTION_SIGNALED": "signals",
+}
+
+
+async def temporal_actions(client: Client, task_queue: str, limit: int | None = None) -> dict[tuple[str, str], int]:
+    """Per (lane or run, kind): how many of each history event that costs an action or a workflow task, over
+    every workflow on the task queue (each history read whole), or the first `limit`."""
+    counts: dict[tuple[str, str], int] = {}
+    async for execution in client.list_workflows(f"TaskQueue = '{task_queue}'", limit=limit):
+        whose = "lane" if execution.workflow_type == "OrchestratorLane" else "run"
+        handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        async for event in handle.fetch_history_events():
+            name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+            if name in ACTION_EVENTS:
+                key = (whose, ACTION_EVENTS[name])
+                counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def listener(name: str, **more: Any) -> dict[str, Any]:
@@ -172,6 +245,9 @@ class LanesCost:
     lanes: CpuMeter
     writes: CpuMeter
     batches: int
+    runs_per_second: float = 0.0
+    # Each event's commit to its batch's run's first activity.
+    latencies: list[float] = field(default_factory=list)
 
 
 def engine_parts(cost: LanesCost, run_alone: dict[str, float]) -> dict[str, float]:
@@ -248,6 +324,7 @@ async def lanes_case(
     commits = {e.id: e.created_at.timestamp() for e in written}
     lanes = {e.id: (e.alias or "_") if keys > 1 else "_" for e in written}
     added = added_delays(starts.runs, commits, lanes, float(body["batch"]["window_seconds"]))
+    latencies = [t - commits[i] for t, ids in starts.runs for i in ids if i in commits]
     batches = len(starts.runs)
     last = max(t for t, _ in starts.runs)
     statements, top = engine_statements(before, after)
@@ -263,6 +340,8 @@ async def lanes_case(
         row("  times the naive design's workflows/s", batches / (last - began) / naive, "x")
     row("added delay beyond the window, p50 (per batch)", 1000 * percentile(added, 50), "ms")
     row("added delay beyond the window, p99 (per batch)", 1000 * percentile(added, 99), "ms")
+    row("commit to its run started, p50 (per event)", 1000 * percentile(latencies, 50), "ms")
+    row("commit to its run started, p99 (per event)", 1000 * percentile(latencies, 99), "ms")
     row("PostgreSQL statements per batch (the API's writes left out)", statements / batches, "statements")
     row("nudges (signals) per batch", signals / batches, "signals")
     engine_cpu = {part: seconds for part, seconds in cpu.items() if part != "API"}
@@ -279,6 +358,9 @@ async def lanes_case(
         row(f"    PostgreSQL, {whom}", 1000 * seconds / batches, "ms")
     row("workflow executions per batch", executions / batches, "runs")
     row("history events per batch, all workflows", history / batches, "events")
+    print("  Temporal per batch, the lanes' workflows and the runs apart:")
+    for (whose, kind), count in sorted((await temporal_actions(client, platform.settings.task_queue)).items()):
+        row(f"  {whose}s: {kind}", count / batches, "/batch")
     async with platform.store.transaction() as conn:
         held = await conn.fetch(
             "SELECT extract(epoch FROM released_at - created_at)::float8 AS held FROM orchestrator.batches"
@@ -290,7 +372,7 @@ async def lanes_case(
     print("  the engine's most frequent statements (calls and wall-time milliseconds per batch):")
     for calls, ms, query in top:
         print(f"    {calls / batches:>6.2f}/batch {ms / batches:>7.2f} ms  {' '.join(query.split())[:90]}")
-    return LanesCost(meter, writes, batches)
+    return LanesCost(meter, writes, batches, batches / (last - began), latencies)
 
 
 async def windows_case(bench: Any, window: float, writes: int = 16, every: float = 2.5) -> None:
@@ -330,35 +412,74 @@ def summarize(label: str, engine: list[float]) -> None:
         row("  most", 1000 * figures[-1], "ms")
 
 
+def ratio_row(label: str, value: float) -> None:
+    print(f"  {label:<58} {value:>12.2f} x")
+
+
+def versus_naive(label: str, keyed: list[LanesCost], naives: list[Naive]) -> None:
+    """Each keyed round beside the naive design (32 in flight) measured just before and just after it in the
+    same run: runs/s (first write to last run started) and the p50 of each event's commit to its run's first
+    activity, the naive's the mean of the two."""
+    print(f"{label} against the naive design, 32 in flight, measured before and after each round")
+    for n, cost in enumerate(keyed):
+        around = naives[n : n + 2]
+        naive_rate = statistics.mean(m.runs_per_second for m in around)
+        naive_p50 = statistics.mean(percentile(m.latencies, 50) for m in around)
+        p50 = percentile(cost.latencies, 50)
+        row(f"round {n + 1}: naive runs/s (before, after)", naive_rate, "/s")
+        row(f"round {n + 1}: keyed runs/s", cost.runs_per_second, "/s")
+        ratio_row(f"round {n + 1}:   keyed / naive", cost.runs_per_second / naive_rate)
+        # What each run cost the machine, every part counted (the naive's writes and starts are made in this
+        # process, the keyed's writes by the API and its connections): the ratio of runs/s on a machine each had
+        # to itself, CPU bound, whatever else ran beside this benchmark.
+        naive_cpu = statistics.mean(sum(m.cpu.values()) for m in around)
+        keyed_cpu = sum(cost.lanes.used.values()) / cost.batches
+        row(f"round {n + 1}: CPU per run, naive, all parts", 1000 * naive_cpu, "ms")
+        row(f"round {n + 1}: CPU per run, keyed, all parts", 1000 * keyed_cpu, "ms")
+        ratio_row(f"round {n + 1}:   runs per CPU second, keyed / naive", naive_cpu / keyed_cpu)
+        row(f"round {n + 1}: naive commit to run started, p50", 1000 * naive_p50, "ms")
+        row(f"round {n + 1}: keyed commit to run started, p50", 1000 * p50, "ms")
+        row(f"round {n + 1}:   keyed less naive", 1000 * (p50 - naive_p50), "ms")
+
+
 async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1) -> None:
     async with bench_platform(statements=True) as bench:
         print(f"batch cost: dev server + embedded PostgreSQL, writers through the HTTP door ({bench.api})")
-        naive = None
+        naives: list[Naive] = []
         if "naive" in cases:
-            # 4 at a time, as the earlier benchmarks (bench.burst) measured it, and 32 at a time.
-            await naive_case(bench, naive_events, 4)
-            naive, _ = await naive_case(bench, naive_events, WRITERS)
+            # 32 writers, each starting its event's run and waiting for its end before its next event.
+            naives.append(await naive_case(bench, naive_events, WRITERS, closed=True))
+        naive = naives[0].rate if naives else None
 
         async def run_alone() -> dict[str, float]:
             await asyncio.sleep(3)  # the Temporal server's tail of what ran before
-            _, cpu = await naive_case(bench, naive_events // 2, 16, write=False)
-            return cpu
+            return (await naive_case(bench, naive_events // 2, 16, write=False)).cpu
 
-        async def lanes_round(label: str, body: dict[str, Any], keys: int) -> float:
+        async def lanes_round(label: str, body: dict[str, Any], keys: int) -> tuple[float, LanesCost]:
             # What the application's run costs, 16 at a time (a keyed listener's slots): not the engine's part.
             # Measured each round just before the case and just after it: the machine's load moves both.
             before = await run_alone()
             cost = await lanes_case(bench, label, body, events, keys, naive)
             after = await run_alone()
-            return print_engine(cost, {part: (before[part] + after[part]) / 2 for part in before})
+            return print_engine(cost, {part: (before[part] + after[part]) / 2 for part in before}), cost
 
         if "keyed" in cases:
             keyed = listener("cost_keyed", concurrency={"mode": "keyed", "key": "alias", "max_parallel": 16})
             label = "keyed (100 keys, 16 slots, 1 s window)"
-            summarize(label, [await lanes_round(label, keyed, 100) for _ in range(rounds)])
+            measured = []
+            for _ in range(rounds):
+                measured.append(await lanes_round(label, keyed, 100))
+                if naives:
+                    # The naive design again after each round: a round is set beside the naive measured just
+                    # before and just after it, the machine's load moving between them.
+                    await asyncio.sleep(3)
+                    naives.append(await naive_case(bench, naive_events, WRITERS, closed=True))
+            summarize(label, [engine for engine, _ in measured])
+            if naives:
+                versus_naive(label, [cost for _, cost in measured], naives)
         if "serial" in cases:
             label = "serial (1 s window)"
-            summarize(label, [await lanes_round(label, listener("cost_serial"), 1) for _ in range(rounds)])
+            summarize(label, [(await lanes_round(label, listener("cost_serial"), 1))[0] for _ in range(rounds)])
         if "windows" in cases:
             for window in (1.0, 0.3):
                 await windows_case(bench, window)
