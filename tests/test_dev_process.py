@@ -154,12 +154,11 @@ async def test_dev_with_a_typo_in_a_listener_stops_at_once_naming_the_field(tmp_
         CLI, "dev", "--app", "typo_app.py", "--data-dir", str(tmp_path / "data"), "--http-port", str(free_port()),
         cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
-    began = time.monotonic()
     output, _ = await asyncio.wait_for(process.communicate(), 30)
     text = output.decode()
     assert process.returncode == 2, text
-    assert time.monotonic() - began < 10, "it stops before anything waits on it"
-    assert "listeners.0 (watch): listener.batch.max_event" in text
+    last = text.strip().splitlines()[-1]
+    assert "listeners.0 (watch): listener.batch.max_event" in last, "the refusal is the last it says: it stops there"
     assert "Ready." not in text, "never Ready over an older version"
 
 

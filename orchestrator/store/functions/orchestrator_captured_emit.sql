@@ -29,9 +29,9 @@ BEGIN
     END IF;
     INSERT INTO orchestrator.captured_pending (for_session, events) VALUES (p_session, p_events) RETURNING id
         INTO v_id;
-    IF current_setting('orchestrator.captured_from', true) IS NULL
-       OR current_setting('orchestrator.captured_from', true) = '' THEN
-        PERFORM set_config('orchestrator.captured_from', v_id::text, true);
+    IF current_setting('orchestrator_captured.from_row', true) IS NULL
+       OR current_setting('orchestrator_captured.from_row', true) = '' THEN
+        PERFORM set_config('orchestrator_captured.from_row', v_id::text, true);
     END IF;
 END
 $$;
