@@ -109,7 +109,7 @@ async def replay(temporal: Client, upgrade_start: float, upgrade_end: float, lim
 async def keep_fixtures(temporal: Client, before: float, lanes: int = 8, runs: int = 4) -> list[Path]:
     """Write histories of lanes and runs that ended before the upgrade began (the earlier release's alone) into
     `tests/replay/histories/previous-*.json`, replacing those of an earlier recording; lanes that continued as
-    new first, as those carry a lane's whole hand-over."""
+    new first, as those carry a lane's whole hand-over, then lanes begun before the upgrade and ended after."""
     for old in FIXTURES.glob("previous-*.json"):
         old.unlink()
     ended = f"CloseTime <= '{_stamp(before)}'"
@@ -117,6 +117,10 @@ async def keep_fixtures(temporal: Client, before: float, lanes: int = 8, runs: i
         await _executions(temporal, LANE, ended, 50 * lanes),
         key=lambda e: e.status != WorkflowExecutionStatus.CONTINUED_AS_NEW,
     )[:lanes]
+    if len(chosen) < lanes:
+        # Too few lanes ended before it: lanes the earlier release began and this one ended fill the rest.
+        began = await _executions(temporal, LANE, f"StartTime <= '{_stamp(before)}'", 50 * lanes)
+        chosen += [e for e in began if e.close_time is not None and e not in chosen][: lanes - len(chosen)]
     chosen += await _executions(temporal, RUN, ended, runs)
     written = []
     for n, execution in enumerate(chosen):
