@@ -123,9 +123,11 @@ async def keep_fixtures(temporal: Client, before: float, lanes: int = 8, runs: i
         chosen += [e for e in began if e.close_time is not None and e not in chosen][: lanes - len(chosen)]
     chosen += await _executions(temporal, RUN, ended, runs)
     written = []
-    for n, execution in enumerate(chosen):
+    numbered: dict[str, int] = {}
+    for execution in chosen:
         history = await temporal.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
-        path = FIXTURES / f"previous-{execution.workflow_type}-{n + 1:02d}.json"
+        n = numbered[execution.workflow_type] = numbered.get(execution.workflow_type, 0) + 1
+        path = FIXTURES / f"previous-{execution.workflow_type}-{n:02d}.json"
         path.write_text(history.to_json())
         written.append(path)
     return written

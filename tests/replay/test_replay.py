@@ -40,6 +40,12 @@ def test_the_recorded_histories_cover_lanes_continuing_as_new_and_failing_runs()
     assert any("WorkflowExecutionFailed" in t or "WORKFLOW_EXECUTION_FAILED" in t for t in texts)
 
 
+def test_the_recorded_histories_include_lanes_and_runs_the_previous_release_ran() -> None:
+    names = [p.name for p in HISTORIES.glob("previous-*.json")]
+    assert any(n.startswith("previous-OrchestratorLane") for n in names), names
+    assert any(n.startswith("previous-mix_run") for n in names), names
+
+
 async def test_every_recorded_history_replays_on_todays_code() -> None:
     replayer = Replayer(
         workflows=[*PLATFORM_WORKFLOWS, *missions.workflows, *mix_app.workflows],
