@@ -109,14 +109,16 @@ def report(
         v for k, v in used.items() if k.startswith(("api-", "worker-")) or k in ("Temporal server", "PostgreSQL")
     )
     peaks = peak_cores(samples, meter.interval)
+    during = cpu_used(between(meter.samples, began, load_end))
     print()
-    print(f"CPU, from the first write until every event was in a run, per acknowledged event ({events:,})")
-    print(f"  {'part':<32} {'CPU s':>9} {'us/event':>9} {'cores':>7} {'peak':>6} {'at s':>6}")
+    print(f"CPU, from the first write until every event was in a run, per acknowledged event ({events:,});")
+    print("cores: on average over that span, and over the load alone; peak: its busiest interval")
+    print(f"  {'part':<32} {'CPU s':>9} {'us/event':>9} {'cores':>7} {'load':>6} {'peak':>6} {'at s':>6}")
     for name, seconds in sorted(used.items(), key=lambda kv: -kv[1]):
         peak, at = peaks.get(name, (float("nan"), 0.0))
         print(
             f"  {name:<32} {seconds:>9.1f} {seconds / max(events, 1) * 1e6:>9.1f} {seconds / span:>7.2f}"
-            f" {peak:>6.2f} {at:>6.0f}"
+            f" {during.get(name, 0.0) / load:>6.2f} {peak:>6.2f} {at:>6.0f}"
         )
     print(
         f"  {'the platform (APIs, workers, Temporal, PostgreSQL)':<32} {platform:>9.1f}"

@@ -133,13 +133,17 @@ def _types() -> tuple[list[str], list[str]]:
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-async def caught_up(database_url: str) -> tuple[int, int]:
-    """Matching events that reached no run yet, and runs not ended: both 0 once the platform has caught up."""
+async def caught_up(database_url: str) -> bool:
+    """Whether every matching event has reached a run and every run has ended. The whole count (seconds of
+    PostgreSQL's CPU once the runs are many) is taken only once no lane holds a waiting event and no run is
+    open, so waiting for the platform does not load the database it measures."""
     conn = await asyncpg.connect(database_url, timeout=10)
     try:
-        missing = int(await conn.fetchval(MISSING_COUNT_SQL, *_types()))
-        open_runs = int(await conn.fetchval("SELECT count(*) FROM public.mix_runs WHERE ended_at IS NULL"))
-        return missing, open_runs
+        busy = await conn.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM orchestrator.lane_events)"
+            " OR EXISTS (SELECT 1 FROM public.mix_runs WHERE ended_at IS NULL)"
+        )
+        return not busy and int(await conn.fetchval(MISSING_COUNT_SQL, *_types())) == 0
     finally:
         await conn.close()
 

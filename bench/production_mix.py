@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import asyncpg
 import httpx
 
 from bench.burst import process_pool, shut_writers
@@ -82,8 +83,9 @@ async def settle(database_url: str, within: float) -> float:
     """Wait until every matching event has reached a run and every run has ended; answers when (or gives up)."""
     deadline = time.time() + within
     while time.time() < deadline:
-        with contextlib.suppress(OSError, TimeoutError, Exception):
-            if await caught_up(database_url) == (0, 0):
+        # A database still starting after the last fault answers an error: asked again 5 s later.
+        with contextlib.suppress(OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            if await caught_up(database_url):
                 break
         await asyncio.sleep(5)
     return time.time()
