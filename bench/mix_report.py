@@ -57,8 +57,6 @@ def report(
     settled: float,
     upgrade_span: tuple[float, float],
     upgrade_from: str | None,
-    replayed: Replayed | None,
-    fixtures: list[Path] | None,
 ) -> bool:
     offered = {k: sum(a.offered[k] for a in acks) for k in KINDS}
     acked = {
@@ -175,15 +173,19 @@ def report(
     print(f"  serial or keyed runs that overlapped another of their lane: {verdict.overlaps}")
     print(f"  most keyed runs at once in a session: {verdict.keyed_peak} (slots: {KEY_SLOTS})")
     sound = verdict.sound and verdict.queued == 0
-    if replayed is not None:
-        print(
-            f"  replayed on this code: {replayed.lanes} lanes open during the upgrade, {replayed.runs} runs around"
-            f" it; nondeterministic: {len(replayed.failures)}"
-        )
-        for run_id, failure in list(replayed.failures.items())[:5]:
-            print(f"    {run_id}: {failure[:300]}")
-        sound = sound and not replayed.failures
+    print(f"  {'OK' if sound else 'FAILED'}", flush=True)
+    return sound
+
+
+def upgrade_report(upgrade_from: str, replayed: Replayed, fixtures: list[Path] | None) -> bool:
+    """The upgrade's own lines, printed once its histories are replayed; answers whether none was nondeterministic."""
+    print(
+        f"  replayed on this code: {replayed.lanes} lanes open during the upgrade, {replayed.runs} runs around"
+        f" it; nondeterministic: {len(replayed.failures)}"
+    )
+    for run_id, failure in list(replayed.failures.items())[:5]:
+        print(f"    {run_id}: {failure[:300]}")
     if fixtures is not None:
         print(f"  kept {len(fixtures)} histories of {upgrade_from} in tests/replay/histories (previous-*.json)")
-    print(f"  {'OK' if sound else 'FAILED'}")
-    return sound
+    print(f"  {'OK' if not replayed.failures else 'FAILED'}")
+    return not replayed.failures

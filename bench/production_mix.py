@@ -46,7 +46,7 @@ from bench.burst import process_pool, shut_writers
 from bench.common import LOAD_PIDS
 from bench.mix_load import Acks, Plan, write_mix
 from bench.mix_meter import Meter
-from bench.mix_report import report
+from bench.mix_report import report, upgrade_report
 from bench.mix_upgrade import commit_of, keep_fixtures, previous_checkout, remove_checkout, replay
 from bench.mix_verdict import caught_up, judge
 from bench.mix_world import REPO, Part, World, make_parts, part_env
@@ -172,13 +172,7 @@ async def mix(args: argparse.Namespace) -> bool:
             acked_events = [i for a in acks for kind in a.events.values() for i in kind]
             acked_rows = [i for a in acks for i in a.rows]
             verdict = await judge(postgres.url, acked_events, acked_rows)
-            replayed = fixtures = None
-            if previous is not None:
-                client = await connect_temporal(temporal.address, temporal.server.namespace)
-                replayed = await replay(client, *upgrade_span, limit=args.replay_max)
-                if args.record_fixtures:
-                    fixtures = await keep_fixtures(client, upgrade_span[0])
-            return report(
+            sound = report(
                 args=args,
                 argv=sys.argv[1:],
                 world=world,
@@ -190,9 +184,13 @@ async def mix(args: argparse.Namespace) -> bool:
                 settled=settled,
                 upgrade_span=upgrade_span,
                 upgrade_from=commit_of(args.upgrade_from) if args.upgrade_from else None,
-                replayed=replayed,
-                fixtures=fixtures,
             )
+            if previous is not None:
+                client = await connect_temporal(temporal.address, temporal.server.namespace)
+                replayed = await replay(client, *upgrade_span, limit=args.replay_max)
+                fixtures = await keep_fixtures(client, upgrade_span[0]) if args.record_fixtures else None
+                sound = upgrade_report(commit_of(args.upgrade_from), replayed, fixtures) and sound
+            return sound
         finally:
             for keeper in keepers:
                 keeper.cancel()
