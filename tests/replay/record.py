@@ -4,14 +4,15 @@ keyed lanes waiting for a key slot, an idle lane ending and starting again, writ
 
 Run it whenever a workflow's code changes in a way replay must survive (a `workflow.patched` branch), and
 commit the new files: `python -m tests.replay.record` writes `tests/replay/histories/*.json`, one file per
-workflow run, replacing the folder's contents. See docs/things-that-bite.md.
+workflow run, replacing the folder's own recordings; the histories of the earlier release that `python -m
+bench.production_mix --upgrade-from COMMIT --record-fixtures` keeps there (`previous-*.json`) stay. See
+docs/things-that-bite.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -111,8 +112,11 @@ async def record() -> None:
 
 
 async def save(temporal: Client) -> None:
-    shutil.rmtree(HERE, ignore_errors=True)
-    HERE.mkdir(parents=True)
+    # The earlier release's histories (`previous-*.json`, kept by `bench.production_mix --record-fixtures`) stay.
+    HERE.mkdir(parents=True, exist_ok=True)
+    for old in HERE.glob("*.json"):
+        if not old.name.startswith("previous-"):
+            old.unlink()
     kept: dict[str, int] = {}
     async for execution in temporal.list_workflows():
         kind = execution.workflow_type

@@ -2,7 +2,8 @@
 
 The histories (`histories/*.json`) were recorded from dev-server runs of the example app by
 `python -m tests.replay.record`; see that module for the workload and docs/things-that-bite.md for when
-to record again.
+to record again. Those named `previous-*` were written by the earlier release's workers in the production mix's
+upgrade (`python -m bench.production_mix --upgrade-from COMMIT --record-fixtures`): lanes and runs of its app.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from bench import mix_app
 from examples.missions import app as missions
 from orchestrator.engine.wiring import PLATFORM_WORKFLOWS
 from orchestrator.engine.worker import sandbox_runner
@@ -38,9 +40,15 @@ def test_the_recorded_histories_cover_lanes_continuing_as_new_and_failing_runs()
     assert any("WorkflowExecutionFailed" in t or "WORKFLOW_EXECUTION_FAILED" in t for t in texts)
 
 
+def test_the_recorded_histories_include_lanes_and_runs_the_previous_release_ran() -> None:
+    names = [p.name for p in HISTORIES.glob("previous-*.json")]
+    assert any(n.startswith("previous-OrchestratorLane") for n in names), names
+    assert any(n.startswith("previous-mix_run") for n in names), names
+
+
 async def test_every_recorded_history_replays_on_todays_code() -> None:
     replayer = Replayer(
-        workflows=[*PLATFORM_WORKFLOWS, *missions.workflows],
+        workflows=[*PLATFORM_WORKFLOWS, *missions.workflows, *mix_app.workflows],
         interceptors=[RunEndInterceptor()],
         data_converter=pydantic_data_converter,
         workflow_runner=sandbox_runner(),
