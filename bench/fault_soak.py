@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -96,6 +97,27 @@ class Supervised:
             await asyncio.sleep(0.2)
 
 
+async def strike(
+    kind: str, down: float, parts: Sequence[Supervised], postgres: RestartablePostgres, temporal: DevServer
+) -> None:
+    """One fault of `kind`: the processes `parts` killed (SIGKILL) and held down, PostgreSQL and Temporal crashed
+    when `kind` names them (or `everything`), all of it started again `down` seconds later."""
+    for part in parts:
+        part.held = True
+        part.kill()
+    if kind in ("postgres", "everything"):
+        postgres.crash()
+    if kind in ("temporal", "everything"):
+        await temporal.kill()
+    await asyncio.sleep(down)
+    if kind in ("postgres", "everything"):
+        await postgres.start_again()
+    if kind in ("temporal", "everything"):
+        await temporal.start_again()
+    for part in parts:
+        part.held = False
+
+
 @dataclass
 class World:
     folder: Path
@@ -108,26 +130,13 @@ class World:
     attempts: int = 0
 
     async def fault(self, kind: str, down: float) -> None:
-        parts: list[Supervised] = {
+        parts = {
             "api": [self.api],
             "worker": [self.workers[0]],
             "workers": self.workers,
             "everything": [self.api, *self.workers],
         }.get(kind, [])
-        for part in parts:
-            part.held = True
-            part.kill()
-        if kind in ("postgres", "everything"):
-            self.postgres.crash()
-        if kind in ("temporal", "everything"):
-            await self.temporal.kill()
-        await asyncio.sleep(down)
-        if kind in ("postgres", "everything"):
-            await self.postgres.start_again()
-        if kind in ("temporal", "everything"):
-            await self.temporal.start_again()
-        for part in parts:
-            part.held = False
+        await strike(kind, down, parts, self.postgres, self.temporal)
 
     async def write(self, http: httpx.AsyncClient, session: str, n: int) -> None:
         """One write, retried (to the same alias) until it is acknowledged."""

@@ -21,27 +21,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.fault_soak import KINDS, Supervised, strike
 from tests.crash.conftest import DevServer, RestartablePostgres
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent / "orchestrator")
-FAULT_KINDS = ("postgres", "api", "worker", "workers", "temporal", "everything")
 READY_SECONDS = 120.0
 STOP_SECONDS = 30.0
 
 
 @dataclass
-class Part:
+class Part(Supervised):
     """An API or a worker, kept running from the checkout it is pointed at."""
 
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    checkout: Path
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-    held: bool = False
-    starts: int = 0
+    checkout: Path = REPO
     pids: list[int] = field(default_factory=list)
     _log_from: int = 0
 
@@ -61,21 +54,12 @@ class Part:
         self.starts += 1
         self.pids.append(self.process.pid)
 
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def ready(self) -> bool:
         if not self.alive():
             return False
         with self.log_path.open("rb") as log:
             log.seek(self._log_from)
             return b"Ready." in log.read()
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
 
     async def stop(self) -> None:
         """An orderly stop (SIGTERM), SIGKILL past `STOP_SECONDS`."""
@@ -87,12 +71,6 @@ class Part:
             await asyncio.wait_for(asyncio.to_thread(self.process.wait), STOP_SECONDS)
         except TimeoutError:
             self.kill()
-
-    async def keep(self) -> None:
-        while True:
-            if not self.held and not self.alive():
-                self.start()
-            await asyncio.sleep(0.2)
 
     async def wait_ready(self) -> None:
         deadline = time.monotonic() + READY_SECONDS
@@ -117,26 +95,13 @@ class World:
 
     async def fault(self, rng: random.Random, kind: str, down: float) -> None:
         """One fault of `bench.fault_soak`'s kinds: what it names killed (SIGKILL), down for `down` seconds."""
-        parts: list[Part] = {
+        parts = {
             "api": [rng.choice(self.apis)],
             "worker": [rng.choice(self.workers)],
             "workers": self.workers,
             "everything": self.parts,
         }.get(kind, [])
-        for part in parts:
-            part.held = True
-            part.kill()
-        if kind in ("postgres", "everything"):
-            self.postgres.crash()
-        if kind in ("temporal", "everything"):
-            await self.temporal.kill()
-        await asyncio.sleep(down)
-        if kind in ("postgres", "everything"):
-            await self.postgres.start_again()
-        if kind in ("temporal", "everything"):
-            await self.temporal.start_again()
-        for part in parts:
-            part.held = False
+        await strike(kind, down, parts, self.postgres, self.temporal)
 
     async def random_faults(self, rng: random.Random, gap: tuple[float, float], until: float) -> None:
         """Faults at random gaps until the wall-clock time `until`, each down 0.5 to 8 s (the soak's)."""
@@ -144,7 +109,7 @@ class World:
             await asyncio.sleep(rng.uniform(*gap))
             if time.time() >= until:
                 return
-            kind, down = rng.choice(FAULT_KINDS), rng.uniform(0.5, 8)
+            kind, down = rng.choice(KINDS), rng.uniform(0.5, 8)
             self.faults.append(f"{kind} {down:.1f}s")
             await self.fault(rng, kind, down)
 
@@ -185,14 +150,18 @@ def make_parts(
             f"api-{n + 1}",
             [CLI, "api"],
             {**env, "ORCHESTRATOR_HTTP_PORT": str(ports[n])},
-            checkout,
             folder / f"api-{n + 1}.log",
+            checkout=checkout,
         )
         for n in range(apis)
     ]
     worker_parts = [
         Part(
-            f"worker-{n + 1}", [CLI, "worker", "--app", "bench.mix_app"], env, checkout, folder / f"worker-{n + 1}.log"
+            f"worker-{n + 1}",
+            [CLI, "worker", "--app", "bench.mix_app"],
+            env,
+            folder / f"worker-{n + 1}.log",
+            checkout=checkout,
         )
         for n in range(workers)
     ]
