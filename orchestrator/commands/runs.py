@@ -491,7 +491,7 @@ async def list_executions(platform: CommandContext, req: ListExecutions) -> dict
 async def start_execution(platform: CommandContext, req: StartExecution) -> dict[str, Any]:
     """Start a registered workflow in a session; its start and end are events like a listener's runs. A workflow
     no worker has registered lately is refused (`not_found`)."""
-    from orchestrator.lanes.executions import TemporalRuns, start_run
+    from orchestrator.lanes.executions import TemporalRuns, run_queues, start_run
     from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 
     session = await platform.store.get_session(req.session_id)
@@ -501,7 +501,7 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
         raise CommandError("internal_error", "start_execution needs Temporal, and this door has none")
     settings = platform.settings
     # A queue the request names is another worker's, of any language: what it registers is not known here.
-    elsewhere = req.task_queue if req.task_queue not in (None, settings.task_queue) else None
+    elsewhere, home = run_queues(req.task_queue, settings.task_queue)
     registered = await platform.store.registered_workflows(FRESH_SECONDS)
     if elsewhere is None and req.workflow not in registered:
         # Started, it would wait for a worker that never comes, holding one of the session's runs for good.
@@ -521,14 +521,14 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
         batch=BatchInfo(first_id=0, last_id=0, count=0, retry=0, lane="", event_ids=[], messages=[], events=[]),
         input=req.input,
         execution_id=execution_id,
-        platform_task_queue=settings.task_queue if elsewhere is not None else None,
+        platform_task_queue=home,
     )
     tag = RunTag(
         execution_id=execution_id,
         session_id=req.session_id,
         workflow=req.workflow,
         task_queue=elsewhere,
-        platform_task_queue=settings.task_queue if elsewhere is not None else None,
+        platform_task_queue=home,
     )
     await start_run(TemporalRuns(platform.temporal, settings), platform.store, tag, run_input)
     return {"execution": {"id": execution_id, "workflow": req.workflow}}

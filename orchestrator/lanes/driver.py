@@ -53,7 +53,7 @@ from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, s
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, needs_envelopes, needs_messages, render
 from orchestrator.crossings import crossing
-from orchestrator.lanes.executions import RunStarter, run_priority
+from orchestrator.lanes.executions import RunStarter, run_priority, run_queues
 from orchestrator.store.connection import DATABASE_AWAY
 from orchestrator.store.lane_store import CancelWatch, Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
@@ -490,8 +490,7 @@ class LaneDriver:
         # Fewer entries than events consumed (`distinct_by`, events the listener no longer takes): say which.
         superseded = len(take.consumed) - len(take.entries)
         # A run on a queue its action names learns the platform's, where its session calls and its end go.
-        elsewhere = plan.task_queue if plan.task_queue not in (None, self.settings.task_queue) else None
-        home = self.settings.task_queue if elsewhere is not None else None
+        elsewhere, home = run_queues(plan.task_queue, self.settings.task_queue)
         run_input = RunInput(
             session_id=address.session_id,
             listener=address.listener,

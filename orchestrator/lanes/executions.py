@@ -73,6 +73,13 @@ class ExecutionRecords(Protocol):
         ...
 
 
+def run_queues(named: str | None, platform_queue: str) -> tuple[str | None, str | None]:
+    """Where a run starts and where its session calls and its end go: `(elsewhere, home)`, both None for a run on
+    the platform's own queue; for one on a queue its action or request names, that queue and the platform's."""
+    elsewhere = named if named not in (None, platform_queue) else None
+    return elsewhere, platform_queue if elsewhere is not None else None
+
+
 async def start_run(
     runs: RunStarter,
     records: ExecutionRecords,
