@@ -1,6 +1,7 @@
 -- A captured table's changed rows, a statement at a time (its transition tables): `<prefix>.created`, `.updated`
 -- (with the columns whose value `changed` and those now null, `removed`) or `.deleted`, with `{_id, doc}`, the
--- columns left out not in it; one `emit_events` per session the rows name, sessions in order (two statements never
+-- columns left out not in it; one `orchestrator_captured_emit` per session the rows name (appended at the
+-- commit), sessions in order (two statements never
 -- wait on each other's sessions crosswise). An update that changes nothing but columns left out is no event. A
 -- row whose session column is null, or names no open session, fails the statement: its event would be lost.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_captured() RETURNS trigger

@@ -29,8 +29,7 @@ BEGIN
     END IF;
     INSERT INTO orchestrator.captured_pending (for_session, events) VALUES (p_session, p_events) RETURNING id
         INTO v_id;
-    IF current_setting('orchestrator_captured.from_row', true) IS NULL
-       OR current_setting('orchestrator_captured.from_row', true) = '' THEN
+    IF nullif(current_setting('orchestrator_captured.from_row', true), '') IS NULL THEN
         PERFORM set_config('orchestrator_captured.from_row', v_id::text, true);
     END IF;
 END
