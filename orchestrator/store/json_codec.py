@@ -9,6 +9,7 @@ keeps what `json.loads` keeps (an integer of any width as an int, key order); a 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -16,9 +17,9 @@ import msgspec
 _DECODER = msgspec.json.Decoder()
 
 
-def loads(text: str) -> Any:
-    """`json.loads(text)`, faster."""
+def loads(text: str | bytes, parse_constant: Callable[[str], Any] | None = None) -> Any:
+    """`json.loads(text, parse_constant=...)`, faster: `json.loads` reads only what msgspec refuses."""
     try:
         return _DECODER.decode(text)
     except msgspec.DecodeError:
-        return json.loads(text)
+        return json.loads(text, parse_constant=parse_constant)
