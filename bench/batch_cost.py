@@ -46,12 +46,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench.burst import Starts, added_delays, bench_platform, history_events, noop, write_through_http
+from bench.burst import Starts, added_delays, app_engine, bench_platform, history_events, noop, write_through_http
 from bench.common import CpuMeter, percentile, row, statement_counts
 from bench.workflows import BenchNaiveTwo, BenchRunTwo
 from orchestrator.app_loader import UserApp
-from orchestrator.engine.wiring import platform_components
-from orchestrator.engine.worker import build_worker, sandbox_runner, settle_heap
+from orchestrator.engine.worker import sandbox_runner
 from orchestrator.lanes.nudges import Nudger
 from orchestrator.platform import Platform
 
@@ -70,17 +69,8 @@ API_STATEMENTS = (
 @contextlib.asynccontextmanager
 async def two_activity_engine(platform: Platform, client: Client, starts: Starts) -> Any:
     app = UserApp(name="bench", workflows=[BenchRunTwo], activities=[starts.run_started, noop])
-    components = platform_components(platform, client, app)
-    worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
-    settle_heap()  # as the platform's worker process does once started
-    tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(t()) for t in components.background_tasks)]
-    try:
+    async with app_engine(platform, client, app) as components:
         yield components
-    finally:
-        await worker.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 @dataclass

@@ -225,7 +225,17 @@ async def write_through_http(
 @contextlib.asynccontextmanager
 async def engine(platform: Platform, client: Client, starts: Starts) -> AsyncIterator[Any]:
     app = UserApp(name="bench", workflows=[BenchRun], activities=[starts.run_started])
+    async with app_engine(platform, client, app) as components:
+        yield components
+
+
+@contextlib.asynccontextmanager
+async def app_engine(platform: Platform, client: Client, app: UserApp, say: bool = False) -> AsyncIterator[Any]:
+    """The platform's engine with `app` in this process, as a worker process runs it (`say`: its workflows
+    registered first, as a worker says them, for the checks that refuse a workflow no worker has)."""
     components = platform_components(platform, client, app)
+    if say and components.registry is not None:
+        await components.registry.say()
     worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
     settle_heap()  # as the platform's worker process does once started
     tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(t()) for t in components.background_tasks)]

@@ -28,32 +28,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from bench.burst import Bench, Starts, bench_platform
+from bench.burst import Bench, Starts, app_engine, bench_platform
 from bench.common import percentile, row
 from bench.workflows import BenchRun
 from orchestrator.app_loader import UserApp
-from orchestrator.engine.wiring import platform_components
-from orchestrator.engine.worker import build_worker, settle_heap
 
 
 @asynccontextmanager
 async def engine(bench: Bench, starts: Starts) -> AsyncIterator[None]:
-    platform, client = bench.platform, bench.client
-    platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
+    bench.platform.settings = bench.platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
     app = UserApp(name="bench", workflows=[BenchRun], activities=[starts.run_started])
-    components = platform_components(platform, client, app)
-    if components.registry is not None:
-        await components.registry.say()
-    worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
-    settle_heap()
-    tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(t()) for t in components.background_tasks)]
-    try:
+    async with app_engine(bench.platform, bench.client, app, say=True):
         yield
-    finally:
-        await worker.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def most_in_a_window(starts: list[float], seconds: float) -> int:

@@ -35,14 +35,12 @@ from temporalio import activity
 
 from bench.batch_cost import two_activity_engine
 from bench.bulk_events import emit_through_http, post_all
-from bench.burst import Bench, Starts, bench_platform
+from bench.burst import Bench, Starts, app_engine, bench_platform
 from bench.common import percentile, row
 from bench.routing_listeners import wait_until
 from bench.workflows import BenchCancellable, BenchWaiter
 from orchestrator.app_loader import UserApp
 from orchestrator.core.waits import parse_wait
-from orchestrator.engine.wiring import platform_components
-from orchestrator.engine.worker import build_worker, settle_heap
 from orchestrator.store.waits import compiled_conditions
 
 FACT = {"type": "object", "properties": {"n": {"type": "integer"}}}
@@ -68,22 +66,10 @@ class Heard:
 
 @asynccontextmanager
 async def waiting_engine(bench: Bench, heard: Heard) -> AsyncIterator[None]:
-    platform, client = bench.platform, bench.client
-    platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
+    bench.platform.settings = bench.platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
     app = UserApp(name="bench", workflows=[BenchWaiter, BenchCancellable], activities=[heard.heard])
-    components = platform_components(platform, client, app)
-    if components.registry is not None:
-        await components.registry.say()
-    worker = build_worker(client, platform.settings, app, components.workflows, components.activities)
-    settle_heap()
-    tasks = [asyncio.create_task(worker.run()), *(asyncio.create_task(t()) for t in components.background_tasks)]
-    try:
+    async with app_engine(bench.platform, bench.client, app, say=True):
         yield
-    finally:
-        await worker.shutdown()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def chat_listener(name: str, workflow: str, **more: Any) -> dict[str, Any]:
