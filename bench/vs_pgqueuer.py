@@ -10,7 +10,10 @@ own (the writers included, so the machine's CPU but for the neighbours' work), s
 The whole machine's busy time from /proc/stat is printed too: alone on the machine it is the same figure, on a
 machine shared with other work it counts theirs.
 
-PgQueuer's jobs go to a database of their own on the same server. The sides alternate for `--rounds`.
+PgQueuer's jobs go to a database of their own on the same server. The sides alternate for `--rounds`, each
+starting on a server at rest: both databases vacuumed and a checkpoint taken before it, outside its figures (else
+the side that follows pays for the dead rows the other left, in its own queries and in autovacuum's: a second
+round's PgQueuer once cost five times its first).
 
 Run: .venv/bin/python -m bench.vs_pgqueuer [--events 50000] [--rounds 2] [--batch-size 10]
 """
@@ -121,6 +124,23 @@ async def pgqueuer_database(bench_url: str, name: str = "pgqueuer") -> str:
     return dsn
 
 
+async def at_rest(*dsns: str) -> None:
+    """Each database vacuumed (its dead rows gone, its statistics current), then a checkpoint: what a side
+    measures next is its own work, not what the one before left behind."""
+    for dsn in dsns:
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute("VACUUM (ANALYZE)")
+        finally:
+            await conn.close()
+    conn = await asyncpg.connect(dsns[0])
+    try:
+        await conn.execute("CHECKPOINT")
+    finally:
+        await conn.close()
+    await asyncio.sleep(1)
+
+
 def _postgres_seconds(postmaster: int) -> float:
     """The PostgreSQL server's CPU seconds so far: its postmaster, its live backends and those that exited."""
     server = psutil.Process(postmaster)
@@ -201,8 +221,10 @@ async def main(events: int, rounds: int, per_batch: int, batch_size: int) -> Non
         dsn = await pgqueuer_database(bench.database_url)
         print(f"vs PgQueuer: {events:,} events a side, writers in {WRITER_PROCESSES} processes, {os.cpu_count()} cores")
         for n in range(rounds):
+            await at_rest(bench.database_url, dsn)
             queue = await pgqueuer_side(bench, dsn, events, per_batch, batch_size)
             report(f"round {n + 1}, PgQueuer (batches of {per_batch:,}, batch_size {batch_size})", queue, events)
+            await at_rest(bench.database_url, dsn)
             platform = await platform_side(bench, events)
             report(f"round {n + 1}, the platform", platform, events)
             own = sum(platform.cpu.values()) / sum(queue.cpu.values())

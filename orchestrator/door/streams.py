@@ -1,7 +1,8 @@
 """Connection listeners over Server-Sent Events: `GET /v1/sessions/{id}/stream` (SPEC section 7).
 
 Owns the stream's I/O: waking on the same PostgreSQL notifications as the router (one LISTEN connection per
-API process, `StreamHub`), reading the session's stream by id after the client's position, and sending each
+API process, `StreamHub`, on the wake-up shards of the sessions it streams), reading the session's stream by id
+after the client's position, and sending each
 batch (`orchestrator.core.connection_listener` decides what and when) as one SSE message, with a comment
 every 15 s while nothing is due. It starts no run and no lane workflow, and holds nothing but the client's
 waiting events: a reader too slow to take a message within `SLOW_READER_SECONDS` is sent a last message
@@ -24,6 +25,7 @@ from starlette.types import Receive, Scope, Send
 
 from orchestrator.commands.fields import MAX_BIGINT
 from orchestrator.core.connection_listener import StreamBatches, StreamSpec, sse_message
+from orchestrator.core.wake_shards import channel, shard_of
 from orchestrator.store.engine_records import EngineRecords
 
 log = logging.getLogger(__name__)
@@ -46,28 +48,44 @@ LAST_MESSAGE_SECONDS = 1.0
 
 
 class StreamHub:
-    """One LISTEN connection for an API process; wakes the streams of each session whose events commit."""
+    """One LISTEN connection for an API process; wakes the streams of each session whose events commit. It listens
+    on the channels of its streams' shards only (`core/wake_shards.py`), so writes to sessions nobody streams here
+    do not wake it."""
 
     def __init__(self, database_url: Callable[[], str]) -> None:
         # Asked for when the first stream subscribes: building the app needs no database.
         self.database_url = database_url
         self._waiters: dict[str, set[asyncio.Event]] = {}
+        # The sessions streamed here, by shard.
+        self._shards: dict[int, set[str]] = {}
+        # The shards the connection listens on.
+        self._listened: set[int] = set()
         self._conn: asyncpg.Connection | None = None
         self._lock = asyncio.Lock()
         # Set once the process stops: every stream sends its last message and ends.
         self.stopping = asyncio.Event()
 
     async def _listening(self) -> None:
+        """Connected, and listening on the shard of every session streamed here."""
         async with self._lock:
-            if self._conn is not None and not self._conn.is_closed():
+            if self._conn is None or self._conn.is_closed():
+                self._conn = await asyncpg.connect(self.database_url())
+                self._listened = set()
+                # While no connection listened, notifications were lost: every stream looks again.
+                for waiters in self._waiters.values():
+                    for waiter in waiters:
+                        waiter.set()
+            for shard in [s for s in self._shards if s not in self._listened]:
+                await self._conn.add_listener(channel(shard), self._on_notify)
+                self._listened.add(shard)
+
+    async def _unlisten(self, shard: int) -> None:
+        async with self._lock:
+            if shard in self._shards or shard not in self._listened:
                 return
-            conn = await asyncpg.connect(self.database_url())
-            await conn.add_listener("orchestrator_events", self._on_notify)
-            self._conn = conn
-            # While no connection listened, notifications were lost: every stream looks again.
-            for waiters in self._waiters.values():
-                for waiter in waiters:
-                    waiter.set()
+            self._listened.discard(shard)
+            if self._conn is not None and not self._conn.is_closed():
+                await self._conn.remove_listener(channel(shard), self._on_notify)
 
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         for waiter in self._waiters.get(str(payload), ()):
@@ -76,7 +94,9 @@ class StreamHub:
     @contextlib.asynccontextmanager
     async def subscribed(self, session_id: str) -> AsyncIterator[asyncio.Event]:
         waiter = asyncio.Event()
+        shard = shard_of(session_id)
         self._waiters.setdefault(session_id, set()).add(waiter)
+        self._shards.setdefault(shard, set()).add(session_id)
         try:
             with contextlib.suppress(OSError, asyncpg.PostgresError):
                 await self._listening()
@@ -86,6 +106,12 @@ class StreamHub:
             waiters.discard(waiter)
             if not waiters:
                 self._waiters.pop(session_id, None)
+                sessions = self._shards.get(shard, set())
+                sessions.discard(session_id)
+                if not sessions:
+                    self._shards.pop(shard, None)
+                    with contextlib.suppress(OSError, asyncpg.PostgresError):
+                        await self._unlisten(shard)
 
     def shutdown(self) -> None:
         """End every open stream (and any opened from now on) with `event: shutdown`."""

@@ -1,8 +1,9 @@
 """The router: committed events from PostgreSQL into the queues of every lane that matches them.
 
 Owns the path from the stream to the lanes. Each worker process runs one router. It wakes on PostgreSQL
-NOTIFY and on a slow poll that catches anything a lost notification missed (the deployment's routers take turns
-at it, and it walks the sessions behind in order: 0030). A session's writers notify once until a router catches
+NOTIFY for the sessions of the wake-up shards it holds (each shard has one router: `core/wake_shards.py`) and on
+a slow poll that catches anything a lost notification missed (the deployment's routers take turns at it, and it
+walks the sessions behind in order: 0030). A session's writers notify once until a router catches
 up with it (0029_wakeups_coalesced.sql): after each round the router asks whether it has (`wake_rearm`), and a
 session it has not caught up with (events past the position, or a writer in flight) it routes again after the
 round interval, unasked. A
@@ -30,7 +31,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 
-import asyncpg
 from temporalio.client import Client
 
 from orchestrator.config import Settings
@@ -42,6 +42,7 @@ from orchestrator.core.lane_clock import Declared, LaneNews, window_close
 from orchestrator.crossings import crossing
 from orchestrator.engine.run_sweep import RunSweep
 from orchestrator.engine.wait_answers import WaitTeller
+from orchestrator.engine.wake_listen import ShardListener
 from orchestrator.lanes.nudges import Nudger
 from orchestrator.store.connection import DATABASE_TROUBLE
 from orchestrator.store.engine_records import EngineRecords
@@ -59,6 +60,9 @@ POLL_SECONDS = 2.0
 # the turn when this share of its poll has passed since the last, so that one router alone, whose loop comes
 # round a little sooner than the poll's own end, still takes every turn.
 POLL_TURN_SHARE = 0.8
+# How often a router takes free wake-up shards up to its fair share, or gives back what is beyond it
+# (`core/wake_shards.py`): a router that joins gets its share within two of these.
+BALANCE_SECONDS = 1.0
 # The sweep for runs that ended without a word looks at most this often (and as often as a run is checked,
 # `settings.run_check_seconds`, when that is shorter).
 SWEEP_SECONDS = 15.0
@@ -109,6 +113,9 @@ class Router:
         self._wake = asyncio.Event()
         # Per session: when its last round ended, and how long its next waits after it.
         self._last_round: dict[str, tuple[float, float]] = {}
+        # The connection that listens on the wake-up shards this router holds (None until it runs).
+        self.listener: ShardListener | None = None
+        self._balanced_at = 0.0
         self._polled_at = 0.0
         self._swept_at = 0.0
         # Declarations of the listener versions a round nudged for, each read once: a saved version never changes.
@@ -123,16 +130,16 @@ class Router:
 
     async def run(self) -> None:
         """Route until cancelled; a database that goes away is waited for, not fatal."""
-        listen: asyncpg.Connection | None = None
         try:
             while True:
                 try:
-                    if listen is None or listen.is_closed():
-                        listen = await self._listen()
+                    if self.listener is None or self.listener.is_closed():
+                        self.listener = await self._listen()
                     await self._drain()
                     with contextlib.suppress(TimeoutError):
-                        again = max(self.round_interval, ROUND_INTERVAL_SECONDS)
-                        timeout = min(self.poll_seconds, again) if self._again else self.poll_seconds
+                        timeout = min(self.poll_seconds, BALANCE_SECONDS)
+                        if self._again:
+                            timeout = min(timeout, max(self.round_interval, ROUND_INTERVAL_SECONDS))
                         await asyncio.wait_for(self._wake.wait(), timeout=timeout)
                     self._wake.clear()
                     self._dirty.update(self._again)
@@ -140,6 +147,11 @@ class Router:
                     # On clocks of their own, not only when nothing woke the router: on a busy database
                     # something always does.
                     now = time.monotonic()
+                    if now >= self._balanced_at + BALANCE_SECONDS:
+                        self._balanced_at = now
+                        if await self.listener.balance():
+                            # Their notifications went to nobody until now.
+                            self._dirty.update(await self.store.sessions_behind())
                     if now >= self._polled_at + self.poll_seconds:
                         self._polled_at = now
                         self._dirty.update(await self.store.sessions_behind(self.poll_seconds * POLL_TURN_SHARE))
@@ -154,29 +166,30 @@ class Router:
                             await self.sweep.round()
                 except DATABASE_TROUBLE as err:
                     log.warning("the router lost the database (%s); trying again", err)
-                    await self._after_failure(listen)
-                    listen = None
+                    await self._after_failure()
                 except Exception:
                     # Never the worker's end: the router is the only way committed events reach their lanes.
                     log.exception("the router's loop failed; trying again")
-                    await self._after_failure(listen)
-                    listen = None
+                    await self._after_failure()
         finally:
-            if listen is not None:
+            if self.listener is not None:
                 with contextlib.suppress(Exception):
-                    await listen.close()
+                    await self.listener.close()
+                self.listener = None
 
-    async def _after_failure(self, listen: asyncpg.Connection | None) -> None:
-        """Drop the listening connection (notifications may have been lost with it) and wait a moment."""
-        if listen is not None:
-            listen.terminate()  # not close(): a connection the server left half open would hold it
+    async def _after_failure(self) -> None:
+        """Drop the listening connection (notifications may have been lost with it, and its shards go to the
+        other routers) and wait a moment."""
+        if self.listener is not None:
+            self.listener.terminate()  # not close(): a connection the server left half open would hold it
+            self.listener = None
         await asyncio.sleep(RECONNECT_SECONDS)
 
-    async def _listen(self) -> asyncpg.Connection:
-        """A connection of its own that LISTENs; while it was gone notifications were lost, so look at all."""
-        listen = await asyncpg.connect(self.database_url)
+    async def _listen(self) -> ShardListener:
+        """A connection of its own holding its shards and listening on them; while none listened, notifications
+        were lost, so look at all."""
+        listen = await ShardListener.open(self.database_url, self.settings.database_schema, self._on_notify)
         try:
-            await listen.add_listener("orchestrator_events", self._on_notify)
             self._dirty.update(await self.store.sessions_behind())
         except BaseException:
             # Not yet the caller's to close: a router stopped (or failing) here would leak it. `terminate`

@@ -14,6 +14,7 @@ import asyncpg
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.core.wake_shards import channel, shard_of
 from orchestrator.engine.router import Router
 from orchestrator.platform import Platform
 from orchestrator.store.postgres import PostgresStore
@@ -47,7 +48,7 @@ async def test_a_router_is_told_once_until_it_catches_up(platform: Platform, fre
     sid = str((await ok(platform, "open_session"))["session"]["id"])
     conn = await asyncpg.connect(fresh_db)
     told: list[str] = []
-    await conn.add_listener("orchestrator_events", lambda *args: told.append(str(args[3])))
+    await conn.add_listener(channel(shard_of(sid)), lambda *args: told.append(str(args[3])))
     try:
         for n in range(3):
             await ok(platform, "write_object", session_id=sid, alias=f"a/{n}", value={"type": "t"})
@@ -136,7 +137,7 @@ async def test_a_writer_in_flight_during_a_round_is_routed_without_a_notificatio
                 else:
                     await emit(writer, sid, "ticket.escalated", {"n": 1})
                 # A round while the writer holds the session (what wakes it is beside the point).
-                await conn.execute("SELECT pg_notify('orchestrator_events', $1)", sid)
+                await conn.execute("SELECT pg_notify(orchestrator.orchestrator_wake_channel($1), $1)", sid)
                 await asyncio.sleep(0.3)
             finally:
                 await tx.commit()

@@ -95,7 +95,7 @@ BEGIN
                  jsonb_array_elements(c.v -> 'probes') x(v);
     END IF;
     -- A round that found the position held comes back for what it left.
-    PERFORM pg_notify('orchestrator_events', v_session);
+    PERFORM pg_notify(orchestrator.orchestrator_wake_channel(v_session), v_session);
     SELECT * INTO w FROM orchestrator.run_waits WHERE id = w.id;
     RETURN orchestrator.orchestrator_wait_json(w);
 END

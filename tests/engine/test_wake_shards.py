@@ -1,0 +1,197 @@
+"""A notification wakes one router, not all of them (`core/wake_shards.py`, `engine/wake_listen.py`).
+
+Sessions fall into 64 shards; each shard's channel is listened on by the one router holding its advisory lock.
+What must hold: the routers share the shards out with none left unheld and none held twice; a router that dies
+frees its shards for the others; a session's write wakes exactly one router; and events are routed whichever
+router holds their session's shard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from temporalio.testing import WorkflowEnvironment
+
+from orchestrator.core.wake_shards import SHARDS, channel, fair_share, rebalance, shard_of
+from orchestrator.engine.router import Router
+from orchestrator.engine.wake_listen import ShardListener
+from orchestrator.platform import Platform
+from orchestrator.store.postgres import PostgresStore
+from tests.engine.harness import eventually
+from tests.store.helpers import ok
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40), st.randoms(use_true_random=False))
+def test_routers_share_out_every_shard_once_within_a_few_turns(routers: int, rng: random.Random) -> None:
+    """The rule alone, the locks kept in a dict: turns in any order, then every shard held by one router and none
+    holds more than its fair share."""
+    owner: dict[int, int] = {}
+    held: list[set[int]] = [set() for _ in range(routers)]
+    for _ in range(4):
+        for r in rng.sample(range(routers), routers):
+            share = rebalance(len(held[r]), routers)
+            for shard in sorted(held[r])[len(held[r]) - share.give_back :] if share.give_back else []:
+                held[r].discard(shard)
+                del owner[shard]
+            free = [s for s in range(SHARDS) if s not in owner][: share.take]
+            for shard in free:
+                owner[shard] = r
+                held[r].add(shard)
+    assert sorted(owner) == list(range(SHARDS))
+    assert all(len(h) <= fair_share(routers) for h in held)
+
+
+async def test_a_session_s_shard_is_the_same_in_python_and_in_postgresql(fresh_db: str, platform: Platform) -> None:
+    rng = random.Random(7)
+    ids = [f"ses_{rng.getrandbits(64):016x}" for _ in range(2000)] + ["", "é", "a" * 300]
+    conn = await asyncpg.connect(fresh_db)
+    try:
+        sql = await conn.fetch("SELECT orchestrator.orchestrator_wake_channel(x) AS c FROM unnest($1::text[]) x", ids)
+    finally:
+        await conn.close()
+    assert [r["c"] for r in sql] == [channel(shard_of(i)) for i in ids]
+    assert len({shard_of(i) for i in ids}) == SHARDS, "2,000 ids fall in every shard"
+
+
+@contextlib.asynccontextmanager
+async def _listeners(url: str, count: int) -> AsyncIterator[tuple[list[ShardListener], list[Counter[str]]]]:
+    heard: list[Counter[str]] = [Counter() for _ in range(count)]
+    made: list[ShardListener] = []
+    try:
+        for n in range(count):
+
+            def on_notify(_c: object, _p: int, _ch: str, payload: object, n: int = n) -> None:
+                heard[n][str(payload)] += 1
+
+            made.append(await ShardListener.open(url, "orchestrator", on_notify))
+        yield made, heard
+    finally:
+        for listener in made:
+            listener.terminate()
+
+
+async def _balanced(listeners: list[ShardListener]) -> None:
+    for _ in range(3):
+        for listener in listeners:
+            await listener.balance()
+
+
+async def test_each_notification_reaches_one_router_and_a_dead_router_s_shards_go_to_the_others(
+    fresh_db: str, platform: Platform
+) -> None:
+    async with _listeners(fresh_db, 3) as (listeners, heard):
+        await _balanced(listeners)
+        held = [set(listener.held) for listener in listeners]
+        assert sorted(s for h in held for s in h) == list(range(SHARDS)), "every shard held once"
+        assert all(0 < len(h) <= fair_share(3) for h in held), held
+
+        sessions = [f"ses_{n}" for n in range(200)]
+        writer = await asyncpg.connect(fresh_db)
+        try:
+            for sid in sessions:
+                await writer.execute("SELECT pg_notify(orchestrator.orchestrator_wake_channel($1), $1)", sid)
+
+            async def all_heard() -> bool:
+                return sum(sum(h.values()) for h in heard) >= len(sessions)
+
+            await eventually(all_heard, within=5, what="every notification")
+            await asyncio.sleep(0.2)
+            for sid in sessions:
+                hearers = [n for n in range(3) if heard[n][sid]]
+                assert len(hearers) == 1 and heard[hearers[0]][sid] == 1, (sid, hearers)
+                assert shard_of(sid) in held[hearers[0]]
+
+            # One dies (its connection with it): the others take its shards at their next turns.
+            listeners[0].terminate()
+            await asyncio.sleep(0.2)
+            await _balanced(listeners[1:])
+            assert sorted(s for listener in listeners[1:] for s in listener.held) == list(range(SHARDS))
+            for h in heard:
+                h.clear()
+            for sid in sessions:
+                await writer.execute("SELECT pg_notify(orchestrator.orchestrator_wake_channel($1), $1)", sid)
+            await eventually(all_heard, within=5, what="every notification after the death")
+            assert not heard[0]
+            assert all(heard[1][sid] + heard[2][sid] == 1 for sid in sessions)
+        finally:
+            await writer.close()
+
+
+async def test_a_router_that_joins_gets_its_share_and_no_shard_is_held_twice(fresh_db: str, platform: Platform) -> None:
+    async with _listeners(fresh_db, 1) as ([first], _):
+        assert first.held == set(range(SHARDS)), "alone, it holds every shard"
+        async with _listeners(fresh_db, 1) as ([second], _):
+            assert second.held == set(), "nothing is free yet"
+            await first.balance()  # gives back what is beyond half
+            assert len(first.held) == SHARDS // 2
+            await second.balance()
+            assert second.held == set(range(SHARDS)) - first.held
+        await first.balance()
+        assert first.held == set(range(SHARDS)), "the one that left gave its shards back with its connection"
+
+
+@pytest.mark.parametrize("temporal_env", ["time_skipping"], indirect=True)
+async def test_two_routers_route_every_session_and_each_write_wakes_one_of_them(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    rounds: list[Counter[str]] = [Counter(), Counter()]
+
+    class Counting(Router):
+        def __init__(self, n: int) -> None:
+            super().__init__(
+                store, store.lanes, temporal_env.client, platform.direct_url, platform.settings, poll_seconds=60
+            )
+            self.n = n
+
+        async def route_session(self, session_id: str) -> int:
+            rounds[self.n][session_id] += 1
+            return await super().route_session(session_id)
+
+    routers = [Counting(0), Counting(1)]
+    tasks = [asyncio.create_task(r.run()) for r in routers]
+    try:
+
+        async def shared_out() -> bool:
+            held = [r.listener.held if r.listener else set() for r in routers]
+            return all(held) and sorted(s for h in held for s in h) == list(range(SHARDS))
+
+        await eventually(shared_out, within=10, what="the shards shared out")
+        sessions = [str((await ok(platform, "open_session"))["session"]["id"]) for _ in range(40)]
+        await asyncio.sleep(0.5)
+        for r in rounds:
+            r.clear()
+        for sid in sessions:
+            await ok(platform, "write_object", session_id=sid, alias="a", value={"type": "t"})
+        conn = await asyncpg.connect(platform.direct_url)
+        try:
+
+            async def routed() -> bool:
+                behind = await conn.fetchval(
+                    "SELECT count(*) FROM orchestrator.sessions s JOIN orchestrator.routing_cursors c"
+                    " ON c.session_id = s.id WHERE s.id = ANY($1::text[]) AND c.routed_event_id < s.last_event_id",
+                    sessions,
+                )
+                return int(behind) == 0
+
+            # The slow poll is a minute away: only the notifications route them.
+            await eventually(routed, within=10, what="every session routed")
+        finally:
+            await conn.close()
+        both = [sid for sid in sessions if rounds[0][sid] and rounds[1][sid]]
+        assert not both, f"woke both routers: {both}"
+        assert rounds[0] and rounds[1], "the routers share the sessions"
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
