@@ -7,7 +7,8 @@
 
 - `wakeups`: `--writes` single appends at a steady pace into sessions no listener takes from, one committing
   transaction (one notification) each, beside 0 and each of `--idle-routers` routers (each with a pool of its
-  own, in this process): what each router adds per notification, in this process's CPU and PostgreSQL's.
+  own, in this process, the wake-up shards shared out between them first): rounds per notification, and what
+  each router adds per notification, in this process's CPU and PostgreSQL's.
 - `retention`: `--retained` events of 60 days ago (a small `data` each) in 100 sessions, all routed, trimmed
   as the workers do (`orchestrator_trim_session`, 1,000 rows a statement) and the table vacuumed after: wall
   and CPU time and WAL per event deleted; beside it the same rows in a table of their own with the same
@@ -41,6 +42,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bench.common import CpuMeter, cpu_seconds, postmaster_pid, scratch_database
 from orchestrator.config import Settings
+from orchestrator.core.wake_shards import SHARDS
 from orchestrator.engine.router import Router
 from orchestrator.platform import Platform
 from orchestrator.store.engine_records import EngineRecords
@@ -201,7 +203,7 @@ async def wakeups_case(url: str, writes: int, counts: list[int]) -> None:
         for count in [0, *counts]:
             routers = [await idle_router(url, settings) for _ in range(count)]
             tasks = [asyncio.create_task(router.run()) for router, _ in routers]
-            await asyncio.sleep(1.0)  # every router listens
+            await shared_out([router for router, _ in routers])
             meter = CpuMeter(None, postgres)
             meter.start()
             began = time.perf_counter()
@@ -227,6 +229,17 @@ async def wakeups_case(url: str, writes: int, counts: list[int]) -> None:
     finally:
         await platform.store.pool.release(writer)
         await platform.close()
+
+
+async def shared_out(routers: list[CountingRouter], within: float = 15.0) -> None:
+    """Until the routers hold every wake-up shard between them, each some (`core/wake_shards.py`)."""
+    deadline = time.monotonic() + within
+    while routers and time.monotonic() < deadline:
+        held = [r.listener.held if r.listener is not None else set() for r in routers]
+        if all(held[:SHARDS]) and sum(len(h) for h in held) == SHARDS:
+            return
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.2)
 
 
 class CountingRouter(Router):
