@@ -7,6 +7,7 @@ so that a router that dies, or whose connection drops, frees its shards for the 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,13 @@ _TAKE = (
 )
 _GIVE_BACK = "SELECT pg_advisory_unlock($1, s) FROM unnest($2::integer[]) s"
 
+# The most a statement on the listening connection may take: a connection left half open by the network would
+# otherwise hold the router's loop for good. Past it the router drops the connection and connects again.
+STATEMENT_SECONDS = 10.0
+# A client gone without a word (a host lost, a network cut) is dropped by the server within about 30 s, and
+# its shards with it: 15 s idle, then 3 probes 5 s apart (TCP connections only; a socket cannot be cut so).
+_KEEPALIVE = "SET tcp_keepalives_idle = 15; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3"
+
 Notify = Callable[[Any, int, str, Any], None]
 
 
@@ -43,7 +51,10 @@ class ShardListener:
         conn = await asyncpg.connect(database_url)
         try:
             listener = cls(conn, lock_space(schema), on_notify)
-            await conn.execute("SELECT pg_advisory_lock_shared($1, $2)", listener.space, PRESENCE)
+            await conn.execute(_KEEPALIVE, timeout=STATEMENT_SECONDS)
+            await conn.execute(
+                "SELECT pg_advisory_lock_shared($1, $2)", listener.space, PRESENCE, timeout=STATEMENT_SECONDS
+            )
             await listener.balance()
         except BaseException:
             conn.terminate()  # needs no await: a cancellation cannot leave it open
@@ -56,21 +67,24 @@ class ShardListener:
     async def balance(self) -> bool:
         """Gives back the shards beyond its fair share, or takes free ones up to it; whether it took any (their
         sessions' notifications before now went to nobody, so the caller looks at the sessions behind)."""
-        routers = int(await self.conn.fetchval(_ROUTERS, self.space, PRESENCE))
+        routers = int(await self.conn.fetchval(_ROUTERS, self.space, PRESENCE, timeout=STATEMENT_SECONDS))
         share = rebalance(len(self.held), routers)
         if share.give_back:
             gone = sorted(self.held)[-share.give_back :]
             for shard in gone:
-                await self.conn.remove_listener(channel(shard), self.on_notify)
-            await self.conn.execute(_GIVE_BACK, self.space, gone)
+                await asyncio.wait_for(self.conn.remove_listener(channel(shard), self.on_notify), STATEMENT_SECONDS)
+            await self.conn.execute(_GIVE_BACK, self.space, gone, timeout=STATEMENT_SECONDS)
             self.held.difference_update(gone)
             return False
         if not share.take:
             return False
-        taken = [int(r[0]) for r in await self.conn.fetch(_TAKE, self.space, sorted(self.held), share.take, SHARDS)]
+        free = await self.conn.fetch(
+            _TAKE, self.space, sorted(self.held), share.take, SHARDS, timeout=STATEMENT_SECONDS
+        )
+        taken = [int(r[0]) for r in free]
         for shard in taken:
             # Listening after the lock: what was sent before is what the caller's look at the sessions behind finds.
-            await self.conn.add_listener(channel(shard), self.on_notify)
+            await asyncio.wait_for(self.conn.add_listener(channel(shard), self.on_notify), STATEMENT_SECONDS)
             self.held.add(shard)
         return bool(taken)
 

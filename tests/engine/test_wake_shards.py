@@ -195,3 +195,52 @@ async def test_two_routers_route_every_session_and_each_write_wakes_one_of_them(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.mark.parametrize("temporal_env", ["time_skipping"], indirect=True)
+async def test_a_router_whose_listening_connection_the_server_drops_comes_back_and_every_shard_is_held(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    routers = [
+        Router(store, store.lanes, temporal_env.client, platform.direct_url, platform.settings, poll_seconds=60)
+        for _ in range(2)
+    ]
+    tasks = [asyncio.create_task(r.run()) for r in routers]
+    conn = await asyncpg.connect(platform.direct_url)
+    try:
+
+        async def shared_out() -> bool:
+            held = [r.listener.held if r.listener else set() for r in routers]
+            return all(held) and sorted(s for h in held for s in h) == list(range(SHARDS))
+
+        await eventually(shared_out, within=10, what="the shards shared out")
+        first = routers[0].listener
+        assert first is not None
+        pid = first.conn.get_server_pid()
+        assert await conn.fetchval("SELECT pg_terminate_backend($1)", pid)
+        await eventually(
+            lambda: asyncio.sleep(0, routers[0].listener is not None and routers[0].listener is not first),
+            within=15,
+            what="the router to connect again",
+        )
+        await eventually(shared_out, within=15, what="every shard held again, by both")
+        sid = str((await ok(platform, "open_session"))["session"]["id"])
+        await ok(platform, "write_object", session_id=sid, alias="a", value={"type": "t"})
+
+        async def routed() -> bool:
+            return bool(
+                await conn.fetchval(
+                    "SELECT c.routed_event_id >= s.last_event_id FROM orchestrator.sessions s"
+                    " JOIN orchestrator.routing_cursors c ON c.session_id = s.id WHERE s.id = $1",
+                    sid,
+                )
+            )
+
+        await eventually(routed, within=10, what="a write after it routed by a notification")
+    finally:
+        await conn.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
