@@ -21,10 +21,14 @@ from dataclasses import dataclass
 
 SHARDS = 64
 CHANNEL_PREFIX = "orchestrator_events_"
+# The one channel of the releases before the shards: heard too, so that while a rolling upgrade has processes of
+# both releases (each puts back its own function bodies when it starts), no notification goes unheard. Nothing
+# of this release notifies it.
+LEGACY_CHANNEL = "orchestrator_events"
 
 
 def shard_of(session_id: str) -> int:
-    """The first 16 bits of the id's MD5, modulo SHARDS: what `orchestrator_wake_channel` computes."""
+    """The first 16 bits of the MD5 of the id's UTF-8, modulo SHARDS: what `orchestrator_wake_channel` computes."""
     return int(hashlib.md5(session_id.encode()).hexdigest()[:4], 16) % SHARDS
 
 
@@ -33,13 +37,18 @@ def channel(shard: int) -> str:
 
 
 def lock_space(schema: str) -> int:
-    """The first key of the shards' advisory locks: one deployment's (its schema's) apart from another's in the
-    same database. A positive 31-bit number, so `pg_locks.classid` shows it as it is."""
-    return zlib.crc32(f"{schema}:wake shards".encode()) & 0x7FFF_FFFF
+    """The first key of the shards' advisory locks (the second is the shard): one deployment's (its schema's)
+    apart from another's in the same database. A positive 31-bit number, so `pg_locks.classid` shows it as is."""
+    return _key(f"{schema}:wake shards")
 
 
-# The second key of the lock every router holds shared while it routes: how many there are.
-PRESENCE = SHARDS + 1
+def presence_space(schema: str) -> int:
+    """The first key of the lock every router of the deployment holds shared (the second is 0): how many there are."""
+    return _key(f"{schema}:routers")
+
+
+def _key(text: str) -> int:
+    return zlib.crc32(text.encode()) & 0x7FFF_FFFF
 
 
 def fair_share(routers: int) -> int:

@@ -25,7 +25,9 @@ from starlette.types import Receive, Scope, Send
 
 from orchestrator.commands.fields import MAX_BIGINT
 from orchestrator.core.connection_listener import StreamBatches, StreamSpec, sse_message
-from orchestrator.core.wake_shards import channel, shard_of
+from orchestrator.core.wake_shards import LEGACY_CHANNEL, channel, shard_of
+from orchestrator.store.connection import LISTENING_KEEPALIVE as KEEPALIVE
+from orchestrator.store.connection import LISTENING_STATEMENT_SECONDS as STATEMENT_SECONDS
 from orchestrator.store.engine_records import EngineRecords
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,8 @@ POLL_SECONDS = 5.0
 # How soon a stream that just read events reads again unasked: a session's writers notify once until its router
 # catches up (0029_wakeups_coalesced.sql), so under steady writes most commits notify nobody.
 HOT_SECONDS = 0.1
+# What a stream outlives in its hub's listening: it reads on its own poll until the next subscriber connects again.
+LISTEN_TROUBLE = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
 # The reconnection delay a stopping server asks of an `EventSource` (the SSE `retry:` field).
 RECONNECT_MS = 1000
 # How often a stream asks whether its key still works (the gate caches the answer as long).
@@ -66,18 +70,26 @@ class StreamHub:
         self.stopping = asyncio.Event()
 
     async def _listening(self) -> None:
-        """Connected, and listening on the shard of every session streamed here."""
+        """Connected, and listening on the shard of every session streamed here (and on the releases' before,
+        `LEGACY_CHANNEL`). A statement that does not answer within `STATEMENT_SECONDS` (a connection the
+        network left half open) drops the connection, for the next subscriber to make again."""
         async with self._lock:
-            if self._conn is None or self._conn.is_closed():
-                self._conn = await asyncpg.connect(self.database_url())
-                self._listened = set()
-                # While no connection listened, notifications were lost: every stream looks again.
-                for waiters in self._waiters.values():
-                    for waiter in waiters:
-                        waiter.set()
-            for shard in [s for s in self._shards if s not in self._listened]:
-                await self._conn.add_listener(channel(shard), self._on_notify)
-                self._listened.add(shard)
+            try:
+                if self._conn is None or self._conn.is_closed():
+                    self._conn = await asyncpg.connect(self.database_url())
+                    self._listened = set()
+                    await self._conn.execute(KEEPALIVE, timeout=STATEMENT_SECONDS)
+                    await asyncio.wait_for(self._conn.add_listener(LEGACY_CHANNEL, self._on_notify), STATEMENT_SECONDS)
+                    # While no connection listened, notifications were lost: every stream looks again.
+                    for waiters in self._waiters.values():
+                        for waiter in waiters:
+                            waiter.set()
+                for shard in [s for s in self._shards if s not in self._listened]:
+                    await asyncio.wait_for(self._conn.add_listener(channel(shard), self._on_notify), STATEMENT_SECONDS)
+                    self._listened.add(shard)
+            except (TimeoutError, asyncpg.InterfaceError):
+                self._drop()
+                raise
 
     async def _unlisten(self, shard: int) -> None:
         async with self._lock:
@@ -85,7 +97,19 @@ class StreamHub:
                 return
             self._listened.discard(shard)
             if self._conn is not None and not self._conn.is_closed():
-                await self._conn.remove_listener(channel(shard), self._on_notify)
+                try:
+                    await asyncio.wait_for(
+                        self._conn.remove_listener(channel(shard), self._on_notify), STATEMENT_SECONDS
+                    )
+                except (TimeoutError, asyncpg.InterfaceError):
+                    self._drop()
+                    raise
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.terminate()
+        self._conn = None
+        self._listened = set()
 
     def _on_notify(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         for waiter in self._waiters.get(str(payload), ()):
@@ -98,7 +122,7 @@ class StreamHub:
         self._waiters.setdefault(session_id, set()).add(waiter)
         self._shards.setdefault(shard, set()).add(session_id)
         try:
-            with contextlib.suppress(OSError, asyncpg.PostgresError):
+            with contextlib.suppress(*LISTEN_TROUBLE):
                 await self._listening()
             yield waiter
         finally:
@@ -110,7 +134,7 @@ class StreamHub:
                 sessions.discard(session_id)
                 if not sessions:
                     self._shards.pop(shard, None)
-                    with contextlib.suppress(OSError, asyncpg.PostgresError):
+                    with contextlib.suppress(*LISTEN_TROUBLE):
                         await self._unlisten(shard)
 
     def shutdown(self) -> None:

@@ -39,6 +39,7 @@ from orchestrator.core.declaration import (
     lane_timing,
 )
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
+from orchestrator.core.wake_shards import channel
 from orchestrator.crossings import crossing
 from orchestrator.engine.run_sweep import RunSweep
 from orchestrator.engine.wait_answers import WaitTeller
@@ -115,7 +116,6 @@ class Router:
         self._last_round: dict[str, tuple[float, float]] = {}
         # The connection that listens on the wake-up shards this router holds (None until it runs).
         self.listener: ShardListener | None = None
-        self._balanced_at = 0.0
         self._polled_at = 0.0
         self._swept_at = 0.0
         # Declarations of the listener versions a round nudged for, each read once: a saved version never changes.
@@ -130,16 +130,19 @@ class Router:
 
     async def run(self) -> None:
         """Route until cancelled; a database that goes away is waited for, not fatal."""
+        balancing: asyncio.Task[None] | None = None
         try:
             while True:
                 try:
                     if self.listener is None or self.listener.is_closed():
+                        if balancing is not None:
+                            balancing.cancel()
                         self.listener = await self._listen()
+                        balancing = asyncio.create_task(self._balance(self.listener))
                     await self._drain()
                     with contextlib.suppress(TimeoutError):
-                        timeout = min(self.poll_seconds, BALANCE_SECONDS)
-                        if self._again:
-                            timeout = min(timeout, max(self.round_interval, ROUND_INTERVAL_SECONDS))
+                        again = max(self.round_interval, ROUND_INTERVAL_SECONDS)
+                        timeout = min(self.poll_seconds, again) if self._again else self.poll_seconds
                         await asyncio.wait_for(self._wake.wait(), timeout=timeout)
                     self._wake.clear()
                     self._dirty.update(self._again)
@@ -147,11 +150,6 @@ class Router:
                     # On clocks of their own, not only when nothing woke the router: on a busy database
                     # something always does.
                     now = time.monotonic()
-                    if now >= self._balanced_at + BALANCE_SECONDS:
-                        self._balanced_at = now
-                        if await self.listener.balance():
-                            # Their notifications went to nobody until now.
-                            self._dirty.update(await self.store.sessions_behind())
                     if now >= self._polled_at + self.poll_seconds:
                         self._polled_at = now
                         self._dirty.update(await self.store.sessions_behind(self.poll_seconds * POLL_TURN_SHARE))
@@ -172,10 +170,30 @@ class Router:
                     log.exception("the router's loop failed; trying again")
                     await self._after_failure()
         finally:
+            if balancing is not None:
+                balancing.cancel()
             if self.listener is not None:
                 with contextlib.suppress(Exception):
                     await self.listener.close()
                 self.listener = None
+
+    async def _balance(self, listener: ShardListener) -> None:
+        """The router's share of the wake-up shards, every BALANCE_SECONDS, beside its rounds (a router draining
+        a burst still gives back and takes its shards). A failure drops the listening connection, its locks with
+        it, and the loop connects again."""
+        while True:
+            await asyncio.sleep(BALANCE_SECONDS)
+            try:
+                taken = await listener.balance()
+                if taken:
+                    # Their notifications went to nobody until now.
+                    self._dirty.update(await self.store.sessions_behind_in([channel(s) for s in taken]))
+                    self._wake.set()
+            except Exception as err:
+                log.warning("the router's wake-up shards failed (%s); listening again", err)
+                listener.terminate()
+                self._wake.set()
+                return
 
     async def _after_failure(self) -> None:
         """Drop the listening connection (notifications may have been lost with it, and its shards go to the
@@ -186,11 +204,11 @@ class Router:
         await asyncio.sleep(RECONNECT_SECONDS)
 
     async def _listen(self) -> ShardListener:
-        """A connection of its own holding its shards and listening on them; while none listened, notifications
-        were lost, so look at all."""
+        """A connection of its own holding its shards and listening on them; while none listened, their
+        notifications were lost, so look at their sessions behind."""
         listen = await ShardListener.open(self.database_url, self.settings.database_schema, self._on_notify)
         try:
-            self._dirty.update(await self.store.sessions_behind())
+            self._dirty.update(await self.store.sessions_behind_in([channel(s) for s in listen.held]))
         except BaseException:
             # Not yet the caller's to close: a router stopped (or failing) here would leak it. `terminate`
             # needs no await, so a cancellation cannot interrupt it.

@@ -52,3 +52,11 @@ def unreachable(url: str, err: BaseException) -> DatabaseUnreachable:
         " or point ORCHESTRATOR_DATABASE_URL at one that runs (`orchestrator dev` with it unset runs a database of"
         " its own)"
     )
+
+
+# A listening connection (a router's, a stream hub's) is held for hours and mostly idle, so what the network does
+# to it goes unseen: a statement on it answers within this or the connection is dropped and made again, and the
+# server drops a client gone without a word within about 30 s (15 s idle, then 3 probes 5 s apart; TCP only),
+# freeing the advisory locks it held.
+LISTENING_STATEMENT_SECONDS = 10.0
+LISTENING_KEEPALIVE = "SET tcp_keepalives_idle = 15; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3"

@@ -96,6 +96,19 @@ class EngineRecords(
         rows = await self.pool.fetch("SELECT orchestrator.orchestrator_sessions_behind($1, $2) AS id", every, limit)
         return [r["id"] for r in rows]
 
+    async def sessions_behind_in(self, channels: list[str]) -> list[str]:
+        """Sessions behind whose wake-ups go to `channels` (a router's shards just taken, or held since it
+        connected): what their notifications, heard by nobody, would have named. Every one, not a page."""
+        if not channels:
+            return []
+        rows = await self.pool.fetch(
+            "SELECT s.id FROM orchestrator.sessions s JOIN orchestrator.routing_cursors c ON c.session_id = s.id"
+            " WHERE s.last_event_id > c.routed_event_id"
+            " AND orchestrator.orchestrator_wake_channel(s.id) = ANY($1::text[])",
+            channels,
+        )
+        return [r["id"] for r in rows]
+
     async def wake_rearm(self, session_id: str) -> bool:
         """After a round: whether the router caught up with the session (its next write notifies again), or must
         come back on its own (`orchestrator_wake_rearm.sql`)."""

@@ -20,10 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.core.wake_shards import SHARDS, channel, fair_share, rebalance, shard_of
+from orchestrator.core.wake_shards import LEGACY_CHANNEL, SHARDS, channel, fair_share, rebalance, shard_of
+from orchestrator.door.streams import StreamHub
 from orchestrator.engine.router import Router
 from orchestrator.engine.wake_listen import ShardListener
 from orchestrator.platform import Platform
+from orchestrator.store.migrate import function_files
 from orchestrator.store.postgres import PostgresStore
 from tests.engine.harness import eventually
 from tests.store.helpers import ok
@@ -124,6 +126,123 @@ async def test_each_notification_reaches_one_router_and_a_dead_router_s_shards_g
             assert all(heard[1][sid] + heard[2][sid] == 1 for sid in sessions)
         finally:
             await writer.close()
+
+
+async def _lock_holders(conn: asyncpg.Connection, listeners: list[ShardListener]) -> dict[int, int]:
+    """Each shard locked on the server: which listener's connection holds it."""
+    pids = {listener.conn.get_server_pid(): n for n, listener in enumerate(listeners)}
+    rows = await conn.fetch(
+        "SELECT objid::bigint AS shard, pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2"
+        " AND classid = $1::bigint::oid AND granted",
+        listeners[0].space,
+    )
+    return {int(r["shard"]): pids.get(r["pid"], -1) for r in rows}
+
+
+async def test_the_locks_on_the_server_are_the_shards_each_router_thinks_it_holds(
+    fresh_db: str, platform: Platform
+) -> None:
+    """Turns with shares that do not divide 64 (22, 22, 20), then a fourth router: each holds 16, and the server's
+    locks say the same (a shard locked twice by one router, once given back, stayed locked by nobody's list)."""
+    conn = await asyncpg.connect(fresh_db)
+    try:
+        async with _listeners(fresh_db, 3) as (three, _):
+            for _ in range(6):
+                for listener in three:
+                    await listener.balance()
+            async with _listeners(fresh_db, 1) as ([fourth], _):
+                everyone = [*three, fourth]
+                for _ in range(4):
+                    for listener in everyone:
+                        await listener.balance()
+                assert [len(listener.held) for listener in everyone] == [16, 16, 16, 16]
+                holders = await _lock_holders(conn, everyone)
+                assert holders == {s: n for n, listener in enumerate(everyone) for s in listener.held}
+                # Each lock once: after giving back all it holds, a router holds none on the server.
+                for _ in range(3):
+                    await fourth.balance()
+                gone = sorted(fourth.held)
+                assert await fourth.conn.fetchval(
+                    "SELECT bool_and(pg_advisory_unlock($1, s)) FROM unnest($2::integer[]) s", fourth.space, gone
+                )
+                assert not [s for s, n in (await _lock_holders(conn, everyone)).items() if n == 3]
+    finally:
+        await conn.close()
+
+
+async def test_the_channel_of_the_releases_before_wakes_every_router_while_an_upgrade_runs(
+    fresh_db: str, platform: Platform
+) -> None:
+    async with _listeners(fresh_db, 2) as (listeners, heard):
+        await _balanced(listeners)
+        writer = await asyncpg.connect(fresh_db)
+        try:
+            await writer.execute("SELECT pg_notify('orchestrator_events', 'ses_old')")
+
+            async def both() -> bool:
+                return all(h["ses_old"] == 1 for h in heard)
+
+            await eventually(both, within=5, what="the old channel's notification at both routers")
+        finally:
+            await writer.close()
+
+
+async def test_the_shard_is_the_same_in_a_database_of_another_encoding(fresh_db: str) -> None:
+    admin = await asyncpg.connect(fresh_db)
+    name = f"latin_{random.getrandbits(32):08x}"
+    try:
+        await admin.execute(f"CREATE DATABASE {name} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+        head, _, query = fresh_db.partition("?")
+        latin = await asyncpg.connect(head.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else ""))
+        try:
+            await latin.execute("CREATE SCHEMA orchestrator")
+            await latin.execute(dict(function_files())["orchestrator_wake_channel.sql"])
+            ids = ["ses_é", "ses_ÿ", "ses_plain", "Ünïcode"]
+            got = await latin.fetch(
+                "SELECT orchestrator.orchestrator_wake_channel(x) AS c FROM unnest($1::text[]) x", ids
+            )
+        finally:
+            await latin.close()
+        assert [r["c"] for r in got] == [channel(shard_of(i)) for i in ids]
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        await admin.close()
+
+
+async def test_a_stream_hub_listens_on_its_sessions_shards_only_while_it_streams_them(
+    fresh_db: str, platform: Platform
+) -> None:
+    hub = StreamHub(lambda: fresh_db)
+    same = [f"ses_{n}" for n in range(400)]
+    a, b = [sid for sid in same if shard_of(sid) == shard_of(same[0])][:2]
+    writer = await asyncpg.connect(fresh_db)
+
+    async def channels() -> set[str]:
+        assert hub._conn is not None
+        return {r[0] for r in await hub._conn.fetch("SELECT pg_listening_channels()")}
+
+    try:
+        async with hub.subscribed(a) as woke_a:
+            async with hub.subscribed(b) as woke_b:
+                assert await channels() == {LEGACY_CHANNEL, channel(shard_of(a))}
+                woke_a.clear()  # set when the hub connected: every stream looks again
+                await writer.execute("SELECT pg_notify(orchestrator.orchestrator_wake_channel($1), $1)", b)
+                await asyncio.wait_for(woke_b.wait(), 5)
+                await asyncio.sleep(0.1)
+                assert not woke_a.is_set(), "a session of the same shard is not woken by another's write"
+            assert await channels() == {LEGACY_CHANNEL, channel(shard_of(a))}, "a still streams in that shard"
+            await writer.execute("SELECT pg_notify(orchestrator.orchestrator_wake_channel($1), $1)", a)
+            await asyncio.wait_for(woke_a.wait(), 5)
+        assert await channels() == {LEGACY_CHANNEL}, "nobody streams that shard any more"
+        # The connection dropped under it: the next subscriber listens again, on its own shard.
+        assert hub._conn is not None
+        hub._conn.terminate()
+        async with hub.subscribed(b) as woke:
+            await writer.execute("SELECT pg_notify(orchestrator.orchestrator_wake_channel($1), $1)", b)
+            await asyncio.wait_for(woke.wait(), 5)
+    finally:
+        await writer.close()
+        await hub.close()
 
 
 async def test_a_router_that_joins_gets_its_share_and_no_shard_is_held_twice(fresh_db: str, platform: Platform) -> None:
