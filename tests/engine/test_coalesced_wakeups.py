@@ -89,8 +89,15 @@ async def test_an_event_whose_notification_was_lost_is_routed_by_the_slow_poll(
     try:
         # As if a notification went out and its router died before catching up: writers stay quiet.
         await conn.execute("UPDATE orchestrator.sessions SET woken_at = now() + interval '1 hour' WHERE id = $1", sid)
-        written = int((await ok(platform, "write_object", session_id=sid, alias="a", value={"type": "t"}))["event_id"])
-        async with _router(platform, temporal_env, poll_seconds=0.5):
+        async with _router(platform, temporal_env, poll_seconds=0.5) as router:
+            # Written once the router listens, so its first look at the sessions behind does not find it.
+            await eventually(
+                lambda: asyncio.sleep(0, router.listener is not None and bool(router.listener.held)),
+                within=10,
+                what="the router to listen",
+            )
+            reply = await ok(platform, "write_object", session_id=sid, alias="a", value={"type": "t"})
+            written = int(reply["event_id"])
 
             async def routed() -> bool:
                 return await _routed_through(conn, sid) >= written
