@@ -23,11 +23,16 @@ writers in four more (32 keep-alive clients through the HTTP door), the worker a
 - keyed against naive, with both cases: the naive design measured again after each keyed round, and each round
   set beside the naive just before and just after it: runs/s, keyed over naive, and the p50 of each event's
   commit to its run started, keyed less naive;
+- keyed_each: the same, with every event a key of its own (as many keys as the naive design's events, 32 slots
+  as its 32 in flight), so each batch is one event and both designs write and run alike, event for event: what
+  is left between them is the engine's part of a run (the keyed case's batches carry about 24 events, and 24
+  writes, each);
 - windows: a trickle (one write every 2.5 s) into a listener with a 1 s and then a 0.3 s window: how long after
   its window closed each batch's run started (p50, p90).
 
-Run: .venv/bin/python -m bench.batch_cost [--events 5000] [--naive-events 1000] [--cases naive,keyed,serial,windows]
-[--rounds 1] (with more, the engine's CPU per batch is summed up over the rounds: median, least, most)
+Run: .venv/bin/python -m bench.batch_cost [--events 5000] [--naive-events 1000]
+[--cases naive,keyed,keyed_each,serial,windows] [--rounds 1] (with more, the engine's CPU per batch is summed up
+over the rounds: median, least, most)
 """
 
 from __future__ import annotations
@@ -445,13 +450,16 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1)
             await asyncio.sleep(3)  # the Temporal server's tail of what ran before
             return (await naive_case(bench, naive_events // 2, 16, write=False)).cpu
 
-        async def lanes_round(label: str, body: dict[str, Any], keys: int) -> tuple[float, LanesCost]:
+        async def lanes_round_of(label: str, body: dict[str, Any], count: int, keys: int) -> tuple[float, LanesCost]:
             # What the application's run costs, 16 at a time (a keyed listener's slots): not the engine's part.
             # Measured each round just before the case and just after it: the machine's load moves both.
             before = await run_alone()
-            cost = await lanes_case(bench, label, body, events, keys, naive)
+            cost = await lanes_case(bench, label, body, count, keys, naive)
             after = await run_alone()
             return print_engine(cost, {part: (before[part] + after[part]) / 2 for part in before}), cost
+
+        async def lanes_round(label: str, body: dict[str, Any], keys: int) -> tuple[float, LanesCost]:
+            return await lanes_round_of(label, body, events, keys)
 
         if "keyed" in cases:
             keyed = listener("cost_keyed", concurrency={"mode": "keyed", "key": "alias", "max_parallel": 16})
@@ -467,6 +475,27 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1)
             summarize(label, [engine for engine, _ in measured])
             if naives:
                 versus_naive(label, [cost for _, cost in measured], naives)
+        if "keyed_each" in cases:
+            # One event a batch: every event a key of its own, as many slots as the naive design has workflows in
+            # flight, the events as many as the naive's. Both then write and run alike, event for event, so what
+            # is left between them is the engine's part of a run.
+            each = listener("cost_keyed_each", concurrency={"mode": "keyed", "key": "alias", "max_parallel": WRITERS})
+            label = f"keyed, one event a batch ({naive_events:,} keys, {WRITERS} slots, 1 s window)"
+            limits = bench.platform.settings.limits
+            # The deployment's cap on a listener's runs in flight (16 by default) raised to the naive's 32.
+            bench.platform.settings = bench.platform.settings.model_copy(
+                update={"limits": limits.model_copy(update={"listener_parallel_runs": WRITERS})}
+            )
+            each_measured: list[LanesCost] = []
+            for _ in range(rounds):
+                _, cost = await lanes_round_of(label, each, naive_events, naive_events)
+                each_measured.append(cost)
+                if naives:
+                    await asyncio.sleep(3)
+                    naives.append(await naive_case(bench, naive_events, WRITERS, closed=True))
+            bench.platform.settings = bench.platform.settings.model_copy(update={"limits": limits})
+            if naives:
+                versus_naive(label, each_measured, naives[-len(each_measured) - 1 :])
         if "serial" in cases:
             label = "serial (1 s window)"
             summarize(label, [(await lanes_round(label, listener("cost_serial"), 1))[0] for _ in range(rounds)])
