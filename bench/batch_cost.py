@@ -288,8 +288,10 @@ async def lanes_case(
     events: int,
     keys: int,
     naive: float | None,
+    rate: float | None = None,
 ) -> LanesCost:
-    """`naive`: the naive design's workflows/s. Answers what it measured, for the engine's part."""
+    """`naive`: the naive design's workflows/s; `rate`: the writers' pace in events/s (None: as fast as they go).
+    Answers what it measured, for the engine's part."""
     platform, client = bench.platform, bench.client
     starts = Starts(expected=events)
     platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
@@ -305,7 +307,7 @@ async def lanes_case(
         meter = CpuMeter(bench.server_pid, bench.postgres_pid)
         meter.start()
         began, written_at = await write_through_http(
-            bench.api, session, aliases, writers=WRITERS, processes=WRITER_PROCESSES
+            bench.api, session, aliases, writers=WRITERS, processes=WRITER_PROCESSES, rate=rate
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(starts.all_started.wait(), timeout=900)
@@ -450,11 +452,13 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1)
             await asyncio.sleep(3)  # the Temporal server's tail of what ran before
             return (await naive_case(bench, naive_events // 2, 16, write=False)).cpu
 
-        async def lanes_round_of(label: str, body: dict[str, Any], count: int, keys: int) -> tuple[float, LanesCost]:
+        async def lanes_round_of(
+            label: str, body: dict[str, Any], count: int, keys: int, rate: float | None = None
+        ) -> tuple[float, LanesCost]:
             # What the application's run costs, 16 at a time (a keyed listener's slots): not the engine's part.
             # Measured each round just before the case and just after it: the machine's load moves both.
             before = await run_alone()
-            cost = await lanes_case(bench, label, body, count, keys, naive)
+            cost = await lanes_case(bench, label, body, count, keys, naive, rate)
             after = await run_alone()
             return print_engine(cost, {part: (before[part] + after[part]) / 2 for part in before}), cost
 
@@ -486,16 +490,21 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1)
             bench.platform.settings = bench.platform.settings.model_copy(
                 update={"limits": limits.model_copy(update={"listener_parallel_runs": WRITERS})}
             )
-            each_measured: list[LanesCost] = []
-            for _ in range(rounds):
-                _, cost = await lanes_round_of(label, each, naive_events, naive_events)
-                each_measured.append(cost)
+            # As fast as the writers go (what the machine holds), then at the naive design's own pace (the
+            # added latency at its load: a burst's events otherwise wait in line for the slots).
+            paces: list[float | None] = [None, naives[-1].runs_per_second if naives else None]
+            for pace in paces:
+                each_measured: list[LanesCost] = []
+                paced = label if pace is None else f"{label}, written at the naive's {pace:.1f} events/s"
+                for _ in range(rounds):
+                    _, cost = await lanes_round_of(paced, each, naive_events, naive_events, pace)
+                    each_measured.append(cost)
+                    if naives:
+                        await asyncio.sleep(3)
+                        naives.append(await naive_case(bench, naive_events, WRITERS, closed=True))
                 if naives:
-                    await asyncio.sleep(3)
-                    naives.append(await naive_case(bench, naive_events, WRITERS, closed=True))
+                    versus_naive(paced, each_measured, naives[-len(each_measured) - 1 :])
             bench.platform.settings = bench.platform.settings.model_copy(update={"limits": limits})
-            if naives:
-                versus_naive(label, each_measured, naives[-len(each_measured) - 1 :])
         if "serial" in cases:
             label = "serial (1 s window)"
             summarize(label, [(await lanes_round(label, listener("cost_serial"), 1))[0] for _ in range(rounds)])

@@ -204,6 +204,8 @@ async def mix(args: argparse.Namespace) -> bool:
 
 
 def main() -> None:
+    # Each line as it is printed, also into a file: an hour's run that dies before its end keeps what it said.
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=1000.0, help="events per second, outside the bursts")
