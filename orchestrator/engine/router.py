@@ -132,7 +132,9 @@ class Router:
         """Route until cancelled; a database that goes away is waited for, not fatal."""
         balancing: asyncio.Task[None] | None = None
         try:
-            while True:
+            # A store closed for good (its process stopping, a test's platform gone) ends the router: it would
+            # otherwise connect again every second, taking wake-up shards it cannot route.
+            while not self.store.pool.is_closing():
                 try:
                     if self.listener is None or self.listener.is_closed():
                         if balancing is not None:

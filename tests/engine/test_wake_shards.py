@@ -286,7 +286,19 @@ async def test_two_routers_route_every_session_and_each_write_wakes_one_of_them(
             return all(held) and sorted(s for h in held for s in h) == list(range(SHARDS))
 
         await eventually(shared_out, within=10, what="the shards shared out")
+        first = routers[0].listener
+        assert first is not None
+        present = await first.conn.fetchval(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND objid = 0"
+            " AND classid = $1::bigint::oid"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            first.presence,
+        )
+        assert present == 2, f"{present} routers in this database: another test's router still runs in it"
         sessions = [str((await ok(platform, "open_session"))["session"]["id"]) for _ in range(40)]
+        # A router's first look for sessions behind comes with its first wake-up: had the writes below been it,
+        # either router would have found every session behind. Both woken once first (the channel both hear).
+        await first.conn.execute("SELECT pg_notify($1, 'nobody')", LEGACY_CHANNEL)
         await asyncio.sleep(0.5)
         for r in rounds:
             r.clear()
