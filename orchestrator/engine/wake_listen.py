@@ -63,6 +63,10 @@ class ShardListener:
     def is_closed(self) -> bool:
         return self.conn.is_closed()
 
+    async def routers(self) -> int:
+        """How many routers of this deployment listen in this database (each holds the presence lock)."""
+        return int(await self.conn.fetchval(_ROUTERS, self.presence, timeout=STATEMENT_SECONDS))
+
     async def balance(self) -> list[int]:
         """Gives back the shards beyond its fair share, or takes free ones up to it; answers those it took (their
         sessions' notifications before now went to nobody: the caller looks at their sessions behind).
@@ -71,8 +75,7 @@ class ShardListener:
             RuntimeError: a shard it gave back was not locked by this connection (its locks are not what it
                 thinks: the caller drops the connection, and with it every lock it holds).
         """
-        routers = int(await self.conn.fetchval(_ROUTERS, self.presence, timeout=STATEMENT_SECONDS))
-        share = rebalance(len(self.held), routers)
+        share = rebalance(len(self.held), await self.routers())
         if share.give_back:
             gone = sorted(self.held)[-share.give_back :]
             for shard in gone:

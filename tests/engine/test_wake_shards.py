@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import random
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
 import pytest
@@ -258,6 +258,12 @@ async def test_a_router_that_joins_gets_its_share_and_no_shard_is_held_twice(fre
         assert first.held == set(range(SHARDS)), "the one that left gave its shards back with its connection"
 
 
+async def _shared_out(routers: Sequence[Router]) -> bool:
+    """Every shard held by one of `routers`, each holding some."""
+    held = [r.listener.held if r.listener else set() for r in routers]
+    return all(held) and sorted(s for h in held for s in h) == list(range(SHARDS))
+
+
 @pytest.mark.parametrize("temporal_env", ["time_skipping"], indirect=True)
 async def test_two_routers_route_every_session_and_each_write_wakes_one_of_them(
     platform: Platform, temporal_env: WorkflowEnvironment
@@ -280,20 +286,10 @@ async def test_two_routers_route_every_session_and_each_write_wakes_one_of_them(
     routers = [Counting(0), Counting(1)]
     tasks = [asyncio.create_task(r.run()) for r in routers]
     try:
-
-        async def shared_out() -> bool:
-            held = [r.listener.held if r.listener else set() for r in routers]
-            return all(held) and sorted(s for h in held for s in h) == list(range(SHARDS))
-
-        await eventually(shared_out, within=10, what="the shards shared out")
+        await eventually(lambda: _shared_out(routers), within=10, what="the shards shared out")
         first = routers[0].listener
         assert first is not None
-        present = await first.conn.fetchval(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND objid = 0"
-            " AND classid = $1::bigint::oid"
-            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            first.presence,
-        )
+        present = await first.routers()
         assert present == 2, f"{present} routers in this database: another test's router still runs in it"
         sessions = [str((await ok(platform, "open_session"))["session"]["id"]) for _ in range(40)]
         # A router's first look for sessions behind comes with its first wake-up: had the writes below been it,
@@ -341,12 +337,7 @@ async def test_a_router_whose_listening_connection_the_server_drops_comes_back_a
     tasks = [asyncio.create_task(r.run()) for r in routers]
     conn = await asyncpg.connect(platform.direct_url)
     try:
-
-        async def shared_out() -> bool:
-            held = [r.listener.held if r.listener else set() for r in routers]
-            return all(held) and sorted(s for h in held for s in h) == list(range(SHARDS))
-
-        await eventually(shared_out, within=10, what="the shards shared out")
+        await eventually(lambda: _shared_out(routers), within=10, what="the shards shared out")
         first = routers[0].listener
         assert first is not None
         pid = first.conn.get_server_pid()
@@ -356,7 +347,7 @@ async def test_a_router_whose_listening_connection_the_server_drops_comes_back_a
             within=15,
             what="the router to connect again",
         )
-        await eventually(shared_out, within=15, what="every shard held again, by both")
+        await eventually(lambda: _shared_out(routers), within=15, what="every shard held again, by both")
         sid = str((await ok(platform, "open_session"))["session"]["id"])
         await ok(platform, "write_object", session_id=sid, alias="a", value={"type": "t"})
 
