@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -234,9 +235,10 @@ async def test_the_token_is_required_as_a_header_or_an_access_token_parameter(
 
 
 async def test_a_reader_that_stops_reading_is_let_go_rather_than_buffered_for(
-    api: tuple[str, Platform], monkeypatch: pytest.MonkeyPatch
+    api: tuple[str, Platform], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(streams, "SLOW_READER_SECONDS", 1.0)
+    caplog.set_level(logging.INFO, logger=streams.__name__)
     url, platform = api
     sid = await session(platform)
     host, port = urlsplit(url).hostname, urlsplit(url).port
@@ -245,15 +247,24 @@ async def test_a_reader_that_stops_reading_is_let_go_rather_than_buffered_for(
         f"GET /v1/sessions/{sid}/stream?batch=%7B%22max_events%22%3A1%7D HTTP/1.1\r\nHost: x\r\n\r\n".encode()
     )
     try:
+        # The stream is open (and listening) before the writes: with no router here to catch up, a write made
+        # before it listened would leave it to its slow poll.
+        reader.settimeout(10)
+        received = bytearray()
+        while b"stream open" not in received:
+            received += await asyncio.to_thread(reader.recv, 4096)
         big = "m" * 40_000
         for n in range(600):  # about 24 MB of messages: far more than the sockets' buffers hold
             item = {"type": "text", "message": big}
             await platform.command({"command": "post_thread_item", "session_id": sid, "alias": f"c/{n}", "item": item})
 
         # Not a byte read all this while: the server's sends block, and it must give up on this reader.
-        await asyncio.sleep(4)
-        received = bytearray()
-        reader.settimeout(10)
+        for _ in range(600):
+            if any("too slow to read" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the server went on waiting for a reader that read nothing for a minute")
         while chunk := await asyncio.to_thread(reader.recv, 1 << 20):
             received += chunk
         # The connection ended (recv answered b""): the server let the reader go. Its last message, `event:
