@@ -25,9 +25,9 @@ from starlette.types import Receive, Scope, Send
 
 from orchestrator.commands.fields import MAX_BIGINT
 from orchestrator.core.connection_listener import StreamBatches, StreamSpec, sse_message
-from orchestrator.core.wake_shards import LEGACY_CHANNEL, channel, shard_of
-from orchestrator.store.connection import LISTENING_KEEPALIVE as KEEPALIVE
+from orchestrator.core.wake_shards import channel, shard_of
 from orchestrator.store.connection import LISTENING_STATEMENT_SECONDS as STATEMENT_SECONDS
+from orchestrator.store.connection import listening_connection
 from orchestrator.store.engine_records import EngineRecords
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,8 @@ class StreamHub:
         async with self._lock:
             try:
                 if self._conn is None or self._conn.is_closed():
-                    self._conn = await asyncpg.connect(self.database_url())
+                    self._conn = await listening_connection(self.database_url(), self._on_notify)
                     self._listened = set()
-                    await self._conn.execute(KEEPALIVE, timeout=STATEMENT_SECONDS)
-                    await asyncio.wait_for(self._conn.add_listener(LEGACY_CHANNEL, self._on_notify), STATEMENT_SECONDS)
                     # While no connection listened, notifications were lost: every stream looks again.
                     for waiters in self._waiters.values():
                         for waiter in waiters:

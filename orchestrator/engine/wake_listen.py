@@ -10,14 +10,12 @@ shards (`LEGACY_CHANNEL`), which nothing notifies once the upgrade is done.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
 
 import asyncpg
 
-from orchestrator.core.wake_shards import LEGACY_CHANNEL, SHARDS, channel, lock_space, presence_space, rebalance
-from orchestrator.store.connection import LISTENING_KEEPALIVE as KEEPALIVE
+from orchestrator.core.wake_shards import SHARDS, channel, lock_space, presence_space, rebalance
 from orchestrator.store.connection import LISTENING_STATEMENT_SECONDS as STATEMENT_SECONDS
+from orchestrator.store.connection import Notify, listening_connection
 
 # The routers of this deployment: those holding its presence lock, in this database.
 _ROUTERS = (
@@ -34,8 +32,6 @@ _TAKE = (
 )
 _GIVE_BACK = "SELECT bool_and(pg_advisory_unlock($1, s)) FROM unnest($2::integer[]) s"
 
-Notify = Callable[[Any, int, str, Any], None]
-
 
 class ShardListener:
     def __init__(self, conn: asyncpg.Connection, schema: str, on_notify: Notify) -> None:
@@ -48,12 +44,10 @@ class ShardListener:
     @classmethod
     async def open(cls, database_url: str, schema: str, on_notify: Notify) -> ShardListener:
         """Connected, counted among the routers, and holding the free shards up to its fair share."""
-        conn = await asyncpg.connect(database_url)
+        conn = await listening_connection(database_url, on_notify)
         try:
             listener = cls(conn, schema, on_notify)
-            await conn.execute(KEEPALIVE, timeout=STATEMENT_SECONDS)
             await conn.execute("SELECT pg_advisory_lock_shared($1, 0)", listener.presence, timeout=STATEMENT_SECONDS)
-            await asyncio.wait_for(conn.add_listener(LEGACY_CHANNEL, on_notify), STATEMENT_SECONDS)
             await listener.balance()
         except BaseException:
             conn.terminate()  # needs no await: a cancellation cannot leave it open

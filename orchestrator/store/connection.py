@@ -3,10 +3,14 @@ say the database is away."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
+
+from orchestrator.core.wake_shards import LEGACY_CHANNEL
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -60,3 +64,20 @@ def unreachable(url: str, err: BaseException) -> DatabaseUnreachable:
 # freeing the advisory locks it held.
 LISTENING_STATEMENT_SECONDS = 10.0
 LISTENING_KEEPALIVE = "SET tcp_keepalives_idle = 15; SET tcp_keepalives_interval = 5; SET tcp_keepalives_count = 3"
+
+# What a listening connection calls with each notification: (connection, server pid, channel, payload).
+Notify: TypeAlias = Callable[[Any, int, str, Any], None]
+
+
+async def listening_connection(database_url: str, on_notify: Notify) -> asyncpg.Connection[Any]:
+    """A new connection to LISTEN on: its keepalives set, and listening on the releases' before channel
+    (`LEGACY_CHANNEL`: during a rolling upgrade a process of the earlier release sets the writers' function bodies
+    back to notifying there). The caller listens on its shards' channels."""
+    conn = await asyncpg.connect(database_url, timeout=LISTENING_STATEMENT_SECONDS)
+    try:
+        await conn.execute(LISTENING_KEEPALIVE, timeout=LISTENING_STATEMENT_SECONDS)
+        await asyncio.wait_for(conn.add_listener(LEGACY_CHANNEL, on_notify), LISTENING_STATEMENT_SECONDS)
+    except BaseException:
+        conn.terminate()  # needs no await: a cancellation cannot leave it open
+        raise
+    return conn
