@@ -92,9 +92,11 @@ class RunSweep:
         word, tag = await self.temporal.word(record.execution_id)
         check = check_run(record, word, await self.temporal.retention_seconds())
         if isinstance(check, RecordEnd):
-            log.warning("run %s ended %s without reporting it", record.execution_id, check.status)
+            # A run reports its end before the task that closes it completes, so one that reported is seen
+            # here as recorded (its record was read before it reported): said only when this recorded it.
             error = f"the run closed as {check.status} without reporting"
-            await self.driver.end(tag or tag_of(record), check.status, error)
+            if await self.driver.end(tag or tag_of(record), check.status, error):
+                log.warning("run %s ended %s without reporting it", record.execution_id, check.status)
         elif isinstance(check, DriveLane):
             log.warning("run %s was recorded and never started: its lane starts it", record.execution_id)
             await self._drive(lane_of(record))

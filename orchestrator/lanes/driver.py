@@ -552,9 +552,10 @@ class LaneDriver:
 
     # -- a run's end -----------------------------------------------------------------------------------------
 
-    async def end(self, tag: RunTag, status: str, error: str | None, error_type: str | None = None) -> None:
+    async def end(self, tag: RunTag, status: str, error: str | None, error_type: str | None = None) -> bool:
         """Record a run's end (once), hold its slot for its repeat or release it, and drive the lanes it frees
-        a slot for (its own, when more waits in it; the one a freed key slot goes to)."""
+        a slot for (its own, when more waits in it; the one a freed key slot goes to). Whether this recorded it
+        (False: it was recorded before)."""
         fields = log_fields(tag.session_id, tag.listener, tag.lane, execution=tag.execution_id, error=error)
         own = None
         if tag.listener is not None and tag.lane is not None:
@@ -602,7 +603,7 @@ class LaneDriver:
         activity = {"activity": "run_end"} if ended.recorded else {}
         self.observed.log.info("run %s", status, extra={**fields, "status": status, **activity})
         if own is None:
-            return
+            return ended.recorded
         if decision is not None and decision.repeat_in is not None:
             # Told again when the end was recorded before (a report that died after its record runs again): the
             # lane learns of its repeat either way, at worst a little late.
@@ -611,6 +612,7 @@ class LaneDriver:
             await self.nudger.nudge_quietly(own, LaneNews(due_in=decision.repeat_in))
         if ended.recorded:
             await self.hand_on(list(ended.drive), ended.snapshot)
+        return ended.recorded
 
     async def hand_on(self, lanes: list[LaneAddress], read: LaneSnapshot | None = None) -> None:
         """Drive the lanes a freed slot went to, here and now: whoever frees a slot takes what waits for it (act's
