@@ -42,7 +42,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from bench.common import CpuMeter, cpu_seconds, postmaster_pid, scratch_database
 from orchestrator.config import Settings
-from orchestrator.core.wake_shards import SHARDS
+from orchestrator.core import wake_shards
 from orchestrator.engine.router import Router
 from orchestrator.platform import Platform
 from orchestrator.store.engine_records import EngineRecords
@@ -203,7 +203,7 @@ async def wakeups_case(url: str, writes: int, counts: list[int]) -> None:
         for count in [0, *counts]:
             routers = [await idle_router(url, settings) for _ in range(count)]
             tasks = [asyncio.create_task(router.run()) for router, _ in routers]
-            await shared_out([router for router, _ in routers])
+            await settled([router for router, _ in routers])
             meter = CpuMeter(None, postgres)
             meter.start()
             began = time.perf_counter()
@@ -231,12 +231,11 @@ async def wakeups_case(url: str, writes: int, counts: list[int]) -> None:
         await platform.close()
 
 
-async def shared_out(routers: list[CountingRouter], within: float = 15.0) -> None:
+async def settled(routers: list[CountingRouter], within: float = 15.0) -> None:
     """Until the routers hold every wake-up shard between them, each some (`core/wake_shards.py`)."""
     deadline = time.monotonic() + within
     while routers and time.monotonic() < deadline:
-        held = [r.listener.held if r.listener is not None else set() for r in routers]
-        if all(held[:SHARDS]) and sum(len(h) for h in held) == SHARDS:
+        if wake_shards.shared_out([r.listener.held if r.listener is not None else set() for r in routers]):
             return
         await asyncio.sleep(0.1)
     await asyncio.sleep(0.2)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import zlib
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 SHARDS = 64
@@ -54,6 +55,13 @@ def _key(text: str) -> int:
 def fair_share(routers: int) -> int:
     """The most shards one of `routers` routers holds."""
     return -(-SHARDS // max(routers, 1))
+
+
+def shared_out(held: Sequence[Collection[int]]) -> bool:
+    """Whether routers holding `held` (each one's shards) are where `rebalance` leaves them: every shard held by
+    exactly one of them, none holding more than its fair share."""
+    fair = fair_share(len(held))
+    return all(len(shards) <= fair for shards in held) and sorted(s for h in held for s in h) == list(range(SHARDS))
 
 
 @dataclass(frozen=True)

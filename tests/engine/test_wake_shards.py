@@ -20,7 +20,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.testing import WorkflowEnvironment
 
-from orchestrator.core.wake_shards import LEGACY_CHANNEL, SHARDS, channel, fair_share, rebalance, shard_of
+from orchestrator.core.wake_shards import (
+    LEGACY_CHANNEL,
+    SHARDS,
+    channel,
+    fair_share,
+    rebalance,
+    shard_of,
+    shared_out,
+)
 from orchestrator.door.streams import StreamHub
 from orchestrator.engine.router import Router
 from orchestrator.engine.wake_listen import ShardListener
@@ -50,6 +58,7 @@ def test_routers_share_out_every_shard_once_within_a_few_turns(routers: int, rng
                 held[r].add(shard)
     assert sorted(owner) == list(range(SHARDS))
     assert all(len(h) <= fair_share(routers) for h in held)
+    assert shared_out(held)
 
 
 async def test_a_session_s_shard_is_the_same_in_python_and_in_postgresql(fresh_db: str, platform: Platform) -> None:
@@ -259,9 +268,7 @@ async def test_a_router_that_joins_gets_its_share_and_no_shard_is_held_twice(fre
 
 
 async def _shared_out(routers: Sequence[Router]) -> bool:
-    """Every shard held by one of `routers`, each holding some."""
-    held = [r.listener.held if r.listener else set() for r in routers]
-    return all(held) and sorted(s for h in held for s in h) == list(range(SHARDS))
+    return shared_out([r.listener.held if r.listener else set() for r in routers])
 
 
 @pytest.mark.parametrize("temporal_env", ["time_skipping"], indirect=True)
