@@ -180,7 +180,10 @@ class Client:
         reply = await self.command(body)
         if reply.get("status") != "success":
             code = cast(ErrorCode, str(reply.get("error", "internal_error")))
-            raise CommandError(code, str(reply.get("message", "")))
+            later = reply.get("retry_after")
+            raise CommandError(
+                code, str(reply.get("message", "")), retry_after=later if isinstance(later, int) else None
+            )
         return reply
 
     # Sessions

@@ -2,7 +2,8 @@
 
 Owns the command dispatch that the Python client, the command line and HTTP share, so the three doors
 answer the same JSON for the same command. A command never raises past `command()`: bad input and
-refusals become `{"status": "error", ...}` replies, and a bug becomes `internal_error`.
+refusals become `{"status": "error", ...}` replies, a database out of reach `unavailable`, and a bug
+`internal_error`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Any
 from orchestrator.commands import dispatch
 from orchestrator.commands.access import Caller
 from orchestrator.config import Settings
-from orchestrator.core.errors import CommandError
-from orchestrator.store.connection import DATABASE_AWAY, unreachable
+from orchestrator.core.errors import CommandError, unavailable
+from orchestrator.store.connection import DATABASE_AWAY, DATABASE_UNAVAILABLE, unreachable
 from orchestrator.store.engine_records import EngineRecords
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,10 @@ class Platform:
             return await dispatch(self, body, caller, raw)
         except CommandError as err:
             return err.reply()
+        except DATABASE_UNAVAILABLE as err:
+            # A line, not a traceback: while the database is away every command says so.
+            log.warning("command answered unavailable: the database is out of reach (%s)", type(err).__name__)
+            return unavailable().reply()
         except Exception:
             log.exception("command failed")
             return CommandError("internal_error", "the command failed inside the platform").reply()

@@ -44,6 +44,11 @@ ERROR_MEANINGS = {
     "unauthorized": "HTTP only: no key (401), or one that is wrong, revoked or expired (403)",
     "past_retention": "the history asked about was there, and retention has deleted it",
     "rate_limited": "over the key's request rate or the session's write rate; `Retry-After` says when to come back",
+    "unavailable": (
+        "the database is out of reach for now (stopped, restarting, its pooler down); `Retry-After` says when to"
+        " try again. A write whose connection broke at its commit may have been made: retried with its"
+        " `idempotency_key`, it is not made twice"
+    ),
     "internal_error": "the platform failed; the message says no more, the logs do",
 }
 

@@ -2,8 +2,9 @@
 
 Owns the one exception type that crosses from validation and the store to the command surface, where it
 becomes `{"status": "error", "error": CODE, "message": TEXT}`. The codes are the SPEC's section 8 list, with
-`unauthorized` and `rate_limited` (section 13) that the HTTP door answers too, and `past_retention` for history
-retention deleted (section 14).
+`unauthorized` and `rate_limited` (section 13) that the HTTP door answers too, `past_retention` for history
+retention deleted (section 14), and `unavailable` for a database out of reach (a try later may pass, where
+`internal_error` says the platform failed).
 """
 
 from __future__ import annotations
@@ -21,8 +22,14 @@ ErrorCode = Literal[
     "access_denied",
     "unauthorized",
     "rate_limited",
+    # The database is out of reach for now (stopped, restarting, its pooler down): a try later may pass.
+    "unavailable",
     "internal_error",
 ]
+
+
+# How soon a command answered `unavailable` may try again, in whole seconds.
+UNAVAILABLE_RETRY_SECONDS = 1
 
 
 class CommandError(Exception):
@@ -32,7 +39,7 @@ class CommandError(Exception):
         super().__init__(message)
         self.code: ErrorCode = code
         self.message = message
-        # `rate_limited`: whole seconds until a retry may pass (HTTP's `Retry-After`).
+        # `rate_limited`, `unavailable`: whole seconds until a retry may pass (HTTP's `Retry-After`).
         self.retry_after = retry_after
 
     def reply(self) -> dict[str, Any]:
@@ -40,3 +47,13 @@ class CommandError(Exception):
         if self.retry_after is not None:
             answer["retry_after"] = self.retry_after
         return answer
+
+
+def unavailable() -> CommandError:
+    """The refusal of a command the database could not be reached for (nothing says whether a write whose
+    connection broke at its commit was made: its `idempotency_key` makes a retry safe)."""
+    return CommandError(
+        "unavailable",
+        "database: out of reach for now; try again (a write retried with its idempotency_key is not made twice)",
+        retry_after=UNAVAILABLE_RETRY_SECONDS,
+    )

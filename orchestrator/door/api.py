@@ -28,7 +28,7 @@ from orchestrator.commands.reference import schema_index
 from orchestrator.commands.registry import MAX_JSON_DEPTH, unknown_command
 from orchestrator.config import Settings
 from orchestrator.core.connection_listener import parse_stream, unknown_stream_params
-from orchestrator.core.errors import CommandError
+from orchestrator.core.errors import CommandError, unavailable
 from orchestrator.door.access_log import AccessLog
 from orchestrator.door.auth import (
     STATUS_BY_ERROR,
@@ -45,6 +45,7 @@ from orchestrator.door.openapi import openapi_document
 from orchestrator.door.streams import EventStream, StreamHub, start_position
 from orchestrator.platform import Platform
 from orchestrator.store import json_codec
+from orchestrator.store.connection import DATABASE_UNAVAILABLE
 from orchestrator.telemetry import continuing
 
 __all__ = ["STATUS_BY_ERROR", "UNKNOWN_ERROR_STATUS", "create_app", "error_reply", "status_for"]
@@ -87,6 +88,16 @@ class DashboardFiles(StaticFiles):
         response = await super().get_response(path, scope)
         response.headers.update(REVALIDATE)
         return response
+
+
+async def database_away(request: Request, err: Exception) -> Response:
+    log.warning(
+        "%s %s answered unavailable: the database is out of reach (%s)",
+        request.method,
+        request.url.path,
+        type(err).__name__,
+    )
+    return reply_response(unavailable().reply())
 
 
 def create_app(platform: Platform, settings: Settings) -> Starlette:
@@ -215,6 +226,9 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             Route("/readyz", readyz, methods=["GET"]),
         ],
         middleware=[Middleware(AccessLog)],
+        # What a door asks of the database before a command (who the caller is, its key's rate) fails as the
+        # command would: `unavailable`, in JSON, not a bare 500 and a traceback a request.
+        exception_handlers={kind: database_away for kind in DATABASE_UNAVAILABLE},
     )
     # Closed by the server that serves the app (`orchestrator.dev.runtime.ApiServer`).
     app.state.stream_hub = hub

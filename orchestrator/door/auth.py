@@ -40,6 +40,7 @@ STATUS_BY_ERROR: dict[str, int] = {
     "limit_exceeded": 422,
     "rate_limited": 429,
     "internal_error": 500,
+    "unavailable": 503,
 }
 # A code this table does not know yet is still a refusal of the request, not a crash.
 UNKNOWN_ERROR_STATUS = 400
@@ -56,7 +57,7 @@ def status_for(reply: dict[str, Any]) -> int:
 
 
 def reply_response(reply: dict[str, Any]) -> JSONResponse:
-    """A reply with its status code, and `Retry-After` when it is a rate limit's."""
+    """A reply with its status code, and `Retry-After` when it says when to try again."""
     headers = {"Retry-After": str(reply["retry_after"])} if reply.get("retry_after") is not None else None
     return JSONResponse(reply, status_code=status_for(reply), headers=headers)
 

@@ -32,6 +32,13 @@ DATABASE_AWAY: tuple[type[BaseException], ...] = (
     asyncpg.CannotConnectNowError,
     asyncpg.TooManyConnectionsError,
 )
+# What a command is answered `unavailable` for (a try later may pass): the database out of reach, or stopping or
+# restarting under the statement (its shutdown ends the connection's statement).
+DATABASE_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    *DATABASE_AWAY,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+)
 # What a loop that goes on (the router, retention) waits out as the database's trouble: away, or refusing.
 DATABASE_TROUBLE: tuple[type[BaseException], ...] = (*DATABASE_AWAY, asyncpg.PostgresError)
 

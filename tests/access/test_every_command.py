@@ -33,7 +33,7 @@ TYPE_GLOBS = ["**", "app.*", "pay.*"]
 PAY_ALLOW = ["emit:pay.*", "write:t1/**"]
 TYPES = {"app.note": None, "pay.captured": PAY_ALLOW}
 # Failures an allowed command may meet that are not about who asks (no Temporal here, a name taken before).
-NOT_ABOUT_ACCESS = {"invalid_request", "not_found", "session_not_open", "internal_error", "rev_conflict"}
+NOT_ABOUT_ACCESS = {"invalid_request", "not_found", "session_not_open", "internal_error", "rev_conflict", "unavailable"}
 
 scope_texts = st.one_of(
     st.sampled_from(["admin", "listeners"]),

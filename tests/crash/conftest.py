@@ -328,8 +328,8 @@ class Workload:
             if reply["status"] == "success":
                 return
             self.failed_attempts += 1
-            # A database that is away answers internal_error; anything else is the test's own mistake.
-            if reply.get("error") != "internal_error" or time.monotonic() > deadline:
+            # A database that is away answers unavailable; anything else is the test's own mistake.
+            if reply.get("error") != "unavailable" or time.monotonic() > deadline:
                 raise AssertionError(f"write {alias} kept failing: {reply}")
             await asyncio.sleep(0.2)
 

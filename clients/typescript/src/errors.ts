@@ -11,7 +11,7 @@ export interface ErrorReply {
   status: "error";
   error: ErrorCode;
   message: string;
-  /** `rate_limited`: whole seconds until a retry may pass (HTTP's `Retry-After`). */
+  /** `rate_limited`, `unavailable`: whole seconds until a retry may pass (HTTP's `Retry-After`). */
   retry_after?: number;
 }
 
@@ -40,8 +40,8 @@ export class AccessDeniedError extends CommandError {}
 export class UnauthorizedError extends CommandError {}
 export class InternalError extends CommandError {}
 
-/** `rate_limited`: the key's or the session's rate; retry after `retryAfterSeconds`. */
-export class RateLimitedError extends CommandError {
+/** A refusal that says when to try again (`retryAfterSeconds`, HTTP's `Retry-After`). */
+export class RetryLaterError extends CommandError {
   readonly retryAfterSeconds?: number;
 
   constructor(code: ErrorCode, message: string, status?: number, retryAfterSeconds?: number) {
@@ -49,6 +49,13 @@ export class RateLimitedError extends CommandError {
     this.retryAfterSeconds = retryAfterSeconds;
   }
 }
+
+/** `rate_limited`: the key's or the session's rate; retry after `retryAfterSeconds`. */
+export class RateLimitedError extends RetryLaterError {}
+
+/** `unavailable`: the platform's database is out of reach for now; retry after `retryAfterSeconds` (a write
+ * retried with its `idempotency_key` is not made twice). */
+export class UnavailableError extends RetryLaterError {}
 
 const BY_CODE: Record<ErrorCode, typeof CommandError> = {
   invalid_request: InvalidRequestError,
@@ -60,6 +67,7 @@ const BY_CODE: Record<ErrorCode, typeof CommandError> = {
   access_denied: AccessDeniedError,
   unauthorized: UnauthorizedError,
   rate_limited: RateLimitedError,
+  unavailable: UnavailableError,
   internal_error: InternalError,
 };
 
@@ -67,8 +75,9 @@ const BY_CODE: Record<ErrorCode, typeof CommandError> = {
 export function commandError(reply: Partial<ErrorReply>, status?: number): CommandError {
   const code = (typeof reply.error === "string" ? reply.error : "internal_error") as ErrorCode;
   const message = typeof reply.message === "string" ? reply.message : `HTTP ${status ?? "?"}`;
-  if (code === "rate_limited") {
-    return new RateLimitedError(code, message, status, reply.retry_after);
+  if (code === "rate_limited" || code === "unavailable") {
+    const Later = code === "rate_limited" ? RateLimitedError : UnavailableError;
+    return new Later(code, message, status, reply.retry_after);
   }
   const Kind = Object.prototype.hasOwnProperty.call(BY_CODE, code) ? BY_CODE[code] : CommandError;
   return new Kind(code, message, status);

@@ -3,8 +3,8 @@
 /* eslint-disable */
 
 /** The codes of the platform's error replies (`docs/commands.md`). */
-export type ErrorCode = "invalid_request" | "not_found" | "past_retention" | "session_not_open" | "rev_conflict" | "limit_exceeded" | "access_denied" | "unauthorized" | "rate_limited" | "internal_error";
-export const ERROR_CODES: readonly ErrorCode[] = ["invalid_request", "not_found", "past_retention", "session_not_open", "rev_conflict", "limit_exceeded", "access_denied", "unauthorized", "rate_limited", "internal_error"];
+export type ErrorCode = "invalid_request" | "not_found" | "past_retention" | "session_not_open" | "rev_conflict" | "limit_exceeded" | "access_denied" | "unauthorized" | "rate_limited" | "unavailable" | "internal_error";
+export const ERROR_CODES: readonly ErrorCode[] = ["invalid_request", "not_found", "past_retention", "session_not_open", "rev_conflict", "limit_exceeded", "access_denied", "unauthorized", "rate_limited", "unavailable", "internal_error"];
 
 /** A success reply: `status` and what the command answers (each command's reply is in its method's doc).
  * Replies have no schema of their own: their fields are `any`, read as the method's doc says. */

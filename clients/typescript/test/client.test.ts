@@ -8,8 +8,11 @@ import {
   InvalidRequestError,
   NotFoundError,
   RevConflictError,
+  RateLimitedError,
   TransportError,
   UnauthorizedError,
+  UnavailableError,
+  commandError,
 } from "../src";
 import { client, fresh } from "./helpers";
 
@@ -94,4 +97,12 @@ test("a wrong key is unauthorized, and an unreachable API a transport error", as
   await assert.rejects(stranger.listListeners(), CommandError);
   const nowhere = new Client("http://127.0.0.1:9", { timeoutMs: 2000 });
   await assert.rejects(nowhere.listListeners(), TransportError);
+});
+
+test("a reply that says when to try again is the error of its code, with the seconds", () => {
+  const away = commandError({ status: "error", error: "unavailable", message: "database: out of reach", retry_after: 1 }, 503);
+  assert.ok(away instanceof UnavailableError && away.retryAfterSeconds === 1 && away.status === 503, String(away));
+  const limited = commandError({ status: "error", error: "rate_limited", message: "key: over", retry_after: 3 }, 429);
+  assert.ok(limited instanceof RateLimitedError && !(limited instanceof UnavailableError), String(limited));
+  assert.equal((limited as RateLimitedError).retryAfterSeconds, 3);
 });

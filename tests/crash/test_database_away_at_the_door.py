@@ -1,0 +1,65 @@
+"""The HTTP door while its database is away: every request answers `unavailable` (503, `Retry-After`) in the
+door's JSON, whether the database failed the command or the door's own look before it (who the caller is), and
+the door answers as before once the database is back."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from orchestrator.client import Client
+from orchestrator.config import Settings
+from orchestrator.core.errors import CommandError
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
+from orchestrator.platform import Platform
+from tests.crash.conftest import RestartablePostgres
+
+pytestmark = pytest.mark.xdist_group("crash")
+
+UNAVAILABLE = {
+    "status": "error",
+    "error": "unavailable",
+    "message": "database: out of reach for now; try again (a write retried with its idempotency_key is not made twice)",
+    "retry_after": 1,
+}
+
+
+@pytest.mark.parametrize("token", [None, "s3cret"], ids=["open door", "bootstrap token"])
+async def test_a_door_whose_database_is_away_answers_unavailable_and_serves_again_once_it_is_back(
+    private_postgres: RestartablePostgres, token: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Open: the door's first look is whether any key exists (the database's); with the token, the command's own.
+    settings = Settings(api_token=SecretStr(token) if token else None)
+    platform = await Platform.connect(settings, private_postgres.url)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        async with (
+            serve_api(create_app(platform, settings), "127.0.0.1", 0) as url,
+            httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http,
+        ):
+            await private_postgres.stop()
+            caplog.set_level(logging.WARNING)
+            for _ in range(3):
+                away = await http.post("/v1/commands", json={"command": "open_session"})
+                assert away.status_code == 503, away.text
+                assert away.json() == UNAVAILABLE
+                assert away.headers["retry-after"] == "1"
+            ours = [r for r in caplog.records if r.name.split(".")[0] in ("orchestrator", "uvicorn")]
+            assert ours and not [r for r in ours if r.exc_info], "an outage is a line a request, not a traceback"
+            assert (await http.get("/readyz")).status_code == 503
+            # The Python client raises it as the code's error, with when to try again.
+            async with Client.http(url, token=token) as client:
+                with pytest.raises(CommandError) as refused:
+                    await client.open_session()
+            assert (refused.value.code, refused.value.retry_after) == ("unavailable", 1)
+
+            await private_postgres.start_again()
+            back = await http.post("/v1/commands", json={"command": "open_session"})
+            assert back.status_code == 200, back.text
+            assert back.json()["session"]["id"].startswith("ses_")
+    finally:
+        await platform.close()
