@@ -45,7 +45,7 @@ from orchestrator.engine.run_sweep import RunSweep
 from orchestrator.engine.wait_answers import WaitTeller
 from orchestrator.engine.wake_listen import ShardListener
 from orchestrator.lanes.nudges import Nudger
-from orchestrator.store.connection import DATABASE_TROUBLE
+from orchestrator.store.connection import DATABASE_TROUBLE, DATABASE_UNAVAILABLE
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.store.lane_store import LaneStore, RouteNudge, TracedEvent
 from orchestrator.telemetry import METRICS, TRACER, log_fields, parent_and_links
@@ -246,10 +246,16 @@ class Router:
                             max(self.round_interval, BUSY_ROUND_INTERVAL_SECONDS) if busy else self.round_interval
                         )
                         self._last_round[session_id] = (time.monotonic(), interval)
-                    except Exception:
-                        log.exception(
-                            "routing session %s failed; it will be retried", session_id, extra=log_fields(session_id)
-                        )
+                    except Exception as err:
+                        if isinstance(err, DATABASE_UNAVAILABLE):
+                            # The router says that it lost the database: each session waiting for it is no news.
+                            log.debug("routing session %s waits for the database (%s)", session_id, type(err).__name__)
+                        else:
+                            log.exception(
+                                "routing session %s failed; it will be retried",
+                                session_id,
+                                extra=log_fields(session_id),
+                            )
                         await asyncio.sleep(0.5)
                         self._dirty.add(session_id)
 
