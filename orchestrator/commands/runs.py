@@ -8,6 +8,7 @@ waits past `fired_through`) and the runs holding its slots. Why a lane waits is 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.listeners import throttle_past_fires, unregistered_workflow
@@ -45,6 +47,10 @@ from orchestrator.core.lane_snapshot import (
 from orchestrator.core.lane_step import next_move
 from orchestrator.core.limits import Limits
 from orchestrator.lanes.registry import FRESH_SECONDS
+
+log = logging.getLogger(__name__)
+# Temporal out of reach for now: a run recorded before such an answer is started by the run sweep once it answers.
+TEMPORAL_AWAY = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -490,7 +496,9 @@ async def list_executions(platform: CommandContext, req: ListExecutions) -> dict
 )
 async def start_execution(platform: CommandContext, req: StartExecution) -> dict[str, Any]:
     """Start a registered workflow in a session; its start and end are events like a listener's runs. A workflow
-    no worker has registered lately is refused (`not_found`)."""
+    no worker has registered lately is refused (`not_found`). The run is recorded before Temporal is asked: when
+    Temporal is out of reach it is answered all the same, and starts, by the id answered, once Temporal answers
+    (the workers' run sweep, within `run_check_seconds`); a retry would start a second run."""
     from orchestrator.lanes.executions import TemporalRuns, run_queues, start_run
     from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 
@@ -530,7 +538,14 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
         task_queue=elsewhere,
         platform_task_queue=home,
     )
-    await start_run(TemporalRuns(platform.temporal, settings), platform.store, tag, run_input)
+    try:
+        await start_run(TemporalRuns(platform.temporal, settings), platform.store, tag, run_input)
+    except RPCError as err:
+        if err.status not in TEMPORAL_AWAY:
+            raise
+        # Recorded with its input, and not known started: the run sweep starts it (by this id) once Temporal
+        # answers. Answered as made, since a caller's retry would make a second run under a new id.
+        log.warning("execution %s recorded; Temporal is out of reach, so the run sweep starts it", execution_id)
     return {"execution": {"id": execution_id, "workflow": req.workflow}}
 
 

@@ -1143,7 +1143,7 @@ export abstract class GeneratedCommands {
   }
 
   /**
-   * `start_execution`: Start a registered workflow in a session; its start and end are events like a listener's runs. A workflow no worker has registered lately is refused (`not_found`).
+   * `start_execution`: Start a registered workflow in a session; its start and end are events like a listener's runs. A workflow no worker has registered lately is refused (`not_found`). The run is recorded before Temporal is asked: when Temporal is out of reach it is answered all the same, and starts, by the id answered, once Temporal answers (the workers' run sweep, within `run_check_seconds`); a retry would start a second run.
    *
    * Reply: `execution` {id, workflow}
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`.
