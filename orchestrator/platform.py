@@ -11,10 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from temporalio.service import RPCError
+
 from orchestrator.commands import dispatch
 from orchestrator.commands.access import Caller
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError, unavailable
+from orchestrator.lanes.executions import TEMPORAL_AWAY
 from orchestrator.store.connection import DATABASE_AWAY, DATABASE_UNAVAILABLE, unreachable
 from orchestrator.store.engine_records import EngineRecords
 
@@ -71,6 +74,9 @@ class Platform:
             # A line, not a traceback: while the database is away every command says so.
             log.warning("command answered unavailable: the database is out of reach (%s)", type(err).__name__)
             return unavailable().reply()
-        except Exception:
+        except Exception as err:
+            if isinstance(err, RPCError) and err.status in TEMPORAL_AWAY:
+                log.warning("command answered unavailable: Temporal is out of reach (%s)", err.status.name)
+                return unavailable("temporal").reply()
             log.exception("command failed")
             return CommandError("internal_error", "the command failed inside the platform").reply()

@@ -20,7 +20,7 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from orchestrator.commands.fields import ListenerName, SessionId
 from orchestrator.commands.listeners import throttle_past_fires, unregistered_workflow
@@ -49,8 +49,6 @@ from orchestrator.core.limits import Limits
 from orchestrator.lanes.registry import FRESH_SECONDS
 
 log = logging.getLogger(__name__)
-# Temporal out of reach for now: a run recorded before such an answer is started by the run sweep once it answers.
-TEMPORAL_AWAY = (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED)
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -499,7 +497,7 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
     no worker has registered lately is refused (`not_found`). The run is recorded before Temporal is asked: when
     Temporal is out of reach it is answered all the same, and starts, by the id answered, once Temporal answers
     (the workers' run sweep, within `run_check_seconds`); a retry would start a second run."""
-    from orchestrator.lanes.executions import TemporalRuns, run_queues, start_run
+    from orchestrator.lanes.executions import TEMPORAL_AWAY, TemporalRuns, run_queues, start_run
     from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 
     session = await platform.store.get_session(req.session_id)

@@ -22,7 +22,7 @@ ErrorCode = Literal[
     "access_denied",
     "unauthorized",
     "rate_limited",
-    # The database is out of reach for now (stopped, restarting, its pooler down): a try later may pass.
+    # The database or Temporal is out of reach for now (stopped, restarting, a pooler down): a try later may pass.
     "unavailable",
     "internal_error",
 ]
@@ -49,11 +49,11 @@ class CommandError(Exception):
         return answer
 
 
-def unavailable() -> CommandError:
-    """The refusal of a command the database could not be reached for (nothing says whether a write whose
-    connection broke at its commit was made: its `idempotency_key` makes a retry safe)."""
+def unavailable(what: Literal["database", "temporal"] = "database") -> CommandError:
+    """The refusal of a command the database (or Temporal) could not be reached for (nothing says whether a write
+    whose connection broke at its commit was made: its `idempotency_key` makes a retry safe)."""
     return CommandError(
         "unavailable",
-        "database: out of reach for now; try again (a write retried with its idempotency_key is not made twice)",
+        f"{what}: out of reach for now; try again (a write retried with its idempotency_key is not made twice)",
         retry_after=UNAVAILABLE_RETRY_SECONDS,
     )
