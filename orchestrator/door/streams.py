@@ -269,8 +269,11 @@ class EventStream:
                 due = self.batches.due_at()
                 if due is not None:
                     deadlines.append(due)
+                # `asyncio.timeout`, not `wait_for`: Python 3.11's `wait_for` loses a cancellation (the reader
+                # gone) that lands as the stream is woken, and the stream would outlive its connection.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(woken.wait(), max(min(deadlines) - now, 0.0))
+                    async with asyncio.timeout(max(min(deadlines) - now, 0.0)):
+                        await woken.wait()
 
 
 def start_position(store_last: int, after: str | None, last_event_id: str | None) -> int | None:

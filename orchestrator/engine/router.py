@@ -142,10 +142,12 @@ class Router:
                         self.listener = await self._listen()
                         balancing = asyncio.create_task(self._balance(self.listener))
                     await self._drain()
+                    again = max(self.round_interval, ROUND_INTERVAL_SECONDS)
+                    # `asyncio.timeout`, not `wait_for`: Python 3.11's `wait_for` loses a cancellation that lands
+                    # as the wake-up is set, and the router would outlive its cancel.
                     with contextlib.suppress(TimeoutError):
-                        again = max(self.round_interval, ROUND_INTERVAL_SECONDS)
-                        timeout = min(self.poll_seconds, again) if self._again else self.poll_seconds
-                        await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+                        async with asyncio.timeout(min(self.poll_seconds, again) if self._again else self.poll_seconds):
+                            await self._wake.wait()
                     self._wake.clear()
                     self._dirty.update(self._again)
                     self._again.clear()

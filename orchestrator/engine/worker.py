@@ -36,6 +36,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from orchestrator.app_loader import UserApp
 from orchestrator.config import Settings, reveal
+from orchestrator.engine.quiet_outages import QuietOutages
 from orchestrator.telemetry import tracing_interceptor
 from orchestrator.workflows.run_end import RunEndInterceptor
 
@@ -122,8 +123,13 @@ def build_worker(
         activity_executor=executor,
         workflow_runner=sandbox_runner(temporal_client.data_converter),
         # A client's tracing interceptor applies to its workers too; one without gets it here. Runs the
-        # platform started report their own end (workflows.run_end).
-        interceptors=[*([] if _traced(temporal_client) else [tracing_interceptor()]), RunEndInterceptor()],
+        # platform started report their own end (workflows.run_end); the platform's activities fail in a line
+        # while the database is away (engine.quiet_outages).
+        interceptors=[
+            *([] if _traced(temporal_client) else [tracing_interceptor()]),
+            RunEndInterceptor(),
+            QuietOutages(),
+        ],
         graceful_shutdown_timeout=timedelta(seconds=settings.worker_graceful_shutdown_seconds),
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -49,9 +50,10 @@ async def flaky_fire(platform: Platform, temporal_env: WorkflowEnvironment) -> A
 
 
 async def test_a_lane_that_cannot_fire_says_since_when_and_why_and_fires_once_it_can(
-    flaky_fire: tuple[Engine, Unreachable],
+    flaky_fire: tuple[Engine, Unreachable], caplog: pytest.LogCaptureFixture
 ) -> None:
     engine, unreachable = flaky_fire
+    caplog.set_level(logging.INFO, logger="temporalio.activity")
     await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.2}))
     sid = await new_session(engine)
     reply = await engine.command("write_object", session_id=sid, alias="missions/a", value={"type": "m"})
@@ -67,6 +69,9 @@ async def test_a_lane_that_cannot_fire_says_since_when_and_why_and_fires_once_it
     [trouble] = troubles
     assert "the database is away" in trouble["error"]
     assert trouble["failures"] >= 1 and trouble["since"]
+    # Each failed attempt is no warning with a traceback (engine.quiet_outages): the lane's trouble says it.
+    loud = [r for r in caplog.records if r.name == "temporalio.activity" and r.levelno >= logging.WARNING]
+    assert not loud, [r.getMessage() for r in loud]
     assert not engine.log.runs
     unreachable.back = True
 

@@ -373,3 +373,23 @@ async def test_a_router_whose_listening_connection_the_server_drops_comes_back_a
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.mark.parametrize("temporal_env", ["time_skipping"], indirect=True)
+async def test_a_router_cancelled_as_it_is_woken_stops(platform: Platform, temporal_env: WorkflowEnvironment) -> None:
+    """Python 3.11's `asyncio.wait_for` returns, rather than raises, when the task is cancelled in the loop turn
+    its awaitable completes in: a router waiting for its wake-up that way outlived the cancel."""
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    router = Router(store, store.lanes, temporal_env.client, platform.direct_url, platform.settings, poll_seconds=60)
+    task = asyncio.create_task(router.run())
+    try:
+        await eventually(lambda: _shared_out([router]), within=15, what="the router to hold the shards")
+        await asyncio.sleep(0.5)  # idle at its wait for a wake-up
+        router._wake.set()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
