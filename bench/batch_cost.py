@@ -144,14 +144,13 @@ async def naive_case(
                 await handle.result()
 
     meter = CpuMeter(bench.server_pid, bench.postgres_pid)
-    began = time.time()
     async with worker:
         meter.start()
         began = time.time()
         await asyncio.gather(*(one(n) for n in range(events)))
         await asyncio.wait_for(finished.wait(), 600)
         cpu = meter.stop()
-    rate = events / (max(done) - began)
+    per_second = events / (max(done) - began)
     runs_per_second = events / (max(started.values()) - began)
     latencies: list[float] = []
     if write:
@@ -163,7 +162,7 @@ async def naive_case(
     if rate is not None:
         at_a_time = f"arriving at {rate:.1f} events/s"
     print(f"naive: {events:,} workflows, {label}, two activities each, {at_a_time}")
-    row("workflows/s, first start to last end", rate, "/s")
+    row("workflows/s, first start to last end", per_second, "/s")
     row("runs/s, first write to last run started", runs_per_second, "/s")
     if latencies:
         row("commit to its run started, p50 (per event)", 1000 * percentile(latencies, 50), "ms")
@@ -174,7 +173,7 @@ async def naive_case(
     row("CPU per workflow, all parts", 1000 * sum(cpu.values()) / events, "ms")
     for part, seconds in cpu.items():
         row(f"  {part}", 1000 * seconds / events, "ms")
-    return Naive(rate, runs_per_second, latencies, {part: seconds / events for part, seconds in cpu.items()})
+    return Naive(per_second, runs_per_second, latencies, {part: seconds / events for part, seconds in cpu.items()})
 
 
 # History events that Temporal Cloud bills as actions, or that a worker spends a task on, by what they are.
