@@ -53,7 +53,7 @@ from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, s
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, needs_envelopes, needs_messages, render
 from orchestrator.crossings import crossing
-from orchestrator.lanes.executions import RunStarter, run_priority, run_queues
+from orchestrator.lanes.executions import TEMPORAL_AWAY, RunStarter, run_priority, run_queues
 from orchestrator.store.connection import DATABASE_AWAY
 from orchestrator.store.lane_store import CancelWatch, Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
@@ -83,7 +83,7 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 def transient(err: BaseException) -> bool:
     """Whether a retry may cure `err`: the database or Temporal away, not the batch at fault."""
     if isinstance(err, RPCError):
-        return err.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.INTERNAL)
+        return err.status in TEMPORAL_AWAY or err.status == RPCStatusCode.INTERNAL
     return isinstance(err, TRANSIENT_ERRORS)
 
 
