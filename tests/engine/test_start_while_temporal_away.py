@@ -6,19 +6,16 @@ starts it, by that id, once Temporal answers: one run. A command that only asks 
 from __future__ import annotations
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.platform import Platform
-from tests.conftest import _binary
+from tests.conftest import start_time_skipping
 from tests.engine.harness import eventually, new_session, running_engine
 
 
 async def gone_client() -> Client:
     """A client of a Temporal server that has stopped."""
-    gone = await WorkflowEnvironment.start_time_skipping(
-        test_server_existing_path=_binary("temporal-test-server"), data_converter=pydantic_data_converter
-    )
+    gone = await start_time_skipping()
     await gone.shutdown()
     return gone.client
 
