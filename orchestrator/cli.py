@@ -242,7 +242,7 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
         asyncio.run(run())
     except CommandError as err:
         _print_reply(err.reply())
-        return EXIT_ERROR_REPLY
+        return _exit_for(err.reply())
     except misconfigured as err:
         print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -291,7 +291,7 @@ def _keys(args: argparse.Namespace, settings: Settings) -> int:
         print(format_keys(reply["keys"]), flush=True)
     else:
         _print_reply(reply)
-    return EXIT_SUCCESS if reply.get("status") == "success" else EXIT_ERROR_REPLY
+    return _exit_for(reply)
 
 
 def _call(args: argparse.Namespace, settings: Settings) -> int:
@@ -314,7 +314,7 @@ def _call(args: argparse.Namespace, settings: Settings) -> int:
         print(f"orchestrator call: {err}", file=sys.stderr)
         return EXIT_UNREACHABLE
     _print_reply(reply)
-    return EXIT_SUCCESS if reply.get("status") == "success" else EXIT_ERROR_REPLY
+    return _exit_for(reply)
 
 
 def _call_help(usage: str, name: str) -> int:
@@ -356,7 +356,15 @@ def _call_fast(args: argparse.Namespace) -> int:
         print(f"orchestrator call: cannot reach the API: {err}", file=sys.stderr)
         return EXIT_UNREACHABLE
     _print_reply(reply)
-    return EXIT_SUCCESS if reply.get("status") == "success" else EXIT_ERROR_REPLY
+    return _exit_for(reply)
+
+
+def _exit_for(reply: dict[str, Any]) -> int:
+    """0 for a success; 3 for `unavailable` (the platform's database or Temporal out of reach: as for an API
+    out of reach, a script tries again later); 1 for any other error reply."""
+    if reply.get("status") == "success":
+        return EXIT_SUCCESS
+    return EXIT_UNREACHABLE if reply.get("error") == "unavailable" else EXIT_ERROR_REPLY
 
 
 def _read_command(args: argparse.Namespace) -> Any:

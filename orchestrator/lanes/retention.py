@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
+from orchestrator.core.outages import Outage
 from orchestrator.crossings import crossing
 from orchestrator.store.connection import DATABASE_TROUBLE
 from orchestrator.store.engine_records import EngineRecords
@@ -53,11 +54,17 @@ class Retention:
         self.deleted: dict[str, int] = {}
 
     async def run(self) -> None:
+        outage = Outage()
         while True:
             try:
                 await self.round()
+                if (lasted := outage.ended(time.monotonic())) is not None:
+                    log.warning("retention rounds go through again, after %.0f s", lasted)
             except ROUND_TROUBLE as err:
-                log.warning("a retention round failed (%s); trying again next round", err)
+                # Said when it starts and once a minute while it lasts, not at every round (every 5 s).
+                if (lasted := outage.failed(time.monotonic())) is not None:
+                    late = f" for {lasted:.0f} s" if lasted else ""
+                    log.warning("a retention round failed%s (%s); trying again next round", late, err)
             except Exception:
                 # Never the worker's end: what a round leaves is the next round's (its sessions' leases run out).
                 log.exception("a retention round failed; trying again next round")

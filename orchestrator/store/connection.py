@@ -4,6 +4,7 @@ say the database is away."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import parse_qs, urlsplit
@@ -41,6 +42,26 @@ DATABASE_UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 # What a loop that goes on (the router, retention) waits out as the database's trouble: away, or refusing.
 DATABASE_TROUBLE: tuple[type[BaseException], ...] = (*DATABASE_AWAY, asyncpg.PostgresError)
+
+
+class OutageWithoutTraceback(logging.Filter):
+    """asyncpg's pool refills its floor in the background and logs each failed connect with a traceback (at
+    1, 2, 4 ... 60 s while the database is away); one that failed because the database is away is one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        err = record.exc_info[1] if record.exc_info else None
+        if isinstance(err, DATABASE_UNAVAILABLE):
+            record.msg = f"{record.getMessage()} ({type(err).__name__}: {err})"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
+QUIET_POOL = OutageWithoutTraceback()
+
+
+def quiet_pool_outages() -> None:
+    """Install `OutageWithoutTraceback` on asyncpg's pool logger (once, however often called)."""
+    logging.getLogger("asyncpg.pool").addFilter(QUIET_POOL)
 
 
 class DatabaseUnreachable(Exception):

@@ -30,7 +30,7 @@ from orchestrator.core.events import Committed, Event, envelope_of, preview
 from orchestrator.core.globs import compile_alias_glob, compile_type_glob
 from orchestrator.core.schema_names import in_schema
 from orchestrator.store import json_codec
-from orchestrator.store.connection import Connection
+from orchestrator.store.connection import Connection, quiet_pool_outages
 from orchestrator.store.listener_rules import compile_missing_rules, save_rule
 from orchestrator.store.migrate import migrate
 from orchestrator.telemetry import current_traceparent
@@ -161,6 +161,7 @@ class PostgresStore:
             await compile_missing_rules(conn)
         finally:
             await conn.close()
+        quiet_pool_outages()
         pool = await asyncpg.create_pool(
             database_url,
             min_size=1,

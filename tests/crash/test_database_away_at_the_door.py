@@ -4,7 +4,11 @@ the door answers as before once the database is back."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -56,10 +60,26 @@ async def test_a_door_whose_database_is_away_answers_unavailable_and_serves_agai
                 with pytest.raises(CommandError) as refused:
                     await client.open_session()
             assert (refused.value.code, refused.value.retry_after) == ("unavailable", 1)
+            # The command line prints the reply and exits 3, as for an API out of reach: a script tries again.
+            code, printed = await orchestrator_call(url, token, {"command": "open_session"})
+            assert (code, json.loads(printed)) == (3, UNAVAILABLE)
 
             await private_postgres.start_again()
             back = await http.post("/v1/commands", json={"command": "open_session"})
             assert back.status_code == 200, back.text
             assert back.json()["session"]["id"].startswith("ses_")
+            code, printed = await orchestrator_call(url, token, {"command": "open_session"})
+            assert code == 0 and json.loads(printed)["status"] == "success", printed
     finally:
         await platform.close()
+
+
+async def orchestrator_call(url: str, token: str | None, body: dict[str, object]) -> tuple[int, str]:
+    """`orchestrator call --url URL [--token T] BODY` as a user runs it: its exit code and what it printed."""
+    command = [str(Path(sys.executable).parent / "orchestrator"), "call", "--url", url, json.dumps(body)]
+    if token:
+        command[4:4] = ["--token", token]
+    process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE)
+    out, _ = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode()

@@ -161,3 +161,64 @@ async def test_a_second_platform_on_a_data_folder_in_use_is_refused_and_leaves_t
     finally:
         await first.stop()
     assert not _dev_servers_on(tmp_path)
+
+
+def _postmaster(data_dir: Path) -> psutil.Process:
+    return psutil.Process(int((data_dir / "postgres" / "postmaster.pid").read_text().split()[0]))
+
+
+async def _said(dev: Dev, line: str, within: float = 60.0) -> None:
+    deadline = time.monotonic() + within
+    while line not in dev.output():
+        assert time.monotonic() < deadline, f"never said {line!r}:\n{dev.output()}"
+        assert dev.process.poll() is None, dev.output()
+        await asyncio.sleep(0.2)
+
+
+async def _ran(http: httpx.AsyncClient, session: str, event_ids: set[int]) -> set[int]:
+    """The events of `event_ids` that have reached a run, waiting up to SETTLE_SECONDS for all of them."""
+    deadline, ran = time.monotonic() + SETTLE_SECONDS, set[int]()
+    while not event_ids <= ran and time.monotonic() < deadline:
+        reply = await command(http, {"command": "list_executions", "session_id": session})
+        for execution in reply.get("executions") or []:  # type: ignore[attr-defined]
+            ran.update((execution.get("batch") or {}).get("event_ids", []))
+        await asyncio.sleep(0.5)
+    return ran & event_ids
+
+
+async def test_dev_starts_its_embedded_servers_again_when_one_is_killed_and_loses_no_write(tmp_path: Path) -> None:
+    """`orchestrator dev` owns its embedded PostgreSQL and Temporal dev server: one killed under it (an OOM
+    kill, `kill -9` by hand) is started again on its data, and the platform goes on with every write."""
+    data_dir, port = tmp_path / "data", free_port()
+    dev = Dev(data_dir, port, tmp_path / "dev.log")
+    try:
+        await dev.ready()
+        async with httpx.AsyncClient(base_url=dev.url, timeout=10) as http:
+            opened = await command(http, {"command": "open_session", "alias": "kept"})
+            session = str(opened["session"]["id"])  # type: ignore[index]
+            written: set[int] = set()
+
+            async def write(n: int) -> None:
+                body = {"command": "write_object", "session_id": session, "alias": f"burst/{n}", "value": {"type": "t"}}
+                reply = await command(http, body)
+                assert reply["status"] == "success", reply
+                written.add(int(reply["event_id"]))  # type: ignore[call-overload]
+
+            await write(1)
+            postmaster = _postmaster(data_dir)
+            postmaster.kill()  # the postmaster alone: its backends see it gone and exit
+            await _said(dev, "postgres     running again")
+            assert _postmaster(data_dir).pid != postmaster.pid
+            await write(2)
+
+            [temporal] = _dev_servers_on(data_dir)
+            temporal.kill()
+            await _said(dev, "temporal     running again")
+            assert [p.pid for p in _dev_servers_on(data_dir)] != [temporal.pid]
+            await write(3)
+            assert await _ran(http, session, written) == written, dev.output()
+        assert "postgres     stopped running; starting it again on its data" in dev.output()
+    finally:
+        await dev.stop()
+    assert not _dev_servers_on(data_dir), "a stopped platform leaves no dev server behind"
+    assert not (data_dir / "postgres" / "postmaster.pid").exists(), "nor its PostgreSQL running"
