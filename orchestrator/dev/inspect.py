@@ -25,6 +25,7 @@ import httpx
 from orchestrator.client import Client, api_url
 from orchestrator.config import Settings, reveal
 from orchestrator.core.backoff import retry_delay
+from orchestrator.core.errors import CommandError
 
 # `orchestrator events` pages with the largest page the command allows, so a backlog drains in few calls.
 EVENTS_PAGE = 1000
@@ -318,7 +319,8 @@ async def tail_events(
 ) -> int:
     """Emit the session's events after `after`, in id order; with `follow`, keep following until cancelled.
 
-    Following survives the API going away (a restart, a deploy): with `reconnect` it asks again, on a backoff,
+    Following survives the API going away (a restart, a deploy) and its answering `unavailable` (its database or
+    Temporal out of reach): with `reconnect` it asks again, on a backoff,
     from the last id it emitted, so nothing is printed twice or skipped; `on_gap` hears when the API is lost
     and when it is back. Returns the last id emitted (or `after`). Paging by id never skips a late commit:
     within a session ids are drawn in commit order (see docs/architecture.md, "The stream").
@@ -339,11 +341,14 @@ async def tail_events(
                 position, failures = last_id, 0
             if not follow:
                 return position
-        except httpx.TransportError as err:
-            if not (follow and reconnect):
+        except (httpx.TransportError, CommandError) as err:
+            refused = isinstance(err, CommandError) and err.code != "unavailable"
+            if not (follow and reconnect) or refused:
                 raise
             if failures == 0 and on_gap is not None:
-                on_gap(f"lost the API ({type(err).__name__}); reconnecting from event {position} until Ctrl-C")
+                answered = isinstance(err, CommandError)
+                lost = f"the API answered unavailable: {err}" if answered else f"lost the API ({type(err).__name__})"
+                on_gap(f"{lost}; reconnecting from event {position} until Ctrl-C")
             await asyncio.sleep(RECONNECT_SECONDS[min(failures, len(RECONNECT_SECONDS) - 1)])
             failures += 1
 

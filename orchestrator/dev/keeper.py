@@ -11,6 +11,7 @@ every committed write. Without it the platform would wait for a server nobody st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -32,17 +33,28 @@ async def keep(servers: Sequence[tuple[str, Kept]], announce: Callable[[str], No
     while True:
         await asyncio.sleep(LOOK_SECONDS)
         for name, server in servers:
-            if server.alive() or time.monotonic() < retry_at.get(name, 0.0):
-                continue
-            if name not in retry_at:
-                announce(f"{name:<12} stopped running; starting it again on its data")
-            began = time.monotonic()
             try:
-                await server.start_again()
-            except Exception as err:  # said, and tried again: the dev must not die of it
+                if server.alive() or time.monotonic() < retry_at.get(name, 0.0):
+                    continue
+                if name not in retry_at:
+                    announce(f"{name:<12} stopped running; starting it again on its data")
+                began = time.monotonic()
+                await _started(server)
+                retry_at.pop(name, None)
+                announce(f"{name:<12} running again (started in {time.monotonic() - began:.1f} s)")
+            except Exception as err:  # said, and tried again: the keeper must not end while the dev runs
                 retry_at[name] = time.monotonic() + RETRY_SECONDS
                 why = (str(err).splitlines() or [type(err).__name__])[0]
-                announce(f"{name:<12} did not start again ({why}); trying again in 5 s")
-                continue
-            retry_at.pop(name, None)
-            announce(f"{name:<12} running again (started in {time.monotonic() - began:.1f} s)")
+                announce(f"{name:<12} did not start again ({why}); trying again in {RETRY_SECONDS:.0f} s")
+
+
+async def _started(server: Kept) -> None:
+    """Start `server` again; a cancel (the dev stopping) waits for a start in flight to end, so that the stop
+    which follows stops what it started rather than a handle the start has not yet replaced."""
+    start = asyncio.ensure_future(server.start_again())
+    try:
+        await asyncio.shield(start)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await start
+        raise

@@ -54,17 +54,21 @@ class Retention:
         self.deleted: dict[str, int] = {}
 
     async def run(self) -> None:
+        # The database away: said when it starts, once a minute while it lasts and when it ends, not every round
+        # (a round reads the database first, so one that went through ends it). Temporal out of reach fails only
+        # the session a round was purging, leased for a minute: said as it comes, about once a minute.
         outage = Outage()
         while True:
             try:
                 await self.round()
                 if (lasted := outage.ended(time.monotonic())) is not None:
-                    log.warning("retention rounds go through again, after %.0f s", lasted)
-            except ROUND_TROUBLE as err:
-                # Said when it starts and once a minute while it lasts, not at every round (every 5 s).
+                    log.warning("retention rounds reach the database again, after %.0f s", lasted)
+            except DATABASE_TROUBLE as err:
                 if (lasted := outage.failed(time.monotonic())) is not None:
                     late = f" for {lasted:.0f} s" if lasted else ""
                     log.warning("a retention round failed%s (%s); trying again next round", late, err)
+            except ROUND_TROUBLE as err:
+                log.warning("a retention round failed (%s); trying again next round", err)
             except Exception:
                 # Never the worker's end: what a round leaves is the next round's (its sessions' leases run out).
                 log.exception("a retention round failed; trying again next round")
