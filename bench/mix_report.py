@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+from collections import Counter
 from pathlib import Path
 
 from bench.mix_app import KEYED, PARALLEL, SERIAL
@@ -189,3 +191,23 @@ def upgrade_report(upgrade_from: str, replayed: Replayed, fixtures: list[Path] |
         print(f"  kept {len(fixtures)} histories of {upgrade_from} in tests/replay/histories (previous-*.json)")
     print(f"  {'OK' if not replayed.failures else 'FAILED'}")
     return not replayed.failures
+
+
+# A log line's shape: its message with the time, numbers, ids and quoted text taken out, so repeats group.
+_STAMP = re.compile(r"^\d{4}-\d\d-\d\d \S+ ")
+_VARYING = re.compile(r"\b(ses|exe|itm|run|lane)[_:][\w:.-]+|0x[0-9a-f]+|\d+(\.\d+)?|'[^']*'")
+
+
+def logs_report(folder: Path, top: int = 5) -> None:
+    """What the parts said over the run: per log, its warnings and tracebacks, and the most repeated warnings.
+    An outage is to be said in a few lines, not in a line or a traceback an attempt (docs/decisions.md)."""
+    print("the parts' logs (warnings and errors, tracebacks, the most repeated):")
+    for path in sorted(folder.glob("*.log")):
+        lines = path.read_text(errors="replace").splitlines()
+        said = [line for line in lines if " WARNING " in line or " ERROR " in line]
+        tracebacks = sum(line.startswith("Traceback") for line in lines)
+        counts = f"{len(said):>7,} warnings and errors  {tracebacks:>6,} tracebacks  {len(lines):>8,} lines"
+        print(f"  {path.stem:<12} {counts}")
+        shapes = Counter(_VARYING.sub("#", _STAMP.sub("", line)) for line in said)
+        for shape, count in shapes.most_common(top):
+            print(f"    {count:>7,}  {shape[:150]}")

@@ -46,7 +46,7 @@ from bench.burst import process_pool, shut_writers
 from bench.common import LOAD_PIDS
 from bench.mix_load import Acks, Plan, write_mix
 from bench.mix_meter import Meter
-from bench.mix_report import report, upgrade_report
+from bench.mix_report import logs_report, report, upgrade_report
 from bench.mix_upgrade import commit_of, keep_fixtures, previous_checkout, remove_checkout, replay
 from bench.mix_verdict import caught_up, judge
 from bench.mix_world import REPO, Part, World, make_parts, part_env
@@ -185,6 +185,7 @@ async def mix(args: argparse.Namespace) -> bool:
                 upgrade_span=upgrade_span,
                 upgrade_from=commit_of(args.upgrade_from) if args.upgrade_from else None,
             )
+            logs_report(folder)
             if previous is not None:
                 client = await connect_temporal(temporal.address, temporal.server.namespace)
                 replayed = await replay(client, *upgrade_span, limit=args.replay_max)
