@@ -1,4 +1,5 @@
-"""The servers under the platform restarted while events are written: nothing lost, and the worker carries on.
+"""The servers under the platform restarted while events are written: nothing lost, and the worker carries on
+(and says the outage in a few lines, not a line or a traceback a retry).
 
 The Temporal dev server is SIGKILLed and started again on its SQLite file and port (lane state, timers and
 runs in flight survive in the file); PostgreSQL is stopped and started again on its data folder. Neither
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from typing import Any
 
 import asyncpg
@@ -73,6 +75,7 @@ async def test_postgres_restarted_loses_nothing_and_the_worker_reconnects(
         load = await Workload.begin(writer)
         await load.burst(50)
         assert await wait_for_a_run_in_flight(database_url), "PostgreSQL goes away with a run in flight"
+        said_before = worker.log_path.read_text(errors="replace")
         await private_postgres.stop()
         # Writes during the outage fail and are retried until the database is back.
         during = asyncio.create_task(load.burst(30))
@@ -89,6 +92,25 @@ async def test_postgres_restarted_loses_nothing_and_the_worker_reconnects(
     assert not verdict.missing, await explain_missing(database_url, temporal, verdict)
     verdict.assert_sound()
     log.info("%d writes, 1 PostgreSQL restart: %s", load.written, verdict.summary())
+    assert_outage_said_once(worker.log_path.read_text(errors="replace")[len(said_before) :])
+
+
+def assert_outage_said_once(said: str) -> None:
+    """The worker's log over an outage shorter than a minute: the router's loss and return said once each at most
+    (it retries every second), retention's at most once (every round), and no traceback, asyncpg's pool refilling
+    its floor included (at 1, 2, 4 s): an outage said at each attempt buries what else happened."""
+    # A router asleep through the outage (between its polls, its listening connection lost) never meets it.
+    lost = [line for line in said.splitlines() if "the router lost the database" in line]
+    assert len(lost) <= 1, f"said once, not every second:\n{said}"
+    assert "still without the database" not in said, "an outage under a minute is said once"
+    assert said.count("the router has the database again") == len(lost), f"its end said as its start:\n{said}"
+    assert said.count("a retention round failed") <= 1, said
+    # Each log record: its first line (time, level, logger, message) and what follows it (a traceback). The app's
+    # own activities that fail meanwhile keep theirs (Temporal's SDK logs them; they are the app's to read).
+    records = re.split(r"\n(?=\d{4}-\d\d-\d\d )", said)
+    platform = [r for r in records if re.match(r"\S+ \S+ \w+ (orchestrator|asyncpg)", r) or "'orchestrator." in r]
+    assert platform, said
+    assert not [r for r in platform if "Traceback" in r], f"no traceback of the platform's for a database away:\n{said}"
 
 
 # From commit to the lane's queue when the router is woken by NOTIFY: tens of milliseconds, so half a second
