@@ -9,6 +9,7 @@ refusals become `{"status": "error", ...}` replies, a database out of reach `una
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from temporalio.service import RPCError
@@ -17,6 +18,7 @@ from orchestrator.commands import dispatch
 from orchestrator.commands.access import Caller
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError, unavailable
+from orchestrator.core.outages import Outage
 from orchestrator.lanes.executions import TEMPORAL_AWAY
 from orchestrator.store.connection import DATABASE_AWAY, DATABASE_UNAVAILABLE, unreachable
 from orchestrator.store.engine_records import EngineRecords
@@ -42,6 +44,8 @@ class Platform:
         # streams listen for NOTIFY on connections of their own, which a pooler cannot hand out per transaction.
         self.database_url = database_url
         self.direct_url = direct_url or database_url
+        # The database away for commands: said when it goes, once a minute and when it is back, not a request.
+        self._database_outage = Outage()
 
     @classmethod
     async def connect(cls, settings: Settings, database_url: str, temporal: Any | None = None) -> Platform:
@@ -67,12 +71,11 @@ class Platform:
         """Run one JSON command and answer with its JSON reply; a door that checks keys says who calls, and one
         that read the JSON text gives it (`raw`)."""
         try:
-            return await dispatch(self, body, caller, raw)
+            reply = await dispatch(self, body, caller, raw)
         except CommandError as err:
             return err.reply()
         except DATABASE_UNAVAILABLE as err:
-            # A line, not a traceback: while the database is away every command says so.
-            log.warning("command answered unavailable: the database is out of reach (%s)", type(err).__name__)
+            self.database_away(type(err).__name__)
             return unavailable().reply()
         except Exception as err:
             if isinstance(err, RPCError) and err.status in TEMPORAL_AWAY:
@@ -80,3 +83,22 @@ class Platform:
                 return unavailable("temporal").reply()
             log.exception("command failed")
             return CommandError("internal_error", "the command failed inside the platform").reply()
+        if (lasted := self._database_outage.ended(time.monotonic())) is not None:
+            log.warning("commands reach the database again, after %.0f s", lasted)
+        return reply
+
+    def database_away(self, why: str) -> None:
+        """A command, or the door's look before one, answered `unavailable` for the database: said when it
+        starts and once a minute while it lasts (with how many were), not at every request (a busy door's outage
+        of seconds was a thousand lines); the access log still has each request."""
+        lasted = self._database_outage.failed(time.monotonic())
+        if lasted == 0.0:
+            log.warning("commands answer unavailable: the database is out of reach (%s)", why)
+        elif lasted is not None:
+            answered = self._database_outage.failures
+            log.warning(
+                "commands still answer unavailable, for %.0f s (%d so far): the database is out of reach (%s)",
+                lasted,
+                answered,
+                why,
+            )

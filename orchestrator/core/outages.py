@@ -21,12 +21,16 @@ class Outage:
     every: float = OUTAGE_REPEAT_SECONDS
     since: float | None = None
     said_at: float | None = None
+    # Failed attempts in this outage (the one that started it included).
+    failures: int = 0
 
     def failed(self, now: float) -> float | None:
         """A failed attempt at `now`: how long the outage has lasted when it is to be said now (0.0 at its
         start), else None."""
+        self.failures += 1
         if self.since is None:
             self.since = self.said_at = now
+            self.failures = 1
             return 0.0
         if self.said_at is not None and now - self.said_at < self.every:
             return None

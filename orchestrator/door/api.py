@@ -11,6 +11,7 @@ mirrors the reply's error code (`auth.STATUS_BY_ERROR`); the body is always the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any
 
@@ -90,14 +91,15 @@ class DashboardFiles(StaticFiles):
         return response
 
 
-async def database_away(request: Request, err: Exception) -> Response:
-    log.warning(
-        "%s %s answered unavailable: the database is out of reach (%s)",
-        request.method,
-        request.url.path,
-        type(err).__name__,
-    )
-    return reply_response(unavailable().reply())
+def database_away(platform: Platform) -> Callable[[Request, Exception], Awaitable[Response]]:
+    """The answer to a request whose door's own look before a command (who calls, its rate) found the database
+    away: `unavailable`, said as the platform says its commands' (`Platform.database_away`)."""
+
+    async def answer(request: Request, err: Exception) -> Response:
+        platform.database_away(f"{request.method} {request.url.path}: {type(err).__name__}")
+        return reply_response(unavailable().reply())
+
+    return answer
 
 
 def create_app(platform: Platform, settings: Settings) -> Starlette:
@@ -228,7 +230,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         middleware=[Middleware(AccessLog)],
         # What a door asks of the database before a command (who the caller is, its key's rate) fails as the
         # command would: `unavailable`, in JSON, not a bare 500 and a traceback a request.
-        exception_handlers={kind: database_away for kind in DATABASE_UNAVAILABLE},
+        exception_handlers={kind: database_away(platform) for kind in DATABASE_UNAVAILABLE},
     )
     # Closed by the server that serves the app (`orchestrator.dev.runtime.ApiServer`).
     app.state.stream_hub = hub

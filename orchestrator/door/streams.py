@@ -83,7 +83,8 @@ class StreamHub:
                         for waiter in waiters:
                             waiter.set()
                 for shard in [s for s in self._shards if s not in self._listened]:
-                    await asyncio.wait_for(self._conn.add_listener(channel(shard), self._on_notify), STATEMENT_SECONDS)
+                    async with asyncio.timeout(STATEMENT_SECONDS):
+                        await self._conn.add_listener(channel(shard), self._on_notify)
                     self._listened.add(shard)
             except (TimeoutError, asyncpg.InterfaceError):
                 self._drop()
@@ -96,9 +97,8 @@ class StreamHub:
             self._listened.discard(shard)
             if self._conn is not None and not self._conn.is_closed():
                 try:
-                    await asyncio.wait_for(
-                        self._conn.remove_listener(channel(shard), self._on_notify), STATEMENT_SECONDS
-                    )
+                    async with asyncio.timeout(STATEMENT_SECONDS):
+                        await self._conn.remove_listener(channel(shard), self._on_notify)
                 except (TimeoutError, asyncpg.InterfaceError):
                     self._drop()
                     raise
@@ -187,9 +187,8 @@ class EventStream:
         if streaming.done() and not streaming.cancelled() and streaming.exception() is None and streaming.result():
             # Ended by the server's stop: the response is finished, so the reader sees a clean end.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(
-                    send({"type": "http.response.body", "body": b"", "more_body": False}), LAST_MESSAGE_SECONDS
-                )
+                async with asyncio.timeout(LAST_MESSAGE_SECONDS):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
         # Otherwise its reader went, or was let go for being too slow: the response is left unfinished, which
         # makes the server close the connection at once instead of draining it first.
 
@@ -201,15 +200,15 @@ class EventStream:
     async def _send(self, send: Send, text: str) -> bool:
         """Send `text`; False when the reader did not take it in time (it is then told, and let go)."""
         try:
-            await asyncio.wait_for(
-                send({"type": "http.response.body", "body": text.encode(), "more_body": True}), SLOW_READER_SECONDS
-            )
+            async with asyncio.timeout(SLOW_READER_SECONDS):
+                await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
         except TimeoutError:
             log.info("a stream of session %s was too slow to read; closing it", self.session_id)
             reason = {"reason": f"the reader took more than {SLOW_READER_SECONDS:g} s to take a message"}
             with contextlib.suppress(Exception):
                 closing = f"event: closed\ndata: {json.dumps(reason)}\n\n".encode()
-                await asyncio.wait_for(send({"type": "http.response.body", "body": closing, "more_body": True}), 1)
+                async with asyncio.timeout(1):
+                    await send({"type": "http.response.body", "body": closing, "more_body": True})
             return False
         return True
 
@@ -242,10 +241,8 @@ class EventStream:
                     last = {"reason": "the server is stopping", "last_id": self.position}
                     text = f"event: shutdown\nretry: {RECONNECT_MS}\ndata: {json.dumps(last)}\n\n"
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(
-                            send({"type": "http.response.body", "body": text.encode(), "more_body": True}),
-                            LAST_MESSAGE_SECONDS,
-                        )
+                        async with asyncio.timeout(LAST_MESSAGE_SECONDS):
+                            await send({"type": "http.response.body", "body": text.encode(), "more_body": True})
                     return True
                 woken.clear()
                 events = await self.store.stream_events(self.session_id, self.position, PAGE)

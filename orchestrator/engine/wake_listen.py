@@ -73,7 +73,8 @@ class ShardListener:
         if share.give_back:
             gone = sorted(self.held)[-share.give_back :]
             for shard in gone:
-                await asyncio.wait_for(self.conn.remove_listener(channel(shard), self.on_notify), STATEMENT_SECONDS)
+                async with asyncio.timeout(STATEMENT_SECONDS):
+                    await self.conn.remove_listener(channel(shard), self.on_notify)
             self.held.difference_update(gone)
             if not await self.conn.fetchval(_GIVE_BACK, self.space, gone, timeout=STATEMENT_SECONDS):
                 raise RuntimeError(f"wake-up shards {gone} were not this connection's to give back")
@@ -86,7 +87,8 @@ class ShardListener:
         taken = [int(r[0]) for r in free]
         for shard in taken:
             # Listening after the lock: what was sent before is what the caller's look at the sessions behind finds.
-            await asyncio.wait_for(self.conn.add_listener(channel(shard), self.on_notify), STATEMENT_SECONDS)
+            async with asyncio.timeout(STATEMENT_SECONDS):
+                await self.conn.add_listener(channel(shard), self.on_notify)
             self.held.add(shard)
         return taken
 

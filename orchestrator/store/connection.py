@@ -104,7 +104,8 @@ async def listening_connection(database_url: str, on_notify: Notify) -> asyncpg.
     conn = await asyncpg.connect(database_url, timeout=LISTENING_STATEMENT_SECONDS)
     try:
         await conn.execute(LISTENING_KEEPALIVE, timeout=LISTENING_STATEMENT_SECONDS)
-        await asyncio.wait_for(conn.add_listener(LEGACY_CHANNEL, on_notify), LISTENING_STATEMENT_SECONDS)
+        async with asyncio.timeout(LISTENING_STATEMENT_SECONDS):
+            await conn.add_listener(LEGACY_CHANNEL, on_notify)
     except BaseException:
         conn.terminate()  # needs no await: a cancellation cannot leave it open
         raise

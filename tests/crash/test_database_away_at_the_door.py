@@ -53,7 +53,11 @@ async def test_a_door_whose_database_is_away_answers_unavailable_and_serves_agai
                 assert away.json() == UNAVAILABLE
                 assert away.headers["retry-after"] == "1"
             ours = [r for r in caplog.records if r.name.split(".")[0] in ("orchestrator", "uvicorn")]
-            assert ours and not [r for r in ours if r.exc_info], "an outage is a line a request, not a traceback"
+            assert not [r for r in ours if r.exc_info], "an outage is said in a line, not a traceback"
+            said = [r.getMessage() for r in ours if "unavailable" in r.getMessage()]
+            assert len(said) == 1 and said[0].startswith("commands answer unavailable: the database is out of"), (
+                "said when it starts, not at every request"
+            )
             assert (await http.get("/readyz")).status_code == 503
             # The Python client raises it as the code's error, with when to try again.
             async with Client.http(url, token=token) as client:
@@ -67,6 +71,10 @@ async def test_a_door_whose_database_is_away_answers_unavailable_and_serves_agai
             await private_postgres.start_again()
             back = await http.post("/v1/commands", json={"command": "open_session"})
             assert back.status_code == 200, back.text
+            assert [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()] == said, (
+                "nor at the requests after it"
+            )
+            assert any(r.getMessage().startswith("commands reach the database again") for r in caplog.records)
             assert back.json()["session"]["id"].startswith("ses_")
             code, printed = await orchestrator_call(url, token, {"command": "open_session"})
             assert code == 0 and json.loads(printed)["status"] == "success", printed

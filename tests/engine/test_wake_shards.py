@@ -13,6 +13,7 @@ import contextlib
 import random
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import asyncpg
 import pytest
@@ -388,6 +389,32 @@ async def test_a_router_cancelled_as_it_is_woken_stops(platform: Platform, tempo
         await asyncio.sleep(0.5)  # idle at its wait for a wake-up
         router._wake.set()
         task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.shield(task), 10)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.parametrize("temporal_env", ["time_skipping"], indirect=True)
+async def test_a_router_cancelled_as_it_listens_stops(
+    platform: Platform, temporal_env: WorkflowEnvironment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same race on its listening connection: the cancel lands as a LISTEN completes (the router's first
+    thing, and again after every outage). Under `wait_for` the router went on routing as if never cancelled: a
+    test's teardown waited out its 30 s for it, eight times in one run of the suite."""
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    router = Router(store, store.lanes, temporal_env.client, platform.direct_url, platform.settings, poll_seconds=60)
+    task = asyncio.create_task(router.run())
+    listen = asyncpg.Connection.add_listener
+
+    async def cancelled_as_it_listens(self: asyncpg.Connection[Any], channel: str, callback: Any) -> None:
+        await listen(self, channel, callback)
+        task.cancel()  # the LISTEN is done; the router has not yet been given control back
+
+    monkeypatch.setattr(asyncpg.Connection, "add_listener", cancelled_as_it_listens)
+    try:
         with pytest.raises(asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(task), 10)
     finally:
