@@ -90,7 +90,7 @@ class Platform:
     def database_away(self, why: str) -> None:
         """A command, or the door's look before one, answered `unavailable` for the database: said when it
         starts and once a minute while it lasts (with how many were), not at every request (a busy door's outage
-        of seconds was a thousand lines); the access log still has each request."""
+        of seconds was a thousand lines); the access log, when on, has each request."""
         lasted = self._database_outage.failed(time.monotonic())
         if lasted == 0.0:
             log.warning("commands answer unavailable: the database is out of reach (%s)", why)
