@@ -73,7 +73,7 @@ class LaneActivities(PlatformActivities):
 
     @activity.defn(name=RUN_ENDED_ACTIVITY)
     async def run_ended(self, end: RunEnd) -> None:
-        await self.driver.end(end.tag, end.status, end.error, end.error_type)
+        await self.driver.end(end.tag, end.status, end.error, end.error_type, at=end.at)
 
     @activity.defn(name="orchestrator.lane_idle")
     async def lane_idle(self, notice: IdleNotice) -> None:

@@ -207,3 +207,5 @@ class RunEnd(BaseModel):
     error: str | None = None
     # A failed run's error's type (an ApplicationError's own `type`, else the exception's class).
     error_type: str | None = None
+    # The run's own time at its end (epoch seconds): on a server that skips time, what it has skipped so far.
+    at: float | None = None

@@ -68,7 +68,13 @@ class _ReportsItsEnd(WorkflowInboundInterceptor):
 
 
 async def _report(tag: RunTag, status: str, error: str | None, error_type: str | None = None) -> None:
-    end = RunEnd(tag=tag, status=status, error=None if error is None else error[:ERROR_CHARS], error_type=error_type)
+    end = RunEnd(
+        tag=tag,
+        status=status,
+        error=None if error is None else error[:ERROR_CHARS],
+        error_type=error_type,
+        at=workflow.now().timestamp(),
+    )
     if tag.platform_task_queue is not None:
         # A run on a queue its action names, whose worker has not the platform's activities: the platform's
         # queue records its end (as a run in another language reports its own).

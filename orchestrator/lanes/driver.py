@@ -260,6 +260,15 @@ class LaneDriver:
             snap = await self._act_and_finish(snap, take, batch_id, drive)
         return drive
 
+    def _repeat_in(self, repeat_in: float | None, at: float | None) -> float | None:
+        """A repeat's wait on the database's clock. On a server that skips time a lane reads that clock moved on
+        by all the server has skipped (`drive`'s skew), and a due time set at the end on the database's clock
+        holds none of what was skipped before the end: that part is added, so the repeat waits its delay in the
+        run's time too, however the lane is woken. Nothing on any other server."""
+        if repeat_in is None or at is None or not self.settings.temporal_time_skipping:
+            return repeat_in
+        return repeat_in + max(at - time.time(), 0.0)
+
     async def _held(self, snap: LaneSnapshot, until: float) -> None:
         """The listener's throttle holds the lane until `until`: noted on the lane once (what status shows, and
         what keeps the router's poll off it), and said once in the log."""
@@ -552,10 +561,12 @@ class LaneDriver:
 
     # -- a run's end -----------------------------------------------------------------------------------------
 
-    async def end(self, tag: RunTag, status: str, error: str | None, error_type: str | None = None) -> bool:
+    async def end(
+        self, tag: RunTag, status: str, error: str | None, error_type: str | None = None, *, at: float | None = None
+    ) -> bool:
         """Record a run's end (once), hold its slot for its repeat or release it, and drive the lanes it frees
         a slot for (its own, when more waits in it; the one a freed key slot goes to). Whether this recorded it
-        (False: it was recorded before)."""
+        (False: it was recorded before). `at`: the run's own time at its end, when it reports it."""
         fields = log_fields(tag.session_id, tag.listener, tag.lane, execution=tag.execution_id, error=error)
         own = None
         if tag.listener is not None and tag.lane is not None:
@@ -591,7 +602,7 @@ class LaneDriver:
                 listener=tag.listener,
                 keyed=tag.key_slots is not None,
                 key_max=tag.key_slots or 0,
-                repeat_in=None if decision is None else decision.repeat_in,
+                repeat_in=None if decision is None else self._repeat_in(decision.repeat_in, at),
                 gave_up=decision is not None and decision.gave_up,
                 lane=tag.lane,
                 # Its waiting events read ahead while it ran: the end's read of it needs none.

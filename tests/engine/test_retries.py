@@ -19,7 +19,10 @@ from temporalio import activity, workflow
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.core.lane_clock import LaneNews
 from orchestrator.core.lane_keys import lane_workflow_id
+from orchestrator.core.lane_snapshot import LaneAddress
+from orchestrator.lanes.nudges import Nudger
 from orchestrator.platform import Platform
 from tests.engine.harness import (
     Engine,
@@ -301,6 +304,33 @@ async def test_repeats_wait_30_then_60_seconds_and_hold_the_slot(
     assert late_run.started >= last_failure, "the late batch ran only once the retries ended"
     assert (late_run.retry, late_run.event_ids) == (0, late)
     assert await result_of(engine, temporal_env, sid, "flaky", ids[0]) == "failed"
+
+
+@pytest.mark.parametrize("temporal_env", ["time_skipping"], indirect=True)
+async def test_a_repeat_waits_its_delay_in_workflow_time_however_far_the_server_skipped_before(
+    clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment
+) -> None:
+    """On a server that skips time (the kit's), a lane reads the database's clock moved on by what the server has
+    skipped. A repeat's due time is set on the database's clock at the run's end: what was skipped before that end
+    must not count toward its delay, or a lane woken before its timer (by the router's look at stale lanes, or
+    its own step retried after trouble) starts it at once."""
+    engine, clock = clocked
+    await temporal_env.sleep(600)  # the server's clock ten minutes past the database's, before anything runs
+    sid, ids = await failed_once(engine, clock)
+    flaky_lane = LaneAddress(sid, "flaky", "_", lane_workflow_id(sid, "flaky", "_"))
+    # Woken long before its repeat is due, as the router wakes a lane it finds stale.
+    await Nudger(engine.client, engine.platform.settings).nudge(flaky_lane, LaneNews(due_in=0.0))
+    await temporal_env.sleep(20)
+    assert len(clock.of(ids[0])) == 1, "the repeat waits its 30 s, in the lane's time"
+
+    async def repeated_twice() -> bool:
+        runs = clock.of(ids[0])
+        return len(runs) == 3 and runs[2].failed is not None
+
+    await advance(temporal_env, repeated_twice, 10, "the last repeat to fail")
+    runs = clock.of(ids[0])
+    assert [t.retry for t in runs] == [0, 1, 2]
+    assert waits(runs) == pytest.approx([30, 60], abs=TOLERANCE)
 
 
 @pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="waits of up to 900 s need time skipping")
