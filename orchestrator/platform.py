@@ -25,6 +25,10 @@ from orchestrator.store.engine_records import EngineRecords
 
 log = logging.getLogger(__name__)
 
+# How long after the last command refused for the database one that goes through says the outage ended: a busy
+# API's commands in flight as the database went, or a database that comes and goes, make no new outage each.
+OUTAGE_QUIET_SECONDS = 5.0
+
 
 class Platform:
     """What a command needs: the store, Temporal (None where no command needs it), the settings."""
@@ -70,6 +74,7 @@ class Platform:
     async def command(self, body: Any, caller: Caller | None = None, raw: bytes | None = None) -> dict[str, Any]:
         """Run one JSON command and answer with its JSON reply; a door that checks keys says who calls, and one
         that read the JSON text gives it (`raw`)."""
+        began = time.monotonic()
         try:
             reply = await dispatch(self, body, caller, raw)
         except CommandError as err:
@@ -83,7 +88,7 @@ class Platform:
                 return unavailable("temporal").reply()
             log.exception("command failed")
             return CommandError("internal_error", "the command failed inside the platform").reply()
-        if (lasted := self._database_outage.ended(time.monotonic())) is not None:
+        if (lasted := self._database_outage.ended(time.monotonic(), began, OUTAGE_QUIET_SECONDS)) is not None:
             log.warning("commands reach the database again, after %.0f s", lasted)
         return reply
 
