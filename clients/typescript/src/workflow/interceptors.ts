@@ -45,6 +45,8 @@ export interface RunEnd {
   status: "completed" | "failed" | "cancelled";
   error: string | null;
   error_type: string | null;
+  /** The run's own time at its end (epoch seconds): on a server that skips time, what it has skipped. */
+  at: number;
 }
 
 async function report(tag: RunTag, status: RunEnd["status"], error: string | null, errorType: string | null = null) {
@@ -55,7 +57,13 @@ async function report(tag: RunTag, status: RunEnd["status"], error: string | nul
     startToCloseTimeout: "30 seconds",
     retry: { initialInterval: "200 milliseconds", maximumInterval: "10 seconds" },
   });
-  const end: RunEnd = { tag, status, error: error === null ? null : error.slice(0, ERROR_CHARS), error_type: errorType };
+  const end: RunEnd = {
+    tag,
+    status,
+    error: error === null ? null : error.slice(0, ERROR_CHARS),
+    error_type: errorType,
+    at: Date.now() / 1000, // in a workflow, Date.now() is the run's time (deterministic)
+  };
   // A cancelled run still reports: outside its cancelled scope.
   await CancellationScope.nonCancellable(() => runEnded(end));
 }
