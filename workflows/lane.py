@@ -21,7 +21,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ApplicationErrorCategory
 
 with workflow.unsafe.imports_passed_through():
     from orchestrator.core.lane_clock import (
@@ -172,7 +172,11 @@ class LaneWorkflow:
             error=str(cause or err)[:1000],
             retry_at=now + delay,
         )
-        workflow.logger.warning("lane step failed %d times; trying again in %.0f s: %s", failures, delay, cause)
+        # The database away (`engine.quiet_outages` makes that a benign error) is every lane's at once: the worker's
+        # router says it once, and each lane's `trouble` keeps it; a line a lane a retry would bury the rest.
+        away = isinstance(cause, ApplicationError) and cause.category == ApplicationErrorCategory.BENIGN
+        say = workflow.logger.debug if away else workflow.logger.warning
+        say("lane step failed %d times; trying again in %.0f s: %s", failures, delay, cause)
 
     async def _announce_silence(self) -> None:
         """Write the `lane.idle` event (once per silence); the router queues it back into this lane."""

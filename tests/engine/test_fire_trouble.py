@@ -54,6 +54,7 @@ async def test_a_lane_that_cannot_fire_says_since_when_and_why_and_fires_once_it
 ) -> None:
     engine, unreachable = flaky_fire
     caplog.set_level(logging.INFO, logger="temporalio.activity")
+    caplog.set_level(logging.DEBUG, logger="temporalio.workflow")
     await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.2}))
     sid = await new_session(engine)
     reply = await engine.command("write_object", session_id=sid, alias="missions/a", value={"type": "m"})
@@ -72,6 +73,9 @@ async def test_a_lane_that_cannot_fire_says_since_when_and_why_and_fires_once_it
     # Each failed attempt is no warning with a traceback (engine.quiet_outages): the lane's trouble says it.
     loud = [r for r in caplog.records if r.name == "temporalio.activity" and r.levelno >= logging.WARNING]
     assert not loud, [r.getMessage() for r in loud]
+    # Nor a warning from the lane at each retry: the database away is every lane's, and the router says it once.
+    said = [r for r in caplog.records if "lane step failed" in r.getMessage()]
+    assert said and all(r.levelno == logging.DEBUG for r in said), [(r.levelname, r.getMessage()) for r in said]
     assert not engine.log.runs
     unreachable.back = True
 
