@@ -39,8 +39,9 @@ async def test_a_door_whose_database_is_away_answers_unavailable_and_serves_agai
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The outage's end is said by a command that goes through this long after the last refused one (5 s).
-    monkeypatch.setattr("orchestrator.platform.OUTAGE_QUIET_SECONDS", 0.5)
+    # The outage's end is said by a command begun after the last refused one and this long after it (5 s; the
+    # quiet's own timing is tests/core/test_outages.py's): none here, so the first command back says it.
+    monkeypatch.setattr("orchestrator.platform.OUTAGE_QUIET_SECONDS", 0.0)
     # Open: the door's first look is whether any key exists (the database's); with the token, the command's own.
     settings = Settings(api_token=SecretStr(token) if token else None)
     platform = await Platform.connect(settings, private_postgres.url)
@@ -79,11 +80,6 @@ async def test_a_door_whose_database_is_away_answers_unavailable_and_serves_agai
             assert [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()] == said, (
                 "nor at the requests after it"
             )
-            assert not any("reach the database again" in r.getMessage() for r in caplog.records), (
-                "not by a command that follows the last refused one too closely (one in flight, a flapping database)"
-            )
-            await asyncio.sleep(0.6)
-            assert (await http.post("/v1/commands", json={"command": "open_session"})).status_code == 200
             again = [r.getMessage() for r in caplog.records if "reach the database again" in r.getMessage()]
             assert len(again) == 1 and again[0].startswith("commands reach the database again, after "), again
             assert back.json()["session"]["id"].startswith("ses_")
