@@ -32,6 +32,20 @@ async def command(http: httpx.AsyncClient, body: dict[str, object]) -> dict[str,
     return reply
 
 
+async def ran(http: httpx.AsyncClient, session: str, event_ids: set[int]) -> set[int]:
+    """The events of `event_ids` that reached a run the app's workflow ran to its end (a run recorded as stopped
+    never ran), waiting up to SETTLE_SECONDS for all of them."""
+    deadline, reached = time.monotonic() + SETTLE_SECONDS, set[int]()
+    while not event_ids <= reached and time.monotonic() < deadline:
+        reply = await command(http, {"command": "list_executions", "session_id": session})
+        assert reply["status"] == "success", reply
+        for execution in reply["executions"]:  # type: ignore[attr-defined]
+            if execution.get("status") == "completed":
+                reached.update((execution.get("batch") or {}).get("event_ids", []))
+        await asyncio.sleep(0.5)
+    return reached & event_ids
+
+
 async def test_dev_killed_mid_burst_starts_again_at_once_and_loses_no_acknowledged_write(tmp_path: Path) -> None:
     data_dir, port = tmp_path / "data", free_port()
     first = Dev(data_dir, port, tmp_path / "first.log")
@@ -77,16 +91,7 @@ async def test_dev_killed_mid_burst_starts_again_at_once_and_loses_no_acknowledg
         assert second.process.poll() is None, second.output()
 
         async with httpx.AsyncClient(base_url=second.url, timeout=10) as http:
-            missing: set[int] = set(acknowledged)
-            deadline = time.monotonic() + SETTLE_SECONDS
-            while missing and time.monotonic() < deadline:
-                reply = await command(http, {"command": "list_executions", "session_id": session})
-                assert reply["status"] == "success", reply
-                for execution in reply["executions"]:  # type: ignore[attr-defined]
-                    # Reached a run: one the app's workflow ran to its end (a run recorded as stopped never ran).
-                    if execution.get("status") == "completed":
-                        missing.difference_update((execution.get("batch") or {}).get("event_ids", []))
-                await asyncio.sleep(0.5)
+            missing = set(acknowledged) - await ran(http, session, set(acknowledged))
         assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged writes reached no run"
     finally:
         for dev in (second, first):
@@ -133,14 +138,8 @@ async def test_dev_started_again_after_its_own_process_alone_was_killed_stops_th
         assert [p.pid for p in running] != [abandoned[0].pid] and len(running) == 1, running
 
         async with httpx.AsyncClient(base_url=second.url, timeout=10) as http:
-            deadline = time.monotonic() + SETTLE_SECONDS
-            ran: set[int] = set()
-            while int(written["event_id"]) not in ran and time.monotonic() < deadline:  # type: ignore[call-overload]
-                reply = await command(http, {"command": "list_executions", "session_id": session})
-                for execution in reply["executions"]:  # type: ignore[attr-defined]
-                    ran.update((execution.get("batch") or {}).get("event_ids", []))
-                await asyncio.sleep(0.5)
-        assert int(written["event_id"]) in ran  # type: ignore[call-overload]
+            event_id = int(written["event_id"])  # type: ignore[call-overload]
+            assert await ran(http, session, {event_id}) == {event_id}
     finally:
         for dev in (second, first):
             if dev is not None:
@@ -175,17 +174,6 @@ async def _said(dev: Dev, line: str, within: float = 60.0) -> None:
         await asyncio.sleep(0.2)
 
 
-async def _ran(http: httpx.AsyncClient, session: str, event_ids: set[int]) -> set[int]:
-    """The events of `event_ids` that have reached a run, waiting up to SETTLE_SECONDS for all of them."""
-    deadline, ran = time.monotonic() + SETTLE_SECONDS, set[int]()
-    while not event_ids <= ran and time.monotonic() < deadline:
-        reply = await command(http, {"command": "list_executions", "session_id": session})
-        for execution in reply.get("executions") or []:  # type: ignore[attr-defined]
-            ran.update((execution.get("batch") or {}).get("event_ids", []))
-        await asyncio.sleep(0.5)
-    return ran & event_ids
-
-
 async def test_dev_starts_its_embedded_servers_again_when_one_is_killed_and_loses_no_write(tmp_path: Path) -> None:
     """`orchestrator dev` owns its embedded PostgreSQL and Temporal dev server: one killed under it (an OOM
     kill, `kill -9` by hand) is started again on its data, and the platform goes on with every write."""
@@ -199,7 +187,12 @@ async def test_dev_starts_its_embedded_servers_again_when_one_is_killed_and_lose
             written: set[int] = set()
 
             async def write(n: int) -> None:
-                body = {"command": "write_object", "session_id": session, "alias": f"burst/{n}", "value": {"type": "t"}}
+                body: dict[str, object] = {
+                    "command": "write_object",
+                    "session_id": session,
+                    "alias": f"burst/{n}",
+                    "value": {"type": "t"},
+                }
                 reply = await command(http, body)
                 assert reply["status"] == "success", reply
                 written.add(int(reply["event_id"]))  # type: ignore[call-overload]
@@ -216,7 +209,7 @@ async def test_dev_starts_its_embedded_servers_again_when_one_is_killed_and_lose
             await _said(dev, "temporal     running again")
             assert [p.pid for p in _dev_servers_on(data_dir)] != [temporal.pid]
             await write(3)
-            assert await _ran(http, session, written) == written, dev.output()
+            assert await ran(http, session, written) == written, dev.output()
         assert "postgres     stopped running; starting it again on its data" in dev.output()
     finally:
         await dev.stop()
