@@ -98,3 +98,41 @@ async def orchestrator_call(url: str, token: str | None, body: dict[str, object]
     out, _ = await process.communicate()
     assert process.returncode is not None
     return process.returncode, out.decode()
+
+
+async def test_events_follow_started_while_the_database_is_away_waits_and_prints_once_it_is_back(
+    private_postgres: RestartablePostgres,
+) -> None:
+    """`orchestrator events --follow` against a door answering `unavailable` says so and asks again (it exited
+    with 3 on the first answer), then prints the session's events from the first once the database is back."""
+    settings = Settings()
+    platform = await Platform.connect(settings, private_postgres.url)
+    try:
+        async with serve_api(create_app(platform, settings), "127.0.0.1", 0) as url:
+            session = (await platform.command({"command": "open_session"}))["session"]["id"]
+            body = {"command": "write_object", "session_id": session, "alias": "notes/a", "value": {"type": "note"}}
+            written = (await platform.command(body))["event_id"]
+            await private_postgres.stop()
+            follower = await asyncio.create_subprocess_exec(
+                *[str(Path(sys.executable).parent / "orchestrator"), "events", "--session", session],
+                *["--follow", "--json", "--url", url],
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            assert follower.stdout is not None and follower.stderr is not None
+            try:
+                async with asyncio.timeout(30):
+                    gap = (await follower.stderr.readline()).decode()
+                assert "the API answered unavailable: database: out of reach" in gap and "reconnecting" in gap, gap
+                assert follower.returncode is None, "still following"
+                await private_postgres.start_again()
+                printed: list[int] = []
+                async with asyncio.timeout(30):
+                    while written not in printed:
+                        printed.append(json.loads(await follower.stdout.readline())["id"])
+                assert printed == sorted(printed) and printed[0] == 1, "from the session's first event, in order"
+            finally:
+                follower.terminate()
+                await follower.wait()
+    finally:
+        await platform.close()
