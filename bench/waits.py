@@ -13,7 +13,8 @@ writers in four more, the worker and router in this one.
   be (no run behind them: what is measured is routing). Events/s from the first write to the last run started,
   and the ratio to none.
 - `latency`: M waiting runs, one at a time, each sent its reply while 1,000 events/s of other traffic go to ten
-  other sessions: from the reply's write to the run's next activity, p50 and p99.
+  other sessions: from the reply's write to the run hearing it (the start of the workflow task its wait answers
+  in: the spec's "reaches its run") and to the run's next activity, p50 and p99.
 - `cancel`: M slow keyed runs, each cancelled by the deletion of its key (`cancel_on`): from the deletion's write
   to the run's cleanup activity, p50 and p99.
 
@@ -47,14 +48,17 @@ FACT = {"type": "object", "properties": {"n": {"type": "integer"}}}
 
 
 class Heard:
-    """What the runs reported, by chat: when (wall clock), the condition and the events."""
+    """What the runs reported, by chat: when (wall clock) the run's activity ran, the condition and the events;
+    and when the run itself heard (`inside`: the start of the workflow task its wait answered in)."""
 
     def __init__(self) -> None:
         self.at: dict[str, tuple[float, Any, list[int]]] = {}
+        self.inside: dict[str, float] = {}
 
     @activity.defn(name="bench.heard")
-    async def heard(self, chat: str, matched: Any, event_ids: list[int]) -> None:
+    async def heard(self, chat: str, matched: Any, event_ids: list[int], heard_at: float) -> None:
         self.at.setdefault(chat, (time.time(), matched, event_ids))
+        self.inside.setdefault(chat, heard_at)
 
     async def until(self, chats: list[str], within: float = 300.0) -> None:
         deadline = time.time() + within
@@ -203,6 +207,7 @@ async def latency_case(bench: Bench, runs: int) -> dict[str, float]:
     others = [(await platform.command({"command": "open_session"}))["session"]["id"] for _ in range(10)]
     stop = asyncio.Event()
     delays: list[float] = []
+    inside: list[float] = []
     async with waiting_engine(bench, heard):
         load = asyncio.create_task(traffic(bench, others, 1000, stop))
         try:
@@ -223,11 +228,17 @@ async def latency_case(bench: Bench, runs: int) -> dict[str, float]:
                 await post(bench, session, chat, "user")
                 await heard.until([chat], within=60)
                 delays.append(heard.at[chat][0] - sent)
+                inside.append(heard.inside[chat] - sent)
         finally:
             stop.set()
             await load
     await platform.command({"command": "delete_listener", "name": "latency"})
-    return {"p50 (ms)": 1000 * percentile(delays, 50), "p99 (ms)": 1000 * percentile(delays, 99)}
+    return {
+        "reaches the run, p50 (ms)": 1000 * percentile(inside, 50),
+        "reaches the run, p99 (ms)": 1000 * percentile(inside, 99),
+        "the run's next activity, p50 (ms)": 1000 * percentile(delays, 50),
+        "the run's next activity, p99 (ms)": 1000 * percentile(delays, 99),
+    }
 
 
 async def cancel_case(bench: Bench, runs: int) -> dict[str, float]:
@@ -291,7 +302,10 @@ async def main(cases: set[str], chats: int, waits: int, bulk_events: int, runs: 
                 row(f"{name}  ({value / base:.2f}x of none)", value, "events/s")
         if "latency" in cases:
             figures = await latency_case(bench, runs)
-            print(f"latency: a waited-for reply's write to its run's next activity, {runs} runs, 1,000 events/s beside")
+            print(
+                f"latency: a waited-for reply's write to its run hearing it and to its next activity, {runs} runs,"
+                " 1,000 events/s beside"
+            )
             for name, value in figures.items():
                 row(name.removesuffix(" (ms)"), value, "ms")
         if "cancel" in cases:
