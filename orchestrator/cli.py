@@ -411,9 +411,13 @@ def _main(argv: list[str] | None) -> int:
         return _new(args)
     if args.subcommand == "mcp":
         return _mcp(args)
-    from orchestrator.config import Settings
+    from orchestrator.config import BadSettings, settings_from_env
 
-    settings = Settings()
+    try:
+        settings = settings_from_env()
+    except BadSettings as err:
+        print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
+        return EXIT_USAGE
     if args.subcommand == "call":
         return _call(args, settings)
     if args.subcommand in ("status", "events"):

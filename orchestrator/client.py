@@ -22,13 +22,14 @@ from typing import Any, Protocol, Self, cast
 import httpx
 
 from orchestrator.core.errors import CommandError, ErrorCode
-from orchestrator.plain_http import api_url, command_reply
+from orchestrator.plain_http import api_url, command_reply, encoded_body
 
 __all__ = ["Client", "Commands", "api_url"]
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 # How every session's id starts (the store draws them as `ses_<hex>`); aliases are what an application names.
 SESSION_ID_PREFIX = "ses_"
+JSON_CONTENT = {"Content-Type": "application/json"}
 
 
 class Commands(Protocol):
@@ -60,7 +61,10 @@ class _HttpTransport:
         self._http = http
 
     async def send(self, body: Any) -> dict[str, Any]:
-        response = await self._http.post("/v1/commands", json=body)
+        data = encoded_body(body)
+        if isinstance(data, dict):
+            return data
+        response = await self._http.post("/v1/commands", content=data, headers=JSON_CONTENT)
         return command_reply(response.content, response.status_code, str(response.url))
 
     async def aclose(self) -> None:

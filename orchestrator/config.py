@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orchestrator.core.database_schema import DEFAULT_SCHEMA, SCHEMA_PATTERN
@@ -94,6 +94,24 @@ class Settings(BaseSettings):
         if self.database_statement_cache_size is not None:
             return self.database_statement_cache_size
         return 0 if self.database_direct_url else 100
+
+
+class BadSettings(Exception):
+    """The environment sets what a setting cannot be: each named as its variable, with why."""
+
+
+def settings_from_env() -> Settings:
+    """The settings the environment makes; raises `BadSettings` naming each variable at fault (a process that
+    starts on a bad setting says which, not pydantic's traceback)."""
+    try:
+        return Settings()
+    except ValidationError as err:
+        said = [
+            f"{'ORCHESTRATOR_' + '__'.join(str(part) for part in e['loc']).upper()}: {e['msg']}"
+            + (f" (it is {e['input']!r})" if isinstance(e.get("input"), str | int | float) else "")
+            for e in err.errors()
+        ]
+        raise BadSettings("; ".join(said)) from None
 
 
 def reveal(secret: SecretStr | None) -> str | None:

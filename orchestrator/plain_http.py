@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from orchestrator.core.errors import CommandError
+from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble
+
 # As the Python client's default, and the settings' defaults for the HTTP door.
 TIMEOUT_SECONDS = 30.0
 DEFAULT_HOST = "127.0.0.1"
@@ -55,6 +58,21 @@ def door_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, str | 
     return api_url(host, port), _setting(environ, "api_token") or None
 
 
+def encoded_body(body: Any) -> bytes | dict[str, Any]:
+    """`body` as the JSON text the API reads; or, when JSON has no form for it (a set, a date, NaN), the
+    refusal the API answers such a body with (`invalid_request`, the field named): a client's bad input is a
+    reply, never an exception. A lone surrogate goes escaped, for the API to refuse by name."""
+    try:
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        trouble = json_trouble(body, MAX_JSON_DEPTH) if isinstance(body, dict) else None
+        return CommandError("invalid_request", trouble or "body: JSON has no form for it").reply()
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
 def post_command(url: str, token: str | None, body: Any, timeout: float = TIMEOUT_SECONDS) -> dict[str, Any]:
     """POST `body` to `url`'s `/v1/commands` and answer the reply."""
     parts = urlsplit(url)
@@ -62,7 +80,9 @@ def post_command(url: str, token: str | None, body: Any, timeout: float = TIMEOU
         raise Unreachable(f"{url!r} is not an http:// or https:// URL")
     connection_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     path = parts.path.rstrip("/") + "/v1/commands"
-    data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    data = encoded_body(body)
+    if isinstance(data, dict):
+        return data
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"

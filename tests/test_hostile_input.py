@@ -303,6 +303,27 @@ UNSTORABLE: list[tuple[dict[str, Any], str]] = [
         {"command": "write_objects", "session_id": SESSION, "objects": [{"alias": "a/b", "value": {"type": "t\x00"}}]},
         "objects.0.value.type",
     ),
+    # A lone surrogate (`\ud800` in JSON text): a string no UTF-8, and so no PostgreSQL text, can spell.
+    (
+        {"command": "write_object", "session_id": SESSION, "alias": "a/b", "value": {"type": "t", "x": "\ud800"}},
+        "value.x",
+    ),
+    ({"command": "write_object", "session_id": SESSION, "alias": "a/b", "value": {"type": "t", "\udfff": 1}}, "value"),
+    (
+        {
+            "command": "post_thread_item",
+            "session_id": SESSION,
+            "alias": "c/1",
+            "item": {"type": "text", "message": "\udc00"},
+        },
+        "item.message",
+    ),
+    ({"command": "save_event_type", "name": "hostile.type", "schema": {"description": "\ud800"}}, "schema.description"),
+    ({"command": "start_execution", "session_id": SESSION, "workflow": "w", "input": {"x": ["\ud800"]}}, "input.x.0"),
+    (
+        {"command": "emit_event", "session_id": SESSION, "type": "ticket.hostile", "data": {"n": 1, "s": "\ud800"}},
+        "data.s",
+    ),
 ]
 
 

@@ -120,7 +120,9 @@ def check_payload(field: str, value: Any, max_bytes: int, *, in_body: bool = Tru
         size = len(value.encode())
     else:
         try:
-            size = len(json.dumps(value, separators=(",", ":"), allow_nan=False).encode())
+            # Weighed as stored: UTF-8, a character as itself (an escape would weigh "é" six bytes, not two).
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+            size = len(text.encode(errors="surrogatepass"))
         except (TypeError, ValueError) as err:
             raise CommandError("invalid_request", f"{field}: not a JSON value ({err})") from None
     if size > max_bytes:

@@ -9,8 +9,6 @@ their reply holds and the errors they answer besides `invalid_request`: the refe
 from __future__ import annotations
 
 import difflib
-import math
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -21,6 +19,7 @@ from orchestrator.causes import caused_by, request_cause
 from orchestrator.commands.access import LOCAL, Caller, authorize, calling
 from orchestrator.commands.fields import decoded_from
 from orchestrator.core.errors import CommandError, ErrorCode
+from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble, may_hold_trouble
 from orchestrator.core.validation import field_errors_message
 
 if TYPE_CHECKING:
@@ -53,68 +52,6 @@ class CommandSpec:
 
 
 COMMANDS: dict[str, CommandSpec] = {}
-
-# How deep a command's JSON may nest. Far beyond any real value, and far below what would exhaust Python's
-# stack in the validation, the JSON encoding and the templates a value goes through.
-MAX_JSON_DEPTH = 100
-
-
-# JSON text's strings (its brackets are outside them), its innermost empty containers, and all but brackets.
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_INNERMOST = re.compile(rb"\{\}|\[\]")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-# A JSON number a double cannot hold (it decodes to infinity): an exponent of three digits or more, or a run of
-# 309 digits. Some of what it finds is in range (`1e100`); those are only walked.
-_HUGE_NUMBER = re.compile(rb"[eE]\+?0*[0-9]{3}|[0-9]{309}")
-
-
-def may_hold_trouble(raw: bytes, limit: int) -> bool:
-    """Whether valid JSON text could decode to what `json_trouble` refuses, read from the text in C-speed passes
-    (a bulk write's walk cost the door 8 us an item): a NUL is written `\\u0000` (a raw control character is
-    not JSON), a number that decodes to infinity has an exponent of three digits or 309 digits in a row, and
-    the nesting is the brackets' once strings are cut, each pass taking off the innermost."""
-    if b"\\u0000" in raw:
-        return True
-    bare = _JSON_STRING.sub(b"", raw)
-    if _HUGE_NUMBER.search(bare):
-        return True
-    skeleton = bare.translate(None, _NOT_BRACKETS)
-    for _ in range(limit):
-        if not skeleton:
-            return False
-        skeleton = _INNERMOST.sub(b"", skeleton)
-    return bool(skeleton)
-
-
-def json_trouble(body: dict[str, Any], limit: int) -> str | None:
-    """What no command may hold, as the refusal's message, or None: JSON nested deeper than `limit`, or a NUL
-    character in a string or a key (PostgreSQL's text cannot hold one). Walked without recursion; a path is
-    spelled out only for a container or a string found wanting."""
-    stack: list[tuple[Any, str, Any, int]] = [(body, "", None, 0)]
-    while stack:
-        item, parent, key, depth = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return f"{_joined(parent, key)}: a NUL character (\\u0000) cannot be stored"
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return f"{_joined(parent, key)}: a number beyond a double's range (or NaN) cannot be stored"
-        elif isinstance(item, dict | list):
-            if depth + 1 > limit:
-                return f"body: JSON nested deeper than {limit} levels"
-            path = _joined(parent, key) if key is not None else parent
-            if isinstance(item, dict):
-                for name, child in item.items():
-                    if isinstance(name, str) and "\x00" in name:
-                        return f"{path or 'body'}: a NUL character (\\u0000) cannot be stored, in the key {name!r}"
-                    stack.append((child, path, name, depth + 1))
-            else:
-                stack.extend((child, path, index, depth + 1) for index, child in enumerate(item))
-    return None
-
-
-def _joined(parent: str, key: Any) -> str:
-    return f"{parent}.{key}" if parent else str(key)
 
 
 def command(

@@ -22,7 +22,7 @@ from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverse
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from orchestrator.commands.fields import ListenerName, SessionId
+from orchestrator.commands.fields import ListenerName, SessionId, check_payload
 from orchestrator.commands.listeners import throttle_past_fires, unregistered_workflow
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import (
@@ -500,6 +500,7 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
     from orchestrator.lanes.executions import TEMPORAL_AWAY, TemporalRuns, run_queues, start_run
     from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 
+    check_payload("input", req.input, platform.settings.limits.max_payload_bytes)
     session = await platform.store.get_session(req.session_id)
     if session["status"] != "open":
         raise CommandError("session_not_open", f"session_id: session {req.session_id!r} is {session['status']}")

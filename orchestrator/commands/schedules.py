@@ -34,6 +34,7 @@ from orchestrator.core.schedule_spec import (
     schedule_timing,
 )
 from orchestrator.crossings import crossing
+from orchestrator.lanes.registry import FRESH_SECONDS
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -168,11 +169,28 @@ def written_alias(req: CreateSchedule) -> str | None:
 
 def _check_target(platform: CommandContext, definition: ScheduleDefinition) -> None:
     if definition.invocation_target_type != "object":
+        check_payload("target.input", definition.workflow_target().input, platform.settings.limits.max_payload_bytes)
         return
     target = definition.object_target()
     if not owned(schedule_owns(platform.settings), target.alias):
         raise CommandError("access_denied", f"target.alias: {target.alias!r} is outside what schedules may write")
     check_payload("target.value", target.value, platform.settings.limits.max_payload_bytes)
+
+
+async def _warnings(platform: CommandContext, definition: ScheduleDefinition, reply: dict[str, Any]) -> dict[str, Any]:
+    """The reply with `warnings` when the schedule starts a workflow no worker has registered lately (saved all the
+    same, as a listener is: workers may deploy after it; its firings fail until one does)."""
+    if definition.invocation_target_type != "workflow":
+        return reply
+    workflow = definition.workflow_target().workflow
+    registered = await platform.store.registered_workflows(FRESH_SECONDS)
+    if workflow not in registered:
+        known = ", ".join(registered) or "none (is a worker running?)"
+        reply["warnings"] = [
+            f"target.workflow: no worker has registered {workflow!r} in the last {FRESH_SECONDS / 60:g} minutes;"
+            f" its firings fail until one does (registered: {known})"
+        ]
+    return reply
 
 
 def _refused(err: RPCError) -> Exception:
@@ -191,7 +209,8 @@ async def _open_session(platform: CommandContext, session_id: str) -> None:
 @command(
     "create_schedule",
     CreateSchedule,
-    reply="`schedule` {alias, schedule_id, repeat, target, enabled, ...}",
+    reply="`schedule` {alias, schedule_id, repeat, target, enabled, ...}; `warnings` when its workflow is one no"
+    " worker has said it runs",
     errors=("not_found", "session_not_open", "access_denied", "limit_exceeded"),
     example={
         "command": "create_schedule",
@@ -227,7 +246,7 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
         if isinstance(err, RPCError):
             raise _refused(err) from None
         raise
-    return {"schedule": row}
+    return await _warnings(platform, definition, {"schedule": row})
 
 
 async def _make(
@@ -258,7 +277,8 @@ async def make_unmade_schedules(platform: CommandContext, older_than_seconds: fl
 @command(
     "update_schedule",
     UpdateSchedule,
-    reply="`schedule` {alias, schedule_id, repeat, target, enabled, ...}",
+    reply="`schedule` {alias, schedule_id, repeat, target, enabled, ...}; `warnings` when its workflow is one no"
+    " worker has said it runs",
     errors=("not_found", "access_denied", "limit_exceeded"),
     example={
         "command": "update_schedule",
@@ -281,7 +301,8 @@ async def update_schedule(platform: CommandContext, req: UpdateSchedule) -> dict
     except RPCError as err:
         raise _refused(err) from None
     stored = definition.model_dump(mode="json")
-    return {"schedule": await platform.store.update_schedule(req.session_id, req.alias, stored, enabled)}
+    updated = await platform.store.update_schedule(req.session_id, req.alias, stored, enabled)
+    return await _warnings(platform, definition, {"schedule": updated})
 
 
 @command(

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
@@ -26,10 +27,11 @@ from starlette.types import Scope
 from orchestrator.causes import request_id
 from orchestrator.commands.access import Caller, authorize_stream
 from orchestrator.commands.reference import schema_index
-from orchestrator.commands.registry import MAX_JSON_DEPTH, unknown_command
+from orchestrator.commands.registry import unknown_command
 from orchestrator.config import Settings
 from orchestrator.core.connection_listener import parse_stream, unknown_stream_params
 from orchestrator.core.errors import CommandError, unavailable
+from orchestrator.core.json_checks import MAX_JSON_DEPTH
 from orchestrator.door.access_log import AccessLog
 from orchestrator.door.auth import (
     STATUS_BY_ERROR,
@@ -100,6 +102,27 @@ def database_away(platform: Platform) -> Callable[[Request, Exception], Awaitabl
         return reply_response(unavailable().reply())
 
     return answer
+
+
+async def http_error(request: Request, err: Exception) -> Response:
+    """A path no route serves, or a method its route does not take, answered in the commands' JSON envelope (the
+    status kept, with its `Allow` header), as every other refusal of the door is."""
+    assert isinstance(err, HTTPException)
+    if err.status_code == 404:
+        reply = error_reply(
+            "not_found",
+            f"path: nothing is served at {request.url.path!r}; commands are POSTed to"
+            " /v1/commands (GET /v1/openapi.json describes every path)",
+        )
+    elif err.status_code == 405:
+        reply = error_reply(
+            "invalid_request",
+            f"method: {request.method} is not taken at {request.url.path!r}"
+            f" (it takes {(err.headers or {}).get('Allow', 'another')})",
+        )
+    else:
+        reply = error_reply("invalid_request", f"request: {err.detail}")
+    return JSONResponse(reply, status_code=err.status_code, headers=err.headers)
 
 
 def create_app(platform: Platform, settings: Settings) -> Starlette:
@@ -230,7 +253,10 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         middleware=[Middleware(AccessLog)],
         # What a door asks of the database before a command (who the caller is, its key's rate) fails as the
         # command would: `unavailable`, in JSON, not a bare 500 and a traceback a request.
-        exception_handlers={kind: database_away(platform) for kind in DATABASE_UNAVAILABLE},
+        exception_handlers={
+            HTTPException: http_error,
+            **{kind: database_away(platform) for kind in DATABASE_UNAVAILABLE},
+        },
     )
     # Closed by the server that serves the app (`orchestrator.dev.runtime.ApiServer`).
     app.state.stream_hub = hub

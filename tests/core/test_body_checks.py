@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from orchestrator.commands.fields import check_payload, decoded_from
-from orchestrator.commands.registry import MAX_JSON_DEPTH, json_trouble, may_hold_trouble
 from orchestrator.core.errors import CommandError
+from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble, may_hold_trouble
 
 JSON = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(), st.text(alphabet=st.characters(codec="utf-8"))),
@@ -25,7 +25,7 @@ def test_a_body_the_text_clears_holds_nothing_the_walk_would_refuse(value: Any, 
     raw = json.dumps(body, ensure_ascii=ascii).encode()
     if not may_hold_trouble(raw, limit):
         assert json_trouble(body, limit) is None
-    if b"\\u0000" not in raw:  # no NUL anywhere: the text reads the depth exactly
+    if b"\\u0000" not in raw and b"\\ud" not in raw:  # no NUL, no surrogate's half: the text reads the depth exactly
         assert may_hold_trouble(raw, limit) == (json_trouble(body, limit) is not None)
 
 
@@ -38,6 +38,18 @@ def test_a_nul_or_a_deep_body_is_never_cleared_by_its_text() -> None:
     # A written backslash before `u0000` is no NUL: cleared or not, the walk decides.
     raw = json.dumps({"s": "\\u0000"}).encode()
     assert may_hold_trouble(raw, MAX_JSON_DEPTH) and json_trouble(json.loads(raw), MAX_JSON_DEPTH) is None
+
+
+def test_a_lone_surrogate_is_never_cleared_by_its_text_and_a_pair_is_walked_and_passes() -> None:
+    lone = json.dumps({"s": "a\ud800b"}).encode()
+    assert may_hold_trouble(lone, MAX_JSON_DEPTH)
+    assert json_trouble(json.loads(lone), MAX_JSON_DEPTH) == "s: a lone surrogate (\\ud800 to \\udfff) cannot be stored"
+    pair = json.dumps({"s": "\U0001f600"}).encode()  # written as the escapes of its two halves
+    assert may_hold_trouble(pair, MAX_JSON_DEPTH) and json_trouble(json.loads(pair), MAX_JSON_DEPTH) is None
+
+
+def test_a_value_json_has_no_form_for_is_named() -> None:
+    assert json_trouble({"v": {"when": [1, {1, 2}]}}, MAX_JSON_DEPTH) == "v.when.1: a set is no JSON value"
 
 
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200))
@@ -57,4 +69,8 @@ def test_a_value_too_large_is_refused_when_its_body_is_not_known_to_fit() -> Non
         except CommandError as err:
             assert err.code == "limit_exceeded"
         else:
-            raise AssertionError("a 600-byte value passed a 200-byte limit")
+            raise AssertionError("a 208-byte value passed a 200-byte limit")
+
+
+def test_a_value_is_weighed_as_stored_in_utf8_not_as_escapes() -> None:
+    check_payload("v", {"s": "é" * 100}, 250)  # 208 bytes as stored; its escapes (`\\u00e9`) would weigh 608

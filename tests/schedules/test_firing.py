@@ -138,8 +138,9 @@ async def test_a_disabled_schedule_does_not_fire_until_enabled(engine: Engine) -
 
 async def test_workflow_targets_start_a_run_in_the_session_and_failures_are_recorded(engine: Engine) -> None:
     sid = await new_session(engine)
+    made = {}
     for alias, workflow in (("sweep", "recorder"), ("typo", "no-such-workflow")):
-        await engine.command(
+        made[alias] = await engine.command(
             "create_schedule",
             session_id=sid,
             alias=alias,
@@ -147,6 +148,14 @@ async def test_workflow_targets_start_a_run_in_the_session_and_failures_are_reco
             invocation_target_type="workflow",
             target={"workflow": workflow, "input": {"why": "sweep"}},
         )
+    # Saved all the same (a worker may deploy after it), with a warning, as a listener's unknown workflow is.
+    assert "warnings" not in made["sweep"]
+    [warning] = made["typo"]["warnings"]
+    assert warning.startswith(
+        "target.workflow: no worker has registered 'no-such-workflow' in the last 5 minutes; its firings fail until"
+        " one does (registered: "
+    )
+    assert "recorder" in warning
 
     async def both_fired() -> bool:
         return bool(engine.log.runs) and bool(await runs_of(engine, sid, "typo"))

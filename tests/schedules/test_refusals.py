@@ -49,6 +49,11 @@ async def test_bad_schedules_are_refused_naming_the_field_and_nothing_is_created
         (bad(target=None), "invalid_request", "target: is required"),
         (bad(repeat={"type": "interval"}), "invalid_request", "repeat.every_seconds: is required"),
         (bad(alias="ops//clock"), "invalid_request", "alias: "),
+        (
+            bad(invocation_target_type="workflow", target={"workflow": "recorder", "input": {"x": "a" * 300_000}}),
+            "limit_exceeded",
+            "target.input: 300008 bytes is over the payload limit of 262144",
+        ),
     ]
     for body, code, message in cases:
         reply = await refused(engine, "create_schedule", session_id=sid, **body)

@@ -765,7 +765,7 @@ export abstract class GeneratedCommands {
   /**
    * `create_schedule`: Create a schedule at an alias, backed by a Temporal Schedule: on each firing it writes an object or starts a workflow in the session. The seed's flat body (`repeat` a string, `cron_expression`, `timezone`, `invocation_target`) is accepted too.
    *
-   * Reply: `schedule` {alias, schedule_id, repeat, target, enabled, ...}
+   * Reply: `schedule` {alias, schedule_id, repeat, target, enabled, ...}; `warnings` when its workflow is one no worker has said it runs
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `access_denied`, `limit_exceeded`.
    */
   createSchedule(sessionId: CreateScheduleArgs["session_id"], alias: CreateScheduleArgs["alias"], options: Pick<CreateScheduleArgs, "repeat" | "invocation_target_type" | "target" | "start_date" | "end_date" | "origin" | "enabled" | "replace">): Promise<Reply> {
@@ -1195,7 +1195,7 @@ export abstract class GeneratedCommands {
   /**
    * `update_schedule`: Change a schedule: the fields given replace the stored ones, the rest are kept.
    *
-   * Reply: `schedule` {alias, schedule_id, repeat, target, enabled, ...}
+   * Reply: `schedule` {alias, schedule_id, repeat, target, enabled, ...}; `warnings` when its workflow is one no worker has said it runs
    * Errors: `invalid_request`, `not_found`, `access_denied`, `limit_exceeded`.
    */
   updateSchedule(sessionId: UpdateScheduleArgs["session_id"], alias: UpdateScheduleArgs["alias"], options: Pick<UpdateScheduleArgs, "repeat" | "invocation_target_type" | "target" | "start_date" | "end_date" | "enabled"> = {}): Promise<Reply> {

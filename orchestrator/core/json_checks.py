@@ -1,0 +1,94 @@
+"""What no command's JSON may hold, found in its text and in its value: nesting past a depth, a NUL, a lone
+surrogate, a number beyond a double's range, a value JSON cannot carry. Both doors refuse them before a command
+runs, and a client before it sends one (`orchestrator.plain_http.encoded_body`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+# How deep a command's JSON may nest. Far beyond any real value, and far below what would exhaust Python's
+# stack in the validation, the JSON encoding and the templates a value goes through.
+MAX_JSON_DEPTH = 100
+
+
+# JSON text's strings (its brackets are outside them), its innermost empty containers, and all but brackets.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_INNERMOST = re.compile(rb"\{\}|\[\]")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# A JSON number a double cannot hold (it decodes to infinity): an exponent of three digits or more, or a run of
+# 309 digits. Some of what it finds is in range (`1e100`); those are only walked.
+_HUGE_NUMBER = re.compile(rb"[eE]\+?0*[0-9]{3}|[0-9]{309}")
+# A UTF-16 surrogate written as an escape (`\ud800` to `\udfff`): one of a pair is fine, a lone one is refused.
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def may_hold_trouble(raw: bytes, limit: int) -> bool:
+    """Whether valid JSON text could decode to what `json_trouble` refuses, read from the text in C-speed passes
+    (a bulk write's walk cost the door 8 us an item): a NUL is written `\\u0000` (a raw control character is
+    not JSON), a surrogate is an escape (UTF-8 cannot spell one: a pair's halves are walked too), a number that
+    decodes to infinity has an exponent of three digits or 309 digits in a row, and the nesting is the brackets'
+    once strings are cut, each pass taking off the innermost."""
+    if b"\\u0000" in raw or _SURROGATE.search(raw):
+        return True
+    bare = _JSON_STRING.sub(b"", raw)
+    if _HUGE_NUMBER.search(bare):
+        return True
+    skeleton = bare.translate(None, _NOT_BRACKETS)
+    for _ in range(limit):
+        if not skeleton:
+            return False
+        skeleton = _INNERMOST.sub(b"", skeleton)
+    return bool(skeleton)
+
+
+def json_trouble(body: dict[str, Any], limit: int) -> str | None:
+    """What no command may hold, as the refusal's message, or None: JSON nested deeper than `limit`, a NUL
+    character or a lone UTF-16 surrogate (`\\ud800`: no UTF-8 spells it) in a string or a key (PostgreSQL's text
+    cannot hold either), a number beyond a double's range, or a value JSON has no form for (a set, a date: a
+    caller in this process, or a client before it sends). Walked without recursion; a path is spelled out only
+    for what is found wanting."""
+    stack: list[tuple[Any, str, Any, int]] = [(body, "", None, 0)]
+    while stack:
+        item, parent, key, depth = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return f"{_joined(parent, key)}: a NUL character (\\u0000) cannot be stored"
+            if not _utf8(item):
+                return f"{_joined(parent, key)}: a lone surrogate (\\ud800 to \\udfff) cannot be stored"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{_joined(parent, key)}: a number beyond a double's range (or NaN) cannot be stored"
+        elif isinstance(item, dict | list | tuple):
+            if depth + 1 > limit:
+                return f"body: JSON nested deeper than {limit} levels"
+            path = _joined(parent, key) if key is not None else parent
+            if isinstance(item, dict):
+                for name, child in item.items():
+                    if isinstance(name, str) and "\x00" in name:
+                        return f"{path or 'body'}: a NUL character (\\u0000) cannot be stored, in the key {name!r}"
+                    if isinstance(name, str) and not _utf8(name):
+                        return f"{path or 'body'}: a lone surrogate cannot be stored, in the key {name!r}"
+                    stack.append((child, path, name, depth + 1))
+            else:
+                stack.extend((child, path, index, depth + 1) for index, child in enumerate(item))
+        elif item is not None and not isinstance(item, int):  # bool is an int
+            return f"{_joined(parent, key)}: a {type(item).__name__} is no JSON value"
+    return None
+
+
+def _utf8(text: str) -> bool:
+    """Whether UTF-8 spells `text`: all but a string holding a lone surrogate, which JSON's `\\ud800` can make."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _joined(parent: str, key: Any) -> str:
+    return f"{parent}.{key}" if parent else str(key)

@@ -1,0 +1,135 @@
+"""Bad input a client builds, at every door: a reply naming the field, never an exception and never a 500.
+
+What JSON has no form for (a set, a date, NaN) is refused by the Python client before it sends, as the API
+refuses it; a lone surrogate goes escaped and the API refuses it by name; the CLI prints the refusal. A path
+the API does not serve, or a method a path does not take, is answered in the commands' envelope. A setting the
+environment spells wrong stops a command line naming its variable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestrator.client import Client
+from orchestrator.config import Settings
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
+from orchestrator.platform import Platform
+
+CLI = str(Path(sys.executable).parent / "orchestrator")
+
+
+@pytest.fixture
+async def door(platform: Platform, settings: Settings) -> AsyncIterator[tuple[str, str]]:
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    async with serve_api(create_app(platform, settings), "127.0.0.1", 0) as url:
+        yield url, session
+
+
+def _write(session: str, extra: Any) -> dict[str, Any]:
+    return {"command": "write_object", "session_id": session, "alias": "a/b", "value": {"type": "t", "x": extra}}
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ({1, 2}, "value.x: a set is no JSON value"),
+        (datetime(2026, 1, 1, tzinfo=UTC), "value.x: a datetime is no JSON value"),
+        (b"raw", "value.x: a bytes is no JSON value"),
+        (math.nan, "value.x: a number beyond a double's range (or NaN) cannot be stored"),
+        ([math.inf], "value.x.0: a number beyond a double's range (or NaN) cannot be stored"),
+        ("\ud800", "value.x: a lone surrogate (\\ud800 to \\udfff) cannot be stored"),
+    ],
+)
+async def test_the_python_client_answers_a_refusal_naming_the_field_and_nothing_is_written(
+    door: tuple[str, str], platform: Platform, extra: Any, said: str
+) -> None:
+    url, session = door
+    async with Client.http(url) as http:
+        reply = await http.command(_write(session, extra))
+    local = await Client.local(platform).command(_write(session, extra))
+
+    assert reply == {"status": "error", "error": "invalid_request", "message": said}
+    assert local == reply
+    listed = await platform.command({"command": "list_objects", "session_id": session})
+    assert listed["objects"] == []
+
+
+async def test_a_run_s_input_past_the_payload_limit_is_refused_naming_it(platform: Platform) -> None:
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    body = {"command": "start_execution", "session_id": session, "workflow": "w", "input": {"x": "é" * 140_000}}
+
+    reply = await platform.command(body)
+
+    # Weighed as stored, in UTF-8: 280,008 bytes (its escapes would weigh 840,008).
+    assert reply == {
+        "status": "error",
+        "error": "limit_exceeded",
+        "message": "input: 280008 bytes is over the payload limit of 262144",
+    }
+    assert (await platform.command({"command": "list_executions", "session_id": session}))["executions"] == []
+
+
+async def test_the_cli_prints_the_refusal_of_a_lone_surrogate(door: tuple[str, str]) -> None:
+    url, session = door
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    env["ORCHESTRATOR_HTTP_PORT"] = url.rsplit(":", 1)[1]
+    body = json.dumps(_write(session, "\ud800"))  # the escape `\ud800` in the JSON text given to the CLI
+    process = await asyncio.create_subprocess_exec(
+        CLI, "call", body, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+
+    assert process.returncode == 1, err
+    assert json.loads(out)["message"].startswith("value.x: a lone surrogate"), out
+    assert b"Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code", "allow"),
+    [
+        ("GET", "/v1/commands", 405, "invalid_request", "POST"),
+        ("PUT", "/v1/commands", 405, "invalid_request", "POST"),
+        ("GET", "/v1/nothing-here", 404, "not_found", None),
+        ("POST", "/v1/openapi.json", 405, "invalid_request", "GET, HEAD"),
+    ],
+)
+async def test_a_path_or_a_method_the_api_does_not_serve_is_answered_in_the_envelope(
+    door: tuple[str, str], method: str, path: str, status: int, code: str, allow: str | None
+) -> None:
+    url, _ = door
+    async with httpx.AsyncClient(base_url=url) as http:
+        response = await http.request(method, path)
+
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("application/json")
+    reply = response.json()
+    assert reply["status"] == "error" and reply["error"] == code, reply
+    assert reply["message"].startswith("method:" if status == 405 else "path:"), reply
+    allowed = response.headers.get("allow")
+    assert (allowed and set(allowed.split(", "))) == (allow and set(allow.split(", ")))
+
+
+def test_a_setting_spelled_wrong_stops_the_command_naming_its_variable() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    env.update(ORCHESTRATOR_LIMITS__MAX_EVENTS_PER_BATCH="2000", ORCHESTRATOR_RUN_CHECK_SECONDS="soon")
+    done = subprocess.run(
+        [CLI, "call", "--local", '{"command": "list_listeners"}'], capture_output=True, text=True, env=env, timeout=60
+    )
+
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "ORCHESTRATOR_LIMITS__MAX_EVENTS_PER_BATCH: Input should be less than or equal to 1000" in done.stderr
+    assert "ORCHESTRATOR_RUN_CHECK_SECONDS:" in done.stderr and "'soon'" in done.stderr
