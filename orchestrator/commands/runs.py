@@ -551,15 +551,15 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
 @command(
     "stop_execution",
     StopExecution,
-    reply="`execution` {id, status}: `cancelling` (it cleans up, then ends `cancelled`), `stopped`, or how it had"
+    reply="`execution` {id, status}: `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had"
     " ended already",
     errors=("not_found",),
     example={"command": "stop_execution", "session_id": "ses_...", "execution_id": "exe:ses_...:respond:chats/7:2.0"},
 )
 async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[str, Any]:
     """Stop a run. By default it is cancelled: the run gets Temporal's cancellation and may clean up, and is
-    terminated if it still runs after `grace_seconds`; it ends `cancelled`, with the reason as its error. With
-    `mode` `terminate` it is ended at once and recorded `stopped`. Either way its batch's slot follows as for a run
+    terminated if it still runs after `grace_seconds`; it ends `stopped`, with the reason as its error. With
+    `mode` `terminate` it is ended at once, with no clean-up. Either way its batch's slot follows as for a run
     stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers
     how it ended, and nothing changes."""
     from orchestrator.lanes.executions import TemporalRuns
@@ -578,10 +578,10 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
         # The stop is recorded first: the run's end reads its reason, and the router's poll terminates the run
         # once its grace has passed, whoever asked.
         await platform.store.stop_asked(
-            req.session_id, req.execution_id, req.reason or CANCELLED_BY_COMMAND, req.grace_seconds
+            req.session_id, req.execution_id, req.reason or STOPPED_BY_COMMAND, req.grace_seconds
         )
         if await runs.cancel(req.execution_id):
-            return {"execution": {"id": req.execution_id, "status": "cancelling"}}
+            return {"execution": {"id": req.execution_id, "status": "stopping"}}
     _, tag = await runs.word(req.execution_id)
     await runs.stop(req.execution_id, req.reason or STOPPED_BY_COMMAND)
     ended = await platform.store.lanes.end_run(
@@ -605,5 +605,4 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     return {"execution": {"id": req.execution_id, "status": status}}
 
 
-CANCELLED_BY_COMMAND = "cancelled by stop_execution"
 STOPPED_BY_COMMAND = "stopped by stop_execution"

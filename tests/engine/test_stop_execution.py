@@ -1,5 +1,5 @@
-"""`stop_execution`: a run is cancelled (it cleans up, its end recorded `cancelled` with the reason) or terminated
-(`stopped`), and its lane goes on as after a run stopped from outside: the slot is freed, handed on, and the
+"""`stop_execution`: a run is cancelled (it cleans up, its end recorded `stopped` with the reason) or terminated
+(`stopped` at once), and its lane goes on as after a run stopped from outside: the slot is freed, handed on, and the
 stopped run is not repeated. A run that ignores its cancellation is terminated after its grace."""
 
 from __future__ import annotations
@@ -41,12 +41,14 @@ async def test_a_stopped_run_ends_stopped_and_its_lane_takes_what_waited(engine:
     assert again["execution"]["status"] == "stopped", "stopping it again changes nothing"
     ended = (await engine.command("list_session_events", session_id=sid, types=["execution.ended"]))["events"]
     assert [e["execution"]["id"] for e in ended].count(slow) == 1, "its end is recorded once"
+    [end] = [e for e in ended if e["execution"]["id"] == slow]
+    assert end["execution"]["error"] == {"type": "stopped", "message": "stopped by stop_execution"}, end
 
     missing = await engine.platform.command({"command": "stop_execution", "session_id": sid, "execution_id": "exe:x"})
     assert missing["error"] == "not_found" and missing["message"].startswith("execution_id")
 
 
-async def test_a_stop_lets_the_run_clean_up_and_its_end_says_cancelled_with_the_reason(engine: Engine) -> None:
+async def test_a_stop_lets_the_run_clean_up_and_its_end_says_stopped_with_the_reason(engine: Engine) -> None:
     listener = recorder_listener(batch={"window_seconds": 0.1}, action=SLOW, retry={"attempts": 2})
     await engine.command("save_listener", listener=listener)
     sid = await new_session(engine)
@@ -59,21 +61,23 @@ async def test_a_stop_lets_the_run_clean_up_and_its_end_says_cancelled_with_the_
     await write_many(engine, sid, ["missions/fast"])
     slow = str(engine.log.runs[0].input["execution_id"])
     reply = await engine.command("stop_execution", session_id=sid, execution_id=slow, reason="the customer left")
-    assert reply["execution"] == {"id": slow, "status": "cancelling"}
+    assert reply["execution"] == {"id": slow, "status": "stopping"}
 
     async def ended() -> bool:
         runs = {r["id"]: r for r in (await engine.command("list_executions", session_id=sid))["executions"]}
         return runs[slow]["status"] != "running"
 
-    await eventually(ended, what="the cancelled run's end")
+    await eventually(ended, what="the stopped run's end")
     assert engine.log.runs[0].ended is not None, "it cleaned up: its cancellation ran its own code"
     runs = {r["id"]: r for r in (await engine.command("list_executions", session_id=sid))["executions"]}
-    assert (runs[slow]["status"], runs[slow]["error"]) == ("cancelled", "the customer left")
-    await eventually(lambda: started(2), what="the next batch, in the slot the cancelled run freed")
-    assert len(engine.log.runs) == 2, "a cancelled run is not repeated"
+    # A run's statuses end `completed`, `failed` or `stopped` (the data model); `cancelled` is `cancel_on`'s alone.
+    assert (runs[slow]["status"], runs[slow]["error"]) == ("stopped", "the customer left")
+    await eventually(lambda: started(2), what="the next batch, in the slot the stopped run freed")
+    assert len(engine.log.runs) == 2, "a stopped run is not repeated"
     [end] = [
         e
         for e in (await engine.command("list_session_events", session_id=sid, types=["execution.ended"]))["events"]
         if e["execution"]["id"] == slow
     ]
-    assert end["execution"]["status"] == "cancelled"
+    assert end["execution"]["status"] == "stopped"
+    assert end["execution"]["error"] == {"type": "stopped", "message": "the customer left"}

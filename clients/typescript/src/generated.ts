@@ -1153,9 +1153,9 @@ export abstract class GeneratedCommands {
   }
 
   /**
-   * `stop_execution`: Stop a run. By default it is cancelled: the run gets Temporal's cancellation and may clean up, and is terminated if it still runs after `grace_seconds`; it ends `cancelled`, with the reason as its error. With `mode` `terminate` it is ended at once and recorded `stopped`. Either way its batch's slot follows as for a run stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers how it ended, and nothing changes.
+   * `stop_execution`: Stop a run. By default it is cancelled: the run gets Temporal's cancellation and may clean up, and is terminated if it still runs after `grace_seconds`; it ends `stopped`, with the reason as its error. With `mode` `terminate` it is ended at once, with no clean-up. Either way its batch's slot follows as for a run stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers how it ended, and nothing changes.
    *
-   * Reply: `execution` {id, status}: `cancelling` (it cleans up, then ends `cancelled`), `stopped`, or how it had ended already
+   * Reply: `execution` {id, status}: `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had ended already
    * Errors: `invalid_request`, `not_found`.
    */
   stopExecution(sessionId: StopExecutionArgs["session_id"], executionId: StopExecutionArgs["execution_id"], options: Pick<StopExecutionArgs, "mode" | "reason" | "grace_seconds"> = {}): Promise<Reply> {

@@ -4,16 +4,19 @@
 -- `listener.failed`, and a draining session closed once nothing of it is left. Answers the lanes to drive now
 -- (its own, when it has more waiting; the one a key slot went to). A failed run's `execution.ended` carries its
 -- error: `execution.error` is `{type, message}`, the message cut at 2,000 characters, so a listener of failures
--- (an operator's inbox) can hand it on (`{{ event.execution.error }}`). A run that ends `cancelled` after it was
--- asked to (its `cancel_on` heard an event, or `stop_execution` let it clean up: a `cancel` row of `run_waits`)
--- ends with that ask's reason as its error and, for an event, the event as its cause (`cause.event`). Its waits
--- still open are abandoned.
+-- (an operator's inbox) can hand it on (`{{ event.execution.error }}`). A run cancelled because its `cancel_on`
+-- heard an event (a `cancel` row of `run_waits` with that event) ends `cancelled`, the event its cause
+-- (`cause.event`); any other cancellation is a stop (`stop_execution` letting it clean up, a row with its reason;
+-- Temporal's cancel from outside, none) and ends `stopped`, as the data model's statuses say, its reason as its
+-- error. A `stopped` or `cancelled` end's `execution.error` is `{type: status, message}` too. Its waits still open
+-- are abandoned.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_run_end(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_execution text := p ->> 'execution_id';
     v_session text := p ->> 'session_id';
     v_listener text := p ->> 'listener';
     v_keyed boolean := coalesce((p ->> 'keyed')::boolean, false);
+    v_status text := p ->> 'status';
     x orchestrator.executions%ROWTYPE;
     r orchestrator.lane_runs%ROWTYPE;
     v_drive jsonb := '[]';
@@ -31,12 +34,15 @@ BEGIN
     IF v_keyed THEN
         PERFORM orchestrator.orchestrator_keys_lock(v_session, v_listener);
     END IF;
-    IF p ->> 'status' = 'cancelled' THEN
+    IF v_status = 'cancelled' THEN
         SELECT * INTO v_asked FROM orchestrator.run_waits
             WHERE execution_id = v_execution AND kind = 'cancel' AND state = 'answered' ORDER BY ended_at LIMIT 1;
+        IF v_asked.event_ids[1] IS NULL THEN
+            v_status := 'stopped';
+        END IF;
     END IF;
     UPDATE orchestrator.executions
-        SET status = p ->> 'status', ended_at = clock_timestamp(),
+        SET status = v_status, ended_at = clock_timestamp(),
             error = CASE WHEN v_asked.id IS NULL THEN p ->> 'error'
                          WHEN v_asked.reason IS NOT NULL THEN v_asked.reason
                          ELSE 'cancelled by event ' || v_asked.event_ids[1] END
@@ -50,8 +56,8 @@ BEGIN
         jsonb_build_object('id', x.id, 'workflow', x.workflow, 'status', x.status)
             || CASE WHEN x.status = 'failed' AND x.error IS NOT NULL THEN jsonb_build_object('error',
                    jsonb_strip_nulls(jsonb_build_object('type', p ->> 'error_type', 'message', left(x.error, 2000))))
-                WHEN x.status = 'cancelled' AND x.error IS NOT NULL THEN jsonb_build_object('error',
-                   jsonb_build_object('type', 'cancelled', 'message', left(x.error, 2000)))
+                WHEN x.status IN ('cancelled', 'stopped') AND x.error IS NOT NULL THEN jsonb_build_object('error',
+                   jsonb_build_object('type', x.status, 'message', left(x.error, 2000)))
                 ELSE '{}'::jsonb END,
         jsonb_strip_nulls(jsonb_build_object('listener', x.listener, 'execution', x.id)), x.depth, NULL, NULL, NULL,
         jsonb_build_object('execution', x.id)
