@@ -177,6 +177,8 @@ async def test_quiet_streams_get_heartbeat_comments(api: tuple[str, Platform], m
         ({"fitler": {"types": ["object.**"]}}, "fitler"),  # a typo would have streamed everything
         ({"after": str(2**63)}, "after"),  # past any event id: it failed inside the stream, after its 200
         ({"after": "²"}, "after"),
+        # A type no event can have, as save_listener refuses it: the stream would sit idle for good.
+        ({"filter": {"types": ["object.writen"]}}, "filter.types.0: 'object.writen' matches no event type"),
     ],
 )
 async def test_bad_parameters_are_refused_before_the_stream_starts(
@@ -204,6 +206,12 @@ async def test_a_data_path_the_declared_type_can_never_hold_is_refused_as_save_l
         response = await http.get(f"/v1/sessions/{sid}/stream?{query(filter={'types': ['order.*'], 'where': where})}")
     assert response.status_code == 400
     assert response.json()["message"].startswith("filter.where.0.path"), response.text
+    async with httpx.AsyncClient(base_url=url) as http:
+        response = await http.get(f"/v1/sessions/{sid}/stream?{query(filter={'types': ['ordr.*']})}")
+    assert response.status_code == 400
+    assert response.json()["message"] == (
+        "filter.types.0: 'ordr.*' matches no event type, the platform's nor the app's; did you mean 'order.*'?"
+    )
 
 
 async def test_an_unknown_session_is_404(api: tuple[str, Platform]) -> None:

@@ -472,10 +472,27 @@ def unknown_types(types: Sequence[str] | None, event_types: Mapping[str, Any] | 
     for n, glob in enumerate(types or ()):
         if any(compile_type_glob(glob).match(name) for name in known):
             continue
-        close = difflib.get_close_matches(glob, known, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(glob, known, n=1, cutoff=0.6) or _close_glob(glob, known)
         hint = f"; did you mean {close[0]!r}?" if close else "; declare it first (save_event_type)"
         problems.append(f"filter.types.{n}: {glob!r} matches no event type, the platform's nor the app's{hint}")
     return problems
+
+
+def _close_glob(glob: str, known: Sequence[str]) -> list[str]:
+    """A glob with its literal segments each put closest to a known type's segment at that place (`widgt.*` ->
+    `widget.*`), when that matches a known type; else nothing."""
+    if "*" not in glob:
+        return []
+    parts = glob.split(".")
+    near = []
+    for place, part in enumerate(parts):
+        if "*" in part:
+            near.append(part)
+            continue
+        seen = sorted({name.split(".")[place] for name in known if len(name.split(".")) > place})
+        near.append((difflib.get_close_matches(part, seen, n=1, cutoff=0.6) or [part])[0])
+    guess = ".".join(near)
+    return [guess] if guess != glob and any(compile_type_glob(guess).match(name) for name in known) else []
 
 
 def unresolvable_paths(
