@@ -78,6 +78,31 @@ async def test_an_app_with_an_invalid_declaration_is_refused_whole_naming_the_fi
         await apply(platform, app(listener("a", types=["shipment.delayd"])), lambda _: None)
 
 
+async def test_an_app_that_declares_a_name_twice_is_refused_naming_the_second(platform: Platform) -> None:
+    schedule = {
+        "session_alias": "ops",
+        "alias": "clock",
+        "repeat": {"type": "interval", "every_seconds": 60},
+        "invocation_target_type": "object",
+        "target": {"alias": "ops/clock", "value": {"type": "tick"}},
+    }
+    twice = UserApp(
+        name="tests.plan_app",
+        listeners=[listener("a"), listener("b"), listener("a", window=2.0)],
+        event_types=[SHIPPED, SHIPPED],
+        schedules=[schedule, {**schedule, "session_alias": "other"}, schedule],
+    )
+    with pytest.raises(InvalidApp) as refused:
+        await apply(platform, twice, lambda _: None)
+
+    said = str(refused.value)
+    assert "event_types.1.name: 'shipment.delayed' is declared twice (first as event_types.0)" in said
+    assert "listeners.2.name: 'a' is declared twice (first as listeners.0)" in said
+    assert "schedules.2.alias: 'clock' is declared twice (first as schedules.0)" in said
+    assert "schedules.1" not in said, "one alias in two sessions is two schedules"
+    assert (await platform.command({"command": "list_listeners"}))["listeners"] == [], "nothing was applied"
+
+
 PLANNED_APP = (
     "workflows = []\n"
     "listeners = [{'name': 'p', 'filter': {'types': ['object.written']},"

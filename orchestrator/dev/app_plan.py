@@ -8,7 +8,7 @@ on over an older version), and applying the plan through the commands, recording
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -117,6 +117,34 @@ async def _held_schedule(platform: Platform, name: str) -> dict[str, Any] | None
     return {"session_alias": session_alias, "alias": alias, **stored, "enabled": row["enabled"]}
 
 
+def _declared_twice(app: UserApp) -> list[str]:
+    """Each declaration that names what an earlier one of its list names: one of them would silently win."""
+    named: list[tuple[str, Sequence[Mapping[str, Any]], Callable[[Mapping[str, Any]], Any], str]] = [
+        ("event_types", app.event_types, lambda b: b.get("name"), "name"),
+        ("listeners", app.listeners, lambda b: b.get("name"), "name"),
+        (
+            "captures",
+            app.captures,
+            lambda b: qualified(b["table"]) if isinstance(b.get("table"), str) else None,
+            "table",
+        ),
+        ("schedules", app.schedules, lambda b: (b.get("session_alias"), b.get("alias")), "alias"),
+    ]
+    problems = []
+    for kind, bodies, key, field in named:
+        first: dict[Any, int] = {}
+        for n, body in enumerate(bodies):
+            found = key(body)
+            if found is None or (isinstance(found, tuple) and None in found):
+                continue
+            if found in first:
+                shown = found[1] if isinstance(found, tuple) else found
+                problems.append(f"{kind}.{n}.{field}: {shown!r} is declared twice (first as {kind}.{first[found]})")
+            else:
+                first[found] = n
+    return problems
+
+
 async def declarations(
     platform: Platform, app: UserApp, *, tables_to_come: list[str] | None = None
 ) -> dict[Kind, list[dict[str, Any]]]:
@@ -143,6 +171,7 @@ async def declarations(
             problems.append(f"listeners.{n} ({body.get('name', '?')}): {err.message}")
             continue
         listeners.append(listener.model_dump(mode="json", exclude_unset=True))
+    problems.extend(_declared_twice(app))
     if problems:
         raise InvalidApp(f"app {app.name}: " + "; ".join(problems))
     schedules = _schedules(app, problems)
