@@ -25,6 +25,7 @@ import httpx
 from orchestrator.client import Client, api_url
 from orchestrator.config import Settings, reveal
 from orchestrator.core.backoff import retry_delay
+from orchestrator.core.declaration import DEFAULT_RETRY_DELAY_SECONDS
 from orchestrator.core.errors import CommandError
 
 # `orchestrator events` pages with the largest page the command allows, so a backlog drains in few calls.
@@ -71,7 +72,8 @@ def _retries_waiting(
         if run_key not in latest or attempt > latest[run_key][0]:
             latest[run_key] = (attempt, execution)
     attempts = int(retry.get("attempts", 0)) if retry else None
-    delay = float(retry.get("delay_seconds", 0)) if retry else None
+    # A body keeps what was declared: a delay left out is the declaration's default (30 s), not none.
+    delay = float(retry.get("delay_seconds", DEFAULT_RETRY_DELAY_SECONDS)) if retry else None
     waiting = []
     for run_key, (attempt, execution) in sorted(latest.items()):
         if execution.get("status") != "failed":

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from orchestrator.dev.inspect import _retries_waiting
 from orchestrator.dev.runtime import serve_api
 from orchestrator.door.api import create_app
 from tests.ops.conftest import FLAKY_DELAY_SECONDS, Workload, child_env
@@ -291,3 +292,12 @@ async def test_status_shows_a_listener_paused_in_the_session(workload: Workload,
         await workload.engine.platform.command(
             {"command": "resume_listener", "name": "orchestrate", "session_id": workload.session_id}
         )
+
+
+def test_a_retry_declared_without_its_delay_is_due_after_the_default_30_s() -> None:
+    failed = {"id": "exe:ses_1:flaky:_:7.0", "status": "failed", "lane": "_", "ended_at": "2026-12-05T10:00:00+00:00"}
+
+    [waiting] = _retries_waiting([failed], {"attempts": 2}, None)
+
+    # The seed's `{"attempts": 2}`: a repeat 30 s after the failure (the declaration's default), not at once.
+    assert waiting["due_at"] == "2026-12-05T10:00:30+00:00"
