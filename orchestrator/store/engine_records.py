@@ -118,7 +118,7 @@ class EngineRecords(
 
     async def recent_outcomes(self, session_id: str, listener: str, limit: int = 20) -> list[dict[str, Any]]:
         rows = await self.pool.fetch(
-            "SELECT status, reason, lane, first_id, last_id, event_ids, retry,"
+            "SELECT status, reason, listener, lane, first_id, last_id, event_ids, retry,"
             # The nth time a batch was asked for again, which its key ends with (`Outcome.batch_key`); 0 for its own.
             " coalesce(substring(batch_key from ':r([0-9]+)$')::integer, 0) AS replay,"
             " execution_id, message, created_at"
@@ -127,9 +127,11 @@ class EngineRecords(
             listener,
             limit,
         )
-        return [
+        # `at` as the lane's outcomes say it (`Outcome.at`), `created_at` as the records do: the same moment.
+        found = [
             {k: (v.isoformat() if k == "created_at" else v) for k, v in dict(r).items() if v is not None} for r in rows
         ]
+        return [{**o, "at": o["created_at"]} for o in found]
 
     async def outcome_counts(self, session_id: str) -> dict[str, dict[str, int]]:
         rows = await self.pool.fetch(

@@ -175,6 +175,8 @@ async def test_a_saved_listener_fires_and_its_event_is_explained(client: NotingC
     assert fate["batches"][0]["outcome"]["execution_id"] == run["execution_id"]
     [listener] = (await client.list_session_listeners(sid))["listeners"]
     assert listener["name"] == "orchestrate" and listener["recent_outcomes"][0]["status"] == "success"
+    outcome = listener["recent_outcomes"][0]
+    assert outcome["listener"] == "orchestrate" and outcome["at"] == outcome["created_at"], outcome
 
     await client.delete_listener("orchestrate")
     assert (await client.list_listeners())["listeners"] == []
