@@ -98,11 +98,12 @@ def _named(envelope: dict[str, Any]) -> dict[str, Any]:
 
 async def what_caused(platform: CommandContext, session_id: str, envelope: dict[str, Any]) -> list[dict[str, Any]]:
     """The chain back from an event, nearest first: the run and the batch that wrote it, that batch's first
-    event, and so on to the outside request, a schedule's firing or a lane's silence."""
+    event, and so on to the outside request, a schedule's firing, a lane's silence or the application's own
+    transaction."""
     store, chain, current = platform.store, [], envelope
     for _ in range(CAUSE_DEPTH):
         cause = current.get("cause") or {}
-        ended = next((k for k in ("request", "schedule", "idle") if k in cause), None)
+        ended = next((k for k in ("request", "schedule", "idle", "transaction") if k in cause), None)
         if ended is not None:
             chain.append({ended: cause[ended]})
             return chain

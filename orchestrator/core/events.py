@@ -148,7 +148,8 @@ _UTC_MICROS_TEXT = 32
 
 def actor_of(source: Mapping[str, Any], cause: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """Who did it (SPEC section 13), from what every write records: the key an outside request's cause names
-    (`causes.request_cause`), the schedule of a firing, else the listener and run of its source (a run's writes,
+    (`causes.request_cause`), the schedule of a firing, the database role of the application's own transaction
+    (`orchestrator_transaction_cause`), else the listener and run of its source (a run's writes,
     and the engine's for a listener: its action, receipt, run start and end, failure, idle). Derived rather
     than stored, so no writer can leave it out and a bulk write pays nothing for it."""
     request = (cause or {}).get("request")
@@ -157,6 +158,9 @@ def actor_of(source: Mapping[str, Any], cause: Mapping[str, Any] | None) -> dict
     schedule = (cause or {}).get("schedule")
     if isinstance(schedule, Mapping) and schedule.get("alias") is not None:
         return {"schedule": schedule["alias"]}
+    transaction = (cause or {}).get("transaction")
+    if isinstance(transaction, Mapping) and transaction.get("role") is not None:
+        return {"role": transaction["role"]}
     found = {k: source[k] for k in ("listener", "execution") if source.get(k) is not None}
     return found or None
 

@@ -322,3 +322,28 @@ async def test_a_captured_type_is_not_deleted_under_its_capture(platform: Platfo
     await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_id=sid)
     await refused(platform, "invalid_request", "uncapture_table it first", "delete_event_type", name="ticket.created")
     await app.execute("INSERT INTO tickets (id) VALUES (1)")
+
+
+async def test_an_event_of_the_applications_own_transaction_names_it_as_its_cause_and_its_role_as_actor(
+    platform: Platform, fresh_db: str
+) -> None:
+    await ok(platform, "save_event_type", **TICKET)
+    sid = await _session(platform)
+    conn = await asyncpg.connect(fresh_db, server_settings={"application_name": "helpdesk-web"})
+    try:
+        await conn.execute("CREATE TABLE tickets (id bigint PRIMARY KEY, session text, priority int)")
+        await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_column="session")
+        role = await conn.fetchval("SELECT current_user")
+        async with conn.transaction():
+            await conn.execute("INSERT INTO tickets VALUES (1, $1, 2)", sid)
+            emitted = await emit(conn, sid, "ticket.escalated", {"priority": 2})
+    finally:
+        await conn.close()
+
+    events = (await ok(platform, "list_session_events", session_id=sid))["events"]
+    assert [e["type"] for e in events] == ["ticket.created", "ticket.escalated"]
+    cause = {"transaction": {"role": role, "application": "helpdesk-web"}}
+    for event in events:
+        assert (event["cause"], event["actor"]) == (cause, {"role": role}), event
+    explained = await ok(platform, "explain_event", session_id=sid, event_id=emitted)
+    assert explained["caused_by"] == [cause], "the chain back ends at the application's transaction"

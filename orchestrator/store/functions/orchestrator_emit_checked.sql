@@ -42,6 +42,7 @@ BEGIN
     ELSIF v_lock <> 'ok' THEN
         RAISE EXCEPTION 'session_id: session % is not open', quote_literal(p_session) USING ERRCODE = '55000';
     END IF;
-    RETURN QUERY SELECT e.o_event FROM orchestrator.orchestrator_emit(p_session, p_events, '{}', 0, NULL, NULL) e;
+    RETURN QUERY SELECT e.o_event FROM orchestrator.orchestrator_emit(p_session, p_events, '{}', 0, NULL,
+        orchestrator.orchestrator_transaction_cause()) e;
 END
 $$;
