@@ -87,8 +87,30 @@ async def explain(platform: CommandContext, session_id: str, event_id: int) -> d
             for w in waits
         ],
         "caused_by": await what_caused(platform, session_id, envelope),
-        "caused": await what_it_caused(platform, session_id, event_id, [CAUSED_EVENTS]),
+        "caused": [
+            *await what_it_caused(platform, session_id, event_id, [CAUSED_EVENTS]),
+            *await runs_it_ended(platform, session_id, event_id, waits),
+        ],
     }
+
+
+async def runs_it_ended(
+    platform: CommandContext, session_id: str, event_id: int, waits: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The runs a `cancel_on` cancelled for the event, each with the `execution.ended` it caused (none yet while
+    the run cleans up)."""
+    found = []
+    for wait in waits:
+        if wait["kind"] != "cancel":
+            continue
+        ended = await platform.store.run_ended_by(session_id, wait["execution_id"], event_id)
+        found.append(
+            {
+                "cancelled": {"execution_id": wait["execution_id"]},
+                "wrote": [] if ended is None else [{"event": _named(ended.envelope())}],
+            }
+        )
+    return found
 
 
 def _named(envelope: dict[str, Any]) -> dict[str, Any]:
@@ -164,7 +186,7 @@ async def what_it_caused(
     ExplainEvent,
     reply="`event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, batch?, run?, outcome?,"
     " receipt?, taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered),"
-    " `caused_by`, `caused`",
+    " `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)",
     errors=("not_found",),
     example={"command": "explain_event", "session_id": "ses_...", "event_id": 2},
 )

@@ -201,6 +201,18 @@ class LaneViews:
             )
         return [event_from_row(r) for r in rows]
 
+    async def run_ended_by(self, session_id: str, execution_id: str, event_id: int) -> Event | None:
+        """The run's `execution.ended` when `event_id` ended it (a `cancel_on` it answered: `cause.event`)."""
+        row = await self.pool.fetchrow(
+            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1"
+            " AND cause ? 'execution' AND cause ->> 'execution' = $2 AND type = 'execution.ended'"
+            " AND cause ->> 'event' = $3",
+            session_id,
+            execution_id,
+            str(event_id),
+        )
+        return None if row is None else event_from_row(row)
+
     async def execution_record(self, execution_id: str) -> dict[str, Any] | None:
         row = await self.pool.fetchrow(
             "SELECT id, workflow, listener, lane, status, batch, cause, run_key FROM orchestrator.executions WHERE id"

@@ -117,6 +117,14 @@ async def test_an_event_cancels_the_run_of_its_key_which_cleans_up_and_ends_canc
     assert [(e["execution"]["status"], e["cause"]["event"]) for e in ended] == [("cancelled", deleted)]
     explained = await engine.command("explain_event", session_id=sid, event_id=deleted)
     assert explained["waits"] == [{"execution_id": runs["docs/a"]["id"], "wait": 0, "kind": "cancel", "condition": 0}]
+    # What it caused: the run it cancelled, and that run's end.
+    [(end,)] = [(e["id"],) for e in ended]
+    assert [c for c in explained["caused"] if "cancelled" in c] == [
+        {
+            "cancelled": {"execution_id": runs["docs/a"]["id"]},
+            "wrote": [{"event": {"id": end, "type": "execution.ended", "actor": ended[0]["actor"]}}],
+        }
+    ]
     await asyncio.sleep(1.0)
     assert len(await executions(engine, sid)) == 2, "a cancelled run is not repeated, whatever its retry says"
 

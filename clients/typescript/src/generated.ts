@@ -845,7 +845,7 @@ export abstract class GeneratedCommands {
   /**
    * `explain_event`: What became of an event, listener by listener (matched or why not, its lane, batch, run, outcome and receipt), which runs' waits it answered (a wait that took it kept it from its run's own listener's lanes, or a `cancel_on` it cancelled a run by), what caused it and what it caused.
    *
-   * Reply: `event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, batch?, run?, outcome?, receipt?, taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered), `caused_by`, `caused`
+   * Reply: `event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, batch?, run?, outcome?, receipt?, taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered), `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)
    * Errors: `invalid_request`, `not_found`.
    */
   explainEvent(sessionId: ExplainEventArgs["session_id"], eventId: ExplainEventArgs["event_id"]): Promise<Reply> {
