@@ -45,7 +45,7 @@ async def write_action(
         alias = render(action.alias, context)  # type: ignore[union-attr]
         body = render(action.item if is_item else action.value, context)  # type: ignore[union-attr]
     except TemplateError as err:
-        return "invocation_error", f"action: unknown template path {err}"
+        return "invocation_error", f"action: {err}"
     if not isinstance(alias, str):
         return "invocation_error", "action.alias: must render to a string"
     try:

@@ -492,7 +492,7 @@ class LaneDriver:
         try:
             rendered = render(plan.input, context)
         except TemplateError as err:
-            return Acted("invocation_error", f"action.input: unknown template path {err}")
+            return Acted("invocation_error", f"action.input: {err}")
         address = snap.address
         # The pointers cross only for a template that names them: 1,000 of them are ~60 KB of history.
         carried = needs_messages(plan.input)
