@@ -205,17 +205,10 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
     """`status` and `events`: the same door choice and exit codes as `call`."""
     import asyncio
 
-    import httpx
-
     from orchestrator.core.errors import CommandError
     from orchestrator.dev.inspect import command_client, format_event, format_status, session_status, tail_events
 
-    # Only the in-process door can be misconfigured; the HTTP one stays free of the runtime's imports.
-    misconfigured: tuple[type[Exception], ...] = ()
-    if args.local:
-        from orchestrator.dev.runtime import ConfigurationError
-
-        misconfigured = (ConfigurationError,)
+    misconfigured, away = _door_errors(args)
 
     def emit(event: dict[str, Any]) -> None:
         print(json.dumps(event, ensure_ascii=False) if args.json else format_event(event), flush=True)
@@ -245,17 +238,36 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
     except misconfigured as err:
         print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except httpx.TransportError as err:
-        print(f"orchestrator {args.subcommand}: cannot reach the API: {err!r}", file=sys.stderr)
+    except away as err:
+        print(f"orchestrator {args.subcommand}: {_away(err)}", file=sys.stderr)
         return EXIT_UNREACHABLE
     return EXIT_SUCCESS
+
+
+def _door_errors(args: argparse.Namespace) -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
+    """What a command line's door fails with, as (misconfigured: exit 2, out of reach: exit 3): the HTTP door
+    cannot reach the API; the in-process one (`--local`) may be misconfigured or not reach the database. Only
+    the in-process door imports the runtime."""
+    import httpx
+
+    if not args.local:
+        return (), (httpx.TransportError,)
+    from orchestrator.dev.runtime import ConfigurationError
+    from orchestrator.store.connection import DatabaseUnreachable
+
+    return (ConfigurationError,), (httpx.TransportError, DatabaseUnreachable)
+
+
+def _away(err: Exception) -> str:
+    """Why a door could not be used: the database's own message, or the API that did not answer."""
+    import httpx
+
+    return f"cannot reach the API: {err!r}" if isinstance(err, httpx.TransportError) else str(err)
 
 
 def _keys(args: argparse.Namespace, settings: Settings) -> int:
     """`keys create | list | revoke`: the key commands through the same doors and exit codes as `call`."""
     import asyncio
-
-    import httpx
 
     from orchestrator.dev.inspect import command_client, format_keys
 
@@ -273,18 +285,14 @@ def _keys(args: argparse.Namespace, settings: Settings) -> int:
         async with command_client(settings, url=args.url, token=args.token, local=args.local) as client:
             return await client.command(body)
 
-    misconfigured: tuple[type[Exception], ...] = ()
-    if args.local:
-        from orchestrator.dev.runtime import ConfigurationError
-
-        misconfigured = (ConfigurationError,)
+    misconfigured, away = _door_errors(args)
     try:
         reply = asyncio.run(run())
     except misconfigured as err:
         print(f"orchestrator keys: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except httpx.TransportError as err:
-        print(f"orchestrator keys: cannot reach the API: {err!r}", file=sys.stderr)
+    except away as err:
+        print(f"orchestrator keys: {_away(err)}", file=sys.stderr)
         return EXIT_UNREACHABLE
     if args.keys_action == "list" and not args.json and reply.get("status") == "success":
         print(format_keys(reply["keys"]), flush=True)

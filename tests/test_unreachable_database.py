@@ -27,6 +27,10 @@ def test_a_url_names_its_socket_or_its_host() -> None:
         (["dev"], 1),
         (["plan", "--app", "examples.inbound.app"], 2),
         (["call", "--local", '{"command": "list_listeners"}'], 3),
+        # The same door, the same exit code and line (they printed a traceback and exited 1).
+        (["status", "--local", "--session", "ses_x"], 3),
+        (["events", "--local", "--session", "ses_x"], 3),
+        (["keys", "list", "--local"], 3),
     ],
 )
 def test_a_command_names_the_socket_it_cannot_reach_and_what_to_do(tmp_path: Path, args: list[str], code: int) -> None:
@@ -40,3 +44,4 @@ def test_a_command_names_the_socket_it_cannot_reach_and_what_to_do(tmp_path: Pat
     assert done.returncode == code, done.stderr
     assert f"cannot reach PostgreSQL at the socket {gone}/.s.PGSQL.5432" in done.stderr, done.stderr
     assert "ORCHESTRATOR_DATABASE_URL" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
