@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -225,11 +226,21 @@ async def test_orchestrator_plan_reads_the_database_of_the_dev_running_in_dot_or
         command = [CLI, "plan", "--app", "planned_app.py", *args]
         return subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
 
+    def local(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [CLI, *args, "--local"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+
     postgres = await start_postgres(tmp_path / ".orchestrator")
     try:
         shown = await asyncio.to_thread(plan)
         assert shown.returncode == 0, shown.stderr
         assert shown.stdout.splitlines() == ["add     listener p"]
+        # So do the in-process doors of `call`, `status`, `events` and `keys` (`--local`).
+        called = await asyncio.to_thread(local, "call", '{"command": "list_listeners"}')
+        assert (called.returncode, json.loads(called.stdout)) == (0, {"status": "success", "listeners": []}), called
+        listed = await asyncio.to_thread(local, "keys", "list")
+        assert listed.returncode == 0, listed.stderr
     finally:
         await postgres.stop()
     elsewhere = await start_postgres(tmp_path / "elsewhere")
@@ -243,3 +254,6 @@ async def test_orchestrator_plan_reads_the_database_of_the_dev_running_in_dot_or
     assert refused.returncode == 2
     assert "set ORCHESTRATOR_DATABASE_URL, or start `orchestrator dev`" in refused.stderr
     assert "no embedded PostgreSQL runs in .orchestrator/postgres" in refused.stderr
+    alone = await asyncio.to_thread(local, "call", '{"command": "list_listeners"}')
+    assert alone.returncode == 2
+    assert "--local needs the platform's database: set ORCHESTRATOR_DATABASE_URL" in alone.stderr

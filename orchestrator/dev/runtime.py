@@ -289,15 +289,16 @@ class ShownPlan:
     notes: list[str]
 
 
-def plan_database_url(settings: Settings) -> str:
-    """The database `orchestrator plan` reads: ORCHESTRATOR_DATABASE_URL, else the embedded PostgreSQL of the
-    `orchestrator dev` that runs on the data folder (`.orchestrator` unless set), as `status` finds its API."""
+def local_database_url(settings: Settings, who: str) -> str:
+    """The database a command line reads in-process (`plan`, `--local`): ORCHESTRATOR_DATABASE_URL, else the
+    embedded PostgreSQL of the `orchestrator dev` that runs on the data folder (`.orchestrator` unless set), as
+    `status` finds its API."""
     if settings.database_url:
         return settings.database_url
     found = running_postgres_url(settings.data_dir.resolve())
     if found is None:
         raise ConfigurationError(
-            "plan needs the platform's database: set ORCHESTRATOR_DATABASE_URL, or start `orchestrator dev`"
+            f"{who} needs the platform's database: set ORCHESTRATOR_DATABASE_URL, or start `orchestrator dev`"
             f" (no embedded PostgreSQL runs in {settings.data_dir / 'postgres'})"
         )
     return found
@@ -306,7 +307,7 @@ def plan_database_url(settings: Settings) -> str:
 async def plan_app(settings: Settings, spec: str) -> ShownPlan:
     """`orchestrator plan`: what applying the app's declarations would change. It changes nothing, so it does not
     run the app's `migrate`: a table that `migrate` is to make is planned as captured, and a note says so."""
-    database_url = plan_database_url(settings)
+    database_url = local_database_url(settings, "plan")
     app = load_app(spec)
     platform = await Platform.connect(settings, database_url)
     tables_to_come: list[str] | None = [] if app.migrate is not None else None
@@ -650,14 +651,13 @@ async def run_api(settings: Settings, *, announce: Announce = _log_announce) -> 
 
 @contextlib.asynccontextmanager
 async def local_platform(settings: Settings) -> AsyncIterator[Platform]:
-    """The platform in this process against `settings.database_url` (`--local`: no API in between), with
-    Temporal when `settings.temporal_address` is set."""
-    if not settings.database_url:
-        raise ConfigurationError("--local needs ORCHESTRATOR_DATABASE_URL")
+    """The platform in this process against `settings.database_url`, else the running `orchestrator dev`'s
+    (`--local`: no API in between), with Temporal when `settings.temporal_address` is set."""
+    database_url = local_database_url(settings, "--local")
     temporal = None
     if settings.temporal_address:
         temporal = await connect_temporal(settings.temporal_address, settings.temporal_namespace, settings)
-    platform = await Platform.connect(settings, settings.database_url, temporal=temporal)
+    platform = await Platform.connect(settings, database_url, temporal=temporal)
     try:
         yield platform
     finally:
