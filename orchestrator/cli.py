@@ -173,8 +173,18 @@ def _new(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for path in written:
         _announce(f"wrote        {path}")
-    _announce(f"Next: cd {args.name} && pytest, then orchestrator dev --app app.py")
+    _announce(f"Next: cd {args.name} && {_here('pytest')}, then {_here('orchestrator')} dev --app app.py")
     return EXIT_SUCCESS
+
+
+def _here(tool: str) -> str:
+    """A tool of this environment as a shell finds it: its name when the PATH leads to this one, else its path
+    (a venv not activated: a bare `pytest` would be another Python's, without the kit)."""
+    import shutil
+
+    mine = Path(sys.executable).parent / tool
+    found = shutil.which(tool)
+    return tool if found is not None and Path(found).resolve() == mine.resolve() else str(mine)
 
 
 def _add_door_arguments(parser: argparse.ArgumentParser) -> None:

@@ -289,6 +289,12 @@ class ShownPlan:
     notes: list[str]
 
 
+def _counted(n: int, noun: str) -> str:
+    """`1 workflow`, `2 workflows`, `0 activities`."""
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{n} {noun if n == 1 else plural}"
+
+
 def local_database_url(settings: Settings, who: str) -> str:
     """The database a command line reads in-process (`plan`, `--local`): ORCHESTRATOR_DATABASE_URL, else the
     embedded PostgreSQL of the `orchestrator dev` that runs on the data folder (`.orchestrator` unless set), as
@@ -496,8 +502,15 @@ async def run_dev(
             stack.push_async_callback(platform.close)
             effective = None
             if app is not None:
-                counts = f"{len(app.workflows)} workflows, {len(app.activities)} activities"
-                announce(f"app          {app.name}: {counts}, {len(app.listeners)} listeners")
+                counts = ", ".join(
+                    _counted(len(found), noun)
+                    for found, noun in (
+                        (app.workflows, "workflow"),
+                        (app.activities, "activity"),
+                        (app.listeners, "listener"),
+                    )
+                )
+                announce(f"app          {app.name}: {counts}")
                 effective = await migrate_and_apply(platform, app, announce)
             readiness: list[asyncio.Task[None]] = []
 

@@ -2,8 +2,9 @@
 
 Owns the starter's files: `app.py` (the `--app` module: one listener, the workflow and activity lists),
 `workflows.py` (one workflow), `activities.py` (the one activity it calls), `test_app.py` (a test on the
-`harness` fixture) and a three-line README. The samples' own module names: the platform installs its
-workflows and activities under `orchestrator.`, so an app's `workflows` and `activities` are its own.
+`harness` fixture) and a README that says how to run, test and try it. The samples' own module names: the
+platform installs its workflows and activities under `orchestrator.`, so an app's `workflows` and `activities` are
+its own.
 """
 
 from __future__ import annotations
@@ -89,6 +90,18 @@ async def test_a_message_is_answered(harness) -> None:
 README = """# {name}
 Run it: `orchestrator dev --app app.py`. The listener `greet` (app.py) starts `greeter` (workflows.py, activities.py).
 Test it with `pytest`: the `harness` fixture runs the app on Temporal's time-skipping server (test_app.py).
+Both come with the `orchestrator` package (`pip install 'orchestrator[testing]'` for the kit), in one environment.
+
+Try it while `orchestrator dev` runs, from another shell (`ses_...`: the id the first command answers):
+
+```bash
+orchestrator call '{{"command": "open_session", "alias": "demo"}}'
+orchestrator call '{{"command": "post_thread_item", "session_id": "ses_...", "alias": "chats/1",
+  "item": {{"type": "text", "role": "user", "message": "hi"}}}}'
+orchestrator call '{{"command": "list_thread_items", "session_id": "ses_...", "alias": "chats/1"}}'
+```
+
+The last one answers your message and, a second later (the batch's window), the greeter's reply.
 """
 
 

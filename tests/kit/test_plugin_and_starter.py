@@ -4,6 +4,7 @@ folder holding only the app and the test, and a starter app whose own test passe
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from orchestrator.commands.registry import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).parent / "orchestrator")
@@ -76,9 +79,16 @@ def test_a_new_app_passes_its_own_test(tmp_path: Path) -> None:
         "workflows.py",
     ]
     assert ".orchestrator/" in (folder / ".gitignore").read_text().splitlines(), "dev's data stays out of git"
-    readme = (folder / "README.md").read_text(encoding="utf-8").splitlines()
-    assert len(readme) == 3 and readme[0] == "# hello"
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert readme.splitlines()[0] == "# hello"
     assert "pytest" in made.stdout
+    # What it says to try are commands the platform takes: each `orchestrator call '...'` body validates.
+    bodies = [json.loads(b) for b in re.findall(r"orchestrator call '(.*?)'", readme, re.DOTALL)]
+    assert [b["command"] for b in bodies] == ["open_session", "post_thread_item", "list_thread_items"]
+    for body in bodies:
+        COMMANDS[body["command"]].model.model_validate(
+            {**body, "session_id": "ses_1"} if "session_id" in body else body
+        )
 
     done = _pytest(folder)
 
