@@ -55,7 +55,8 @@ class CloseSession(Request):
 @command(
     "open_session",
     OpenSession,
-    reply="`session` {id, alias, status}; with `retention`, also `retention` (the session's own)",
+    reply="`session` {id, alias, status}, and `draining: true` with `drains_through` for one closing once its"
+    " pending work ends; with `retention`, also `retention` (the session's own)",
     example={"command": "open_session", "alias": "support/7", "retention": {"event_seconds": 2592000}},
 )
 async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, Any]:

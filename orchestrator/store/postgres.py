@@ -185,9 +185,15 @@ class PostgresStore:
     async def open_session(self, alias: str | None) -> dict[str, Any]:
         async with self.transaction() as conn:
             if alias is not None:
-                row = await conn.fetchrow("SELECT id, alias, status FROM orchestrator.sessions WHERE alias = $1", alias)
+                row = await conn.fetchrow(
+                    "SELECT id, alias, status, drain_through FROM orchestrator.sessions WHERE alias = $1", alias
+                )
                 if row is not None:
-                    return dict(row)
+                    found = {k: row[k] for k in ("id", "alias", "status")}
+                    if row["status"] == "open" and row["drain_through"] is not None:
+                        # Closing once its pending work ends (`close_session` with `drain`), as that reply said.
+                        found |= {"draining": True, "drains_through": row["drain_through"]}
+                    return found
             row = await conn.fetchrow(
                 "INSERT INTO orchestrator.sessions (id, alias) VALUES ($1, $2)"
                 " ON CONFLICT (alias) DO UPDATE SET alias = EXCLUDED.alias"

@@ -86,15 +86,27 @@ async def test_the_seed_status_view_keeps_the_newest_event_per_object_alias(engi
 async def test_close_session_with_drain_lets_what_is_pending_run_then_closes(engine: Engine) -> None:
     listener = dict(SEED_RESPONDER, batch={"max_events": 1, "window_seconds": 1.0})
     await engine.command("save_listener", listener=listener)
-    sid = await new_session(engine)
+    sid = str((await engine.command("open_session", alias="resolving"))["session"]["id"])
     reply = await post(engine, sid, "chats/late", "a reply that lands as the session resolves")
     closing = await engine.command("close_session", session_id=sid, drain=True)
     assert closing["session"]["status"] == "open" and closing["session"]["draining"] is True
+    # Asked again by its alias meanwhile, it says it is closing, and through what.
+    asked = (await engine.command("open_session", alias="resolving"))["session"]
+    assert (asked["status"], asked.get("draining"), asked.get("drains_through")) == (
+        "open",
+        True,
+        closing["session"]["drains_through"],
+    ), asked
 
     async def closed() -> bool:
         return (await engine.platform.store.get_session(sid))["status"] == "closed"
 
     await eventually(closed, within=30, what="the session to close once drained")
+    assert (await engine.command("open_session", alias="resolving"))["session"] == {
+        "id": sid,
+        "alias": "resolving",
+        "status": "closed",
+    }
     assert [r.input["batch"]["event_ids"] for r in engine.log.runs] == [[reply]], "the pending reply ran"
     [outcome] = await lane_outcomes(engine, sid, "responder")
     assert outcome["status"] == "success"

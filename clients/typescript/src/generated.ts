@@ -1005,7 +1005,7 @@ export abstract class GeneratedCommands {
   /**
    * `open_session`: Open a session; an alias already in use answers that session (opening is idempotent by alias). A `retention` given is the session's own from then on (also for a session opened before).
    *
-   * Reply: `session` {id, alias, status}; with `retention`, also `retention` (the session's own)
+   * Reply: `session` {id, alias, status}, and `draining: true` with `drains_through` for one closing once its pending work ends; with `retention`, also `retention` (the session's own)
    * Errors: `invalid_request`.
    */
   openSession(options: Pick<OpenSessionArgs, "alias" | "retention"> = {}): Promise<Reply> {
