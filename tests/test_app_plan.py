@@ -17,8 +17,8 @@ import pytest
 from temporalio import workflow
 
 from orchestrator.app_loader import UserApp
-from orchestrator.core.plan import changes
-from orchestrator.dev.app_plan import InvalidApp, apply, plan_of
+from orchestrator.core.plan import Step, changes
+from orchestrator.dev.app_plan import InvalidApp, _no_news, apply, plan_of
 from orchestrator.dev.embedded import start_postgres
 from orchestrator.platform import Platform
 
@@ -102,6 +102,31 @@ async def test_an_app_that_declares_a_name_twice_is_refused_naming_the_second(pl
     assert "schedules.2.alias: 'clock' is declared twice (first as schedules.0)" in said
     assert "schedules.1" not in said, "one alias in two sessions is two schedules"
     assert (await platform.command({"command": "list_listeners"}))["listeners"] == [], "nothing was applied"
+    # A name that is no string is its own validation's to refuse, not a crash of the comparison.
+    with pytest.raises(InvalidApp, match=r"listeners\.1 \(\['a'\]\)"):
+        await apply(platform, app(listener("a"), {**listener("b"), "name": ["a"]}), lambda _: None)
+
+
+@workflow.defn(name="ticker")
+class Ticker:
+    @workflow.run
+    async def run(self) -> None:
+        return None
+
+
+def test_only_a_warning_that_no_worker_has_the_apps_own_workflow_yet_is_no_news() -> None:
+    """The plan is applied before the app's worker runs: that its own workflow is not registered yet is no news,
+    for a listener's action and a schedule's target alike; any other warning, or another's workflow, is said."""
+    own = UserApp(name="tests.plan_app", workflows=[Ticker])
+    unregistered = "no worker has registered 'ticker' in the last 5 minutes; ..."
+    schedule = Step("schedule", "ops/tick", "add", {"target": {"workflow": "ticker"}})
+    listener_step = Step("listener", "l", "add", {"action": {"type": "workflow", "workflow": "ticker"}})
+    others = Step("schedule", "ops/tock", "add", {"target": {"workflow": "tocker"}})
+
+    assert _no_news(own, schedule, "target.workflow: " + unregistered)
+    assert _no_news(own, listener_step, "listener.action.workflow: " + unregistered)
+    assert not _no_news(own, others, "target.workflow: no worker has registered 'tocker' ...")
+    assert not _no_news(own, listener_step, "listener.throttle: lets more batches start a minute than ...")
 
 
 PLANNED_APP = (

@@ -51,6 +51,8 @@ def _write(session: str, extra: Any) -> dict[str, Any]:
         (math.nan, "value.x: a number beyond a double's range (or NaN) cannot be stored"),
         ([math.inf], "value.x.0: a number beyond a double's range (or NaN) cannot be stored"),
         ("\ud800", "value.x: a lone surrogate (\\ud800 to \\udfff) cannot be stored"),
+        ({("a",): 1}, "value.x: a key must be a string in JSON; this one is ('a',)"),
+        ({math.nan: 1}, "value.x: a key must be a string in JSON; this one is nan"),
     ],
 )
 async def test_the_python_client_answers_a_refusal_naming_the_field_and_nothing_is_written(
@@ -65,6 +67,22 @@ async def test_the_python_client_answers_a_refusal_naming_the_field_and_nothing_
     assert local == reply
     listed = await platform.command({"command": "list_objects", "session_id": session})
     assert listed["objects"] == []
+
+
+async def test_a_surrogate_sent_as_raw_bytes_is_refused_naming_its_field(
+    door: tuple[str, str], platform: Platform
+) -> None:
+    url, session = door
+    # `ED A0 80`: `\ud800` as UTF-8 would spell it, which UTF-8 forbids and Python's JSON reader takes.
+    raw = (
+        b'{"command": "write_object", "session_id": "%s", "alias": "a/b", "value": {"type": "t", "x": "\xed\xa0\x80"}}'
+    )
+    async with httpx.AsyncClient(base_url=url) as http:
+        response = await http.post("/v1/commands", content=raw % session.encode())
+
+    assert response.status_code == 400, response.text
+    assert response.json()["message"].startswith("value.x: a lone surrogate"), response.text
+    assert (await platform.command({"command": "list_objects", "session_id": session}))["objects"] == []
 
 
 async def test_a_run_s_input_past_the_payload_limit_is_refused_naming_it(platform: Platform) -> None:

@@ -97,19 +97,18 @@ async def explain(platform: CommandContext, session_id: str, event_id: int) -> d
 async def runs_it_ended(
     platform: CommandContext, session_id: str, event_id: int, waits: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The runs a `cancel_on` cancelled for the event, each with the `execution.ended` it caused (none yet while
-    the run cleans up)."""
-    found = []
+    """The runs a `cancel_on` cancelled for the event, each with the `execution.ended` it caused; one still
+    cleaning up as `cancelling`. A run that ended otherwise (another event cancelled it first) is not this one's."""
+    found: list[dict[str, Any]] = []
     for wait in waits:
         if wait["kind"] != "cancel":
             continue
+        run = {"execution_id": wait["execution_id"]}
         ended = await platform.store.run_ended_by(session_id, wait["execution_id"], event_id)
-        found.append(
-            {
-                "cancelled": {"execution_id": wait["execution_id"]},
-                "wrote": [] if ended is None else [{"event": _named(ended.envelope())}],
-            }
-        )
+        if ended is not None:
+            found.append({"cancelled": run, "wrote": [{"event": _named(ended.envelope())}]})
+        elif ((await platform.store.execution_record(wait["execution_id"])) or {}).get("status") == "running":
+            found.append({"cancelling": run, "wrote": []})
     return found
 
 

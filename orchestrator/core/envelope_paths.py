@@ -47,7 +47,7 @@ SUBFIELDS: dict[str, frozenset[str] | None] = {
     "data": None,
     "cause": None,
     "graph": frozenset({"nodes"}),
-    "actor": frozenset({"key", "listener", "execution", "schedule"}),
+    "actor": frozenset({"key", "listener", "execution", "schedule", "role"}),
 }
 
 # The subfields that hold any JSON below them: a thread item's whole message (a `json` item's is any value), a

@@ -21,8 +21,9 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 # A JSON number a double cannot hold (it decodes to infinity): an exponent of three digits or more, or a run of
 # 309 digits. Some of what it finds is in range (`1e100`); those are only walked.
 _HUGE_NUMBER = re.compile(rb"[eE]\+?0*[0-9]{3}|[0-9]{309}")
-# A UTF-16 surrogate written as an escape (`\ud800` to `\udfff`): one of a pair is fine, a lone one is refused.
-_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+# A UTF-16 surrogate written as an escape (`\ud800` to `\udfff`: one of a pair is fine, a lone one is refused),
+# or as the three bytes UTF-8 would give it (`ED A0 80`: not UTF-8, but Python's `json.loads` of bytes reads it).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 
 
 def may_hold_trouble(raw: bytes, limit: int) -> bool:
@@ -67,9 +68,11 @@ def json_trouble(body: dict[str, Any], limit: int) -> str | None:
             path = _joined(parent, key) if key is not None else parent
             if isinstance(item, dict):
                 for name, child in item.items():
-                    if isinstance(name, str) and "\x00" in name:
+                    if not isinstance(name, str):
+                        return f"{path or 'body'}: a key must be a string in JSON; this one is {name!r}"
+                    if "\x00" in name:
                         return f"{path or 'body'}: a NUL character (\\u0000) cannot be stored, in the key {name!r}"
-                    if isinstance(name, str) and not _utf8(name):
+                    if not _utf8(name):
                         return f"{path or 'body'}: a lone surrogate cannot be stored, in the key {name!r}"
                     stack.append((child, path, name, depth + 1))
             else:

@@ -134,8 +134,9 @@ def _declared_twice(app: UserApp) -> list[str]:
     for kind, bodies, key, field in named:
         first: dict[Any, int] = {}
         for n, body in enumerate(bodies):
-            found = key(body)
-            if found is None or (isinstance(found, tuple) and None in found):
+            found = key(body) if isinstance(body, Mapping) else None
+            # A name that is no string is refused by its own validation; only names that are are compared.
+            if not all(isinstance(part, str) for part in (found if isinstance(found, tuple) else (found,))):
                 continue
             if found in first:
                 shown = found[1] if isinstance(found, tuple) else found
@@ -229,7 +230,7 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
                 at = datetime.fromisoformat(reply["listener"]["effective_at"])
                 effective = at if effective is None else max(effective, at)
             for warning in reply.get("warnings", []):
-                if not _runs_itself(app, step):
+                if not _no_news(app, step, warning):
                     announce(f"warning      {step.kind} {step.name}: {warning}")
         elif step.action == "remove":
             if step.kind == "listener":
@@ -246,11 +247,13 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
     return Applied(steps, effective)
 
 
-def _runs_itself(app: UserApp, step: Step) -> bool:
-    """Whether a listener's workflow is one of the app's own: its worker registers it as it starts, so a warning
-    that no worker has yet is no news (the plan is applied before the worker runs)."""
-    action = (step.body or {}).get("action") or {}
-    return step.kind == "listener" and action.get("workflow") in workflow_names(app.workflows)
+def _no_news(app: UserApp, step: Step, warning: str) -> bool:
+    """Whether a warning says only that no worker has registered a workflow of the app's own (a listener's, or a
+    schedule's): its worker registers it as it starts, and the plan is applied before the worker runs."""
+    body = step.body or {}
+    started = {"listener": body.get("action"), "schedule": body.get("target")}.get(step.kind)
+    workflow = started.get("workflow") if isinstance(started, Mapping) else None
+    return workflow in workflow_names(app.workflows) and "no worker has registered" in warning
 
 
 async def _put_schedule(platform: Platform, body: Mapping[str, Any]) -> dict[str, Any]:

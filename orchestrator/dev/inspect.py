@@ -7,7 +7,7 @@ parsing is `cli`'s.
 
 Retries waiting are derived, not stored: a run that still holds its lane's slot and whose latest attempt
 ended `failed` with attempts left is in its backoff wait, due `min(delay * 2^n, 900)` seconds after that
-attempt ended. Without live lane counts (no Temporal behind the door) a failed latest attempt with attempts
+attempt ended. Without the lanes' runs (an API that does not say them) a failed latest attempt with attempts
 left is taken as waiting.
 """
 
@@ -206,7 +206,7 @@ def format_status(status: dict[str, Any]) -> str:
                 if lane["waiting"]:
                     lines.append(f"  lane {lane['lane'] or '(one lane)'} waits: {lane['waiting']}")
             if not all(lane["live"] for lane in listener["lanes"]):
-                lines.append("  (? = the lane did not answer its state query, or this door has no Temporal)")
+                lines.append("  (? = the API did not say the lane's runs)")
         if listener.get("waiting_runs"):
             lines.append("  runs waiting for events:")
             rows = [
@@ -391,11 +391,12 @@ async def command_client(
 ) -> AsyncIterator[Client]:
     """A client of the HTTP API (the default, like `orchestrator call`), or of a platform in this process.
 
-    In-process (`local`) needs `settings.database_url`; lanes show live counts only when
-    `settings.temporal_address` is set too, since those come from each lane's `state` query.
+    In-process (`local`) reads `settings.database_url`, else the running `orchestrator dev`'s database
+    (`runtime.local_database_url`); a lane's trouble is asked of Temporal when `settings.temporal_address` is set.
 
     Raises:
-        ConfigurationError: `local` without a database URL.
+        ConfigurationError: `local` with no database to read.
+        DatabaseUnreachable: `local`, and the database does not answer.
     """
     if not local:
         async with Client.http(

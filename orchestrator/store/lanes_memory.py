@@ -740,12 +740,17 @@ class MemoryLaneStore:
         execution = self.executions.get(ending.execution_id)
         if execution is None or execution.status != "running":
             return Ended(False)
-        execution.status, execution.error = ending.status, ending.error
+        # A cancellation nobody's `cancel_on` asked for is a stop (`orchestrator_run_end`); the twin answers no
+        # cancel watch, so every one here is.
+        status = "stopped" if ending.status == "cancelled" else ending.status
+        execution.status, execution.error = status, ending.error
         self._started(execution)
         ended: dict[str, Any] = {"id": execution.id, "workflow": execution.workflow, "status": execution.status}
         if execution.status == "failed" and execution.error is not None:
             error = {"type": ending.error_type, "message": execution.error[:2000]}
             ended["error"] = {k: v for k, v in error.items() if v is not None}
+        elif execution.status == "stopped" and execution.error is not None:
+            ended["error"] = {"type": "stopped", "message": execution.error[:2000]}
         self.append(
             execution.session_id,
             "execution.ended",

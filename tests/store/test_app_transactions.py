@@ -347,3 +347,16 @@ async def test_an_event_of_the_applications_own_transaction_names_it_as_its_caus
         assert (event["cause"], event["actor"]) == (cause, {"role": role}), event
     explained = await ok(platform, "explain_event", session_id=sid, event_id=emitted)
     assert explained["caused_by"] == [cause], "the chain back ends at the application's transaction"
+    # A listener may tell the application's parts apart by it.
+    by_role = {"types": ["ticket.*"], "where": [{"path": "actor.role", "op": "eq", "value": role}]}
+    simulated = await ok(
+        platform,
+        "simulate_listener",
+        session_id=sid,
+        listener={
+            "name": "by-role",
+            "filter": by_role,
+            "action": {"type": "object", "alias": "out/x", "value": {"type": "x"}},
+        },
+    )
+    assert [i for b in simulated["batches"] for i in b["event_ids"]] == [e["id"] for e in events], simulated

@@ -367,6 +367,24 @@ async def test_a_runs_end_releases_its_slot_once_and_hands_its_lane_what_waits(w
     assert (answered.fired_through, answered.routed_through) == (after.fired_through, after.routed_through)
 
 
+@pytest.mark.parametrize("reported", ["cancelled", "stopped"])
+async def test_a_run_cancelled_or_stopped_with_no_cancel_on_asking_ends_stopped(world: World, reported: str) -> None:
+    """A graceful stop, Temporal's cancel or terminate from outside: the data model's `stopped`, not repeated."""
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+
+    ended = await end(world, sid, decision.execution_id, reported, lane="_")
+
+    assert ended.recorded
+    held = await world.held()
+    assert held.executions[decision.execution_id].status == "stopped"
+    assert held.runs == {}, "its slot freed"
+
+
 async def test_events_for_an_empty_lane_whose_run_holds_its_slot_nudge_nothing(world: World) -> None:
     """The run's end drives the lane instead: a nudge would start a step only to find the slot held."""
     await world.save_listener(listener())

@@ -10,6 +10,7 @@ RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
              AND jsonb_typeof(p_cause -> 'schedule' -> 'alias') <> 'null'
             THEN jsonb_build_object('schedule', p_cause -> 'schedule' -> 'alias')
         WHEN jsonb_typeof(p_cause -> 'transaction') = 'object' AND p_cause -> 'transaction' -> 'role' IS NOT NULL
+             AND jsonb_typeof(p_cause -> 'transaction' -> 'role') <> 'null'
             THEN jsonb_build_object('role', p_cause -> 'transaction' -> 'role')
         ELSE nullif(jsonb_strip_nulls(jsonb_build_object(
             'listener', p_source -> 'listener', 'execution', p_source -> 'execution')), '{}'::jsonb)

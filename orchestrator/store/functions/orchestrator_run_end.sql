@@ -34,12 +34,12 @@ BEGIN
     IF v_keyed THEN
         PERFORM orchestrator.orchestrator_keys_lock(v_session, v_listener);
     END IF;
-    IF v_status = 'cancelled' THEN
+    -- A run asked to cancel may end on its cancellation (its report says `cancelled`) or be terminated once its
+    -- grace ran out (the sweep finds it `stopped`): either way the ask decides, so every path agrees.
+    IF v_status IN ('cancelled', 'stopped') THEN
         SELECT * INTO v_asked FROM orchestrator.run_waits
             WHERE execution_id = v_execution AND kind = 'cancel' AND state = 'answered' ORDER BY ended_at LIMIT 1;
-        IF v_asked.event_ids[1] IS NULL THEN
-            v_status := 'stopped';
-        END IF;
+        v_status := CASE WHEN v_asked.event_ids[1] IS NOT NULL THEN 'cancelled' ELSE 'stopped' END;
     END IF;
     UPDATE orchestrator.executions
         SET status = v_status, ended_at = clock_timestamp(),
