@@ -21,18 +21,42 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 # A JSON number a double cannot hold (it decodes to infinity): an exponent of three digits or more, or a run of
 # 309 digits. Some of what it finds is in range (`1e100`); those are only walked.
 _HUGE_NUMBER = re.compile(rb"[eE]\+?0*[0-9]{3}|[0-9]{309}")
-# A UTF-16 surrogate written as an escape (`\ud800` to `\udfff`: one of a pair is fine, a lone one is refused),
-# or as the three bytes UTF-8 would give it (`ED A0 80`: not UTF-8, but Python's `json.loads` of bytes reads it).
-_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+# A UTF-16 surrogate written as an escape (`\ud800` to `\udfff`), after its run of backslashes (an odd run ends
+# in the escape's own; an even one is escaped backslashes, then text); and one written as the three bytes UTF-8
+# would give it (`ED A0 80`: not UTF-8, but Python's `json.loads` of bytes reads it), lone whatever follows.
+_SURROGATE_ESCAPE = re.compile(rb"(\\+)u[dD]([89a-fA-F])[0-9a-fA-F]{2}")
+_SURROGATE_BYTES = re.compile(rb"\xed[\xa0-\xbf]")
+
+
+def _lone_surrogate(raw: bytes) -> bool:
+    """Whether the text holds a surrogate that is not half of a pair: a high one (`\ud800`-`\udbff`) not
+    followed at once by a low one (`\udc00`-`\udfff`), or a low one not right after a high one. A pair (an emoji
+    from a client that escapes all but ASCII) leaves a bulk write on the fast path."""
+    if _SURROGATE_BYTES.search(raw):
+        return True
+    high_ends = -1  # where the last high escape ended, while it waits for its low one
+    for found in _SURROGATE_ESCAPE.finditer(raw):
+        if len(found.group(1)) % 2 == 0:
+            continue
+        starts = found.end(1) - 1
+        if found.group(2) in b"89abAB":
+            if high_ends != -1:
+                return True
+            high_ends = found.end()
+        elif high_ends != starts:
+            return True
+        else:
+            high_ends = -1
+    return high_ends != -1
 
 
 def may_hold_trouble(raw: bytes, limit: int) -> bool:
     """Whether valid JSON text could decode to what `json_trouble` refuses, read from the text in C-speed passes
     (a bulk write's walk cost the door 8 us an item): a NUL is written `\\u0000` (a raw control character is
-    not JSON), a surrogate is an escape (UTF-8 cannot spell one: a pair's halves are walked too), a number that
-    decodes to infinity has an exponent of three digits or 309 digits in a row, and the nesting is the brackets'
-    once strings are cut, each pass taking off the innermost."""
-    if b"\\u0000" in raw or _SURROGATE.search(raw):
+    not JSON), a lone surrogate is an escape not paired (`_lone_surrogate`), a number that decodes to infinity
+    has an exponent of three digits or 309 digits in a row, and the nesting is the brackets' once strings are
+    cut, each pass taking off the innermost."""
+    if b"\\u0000" in raw or ((b"\\u" in raw or b"\xed" in raw) and _lone_surrogate(raw)):
         return True
     bare = _JSON_STRING.sub(b"", raw)
     if _HUGE_NUMBER.search(bare):

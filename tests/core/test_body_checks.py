@@ -25,7 +25,7 @@ def test_a_body_the_text_clears_holds_nothing_the_walk_would_refuse(value: Any, 
     raw = json.dumps(body, ensure_ascii=ascii).encode()
     if not may_hold_trouble(raw, limit):
         assert json_trouble(body, limit) is None
-    if b"\\u0000" not in raw and b"\\ud" not in raw:  # no NUL, no surrogate's half: the text reads the depth exactly
+    if b"\\u0000" not in raw:  # no NUL: the text reads the depth and the surrogates exactly
         assert may_hold_trouble(raw, limit) == (json_trouble(body, limit) is not None)
 
 
@@ -40,12 +40,31 @@ def test_a_nul_or_a_deep_body_is_never_cleared_by_its_text() -> None:
     assert may_hold_trouble(raw, MAX_JSON_DEPTH) and json_trouble(json.loads(raw), MAX_JSON_DEPTH) is None
 
 
-def test_a_lone_surrogate_is_never_cleared_by_its_text_and_a_pair_is_walked_and_passes() -> None:
+# Text with surrogates of either half, alone or paired, beside backslashes and letters that look like escapes.
+SURROGATES = st.lists(
+    st.sampled_from(
+        ["\ud800", "\udbff", "\udc00", "\udfff", "\U0001f600", "\\", "u", "d8", "dc", "a", "\\ud800", "\\udc00"]
+    ),
+    max_size=8,
+).map("".join)
+
+
+@given(st.lists(SURROGATES, max_size=4), st.booleans())
+def test_the_text_finds_exactly_the_lone_surrogates_the_walk_refuses(texts: list[str], ascii: bool) -> None:
+    body = {"command": "x", "v": texts}
+    try:
+        raw = json.dumps(body, ensure_ascii=ascii).encode()
+    except UnicodeEncodeError:  # a lone surrogate left as itself: UTF-8 cannot carry it
+        raw = json.dumps(body, ensure_ascii=ascii).encode(errors="surrogatepass")
+    assert may_hold_trouble(raw, MAX_JSON_DEPTH) == (json_trouble(json.loads(raw), MAX_JSON_DEPTH) is not None), raw
+
+
+def test_a_lone_surrogate_is_never_cleared_by_its_text_and_a_pair_is() -> None:
     lone = json.dumps({"s": "a\ud800b"}).encode()
     assert may_hold_trouble(lone, MAX_JSON_DEPTH)
     assert json_trouble(json.loads(lone), MAX_JSON_DEPTH) == "s: a lone surrogate (\\ud800 to \\udfff) cannot be stored"
-    pair = json.dumps({"s": "\U0001f600"}).encode()  # written as the escapes of its two halves
-    assert may_hold_trouble(pair, MAX_JSON_DEPTH) and json_trouble(json.loads(pair), MAX_JSON_DEPTH) is None
+    pair = json.dumps({"s": "\U0001f600"}).encode()  # written as the escapes of its two halves: an emoji
+    assert not may_hold_trouble(pair, MAX_JSON_DEPTH) and json_trouble(json.loads(pair), MAX_JSON_DEPTH) is None
 
 
 def test_a_value_json_has_no_form_for_is_named() -> None:
