@@ -43,7 +43,7 @@ class SimulateListener(Request):
     "simulate_listener",
     SimulateListener,
     reply="`batches` [{lane, event_ids, fires_at, outcome, ...}], `events`, `matched`, `unmatched` (why, by"
-    " reason), `unmatched_events`, `through`, `truncated`",
+    " reason), `unmatched_events`, `through`, `truncated`; `first_id` when retention deleted events after `after`",
     errors=("not_found",),
     example={
         "command": "simulate_listener",
@@ -81,8 +81,9 @@ async def simulate_listener(platform: CommandContext, req: SimulateListener) -> 
     found = await simulate(
         stream, declaration, platform.settings, req.session_id, after=after, run_seconds=req.run_seconds
     )
-    return {
-        **found.reply(),
-        "through": stream[-1].id if stream else after,
-        "truncated": truncated,
-    }
+    reply = {**found.reply(), "through": stream[-1].id if stream else after, "truncated": truncated}
+    trimmed, first = await platform.store.stream_start(req.session_id)
+    if after < trimmed:
+        # Retention deleted events after `after`: what was simulated starts here, as a read of the stream says.
+        reply["first_id"] = first
+    return reply

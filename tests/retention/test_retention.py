@@ -120,6 +120,11 @@ async def test_reads_past_retention_say_where_the_stream_starts_and_refuse_delet
     assert page["first_id"] == kept[0], "a read from before what is kept says where the stream now starts"
     _, current = await event_ids(engine, sid, after=new - 1)
     assert "first_id" not in current, "a read within what is kept says nothing more"
+    # So does a simulation, which reads the stream too.
+    simulated = await engine.command("simulate_listener", session_id=sid, listener=recorder_listener(), after=0)
+    assert simulated["first_id"] == kept[0], simulated
+    within = await engine.command("simulate_listener", session_id=sid, listener=recorder_listener(), after=new - 1)
+    assert "first_id" not in within
     # A stream (re)connecting from before what is kept says so first, then goes on from what is.
     async with (
         serve_api(create_app(engine.platform, engine.platform.settings), "127.0.0.1", 0) as url,

@@ -1135,7 +1135,7 @@ export abstract class GeneratedCommands {
   /**
    * `simulate_listener`: The batches the body would have cut from the session's stream: lanes, event ids, when each fires, its outcome (a throttle's refusal, a depth's skip), and what never matched and why.
    *
-   * Reply: `batches` [{lane, event_ids, fires_at, outcome, ...}], `events`, `matched`, `unmatched` (why, by reason), `unmatched_events`, `through`, `truncated`
+   * Reply: `batches` [{lane, event_ids, fires_at, outcome, ...}], `events`, `matched`, `unmatched` (why, by reason), `unmatched_events`, `through`, `truncated`; `first_id` when retention deleted events after `after`
    * Errors: `invalid_request`, `not_found`.
    */
   simulateListener(sessionId: SimulateListenerArgs["session_id"], listener: SimulateListenerArgs["listener"], options: Pick<SimulateListenerArgs, "after" | "before" | "run_seconds"> = {}): Promise<Reply> {
