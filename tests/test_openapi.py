@@ -178,3 +178,52 @@ async def test_a_command_added_to_the_registry_appears_in_the_document_and_leave
         assert throwaway in document["paths"]["/v1/schema/{name}"]["get"]["parameters"][0]["schema"]["enum"]
 
     assert "throwaway_probe" not in (await served(guarded_api))["components"]["schemas"]
+
+
+def _walk(node: Any) -> Iterator[Any]:
+    yield node
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+    for child in children:
+        yield from _walk(child)
+
+
+def test_every_reference_and_discriminator_mapping_points_at_a_component() -> None:
+    document = openapi_document()
+    components = document["components"]["schemas"]
+    targets = [n["$ref"] for n in _walk(document) if isinstance(n, dict) and isinstance(n.get("$ref"), str)]
+    targets += [
+        target
+        for n in _walk(document)
+        if isinstance(n, dict) and isinstance(n.get("discriminator"), dict)
+        for target in (n["discriminator"].get("mapping") or {}).values()
+    ]
+    assert targets
+    for target in targets:
+        assert target.startswith("#/components/schemas/") and target.split("/")[-1] in components, target
+
+
+async def test_refusals_the_door_answers_validate_against_the_documented_response(
+    guarded_api: str, platform: Platform
+) -> None:
+    """A wrong key (403 `unauthorized`), a method a path does not take (405), as the document says them."""
+    document = await served(guarded_api)
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    async with httpx.AsyncClient(base_url=guarded_api) as http:
+        wrong = {"Authorization": "Bearer not-the-token"}
+        answered = [
+            ("/v1/commands", "post", await http.post("/v1/commands", json={"command": "whoami"}, headers=wrong)),
+            (
+                "/v1/stream-tickets",
+                "post",
+                await http.post("/v1/stream-tickets", json={"session_id": sid}, headers=wrong),
+            ),
+            ("/v1/sessions/{session_id}/stream", "get", await http.get(f"/v1/sessions/{sid}/stream", headers=wrong)),
+            ("/v1/commands", "post", await http.get("/v1/commands")),
+        ]
+    for path, method, response in answered:
+        documented = document["paths"][path][method]["responses"]
+        assert str(response.status_code) in documented, (path, response.status_code)
+        schema = documented[str(response.status_code)]["content"]["application/json"]["schema"]
+        jsonschema.validate(response.json(), {**schema, "components": document["components"]})
+        for header in documented[str(response.status_code)].get("headers", {}):
+            assert header in response.headers, (path, response.status_code, header)

@@ -38,7 +38,7 @@ class ListSessionEvents(Request):
 @command(
     "list_session_events",
     ListSessionEvents,
-    reply="`events` [envelopes, by id], `last_id`",
+    reply="`events` [envelopes, by id], `last_id`; `first_id` when retention deleted events after `after`",
     errors=("not_found",),
     example={
         "command": "list_session_events",

@@ -186,7 +186,7 @@ async def what_it_caused(
     reply="`event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, batch?, run?, outcome?,"
     " receipt?, taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered),"
     " `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)",
-    errors=("not_found",),
+    errors=("not_found", "past_retention"),
     example={"command": "explain_event", "session_id": "ses_...", "event_id": 2},
 )
 async def explain_event(platform: CommandContext, req: ExplainEvent) -> dict[str, Any]:

@@ -61,7 +61,7 @@ async def _open_listener(platform: CommandContext, session_id: str, name: str) -
     "replay_batch",
     ReplayBatch,
     reply="`replay` {listener, lane, replay_of}, `event_id` (its `listener.replayed` event)",
-    errors=("not_found", "session_not_open"),
+    errors=("not_found", "session_not_open", "past_retention"),
     example={"command": "replay_batch", "session_id": "ses_...", "listener": "respond", "batch": 2},
 )
 async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, Any]:
@@ -94,7 +94,7 @@ async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, 
     "redeliver",
     Redeliver,
     reply="`redelivered` {listener, events, batches}, `event_id` (its `listener.redelivered` event)",
-    errors=("not_found", "session_not_open", "limit_exceeded"),
+    errors=("not_found", "session_not_open", "limit_exceeded", "past_retention"),
     example={"command": "redeliver", "session_id": "ses_...", "listener": "respond", "after": 0, "through": 2},
 )
 async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:

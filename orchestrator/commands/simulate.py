@@ -42,8 +42,9 @@ class SimulateListener(Request):
 @command(
     "simulate_listener",
     SimulateListener,
-    reply="`batches` [{lane, event_ids, fires_at, outcome, ...}], `events`, `matched`, `unmatched` (why, by"
-    " reason), `unmatched_events`, `through`, `truncated`; `first_id` when retention deleted events after `after`",
+    reply="`batches` [{lane, first_id, last_id, event_ids, count, fires_at, status, reason?, message?}], `events`,"
+    " `matched`, `unmatched` (why, by reason), `unmatched_events`, `through`, `truncated`; `first_id` when"
+    " retention deleted events after `after`",
     errors=("not_found",),
     example={
         "command": "simulate_listener",

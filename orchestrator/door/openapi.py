@@ -31,9 +31,10 @@ OPENAPI_VERSION = "3.1.0"
 REF = "#/components/schemas/"
 # A body over the API's size limit is refused before it is read as a command.
 TOO_LARGE = 413
-# What the hand-written routes may answer besides success, by status.
-STREAM_STATUSES = (400, 401, 403, 404, 429)
-TICKET_STATUSES = (400, 401, 403, 404, 429)
+# What the hand-written routes may answer besides success, by status (the door's own look before a stream or a
+# ticket may find the database away: `unavailable` there too).
+STREAM_STATUSES = (400, 401, 403, 404, 429, 500, 503)
+TICKET_STATUSES = (400, 401, 403, 404, 429, 500, 503)
 
 _cache: tuple[tuple[tuple[str, int], ...], dict[str, Any]] | None = None
 
@@ -104,6 +105,18 @@ def _pointed(node: Any, names: dict[str, str]) -> Any:
     ref = node.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/$defs/"):
         out["$ref"] = REF + names[ref.removeprefix("#/$defs/")]
+    mapping = (node.get("discriminator") or {}).get("mapping") if "discriminator" in node else None
+    if isinstance(mapping, dict):
+        # A discriminator's mapping names its schemas by reference too.
+        out["discriminator"] = {
+            **out["discriminator"],
+            "mapping": {
+                tag: REF + names[target.removeprefix("#/$defs/")]
+                if isinstance(target, str) and target.startswith("#/$defs/")
+                else target
+                for tag, target in mapping.items()
+            },
+        }
     return out
 
 
@@ -117,9 +130,13 @@ def _error_response(status: int, codes: list[str]) -> dict[str, Any]:
         "description": meanings,
         "content": _json({"allOf": [{"$ref": REF + "ErrorReply"}], "properties": {"error": {"enum": codes}}}),
     }
-    if status == 429:
+    if status in (429, 503):
         seconds = {"schema": {"type": "integer", "minimum": 1}, "description": "seconds until a retry may pass"}
         response["headers"] = {"Retry-After": seconds}
+    if status == 401:
+        response["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "`Bearer`"}}
+    if status == 405:
+        response["headers"] = {"Allow": {"schema": {"type": "string"}, "description": "the methods the path takes"}}
     return response
 
 
@@ -128,6 +145,10 @@ def _errors(statuses: tuple[int, ...] | None = None) -> dict[str, Any]:
     for code, status in STATUS_BY_ERROR.items():
         by_status.setdefault(status, []).append(code)
     by_status[TOO_LARGE] = ["limit_exceeded"]
+    # A key that is wrong, revoked or expired is `unauthorized` with 403 (none at all is 401): `auth.unauthorized`.
+    by_status[403] = [*by_status[403], "unauthorized"]
+    # A method a path does not take (`api.http_error`), with its `Allow` header.
+    by_status[405] = ["invalid_request"]
     wanted = sorted(by_status) if statuses is None else statuses
     return {str(status): _error_response(status, by_status[status]) for status in wanted if status in by_status}
 

@@ -846,7 +846,7 @@ export abstract class GeneratedCommands {
    * `explain_event`: What became of an event, listener by listener (matched or why not, its lane, batch, run, outcome and receipt), which runs' waits it answered (a wait that took it kept it from its run's own listener's lanes, or a `cancel_on` it cancelled a run by), what caused it and what it caused.
    *
    * Reply: `event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, batch?, run?, outcome?, receipt?, taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered), `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)
-   * Errors: `invalid_request`, `not_found`.
+   * Errors: `invalid_request`, `not_found`, `past_retention`.
    */
   explainEvent(sessionId: ExplainEventArgs["session_id"], eventId: ExplainEventArgs["event_id"]): Promise<Reply> {
     return this.call("explain_event", { session_id: sessionId, event_id: eventId });
@@ -965,7 +965,7 @@ export abstract class GeneratedCommands {
   /**
    * `list_session_events`: Page the stream by id. `last_id` is where to continue: the last id answered, or `after` if none.
    *
-   * Reply: `events` [envelopes, by id], `last_id`
+   * Reply: `events` [envelopes, by id], `last_id`; `first_id` when retention deleted events after `after`
    * Errors: `invalid_request`, `not_found`.
    */
   listSessionEvents(sessionId: ListSessionEventsArgs["session_id"], options: Pick<ListSessionEventsArgs, "after" | "before" | "limit" | "types"> = {}): Promise<Reply> {
@@ -1066,7 +1066,7 @@ export abstract class GeneratedCommands {
    * `redeliver`: Hand the events after `after` through `through` to one listener again, in its lanes by its key and cut by its `max_events`.
    *
    * Reply: `redelivered` {listener, events, batches}, `event_id` (its `listener.redelivered` event)
-   * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`.
+   * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`, `past_retention`.
    */
   redeliver(sessionId: RedeliverArgs["session_id"], listener: RedeliverArgs["listener"], options: Pick<RedeliverArgs, "after" | "through" | "client">): Promise<Reply> {
     return this.call("redeliver", { session_id: sessionId, listener, ...options });
@@ -1086,7 +1086,7 @@ export abstract class GeneratedCommands {
    * `replay_batch`: Run a past batch again with all of its events, as a batch of its own (its own outcome, receipt and run, `batch.replay_of` its first event id).
    *
    * Reply: `replay` {listener, lane, replay_of}, `event_id` (its `listener.replayed` event)
-   * Errors: `invalid_request`, `not_found`, `session_not_open`.
+   * Errors: `invalid_request`, `not_found`, `session_not_open`, `past_retention`.
    */
   replayBatch(sessionId: ReplayBatchArgs["session_id"], listener: ReplayBatchArgs["listener"], options: Pick<ReplayBatchArgs, "batch" | "client">): Promise<Reply> {
     return this.call("replay_batch", { session_id: sessionId, listener, ...options });
@@ -1135,7 +1135,7 @@ export abstract class GeneratedCommands {
   /**
    * `simulate_listener`: The batches the body would have cut from the session's stream: lanes, event ids, when each fires, its outcome (a throttle's refusal, a depth's skip), and what never matched and why.
    *
-   * Reply: `batches` [{lane, event_ids, fires_at, outcome, ...}], `events`, `matched`, `unmatched` (why, by reason), `unmatched_events`, `through`, `truncated`; `first_id` when retention deleted events after `after`
+   * Reply: `batches` [{lane, first_id, last_id, event_ids, count, fires_at, status, reason?, message?}], `events`, `matched`, `unmatched` (why, by reason), `unmatched_events`, `through`, `truncated`; `first_id` when retention deleted events after `after`
    * Errors: `invalid_request`, `not_found`.
    */
   simulateListener(sessionId: SimulateListenerArgs["session_id"], listener: SimulateListenerArgs["listener"], options: Pick<SimulateListenerArgs, "after" | "before" | "run_seconds"> = {}): Promise<Reply> {
