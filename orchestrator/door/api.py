@@ -170,6 +170,8 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         # `X-Request-Id` names the request as the cause of what it writes.
         with continuing(request.headers.get("traceparent")), request_id(_request_id(request)):
             reply = await platform.command(body, Caller(principal, gate), raw)
+        if reply.get("status") == "success" and body.get("command") == "create_api_key":
+            gate.key_made()
         return reply_response(reply)
 
     hub = StreamHub(lambda: platform.direct_url)

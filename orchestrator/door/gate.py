@@ -67,6 +67,11 @@ class Gate:
 
     # -- who is it -------------------------------------------------------------------------------------------
 
+    def key_made(self) -> None:
+        """A key was made through this door: the API is closed from this request on, not once the cache lapses
+        (other replicas close within CACHE_SECONDS). Keys are never deleted, so it stays closed."""
+        self._any_keys = (self.clock() + CACHE_SECONDS, True)
+
     async def open_principal(self) -> Principal | None:
         """Anyone, as an admin, while no token is set and no key was ever created (the embedded default)."""
         if self.token is not None:

@@ -152,6 +152,20 @@ async def test_an_open_api_closes_once_a_key_exists(platform: Platform, settings
         assert "the API is no longer open" in warning and "admin key" in warning, warning
 
 
+async def test_the_request_after_the_first_key_is_made_needs_a_key(platform: Platform, settings: Settings) -> None:
+    """Closed at once by the door that made it, not once its cache of "no key yet" lapses."""
+    async with (
+        serve_api(create_app(platform, settings), "127.0.0.1", 0) as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        assert (await http.post("/v1/commands", json={"command": "list_listeners"})).status_code == 200  # open
+        body = {"command": "create_api_key", "name": "first", "scopes": ["admin"]}
+        assert (await http.post("/v1/commands", json=body)).status_code == 200
+        refused = await http.post("/v1/commands", json={"command": "list_listeners"})
+
+    assert refused.status_code == 401, refused.text
+
+
 async def test_a_first_key_that_cannot_make_keys_says_what_closed_and_how_back_in(
     platform: Platform, settings: Settings
 ) -> None:
