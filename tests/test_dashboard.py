@@ -255,6 +255,74 @@ async def test_a_key_that_cannot_listen_is_told_so_not_left_reconnecting(
         assert "access_denied" in said and "reconnecting" not in said, said
 
 
+async def test_signed_out_the_page_shows_nothing_of_the_session_and_keeps_saying_why(
+    platform: Platform, browser: WebDriver
+) -> None:
+    """A wrong key's refusal stays on the page (nothing refreshes over it while no key is signed in), and once
+    signed out nothing of the session stays on screen."""
+    made = await platform.command({"command": "create_api_key", "name": "watcher", "scopes": ["read:**", "listen:**"]})
+    sid = str((await platform.command({"command": "open_session", "alias": "watched"}))["session"]["id"])
+    guarded = platform.settings.model_copy(update={"api_token": SecretStr("a-bootstrap-token-never-typed")})
+    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
+        await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+        field = await until(lambda: _visible(browser, "key"), "the sign-in form")
+        await asyncio.to_thread(field.send_keys, "ork_not-a-key\n")
+        await until(lambda: "not valid" in browser.find_element(By.ID, "connection").text, "the wrong key refused")
+        await asyncio.sleep(3)  # past a refresh's 2 s
+        assert "not valid" in browser.find_element(By.ID, "connection").text, "nothing said over the refusal"
+
+        await asyncio.to_thread(field.send_keys, made["key"]["secret"] + "\n")
+        await until(lambda: "signed in as watcher" in browser.find_element(By.ID, "who").text, "signed in")
+        await until(lambda: _visible(browser, "session"), "the session shown")
+        await until(lambda: "watched" in browser.find_element(By.ID, "sessions").text, "the sessions listed")
+        await asyncio.to_thread(browser.find_element(By.ID, "sign-out").click)
+        await until(lambda: browser.find_element(By.ID, "connection").text == "signed out", "signed out")
+        await asyncio.sleep(3)
+
+        assert not _visible(browser, "session"), "nothing of the session stays on screen"
+        assert browser.find_element(By.ID, "sessions").text == ""
+        assert browser.find_element(By.ID, "connection").text == "signed out"
+
+
+async def test_the_page_opens_on_a_sessions_newest_events_and_says_a_session_is_not_there(
+    dashboard: tuple[Engine, str], browser: WebDriver
+) -> None:
+    """Event ids are one sequence for all sessions: another session's writes do not shorten this one's recent
+    events. An address naming no session says so, once."""
+    engine, url = dashboard
+    sid = str((await engine.command("open_session", alias="mine"))["session"]["id"])
+    other = str((await engine.command("open_session", alias="busy"))["session"]["id"])
+    mine = []
+    for n in range(60):
+        for session in (sid, other):
+            body = {"session_id": session, "alias": f"notes/{n}", "value": {"type": "note"}}
+            reply = await engine.command("write_object", **body)
+            if session == sid:
+                mine.append(int(reply["event_id"]))
+
+    await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+    shown = await until(
+        lambda: (
+            len(
+                ids := [
+                    int(n.get_attribute("data-event"))
+                    for n in browser.find_elements(By.CSS_SELECTOR, "#stream [data-event]")
+                ]
+            )
+            >= 50
+            and ids
+        ),
+        "the session's newest events in the stream",
+    )
+    assert sorted(shown) == mine[-50:], "its own 50 newest, however busy the others"
+
+    await asyncio.to_thread(browser.get, f"{url}/?session=ses_nowhere")
+    said = await until(
+        lambda: "no session ses_nowhere" in (t := browser.find_element(By.ID, "connection").text) and t, "not there"
+    )
+    assert not _visible(browser, "session"), said
+
+
 def _visible(browser: WebDriver, element_id: str) -> Any:
     found = browser.find_element(By.ID, element_id)
     return found if found.is_displayed() else None

@@ -11,28 +11,38 @@ import { clock, el, node, opener, show } from "./dom.js";
 import { executionLink, listenerCard, runState } from "./listeners.js";
 import { drawRates, readEvents, samplePending } from "./rates.js";
 import { drawRuns } from "./runs_timeline.js";
-import { follow, lastShown, restart, stop, whenBatch } from "./stream.js";
+import { lastShown, restart, stop, streaming, whenBatch } from "./stream.js";
 
 const REFRESH_MS = 2000;
 // How many of the newest events the stream shows at once when a session opens.
 const RECENT_EVENTS = 50;
-// Thread aliases are learnt from this many of the newest events, and from the stream after that.
-const THREADS_LOOKBACK = 5000;
+// Thread aliases are learnt from this many of the newest items posted (at most a page), and from the stream after.
+const THREADS_LOOKBACK = 1000;
 const OBJECTS_SHOWN = 200;
 
 let sessions = [];
 let bodies = {};
 let threads = new Set();
 let objectsStale = true;
+// Signed out (or never signed in where a key is needed): nothing is asked of the API until a key signs in.
+let signedOut = false;
+// Sessions asked for by the address that are not there: said once, not asked again at every refresh.
+const missing = new Set();
 
 function showWho() {
   el("signed-in").hidden = !state.config.signed_in;
   el("who").textContent = state.config.signed_in ? `signed in as ${state.config.signed_in}` : "";
 }
 
+// Nothing of a session stays on screen once signed out (a revoked key, the sign-out button), and the page asks
+// nothing more of the API until a key signs in: every ask would be refused, and its refusal would cover these words.
 function askToSignIn(message) {
+  signedOut = true;
+  stop();
   showWho();
   el("sign-in").hidden = false;
+  el("session").hidden = true;
+  el("sessions").replaceChildren();
   el("connection").textContent = message || "sign in with an API key";
 }
 
@@ -139,11 +149,33 @@ function renderThreads() {
   show(el("threads"), [...threads].sort().map((alias) => node("li", { "data-thread": alias }, opener(alias, "thread", alias))));
 }
 
+// Where to read the session's `wanted` newest events from (of `types`, when given; `wanted` at most a page of
+// 1,000): event ids are drawn for all sessions from one sequence, so a span of ids holds fewer of this session's
+// events the busier the others are. The span doubles until it holds as many, or reaches the start; then the
+// newest `wanted` of it are kept.
+async function newestFrom(last, wanted, types) {
+  const only = types ? { types } : {};
+  for (let span = wanted; ; span *= 2) {
+    const after = Math.max(0, last - span);
+    const { events } = await inSession("list_session_events", { after, limit: wanted, ...only });
+    if (events.length < wanted && after > 0) continue;
+    const ids = [];
+    for (let from = after; ;) {
+      const page = await inSession("list_session_events", { after: from, limit: 1000, ...only });
+      ids.push(...page.events.map((e) => e.id));
+      if (page.events.length < 1000) break;
+      from = page.last_id;
+    }
+    return ids.length > wanted ? ids[ids.length - wanted - 1] : after;
+  }
+}
+
 // Thread aliases, from the newest events of the session: there is no command that lists threads, so the page
 // learns them from `thread.item_posted` events (and the stream); any other opens by its alias.
 async function learnThreads(sid, last) {
-  const after = Math.max(0, last - THREADS_LOOKBACK);
-  const { events } = await inSession("list_session_events", { after, limit: 1000, types: ["thread.item_posted"] });
+  const types = ["thread.item_posted"];
+  const after = await newestFrom(last, THREADS_LOOKBACK, types);
+  const { events } = await inSession("list_session_events", { after, limit: 1000, types });
   if (sid !== state.current) return;
   for (const e of events) threads.add(e.alias);
   renderThreads();
@@ -168,27 +200,39 @@ async function select(sid) {
   renderThreads();
   el("timeline").replaceChildren();
   el("runs-timeline").replaceChildren();
-  // A session that is not among the listed ones is followed from its end.
+  // A session that is not among the listed ones is followed from its end; one that is not there at all says so.
   const last = known ? known.last_event_id || 0 : 0;
-  restart(sid, known ? Math.max(0, last - RECENT_EVENTS) : null);
-  await Promise.all([refreshSession(), learnThreads(sid, last), learnEventTypes()]);
+  try {
+    restart(sid, known ? await newestFrom(last, RECENT_EVENTS) : null);
+    await Promise.all([refreshSession(), learnThreads(sid, last), learnEventTypes()]);
+  } catch (err) {
+    if (err.code !== "not_found" || sid !== state.current) throw err;
+    missing.add(sid);
+    stop();
+    state.current = null;
+    el("session").hidden = true;
+    el("connection").textContent = `no session ${sid}: ${err.message}`;
+  }
 }
 
 // The session the page opens on: the one asked for, else the newest open one, else the newest of all.
 function firstSession() {
   const wanted = new URLSearchParams(location.search).get("session");
-  if (wanted) return wanted;
+  if (wanted) return missing.has(wanted) ? null : wanted;
   const open = sessions.find((s) => s.status === "open");
   return (open || sessions[0] || {}).id || null;
 }
 
 async function tick() {
+  if (signedOut) return;
   try {
     await refreshSessions();
     if (!state.current) {
       const first = firstSession();
       if (first) await select(first);
     } else {
+      // Without a live stream (a key that may not listen) nothing says the objects changed: read them each time.
+      if (!streaming()) objectsStale = true;
       await refreshSession();
     }
   } catch (err) {
@@ -241,10 +285,12 @@ el("sign-in").addEventListener("submit", async (e) => {
   } finally {
     key.value = "";
   }
+  signedOut = false;
   el("sign-in").hidden = true;
   showWho();
-  if (state.current) follow(state.current);
-  tick();
+  await refreshSessions();
+  if (state.current) await select(state.current);
+  else await tick();
 });
 
 el("sign-out").addEventListener("click", async () => {

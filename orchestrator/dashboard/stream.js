@@ -44,6 +44,11 @@ function line(e) {
   return node("li", { "data-event": String(e.id) }, opener(String(e.id), "event", e.id), `  ${what}`);
 }
 
+// Whether a stream is open (or opening) for the session on the page.
+export function streaming() {
+  return stream !== null;
+}
+
 export function stop() {
   following += 1;
   if (stream) stream.close();
