@@ -20,6 +20,26 @@ const SAMPLE_MS = 1000;
 const HOLD_MS = 10e3;
 const LANES_KEPT = 20;
 const LANES_DRAWN = 5;
+// Each drawn lane's colour (`series-N`), kept while it stays drawn: a colour goes by the lane, not by its rank,
+// so two lanes never swap colours between refreshes.
+const seriesOf = new Map();
+
+function colours(lanes) {
+  const taken = new Set();
+  for (const lane of lanes) {
+    const kept = seriesOf.get(lane);
+    if (kept !== undefined && !taken.has(kept)) taken.add(kept);
+    else seriesOf.delete(lane);
+  }
+  for (const lane of lanes) {
+    if (seriesOf.has(lane)) continue;
+    let free = 0;
+    while (taken.has(free)) free += 1;
+    seriesOf.set(lane, free);
+    taken.add(free);
+  }
+  return new Map(lanes.map((lane) => [lane, seriesOf.get(lane)]));
+}
 // A chart's span is at least this, so the first minute after the page opened is not stretched over the width.
 const LEAST_SPAN = 120e3;
 const HEIGHT = 120;
@@ -196,14 +216,15 @@ function drawPending(width) {
   const peaks = new Map();
   for (const s of r.samples) for (const [lane, p] of s.lanes) peaks.set(lane, Math.max(peaks.get(lane) || 0, p));
   const lanes = [...peaks.entries()].sort((a, b) => b[1] - a[1]).slice(0, LANES_DRAWN).map(([lane]) => lane);
+  const colour = colours(lanes);
   const total = most((s) => s.total);
   const top = roundUp(Math.max(0, ...total.map(([, v]) => v ?? 0)));
   const f = frame(from, to, top, "", width);
   const chart = svg("svg", { class: "chart pending", width, height: HEIGHT, "data-samples": r.samples.length },
     ...f.parts, svg("path", { class: "area total", d: stepPath(total, bin, f, true) }, tooltip("all lanes")),
-    ...lanes.map((lane, i) => svg("path", { class: `line series-${i}`, "data-lane": lane, d: stepPath(most((s) => s.lanes.get(lane) || 0), bin, f, false) }, tooltip(lane))));
+    ...lanes.map((lane) => svg("path", { class: `line series-${colour.get(lane)}`, "data-lane": lane, d: stepPath(most((s) => s.lanes.get(lane) || 0), bin, f, false) }, tooltip(lane))));
   const legend = node("span", { class: "legend" }, node("span", { class: "key total", text: "all lanes" }),
-    ...lanes.map((lane, i) => node("span", { class: `key series-${i}`, text: lane })));
+    ...lanes.map((lane) => node("span", { class: `key series-${colour.get(lane)}`, text: lane })));
   return [chart, `pending per lane, the most in each ${bin / 1000} s, sampled by this page since it opened at ${timeOfDay(r.opened)} (nothing records it before)`, legend];
 }
 
