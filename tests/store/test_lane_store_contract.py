@@ -134,6 +134,17 @@ async def finishing(
     )
 
 
+async def one_run(world: World) -> tuple[str, Any]:
+    """A session with one event in the listener's lane, its batch taken and its run started: (session, take)."""
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    return sid, decision
+
+
 async def end(world: World, session_id: str, execution_id: str, status: str = "completed", **more: Any) -> Any:
     return await world.lanes.end_run(
         Ending(
@@ -370,12 +381,7 @@ async def test_a_runs_end_releases_its_slot_once_and_hands_its_lane_what_waits(w
 @pytest.mark.parametrize("reported", ["cancelled", "stopped"])
 async def test_a_run_cancelled_or_stopped_with_no_cancel_on_asking_ends_stopped(world: World, reported: str) -> None:
     """A graceful stop, Temporal's cancel or terminate from outside: the data model's `stopped`, not repeated."""
-    await world.save_listener(listener())
-    sid = await world.open_session()
-    await world.write(sid, "a/1")
-    await route_all(world, sid)
-    snap, decision, recorded = await take(world, address(sid))
-    await finish(world, snap, decision, recorded)
+    sid, decision = await one_run(world)
 
     ended = await end(world, sid, decision.execution_id, reported, lane="_")
 
@@ -893,12 +899,7 @@ async def test_a_batch_finished_again_records_its_outcome_once_and_its_start_onc
 
 
 async def test_a_run_that_fails_with_no_attempt_left_writes_listener_failed_once(world: World) -> None:
-    await world.save_listener(listener())
-    sid = await world.open_session()
-    await world.write(sid, "a/1")
-    await route_all(world, sid)
-    snap, decision, recorded = await take(world, address(sid))
-    await finish(world, snap, decision, recorded)
+    sid, decision = await one_run(world)
     ended = await end(world, sid, decision.execution_id, "failed", gave_up=True, lane="_")
     assert ended.recorded and ended.drive == ()
     assert not (await end(world, sid, decision.execution_id, "failed", gave_up=True, lane="_")).recorded
