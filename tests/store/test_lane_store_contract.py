@@ -359,12 +359,7 @@ async def test_a_claimed_batch_whose_run_already_ended_is_finished_as_started_no
 
 
 async def test_a_runs_end_releases_its_slot_once_and_hands_its_lane_what_waits(world: World) -> None:
-    await world.save_listener(listener())
-    sid = await world.open_session()
-    await world.write(sid, "a/1")
-    await route_all(world, sid)
-    snap, decision, recorded = await take(world, address(sid))
-    await finish(world, snap, decision, recorded)
+    sid, decision = await one_run(world)
     await world.write(sid, "a/2")
     await route_all(world, sid)
     ended = await end(world, sid, decision.execution_id, lane="_", fetch_own=0)
