@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import logging
 import os
 import shutil
@@ -240,13 +241,8 @@ async def test_the_dashboard_signs_in_with_a_key_and_never_puts_a_secret_in_a_ur
 async def test_a_key_that_cannot_listen_is_told_so_not_left_reconnecting(
     platform: Platform, browser: WebDriver
 ) -> None:
-    made = await platform.command({"command": "create_api_key", "name": "reader", "scopes": ["read:**", "listeners"]})
-    sid = str((await platform.command({"command": "open_session", "alias": "quiet"}))["session"]["id"])
-    guarded = platform.settings.model_copy(update={"api_token": SecretStr("a-bootstrap-token-never-typed")})
-    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
-        await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
-        field = await until(lambda: _visible(browser, "key"), "the sign-in form")
-        await asyncio.to_thread(field.send_keys, made["key"]["secret"] + "\n")
+    async with guarded_page(platform, browser, "reader", ["read:**", "listeners"], "quiet") as page:
+        await asyncio.to_thread(page.field.send_keys, page.secret + "\n")
         await until(lambda: "signed in as reader" in browser.find_element(By.ID, "who").text, "signed in")
         said = await until(
             lambda: "cannot listen" in (text := browser.find_element(By.ID, "connection").text) and text,
@@ -260,18 +256,13 @@ async def test_signed_out_the_page_shows_nothing_of_the_session_and_keeps_saying
 ) -> None:
     """A wrong key's refusal stays on the page (nothing refreshes over it while no key is signed in), and once
     signed out nothing of the session stays on screen."""
-    made = await platform.command({"command": "create_api_key", "name": "watcher", "scopes": ["read:**", "listen:**"]})
-    sid = str((await platform.command({"command": "open_session", "alias": "watched"}))["session"]["id"])
-    guarded = platform.settings.model_copy(update={"api_token": SecretStr("a-bootstrap-token-never-typed")})
-    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
-        await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
-        field = await until(lambda: _visible(browser, "key"), "the sign-in form")
-        await asyncio.to_thread(field.send_keys, "ork_not-a-key\n")
+    async with guarded_page(platform, browser, "watcher", ["read:**", "listen:**"], "watched") as page:
+        await asyncio.to_thread(page.field.send_keys, "ork_not-a-key\n")
         await until(lambda: "not valid" in browser.find_element(By.ID, "connection").text, "the wrong key refused")
         await asyncio.sleep(3)  # past a refresh's 2 s
         assert "not valid" in browser.find_element(By.ID, "connection").text, "nothing said over the refusal"
 
-        await asyncio.to_thread(field.send_keys, made["key"]["secret"] + "\n")
+        await asyncio.to_thread(page.field.send_keys, page.secret + "\n")
         await until(lambda: "signed in as watcher" in browser.find_element(By.ID, "who").text, "signed in")
         await until(lambda: _visible(browser, "session"), "the session shown")
         await until(lambda: "watched" in browser.find_element(By.ID, "sessions").text, "the sessions listed")
@@ -305,7 +296,7 @@ async def test_the_page_opens_on_a_sessions_newest_events_and_says_a_session_is_
         lambda: (
             len(
                 ids := [
-                    int(n.get_attribute("data-event"))
+                    int(n.get_attribute("data-event") or 0)
                     for n in browser.find_elements(By.CSS_SELECTOR, "#stream [data-event]")
                 ]
             )
@@ -321,6 +312,32 @@ async def test_the_page_opens_on_a_sessions_newest_events_and_says_a_session_is_
         lambda: "no session ses_nowhere" in (t := browser.find_element(By.ID, "connection").text) and t, "not there"
     )
     assert not _visible(browser, "session"), said
+
+
+@dataclasses.dataclass
+class GuardedPage:
+    """A page of an API that needs a key, opened on its sign-in form: where it is served, the session it opened
+    on, a key made with the scopes asked for, and the form's key field."""
+
+    url: str
+    session_id: str
+    secret: str
+    field: Any
+
+
+@contextlib.asynccontextmanager
+async def guarded_page(
+    platform: Platform, browser: WebDriver, key: str, scopes: list[str], alias: str, *, on_session: bool = True
+) -> AsyncIterator[GuardedPage]:
+    """An API guarded by a bootstrap token nobody types, a key `key` with `scopes`, a session at `alias`, and the
+    page opened on it (or on `/`), showing its sign-in form."""
+    made = await platform.command({"command": "create_api_key", "name": key, "scopes": scopes})
+    sid = str((await platform.command({"command": "open_session", "alias": alias}))["session"]["id"])
+    guarded = platform.settings.model_copy(update={"api_token": SecretStr("a-bootstrap-token-never-typed")})
+    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
+        await asyncio.to_thread(browser.get, f"{url}/?session={sid}" if on_session else f"{url}/")
+        field = await until(lambda: _visible(browser, "key"), "the sign-in form")
+        yield GuardedPage(url, sid, made["key"]["secret"], field)
 
 
 def _visible(browser: WebDriver, element_id: str) -> Any:
@@ -560,16 +577,10 @@ async def test_the_dashboard_writes_as_the_signed_in_key_and_only_what_it_may(
     """Signed in with a key that may write `missions/**`: the page's write goes through as that key (its cookie
     and the CSRF token the platform requires of it), and a write outside the key's scopes is refused on the
     page with the platform's `access_denied`, writing nothing."""
-    made = await platform.command(
-        {"command": "create_api_key", "name": "editor", "scopes": ["read:**", "listen:**", "write:**:missions/**"]}
-    )
-    sid = str((await platform.command({"command": "open_session", "alias": "edited"}))["session"]["id"])
-    guarded = platform.settings.model_copy(update={"api_token": SecretStr("a-bootstrap-token-never-typed")})
-
-    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
-        await asyncio.to_thread(browser.get, f"{url}/")
-        field = await until(lambda: _visible(browser, "key"), "the sign-in form")
-        await asyncio.to_thread(field.send_keys, made["key"]["secret"] + "\n")
+    scopes = ["read:**", "listen:**", "write:**:missions/**"]
+    async with guarded_page(platform, browser, "editor", scopes, "edited", on_session=False) as page:
+        sid = page.session_id
+        await asyncio.to_thread(page.field.send_keys, page.secret + "\n")
         await until(lambda: "edited" in browser.find_element(By.ID, "session-title").text, "the session, signed in")
         await until(lambda: _click(browser, "#write-object summary"), "the object form")
         await asyncio.to_thread(_fill, browser, "object-form", alias="missions/9", value='{"type": "m"}')
