@@ -151,23 +151,27 @@ function renderThreads() {
 
 // Where to read the session's `wanted` newest events from (of `types`, when given; `wanted` at most a page of
 // 1,000): event ids are drawn for all sessions from one sequence, so a span of ids holds fewer of this session's
-// events the busier the others are. The span doubles until it holds as many, or reaches the start; then the
-// newest `wanted` of it are kept.
+// events the busier the others are. The span back from `last` doubles until it holds as many, then the place
+// where the newest `wanted` start is found between the last two spans by halving: a few small reads, however
+// many events the session holds.
 async function newestFrom(last, wanted, types) {
   const only = types ? { types } : {};
-  for (let span = wanted; ; span *= 2) {
-    const after = Math.max(0, last - span);
-    const { events } = await inSession("list_session_events", { after, limit: wanted, ...only });
-    if (events.length < wanted && after > 0) continue;
-    const ids = [];
-    for (let from = after; ;) {
-      const page = await inSession("list_session_events", { after: from, limit: 1000, ...only });
-      ids.push(...page.events.map((e) => e.id));
-      if (page.events.length < 1000) break;
-      from = page.last_id;
-    }
-    return ids.length > wanted ? ids[ids.length - wanted - 1] : after;
+  const holds = async (after) =>
+    (await inSession("list_session_events", { after, limit: wanted, ...only })).events.length >= wanted;
+  let fewer = last;
+  let after = Math.max(0, last - wanted);
+  for (let span = wanted; !(await holds(after)); ) {
+    if (after === 0) return 0;
+    fewer = after;
+    span *= 2;
+    after = Math.max(0, last - span);
   }
+  while (fewer - after > 1) {
+    const middle = Math.floor((after + fewer) / 2);
+    if (await holds(middle)) after = middle;
+    else fewer = middle;
+  }
+  return after;
 }
 
 // Thread aliases, from the newest events of the session: there is no command that lists threads, so the page
