@@ -170,8 +170,10 @@ async def test_the_dashboard_follows_the_stream_again_once_the_platform_is_back(
         await until(lambda: browser.find_element(By.ID, "connection").text == "live", "the page live")
         before = await write("missions/1")
         await until(shown(before), "an event in the live stream")
-    # Stopped: the stream's last message told the page, which waits for the platform to come back.
+    # Stopped: the stream's last message told the page, which waits for the platform to come back; its next
+    # refresh finds no answer at all and says so, in words (not the browser's "Failed to fetch").
     await until(lambda: "reconnecting" in browser.find_element(By.ID, "connection").text, "the page reconnecting")
+    await until(lambda: "does not answer" in browser.find_element(By.ID, "connection").text, "the page saying why")
     meanwhile = await write("missions/2")
     async with serve_api(create_app(platform, platform.settings), "127.0.0.1", port):
         after = await write("missions/3")
@@ -306,6 +308,13 @@ async def test_the_page_opens_on_a_sessions_newest_events_and_says_a_session_is_
         "the session's newest events in the stream",
     )
     assert sorted(shown) == mine[-50:], "its own 50 newest, however busy the others"
+
+    # A session chosen on the page is a step Back returns from.
+    await until(lambda: _click(browser, f'#sessions [data-session="{other}"]'), "the other session listed")
+    await until(lambda: f"session={other}" in browser.current_url, "the address on the other session")
+    await asyncio.to_thread(browser.back)
+    await until(lambda: f"session={sid}" in browser.current_url, "back on the first")
+    await until(lambda: "mine" in browser.find_element(By.ID, "session-title").text, "the first session shown again")
 
     await asyncio.to_thread(browser.get, f"{url}/?session=ses_nowhere")
     said = await until(

@@ -31,11 +31,23 @@ export class Refused extends Error {
   }
 }
 
+// No answer at all: the platform is stopped, restarting or out of the network's reach.
+export class Unreachable extends Error {
+  constructor() {
+    super("the platform does not answer; trying again…");
+  }
+}
+
 // A POST of JSON with the browser session's CSRF token (the cookie goes with it by itself, same origin only).
 export async function post(path, body) {
   const headers = { "content-type": "application/json" };
   if (state.config.csrf) headers["x-csrf-token"] = state.config.csrf;
-  const response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body), credentials: "same-origin" });
+  let response;
+  try {
+    response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body), credentials: "same-origin" });
+  } catch (err) {
+    throw new Unreachable();
+  }
   const reply = await response.json();
   if (response.status === 401 || (response.status === 403 && reply.error === "unauthorized")) {
     state.config.signed_in = null;

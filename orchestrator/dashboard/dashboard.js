@@ -192,13 +192,16 @@ async function learnEventTypes() {
   el("emit-none").hidden = types.length > 0;
 }
 
-async function select(sid) {
+// `visit`: a session the user chose, a step Back returns from; the page's own choice replaces the address.
+async function select(sid, visit = false) {
   state.current = sid;
   const known = sessions.find((s) => s.id === sid);
   el("session").hidden = false;
   el("session-title").textContent = `Session ${known && known.alias ? `${known.alias} (${sid})` : sid}`;
   for (const item of el("sessions").children) item.classList.toggle("selected", item.dataset.session === sid);
-  if (new URLSearchParams(location.search).get("session") !== sid) history.replaceState(null, "", `?session=${encodeURIComponent(sid)}`);
+  if (new URLSearchParams(location.search).get("session") !== sid) {
+    history[visit ? "pushState" : "replaceState"](null, "", `?session=${encodeURIComponent(sid)}`);
+  }
   threads = new Set();
   objectsStale = true;
   renderThreads();
@@ -240,8 +243,14 @@ async function tick() {
       await refreshSession();
     }
   } catch (err) {
-    el("connection").textContent = String(err.message || err);
+    el("connection").textContent = said(err);
   }
+}
+
+// What to say of a failure: a refusal in the platform's words, no answer at all as that (`Unreachable`: the
+// next refresh tries again).
+function said(err) {
+  return String(err.message || err);
 }
 
 whenSignedOut(askToSignIn);
@@ -264,7 +273,12 @@ wire();
 
 el("sessions").addEventListener("click", (e) => {
   const item = e.target instanceof Element ? e.target.closest("[data-session]") : null;
-  if (item) select(item.dataset.session).catch((err) => { el("connection").textContent = String(err.message || err); });
+  if (item) select(item.dataset.session, true).catch((err) => { el("connection").textContent = said(err); });
+});
+// Back (or Forward) to a session chosen before: show it again.
+window.addEventListener("popstate", () => {
+  const sid = new URLSearchParams(location.search).get("session");
+  if (sid && sid !== state.current && !signedOut) select(sid).catch((err) => { el("connection").textContent = said(err); });
 });
 el("object-prefix").addEventListener("change", () => {
   objectsStale = true;
