@@ -54,12 +54,18 @@ async def list_session_events(platform: CommandContext, req: ListSessionEvents) 
         req.session_id, after=req.after, before=req.before, limit=req.limit, types=req.types
     )
     last_id = events[-1].id if events else (req.after or 0)
-    reply: dict[str, Any] = {"events": [e.envelope() for e in events], "last_id": last_id}
-    trimmed, first = await platform.store.stream_start(req.session_id)
-    if (req.after or 0) < trimmed:
-        # Events after `after` were deleted: the whole stream now starts here.
-        reply["first_id"] = first
-    return reply
+    return {
+        "events": [e.envelope() for e in events],
+        "last_id": last_id,
+        **await where_it_starts(platform, req.session_id, req.after or 0),
+    }
+
+
+async def where_it_starts(platform: CommandContext, session_id: str, after: int) -> dict[str, int]:
+    """`{"first_id": N}` for a read from `after` when retention deleted events after it (the stream now starts at
+    N), else nothing: every read of the stream says it the same way."""
+    trimmed, first = await platform.store.stream_start(session_id)
+    return {"first_id": first} if after < trimmed else {}
 
 
 async def refuse_trimmed(platform: CommandContext, session_id: str, event_id: int, field: str) -> None:

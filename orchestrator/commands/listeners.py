@@ -12,7 +12,7 @@ from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, parse_declaration
 from orchestrator.core.limits import Limits
 from orchestrator.lanes.nudges import nudge_lanes
-from orchestrator.lanes.registry import FRESH_SECONDS
+from orchestrator.lanes.registry import FRESH_SECONDS, not_registered, registered_text
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -144,10 +144,9 @@ def unregistered_workflow(declaration: ListenerDeclaration, registered: list[str
         return None
     if action.task_queue not in (None, task_queue):
         return None
-    known = ", ".join(registered) or "none (is a worker running?)"
     return (
-        f"listener.action.workflow: no worker has registered {action.workflow!r} in the last"
-        f" {FRESH_SECONDS / 60:g} minutes; its batches fail until one does (registered: {known})"
+        f"{not_registered('listener.action.workflow', action.workflow)}; its batches fail until one does"
+        f" (registered: {registered_text(registered)})"
     )
 
 

@@ -46,7 +46,7 @@ from orchestrator.core.lane_snapshot import (
 )
 from orchestrator.core.lane_step import next_move
 from orchestrator.core.limits import Limits
-from orchestrator.lanes.registry import FRESH_SECONDS
+from orchestrator.lanes.registry import FRESH_SECONDS, not_registered, registered_text
 
 log = logging.getLogger(__name__)
 
@@ -512,11 +512,9 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
     registered = await platform.store.registered_workflows(FRESH_SECONDS)
     if elsewhere is None and req.workflow not in registered:
         # Started, it would wait for a worker that never comes, holding one of the session's runs for good.
-        known = ", ".join(registered) or "none (is a worker running?)"
         raise CommandError(
             "not_found",
-            f"workflow: no worker has registered {req.workflow!r} in the last {FRESH_SECONDS / 60:g} minutes;"
-            f" the workflows registered: {known}",
+            f"{not_registered('workflow', req.workflow)}; the workflows registered: {registered_text(registered)}",
         )
     limits = settings.limits
     if await platform.store.running_executions(req.session_id) >= limits.executions_per_session:

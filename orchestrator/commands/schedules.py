@@ -34,7 +34,7 @@ from orchestrator.core.schedule_spec import (
     schedule_timing,
 )
 from orchestrator.crossings import crossing
-from orchestrator.lanes.registry import FRESH_SECONDS
+from orchestrator.lanes.registry import FRESH_SECONDS, not_registered, registered_text
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -185,10 +185,9 @@ async def _warnings(platform: CommandContext, definition: ScheduleDefinition, re
     workflow = definition.workflow_target().workflow
     registered = await platform.store.registered_workflows(FRESH_SECONDS)
     if workflow not in registered:
-        known = ", ".join(registered) or "none (is a worker running?)"
         reply["warnings"] = [
-            f"target.workflow: no worker has registered {workflow!r} in the last {FRESH_SECONDS / 60:g} minutes;"
-            f" its firings fail until one does (registered: {known})"
+            f"{not_registered('target.workflow', workflow)}; its firings fail until one does"
+            f" (registered: {registered_text(registered)})"
         ]
     return reply
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
+from orchestrator.commands.events import where_it_starts
 from orchestrator.commands.fields import EventId, Position, SessionId
 from orchestrator.commands.listeners import ListenerBody
 from orchestrator.commands.registry import Request, command
@@ -82,9 +83,9 @@ async def simulate_listener(platform: CommandContext, req: SimulateListener) -> 
     found = await simulate(
         stream, declaration, platform.settings, req.session_id, after=after, run_seconds=req.run_seconds
     )
-    reply = {**found.reply(), "through": stream[-1].id if stream else after, "truncated": truncated}
-    trimmed, first = await platform.store.stream_start(req.session_id)
-    if after < trimmed:
-        # Retention deleted events after `after`: what was simulated starts here, as a read of the stream says.
-        reply["first_id"] = first
-    return reply
+    return {
+        **found.reply(),
+        "through": stream[-1].id if stream else after,
+        "truncated": truncated,
+        **await where_it_starts(platform, req.session_id, after),
+    }

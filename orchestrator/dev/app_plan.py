@@ -25,6 +25,7 @@ from orchestrator.core.event_types import EventTypeDeclaration
 from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan, schedule_of
 from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule
 from orchestrator.core.validation import field_errors_message
+from orchestrator.lanes.registry import NOT_REGISTERED
 from orchestrator.platform import Platform
 from orchestrator.store.captures import CAPTURED_KINDS, CAPTURED_SCHEMA
 
@@ -253,7 +254,7 @@ def _no_news(app: UserApp, step: Step, warning: str) -> bool:
     body = step.body or {}
     started = {"listener": body.get("action"), "schedule": body.get("target")}.get(step.kind)
     workflow = started.get("workflow") if isinstance(started, Mapping) else None
-    return workflow in workflow_names(app.workflows) and "no worker has registered" in warning
+    return workflow in workflow_names(app.workflows) and NOT_REGISTERED in warning
 
 
 async def _put_schedule(platform: Platform, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,19 @@ log = logging.getLogger(__name__)
 SAY_SECONDS = 60.0
 # A workflow no worker has named for this long is one nobody runs (a worker gone, or one that dropped it).
 FRESH_SECONDS = 300.0
+# How a refusal or a warning says so: one phrase, which `orchestrator dev` knows a warning about the app's own
+# workflows by (its worker registers them as it starts, after the plan is applied).
+NOT_REGISTERED = "no worker has registered"
+
+
+def not_registered(field: str, workflow: str) -> str:
+    """`field: no worker has registered 'w' in the last 5 minutes`: what the caller says next is its own."""
+    return f"{field}: {NOT_REGISTERED} {workflow!r} in the last {FRESH_SECONDS / 60:g} minutes"
+
+
+def registered_text(registered: Sequence[str]) -> str:
+    """The workflows workers registered, as a refusal or a warning names them."""
+    return ", ".join(registered) or "none (is a worker running?)"
 
 
 class WorkflowRegistry:
