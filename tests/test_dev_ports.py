@@ -124,6 +124,28 @@ async def test_a_dev_server_whose_chosen_port_is_taken_before_it_binds_chooses_a
         await server.stop()
 
 
+async def test_a_wished_port_taken_before_the_server_binds_it_is_replaced_and_kept_from_then_on(
+    listening: list[socket.socket], tmp_path: Path
+) -> None:
+    """Two `orchestrator dev` started at once both find Temporal's port free and both give it to their server:
+    the one that loses the bind moves to a free port instead of exiting. Once started, a server keeps its ports
+    (started again after a crash, its clients know them)."""
+    from orchestrator.dev import embedded
+
+    taken = take(listening)
+    server = embedded.TemporalDevServer(tmp_path / "temporal", port=taken, ui=False, wished=(True, False))
+    await server.start()
+    try:
+        assert server.port not in (None, taken)
+        assert server.wished == (False, False)
+    finally:
+        await server.stop()
+
+    demanded = embedded.TemporalDevServer(tmp_path / "demanded", port=taken, ui=False)
+    with pytest.raises(embedded.EmbeddedServerError, match="address already in use"):
+        await demanded.start()
+
+
 def _any_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

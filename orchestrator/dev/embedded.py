@@ -274,11 +274,15 @@ class TemporalDevServer:
         namespace: str = "default",
         host: str = "127.0.0.1",
         extra_args: tuple[str, ...] = (),
+        wished: tuple[bool, bool] = (False, False),
     ) -> None:
         self.data_dir = data_dir
         self.host = host
         self.port = port
         self.ui_port = ui_port
+        # Which of the two ports given (frontend, UI) are wishes: taken at the first start, one is replaced by a
+        # free one (`orchestrator dev` found them free a moment before; another start may have bound them since).
+        self.wished = wished
         self.ui = ui
         self.namespace = namespace
         self.extra_args = extra_args
@@ -358,12 +362,14 @@ class TemporalDevServer:
         await asyncio.to_thread(stop_abandoned_dev_servers, self.db_file)
         # Ports this server chose itself: another process may take one between the choice and the bind, and
         # then the server exits at once; it chooses again, a few times, rather than fail its caller.
-        chosen = (self.port is None, self.ui_port is None)
+        chosen = (self.port is None or self.wished[0], self.ui_port is None or self.wished[1])
         for attempt in range(PORT_ATTEMPTS):
             logged = self.log_path.stat().st_size if self.log_path.exists() else 0
             self._process = self._spawn()
             try:
                 await self._wait_ready(startup_seconds)
+                # Started again later (`start_again`), it keeps its ports: its clients know them.
+                self.wished = (False, False)
                 return self
             except EmbeddedServerError:
                 await self.stop()

@@ -33,6 +33,8 @@ class DevPorts:
     # None where the settings name an external Temporal.
     temporal: int | None = None
     temporal_ui: int | None = None
+    # Whether the UI's port was set explicitly (a demand); the frontend's always is a wish.
+    ui_demanded: bool = False
 
 
 def port_is_free(port: int, host: str) -> bool:
@@ -65,8 +67,10 @@ def _remembered(data_dir: Path) -> dict[str, int]:
     return {k: v for k, v in found.items() if isinstance(v, int)} if isinstance(found, dict) else {}
 
 
-def _remember(data_dir: Path, ports: dict[str, int]) -> None:
+def remember(data_dir: Path, temporal: int, temporal_ui: int) -> None:
+    """The embedded Temporal's ports, for the data folder's next start."""
     data_dir.mkdir(parents=True, exist_ok=True)
+    ports = {"temporal": temporal, "temporal_ui": temporal_ui}
     (data_dir / PORTS_FILE).write_text(json.dumps(ports, indent=2) + "\n", encoding="utf-8")
 
 
@@ -81,7 +85,8 @@ def _wished(name: str, wish: int, remembered: dict[str, int], avoid: set[int]) -
 def plan_ports(settings: Settings, data_dir: Path) -> DevPorts:
     """The ports to use, or `PortTaken` naming every port that is taken and how to move it.
 
-    Checked now, not held: another process may still take a port before its server binds it.
+    Checked now, not held: another process may still take a port before its server binds it; the embedded
+    Temporal then moves a wished port to a free one (`TemporalDevServer.wished`), and dev remembers where.
     """
     taken = []
     http = settings.http_port
@@ -96,7 +101,8 @@ def plan_ports(settings: Settings, data_dir: Path) -> DevPorts:
         return DevPorts(http)
     remembered = _remembered(data_dir)
     temporal = _wished("temporal", TEMPORAL_DEFAULT_PORT, remembered, {http})
-    if "temporal_ui_port" in settings.model_fields_set:
+    demanded = "temporal_ui_port" in settings.model_fields_set
+    if demanded:
         ui = settings.temporal_ui_port
         if not port_is_free(ui, TEMPORAL_HOST) or ui in (http, temporal):
             taken.append(
@@ -107,5 +113,5 @@ def plan_ports(settings: Settings, data_dir: Path) -> DevPorts:
         ui = _wished("temporal_ui", settings.temporal_ui_port, remembered, {http, temporal})
     if taken:
         raise PortTaken("; ".join(taken))
-    _remember(data_dir, {"temporal": temporal, "temporal_ui": ui})
-    return DevPorts(http, temporal, ui)
+    remember(data_dir, temporal, ui)
+    return DevPorts(http, temporal, ui, demanded)

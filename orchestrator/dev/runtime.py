@@ -42,7 +42,7 @@ from orchestrator.dev.embedded import (
 )
 from orchestrator.dev.keeper import Kept, keep
 from orchestrator.dev.log import activity_lines
-from orchestrator.dev.ports import PortTaken, plan_ports
+from orchestrator.dev.ports import PortTaken, plan_ports, remember
 from orchestrator.dev.reload import ReloadingEngine, import_app
 from orchestrator.door.api import create_app
 from orchestrator.engine.wiring import platform_components
@@ -484,8 +484,16 @@ async def run_dev(
                 temporal_address = settings.temporal_address
             else:
                 server = await TemporalDevServer(
-                    data_dir, port=ports.temporal, ui_port=ports.temporal_ui, namespace=settings.temporal_namespace
+                    data_dir,
+                    port=ports.temporal,
+                    ui_port=ports.temporal_ui,
+                    namespace=settings.temporal_namespace,
+                    wished=(True, not ports.ui_demanded),
                 ).start()
+                if (server.port, server.ui_port) != (ports.temporal, ports.temporal_ui):
+                    # Another start took a port between the plan and the bind: the ones it moved to, remembered.
+                    assert server.port is not None and server.ui_port is not None
+                    remember(data_dir, server.port, server.ui_port)
                 stack.push_async_callback(server.stop)
                 temporal_address, ui_url = server.address, server.ui_url
                 kept.append(("temporal", server))
