@@ -26,6 +26,7 @@ POINTS: dict[str, str] = {
     "execution.recorded": "a run of no lane recorded with its input; not started on Temporal",
     "run_end.recorded": "a run's end recorded; its repeat's nudge not sent, the lanes its slot went to not driven",
     "route.saved": "a routing round's queue rows and position saved; its lanes not nudged",
+    "cancel.terminated": "a cancelled run terminated on Temporal after its grace; its end not recorded",
     "sweep.reopened": "a run Temporal does not know has its batch claimed again; its lane not driven",
     "replay.recorded": "a replay or redelivery recorded; its lane not nudged",
     "session.marked": "a session marked for deletion; its lanes and runs not yet ended on Temporal",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from orchestrator.crossings import crossing
 from orchestrator.lanes.driver import LaneDriver
 from orchestrator.lanes.executions import TemporalRuns
 from orchestrator.store.engine_records import EngineRecords
@@ -80,6 +81,9 @@ class WaitTeller:
         log.info("terminating run %s: its grace after a cancellation ran out", overdue.execution_id)
         _, tag = await self.runs.word(overdue.execution_id)
         await self.runs.stop(overdue.execution_id, CANCEL_GRACE_OVER)
+        # Dead here, the sweep records the end Temporal has (terminated: `stopped`), and the run's cancel row,
+        # which holds its event, makes it `cancelled` (`orchestrator_run_end`).
+        crossing("cancel.terminated")
         if tag is not None:
             # A terminated run runs no code to say it ended: its end is recorded here, as it was asked.
             await self.driver.end(tag, "cancelled", CANCEL_GRACE_OVER)

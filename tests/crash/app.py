@@ -10,6 +10,7 @@ few seconds on the next worker rather than after the default 30.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from datetime import timedelta
@@ -148,5 +149,17 @@ class Waiter:
         )
 
 
-workflows = [Tracked, Waiter]
+@workflow.defn(name="stubborn")
+class Stubborn:
+    """Runs for an hour and ignores its cancellation: only a termination after its grace ends it."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        try:
+            await workflow.sleep(3600)
+        except asyncio.CancelledError:
+            await workflow.sleep(3600)
+
+
+workflows = [Tracked, Waiter, Stubborn]
 activities = [run_started, run_ended, heard]
