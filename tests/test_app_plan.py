@@ -79,6 +79,30 @@ async def test_an_app_with_an_invalid_declaration_is_refused_whole_naming_the_fi
         await apply(platform, app(listener("a", types=["shipment.delayd"])), lambda _: None)
 
 
+async def test_an_app_that_stops_declaring_a_type_a_listener_still_names_is_refused_and_nothing_changes(
+    platform: Platform,
+) -> None:
+    """Removing a type the app declared is `delete_event_type`'s removal: refused while a listener (a person's, or
+    the app's own) would then match no type, naming both; once the listener lets go, the type goes."""
+    await apply(platform, app(), lambda _: None)
+    by_hand = listener("by-hand", types=["shipment.delayed"])
+    await platform.command({"command": "save_listener", "listener": by_hand})
+
+    with pytest.raises(InvalidApp) as refused:
+        await apply(platform, app(types=()), lambda _: None)
+    said = str(refused.value)
+    assert "'shipment.delayed' of listener 'by-hand' (filter.types.0)" in said, said
+    assert "no longer declares 'shipment.delayed'" in said, said
+    types = (await platform.command({"command": "list_event_types"}))["event_types"]
+    assert [t["name"] for t in types] == ["shipment.delayed"], "nothing was removed"
+    with pytest.raises(InvalidApp, match="listener 'own'"):
+        await plan_of(platform, app(listener("own", types=["shipment.*"]), types=()))
+
+    await platform.command({"command": "delete_listener", "name": "by-hand"})
+    await apply(platform, app(types=()), lambda _: None)
+    assert (await platform.command({"command": "list_event_types"}))["event_types"] == []
+
+
 async def test_an_app_that_declares_a_name_twice_is_refused_naming_the_second(platform: Platform) -> None:
     schedule = {
         "session_alias": "ops",

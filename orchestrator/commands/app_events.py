@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from orchestrator.commands.fields import BULK, ClientId, IdempotencyKey, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.declaration import unknown_types
+from orchestrator.core.declaration import stranded_globs
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import DataCheck, EventTypeDeclaration, data_check
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
@@ -135,11 +135,11 @@ async def delete_event_type(platform: CommandContext, req: EventTypeRef) -> dict
                 "invalid_request",
                 f"name: {req.name!r} is a type of the capture of {capture['table']}: uncapture_table it first",
             )
-    remaining = {name: schema for name, schema in schemas.items() if name != req.name}
+    remaining = [name for name in schemas if name != req.name]
     stranded = []
     for listener in await platform.store.list_listeners():
         types = listener["body"].get("filter", {}).get("types")
-        if unknown_types(types, remaining):
+        if stranded_globs(types, schemas, remaining):
             stranded.append(repr(listener["name"]))
     if stranded:
         raise CommandError(

@@ -12,7 +12,7 @@ times in one row, rewritten at each start.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 import pydantic
@@ -464,14 +464,26 @@ def parse_declaration(
     return decl
 
 
+def dead_globs(types: Sequence[str] | None, event_types: Collection[str] | None) -> list[int]:
+    """Where in a filter's `types` a glob matches no event type, neither the platform's nor one of `event_types`."""
+    known = [*EVENT_FIELDS, *(event_types or ())]
+    return [n for n, glob in enumerate(types or ()) if not any(compile_type_glob(glob).match(t) for t in known)]
+
+
+def stranded_globs(types: Sequence[str] | None, before: Collection[str], after: Collection[str]) -> list[int]:
+    """The globs of a filter that match an event type while `before` are declared and none once `after` are: what a
+    type's deletion would leave able to never fire (a glob that matched nothing before is not the deletion's)."""
+    dead = set(dead_globs(types, before))
+    return [n for n in dead_globs(types, after) if n not in dead]
+
+
 def unknown_types(types: Sequence[str] | None, event_types: Mapping[str, Any] | None) -> list[str]:
     """The type globs of a filter that no event type can ever match, neither the platform's nor one the
     application declared (a typo, or a type not declared yet), each with the closest known name."""
     known = [*EVENT_FIELDS, *(event_types or {})]
     problems = []
-    for n, glob in enumerate(types or ()):
-        if any(compile_type_glob(glob).match(name) for name in known):
-            continue
+    for n in dead_globs(types, list(event_types or {})):
+        glob = (types or [])[n]
         close = difflib.get_close_matches(glob, known, n=1, cutoff=0.6) or _close_glob(glob, known)
         hint = f"; did you mean {close[0]!r}?" if close else "; declare it first (save_event_type)"
         problems.append(f"filter.types.{n}: {glob!r} matches no event type, the platform's nor the app's{hint}")

@@ -19,7 +19,7 @@ from orchestrator.app_loader import UserApp, workflow_names
 from orchestrator.commands.captures import CaptureTable, qualified
 from orchestrator.commands.fields import Alias
 from orchestrator.commands.schedules import BODY_FIELDS, CreateSchedule
-from orchestrator.core.declaration import parse_declaration
+from orchestrator.core.declaration import parse_declaration, stranded_globs
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import EventTypeDeclaration
 from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan, schedule_of
@@ -207,7 +207,40 @@ async def plan_of(platform: Platform, app: UserApp, *, tables_to_come: list[str]
         found = await _held_schedule(platform, name)
         if found is not None:
             held["schedule"][name] = Held(found, owners.get(("schedule", name)))
-    return plan(app.name, declared, held)
+    steps = plan(app.name, declared, held)
+    stranded = await _stranded(platform, declared, held, steps)
+    if stranded:
+        raise InvalidApp(f"app {app.name}: " + "; ".join(stranded))
+    return steps
+
+
+async def _stranded(
+    platform: Platform,
+    declared: Mapping[Kind, Sequence[Mapping[str, Any]]],
+    held: Mapping[Kind, Mapping[str, Held]],
+    steps: Sequence[Step],
+) -> list[str]:
+    """What the plan's removal of event types would leave matching no type, as `delete_event_type` refuses it: a
+    listener (the app's, another's or a person's) whose filter names a type the app no longer declares."""
+    removed = {s.name for s in steps if s.kind == "event_type" and s.action == "remove"}
+    if not removed:
+        return []
+    captured = {f"{c['type_prefix']}.{kind}" for c in declared["capture"] for kind in CAPTURED_KINDS}
+    before = {*await platform.store.event_schemas(), *captured, *(t["name"] for t in declared["event_type"])}
+    after = before - removed
+    gone = {s.name for s in steps if s.kind == "listener" and s.action == "remove"}
+    listeners = {name: found.body for name, found in held["listener"].items() if name not in gone}
+    listeners.update({body["name"]: body for body in declared["listener"]})
+    problems = []
+    for name, body in sorted(listeners.items()):
+        types = body.get("filter", {}).get("types")
+        for n in stranded_globs(types, before, after):
+            problems.append(
+                f"event_types: {types[n]!r} of listener {name!r} (filter.types.{n}) would match no event type once"
+                f" the app no longer declares {', '.join(sorted(repr(t) for t in removed))}: declare it still, or"
+                " change or delete that listener first"
+            )
+    return problems
 
 
 async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None]) -> Applied:

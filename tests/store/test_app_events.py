@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import asyncpg
+
 from orchestrator.platform import Platform
 from tests.store.helpers import all_events, ok, refused
 
@@ -291,3 +293,22 @@ async def test_a_deleted_type_keeps_its_events_refuses_new_ones_and_never_strand
     await refused(platform, "not_found", "name", "delete_event_type", name="ticket.escalated")
     await refused(platform, "invalid_request", "type", "emit_event", session_id=sid, type="ticket.escalated", data={})
     assert [e["type"] for e in await all_events(platform, sid)] == ["ticket.escalated"], "its events stay"
+
+
+async def test_a_listener_stranded_already_does_not_refuse_the_deletion_of_another_type(
+    platform: Platform, fresh_db: str
+) -> None:
+    """Only a glob the deletion itself would leave matching nothing refuses it: a listener that matches nothing
+    already (its type gone another way) is not the deleted type's, and must not block every deletion after."""
+    await ok(platform, "save_event_type", name="order.noted", schema={"type": "object"})
+    await ok(platform, "save_event_type", name="zz.one", schema={"type": "object"})
+    noted = {"name": "thr", "filter": {"types": ["order.noted"]}, "action": {"type": "workflow", "workflow": "w"}}
+    await ok(platform, "save_listener", listener=noted)
+    # Stranded below the commands (as an older release's plan left it).
+    conn = await asyncpg.connect(fresh_db)
+    try:
+        await conn.execute("DELETE FROM orchestrator.event_types WHERE name = 'order.noted'")
+    finally:
+        await conn.close()
+
+    assert (await ok(platform, "delete_event_type", name="zz.one"))["event_type"]["name"] == "zz.one"
