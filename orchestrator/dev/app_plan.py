@@ -80,16 +80,25 @@ async def _captures(
 _SESSION_ALIAS: pydantic.TypeAdapter[str] = pydantic.TypeAdapter(Alias)
 
 
-def _schedules(app: UserApp, problems: list[str]) -> list[dict[str, Any]]:
+def _schedules(app: UserApp, problems: list[str], past: dict[str, str]) -> list[dict[str, Any]]:
     """The app's schedules as the platform keeps them (their definitions as stored, beside the alias of the
-    session each belongs to: that session is opened at its alias when the plan is applied)."""
+    session each belongs to: that session is opened at its alias when the plan is applied). A time already past
+    (a `one_time` that fired, an `end_date` gone by) goes to `past` by name, not `problems`: refused only when the
+    plan would add or change that schedule, so an app whose one-off fired long ago still starts."""
     schedules: list[dict[str, Any]] = []
     for n, body in enumerate(app.schedules):
         rest = {k: v for k, v in body.items() if k != "session_alias"}
         try:
             session_alias = _SESSION_ALIAS.validate_python(body.get("session_alias"))
             req = CreateSchedule.model_validate({**rest, "command": "create_schedule", "session_id": "declared"})
-            definition = parse_schedule({k: getattr(req, k) for k in BODY_FIELDS}, now=datetime.now(UTC))
+            fields = {k: getattr(req, k) for k in BODY_FIELDS}
+            definition = parse_schedule(fields, now=None)
+            try:
+                parse_schedule(fields, now=datetime.now(UTC))
+            except CommandError as err:
+                past[declared_name("schedule", {"alias": req.alias, "session_alias": session_alias})] = (
+                    f"schedules.{n}.{err.message}"
+                )
         except pydantic.ValidationError as err:
             where = f"schedules.{n}" if "session_alias" in body else f"schedules.{n}.session_alias"
             problems.append(field_errors_message(err, where))
@@ -148,11 +157,16 @@ def _declared_twice(app: UserApp) -> list[str]:
 
 
 async def declarations(
-    platform: Platform, app: UserApp, *, tables_to_come: list[str] | None = None
+    platform: Platform,
+    app: UserApp,
+    *,
+    tables_to_come: list[str] | None = None,
+    past: dict[str, str] | None = None,
 ) -> dict[Kind, list[dict[str, Any]]]:
     """The app's event types and listeners as the platform would keep them; raises InvalidApp naming every bad
     field when any is refused. With `tables_to_come`, a captured table that is not there yet is listed in it
-    instead of refused (a plan shown before the app's `migrate` has run)."""
+    instead of refused (a plan shown before the app's `migrate` has run). `past` receives the schedules whose
+    time has gone by (`_schedules`)."""
     problems: list[str] = []
     types: list[dict[str, Any]] = []
     for n, body in enumerate(app.event_types):
@@ -176,7 +190,7 @@ async def declarations(
     problems.extend(_declared_twice(app))
     if problems:
         raise InvalidApp(f"app {app.name}: " + "; ".join(problems))
-    schedules = _schedules(app, problems)
+    schedules = _schedules(app, problems, past if past is not None else {})
     if problems:
         raise InvalidApp(f"app {app.name}: " + "; ".join(problems))
     return {"event_type": types, "capture": captures, "listener": listeners, "schedule": schedules}
@@ -184,7 +198,8 @@ async def declarations(
 
 async def plan_of(platform: Platform, app: UserApp, *, tables_to_come: list[str] | None = None) -> list[Step]:
     """What applying the app's declarations would do (`tables_to_come`: as `declarations` takes it)."""
-    declared = await declarations(platform, app, tables_to_come=tables_to_come)
+    past: dict[str, str] = {}
+    declared = await declarations(platform, app, tables_to_come=tables_to_come, past=past)
     owners = await platform.store.declared_by()
     held: dict[Kind, dict[str, Held]] = {
         "event_type": {
@@ -208,9 +223,10 @@ async def plan_of(platform: Platform, app: UserApp, *, tables_to_come: list[str]
         if found is not None:
             held["schedule"][name] = Held(found, owners.get(("schedule", name)))
     steps = plan(app.name, declared, held)
-    stranded = await _stranded(platform, declared, held, steps)
-    if stranded:
-        raise InvalidApp(f"app {app.name}: " + "; ".join(stranded))
+    refused = [past[s.name] for s in steps if s.kind == "schedule" and s.action in ("add", "change") and s.name in past]
+    refused += await _stranded(platform, declared, held, steps)
+    if refused:
+        raise InvalidApp(f"app {app.name}: " + "; ".join(refused))
     return steps
 
 

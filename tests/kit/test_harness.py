@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -128,6 +128,30 @@ async def test_an_apps_declared_schedule_is_made_in_the_session_at_its_alias_cha
         )
         with pytest.raises(InvalidApp, match=r"schedules\.0"):
             await apply(h.platform, typo, lambda _: None)
+
+
+async def test_an_apps_one_time_schedule_whose_time_has_passed_still_lets_the_app_start() -> None:
+    """A `one_time` schedule the app declared is checked against the clock when it is made or changed, not at
+    every start: once its time has gone by, the same app plans nothing and starts; a new one in the past is
+    refused, naming the field."""
+    at = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
+    once = {
+        "session_alias": "ops",
+        "alias": "once",
+        "repeat": {"type": "one_time", "invocation_time": at.strftime("%Y-%m-%dT%H:%M:%S"), "timezone": "UTC"},
+        "invocation_target_type": "object",
+        "target": {"alias": "ops/once", "value": {"type": "tick"}},
+    }
+    declared = UserApp(name="tests.once_app", schedules=[once])
+    async with Harness(app=declared) as h:
+        assert h.platform is not None
+        await asyncio.sleep(max((at - datetime.now(UTC)).total_seconds(), 0) + 0.5)
+
+        assert changes(await plan_of(h.platform, declared)) == [], "its time passed: kept as it is"
+        await apply(h.platform, declared, lambda _: None)
+        later = UserApp(name="tests.once_app", schedules=[{**once, "alias": "twice"}])
+        with pytest.raises(InvalidApp, match=r"schedules\.0\.repeat\.invocation_time: .* is in the past"):
+            await plan_of(h.platform, later)
 
 
 async def test_a_listeners_throttle_moves_on_with_temporals_clock() -> None:
