@@ -43,6 +43,8 @@ MAX_IDLE_SECONDS = 7 * 24 * 3600
 MIN_PRIORITY, MAX_PRIORITY = 1, 5
 MAX_THROTTLE_SECONDS = 86_400.0
 MAX_THROTTLE_RUNS = 1_000
+# What the store keeps a count in (PostgreSQL's integer).
+MAX_INT32 = 2_147_483_647
 NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 ACTION_TYPES = ("workflow", "thread_item", "object")
 
@@ -213,8 +215,10 @@ class CancelOn(WaitCondition):
 class Concurrency(_Strict):
     mode: Literal["serial", "keyed", "parallel", "none"] = "serial"
     key: str | None = None
-    key_segments: int | None = Field(default=None, ge=1)
-    max_parallel: int = Field(default=4, ge=1)
+    # Bounded by what the store keeps (a 32-bit integer): past it, a clear refusal rather than the store's error.
+    key_segments: int | None = Field(default=None, ge=1, le=MAX_INT32)
+    # Above the deployment's `listener_parallel_runs` it is lowered to that, not refused.
+    max_parallel: int = Field(default=4, ge=1, le=MAX_INT32)
 
     @field_validator("key")
     @classmethod

@@ -108,6 +108,16 @@ def test_template_aliases_are_kept_and_literal_ones_checked() -> None:
         ("concurrency", {"mode": "serial", "max_parallel": 2}, "listener.concurrency: max_parallel"),
         ("concurrency", {"mode": "parallel", "key": "alias"}, "listener.concurrency: key and key_segments"),
         ("concurrency", {"mode": "keyed", "key": "alias", "key_segments": 0}, "concurrency.key_segments"),
+        (
+            "concurrency",
+            {"mode": "parallel", "max_parallel": 2**31},
+            "listener.concurrency.max_parallel: must be at most 2147483647",
+        ),
+        (
+            "concurrency",
+            {"mode": "keyed", "key": "alias", "key_segments": 2**31},
+            "listener.concurrency.key_segments: must be at most 2147483647",
+        ),
         ("action", {"type": "workflow"}, "listener.action.workflow: is required"),
         ("action", {"type": "shell", "cmd": "rm"}, "listener.action: type must be one of"),
         ("action", {"type": "object", "alias": "a", "value": {}, "x": 1}, "listener.action.x: is not known"),

@@ -73,3 +73,18 @@ async def test_saving_an_unchanged_body_keeps_the_version(platform: Platform) ->
     assert again["listener"] == first["listener"]
     changed = await ok(platform, "save_listener", listener={**BODY, "batch": {"window_seconds": 3}})
     assert changed["listener"]["version"] == 2
+
+
+async def test_a_count_past_what_the_store_keeps_is_refused_naming_it_and_the_largest_is_kept(
+    platform: Platform,
+) -> None:
+    """`max_parallel` and `key_segments` past a 32-bit integer answered `internal_error` from the store; now the
+    field is named and nothing is saved. The largest the store keeps is saved (and lowered to the deployment's
+    `listener_parallel_runs` where it runs)."""
+    keyed = {**BODY, "concurrency": {"mode": "keyed", "key": "alias"}}
+    for field in ("max_parallel", "key_segments"):
+        body = {**keyed, "concurrency": {**keyed["concurrency"], field: 2**31}}
+        await refused(platform, "invalid_request", f"listener.concurrency.{field}", "save_listener", listener=body)
+    await refused(platform, "not_found", "name", "get_listener", name="orchestrate")
+    widest = {**keyed, "concurrency": {**keyed["concurrency"], "max_parallel": 2**31 - 1, "key_segments": 2**31 - 1}}
+    assert (await ok(platform, "save_listener", listener=widest))["listener"]["version"] == 1
