@@ -33,6 +33,8 @@ ACTIVITY_TIMEOUT = timedelta(seconds=30)
 RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 # How much of a failed run's error its record and events keep; the full failure stays in its history.
 ERROR_CHARS = 4_000
+# An error's type is a name: one longer than this is cut as its message is.
+ERROR_TYPE_CHARS = 200
 
 
 class RunEndInterceptor(Interceptor):
@@ -55,16 +57,28 @@ class _ReportsItsEnd(WorkflowInboundInterceptor):
             await _report(tag, "cancelled", str(err) or "cancelled")
             raise
         except FailureError as err:
-            if is_cancelled_exception(err):
-                # Cancelled while in an activity or a child: what fails the run is its cancellation.
+            if is_cancelled_exception(err) or _asked_to_cancel():
+                # Cancelled while in an activity or a child, or its clean-up failed after it was asked to stop:
+                # what ends the run is its cancellation (not repeated, not a listener's failure).
                 await _report(tag, "cancelled", str(err) or "cancelled")
                 raise
             kind = err.type if isinstance(err, ApplicationError) and err.type else type(err).__name__
             # The error's own message: `str()` of an ApplicationError puts its type in front, which is said apart.
             await _report(tag, "failed", err.message, kind)
             raise
+        if _asked_to_cancel():
+            # It heard its cancellation, cleaned up and returned: it ended because it was asked to, as one that
+            # let the cancellation through does.
+            await _report(tag, "cancelled", "cancelled")
+            return result
         await _report(tag, "completed", None)
         return result
+
+
+def _asked_to_cancel() -> bool:
+    """Whether Temporal asked this run to cancel (`cancel_on`, a graceful `stop_execution`, a cancel from outside),
+    whatever its code made of it."""
+    return workflow.cancellation_reason() is not None
 
 
 async def _report(tag: RunTag, status: str, error: str | None, error_type: str | None = None) -> None:
@@ -72,7 +86,7 @@ async def _report(tag: RunTag, status: str, error: str | None, error_type: str |
         tag=tag,
         status=status,
         error=None if error is None else error[:ERROR_CHARS],
-        error_type=error_type,
+        error_type=None if error_type is None else error_type[:ERROR_TYPE_CHARS],
         at=workflow.now().timestamp(),
     )
     if tag.platform_task_queue is not None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from temporalio import activity, workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.platform import Platform
@@ -25,12 +25,15 @@ with workflow.unsafe.imports_passed_through():
 
 @workflow.defn(name="render")
 class Render:
-    """Renders for an hour; cancelled, writes `cleaned/{document}` first (or, told to be stubborn, ignores it)."""
+    """Renders for an hour; cancelled, writes `cleaned/{document}` first (or, told to be stubborn, ignores it), and
+    lets the cancellation through (or, told `then`, returns or fails instead)."""
 
     @workflow.run
     async def run(self, run: RunInput) -> None:
         session = RunSession(run)
         options: dict[str, Any] = run.input if isinstance(run.input, dict) else {}
+        if options.get("fail_as"):
+            raise ApplicationError("é" * 5000, type=options["fail_as"], non_retryable=True)
         try:
             if options.get("in_activity"):
                 await workflow.execute_activity("test.render", start_to_close_timeout=timedelta(seconds=30))
@@ -40,6 +43,10 @@ class Render:
             if options.get("stubborn"):
                 await workflow.sleep(timedelta(hours=1))
             await session.write_object(f"cleaned/{run.batch.lane}", {"type": "cleaned"})
+            if options.get("then") == "return":
+                return
+            if options.get("then") == "fail":
+                raise ApplicationError("the clean-up went wrong", type="CleanupFailed") from None
             raise
 
 
@@ -189,3 +196,63 @@ async def test_a_run_cancelled_in_an_activity_ends_cancelled_and_is_not_repeated
     runs = (await engine.command("list_executions", session_id=sid))["executions"]
     assert [(r["lane"], r["status"]) for r in runs] == [("docs/e", "cancelled")], "cancelled, and not repeated"
     assert not (await engine.command("list_session_events", session_id=sid, types=["listener.failed"]))["events"]
+
+
+@pytest.mark.parametrize("then", ["return", "fail"])
+async def test_a_run_that_ends_its_own_way_after_its_cancellation_still_ends_cancelled_and_is_not_repeated(
+    render_engine: Engine, then: str
+) -> None:
+    """A run that catches its cancellation and returns, or whose clean-up fails, ended because it was asked to:
+    `cancelled` by the event (not `completed`, not `failed`), not repeated whatever its retry says, no
+    `listener.failed`. A graceful `stop_execution` of such a run ends `stopped` with its reason the same way."""
+    engine = render_engine
+    await engine.command("save_listener", listener=render(input={"then": then}))
+    sid = await new_session(engine)
+    for alias in ("docs/f", "docs/g"):
+        await engine.command("write_object", session_id=sid, alias=alias, value={"type": "doc"})
+
+    async def both_running() -> bool:
+        found = await executions(engine, sid)
+        return all(found.get(a, {}).get("status") == "running" for a in ("docs/f", "docs/g"))
+
+    await eventually(both_running, what="the renders")
+    deleted = await engine.command("delete_object", session_id=sid, alias="docs/f")
+    stop = await engine.command(
+        "stop_execution", session_id=sid, execution_id=(await executions(engine, sid))["docs/g"]["id"], reason="bye"
+    )
+    assert stop["execution"]["status"] == "stopping", stop
+
+    async def ended() -> bool:
+        found = await executions(engine, sid)
+        return all(found[a]["status"] != "running" for a in ("docs/f", "docs/g"))
+
+    await eventually(ended, what="both renders to end")
+    await asyncio.sleep(1.0)
+    runs = (await engine.command("list_executions", session_id=sid))["executions"]
+    assert sorted((r["lane"], r["status"], r["error"]) for r in runs) == [
+        ("docs/f", "cancelled", f"cancelled by event {deleted['event_id']}"),
+        ("docs/g", "stopped", "bye"),
+    ], "ended by the asks, and not repeated"
+    assert not (await engine.command("list_session_events", session_id=sid, types=["listener.failed"]))["events"]
+    cleaned = await engine.command("list_session_events", session_id=sid, types=["object.written"])
+    assert {e["alias"] for e in cleaned["events"]} >= {"cleaned/docs/f", "cleaned/docs/g"}, "both cleaned up"
+
+
+async def test_a_failed_runs_error_is_bounded_its_type_as_its_message(render_engine: Engine) -> None:
+    """`execution.ended` of a failed run carries its error bounded (SPEC 15): the message cut, and a type as long
+    as a message cut too."""
+    engine = render_engine
+    once = {k: v for k, v in render(input={"fail_as": "T" * 3000}).items() if k != "retry"}
+    await engine.command("save_listener", listener=once)
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias="docs/h", value={"type": "doc"})
+
+    async def ended() -> list[dict[str, Any]]:
+        found = await engine.command("list_session_events", session_id=sid, types=["execution.ended"])
+        return list(found["events"])
+
+    await eventually(ended, what="the failed run's end")
+    [end] = await ended()
+    error = end["execution"]["error"]
+    assert end["execution"]["status"] == "failed" and error["type"] == "T" * 200, error["type"][:20]
+    assert 0 < len(error["message"]) <= 2000
