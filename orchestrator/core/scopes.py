@@ -9,6 +9,7 @@ first `:` after it starts the alias glob); an `emit:` scope's type glob never do
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -50,19 +51,30 @@ def parse_scope(text: str) -> Scope:
     if kind in ("read", "listen"):
         return Scope(text, "read" if kind == "read" else "listen", session=_glob(rest, "alias", text))
     if kind == "write":
-        session, _, alias = rest.partition(":")
+        session, narrowed, alias = rest.partition(":")
         return Scope(
             text,
             "write",
             session=_glob(session, "alias", text),
-            alias=_glob(alias, "alias", text) if alias else None,
+            alias=_glob(_named(alias, "alias glob", text), "alias", text) if narrowed else None,
         )
     if kind == "emit":
-        types, _, session = rest.partition(":")
+        types, narrowed, session = rest.partition(":")
         return Scope(
-            text, "emit", types=_glob(types, "type", text), session=_glob(session, "alias", text) if session else None
+            text,
+            "emit",
+            types=_glob(types, "type", text),
+            session=_glob(_named(session, "session glob", text), "alias", text) if narrowed else None,
         )
     raise ValueError(f"{text!r}: unknown kind {kind!r} (admin, listeners, read, listen, write, emit)")
+
+
+def _named(part: str, what: str, text: str) -> str:
+    """A scope's part after a colon: given, since a colon with nothing after it would read as no narrowing at
+    all (`write:acme/**:` writing every alias of the session)."""
+    if not part:
+        raise ValueError(f"{text!r}: a colon with no {what} after it (leave the colon out to mean every one)")
+    return part
 
 
 def _glob(pattern: str, kind: Literal["alias", "type"], text: str) -> str:
@@ -88,7 +100,13 @@ class Grant:
 
     @classmethod
     def of(cls, texts: Iterable[str]) -> Grant:
-        return cls(tuple(parse_scope(t) for t in texts))
+        """A key's grant from its stored scopes. One that no longer parses (a form an earlier release took, as
+        `write:acme/**:`) grants nothing, rather than what it was once read as."""
+        parsed = []
+        for text in texts:
+            with contextlib.suppress(ValueError):
+                parsed.append(parse_scope(text))
+        return cls(tuple(parsed))
 
     def _of(self, *kinds: ScopeKind) -> Iterable[Scope]:
         return (s for s in self.scopes if s.kind in kinds)

@@ -110,6 +110,8 @@ async def test_the_bootstrap_token_stays_an_admin_key(api: Api) -> None:
         ({"name": "k", "scopes": ["root"]}, "scopes.0"),
         ({"name": "k", "scopes": ["admin", "write:a//b"]}, "scopes.1"),
         ({"name": "k", "scopes": ["emit:Not.A.Glob!"]}, "scopes.0"),
+        ({"name": "k", "scopes": ["write:acme/**:"]}, "scopes.0"),
+        ({"name": "k", "scopes": ["emit:chat.*:"]}, "scopes.0"),
         ({"name": "k", "scopes": ["read:**"], "requests_per_second": 0}, "requests_per_second"),
         ({"name": "k", "scopes": ["read:**"], "expires_at": "tomorrow"}, "expires_at"),
         ({"name": "k", "scopes": ["read:**"], "expires_at": "2030-01-01T00:00:00"}, "expires_at"),

@@ -29,7 +29,21 @@ def test_a_scope_parses_into_its_parts(
 
 
 @pytest.mark.parametrize(
-    "text", ["", "root", "read", "read:", "write:a//b", "emit:Chat!", "write:a:b/**/", "listen:a b", "x" * 301]
+    "text",
+    [
+        "",
+        "root",
+        "read",
+        "read:",
+        "write:a//b",
+        "emit:Chat!",
+        "write:a:b/**/",
+        "listen:a b",
+        "x" * 301,
+        # A colon with nothing after it narrows nothing: refused, not read as the whole session (or every one).
+        "write:acme/**:",
+        "emit:chat.*:",
+    ],
 )
 def test_a_malformed_scope_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
@@ -80,3 +94,8 @@ def test_an_allow_holds_only_scopes_that_can_emit() -> None:
     for bad in ("read:**", "admin", "emit:"):
         with pytest.raises(ValueError):
             emitting_scope(bad)
+
+
+def test_a_stored_scope_an_earlier_release_took_and_this_one_refuses_grants_nothing() -> None:
+    grant = Grant.of(["write:acme/**:", "read:acme/**"])
+    assert [s.text for s in grant.scopes] == ["read:acme/**"]
