@@ -118,6 +118,13 @@ async def authorize(platform: CommandContext, caller: Caller, name: str, request
         verdict = decide(principal.grant, name, target)
         if verdict.code is not None:
             raise CommandError(verdict.code, verdict.message)
+        if getattr(request, "explain", False) is True and decide(principal.grant, "explain_event", target).code:
+            # What routing made of the write is `explain_event`'s answer: a read of the session.
+            raise CommandError(
+                "access_denied",
+                "explain: what routing made of the write is a read of the session, and this key does not read it;"
+                " leave explain out",
+            )
     if principal.limited and caller.guard is not None:
         count = writes_of(name, request)
         if count:

@@ -171,3 +171,30 @@ async def test_a_listeners_key_manages_declarations_but_writes_no_session(api: A
             {"command": "write_object", "session_id": sid, "alias": "a", "value": {"type": "t"}}
         )
         assert reply["error"] == "access_denied"
+
+
+async def test_a_write_only_key_cannot_read_the_explanation_of_its_write(api: Api) -> None:
+    """`explain` on a write answers what `explain_event` would, a read of the session: a key that writes and does
+    not read is refused (`access_denied`, nothing written), and writes without it as before."""
+    sid = (await api.admin.open_session(alias="acme/support"))["session"]["id"]
+    writer = await api.key("writer", ["write:acme/**:tickets/**"])
+    before = await events_of(api, sid)
+
+    for attempt in (
+        {"command": "write_object", "alias": "tickets/77", "value": {"type": "ticket"}, "explain": True},
+        {
+            "command": "post_thread_item",
+            "alias": "tickets/77",
+            "item": {"type": "text", "message": "x"},
+            "explain": True,
+        },
+    ):
+        reply = await api.post({**attempt, "session_id": sid}, writer)
+        assert (reply.status_code, reply.json()["error"]) == (403, "access_denied"), (attempt, reply.text)
+        assert reply.json()["message"].startswith("explain"), reply.text
+    assert await events_of(api, sid) == before, "a refused write wrote nothing"
+
+    plain = await api.post(
+        {"command": "write_object", "session_id": sid, "alias": "tickets/77", "value": {"type": "ticket"}}, writer
+    )
+    assert plain.status_code == 200 and "explain" not in plain.json(), plain.text
