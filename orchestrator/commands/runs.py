@@ -31,7 +31,7 @@ from orchestrator.core.declaration import (
     TASK_QUEUE_PATTERN,
     ListenerDeclaration,
 )
-from orchestrator.core.errors import CommandError
+from orchestrator.core.errors import NO_TEMPORAL, CommandError
 from orchestrator.core.lane_snapshot import (
     ACT,
     BatchRecord,
@@ -505,7 +505,7 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
     if session["status"] != "open":
         raise CommandError("session_not_open", f"session_id: session {req.session_id!r} is {session['status']}")
     if platform.temporal is None:
-        raise CommandError("internal_error", "start_execution needs Temporal, and this door has none")
+        raise CommandError("unavailable", NO_TEMPORAL.format(what="start_execution"))
     settings = platform.settings
     # A queue the request names is another worker's, of any language: what it registers is not known here.
     elsewhere, home = run_queues(req.task_queue, settings.task_queue)
@@ -570,7 +570,7 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     if found["status"] != "running":
         return {"execution": {"id": req.execution_id, "status": found["status"]}}
     if platform.temporal is None:
-        raise CommandError("internal_error", "stop_execution needs Temporal, and this door has none")
+        raise CommandError("unavailable", NO_TEMPORAL.format(what="stop_execution"))
     runs = TemporalRuns(platform.temporal, platform.settings)
     if req.mode == "cancel":
         # The stop is recorded first: the run's end reads its reason, and the router's poll terminates the run

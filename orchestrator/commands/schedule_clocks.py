@@ -29,7 +29,7 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from orchestrator.core.errors import CommandError
+from orchestrator.core.errors import NO_TEMPORAL, CommandError
 from orchestrator.core.schedule_spec import Calendar, ScheduleTiming, Span
 from orchestrator.core.schedule_times import next_times
 
@@ -192,7 +192,7 @@ class WorkflowClocks:
 
 def clock_of(platform: CommandContext) -> ScheduleClock:
     if platform.temporal is None:
-        raise CommandError("internal_error", "schedules need Temporal, and this door has none")
+        raise CommandError("unavailable", NO_TEMPORAL.format(what="schedules"))
     client: Client = platform.temporal
     if platform.settings.temporal_time_skipping:
         return WorkflowClocks(client, platform.settings)

@@ -30,6 +30,12 @@ ErrorCode = Literal[
 
 # How soon a command answered `unavailable` may try again, in whole seconds.
 UNAVAILABLE_RETRY_SECONDS = 1
+# A command that starts, stops or schedules on Temporal, in a process that has no Temporal (an in-process door
+# run without its address): `unavailable`, naming what it needs.
+NO_TEMPORAL = (
+    "{what} needs Temporal, and this process has none: set ORCHESTRATOR_TEMPORAL_ADDRESS (`orchestrator call"
+    " --local` finds the running `orchestrator dev`'s)"
+)
 
 
 class CommandError(Exception):

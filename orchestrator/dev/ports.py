@@ -115,3 +115,16 @@ def plan_ports(settings: Settings, data_dir: Path) -> DevPorts:
         raise PortTaken("; ".join(taken))
     remember(data_dir, temporal, ui)
     return DevPorts(http, temporal, ui, demanded)
+
+
+def running_temporal_address(data_dir: Path) -> str | None:
+    """The embedded Temporal of the `orchestrator dev` on `data_dir` (its port remembered here), when something
+    listens there; None otherwise."""
+    port = _remembered(data_dir).get("temporal")
+    if port is None:
+        return None
+    try:
+        with socket.create_connection((TEMPORAL_HOST, port), timeout=0.5):
+            return f"{TEMPORAL_HOST}:{port}"
+    except OSError:
+        return None

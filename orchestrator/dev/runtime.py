@@ -42,7 +42,7 @@ from orchestrator.dev.embedded import (
 )
 from orchestrator.dev.keeper import Kept, keep
 from orchestrator.dev.log import activity_lines
-from orchestrator.dev.ports import PortTaken, plan_ports, remember
+from orchestrator.dev.ports import PortTaken, plan_ports, remember, running_temporal_address
 from orchestrator.dev.reload import ReloadingEngine, import_app
 from orchestrator.door.api import create_app
 from orchestrator.engine.wiring import platform_components
@@ -673,11 +673,15 @@ async def run_api(settings: Settings, *, announce: Announce = _log_announce) -> 
 @contextlib.asynccontextmanager
 async def local_platform(settings: Settings) -> AsyncIterator[Platform]:
     """The platform in this process against `settings.database_url`, else the running `orchestrator dev`'s
-    (`--local`: no API in between), with Temporal when `settings.temporal_address` is set."""
+    (`--local`: no API in between), with Temporal when `settings.temporal_address` is set, else with the running
+    dev's when its database is the one used (so `start_execution`, `stop_execution` and schedules work)."""
     database_url = local_database_url(settings, "--local")
+    address = settings.temporal_address
+    if not address and not settings.database_url:
+        address = running_temporal_address(settings.data_dir.resolve())
     temporal = None
-    if settings.temporal_address:
-        temporal = await connect_temporal(settings.temporal_address, settings.temporal_namespace, settings)
+    if address:
+        temporal = await connect_temporal(address, settings.temporal_namespace, settings)
     platform = await Platform.connect(settings, database_url, temporal=temporal)
     try:
         yield platform
