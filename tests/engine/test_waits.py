@@ -295,3 +295,23 @@ async def test_a_wait_hears_by_contains_and_prefix_reading_the_value_as_text(
     await post(engine, sid, chat, "_50% off_", role="agent")
     wanted = await post(engine, sid, chat, "take 50% off", role="agent")
     assert await answers(heard, chat, engine) == [[0, [wanted]]]
+
+
+async def test_the_receipt_of_the_runs_own_batch_never_answers_its_wait(heard_engine: tuple[Engine, Heard]) -> None:
+    """A run's listener writes its batch's receipt (a thread item, `source.listener` the listener, no run): news of
+    the run itself, so never an answer to the run's wait however wide its conditions; a reply posted after it is."""
+    engine, heard = heard_engine
+    anything = {"types": ["thread.item_posted"]}
+    await engine.command(
+        "save_listener", listener={**conversation(replies=anything, busy=1), "receipt": {"alias": "ops/receipts"}}
+    )
+    sid = await new_session(engine)
+    await post(engine, sid, "chats/r", "hello")
+
+    async def receipt_written() -> bool:
+        found = await engine.command("list_thread_items", session_id=sid, alias="ops/receipts")
+        return bool(found["items"])
+
+    await eventually(receipt_written, what="the batch's receipt")
+    reply = await post(engine, sid, "chats/other", "a reply", role="agent")
+    assert await answers(heard, "chats/r", engine) == [[0, [reply]]]

@@ -39,6 +39,10 @@ BEGIN
             JOIN orchestrator.events e ON e.id = f.event_id
             WHERE e.id > w.after_id
               AND (e.source ->> 'execution') IS DISTINCT FROM w.execution_id
+              -- Nor what its listener writes with no run (its batches' receipts, its `listener.failed`); its lanes'
+              -- `lane.idle` is news as it is to the lane.
+              AND NOT ((e.source ->> 'listener') IS NOT DISTINCT FROM w.listener AND NOT e.source ? 'execution'
+                       AND e.type <> 'lane.idle')
               -- A listener's runs never cancel each other by what they write (never woken by itself).
               AND (w.kind <> 'cancel' OR (e.source ->> 'listener') IS DISTINCT FROM w.listener)
               AND orchestrator.orchestrator_condition_takes(e, k, w.lane)),

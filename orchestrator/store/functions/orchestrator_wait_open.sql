@@ -65,13 +65,16 @@ BEGIN
         FROM jsonb_array_elements(p -> 'compiled') WITH ORDINALITY AS c(v, n);
 
     -- The look back: what the log holds already after the wait's position. A wait leaves out its own run's
-    -- writes, and what the run's earlier waits took.
+    -- writes, its listener's own, and what the run's earlier waits took.
     WITH held AS (
         SELECT k.cond, e.id AS event_id
         FROM orchestrator.events e
         JOIN orchestrator.wait_conditions k ON k.wait_id = w.id
         WHERE e.session_id = v_session AND e.id > w.after_id AND e.id <= v_routed
           AND (e.source ->> 'execution') IS DISTINCT FROM v_execution
+          -- Nor what its listener wrote with no run (receipts, `listener.failed`), as `orchestrator_answer_waits`.
+          AND NOT ((e.source ->> 'listener') IS NOT DISTINCT FROM w.listener AND NOT e.source ? 'execution'
+                   AND e.type <> 'lane.idle')
           AND (w.kind <> 'cancel' OR (e.source ->> 'listener') IS DISTINCT FROM w.listener)
           AND (w.kind <> 'wait' OR NOT EXISTS (
                    SELECT 1 FROM orchestrator.run_waits x
