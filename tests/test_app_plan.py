@@ -77,6 +77,18 @@ async def test_an_app_with_an_invalid_declaration_is_refused_whole_naming_the_fi
     assert (await platform.command({"command": "list_listeners"}))["listeners"] == [], "nothing was applied"
     with pytest.raises(InvalidApp, match=r"did you mean 'shipment\.delayed'"):
         await apply(platform, app(listener("a", types=["shipment.delayd"])), lambda _: None)
+    # Each kind of declaration is checked, whichever else fails: a bad listener and a bad schedule both named.
+    clock = {
+        "session_alias": "ops",
+        "alias": "clock",
+        "repeat": {"type": "interval", "every_seconds": 0},
+        "invocation_target_type": "object",
+        "target": {"alias": "ops/clock", "value": {"type": "tick"}},
+    }
+    both = UserApp(name="tests.plan_app", listeners=[typo], event_types=[SHIPPED], schedules=[clock])
+    with pytest.raises(InvalidApp) as refused:
+        await apply(platform, both, lambda _: None)
+    assert "listeners.0 (b)" in str(refused.value) and "schedules.0.repeat.every_seconds" in str(refused.value)
 
 
 async def test_an_app_that_stops_declaring_a_type_a_listener_still_names_is_refused_and_nothing_changes(

@@ -188,8 +188,6 @@ async def declarations(
             continue
         listeners.append(listener.model_dump(mode="json", exclude_unset=True))
     problems.extend(_declared_twice(app))
-    if problems:
-        raise InvalidApp(f"app {app.name}: " + "; ".join(problems))
     schedules = _schedules(app, problems, past if past is not None else {})
     if problems:
         raise InvalidApp(f"app {app.name}: " + "; ".join(problems))
