@@ -134,17 +134,18 @@ async def test_an_apps_one_time_schedule_whose_time_has_passed_still_lets_the_ap
     """A `one_time` schedule the app declared is checked against the clock when it is made or changed, not at
     every start: once its time has gone by, the same app plans nothing and starts; a new one in the past is
     refused, naming the field."""
-    at = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
-    once = {
-        "session_alias": "ops",
-        "alias": "once",
-        "repeat": {"type": "one_time", "invocation_time": at.strftime("%Y-%m-%dT%H:%M:%S"), "timezone": "UTC"},
-        "invocation_target_type": "object",
-        "target": {"alias": "ops/once", "value": {"type": "tick"}},
-    }
-    declared = UserApp(name="tests.once_app", schedules=[once])
-    async with Harness(app=declared) as h:
+    async with Harness() as h:
         assert h.platform is not None
+        at = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
+        once = {
+            "session_alias": "ops",
+            "alias": "once",
+            "repeat": {"type": "one_time", "invocation_time": at.strftime("%Y-%m-%dT%H:%M:%S"), "timezone": "UTC"},
+            "invocation_target_type": "object",
+            "target": {"alias": "ops/once", "value": {"type": "tick"}},
+        }
+        declared = UserApp(name="tests.once_app", schedules=[once])
+        await apply(h.platform, declared, lambda _: None)
         await asyncio.sleep(max((at - datetime.now(UTC)).total_seconds(), 0) + 0.5)
 
         assert changes(await plan_of(h.platform, declared)) == [], "its time passed: kept as it is"
