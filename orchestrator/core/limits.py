@@ -16,6 +16,12 @@ MAX_EVENTS_PER_BATCH = 1000
 MAX_WRITES_PER_REQUEST = 10_000
 
 
+def executions_refusal(running: int) -> str:
+    """Why a run is refused past `executions_per_session`: a batch's `refused` outcome, `start_execution`'s
+    `limit_exceeded`."""
+    return f"executions_per_session: {running} running"
+
+
 class Limits(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -3,7 +3,8 @@
 Owns the verdict: act, consume with no run and no outcome (the listener switched off in the session, or
 deleted), or stop with an outcome. Everything it reads is in the lane's snapshot: the throttle's count of
 fires in the last minute (the store keeps the count exact by checking it again, under the listener's lock,
-when it records the batch), and the executions running in the session.
+when it records the batch), and the executions running in the session (checked again, under the session's lock,
+when a run is recorded: a record that finds the limit reached is stale, and the verdict on the next read refuses).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction
 from orchestrator.core.filters import listener_accepts
 from orchestrator.core.lane_snapshot import ACT, CONSUME, LaneSnapshot, Queued, Stop, Verdict
-from orchestrator.core.limits import Limits
+from orchestrator.core.limits import Limits, executions_refusal
 from orchestrator.core.routing import own_silence
 
 
@@ -59,7 +60,7 @@ def batch_verdict(
                 " has it, or change the listener's action.workflow",
             )
         if snap.running_executions >= limits.executions_per_session:
-            return Stop("refused", None, f"executions_per_session: {snap.running_executions} running")
+            return Stop("refused", None, executions_refusal(snap.running_executions))
     return ACT
 
 

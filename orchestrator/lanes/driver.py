@@ -243,8 +243,14 @@ class LaneDriver:
             else:
                 take = decision
                 decl = snap.listener.declaration if snap.listener is not None else None
+                limits = self.settings.limits
                 recorded = await self.lanes.record(
-                    snap, take, self.settings.limits.listener_fires_per_minute, key_max(decl, self.settings), at=now
+                    snap,
+                    take,
+                    limits.listener_fires_per_minute,
+                    key_max(decl, self.settings),
+                    at=now,
+                    executions_limit=limits.executions_per_session,
                 )
                 if isinstance(recorded, Stale):
                     stale += 1

@@ -64,8 +64,10 @@ class RunStarter(Protocol):
 
 
 class ExecutionRecords(Protocol):
-    async def execution_started(self, record: dict[str, Any]) -> bool:
-        """Record a run's start and its `execution.started` event, once per execution id (True: new)."""
+    async def execution_started(self, record: dict[str, Any], limit: int | None = None) -> bool:
+        """Record a run's start and its `execution.started` event, once per execution id (True: new). With `limit`
+        (`executions_per_session`), raises `CommandError` `limit_exceeded` for a new run when the session runs that
+        many already, counted so that runs recorded at once cannot all pass."""
         ...
 
     async def execution_start_made(self, execution_id: str) -> None:
@@ -86,12 +88,15 @@ async def start_run(
     tag: RunTag,
     run_input: RunInput,
     priority: Priority = Priority.default,
+    limit: int | None = None,
 ) -> None:
     """Record the start of a run of no lane (`start_execution`, a schedule's) as `tag.execution_id`, with the
     input that starts it should this start be lost, start it (once, however often this is asked), and let the
     input go: a record that still holds it is a start never known made (`core/run_checks.py`).
 
-    Raises whatever Temporal raises when the start cannot be asked (the caller's retry asks again).
+    With `limit` (`executions_per_session`) a run the session has no room for is refused by its record
+    (`CommandError` `limit_exceeded`), and nothing is started. Raises whatever Temporal raises when the start
+    cannot be asked (the caller's retry asks again).
     """
     record: dict[str, Any] = {
         "execution_id": tag.execution_id,
@@ -106,7 +111,7 @@ async def start_run(
     }
     # Recorded before the start: a run may end (and record its end) before the call that started it returns,
     # and an end is recorded only over a start.
-    await records.execution_started(record)
+    await records.execution_started(record, limit)
     crossing("execution.recorded")
     await runs.start(tag, run_input, priority)
     await records.execution_start_made(tag.execution_id)

@@ -16,6 +16,7 @@ from typing import Any
 from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import actor_of
+from orchestrator.core.limits import executions_refusal
 from orchestrator.store.app_events import AppEvents
 from orchestrator.store.captures import Captures
 from orchestrator.store.flow_control import FlowControl
@@ -151,24 +152,17 @@ class EngineRecords(
             )
         )
 
-    async def execution_started(self, record: dict[str, Any]) -> bool:
-        """Record a run's start and its `execution.started` event, once per execution id (True: new)."""
-        inserted = await self.pool.fetchval(
-            "INSERT INTO orchestrator.executions (id, session_id, workflow, listener, lane, batch, run_key, depth,"
-            " cause,"
-            " start_input) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (id) DO NOTHING RETURNING id",
-            record["execution_id"],
-            record["session_id"],
-            record["workflow"],
-            record["listener"],
-            record["lane"],
-            record["batch"],
-            record.get("run_key"),
-            record["depth"],
-            current_cause(),
-            record.get("start_input"),
+    async def execution_started(self, record: dict[str, Any], limit: int | None = None) -> bool:
+        """Record a run's start and its `execution.started` event, once per execution id (True: new). With `limit`
+        (`executions_per_session`), a new run is refused (`limit_exceeded`) when the session runs that many: counted
+        under the session's executions lock, as a lane's record counts them (`orchestrator_execution_record`)."""
+        answer = await self.pool.fetchval(
+            "SELECT orchestrator.orchestrator_execution_record($1::jsonb)",
+            {**record, "cause": current_cause(), "limit": limit},
         )
-        if inserted is None:
+        if "running" in answer:
+            raise CommandError("limit_exceeded", executions_refusal(int(answer["running"])))
+        if not answer["new"]:
             return False
         await self.pool.execute("SELECT orchestrator.orchestrator_execution_started($1)", record["execution_id"])
         return True

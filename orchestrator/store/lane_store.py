@@ -195,11 +195,19 @@ class LaneStore(Protocol):
         ...
 
     async def record(
-        self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int, at: float | None = None
+        self,
+        snap: LaneSnapshot,
+        take: Take,
+        fires_limit: int,
+        key_max: int,
+        at: float | None = None,
+        executions_limit: int | None = None,
     ) -> Recorded | Stale:
         """Record `take` over `snap`: the batch, its run and slots, the lane's `fired_through` for its own. `at`:
         the time the step judged by (a lane's own, which leads the database's on a server that skips time): the
-        listener's throttle is judged, and its start kept, at the later of it and the store's clock."""
+        listener's throttle is judged, and its start kept, at the later of it and the store's clock.
+        `executions_limit`: the session's `executions_per_session`, counted again for a run under a lock that
+        serializes the session's recorders of runs (`Stale("executions")` when reached; None: not checked)."""
         ...
 
     async def finish(self, finishing: Finishing) -> Finished:

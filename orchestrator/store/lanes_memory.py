@@ -24,6 +24,7 @@ from orchestrator.core.declaration import (
     lane_timing,
 )
 from orchestrator.core.distinct import distinct_value
+from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Event, message_of
 from orchestrator.core.lane_clock import Declared
 from orchestrator.core.lane_keys import lane_workflow_id
@@ -43,7 +44,7 @@ from orchestrator.core.lane_snapshot import (
     verdict_json,
     verdict_of,
 )
-from orchestrator.core.limits import Limits
+from orchestrator.core.limits import Limits, executions_refusal
 from orchestrator.core.routing import LaneDelivery, own_silence, route, versions_by_name
 from orchestrator.core.run_checks import RunRecord
 from orchestrator.core.throttles import UNKEYED, free_at, started, throttle_key
@@ -362,6 +363,11 @@ class MemoryLaneStore:
     def _paused(self, name: str, session_id: str) -> bool:
         return (name, None) in self.pauses or (name, session_id) in self.pauses
 
+    def _running(self, session_id: str) -> int:
+        """The session's runs running now, a listener's and those started by hand: what `executions_per_session`
+        caps (`orchestrator_running_executions`)."""
+        return sum(1 for x in self.executions.values() if x.session_id == session_id and x.status == "running")
+
     def _events(
         self, ids: Sequence[int], lane: MemLane | None = None, listener: ListenerNow | None = None
     ) -> tuple[Queued, ...]:
@@ -448,9 +454,7 @@ class MemoryLaneStore:
             keys_held=self._keys_held(lane.session_id, lane.listener),
             fires_last_minute=len(fires),
             oldest_fire_at=min(fires, default=None),
-            running_executions=sum(
-                1 for x in self.executions.values() if x.session_id == lane.session_id and x.status == "running"
-            ),
+            running_executions=self._running(lane.session_id),
             complete=fetch > 0,
             throttle_head=head,
             throttle_free_at=free,
@@ -550,7 +554,13 @@ class MemoryLaneStore:
         return lane.routed_through > lane.fired_through
 
     async def record(
-        self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int, at: float | None = None
+        self,
+        snap: LaneSnapshot,
+        take: Take,
+        fires_limit: int,
+        key_max: int,
+        at: float | None = None,
+        executions_limit: int | None = None,
     ) -> Recorded | Stale:
         lane = self.lanes[snap.lane_id]
         now = self.now()
@@ -576,6 +586,12 @@ class MemoryLaneStore:
             return Stale("key_slot")
         if self._paused(lane.listener, lane.session_id):
             return Stale("paused")
+        if (
+            take.plan is not None
+            and executions_limit is not None
+            and self._running(lane.session_id) >= executions_limit
+        ):
+            return Stale("executions")
         if lane.seq != snap.seq:
             return Stale("seq")
         lane.seq += 1
@@ -886,11 +902,14 @@ class MemoryLaneStore:
 
     # -- the runs' crossing to Temporal ---------------------------------------------------------------------
 
-    async def execution_started(self, record: dict[str, Any]) -> bool:
+    async def execution_started(self, record: dict[str, Any], limit: int | None = None) -> bool:
         """A run of no lane recorded before its start (`executions.start_run`), with its `execution.started`:
-        True when new."""
+        True when new; refused (`limit_exceeded`) when new and the session runs `limit` already."""
         if record["execution_id"] in self.executions:
             return False
+        running = self._running(record["session_id"])
+        if limit is not None and running >= limit:
+            raise CommandError("limit_exceeded", executions_refusal(running))
         now = self.now()
         execution = MemExecution(
             id=record["execution_id"],

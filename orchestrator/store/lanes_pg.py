@@ -218,7 +218,13 @@ class PgLaneStore:
         return snapshot_of(address.session_id, address.listener, address.lane, data, complete=fetch > 0)
 
     async def record(
-        self, snap: LaneSnapshot, take: Take, fires_limit: int, key_max: int, at: float | None = None
+        self,
+        snap: LaneSnapshot,
+        take: Take,
+        fires_limit: int,
+        key_max: int,
+        at: float | None = None,
+        executions_limit: int | None = None,
     ) -> Recorded | Stale:
         address = snap.address
         run = None
@@ -244,6 +250,7 @@ class PgLaneStore:
             "key_slot": take.key_slot,
             "key_max": key_max,
             "fires_limit": fires_limit,
+            "executions_limit": executions_limit,
             "throttle": throttle_of(snap, take),
             "at": at,
             "batch": {

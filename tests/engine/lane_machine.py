@@ -268,7 +268,16 @@ class LaneMachine(RuleBasedStateMachine):
         if not isinstance(decision, Take):
             return
         key_max = effective_max_parallel(self.decl.concurrency, self.limits)
-        recorded = self.run(self.world.lanes.record(snap, decision, self.limits.listener_fires_per_minute, key_max))
+        limits = self.limits
+        recorded = self.run(
+            self.world.lanes.record(
+                snap,
+                decision,
+                limits.listener_fires_per_minute,
+                key_max,
+                executions_limit=limits.executions_per_session,
+            )
+        )
         if isinstance(recorded, Recorded):
             self.run(self.driver._act_and_finish(snap, decision, recorded.batch_id, Drive()))
 

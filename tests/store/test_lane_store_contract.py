@@ -17,6 +17,7 @@ from unittest.mock import ANY
 
 import pytest
 
+from orchestrator.core.errors import CommandError
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import (
     ACT,
@@ -253,6 +254,76 @@ async def test_a_paused_listener_and_a_full_throttle_refuse_the_record(world: Wo
     assert await world.lanes.record(snap, decision, 0, 0) == Stale("throttle")
     await world.pause("l")
     assert await world.lanes.record(snap, decision, 100, 0) == Stale("paused")
+
+
+def by_hand(sid: str, n: int) -> dict[str, Any]:
+    """The record of a run of no lane (`start_execution`'s), the `n`th of the session."""
+    return {
+        "execution_id": f"exe:by-hand:{n}",
+        "session_id": sid,
+        "workflow": "w",
+        "listener": None,
+        "lane": None,
+        "batch": None,
+        "run_key": None,
+        "depth": 0,
+        "start_input": {"input": {"n": n}},
+    }
+
+
+async def test_a_run_recorded_when_the_session_runs_its_limit_is_stale_and_its_next_verdict_refuses_it(
+    world: World,
+) -> None:
+    # The snapshot counts one run; another starts before the record (a lane or a start recorded meanwhile): the
+    # record counts two again and is stale, and the next read's verdict refuses the batch, which then records.
+    limits = Limits(activation_delay_seconds=0, executions_per_session=2)
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    assert await world.records.execution_started(by_hand(sid, 1))
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap = await snapshot(world, address(sid))
+    assert snap.running_executions == 1
+    decision = step(snap, snap.now, limits)
+    assert isinstance(decision, Take) and decision.verdict == ACT and decision.plan is not None
+    assert await world.records.execution_started(by_hand(sid, 2))
+    assert await world.lanes.record(snap, decision, 100, 0, executions_limit=2) == Stale("executions")
+    snap = await snapshot(world, address(sid))
+    assert snap.running_executions == 2
+    refused = step(snap, snap.now, limits)
+    assert isinstance(refused, Take) and refused.plan is None
+    assert refused.verdict == Stop("refused", None, "executions_per_session: 2 running")
+    assert isinstance(await world.lanes.record(snap, refused, 100, 0, executions_limit=2), Recorded)
+    held = await world.held()
+    assert sorted(x for x in held.executions) == ["exe:by-hand:1", "exe:by-hand:2"], "no run recorded for the lane"
+
+
+async def test_a_run_recorded_under_the_limit_counts_toward_it(world: World) -> None:
+    await world.save_listener(listener())
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap = await snapshot(world, address(sid))
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take) and decision.plan is not None
+    assert isinstance(await world.lanes.record(snap, decision, 100, 0, executions_limit=1), Recorded)
+    with pytest.raises(CommandError) as refused:
+        await world.records.execution_started(by_hand(sid, 1), 1)
+    assert (refused.value.code, refused.value.message) == ("limit_exceeded", "executions_per_session: 1 running")
+
+
+async def test_a_run_of_no_lane_past_the_limit_is_refused_and_not_recorded(world: World) -> None:
+    sid = await world.open_session()
+    assert await world.records.execution_started(by_hand(sid, 1), 1)
+    assert not await world.records.execution_started(by_hand(sid, 1), 1), "the same run again: known, not refused"
+    with pytest.raises(CommandError) as refused:
+        await world.records.execution_started(by_hand(sid, 2), 1)
+    assert (refused.value.code, refused.value.message) == ("limit_exceeded", "executions_per_session: 1 running")
+    assert await world.records.execution_started(by_hand(sid, 3), 2)
+    held = await world.held()
+    assert sorted(held.executions) == ["exe:by-hand:1", "exe:by-hand:3"]
+    started = [e.execution_id for e in held.events.values() if e.type == "execution.started"]
+    assert sorted(started) == ["exe:by-hand:1", "exe:by-hand:3"]
 
 
 async def fire(world: World, sid: str, alias: str, *names: str) -> None:

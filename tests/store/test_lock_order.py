@@ -17,6 +17,10 @@ from orchestrator.platform import Platform
 from orchestrator.store.postgres import PostgresStore
 from tests.store.helpers import all_events, ok
 
+# Whether the session's executions lock (`orchestrator_executions_lock`) is free: taken and let go at the end of
+# the asking transaction.
+EXECUTIONS_LOCK_FREE = "SELECT pg_try_advisory_xact_lock(hashtext('executions:' || $1))"
+
 
 @pytest.mark.asyncio
 async def test_a_start_recorded_while_its_run_ends_waits_for_the_session_first(platform: Platform) -> None:
@@ -72,7 +76,7 @@ def _record_body(session_id: str, lane_id: int, ids: list[int], execution_id: st
     """`orchestrator_lane_record`'s body for a batch of `ids` whose run is `execution_id`."""
     return {
         "lane_id": lane_id, "seq": 0, "session_id": session_id, "listener": "l", "lane": "k", "kind": "batch",
-        "key_slot": None, "fires_limit": 100,
+        "key_slot": None, "fires_limit": 100, "executions_limit": 100,
         "batch": {"first_id": ids[0], "last_id": ids[-1], "event_ids": ids, "entry_ids": ids, "retry": 0,
                   "replay": 0, "counted": False, "run_key": "rk"},
         "run": {"run_key": "rk", "execution_id": execution_id, "retry": 0, "plan": {}, "workflow": "wf",
@@ -113,10 +117,11 @@ async def test_a_session_deleted_while_a_batch_is_recorded_waits_for_the_record(
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("verb", ["lane_record", "route"])
+@pytest.mark.parametrize("verb", ["lane_record", "route", "execution_record"])
 async def test_the_engine_takes_the_session_before_its_rows(platform: Platform, verb: str) -> None:
-    """While a deletion holds the session's row (it takes it first), a batch's record and a routing round wait
-    for it before they lock anything of the session: its lane and its routing position stay free."""
+    """While a deletion holds the session's row (it takes it first), a batch's record, a routing round and a run
+    of no lane's record (`start_execution`'s) wait for it before they lock anything of the session: its lane, its
+    routing position and its executions lock stay free."""
     store = platform.store
     assert isinstance(store, PostgresStore)
     session_id, lane_id, ids = await _lane_with_events(platform, f"held-{verb}")
@@ -124,6 +129,11 @@ async def test_the_engine_takes_the_session_before_its_rows(platform: Platform, 
         statement, body = (
             "SELECT orchestrator.orchestrator_lane_record($1::jsonb)",
             _record_body(session_id, lane_id, ids, "exe:r"),
+        )
+    elif verb == "execution_record":
+        statement, body = (
+            "SELECT orchestrator.orchestrator_execution_record($1::jsonb)",
+            {"execution_id": "exe:h", "session_id": session_id, "workflow": "wf", "depth": 0, "limit": 100},
         )
     else:
         await platform.store.pool.execute(
@@ -143,5 +153,51 @@ async def test_the_engine_takes_the_session_before_its_rows(platform: Platform, 
             await look.execute(
                 "SELECT 1 FROM orchestrator.routing_cursors WHERE session_id = $1 FOR UPDATE NOWAIT", session_id
             )
+            assert await look.fetchval(EXECUTIONS_LOCK_FREE, session_id)
         await held.rollback()
     await asyncio.wait_for(stepping, timeout=10)
+
+
+@pytest.mark.asyncio
+async def test_runs_recorded_at_once_in_a_session_wait_for_each_other_and_the_later_counts_the_earlier(
+    platform: Platform,
+) -> None:
+    """Two lanes of different listeners record a run at once with room for one: the second waits for the
+    session's executions lock until the first commits, then counts its run and answers stale; a start by hand
+    (`start_execution`'s record) does the same. Nothing else is held meanwhile: the first's lane, the second's."""
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    session_id, first_lane, ids = await _lane_with_events(platform, "at-once")
+    second_lane = await store.pool.fetchval(
+        "INSERT INTO orchestrator.lanes (session_id, listener, lane, workflow_id, routed_through) VALUES ($1, 'm',"
+        " 'k', 'w2', $2) RETURNING id",
+        session_id,
+        ids[-1],
+    )
+    first = {**_record_body(session_id, first_lane, ids, "exe:first"), "executions_limit": 1}
+    second = {
+        **_record_body(session_id, int(second_lane), ids, "exe:second"),
+        "listener": "m",
+        "executions_limit": 1,
+        "run": {**first["run"], "run_key": "rk2", "execution_id": "exe:second"},
+        "batch": {**first["batch"], "run_key": "rk2"},
+    }
+    by_hand = {"execution_id": "exe:by-hand", "session_id": session_id, "workflow": "wf", "depth": 0, "limit": 1}
+    async with store.transaction() as recording:
+        assert "batch_id" in await recording.fetchval("SELECT orchestrator.orchestrator_lane_record($1::jsonb)", first)
+        later = asyncio.create_task(
+            store.pool.fetchval("SELECT orchestrator.orchestrator_lane_record($1::jsonb)", second)
+        )
+        started = asyncio.create_task(
+            store.pool.fetchval("SELECT orchestrator.orchestrator_execution_record($1::jsonb)", by_hand)
+        )
+        await asyncio.sleep(0.3)
+        assert not later.done() and not started.done(), "each waits for the first to commit"
+        async with store.transaction() as look:
+            await look.execute("SELECT 1 FROM orchestrator.lanes WHERE id = $1 FOR UPDATE NOWAIT", second_lane)
+    assert await asyncio.wait_for(later, timeout=5) == {"stale": "executions"}
+    assert await asyncio.wait_for(started, timeout=5) == {"running": 1}
+    running = await store.pool.fetch(
+        "SELECT id FROM orchestrator.executions WHERE session_id = $1 AND status = 'running'", session_id
+    )
+    assert [r["id"] for r in running] == ["exe:first"]

@@ -6,7 +6,11 @@
 -- counted batch of a listener with a throttle of its own (`throttle`: its runs, window and the batch's keys) is
 -- refused as `listener_throttle` when one of its keys has started `runs` batches in the window meanwhile, and is added
 -- to each key's starts, of which the newest `runs` are kept (0028_listener_throttle.sql). Any record clears what a
--- step held by the throttle said (`throttled_until`).
+-- step held by the throttle said (`throttled_until`). A record that starts a run (`run`) with `executions_limit`
+-- counts the session's running executions again under the session's executions lock (`orchestrator_executions_lock`,
+-- after the listener's locks, before any row: the order of 0002_lanes.sql), and answers stale as `executions` when
+-- the limit is reached: lanes of any listener recording runs at once cannot all pass the count their snapshots read
+-- without a lock. The driver reads again, and the step's verdict refuses the batch (`refused`) by the count it reads.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_lane_record(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_lane bigint := (p ->> 'lane_id')::bigint;
@@ -58,6 +62,13 @@ BEGIN
     IF EXISTS (SELECT 1 FROM orchestrator.listener_pauses WHERE name = v_listener AND (session_id IS NULL
         OR session_id = v_session)) THEN
         RETURN '{"stale": "paused"}';
+    END IF;
+    IF jsonb_typeof(r) = 'object' AND p ->> 'executions_limit' IS NOT NULL THEN
+        -- Held to the commit, so the next recorder of a run in the session counts this one.
+        PERFORM orchestrator.orchestrator_executions_lock(v_session);
+        IF orchestrator.orchestrator_running_executions(v_session) >= (p ->> 'executions_limit')::integer THEN
+            RETURN '{"stale": "executions"}';
+        END IF;
     END IF;
     UPDATE orchestrator.lanes SET seq = seq + 1, throttled_until = NULL,
         fired_through = CASE WHEN p ->> 'kind' = 'batch' THEN greatest(fired_through, (b ->> 'last_id')::bigint)

@@ -135,8 +135,7 @@ BEGIN
         'fires', (SELECT jsonb_build_object('count', coalesce(max(f.fires), 0), 'oldest',
             extract(epoch FROM max(f.oldest)))
                   FROM orchestrator.orchestrator_fires_lately(p_session, p_listener, v_now) f),
-        'running', (SELECT count(*) FROM orchestrator.executions x WHERE x.session_id = p_session
-            AND x.status = 'running'),
+        'running', orchestrator.orchestrator_running_executions(p_session),
         'throttle', CASE WHEN r.throttle_runs IS NOT NULL
             THEN json_build_object('head', v_head, 'free_at', coalesce(v_throttle, '{}'::json),
                                    'waiting', v_waiting_keys, 'replay', v_replay_keys) END);
