@@ -221,6 +221,23 @@ async def test_an_unknown_session_is_404(api: tuple[str, Platform]) -> None:
     assert response.status_code == 404 and response.json()["error"] == "not_found"
 
 
+@pytest.mark.parametrize(
+    ("sid", "message"),
+    [
+        ("ses_%00", "session_id: a NUL character (\\u0000) cannot be stored"),
+        ("s" * 65, "session_id: String should have at most 64 characters"),
+    ],
+)
+async def test_a_session_id_no_session_can_have_is_refused_as_the_commands_refuse_it(
+    api: tuple[str, Platform], sid: str, message: str
+) -> None:
+    url, _ = api
+    async with httpx.AsyncClient(base_url=url) as http:
+        response = await http.get(f"/v1/sessions/{sid}/stream")
+    assert response.status_code == 400, response.text
+    assert response.json() == {"status": "error", "error": "invalid_request", "message": message}
+
+
 async def test_the_token_is_required_as_a_header_or_an_access_token_parameter(
     platform: Platform, settings: Settings
 ) -> None:

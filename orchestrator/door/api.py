@@ -26,6 +26,7 @@ from starlette.types import Scope
 
 from orchestrator.causes import request_id
 from orchestrator.commands.access import Caller, authorize_stream
+from orchestrator.commands.fields import session_id_of
 from orchestrator.commands.reference import schema_index
 from orchestrator.commands.registry import unknown_command
 from orchestrator.config import Settings
@@ -186,6 +187,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             return rate_limited(wait)
         params = request.query_params
         try:
+            session_id_of(request.path_params)
             unknown_stream_params(params.keys())
             await authorize_stream(platform, Caller(principal, gate), session_id)
             spec = parse_stream(
