@@ -163,6 +163,10 @@ async def test_quiet_streams_get_heartbeat_comments(api: tuple[str, Platform], m
     assert [e["id"] for e in message["data"]["events"]] == [new]
 
 
+# A condition's value nested past the depth a command's JSON may have.
+DEEP = {"path": "type", "op": "in", "value": json.loads("[" * 150 + "]" * 150)}
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [
@@ -179,6 +183,15 @@ async def test_quiet_streams_get_heartbeat_comments(api: tuple[str, Platform], m
         ({"after": "²"}, "after"),
         # A type no event can have, as save_listener refuses it: the stream would sit idle for good.
         ({"filter": {"types": ["object.writen"]}}, "filter.types.0: 'object.writen' matches no event type"),
+        # As /v1/commands refuses a body: nesting past its depth, NaN and Infinity, what the store cannot hold.
+        ({"filter": "[" * 3000 + "]" * 3000}, "filter: JSON nested deeper than 100 levels"),
+        ({"batch": "[" * 3000 + "]" * 3000}, "batch: JSON nested deeper than 100 levels"),
+        ({"filter": {"types": ["object.**"], "where": [DEEP]}}, "filter: JSON nested deeper than 100 levels"),
+        ({"batch": '{"window_seconds": NaN}'}, "batch: not valid JSON (NaN is not valid JSON)"),
+        ({"filter": '{"where": [{"path": "type", "op": "lt", "value": Infinity}]}'}, "filter: not valid JSON"),
+        ({"filter": {"where": [{"path": "type", "op": "eq", "value": "a\x00"}]}}, "filter.where.0.value: a NUL"),
+        ({"filter": {"where": [{"path": "type", "op": "eq", "value": "\ud800"}]}}, "filter.where.0.value: a lone"),
+        ({"batch": {"distinct_by": "object.\x00"}}, "batch.distinct_by: a NUL"),
     ],
 )
 async def test_bad_parameters_are_refused_before_the_stream_starts(
