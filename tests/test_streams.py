@@ -251,6 +251,28 @@ async def test_a_session_id_no_session_can_have_is_refused_as_the_commands_refus
     assert response.json() == {"status": "error", "error": "invalid_request", "message": message}
 
 
+async def test_a_stream_ends_when_its_session_is_deleted(
+    api: tuple[str, Platform], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(streams, "POLL_SECONDS", 0.3)  # a deletion notifies no stream: it is seen on the next read
+    url, platform = api
+    sid = await session(platform)
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(10, read=None)) as http,
+        http.stream("GET", f"/v1/sessions/{sid}/stream") as response,
+    ):
+        lines = (line async for line in response.aiter_lines() if line)
+        assert await anext(lines) == ": stream open"
+        reply = await platform.command({"command": "delete_session", "session_id": sid})
+        assert reply["status"] == "success", reply
+
+        async def rest() -> list[str]:
+            return [line async for line in lines]
+
+        tail = await asyncio.wait_for(rest(), 5)
+    assert tail[-2:] == ["event: closed", 'data: {"reason": "the session was deleted"}'], tail
+
+
 async def test_the_token_is_required_as_a_header_or_an_access_token_parameter(
     platform: Platform, settings: Settings
 ) -> None:
