@@ -386,17 +386,14 @@ def _exit_for(reply: dict[str, Any]) -> int:
 
 def _read_command(args: argparse.Namespace) -> Any:
     """The command's JSON (from the argument, or stdin for `-`), or None once an error reply is printed."""
+    from orchestrator.core.json_checks import not_json
+
     text = sys.stdin.read() if args.json == "-" else args.json
     try:
-        return json.loads(text, parse_constant=_not_json)
+        return json.loads(text, parse_constant=not_json)
     except ValueError as err:
         _print_reply({"status": "error", "error": "invalid_request", "message": f"command: not valid JSON ({err})"})
         return None
-
-
-def _not_json(name: str) -> Any:
-    # NaN and Infinity are not JSON, though Python's parser takes them; the API refuses them too.
-    raise ValueError(f"{name} is not valid JSON")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -163,6 +163,10 @@ async def test_quiet_streams_get_heartbeat_comments(api: tuple[str, Platform], m
     assert [e["id"] for e in message["data"]["events"]] == [new]
 
 
+# A condition's value nested past the depth a command's JSON may have.
+DEEP = {"path": "type", "op": "in", "value": json.loads("[" * 150 + "]" * 150)}
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [
@@ -179,6 +183,15 @@ async def test_quiet_streams_get_heartbeat_comments(api: tuple[str, Platform], m
         ({"after": "²"}, "after"),
         # A type no event can have, as save_listener refuses it: the stream would sit idle for good.
         ({"filter": {"types": ["object.writen"]}}, "filter.types.0: 'object.writen' matches no event type"),
+        # As /v1/commands refuses a body: nesting past its depth, NaN and Infinity, what the store cannot hold.
+        ({"filter": "[" * 3000 + "]" * 3000}, "filter: JSON nested deeper than 100 levels"),
+        ({"batch": "[" * 3000 + "]" * 3000}, "batch: JSON nested deeper than 100 levels"),
+        ({"filter": {"types": ["object.**"], "where": [DEEP]}}, "filter: JSON nested deeper than 100 levels"),
+        ({"batch": '{"window_seconds": NaN}'}, "batch: not valid JSON (NaN is not valid JSON)"),
+        ({"filter": '{"where": [{"path": "type", "op": "lt", "value": Infinity}]}'}, "filter: not valid JSON"),
+        ({"filter": {"where": [{"path": "type", "op": "eq", "value": "a\x00"}]}}, "filter.where.0.value: a NUL"),
+        ({"filter": {"where": [{"path": "type", "op": "eq", "value": "\ud800"}]}}, "filter.where.0.value: a lone"),
+        ({"batch": {"distinct_by": "object.\x00"}}, "batch.distinct_by: a NUL"),
     ],
 )
 async def test_bad_parameters_are_refused_before_the_stream_starts(
@@ -219,6 +232,45 @@ async def test_an_unknown_session_is_404(api: tuple[str, Platform]) -> None:
     async with httpx.AsyncClient(base_url=url) as http:
         response = await http.get("/v1/sessions/ses_none/stream")
     assert response.status_code == 404 and response.json()["error"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("sid", "message"),
+    [
+        ("ses_%00", "session_id: a NUL character (\\u0000) cannot be stored"),
+        ("s" * 65, "session_id: String should have at most 64 characters"),
+    ],
+)
+async def test_a_session_id_no_session_can_have_is_refused_as_the_commands_refuse_it(
+    api: tuple[str, Platform], sid: str, message: str
+) -> None:
+    url, _ = api
+    async with httpx.AsyncClient(base_url=url) as http:
+        response = await http.get(f"/v1/sessions/{sid}/stream")
+    assert response.status_code == 400, response.text
+    assert response.json() == {"status": "error", "error": "invalid_request", "message": message}
+
+
+async def test_a_stream_ends_when_its_session_is_deleted(
+    api: tuple[str, Platform], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(streams, "POLL_SECONDS", 0.3)  # a deletion notifies no stream: it is seen on the next read
+    url, platform = api
+    sid = await session(platform)
+    async with (
+        httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(10, read=None)) as http,
+        http.stream("GET", f"/v1/sessions/{sid}/stream") as response,
+    ):
+        lines = (line async for line in response.aiter_lines() if line)
+        assert await anext(lines) == ": stream open"
+        reply = await platform.command({"command": "delete_session", "session_id": sid})
+        assert reply["status"] == "success", reply
+
+        async def rest() -> list[str]:
+            return [line async for line in lines]
+
+        tail = await asyncio.wait_for(rest(), 5)
+    assert tail[-2:] == ["event: closed", 'data: {"reason": "the session was deleted"}'], tail
 
 
 async def test_the_token_is_required_as_a_header_or_an_access_token_parameter(

@@ -9,19 +9,31 @@ body, a schedule's `repeat`), so the reference shows its real shape.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, GetJsonSchemaHandler, StringConstraints, TypeAdapter, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    WithJsonSchema,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import ALIAS_RE, MAX_ALIAS_CHARS, validate_alias
+from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
+from orchestrator.core.validation import field_errors_message
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,27 @@ class SchemaOf:
 
 
 SessionId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class _SessionOf(BaseModel):
+    model_config = ConfigDict(strict=True)
+
+    session_id: SessionId
+
+
+def session_id_of(given: Mapping[str, Any]) -> str:
+    """The `session_id` a door takes outside a command (a stream's path, a ticket's body), refused as a command's
+    would be (`json_trouble`, then the field's type), naming the field: a NUL must not reach the store."""
+    value = {"session_id": given["session_id"]} if "session_id" in given else {}
+    trouble = json_trouble(value, MAX_JSON_DEPTH)
+    if trouble is not None:
+        raise CommandError("invalid_request", trouble)
+    try:
+        return _SessionOf.model_validate(value).session_id
+    except ValidationError as err:
+        raise CommandError("invalid_request", field_errors_message(err, "")) from None
+
+
 # The schema says what `validate_alias` checks but for its one rule a pattern cannot say simply (no `.` or
 # `..` segment).
 Alias = Annotated[

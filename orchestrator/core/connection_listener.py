@@ -22,6 +22,7 @@ from orchestrator.core.declaration import WHERE_TAGS, BatchSpec, ListenerFilter,
 from orchestrator.core.distinct import distinct_value
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import matches
+from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble, not_json
 from orchestrator.core.lane_clock import window_close
 from orchestrator.core.limits import Limits
 from orchestrator.core.validation import field_errors_message
@@ -40,12 +41,20 @@ class StreamSpec:
 
 
 def _json_param(name: str, raw: str | None) -> Any:
+    """The parameter's JSON, refused as /v1/commands refuses a body's: not JSON (NaN and Infinity included),
+    nested too deep, or holding what the store cannot (`json_trouble`)."""
     if raw is None:
         return {}
     try:
-        return json.loads(raw)
+        value = json.loads(raw, parse_constant=not_json)
     except ValueError as err:
         raise CommandError("invalid_request", f"{name}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise CommandError("invalid_request", f"{name}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    trouble = json_trouble(value, MAX_JSON_DEPTH, name)
+    if trouble is not None:
+        raise CommandError("invalid_request", trouble)
+    return value
 
 
 # The query parameters a stream takes: its own, where to start, and a browser's or a script's credential.

@@ -70,13 +70,18 @@ def may_hold_trouble(raw: bytes, limit: int) -> bool:
     return bool(skeleton)
 
 
-def json_trouble(body: dict[str, Any], limit: int) -> str | None:
+def not_json(name: str) -> Any:
+    """The `parse_constant` of every door's `json.loads`: NaN and Infinity are not JSON, though Python reads them."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def json_trouble(body: Any, limit: int, root: str | None = None) -> str | None:
     """What no command may hold, as the refusal's message, or None: JSON nested deeper than `limit`, a NUL
     character or a lone UTF-16 surrogate (`\\ud800`: no UTF-8 spells it) in a string or a key (PostgreSQL's text
     cannot hold either), a number beyond a double's range, or a value JSON has no form for (a set, a date: a
     caller in this process, or a client before it sends). Walked without recursion; a path is spelled out only
-    for what is found wanting."""
-    stack: list[tuple[Any, str, Any, int]] = [(body, "", None, 0)]
+    for what is found wanting, from `root` when the value is not a command's body (a stream's `filter`)."""
+    stack: list[tuple[Any, str, Any, int]] = [(body, "", root, 0)]
     while stack:
         item, parent, key, depth = stack.pop()
         if isinstance(item, str):
@@ -89,7 +94,7 @@ def json_trouble(body: dict[str, Any], limit: int) -> str | None:
                 return f"{_joined(parent, key)}: a number beyond a double's range (or NaN) cannot be stored"
         elif isinstance(item, dict | list | tuple):
             if depth + 1 > limit:
-                return f"body: JSON nested deeper than {limit} levels"
+                return f"{root or 'body'}: JSON nested deeper than {limit} levels"
             path = _joined(parent, key) if key is not None else parent
             if isinstance(item, dict):
                 for name, child in item.items():

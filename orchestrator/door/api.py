@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -26,12 +25,13 @@ from starlette.types import Scope
 
 from orchestrator.causes import request_id
 from orchestrator.commands.access import Caller, authorize_stream
+from orchestrator.commands.fields import session_id_of
 from orchestrator.commands.reference import schema_index
 from orchestrator.commands.registry import unknown_command
 from orchestrator.config import Settings
 from orchestrator.core.connection_listener import parse_stream, unknown_stream_params
 from orchestrator.core.errors import CommandError, unavailable
-from orchestrator.core.json_checks import MAX_JSON_DEPTH
+from orchestrator.core.json_checks import MAX_JSON_DEPTH, not_json
 from orchestrator.door.access_log import AccessLog
 from orchestrator.door.auth import (
     STATUS_BY_ERROR,
@@ -66,11 +66,6 @@ def _request_id(request: Request) -> str | None:
 
 class _TooLarge(Exception):
     pass
-
-
-def _reject_constant(name: str) -> Any:
-    # NaN and Infinity are not JSON; Python's parser accepts them unless told otherwise.
-    raise ValueError(f"{name} is not valid JSON")
 
 
 # The dashboard's page and files are asked for again on each load (a 304 when unchanged): its scripts are modules
@@ -160,7 +155,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             # msgspec reads a bulk write's thousand events in a third of `json.loads`' time, to the same values;
             # what it refuses (a number beyond a double, a lone surrogate, NaN, a byte order mark) `json.loads`
             # answers as before.
-            body = json_codec.loads(raw, parse_constant=_reject_constant)
+            body = json_codec.loads(raw, parse_constant=not_json)
         except (ValueError, UnicodeDecodeError) as err:
             return JSONResponse(error_reply("invalid_request", f"body: not valid JSON ({err})"), status_code=400)
         except RecursionError:
@@ -186,6 +181,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             return rate_limited(wait)
         params = request.query_params
         try:
+            session_id_of(request.path_params)
             unknown_stream_params(params.keys())
             await authorize_stream(platform, Caller(principal, gate), session_id)
             spec = parse_stream(

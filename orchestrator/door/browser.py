@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from orchestrator.commands.access import Caller, authorize_stream
+from orchestrator.commands.fields import session_id_of
 from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
 from orchestrator.core.key_secrets import csrf_of
@@ -117,10 +118,8 @@ class BrowserRoutes:
         body = await _json_body(request)
         if isinstance(body, Response):
             return body
-        session_id = body.get("session_id")
-        if not isinstance(session_id, str) or not 0 < len(session_id) <= 64:
-            return JSONResponse(error_reply("invalid_request", "session_id: required, a session's id"), 400)
         try:
+            session_id = session_id_of(body)
             await authorize_stream(self.platform, Caller(principal, self.gate), session_id)
             await self.platform.store.session_end(session_id)
         except CommandError as err:

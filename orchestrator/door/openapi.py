@@ -209,9 +209,9 @@ def _stream_path() -> dict[str, Any]:
             "summary": "A connection listener: the session's matching events as Server-Sent Events",
             "description": "One `event: batch` message per batch (its data a `StreamBatch`, its id the batch's last "
             "event id); `event: trimmed` ({after, first_id}) when retention deleted what was asked for; "
-            "`event: closed` (a reader too slow, a key revoked) and `event: shutdown` (the server stops; "
-            "{reason, last_id}) end it. Needs a `listen:` scope on the session. Any other query parameter "
-            "is refused with 400.",
+            "`event: closed` (a reader too slow, a key revoked, the session deleted) and `event: shutdown` "
+            "(the server stops; {reason, last_id}) end it. Needs a `listen:` scope on the session. Any other "
+            "query parameter is refused with 400.",
             "security": [{"bearer": []}, {"streamTicket": []}, {"streamAccessToken": []}],
             "parameters": [
                 {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}},

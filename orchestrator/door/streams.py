@@ -6,9 +6,10 @@ after the client's position, and sending each
 batch (`orchestrator.core.connection_listener` decides what and when) as one SSE message, with a comment
 every 15 s while nothing is due. It starts no run and no lane workflow, and holds nothing but the client's
 waiting events: a reader too slow to take a message within `SLOW_READER_SECONDS` is sent a last message
-(`event: closed`) and disconnected rather than buffered for. When the process stops (`StreamHub.shutdown`)
-every stream is sent `event: shutdown` and ended, so a stream never holds a stopping server up and an
-`EventSource` reconnects (to another replica, or to this one once it is back) after `RECONNECT_MS`.
+(`event: closed`) and disconnected rather than buffered for; a stream whose session is deleted (each read of the
+stream says so) ends with `event: closed` too. When the process stops (`StreamHub.shutdown`) every stream is sent
+`event: shutdown` and ended, so a stream never holds a stopping server up and an `EventSource` reconnects (to
+another replica, or to this one once it is back) after `RECONNECT_MS`.
 """
 
 from __future__ import annotations
@@ -213,8 +214,8 @@ class EventStream:
         return True
 
     async def _stream(self, send: Send) -> bool:
-        """Send batches until the reader goes (False), or the server stops or the key no longer holds (True, after
-        `event: shutdown` or `event: closed`)."""
+        """Send batches until the reader goes (False), or the server stops, the key no longer holds or the session
+        is deleted (True, after `event: shutdown` or `event: closed`)."""
         async with self.hub.subscribed(self.session_id) as woken:
             # The position it opens at, as an id without data (which sets `Last-Event-ID` and is no event): a
             # stream opened at the session's end and dropped before its first batch resumes from there, not from
@@ -246,6 +247,10 @@ class EventStream:
                     return True
                 woken.clear()
                 events = await self.store.stream_events(self.session_id, self.position, PAGE)
+                if events is None:
+                    # Finished cleanly, as for a revoked key: a reader that connects again is told `not_found`.
+                    gone = {"reason": "the session was deleted"}
+                    return await self._send(send, f"event: closed\ndata: {json.dumps(gone)}\n\n")
                 if events:
                     self.position = events[-1]["id"]
                     self.batches.add(events, time.monotonic())

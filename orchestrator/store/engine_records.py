@@ -48,16 +48,20 @@ class EngineRecords(
     def lanes(self) -> PgLaneStore:
         return PgLaneStore(self.pool)
 
-    async def stream_events(self, session_id: str, after: int, limit: int) -> list[dict[str, Any]]:
-        """The session's envelopes after `after`, as a listener sees them (a thread item's whole message)."""
+    async def stream_events(self, session_id: str, after: int, limit: int) -> list[dict[str, Any]] | None:
+        """The session's envelopes after `after`, as a listener sees them (a thread item's whole message); None
+        once the session is deleted (or being deleted), read in the same statement, so a stream learns it free."""
         rows = await self.pool.fetch(
-            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1 AND id > $2"
-            " ORDER BY id LIMIT $3",
+            "SELECT e.* FROM orchestrator.sessions s LEFT JOIN LATERAL ("
+            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE e.session_id = s.id"
+            " AND e.id > $2 ORDER BY e.id LIMIT $3) e ON true WHERE s.id = $1 AND s.status <> 'deleting'",
             session_id,
             after,
             limit,
         )
-        return [event_from_row(r).envelope() for r in rows]
+        if not rows:
+            return None
+        return [event_from_row(r).envelope() for r in rows if r["id"] is not None]
 
     async def session_end(self, session_id: str) -> int:
         """The session's last event id (where a stream with no position starts); not_found when none."""

@@ -5,6 +5,7 @@ access log never carries a secret; every response forbids inline script."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from importlib import resources
@@ -146,3 +147,28 @@ async def test_every_response_forbids_inline_script_and_the_page_has_none(api: A
     assert page == shipped
     assert page.count("<script") == page.count("<script src=") == 1
     assert not re.search(r"\son[a-z]+\s*=", page), "no inline event handlers either"
+
+
+@pytest.mark.parametrize(
+    ("session_id", "message"),
+    [
+        ("\x00", "session_id: a NUL character (\\u0000) cannot be stored"),
+        ("ses_\ud800", "session_id: a lone surrogate (\\ud800 to \\udfff) cannot be stored"),
+        (None, "session_id: must be a string"),
+    ],
+)
+async def test_a_session_id_no_session_can_have_is_refused_a_ticket_and_a_stream(
+    api: Api, session_id: str | None, message: str
+) -> None:
+    """As /v1/commands refuses it, for a key that needs the session's alias to decide."""
+    secret = await api.key("listener", ["listen:**"])
+    refusal = {"status": "error", "error": "invalid_request", "message": message}
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        csrf = await sign_in(http, secret)
+        body = json.dumps({"session_id": session_id}).encode()  # an escaped surrogate, as a browser sends it
+        headers = {"x-csrf-token": csrf, "content-type": "application/json"}
+        ticket = await http.post("/v1/stream-tickets", content=body, headers=headers)
+        assert (ticket.status_code, ticket.json()) == (400, refusal), ticket.text
+        if session_id == "\x00":
+            stream = await http.get(f"/v1/sessions/%00/stream?access_token={secret}")
+            assert (stream.status_code, stream.json()) == (400, refusal), stream.text
