@@ -100,6 +100,11 @@ def test_template_aliases_are_kept_and_literal_ones_checked() -> None:
         ("batch.distinct_by", "a..b", "listener.batch.distinct_by: path"),
         ("filter.where.0.op", "like", "listener.filter.where.0.op: must be one of"),
         ("filter.where.0.value", "text", "listener.filter.where.0.value: op not_in needs a list value"),
+        # A condition that is not an object is named by its place, not by the model's internal tag.
+        ("filter.where", ["x"], "listener.filter.where.0: must be a JSON object"),
+        ("filter.where", [{"not": ["x"]}], "listener.filter.where.0.not: must be a JSON object"),
+        ("filter.where", [{"any": [3]}], "listener.filter.where.0.any.0: must be a JSON object"),
+        ("filter.where_condition", 1, "listener.filter.where_condition: is not known"),
         ("filter.types", ["object.***"], "listener.filter.types.0: type glob"),
         ("filter.types", [], "listener.filter.types: "),
         ("filter.aliases", ["a//b"], "listener.filter.aliases.0: alias glob"),
