@@ -30,13 +30,14 @@ from orchestrator.commands.schedules import (
     delete_schedule,
     written_alias,
 )
-from orchestrator.commands.threads import ThreadItem, check_item
+from orchestrator.commands.threads import check_item
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned, validate_alias
 from orchestrator.core.graphs import GraphPatch
 from orchestrator.core.validation import field_errors_message
 from orchestrator.core.waits import parse_wait
+from orchestrator.core.written import ThreadItem
 from orchestrator.store.waits import answer_events, compiled_conditions
 from orchestrator.telemetry import TRACER
 

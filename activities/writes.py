@@ -12,19 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 import pydantic
-from pydantic import TypeAdapter
 
-from orchestrator.commands.fields import ObjectValue, check_payload
-from orchestrator.commands.threads import ThreadItem, check_item
+from orchestrator.commands.fields import check_payload
+from orchestrator.commands.threads import check_item
 from orchestrator.config import Settings
 from orchestrator.core.declaration import ListenerDeclaration, ThreadItemAction
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned, validate_alias
 from orchestrator.core.templates import TemplateError, render
 from orchestrator.core.validation import field_errors_message
+from orchestrator.core.written import OBJECT_VALUE, ThreadItem
 from orchestrator.store.engine_records import EngineRecords
-
-_OBJECT_VALUE: TypeAdapter[dict[str, Any]] = TypeAdapter(ObjectValue)
 
 
 async def write_action(
@@ -68,7 +66,7 @@ async def write_action(
                 idempotency_key=idempotency_key,
             )
         else:
-            value = _OBJECT_VALUE.validate_python(body)
+            value = OBJECT_VALUE.validate_python(body)
             check_payload(field, value, max_payload_bytes)
             await store.write_object(
                 session_id, alias, value, source=source, depth=depth, idempotency_key=idempotency_key

@@ -1,14 +1,14 @@
 """Argument types the commands share: ids, aliases, JSON values and their size limits.
 
 Owns the checks that every door needs the same way: an alias's syntax (via the core's `validate_alias`),
-that an object value is a JSON object with a `type`, and that a payload fits `max_payload_bytes`; and
+and that a payload fits `max_payload_bytes` (weighed by the core's `written.py`, which also holds the object
+value's and the thread item's models); and
 `SchemaOf`, the JSON Schema of an argument a command takes as any JSON and validates itself (a listener
 body, a schedule's `repeat`), so the reference shows its real shape.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -34,6 +34,7 @@ from orchestrator.core.globs import ALIAS_RE, MAX_ALIAS_CHARS, validate_alias
 from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 from orchestrator.core.validation import field_errors_message
+from orchestrator.core.written import payload_problem
 
 
 @dataclass(frozen=True)
@@ -103,28 +104,6 @@ BULK = f"at most the deployment's max_writes_per_request (1,000 unless set; neve
 ListenerName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
-def _json_object_with_type(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ValueError("must be a JSON object")
-    if not isinstance(value.get("type"), str) or not value["type"]:
-        raise ValueError("must have a non-empty string field 'type'")
-    return value
-
-
-ObjectValue = Annotated[
-    dict[str, Any],
-    AfterValidator(_json_object_with_type),
-    WithJsonSchema(
-        {
-            "type": "object",
-            "required": ["type"],
-            "properties": {"type": {"type": "string", "minLength": 1}},
-            "description": "a JSON object with a non-empty string `type`",
-        }
-    ),
-]
-
-
 # The size of the JSON text a command was decoded from, when a door read it whole (None: handed a value).
 _BODY_BYTES: ContextVar[int | None] = ContextVar("body_bytes", default=None)
 
@@ -149,14 +128,6 @@ def check_payload(field: str, value: Any, max_bytes: int, *, in_body: bool = Tru
     body = _BODY_BYTES.get()
     if in_body and body is not None and 3 * body <= max_bytes:
         return
-    if isinstance(value, str):
-        size = len(value.encode())
-    else:
-        try:
-            # Weighed as stored: UTF-8, a character as itself (an escape would weigh "é" six bytes, not two).
-            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-            size = len(text.encode(errors="surrogatepass"))
-        except (TypeError, ValueError) as err:
-            raise CommandError("invalid_request", f"{field}: not a JSON value ({err})") from None
-    if size > max_bytes:
-        raise CommandError("limit_exceeded", f"{field}: {size} bytes is over the payload limit of {max_bytes}")
+    problem = payload_problem(field, value, max_bytes)
+    if problem is not None:
+        raise CommandError(*problem)

@@ -12,7 +12,6 @@ from orchestrator.commands.fields import (
     AliasPrefix,
     ClientId,
     IdempotencyKey,
-    ObjectValue,
     Rev,
     SessionId,
     check_payload,
@@ -20,6 +19,7 @@ from orchestrator.commands.fields import (
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
+from orchestrator.core.written import ObjectValue
 from orchestrator.telemetry import TRACER
 
 if TYPE_CHECKING:

@@ -4,53 +4,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, StringConstraints, model_validator
+from pydantic import Field
 
 from orchestrator.commands.fields import BULK, Alias, ClientId, IdempotencyKey, Limit, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
+from orchestrator.core.written import ThreadItem, item_payloads
 from orchestrator.store.postgres import thread_item_row
 from orchestrator.telemetry import TRACER
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
 
-ItemType = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z][a-z0-9_.-]*$")]
-
-
-class ThreadItem(BaseModel):
-    """A thread item, as posted by hand or by a listener's `thread_item` action.
-
-    A `json` item's message may be any JSON value (the seed's agent inbox posts its failures as one); every
-    other type's message is text.
-    """
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    id: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = Field(
-        default=None, description="the item's id (one is made when absent); an id already there answers that item"
-    )
-    type: ItemType = Field(description="`text`, `json`, `request`, ... (the app's own vocabulary)")
-    role: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = Field(
-        default=None, description="who speaks: `user`, `assistant`, `request`, ..."
-    )
-    message: JsonValue = Field(default=None, description="text; for a `json` item, any JSON value")
-    metadata: dict[str, JsonValue] | None = Field(default=None, description="any JSON object kept with the item")
-
-    @model_validator(mode="after")
-    def _text_unless_json(self) -> ThreadItem:
-        if self.type != "json" and self.message is not None and not isinstance(self.message, str):
-            raise ValueError("message: must be a string (only a json item's message may be any JSON value)")
-        return self
-
 
 def check_item(item: ThreadItem, max_bytes: int, field: str = "item") -> None:
     """The size limits of an item's message and metadata (the model checks their shape)."""
-    if item.message is not None:
-        check_payload(f"{field}.message", item.message, max_bytes)
-    if item.metadata is not None:
-        check_payload(f"{field}.metadata", item.metadata, max_bytes)
+    for part, value in item_payloads(item, field):
+        check_payload(part, value, max_bytes)
 
 
 class PostThreadItem(Request):

@@ -36,6 +36,7 @@ from orchestrator.core.limits import MAX_EVENTS_PER_BATCH, MAX_WINDOW_SECONDS, L
 from orchestrator.core.paths import validate_path
 from orchestrator.core.templates import holes, why_no_hole
 from orchestrator.core.validation import field_errors_message
+from orchestrator.core.written import never_written
 
 MAX_RETRY_ATTEMPTS = 20
 DEFAULT_RETRY_DELAY_SECONDS = 30.0
@@ -316,7 +317,8 @@ class WorkflowAction(_Strict):
 def _typed_or_template(written: Any) -> Any:
     # What a write action writes is rendered per batch, but a literal that can never be written (not an
     # object, or an object without `type`) would fail every batch as `invocation_error`: refused now. A whole
-    # template (`"{{ ... }}"`) may render to an object, so it is checked once rendered.
+    # template (`"{{ ... }}"`) may render to an object; what a save can decide of it, and of the rest against
+    # the write's own model and limits, is `written.never_written`'s (`parse_declaration`).
     if isinstance(written, str) and written.strip().startswith("{{") and written.strip().endswith("}}"):
         return written
     if not isinstance(written, dict):
@@ -463,6 +465,12 @@ def parse_declaration(
     # is checked once rendered).
     if not isinstance(action, WorkflowAction) and "{{" not in action.alias and not owned(decl.owns, action.alias):
         problems.append(f"listener.action.alias: {action.alias!r} is outside owns {decl.owns}")
+    # What it writes, as far as the declaration decides it, passes what the run will check it with: every batch
+    # of an item or value that never could would end `invocation_error` or `refused`.
+    if isinstance(action, ThreadItemAction):
+        problems += never_written("listener.action.item", action.item, item=True, max_bytes=limits.max_payload_bytes)
+    elif isinstance(action, ObjectAction):
+        problems += never_written("listener.action.value", action.value, item=False, max_bytes=limits.max_payload_bytes)
     if problems:
         raise CommandError("invalid_request", "; ".join(problems))
     return decl

@@ -51,6 +51,25 @@ CONTEXT_FIELDS: dict[str, dict[str, bool]] = {
 }
 
 
+# The fields of the context that hold a list (their items may be anything: `batch.events.0` is an envelope).
+_LISTS = ("batch.events", "batch.messages")
+
+
+def whole_hole(template: str) -> str | None:
+    """The path of a string that is exactly one hole (it renders as the value there, keeping its type); None for
+    any other string, which renders as text."""
+    whole = _WHOLE.match(template)
+    return None if whole is None else whole.group(1)
+
+
+def never_an_object(path: str) -> bool:
+    """Whether a hole's path names what is never a JSON object in any batch: one of the context's plain values
+    (`batch.count`, `batch.lane`, `listener.name`, ...), a number or a text, or one of its lists."""
+    root, _, rest = path.partition(".")
+    field, _, below = rest.partition(".")
+    return not below and (CONTEXT_FIELDS.get(root, {}).get(field) is False or path in _LISTS)
+
+
 def _lookup(context: dict[str, Any], path: str) -> Any:
     root, _, rest = path.partition(".")
     if root == "event" and rest:

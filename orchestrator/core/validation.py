@@ -60,13 +60,19 @@ def _phrase(error: Any) -> str:
     return message
 
 
-def _location(loc: Sequence[int | str], prefix: str, union_tags: Collection[str]) -> str:
+def _location(loc: Sequence[int | str], prefix: str, union_tags: Collection[str], kind: str) -> str:
     parts = [prefix] if prefix else []
+    after_tag = False
     for index, part in enumerate(loc):
-        # pydantic puts a discriminated union's tag in the location (`action.workflow.alias`); the user
-        # wrote `action.alias`, so the tag is dropped when a field follows it.
-        if index > 0 and isinstance(part, str) and part in union_tags and index + 1 < len(loc):
+        # pydantic puts a discriminated union's tag in the location, after the union's own place
+        # (`action.workflow.alias`, `filter.where.0.where_condition`); the user wrote `action.alias` and
+        # `filter.where.0`, so the tag is dropped. What follows a tag is a field, even one spelt as a tag
+        # (`action.workflow.workflow` is the action's `workflow`), and a key refused as unknown is the user's.
+        is_tag = index > 0 and not after_tag and isinstance(part, str) and part in union_tags
+        if is_tag and not (kind == "extra_forbidden" and index + 1 == len(loc)):
+            after_tag = True
             continue
+        after_tag = False
         parts.append(str(part))
     return ".".join(parts)
 
@@ -74,12 +80,13 @@ def _location(loc: Sequence[int | str], prefix: str, union_tags: Collection[str]
 def field_errors_message(exc: pydantic.ValidationError, prefix: str, *, union_tags: Collection[str] = ()) -> str:
     """`prefix.loc: message; ...` for each error in `exc` (at most MAX_ERRORS, then a count of the rest).
 
-    `union_tags` are the tag values of discriminated unions inside the model, left out of locations.
+    `union_tags` are the tag values of discriminated unions inside the model, left out of locations (an error
+    of the value as a whole at a union's place names that place: `filter.where.0: must be a JSON object`).
     """
     errors = exc.errors(include_url=False)
     lines: list[str] = []
     for error in errors[:MAX_ERRORS]:
-        where = _location(error["loc"], prefix, union_tags) or "body"
+        where = _location(error["loc"], prefix, union_tags, error.get("type", "")) or "body"
         lines.append(f"{where}: {_phrase(error)}")
     if len(errors) > MAX_ERRORS:
         lines.append(f"and {len(errors) - MAX_ERRORS} more")

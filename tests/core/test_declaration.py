@@ -100,6 +100,11 @@ def test_template_aliases_are_kept_and_literal_ones_checked() -> None:
         ("batch.distinct_by", "a..b", "listener.batch.distinct_by: path"),
         ("filter.where.0.op", "like", "listener.filter.where.0.op: must be one of"),
         ("filter.where.0.value", "text", "listener.filter.where.0.value: op not_in needs a list value"),
+        # A condition that is not an object is named by its place, not by the model's internal tag.
+        ("filter.where", ["x"], "listener.filter.where.0: must be a JSON object"),
+        ("filter.where", [{"not": ["x"]}], "listener.filter.where.0.not: must be a JSON object"),
+        ("filter.where", [{"any": [3]}], "listener.filter.where.0.any.0: must be a JSON object"),
+        ("filter.where_condition", 1, "listener.filter.where_condition: is not known"),
         ("filter.types", ["object.***"], "listener.filter.types.0: type glob"),
         ("filter.types", [], "listener.filter.types: "),
         ("filter.aliases", ["a//b"], "listener.filter.aliases.0: alias glob"),
@@ -285,6 +290,75 @@ def test_a_write_that_could_never_be_written_is_refused_at_save(
         body["owns"] = owns
     with pytest.raises(CommandError, match=re.escape(message)):
         parse_declaration(body, Limits())
+
+
+LIMITS = Limits(max_payload_bytes=1000)
+BIG = "x" * 1001
+
+
+@pytest.mark.parametrize(
+    ("field", "written", "message"),
+    [
+        ("value", {"type": ""}, "listener.action.value: must have a non-empty string field 'type'"),
+        ("value", {"type": 5}, "listener.action.value: must have a non-empty string field 'type'"),
+        ("value", {"type": "", "n": "{{ batch.count }}"}, "listener.action.value: must have a non-empty string"),
+        ("value", "{{ batch.count }}", "listener.action.value: must render to a JSON object; 'batch.count' is never"),
+        ("value", "{{ batch.first_id }}", "listener.action.value: must render to a JSON object; 'batch.first_id'"),
+        ("value", "{{batch.lane}}", "listener.action.value: must render to a JSON object; 'batch.lane' is never"),
+        ("value", "{{ batch.messages }}", "listener.action.value: must render to a JSON object; 'batch.messages'"),
+        ("value", "{{ listener.name }}", "listener.action.value: must render to a JSON object; 'listener.name'"),
+        (
+            "value",
+            "{{ batch.events.0 }} {{ batch.lane }}",
+            "listener.action.value: must render to a JSON object (holes",
+        ),
+        ("value", {"type": "t", "big": BIG}, "listener.action.value: 1022 bytes is over the payload limit of 1000"),
+        ("item", {"type": "Bad Type"}, "listener.action.item.type: String should match pattern"),
+        ("item", {"type": "text", "message": {"a": 1}}, "listener.action.item: message: must be a string"),
+        ("item", {"type": "text", "bogus": 1}, "listener.action.item.bogus: is not known"),
+        ("item", {"type": "{{ batch.lane }}", "bogus": "{{ batch.lane }}"}, "listener.action.item.bogus: is not known"),
+        ("item", {"type": "Bad", "message": "{{ batch.count }}"}, "listener.action.item.type: String should match"),
+        ("item", {"type": "text", "role": ""}, "listener.action.item.role: String should have at least 1 character"),
+        (
+            "item",
+            {"type": "json", "metadata": "{{ batch.count }}", "id": 7},
+            "listener.action.item.id: must be a string",
+        ),
+        ("item", "{{ batch.count }}", "listener.action.item: must render to a JSON object; 'batch.count' is never"),
+        ("item", {"type": "text", "message": BIG}, "listener.action.item.message: 1001 bytes is over the payload"),
+        ("item", {"type": "json", "metadata": {"big": BIG}}, "listener.action.item.metadata: 1011 bytes is over"),
+    ],
+)
+def test_a_write_every_batch_would_fail_is_refused_at_save_as_the_write_would_refuse_it(
+    field: str, written: Any, message: str
+) -> None:
+    """Both doors agree: what the declaration decides of an item or value is checked with the model and limits
+    `post_thread_item` and `write_object` use, else every batch would end `invocation_error` or `refused`."""
+    kind, alias = ("thread_item", "ops/x") if field == "item" else ("object", "views/x")
+    action = {"type": kind, "alias": alias, field: written}
+    assert message in _refusal({"name": "w", "filter": {"types": ["object.written"]}, "action": action}, LIMITS)
+
+
+@pytest.mark.parametrize(
+    ("field", "written"),
+    [
+        ("value", {"type": "t", "n": "{{ batch.count }}", "big": "x" * 900}),
+        ("value", {"type": "{{ event.data.kind }}", "n": 1}),
+        ("value", "{{ batch.events.0 }}"),
+        ("value", "{{ event.data.doc }}"),
+        ("value", {"type": "t", "big": "{{ batch.events }}"}),
+        ("item", {"type": "{{ event.data.kind }}", "message": {"a": 1}}),
+        ("item", {"type": "json", "message": {"n": "{{ batch.count }}"}}),
+        ("item", {"type": "text", "message": "{{ batch.count }} new", "metadata": {"ids": "{{ batch.messages }}"}}),
+        ("item", {"type": "text", "message": "{{ event.data.doc }}"}),
+        ("item", {"type": "text", "id": "{{ batch.lane }}-{{ batch.first_id }}"}),
+        ("item", "{{ event.data.doc }}"),
+    ],
+)
+def test_a_write_some_batch_could_render_writable_is_saved(field: str, written: Any) -> None:
+    kind, alias = ("thread_item", "ops/x") if field == "item" else ("object", "views/x")
+    body = {"name": "w", "filter": {"types": ["doc.saved"]}, "action": {"type": kind, "alias": alias, field: written}}
+    parse_declaration(body, LIMITS, {"doc.saved": {"type": "object"}})
 
 
 def test_a_whole_template_or_a_templated_alias_is_checked_once_rendered() -> None:

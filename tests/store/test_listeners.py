@@ -88,3 +88,29 @@ async def test_a_count_past_what_the_store_keeps_is_refused_naming_it_and_the_la
     await refused(platform, "not_found", "name", "get_listener", name="orchestrate")
     widest = {**keyed, "concurrency": {**keyed["concurrency"], "max_parallel": 2**31 - 1, "key_segments": 2**31 - 1}}
     assert (await ok(platform, "save_listener", listener=widest))["listener"]["version"] == 1
+
+
+async def test_a_write_every_batch_would_fail_is_refused_at_save_naming_the_field(platform: Platform) -> None:
+    """A literal the write commands would refuse, or a hole never holding an object, would end every batch
+    `invocation_error` (or `refused` over the payload limit): refused at save, as `post_thread_item` and
+    `write_object` refuse it, and nothing is saved. What a batch could render writable is saved."""
+    writes = {**BODY, "filter": {"types": ["object.written"]}}
+    del writes["retry"]
+    bad = [
+        ({"type": "object", "alias": "views/x", "value": {"type": ""}}, "listener.action.value: must have a non-empty"),
+        ({"type": "object", "alias": "views/x", "value": "{{ batch.count }}"}, "listener.action.value: must render"),
+        ({"type": "thread_item", "alias": "ops/x", "item": {"type": "Bad Type"}}, "listener.action.item.type: "),
+        ({"type": "thread_item", "alias": "ops/x", "item": {"type": "text", "bogus": 1}}, "listener.action.item.bogus"),
+        (
+            {"type": "thread_item", "alias": "ops/x", "item": {"type": "text", "message": "x" * 300_000}},
+            "listener.action.item.message: 300000 bytes is over the payload limit",
+        ),
+    ]
+    for action, field in bad:
+        await refused(platform, "invalid_request", field, "save_listener", listener={**writes, "action": action})
+    where = {**BODY, "filter": {"where": [{"not": ["x"]}]}}
+    reply = await refused(platform, "invalid_request", None, "save_listener", listener=where)
+    assert reply["message"] == "listener.filter.where.0.not: must be a JSON object"
+    assert (await ok(platform, "list_listeners"))["listeners"] == []
+    good = {"type": "object", "alias": "views/x", "value": {"type": "tally", "n": "{{ batch.count }}"}}
+    await ok(platform, "save_listener", listener={**writes, "action": good})
