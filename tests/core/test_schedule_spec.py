@@ -203,13 +203,6 @@ def test_start_and_end_dates_are_read_in_the_schedule_zone() -> None:
     assert refusal(body(cron("0 9 * * *"), end_date="2025-01-01")) == "end_date: 2025-01-01 is in the past"
 
 
-def test_a_cron_that_never_fires_is_refused() -> None:
-    assert refusal(body(cron("0 0 31 2 *"))) == "repeat.cron_expression: '0 0 31 2 *' never fires"
-    once_a_leap_year = body(cron("0 0 29 2 *"), end_date="2027-12-31")
-    assert refusal(once_a_leap_year) == "repeat.cron_expression: '0 0 29 2 *' never fires before end_date"
-    assert parse_schedule(body(cron("0 0 29 2 *")), NOW).repeat is not None, "leap days come"
-
-
 # -- the rest of the body ------------------------------------------------------------------------------------
 
 
