@@ -116,9 +116,6 @@ class ScheduleActivities(PlatformActivities):
             return ScheduleRunResult(
                 status="invocation_error", message=f"target.workflow: {target.workflow!r} is not registered"
             )
-        limit = self.settings.limits.executions_per_session
-        if await self.store.running_executions(session_id) >= limit:
-            return ScheduleRunResult(status="invocation_error", message=f"executions_per_session: {limit} running")
         assert self.temporal is not None
         execution_id = schedule_execution_id(session_id, firing.alias, scheduled_at)
         run_input = RunInput(
@@ -131,5 +128,10 @@ class ScheduleActivities(PlatformActivities):
         )
         # A retried firing whose run already ran finds it under its id: started once.
         tag = RunTag(execution_id=execution_id, session_id=session_id, workflow=target.workflow)
-        await start_run(TemporalRuns(self.temporal, self.settings), self.store, tag, run_input)
+        # The session's room for it is counted by its record, under the lock lanes and `start_execution` take.
+        limit = self.settings.limits.executions_per_session
+        try:
+            await start_run(TemporalRuns(self.temporal, self.settings), self.store, tag, run_input, limit=limit)
+        except CommandError as err:
+            return ScheduleRunResult(status="invocation_error", message=err.message)
         return ScheduleRunResult(status="success", execution_id=execution_id)

@@ -150,11 +150,7 @@ class EngineRecords(
     # -- executions ------------------------------------------------------------------------------------------
 
     async def running_executions(self, session_id: str) -> int:
-        return int(
-            await self.pool.fetchval(
-                "SELECT count(*) FROM orchestrator.executions WHERE session_id = $1 AND status = 'running'", session_id
-            )
-        )
+        return int(await self.pool.fetchval("SELECT orchestrator.orchestrator_running_executions($1)", session_id))
 
     async def execution_started(self, record: dict[str, Any], limit: int | None = None) -> bool:
         """Record a run's start and its `execution.started` event, once per execution id (True: new). With `limit`

@@ -41,7 +41,7 @@ BEGIN
               AND (e.source ->> 'execution') IS DISTINCT FROM w.execution_id
               -- Nor what its listener writes with no run (its batches' receipts, its `listener.failed`); its lanes'
               -- `lane.idle` is news as it is to the lane.
-              AND NOT ((e.source ->> 'listener') IS NOT DISTINCT FROM w.listener AND NOT e.source ? 'execution'
+              AND NOT (w.listener IS NOT NULL AND (e.source ->> 'listener') = w.listener AND NOT e.source ? 'execution'
                        AND e.type <> 'lane.idle')
               -- A listener's runs never cancel each other by what they write (never woken by itself).
               AND (w.kind <> 'cancel' OR (e.source ->> 'listener') IS DISTINCT FROM w.listener)

@@ -73,7 +73,7 @@ BEGIN
         WHERE e.session_id = v_session AND e.id > w.after_id AND e.id <= v_routed
           AND (e.source ->> 'execution') IS DISTINCT FROM v_execution
           -- Nor what its listener wrote with no run (receipts, `listener.failed`), as `orchestrator_answer_waits`.
-          AND NOT ((e.source ->> 'listener') IS NOT DISTINCT FROM w.listener AND NOT e.source ? 'execution'
+          AND NOT (w.listener IS NOT NULL AND (e.source ->> 'listener') = w.listener AND NOT e.source ? 'execution'
                    AND e.type <> 'lane.idle')
           AND (w.kind <> 'cancel' OR (e.source ->> 'listener') IS DISTINCT FROM w.listener)
           AND (w.kind <> 'wait' OR NOT EXISTS (
