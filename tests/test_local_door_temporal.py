@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,13 @@ async def test_call_local_reaches_the_running_devs_temporal_and_says_plainly_whe
         alone = await asyncio.to_thread(call, tmp_path, schedule)
         assert alone["error"] == "unavailable", alone
         assert "ORCHESTRATOR_TEMPORAL_ADDRESS" in alone["message"], alone
+        # A port remembered where something else answers: a guess that fails leaves the other commands running.
+        with socket.socket() as other:
+            other.bind(("127.0.0.1", 0))
+            other.listen()
+            remember(data, other.getsockname()[1], other.getsockname()[1] + 1)
+            listed = await asyncio.to_thread(call, tmp_path, {"command": "list_listeners"})
+            assert listed == {"status": "success", "listeners": []}, listed
 
         server = await TemporalDevServer(data / "temporal", ui=False).start()
         try:

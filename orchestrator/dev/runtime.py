@@ -676,12 +676,15 @@ async def local_platform(settings: Settings) -> AsyncIterator[Platform]:
     (`--local`: no API in between), with Temporal when `settings.temporal_address` is set, else with the running
     dev's when its database is the one used (so `start_execution`, `stop_execution` and schedules work)."""
     database_url = local_database_url(settings, "--local")
-    address = settings.temporal_address
-    if not address and not settings.database_url:
-        address = running_temporal_address(settings.data_dir.resolve())
     temporal = None
-    if address:
-        temporal = await connect_temporal(address, settings.temporal_namespace, settings)
+    if settings.temporal_address:
+        temporal = await connect_temporal(settings.temporal_address, settings.temporal_namespace, settings)
+    elif not settings.database_url and (found := running_temporal_address(settings.data_dir.resolve())):
+        # Only a guess from the port the data folder remembers: what answers there may be no Temporal, and then
+        # the commands that need one say so (`unavailable`) while the others run.
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(5):
+                temporal = await connect_temporal(found, settings.temporal_namespace, settings)
     platform = await Platform.connect(settings, database_url, temporal=temporal)
     try:
         yield platform
