@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from orchestrator.commands.fields import BULK, ClientId, IdempotencyKey, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.declaration import stranded_globs
+from orchestrator.core.declaration import stranded_by
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import DataCheck, EventTypeDeclaration, data_check
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
@@ -138,13 +138,13 @@ async def delete_event_type(platform: CommandContext, req: EventTypeRef) -> dict
     remaining = [name for name in schemas if name != req.name]
     stranded = []
     for listener in await platform.store.list_listeners():
-        types = listener["body"].get("filter", {}).get("types")
-        if stranded_globs(types, schemas, remaining):
-            stranded.append(repr(listener["name"]))
+        stranded += [
+            f"{listener['name']!r} ({where})" for where, _ in stranded_by(listener["body"], schemas, remaining)
+        ]
     if stranded:
         raise CommandError(
             "invalid_request",
-            f"name: {req.name!r} is the only type the filter.types of listener {', '.join(stranded)} match;"
+            f"name: {req.name!r} is the only type these type globs match, of listener {', '.join(stranded)};"
             " change or delete those listeners first",
         )
     return {"event_type": await platform.store.delete_event_type(req.name)}

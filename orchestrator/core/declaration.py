@@ -489,6 +489,14 @@ def stranded_globs(types: Sequence[str] | None, before: Collection[str], after: 
     return [n for n in dead_globs(types, after) if n not in dead]
 
 
+def stranded_by(body: Mapping[str, Any], before: Collection[str], after: Collection[str]) -> list[tuple[str, str]]:
+    """Where and which type globs of a stored listener body (`filter.types`, each `cancel_on`'s `types`) the change
+    of declared types from `before` to `after` leaves matching nothing (`stranded_globs`)."""
+    groups: list[tuple[str, Any]] = [("filter.types", (body.get("filter") or {}).get("types"))]
+    groups += [(f"cancel_on.{n}.types", c.get("types")) for n, c in enumerate(body.get("cancel_on") or ()) if c]
+    return [(f"{where}.{n}", types[n]) for where, types in groups for n in stranded_globs(types, before, after)]
+
+
 def unknown_types(types: Sequence[str] | None, event_types: Mapping[str, Any] | None) -> list[str]:
     """The type globs of a filter that no event type can ever match, neither the platform's nor one the
     application declared (a typo, or a type not declared yet), each with the closest known name."""

@@ -19,7 +19,7 @@ from orchestrator.app_loader import UserApp, workflow_names
 from orchestrator.commands.captures import CaptureTable, qualified
 from orchestrator.commands.fields import Alias
 from orchestrator.commands.schedules import BODY_FIELDS, CreateSchedule
-from orchestrator.core.declaration import parse_declaration, stranded_globs
+from orchestrator.core.declaration import parse_declaration, stranded_by
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import EventTypeDeclaration
 from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan, schedule_of
@@ -247,10 +247,9 @@ async def _stranded(
     listeners.update({body["name"]: body for body in declared["listener"]})
     problems = []
     for name, body in sorted(listeners.items()):
-        types = body.get("filter", {}).get("types")
-        for n in stranded_globs(types, before, after):
+        for where, glob in stranded_by(body, before, after):
             problems.append(
-                f"event_types: {types[n]!r} of listener {name!r} (filter.types.{n}) would match no event type once"
+                f"event_types: {glob!r} of listener {name!r} ({where}) would match no event type once"
                 f" the app no longer declares {', '.join(sorted(repr(t) for t in removed))}: declare it still, or"
                 " change or delete that listener first"
             )

@@ -312,3 +312,18 @@ async def test_a_listener_stranded_already_does_not_refuse_the_deletion_of_anoth
         await conn.close()
 
     assert (await ok(platform, "delete_event_type", name="zz.one"))["event_type"]["name"] == "zz.one"
+
+
+async def test_a_type_only_a_cancel_on_names_is_not_deleted_from_under_it(platform: Platform) -> None:
+    """A `cancel_on` watch that names a type is stranded by its deletion as a filter is: refused, naming where."""
+    await ok(platform, "save_event_type", name="order.cancelled", schema={"type": "object"})
+    watched = {
+        "name": "fulfil",
+        "filter": {"types": ["object.written"]},
+        "concurrency": {"mode": "keyed", "key": "alias"},
+        "action": {"type": "workflow", "workflow": "w"},
+        "cancel_on": [{"types": ["order.cancelled"]}],
+    }
+    await ok(platform, "save_listener", listener=watched)
+    reply = await refused(platform, "invalid_request", "name", "delete_event_type", name="order.cancelled")
+    assert "'fulfil' (cancel_on.0.types.0)" in reply["message"], reply
