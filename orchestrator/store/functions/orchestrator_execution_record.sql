@@ -3,7 +3,8 @@
 -- running executions are counted under the session's executions lock (`orchestrator_executions_lock`), as a lane's
 -- record counts them for its run, so starts and lanes' runs recorded at once cannot all pass the count; when they
 -- reach it nothing is recorded and the answer is `{"running": the count}`. An id recorded already answers as before,
--- counted or not (a retried start). Lock order (0002_lanes.sql): the session's row shared, then the executions lock.
+-- counted or not (a retried start). Lock order (docs/decisions.md, "One lock order"): the session's row shared,
+-- then the executions lock.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_execution_record(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_session text := p ->> 'session_id';

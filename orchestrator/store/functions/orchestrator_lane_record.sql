@@ -4,11 +4,13 @@
 -- counted batch takes its place among the listener's fires in the session (`fire_seq`) under the fires lock,
 -- and the throttle counts the last minute's by `orchestrator_fires_lately` (0023_fires_counted_in_order.sql). A
 -- counted batch of a listener with a throttle of its own (`throttle`: its runs, window and the batch's keys) is
--- refused as `listener_throttle` when one of its keys has started `runs` batches in the window meanwhile, and is added
+-- refused as `listener_throttle` when one of its keys has started `runs` batches in the window meanwhile, and is
+-- added
 -- to each key's starts, of which the newest `runs` are kept (0028_listener_throttle.sql). Any record clears what a
 -- step held by the throttle said (`throttled_until`). A record that starts a run (`run`) with `executions_limit`
 -- counts the session's running executions again under the session's executions lock (`orchestrator_executions_lock`,
--- after the listener's locks, before any row: the order of 0002_lanes.sql), and answers stale as `executions` when
+-- after the listener's locks, before any row: docs/decisions.md's "One lock order"), and answers stale as
+-- `executions` when
 -- the limit is reached: lanes of any listener recording runs at once cannot all pass the count their snapshots read
 -- without a lock. The driver reads again, and the step's verdict refuses the batch (`refused`) by the count it reads.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_lane_record(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
