@@ -41,8 +41,9 @@ BEGIN
               AND (e.source ->> 'execution') IS DISTINCT FROM w.execution_id
               -- Nor what its listener writes with no run (its batches' receipts, its `listener.failed`); its lanes'
               -- `lane.idle` is news as it is to the lane.
-              AND NOT (w.listener IS NOT NULL AND (e.source ->> 'listener') = w.listener AND NOT e.source ? 'execution'
-                       AND e.type <> 'lane.idle')
+              -- (Null is no: an event of no listener, a run of none, are never the listener's own.)
+              AND NOT coalesce(w.listener IS NOT NULL AND (e.source ->> 'listener') = w.listener
+                               AND NOT (e.source ? 'execution') AND e.type <> 'lane.idle', false)
               -- A listener's runs never cancel each other by what they write (never woken by itself).
               AND (w.kind <> 'cancel' OR (e.source ->> 'listener') IS DISTINCT FROM w.listener)
               AND orchestrator.orchestrator_condition_takes(e, k, w.lane)),

@@ -73,8 +73,9 @@ BEGIN
         WHERE e.session_id = v_session AND e.id > w.after_id AND e.id <= v_routed
           AND (e.source ->> 'execution') IS DISTINCT FROM v_execution
           -- Nor what its listener wrote with no run (receipts, `listener.failed`), as `orchestrator_answer_waits`.
-          AND NOT (w.listener IS NOT NULL AND (e.source ->> 'listener') = w.listener AND NOT e.source ? 'execution'
-                   AND e.type <> 'lane.idle')
+          -- (Null is no: an event of no listener, a run of none, are never the listener's own.)
+          AND NOT coalesce(w.listener IS NOT NULL AND (e.source ->> 'listener') = w.listener
+                           AND NOT (e.source ? 'execution') AND e.type <> 'lane.idle', false)
           AND (w.kind <> 'cancel' OR (e.source ->> 'listener') IS DISTINCT FROM w.listener)
           AND (w.kind <> 'wait' OR NOT EXISTS (
                    SELECT 1 FROM orchestrator.run_waits x
