@@ -23,7 +23,8 @@ writers in four more (32 keep-alive clients through the HTTP door), the worker a
 - keyed against naive, with both cases: the naive design measured again after each keyed round, and each round
   set beside the naive just before and just after it: runs/s, keyed over naive, and the p50 of each event's
   commit to its run started, keyed less naive;
-- keyed_each: the same, with every event a key of its own (as many keys as the naive design's events, 32 slots
+- keyed_each (and keyed_one, the same with `max_events: 1` and no window, the spec's "answer each request" shape):
+  the same, with every event a key of its own (as many keys as the naive design's events, 32 slots
   as its 32 in flight), so each batch is one event and both designs write and run alike, event for event: what
   is left between them is the engine's part of a run (the keyed case's batches carry about 24 events, and 24
   writes, each); then both fed the same arrivals, open loop, at 0.7 of the lesser rate each held: the p50 of
@@ -32,8 +33,8 @@ writers in four more (32 keep-alive clients through the HTTP door), the worker a
   its window closed each batch's run started (p50, p90).
 
 Run: .venv/bin/python -m bench.batch_cost [--events 5000] [--naive-events 1000]
-[--cases naive,keyed,keyed_each,serial,windows] [--rounds 1] (with more, the engine's CPU per batch is summed up
-over the rounds: median, least, most)
+[--cases naive,keyed,keyed_each,keyed_one,serial,windows] [--rounds 1] (with more, the engine's CPU per batch is
+summed up over the rounds: median, least, most)
 """
 
 from __future__ import annotations
@@ -487,12 +488,8 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1)
             summarize(label, [engine for engine, _ in measured])
             if naives:
                 versus_naive(label, [cost for _, cost in measured], naives)
-        if "keyed_each" in cases:
-            # One event a batch: every event a key of its own, as many slots as the naive design has workflows in
-            # flight, the events as many as the naive's. Both then write and run alike, event for event, so what
-            # is left between them is the engine's part of a run.
-            each = listener("cost_keyed_each", concurrency={"mode": "keyed", "key": "alias", "max_parallel": WRITERS})
-            label = f"keyed, one event a batch ({naive_events:,} keys, {WRITERS} slots, 1 s window)"
+
+        async def one_event_a_batch(each: dict[str, Any], label: str) -> None:
             limits = bench.platform.settings.limits
             # The deployment's cap on a listener's runs in flight (16 by default) raised to the naive's 32.
             bench.platform.settings = bench.platform.settings.model_copy(
@@ -525,6 +522,20 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1)
                 row("naive runs/s", naive_paced.runs_per_second, "/s")
                 row("keyed runs/s", keyed_paced.runs_per_second, "/s")
             bench.platform.settings = bench.platform.settings.model_copy(update={"limits": limits})
+
+        keyed = {"mode": "keyed", "key": "alias", "max_parallel": WRITERS}
+        if "keyed_each" in cases:
+            # One event a batch: every event a key of its own, as many slots as the naive design has workflows in
+            # flight, the events as many as the naive's. Both then write and run alike, event for event, so what
+            # is left between them is the engine's part of a run.
+            label = f"keyed, one event a batch ({naive_events:,} keys, {WRITERS} slots, 1 s window)"
+            await one_event_a_batch(listener("cost_keyed_each", concurrency=keyed), label)
+        if "keyed_one" in cases:
+            # The same with the spec's own shape for a run per request ("answer each request on its own thread":
+            # keyed by alias, max_events 1): a batch is full at its first event, so it is cut at once, no window.
+            label = f"keyed, max_events 1 ({naive_events:,} keys, {WRITERS} slots, no window)"
+            body = listener("cost_keyed_one", concurrency=keyed, batch={"window_seconds": 0, "max_events": 1})
+            await one_event_a_batch(body, label)
         if "serial" in cases:
             label = "serial (1 s window)"
             summarize(label, [(await lanes_round(label, listener("cost_serial"), 1))[0] for _ in range(rounds)])
