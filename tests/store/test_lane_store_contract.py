@@ -870,17 +870,7 @@ async def test_a_run_of_no_lane_is_recorded_once_with_its_start_and_keeps_its_in
     world: World,
 ) -> None:
     sid = await world.open_session()
-    record: dict[str, Any] = {
-        "execution_id": "exe:by-hand:1",
-        "session_id": sid,
-        "workflow": "w",
-        "listener": None,
-        "lane": None,
-        "batch": None,
-        "run_key": None,
-        "depth": 0,
-        "start_input": {"input": {"n": 1}},
-    }
+    record = by_hand(sid, 1)
     assert await world.records.execution_started(record)
     assert not await world.records.execution_started({**record, "start_input": {"input": {"n": 2}}})
     held = await world.held()
