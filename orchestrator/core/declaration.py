@@ -315,16 +315,11 @@ class WorkflowAction(_Strict):
 
 
 def _typed_or_template(written: Any) -> Any:
-    # What a write action writes is rendered per batch, but a literal that can never be written (not an
-    # object, or an object without `type`) would fail every batch as `invocation_error`: refused now. A whole
-    # template (`"{{ ... }}"`) may render to an object; what a save can decide of it, and of the rest against
-    # the write's own model and limits, is `written.never_written`'s (`parse_declaration`).
-    if isinstance(written, str) and written.strip().startswith("{{") and written.strip().endswith("}}"):
-        return written
-    if not isinstance(written, dict):
+    # What a write action writes is rendered per batch: an object, or a string that is a template. Whether it can
+    # ever be written (its `type`, a whole hole's path, the write's own model and limits) is one check's,
+    # `written.never_written`'s (`parse_declaration`), as the run checks it rendered.
+    if not isinstance(written, dict | str):
         raise ValueError("must be an object (or a template that renders to one)")
-    if "type" not in written:
-        raise ValueError("needs a `type`")
     return written
 
 

@@ -266,14 +266,22 @@ def test_the_seeds_paths_are_accepted(overrides: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("action", "owns", "message"),
     [
-        ({"type": "object", "alias": "views/x", "value": {"n": 1}}, None, "listener.action.value: needs a `type`"),
+        (
+            {"type": "object", "alias": "views/x", "value": {"n": 1}},
+            None,
+            "listener.action.value: must have a non-empty string field 'type'",
+        ),
         ({"type": "object", "alias": "views/x", "value": None}, None, "listener.action.value: must be an object"),
         ({"type": "object", "alias": "views/x", "value": [1]}, None, "listener.action.value: must be an object"),
-        ({"type": "thread_item", "alias": "ops/x", "item": "hi"}, None, "listener.action.item: must be an object"),
+        (
+            {"type": "thread_item", "alias": "ops/x", "item": "hi"},
+            None,
+            "listener.action.item: must render to a JSON object",
+        ),
         (
             {"type": "thread_item", "alias": "ops/x", "item": {"role": "x"}},
             None,
-            "listener.action.item: needs a `type`",
+            "listener.action.item.type: is required",
         ),
         (
             {"type": "object", "alias": "views/x", "value": {"type": "t"}},
