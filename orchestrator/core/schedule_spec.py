@@ -383,13 +383,18 @@ def parse_schedule(body: dict[str, Any], now: datetime | None) -> ScheduleDefini
     except pydantic.ValidationError as exc:
         raise CommandError("invalid_request", field_errors_message(exc, "target")) from None
     if now is not None:
-        timing = schedule_timing(definition)
-        repeat = definition.repeat
-        if isinstance(repeat, OneTimeRepeat) and local_instant(repeat.invocation_time, repeat.timezone) <= now:
-            raise CommandError("invalid_request", f"repeat.invocation_time: {repeat.invocation_time} is in the past")
-        if timing.end_at is not None and timing.end_at <= now:
-            raise CommandError("invalid_request", f"end_date: {definition.end_date} is in the past")
+        refuse_past(definition, now)
     return definition
+
+
+def refuse_past(definition: ScheduleDefinition, now: datetime) -> None:
+    """Refuse a schedule whose `one_time` or `end_date` is already past at `now` (CommandError naming the field)."""
+    timing = schedule_timing(definition)
+    repeat = definition.repeat
+    if isinstance(repeat, OneTimeRepeat) and local_instant(repeat.invocation_time, repeat.timezone) <= now:
+        raise CommandError("invalid_request", f"repeat.invocation_time: {repeat.invocation_time} is in the past")
+    if timing.end_at is not None and timing.end_at <= now:
+        raise CommandError("invalid_request", f"end_date: {definition.end_date} is in the past")
 
 
 # -- the timing ------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from orchestrator.core.declaration import parse_declaration, stranded_by
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import EventTypeDeclaration
 from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan, schedule_of
-from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule
+from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule, refuse_past
 from orchestrator.core.validation import field_errors_message
 from orchestrator.lanes.registry import NOT_REGISTERED
 from orchestrator.platform import Platform
@@ -91,10 +91,9 @@ def _schedules(app: UserApp, problems: list[str], past: dict[str, str]) -> list[
         try:
             session_alias = _SESSION_ALIAS.validate_python(body.get("session_alias"))
             req = CreateSchedule.model_validate({**rest, "command": "create_schedule", "session_id": "declared"})
-            fields = {k: getattr(req, k) for k in BODY_FIELDS}
-            definition = parse_schedule(fields, now=None)
+            definition = parse_schedule({k: getattr(req, k) for k in BODY_FIELDS}, now=None)
             try:
-                parse_schedule(fields, now=datetime.now(UTC))
+                refuse_past(definition, datetime.now(UTC))
             except CommandError as err:
                 past[declared_name("schedule", {"alias": req.alias, "session_alias": session_alias})] = (
                     f"schedules.{n}.{err.message}"
