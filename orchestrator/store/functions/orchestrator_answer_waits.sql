@@ -38,14 +38,7 @@ BEGIN
             JOIN orchestrator.wait_conditions k ON k.wait_id = f.wait_id AND k.cond = f.cond
             JOIN orchestrator.events e ON e.id = f.event_id
             WHERE e.id > w.after_id
-              AND (e.source ->> 'execution') IS DISTINCT FROM w.execution_id
-              -- Nor what its listener writes with no run (its batches' receipts, its `listener.failed`); its lanes'
-              -- `lane.idle` is news as it is to the lane.
-              -- (Null is no: an event of no listener, a run of none, are never the listener's own.)
-              AND NOT coalesce(w.listener IS NOT NULL AND (e.source ->> 'listener') = w.listener
-                               AND NOT (e.source ? 'execution') AND e.type <> 'lane.idle', false)
-              -- A listener's runs never cancel each other by what they write (never woken by itself).
-              AND (w.kind <> 'cancel' OR (e.source ->> 'listener') IS DISTINCT FROM w.listener)
+              AND orchestrator.orchestrator_wait_hears_from(e, w)
               AND orchestrator.orchestrator_condition_takes(e, k, w.lane)),
         won AS (SELECT h.wait_id, min(h.cond) AS cond FROM held h GROUP BY h.wait_id)
         SELECT h.wait_id, h.cond, (array_agg(h.event_id ORDER BY h.event_id))[1:min(h.max_events)] AS ids

@@ -64,19 +64,14 @@ BEGIN
                (c.v ->> 'key_segments')::integer
         FROM jsonb_array_elements(p -> 'compiled') WITH ORDINALITY AS c(v, n);
 
-    -- The look back: what the log holds already after the wait's position. A wait leaves out its own run's
-    -- writes, its listener's own, and what the run's earlier waits took.
+    -- The look back: what the log holds already after the wait's position. A wait leaves out what it may not hear
+    -- for who wrote it (`orchestrator_wait_hears_from`) and what the run's earlier waits took.
     WITH held AS (
         SELECT k.cond, e.id AS event_id
         FROM orchestrator.events e
         JOIN orchestrator.wait_conditions k ON k.wait_id = w.id
         WHERE e.session_id = v_session AND e.id > w.after_id AND e.id <= v_routed
-          AND (e.source ->> 'execution') IS DISTINCT FROM v_execution
-          -- Nor what its listener wrote with no run (receipts, `listener.failed`), as `orchestrator_answer_waits`.
-          -- (Null is no: an event of no listener, a run of none, are never the listener's own.)
-          AND NOT coalesce(w.listener IS NOT NULL AND (e.source ->> 'listener') = w.listener
-                           AND NOT (e.source ? 'execution') AND e.type <> 'lane.idle', false)
-          AND (w.kind <> 'cancel' OR (e.source ->> 'listener') IS DISTINCT FROM w.listener)
+          AND orchestrator.orchestrator_wait_hears_from(e, w)
           AND (w.kind <> 'wait' OR NOT EXISTS (
                    SELECT 1 FROM orchestrator.run_waits x
                    WHERE x.execution_id = v_execution AND x.kind = 'wait' AND x.state = 'answered'
