@@ -47,7 +47,7 @@ SIDE_SESSION_WRITES = 20
 DRAIN_SECONDS = 15.0
 TABLES = (
     "events",
-    "lane_events",
+    "lane_queue",
     "batches",
     "outcomes",
     "executions",

@@ -445,10 +445,8 @@ class PgLaneStore:
             " ORDER BY nudged_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
             " UPDATE orchestrator.lanes l SET nudged_at = clock_timestamp() FROM stale WHERE l.id = stale.id"
             " RETURNING l.session_id, l.listener, l.lane, l.workflow_id,"
-            " extract(epoch FROM clock_timestamp() - (SELECT e.created_at FROM orchestrator.lane_events q JOIN"
-            " orchestrator.events e"
-            "  ON e.id = q.event_id WHERE q.lane_id = l.id AND q.event_id > l.fired_through"
-            "  ORDER BY q.event_id LIMIT 1)) AS age",
+            " extract(epoch FROM clock_timestamp() - (SELECT e.created_at"
+            "  FROM orchestrator.orchestrator_lane_head(l.id, l.session_id, l.fired_through) e)) AS age",
             STALE_GRACE_SECONDS,
             limit,
         )

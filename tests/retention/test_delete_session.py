@@ -108,7 +108,7 @@ async def test_delete_session_removes_every_row_of_the_session_and_ends_its_work
     # Rows of the session in the tables that hold its kinds of things (else the check below proves little).
     assert {
         "sessions", "routing_cursors", "session_retention", "events", "objects", "thread_items", "graphs",
-        "executions", "outcomes", "outcome_counts", "lanes", "lane_events", "batches", "lane_runs",
+        "executions", "outcomes", "outcome_counts", "lanes", "lane_queue", "batches", "lane_runs",
         "listener_pauses", "listener_switches", "schedules", "rate_buckets",
     } <= set(before), before  # fmt: skip
 

@@ -67,7 +67,7 @@ async def _lane_with_events(platform: Platform, alias: str) -> tuple[str, int, l
         ids[-1],
     )
     await store.pool.execute(
-        "INSERT INTO orchestrator.lane_events (lane_id, event_id) SELECT $1, unnest($2::bigint[])", lane_id, ids
+        "INSERT INTO orchestrator.lane_queue (lane_id, first_id, last_id) VALUES ($1, $2, $3)", lane_id, ids[0], ids[-1]
     )
     return session_id, int(lane_id), ids
 

@@ -41,6 +41,7 @@ SHIPPED = {
     "0029_wakeups_coalesced.sql": "43a566d381cf59c6",
     "0030_sessions_behind_in_turn.sql": "b48cd1174d5b7aa0",
     "0031_listeners_notify_gone.sql": "5bcc1b599903bd3b",
+    "0032_lane_queue_ranges.sql": "49d7632b171a05cf",
 }
 
 

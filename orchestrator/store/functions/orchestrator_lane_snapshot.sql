@@ -63,18 +63,16 @@ BEGIN
         JOIN orchestrator.batches b ON b.id = x.batch_id
                WHERE x.lane_id = l.id AND x.due_at IS NOT NULL ORDER BY x.due_at LIMIT 1);
     IF r.throttle_runs IS NOT NULL THEN
-        v_head := (SELECT orchestrator.orchestrator_throttle_key(e, r) FROM orchestrator.lane_events q
-            JOIN orchestrator.events e ON e.id = q.event_id
-            WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1);
+        v_head := (SELECT orchestrator.orchestrator_throttle_key(e, r)
+                   FROM orchestrator.orchestrator_lane_head(l.id, p_session, l.fired_through) e);
         IF r.throttle_root IS NULL THEN
             -- One key, whatever waits.
             v_keys := ARRAY['_'];
         ELSE
             v_waiting_keys := ARRAY(
-                SELECT orchestrator.orchestrator_throttle_key(e, r)
-                FROM (SELECT q.event_id FROM orchestrator.lane_events q WHERE q.lane_id = l.id
-                    AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT v_fetch) w
-                JOIN orchestrator.events e ON e.id = w.event_id ORDER BY e.id);
+                SELECT orchestrator.orchestrator_throttle_key(w.event, r)
+                FROM orchestrator.orchestrator_lane_waiting(l.id, p_session, l.fired_through, v_fetch) w
+                ORDER BY (w.event).id);
             IF p_fetch > 0 THEN
                 v_replay_keys := ARRAY(
                     SELECT orchestrator.orchestrator_throttle_key(e, r) FROM orchestrator.events e
@@ -103,16 +101,12 @@ BEGIN
         'session', (SELECT jsonb_build_object('status', s.status, 'alias', s.alias) FROM orchestrator.sessions s
             WHERE s.id = p_session),
         'listener', v_listener,
-        'oldest_at', (SELECT extract(epoch FROM e.created_at) FROM orchestrator.lane_events q
-            JOIN orchestrator.events e ON e.id = q.event_id
-                      WHERE q.lane_id = l.id AND q.event_id > l.fired_through ORDER BY q.event_id LIMIT 1),
+        'oldest_at', (SELECT extract(epoch FROM e.created_at)
+                      FROM orchestrator.orchestrator_lane_head(l.id, p_session, l.fired_through) e),
         'waiting', (
-            SELECT coalesce(json_agg(orchestrator.orchestrator_queued(e, r, w.version, p_listener, p_lane)
-                ORDER BY e.id), '[]'::json)
-            FROM (SELECT q.event_id, q.version FROM orchestrator.lane_events q WHERE q.lane_id = l.id
-                AND q.event_id > l.fired_through
-                  ORDER BY q.event_id LIMIT v_fetch) w
-            JOIN orchestrator.events e ON e.id = w.event_id),
+            SELECT coalesce(json_agg(orchestrator.orchestrator_queued(w.event, r, w.version, p_listener, p_lane)
+                ORDER BY (w.event).id), '[]'::json)
+            FROM orchestrator.orchestrator_lane_waiting(l.id, p_session, l.fired_through, v_fetch) w),
         'runs', (SELECT coalesce(jsonb_agg(orchestrator.orchestrator_run_json(x) ORDER BY x.run_key), '[]')
                  FROM orchestrator.lane_runs x WHERE x.lane_id = l.id),
         'claimed', (SELECT orchestrator.orchestrator_past_batch(b) FROM orchestrator.batches b

@@ -21,7 +21,7 @@ BEGIN
     PERFORM 1 FROM orchestrator.lanes WHERE session_id = p_session ORDER BY listener, lane FOR UPDATE;
     UPDATE orchestrator.lanes SET fired_through = routed_through WHERE session_id = p_session
         AND fired_through < routed_through;
-    DELETE FROM orchestrator.lane_events q USING orchestrator.lanes l WHERE l.id = q.lane_id
+    DELETE FROM orchestrator.lane_queue q USING orchestrator.lanes l WHERE l.id = q.lane_id
         AND l.session_id = p_session;
     RETURN true;
 END

@@ -22,6 +22,8 @@ DECLARE
     v_from bigint;
     v_through bigint;
     v_read integer;
+    -- The page's event ids in order: an event's place in the page is its place here.
+    v_page bigint[];
     v_hits orchestrator.orchestrator_hit[];
     v_nudges jsonb;
     v_lanes orchestrator.orchestrator_page_lane[];
@@ -35,7 +37,7 @@ BEGIN
         RETURN jsonb_build_object('read', 0, 'busy', EXISTS (SELECT 1 FROM orchestrator.routing_cursors
             WHERE session_id = p_session));
     END IF;
-    SELECT count(*), max(e.id) INTO v_read, v_through
+    SELECT count(*), max(e.id), array_agg(e.id ORDER BY e.id) INTO v_read, v_through, v_page
         FROM (SELECT e.id FROM orchestrator.events e WHERE e.session_id = p_session AND e.id > v_from ORDER BY e.id
             LIMIT p_limit) e;
     IF v_read = 0 THEN
@@ -117,12 +119,20 @@ BEGIN
         INTO v_lanes
         FROM locked k;
 
-    -- No row can be there already: the page's events were never routed (the cursor only moves forward, and
-    -- its lock keeps the session's rounds one at a time), and a hit is one per (event, listener), since one
-    -- version's window holds an event's commit (`effective_until` is the next version's `effective_at`).
-    INSERT INTO orchestrator.lane_events (lane_id, event_id, version)
-        SELECT x.id, h.event_id, h.version
-        FROM unnest(v_hits) h JOIN unnest(v_lanes) x ON x.listener = h.listener AND x.lane = h.lane;
+    -- Queued as ranges (0032_lane_queue_ranges.sql): a lane's hits that are the page's events one after another,
+    -- under one version, are one range (an event's place in the page less its place among its lane's hits is
+    -- the same along such a run). No range can overlap one there already: the page's events were never routed
+    -- (the cursor only moves forward, and its lock keeps the session's rounds one at a time), and a hit is one
+    -- per (event, listener), since one version's window holds an event's commit (`effective_until` is the next
+    -- version's `effective_at`).
+    INSERT INTO orchestrator.lane_queue (lane_id, first_id, last_id, version)
+        SELECT r.lane_id, min(r.event_id), max(r.event_id), r.version
+        FROM (SELECT x.id AS lane_id, h.event_id, h.version,
+                     p.n - row_number() OVER (PARTITION BY x.id, h.version ORDER BY h.event_id) AS run
+              FROM unnest(v_hits) h
+              JOIN unnest(v_lanes) x ON x.listener = h.listener AND x.lane = h.lane
+              JOIN unnest(v_page) WITH ORDINALITY AS p(id, n) ON p.id = h.event_id) r
+        GROUP BY r.lane_id, r.version, r.run;
 
     -- Whether each lane that was empty is blocked (its runs hold all its slots, or it waits in the queue for a
     -- key slot). A keyed lane with no key slot takes one that is free now (the page's lanes in (listener, lane)
@@ -174,9 +184,8 @@ BEGIN
 
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'listener', x.listener, 'lane', x.lane, 'workflow_id', x.workflow_id, 'version', x.version,
-               'oldest_at', (SELECT extract(epoch FROM e.created_at) FROM orchestrator.lane_events w
-                   JOIN orchestrator.events e ON e.id = w.event_id
-                             WHERE w.lane_id = l.id AND w.event_id > l.fired_through ORDER BY w.event_id LIMIT 1),
+               'oldest_at', (SELECT extract(epoch FROM e.created_at)
+                             FROM orchestrator.orchestrator_lane_head(l.id, p_session, l.fired_through) e),
                'newest_at', extract(epoch FROM l.newest_at), 'newest_id', l.newest_id)), '[]'::jsonb)
         INTO v_nudges
         FROM unnest(v_lanes) x JOIN orchestrator.lanes l ON l.id = x.id

@@ -59,8 +59,9 @@ BEGIN
             WHERE l.session_id = p_session),
     gone AS (
         DELETE FROM orchestrator.events e WHERE e.id = ANY (v_old || v_next) AND e.session_id = p_session
-            AND e.id NOT IN (SELECT h.id FROM held h) AND NOT EXISTS (SELECT 1 FROM orchestrator.lane_events q
-                WHERE q.event_id = e.id)
+            AND e.id NOT IN (SELECT h.id FROM held h) AND NOT EXISTS (SELECT 1 FROM orchestrator.lanes l
+                JOIN orchestrator.lane_queue q ON q.lane_id = l.id
+                WHERE l.session_id = p_session AND q.first_id <= e.id AND q.last_id >= e.id)
         RETURNING e.id)
     SELECT count(*) INTO v_events FROM gone g;
     v_through := greatest(r.trimmed_through, (SELECT max(x) FROM unnest(v_next) x));

@@ -24,18 +24,19 @@ BEGIN
         FOR v_lane IN
             SELECT l.id FROM orchestrator.lanes l
             WHERE l.session_id = w.session_id AND l.listener = w.listener
-              AND EXISTS (SELECT 1 FROM orchestrator.lane_events q
-                          WHERE q.lane_id = l.id AND q.event_id = ANY (p_event_ids) AND q.event_id > l.fired_through)
+              AND EXISTS (SELECT 1 FROM orchestrator.lane_queue q, unnest(p_event_ids) x(id)
+                          WHERE q.lane_id = l.id AND x.id >= q.first_id AND x.id <= q.last_id
+                            AND x.id > l.fired_through)
             ORDER BY l.lane COLLATE "C"
             FOR UPDATE
         LOOP
-            DELETE FROM orchestrator.lane_events q USING orchestrator.lanes l
-                WHERE l.id = v_lane.id AND q.lane_id = l.id AND q.event_id = ANY (p_event_ids)
-                  AND q.event_id > l.fired_through;
+            PERFORM orchestrator.orchestrator_lane_unqueue(v_lane.id, w.session_id, x.id)
+                FROM unnest(p_event_ids) x(id), orchestrator.lanes l
+                WHERE l.id = v_lane.id AND x.id > l.fired_through ORDER BY x.id;
             UPDATE orchestrator.lanes l
                 SET seq = l.seq + 1,
-                    fired_through = CASE WHEN EXISTS (SELECT 1 FROM orchestrator.lane_events q
-                                                      WHERE q.lane_id = l.id AND q.event_id > l.fired_through)
+                    fired_through = CASE WHEN EXISTS (SELECT 1 FROM orchestrator.lane_queue q
+                                                      WHERE q.lane_id = l.id AND q.last_id > l.fired_through)
                                          THEN l.fired_through ELSE greatest(l.fired_through, l.routed_through) END
                 WHERE l.id = v_lane.id;
         END LOOP;
