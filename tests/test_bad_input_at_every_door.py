@@ -69,6 +69,27 @@ async def test_the_python_client_answers_a_refusal_naming_the_field_and_nothing_
     assert listed["objects"] == []
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+async def test_a_bulk_emit_holding_nan_or_an_infinity_is_refused_and_never_stored_as_null(
+    platform: Platform, bad: float
+) -> None:
+    """The store encodes a bulk write's checked rows with msgspec, which writes NaN as null: the command's checks
+    are what keeps such a value from becoming a null nobody wrote."""
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    assert (await platform.command({"command": "save_event_type", "name": "t.n", "schema": {}}))["status"] == "success"
+    events = [{"type": "t.n", "data": {"n": 1}}, {"type": "t.n", "data": {"n": bad}}]
+
+    reply = await Client.local(platform).command({"command": "emit_events", "session_id": session, "events": events})
+
+    assert reply == {
+        "status": "error",
+        "error": "invalid_request",
+        "message": "events.1.data.n: a number beyond a double's range (or NaN) cannot be stored",
+    }
+    listed = await platform.command({"command": "list_session_events", "session_id": session, "types": ["t.n"]})
+    assert listed["events"] == []
+
+
 async def test_a_surrogate_sent_as_raw_bytes_is_refused_naming_its_field(
     door: tuple[str, str], platform: Platform
 ) -> None:

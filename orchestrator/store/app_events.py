@@ -15,6 +15,7 @@ import asyncpg
 
 from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
+from orchestrator.store import json_codec
 from orchestrator.telemetry import current_traceparent
 
 _REFUSALS = {
@@ -127,9 +128,10 @@ class AppEvents:
         one transaction; answer their ids (a key seen before answers the first event's)."""
         try:
             rows = await self.pool.fetch(
-                "SELECT o_event FROM orchestrator.orchestrator_emit($1, $2::jsonb, $3, $4, $5, $6)",
+                "SELECT o_event FROM orchestrator.orchestrator_emit($1, $2::text::jsonb, $3, $4, $5, $6)",
                 session_id,
-                list(events),
+                # Checked by the command (`app_events.checked`): no NaN, so the fast encoding is the same JSON.
+                json_codec.dumps_checked(list(events)),
                 _clean(source),
                 depth,
                 current_traceparent(),
