@@ -123,7 +123,7 @@ async def keyed_round(url: str, api: str, settings: Settings, events: int, keys:
         written = time.time() - began
         for _ in range(int(DRAIN_SECONDS / 0.1)):  # until every event is taken and every run has ended
             busy = await platform.store.pool.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM orchestrator.lane_events q JOIN orchestrator.lanes l ON l.id ="
+                "SELECT EXISTS (SELECT 1 FROM orchestrator.lane_queue q JOIN orchestrator.lanes l ON l.id ="
                 " q.lane_id WHERE l.session_id = $1)"
                 " OR EXISTS (SELECT 1 FROM orchestrator.executions WHERE session_id = $1 AND status = 'running')",
                 session,

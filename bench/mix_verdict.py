@@ -158,7 +158,7 @@ async def caught_up(database_url: str) -> bool:
     conn = await asyncpg.connect(database_url, timeout=10)
     try:
         busy = await conn.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM orchestrator.lane_events)"
+            "SELECT EXISTS (SELECT 1 FROM orchestrator.lane_queue)"
             " OR EXISTS (SELECT 1 FROM public.mix_runs WHERE ended_at IS NULL)"
         )
         if busy:

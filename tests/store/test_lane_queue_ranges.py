@@ -6,6 +6,7 @@ twin's; these look at the rows themselves."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from orchestrator.platform import Platform
@@ -91,3 +92,37 @@ async def test_an_event_taken_out_of_a_lane_leaves_its_range_split_around_it(pla
     await unqueue(ids[4])  # the range's only event left, though it starts before it: gone
     assert await _ranges(world, sid) == [(ids[2], ids[2])]
     assert await world.queue_rows(address(sid)) == [ids[2]]
+
+
+async def test_a_batch_finishing_while_a_wait_takes_an_event_of_the_same_range_waits_and_both_hold(
+    platform: Platform,
+) -> None:
+    """A wait that takes an event splits the range a batch's finish cuts: the finish waits for the lane's row the
+    wait holds, then cuts the ranges as the wait left them (acting on the range as it read it, it cut nothing)."""
+    world = PgWorld(platform)
+    await world.save_listener(_only_a(batch={"window_seconds": 0, "max_events": 2}))
+    sid = await world.open_session()
+    ids = [await world.write(sid, f"a/{n}") for n in range(6)]
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    assert decision.consumed == tuple(ids[:2])
+    waiter = await world.pool.acquire()
+    try:
+        wait = waiter.transaction()
+        await wait.start()
+        # What `orchestrator_wait_answered` does for a wait that takes ids[3]: the lane's row, then the split.
+        await waiter.execute("SELECT 1 FROM orchestrator.lanes WHERE id = $1 FOR UPDATE", snap.lane_id)
+        await waiter.execute("SELECT orchestrator.orchestrator_lane_unqueue($1, $2, $3)", snap.lane_id, sid, ids[3])
+        taking = asyncio.create_task(
+            world.pool.execute("SELECT orchestrator.orchestrator_batch_take_queue($1)", recorded.batch_id)
+        )
+        await asyncio.sleep(0.5)
+        assert not taking.done(), "the finish cut the range while the wait held its lane"
+        await wait.commit()
+        await taking
+    finally:
+        await world.pool.release(waiter)
+    assert await _ranges(world, sid) == [(ids[1] + 1, ids[2]), (ids[3] + 1, ids[5])]
+    assert await world.queue_rows(address(sid)) == [ids[2], ids[4], ids[5]]
+    kept = await world.pool.fetchval("SELECT queued_at FROM orchestrator.batches WHERE id = $1", recorded.batch_id)
+    assert len(kept) == 2 and None not in kept

@@ -6,7 +6,7 @@ CREATE OR REPLACE FUNCTION orchestrator.orchestrator_close_drained(p_session tex
     WHERE s.drain_through IS NOT NULL AND s.status = 'open' AND (p_session IS NULL OR s.id = p_session)
       AND (SELECT c.routed_event_id FROM orchestrator.routing_cursors c WHERE c.session_id = s.id) >= s.drain_through
       AND NOT EXISTS (SELECT 1 FROM orchestrator.lanes l JOIN orchestrator.lane_queue q ON q.lane_id = l.id
-                      WHERE l.session_id = s.id AND q.last_id > l.fired_through
+                      WHERE l.session_id = s.id AND q.first_id <= s.drain_through AND q.last_id > l.fired_through
                         AND EXISTS (SELECT 1 FROM orchestrator.events e WHERE e.session_id = s.id
                                     AND e.id >= greatest(q.first_id, l.fired_through + 1)
                                     AND e.id <= least(q.last_id, s.drain_through)))

@@ -3,8 +3,9 @@
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_lane_head(p_lane bigint, p_session text, p_fired bigint)
 RETURNS SETOF orchestrator.events LANGUAGE sql STABLE AS $$
     SELECT e.*
-    FROM (SELECT greatest(q.first_id, p_fired + 1) AS from_id FROM orchestrator.lane_queue q
+    FROM (SELECT greatest(q.first_id, p_fired + 1) AS from_id, q.last_id FROM orchestrator.lane_queue q
           WHERE q.lane_id = p_lane AND q.last_id > p_fired ORDER BY q.first_id LIMIT 1) h
     CROSS JOIN LATERAL (SELECT e.* FROM orchestrator.events e WHERE e.session_id = p_session AND e.id >= h.from_id
+                          AND e.id <= h.last_id
                         ORDER BY e.id LIMIT 1) e
 $$;

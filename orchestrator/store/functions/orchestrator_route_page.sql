@@ -8,9 +8,10 @@
 -- Which lanes the events go to is `orchestrator_page_hits`. The page's lanes are carried from statement to
 -- statement as rows of their own type (`orchestrator_page_lane`, 0024), found by their key and locked in
 -- (listener, lane) order; a keyed lane that turns pending takes a key slot that is free at once, the rest join
--- the queue without a nudge, a debounced listener's lanes excepted (0019); the queue rows are inserted without
--- `ON CONFLICT` (none can exist, 0021). How each of these came and what it saved: the headers of 0013, 0019,
--- 0020, 0021 and 0024, and docs/decisions.md.
+-- the queue without a nudge, a debounced listener's lanes excepted (0019); the queue is written as ranges of the
+-- page's events, one for each run of them into a lane (0032), without `ON CONFLICT` (none can overlap, 0021). How
+-- each of these came and what it saved: the headers of 0013, 0019, 0020, 0021, 0024 and 0032, and
+-- docs/decisions.md.
 --
 -- The page also answers the session's open waits (`orchestrator_answer_waits`, 0027): an event a run's wait takes
 -- is left out of the lanes of that run's listener (other listeners still get it), and the answers go back for the

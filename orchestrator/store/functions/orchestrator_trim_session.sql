@@ -57,11 +57,15 @@ BEGIN
                                              WHERE l.session_id = p_session
         UNION SELECT unnest(p.event_ids) FROM orchestrator.lanes l JOIN orchestrator.replays p ON p.lane_id = l.id
             WHERE l.session_id = p_session),
+    -- The queues' ranges (0032_lane_queue_ranges.sql) that reach into the events looked at, read once.
+    queued AS MATERIALIZED (
+        SELECT q.first_id, q.last_id FROM orchestrator.lanes l JOIN orchestrator.lane_queue q ON q.lane_id = l.id
+        WHERE l.session_id = p_session AND q.first_id <= (SELECT max(x) FROM unnest(v_old || v_next) x)
+          AND q.last_id >= (SELECT min(x) FROM unnest(v_old || v_next) x)),
     gone AS (
         DELETE FROM orchestrator.events e WHERE e.id = ANY (v_old || v_next) AND e.session_id = p_session
-            AND e.id NOT IN (SELECT h.id FROM held h) AND NOT EXISTS (SELECT 1 FROM orchestrator.lanes l
-                JOIN orchestrator.lane_queue q ON q.lane_id = l.id
-                WHERE l.session_id = p_session AND q.first_id <= e.id AND q.last_id >= e.id)
+            AND e.id NOT IN (SELECT h.id FROM held h)
+            AND NOT EXISTS (SELECT 1 FROM queued q WHERE q.first_id <= e.id AND q.last_id >= e.id)
         RETURNING e.id)
     SELECT count(*) INTO v_events FROM gone g;
     v_through := greatest(r.trimmed_through, (SELECT max(x) FROM unnest(v_next) x));
