@@ -23,6 +23,8 @@ DECLARE
     v_fetch integer := p_fetch;
     v_repeat json;
     v_head text;
+    -- The oldest event waiting (null fields: none): its commit, and its throttle key.
+    v_oldest orchestrator.events;
     v_waiting_keys text[];
     v_replay_keys text[];
     v_keys text[];
@@ -62,9 +64,11 @@ BEGIN
     v_repeat := (SELECT orchestrator.orchestrator_past_batch(b) FROM orchestrator.lane_runs x
         JOIN orchestrator.batches b ON b.id = x.batch_id
                WHERE x.lane_id = l.id AND x.due_at IS NOT NULL ORDER BY x.due_at LIMIT 1);
+    SELECT * INTO v_oldest FROM orchestrator.orchestrator_lane_head(l.id, p_session, l.fired_through);
     IF r.throttle_runs IS NOT NULL THEN
-        v_head := (SELECT orchestrator.orchestrator_throttle_key(e, r)
-                   FROM orchestrator.orchestrator_lane_head(l.id, p_session, l.fired_through) e);
+        IF v_oldest.id IS NOT NULL THEN
+            v_head := orchestrator.orchestrator_throttle_key(v_oldest, r);
+        END IF;
         IF r.throttle_root IS NULL THEN
             -- One key, whatever waits.
             v_keys := ARRAY['_'];
@@ -101,8 +105,7 @@ BEGIN
         'session', (SELECT jsonb_build_object('status', s.status, 'alias', s.alias) FROM orchestrator.sessions s
             WHERE s.id = p_session),
         'listener', v_listener,
-        'oldest_at', (SELECT extract(epoch FROM e.created_at)
-                      FROM orchestrator.orchestrator_lane_head(l.id, p_session, l.fired_through) e),
+        'oldest_at', extract(epoch FROM v_oldest.created_at),
         'waiting', (
             SELECT coalesce(json_agg(orchestrator.orchestrator_queued(w.event, r, w.version, p_listener, p_lane)
                 ORDER BY (w.event).id), '[]'::json)

@@ -38,9 +38,10 @@ BEGIN
         RETURN jsonb_build_object('read', 0, 'busy', EXISTS (SELECT 1 FROM orchestrator.routing_cursors
             WHERE session_id = p_session));
     END IF;
-    SELECT count(*), max(e.id), array_agg(e.id ORDER BY e.id) INTO v_read, v_through, v_page
-        FROM (SELECT e.id FROM orchestrator.events e WHERE e.session_id = p_session AND e.id > v_from ORDER BY e.id
-            LIMIT p_limit) e;
+    v_page := ARRAY(SELECT e.id FROM orchestrator.events e WHERE e.session_id = p_session AND e.id > v_from
+                    ORDER BY e.id LIMIT p_limit);
+    v_read := cardinality(v_page);
+    v_through := v_page[v_read];
     IF v_read = 0 THEN
         RETURN jsonb_build_object('read', 0, 'busy', false);
     END IF;

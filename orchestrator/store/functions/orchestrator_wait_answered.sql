@@ -22,7 +22,7 @@ BEGIN
     DELETE FROM orchestrator.wait_probes WHERE wait_id = p_wait;
     IF p_queued AND w.kind = 'wait' AND w.listener IS NOT NULL THEN
         FOR v_lane IN
-            SELECT l.id FROM orchestrator.lanes l
+            SELECT l.id, l.fired_through FROM orchestrator.lanes l
             WHERE l.session_id = w.session_id AND l.listener = w.listener
               AND EXISTS (SELECT 1 FROM orchestrator.lane_queue q, unnest(p_event_ids) x(id)
                           WHERE q.lane_id = l.id AND x.id >= q.first_id AND x.id <= q.last_id
@@ -31,8 +31,7 @@ BEGIN
             FOR UPDATE
         LOOP
             PERFORM orchestrator.orchestrator_lane_unqueue(v_lane.id, w.session_id, x.id)
-                FROM unnest(p_event_ids) x(id), orchestrator.lanes l
-                WHERE l.id = v_lane.id AND x.id > l.fired_through ORDER BY x.id;
+                FROM unnest(p_event_ids) x(id) WHERE x.id > v_lane.fired_through ORDER BY x.id;
             UPDATE orchestrator.lanes l
                 SET seq = l.seq + 1,
                     fired_through = CASE WHEN EXISTS (SELECT 1 FROM orchestrator.lane_queue q
