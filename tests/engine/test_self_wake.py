@@ -74,7 +74,11 @@ async def test_an_object_action_writing_inside_its_own_filter_runs_once_per_outs
     assert view["high_water"] == sentinel[0]
 
 
-async def test_a_runs_own_execution_events_wake_other_listeners_but_not_its_own(engine: Engine) -> None:
+# `sleep`: the recorder's end lands after the watcher's window, so the watcher hears it in a second batch.
+@pytest.mark.parametrize("recorder_input", [{}, {"sleep": 1.0}], ids=["one_window", "two_batches"])
+async def test_a_runs_own_execution_events_wake_other_listeners_but_not_its_own(
+    engine: Engine, recorder_input: dict[str, Any]
+) -> None:
     watcher = recorder_listener("watcher", filter={"types": ["execution.*"]}, batch={"window_seconds": 0.3})
     noter = {
         "name": "noter",
@@ -85,26 +89,38 @@ async def test_a_runs_own_execution_events_wake_other_listeners_but_not_its_own(
     await engine.command("save_listener", listener=watcher)
     await engine.command("save_listener", listener=noter)
     sid = await new_session(engine)
-    await engine.command("start_execution", session_id=sid, workflow="recorder", input={})
+    await engine.command("start_execution", session_id=sid, workflow="recorder", input=recorder_input)
 
-    async def watcher_ended() -> bool:
-        return any(
-            e["type"] == "execution.ended" and e["source"].get("listener") == "watcher"
-            for e in await session_events(engine, sid)
-        )
+    def outside_of(events: list[dict[str, Any]]) -> list[int]:
+        return [e["id"] for e in events if e["type"].startswith("execution.") and not e["source"].get("listener")]
 
-    await eventually(watcher_ended, what="the watcher's run to end")
+    async def watcher_heard_both() -> bool:
+        # The recorder's start and end may fall in one window or in two batches (a loaded machine): wait for
+        # the watcher to have ended a run for each, not for its first run only.
+        outside = outside_of(await session_events(engine, sid))
+        heard = {i for o in await lane_outcomes(engine, sid, "watcher") for i in o["event_ids"]}
+        return len(outside) == 2 and heard >= set(outside)
+
+    await eventually(watcher_heard_both, what="the watcher's runs to hear the recorder's start and end")
+
+    async def watcher_settled() -> bool:
+        events = await session_events(engine, sid)
+        ended = sum(e["type"] == "execution.ended" and e["source"].get("listener") == "watcher" for e in events)
+        return ended == len(await lane_outcomes(engine, sid, "watcher"))
+
+    await eventually(watcher_settled, what="every watcher run's execution.ended")
     events = await session_events(engine, sid)
     own = [e["id"] for e in events if e["source"].get("listener") == "watcher"]
-    own_ended = next(e["id"] for e in events if e["type"] == "execution.ended" and e["id"] in own)
+    own_ended = [e["id"] for e in events if e["type"] == "execution.ended" and e["id"] in own]
 
     async def noted() -> bool:
-        return any(own_ended in o["event_ids"] for o in await lane_outcomes(engine, sid, "noter"))
+        heard = {i for o in await lane_outcomes(engine, sid, "noter") for i in o["event_ids"]}
+        return set(own_ended) <= heard
 
-    # The noter hears the watcher's end; the router routed that event to every lane in the same round.
-    await eventually(noted, what="the noter to hear the watcher's end")
+    # The noter hears the watcher's ends; the router routed each to every lane in the same round.
+    await eventually(noted, what="the noter to hear the watcher's ends")
     watcher_runs = [r.input for r in engine.log.runs if r.input["listener"] == "watcher"]
-    outside = [e["id"] for e in events if e["type"].startswith("execution.") and not e["source"].get("listener")]
+    outside = outside_of(events)
     assert len(outside) == 2
     assert sorted(i for r in watcher_runs for i in r["batch"]["event_ids"]) == outside
     for own_id in own:
