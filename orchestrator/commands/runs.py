@@ -564,7 +564,9 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     terminated if it still runs after `grace_seconds`; it ends `stopped`, with the reason as its error. With
     `mode` `terminate` it is ended at once, with no clean-up. Either way its batch's slot follows as for a run
     stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers
-    how it ended, and nothing changes."""
+    how it ended, and nothing changes. A run recorded and not on Temporal yet (a run is recorded before its start
+    is made) answers `stopping`: the router's poll tells it the stop once it is there."""
+    from orchestrator.core.run_checks import Unknown
     from orchestrator.lanes.executions import TemporalRuns
     from orchestrator.lanes.nudges import nudge_lanes
     from orchestrator.store.lane_store import Ending
@@ -577,22 +579,30 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     if platform.temporal is None:
         raise CommandError("unavailable", NO_TEMPORAL.format(what="stop_execution"))
     runs = TemporalRuns(platform.temporal, platform.settings)
+    reason = req.reason or STOPPED_BY_COMMAND
+    stopping = {"execution": {"id": req.execution_id, "status": "stopping"}}
     if req.mode == "cancel":
         # The stop is recorded first: the run's end reads its reason, and the router's poll terminates the run
         # once its grace has passed, whoever asked.
-        await platform.store.stop_asked(
-            req.session_id, req.execution_id, req.reason or STOPPED_BY_COMMAND, req.grace_seconds
-        )
+        stop = await platform.store.stop_asked(req.session_id, req.execution_id, reason, req.grace_seconds)
         if await runs.cancel(req.execution_id):
-            return {"execution": {"id": req.execution_id, "status": "stopping"}}
-    _, tag = await runs.word(req.execution_id)
-    await runs.stop(req.execution_id, req.reason or STOPPED_BY_COMMAND)
+            await platform.store.answers_told([stop])
+            return stopping
+    word, tag = await runs.word(req.execution_id)
+    if isinstance(word, Unknown) and await still_running(platform, req.session_id, req.execution_id):
+        # Not on Temporal yet: ended here, it would run all the same once started. A stop with no grace instead,
+        # told (and the run terminated) by the router's poll once it is there. (A run Temporal closed whose end
+        # is not recorded yet answers the same; its end, when recorded, says how it ended.)
+        if req.mode == "terminate":
+            await platform.store.stop_asked(req.session_id, req.execution_id, reason, 0.0)
+        return stopping
+    await runs.stop(req.execution_id, reason)
     ended = await platform.store.lanes.end_run(
         Ending(
             execution_id=req.execution_id,
             session_id=req.session_id,
             status="stopped",
-            error=req.reason or STOPPED_BY_COMMAND,
+            error=reason,
             listener=found["listener"],
             keyed=tag is not None and tag.key_slots is not None,
             key_max=(tag.key_slots or 0) if tag is not None else 0,
@@ -606,6 +616,11 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
         else (await platform.store.find_execution(req.session_id, req.execution_id) or found)["status"]
     )
     return {"execution": {"id": req.execution_id, "status": status}}
+
+
+async def still_running(platform: CommandContext, session_id: str, execution_id: str) -> bool:
+    found = await platform.store.find_execution(session_id, execution_id)
+    return found is not None and found["status"] == "running"
 
 
 STOPPED_BY_COMMAND = "stopped by stop_execution"

@@ -128,20 +128,25 @@ class Waits:
             for r in rows
         }
 
-    async def stop_asked(self, session_id: str, execution_id: str, reason: str, grace_seconds: float) -> None:
-        """A stop that lets the run clean up (`stop_execution`): a cancel row answered from the start, told once
-        the run was asked to cancel, which the router's poll terminates after the grace."""
-        await self.pool.execute(
-            "INSERT INTO orchestrator.run_waits (session_id, execution_id, seq, kind, conditions, after_id, state,"
-            " matched, event_ids, grace_seconds, reason, ended_at, told_at)"
-            " VALUES ($1, $2, $3, 'cancel', '[]', 0, 'answered', 0, '{}', $4, $5, clock_timestamp(), clock_timestamp())"
-            " ON CONFLICT (execution_id, run_id, seq) DO NOTHING",
+    async def stop_asked(self, session_id: str, execution_id: str, reason: str, grace_seconds: float) -> int:
+        """A stop that lets the run clean up (`stop_execution`): a cancel row answered from the start, and its id.
+        Noted told once Temporal took the run's cancellation (`answers_told`); until then the router's poll tells
+        it as any answer (a run recorded and not yet started on Temporal takes it once it is), and terminates the
+        run once its grace has passed from then."""
+        found: int = await self.pool.fetchval(
+            "WITH made AS (INSERT INTO orchestrator.run_waits (session_id, execution_id, seq, kind, conditions,"
+            " after_id, state, matched, event_ids, grace_seconds, reason, ended_at)"
+            " VALUES ($1, $2, $3, 'cancel', '[]', 0, 'answered', 0, '{}', $4, $5, clock_timestamp())"
+            " ON CONFLICT (execution_id, run_id, seq) DO NOTHING RETURNING id)"
+            " SELECT id FROM made UNION ALL"
+            " SELECT id FROM orchestrator.run_waits WHERE execution_id = $2 AND run_id = '' AND seq = $3 LIMIT 1",
             session_id,
             execution_id,
             STOP_SEQ,
             grace_seconds,
             reason,
         )
+        return found
 
     async def waits_taking(self, session_id: str, event_id: int) -> list[dict[str, Any]]:
         """The waits (and cancel watches) an event answered: their run, number and the condition it met."""

@@ -4,8 +4,12 @@ stopped run is not repeated. A run that ignores its cancellation is terminated a
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
+from orchestrator.crossings import Died, inject
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
 
 pytestmark = pytest.mark.asyncio
@@ -81,3 +85,48 @@ async def test_a_stop_lets_the_run_clean_up_and_its_end_says_stopped_with_the_re
     ]
     assert end["execution"]["status"] == "stopped"
     assert end["execution"]["error"] == {"type": "stopped", "message": "the customer left"}
+
+
+def dies_at(point: str) -> Callable[[str], None]:
+    def hook(name: str) -> None:
+        if name == point:
+            raise Died(name)
+
+    return hook
+
+
+@pytest.mark.parametrize("mode", ["cancel", "terminate"])
+async def test_a_run_stopped_between_its_record_and_its_start_is_stopped_once_it_starts(
+    engine: Engine, mode: str
+) -> None:
+    """A run is recorded before its start is made: a stop in between finds nothing on Temporal. Ended there and
+    then, the run would run all the same once started; it answers `stopping`, and the run, once the sweep has
+    started it, is told the stop and ends `stopped` with the reason."""
+    sid = await new_session(engine)
+    with inject(dies_at("execution.recorded")), pytest.raises(Died):
+        await engine.platform.command(
+            {"command": "start_execution", "session_id": sid, "workflow": "recorder", "input": {"sleep": 600}}
+        )
+    [recorded] = (await engine.command("list_executions", session_id=sid))["executions"]
+    assert recorded["status"] == "running" and not engine.log.runs, "recorded, not started"
+    reply = await engine.command(
+        "stop_execution", session_id=sid, execution_id=recorded["id"], mode=mode, reason="not wanted", grace_seconds=5
+    )
+    assert reply["execution"] == {"id": recorded["id"], "status": "stopping"}
+
+    async def run() -> dict[str, Any]:
+        [found] = (await engine.command("list_executions", session_id=sid))["executions"]
+        return dict(found)
+
+    async def ended() -> bool:
+        return (await run())["status"] != "running"
+
+    await eventually(ended, within=60, what="the run, started by the sweep, to end by the stop")
+    assert ((await run())["status"], (await run())["error"]) == ("stopped", "not wanted")
+    assert [r.input["execution_id"] for r in engine.log.runs] == [recorded["id"]], "it started, once"
+    if mode == "cancel":
+
+        async def cleaned_up() -> bool:
+            return engine.log.runs[0].ended is not None
+
+        await eventually(cleaned_up, what="its clean-up: the cancellation ran its own code")
