@@ -1,16 +1,17 @@
 """Versioned SQL migrations, then the SQL functions' own files, applied at start-up.
 
 Owns the `schema_migrations` and `schema_functions` tables and the order of what they record. Table changes
-are `migrations/NNNN_name.sql`, ordered and append-only: a shipped file never changes, and each runs once, in
-its own transaction, with the search path it was written for (the platform's schema, `SET LOCAL`). Every SQL
-function's current body is `functions/<function>.sql`, every name in it schema-qualified; after the migrations,
-each file whose text changed since it was last applied (its SHA-256 in `schema_functions`) runs again, in name
-order, each in its own transaction (Flyway's repeatable migrations; `check_function_bodies` off, as pg_dump sets
-it, so SQL functions may name each other in any order). A database whose recorded migrations are not the ones
+are `migrations/NNNN_name.sql`, ordered and append-only: a shipped file never changes, and each runs once, with
+the search path it was written for (the platform's schema, `SET LOCAL`). Every SQL function's current body is
+`functions/<function>.sql`, every name in it schema-qualified; after the migrations, each file whose text changed
+since it was last applied (its SHA-256 in `schema_functions`) runs again, in name order (Flyway's repeatable
+migrations; `check_function_bodies` off, as pg_dump sets it, so SQL functions may name each other in any order).
+A start applies all of it in one transaction: no process runs old function bodies over new tables, and a
+failure leaves the database as it was. A database whose recorded migrations are not the ones
 shipped (made by an earlier schema, which v0 squashed rather than upgraded: docs/decisions.md) is refused before
 anything is applied.
 
-Every transaction takes the transaction-scoped advisory lock first and looks again at what is recorded, so
+The transaction takes the transaction-scoped advisory lock first and reads what is recorded under it, so
 processes that start together apply each file once, and the runner holds nothing across transactions: it works
 through any pooler, in transaction mode too. Its SQL names `orchestrator` and `in_schema` moves it to the
 configured schema (`schema_names.py`).
@@ -47,9 +48,7 @@ CREATE TABLE IF NOT EXISTS orchestrator.schema_functions (
 """
 _RECORDED = "SELECT version, name FROM orchestrator.schema_migrations"
 _CHECKSUMS = "SELECT name, checksum FROM orchestrator.schema_functions"
-_MIGRATION_DONE = "SELECT EXISTS (SELECT 1 FROM orchestrator.schema_migrations WHERE version = $1)"
 _RECORD_MIGRATION = "INSERT INTO orchestrator.schema_migrations (version, name) VALUES ($1, $2)"
-_CHECKSUM = "SELECT checksum FROM orchestrator.schema_functions WHERE name = $1"
 _RECORD_FUNCTION = (
     "INSERT INTO orchestrator.schema_functions (name, checksum) VALUES ($1, $2)"
     " ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()"
@@ -86,10 +85,13 @@ def checksum(sql: str) -> str:
 
 async def migrate(conn: asyncpg.Connection, schema: str = DEFAULT_SCHEMA) -> list[str]:
     """Apply to `schema` (made if missing) the migrations this database has not seen, then the function files
-    whose text it has not seen; answer the names applied."""
+    whose text it has not seen, all in one transaction; answer the names applied."""
     schema = checked_schema(schema)
     files = migration_files()
     functions = [(name, in_schema(sql, schema)) for name, sql in function_files()]
+    applied: list[str] = []
+    # One transaction, under the lock: no process ever runs a release's old function bodies over its new tables
+    # (or the reverse), and a failure anywhere leaves the database as it was.
     async with conn.transaction():
         await conn.execute(_LOCK, MIGRATION_LOCK_KEY)
         await conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
@@ -98,48 +100,30 @@ async def migrate(conn: asyncpg.Connection, schema: str = DEFAULT_SCHEMA) -> lis
         await conn.execute(in_schema(_BOOKKEEPING, schema))
         recorded = {row["version"]: row["name"] for row in await conn.fetch(in_schema(_RECORDED, schema))}
         checksums = {row["name"]: row["checksum"] for row in await conn.fetch(in_schema(_CHECKSUMS, schema))}
-    shipped = {version: name for version, name, _ in files}
-    foreign = sorted(name for version, name in recorded.items() if shipped.get(version) != name)
-    if foreign:
-        raise SchemaMismatch(
-            f"the database was made by another version of the schema ({', '.join(foreign)}), which this one does"
-            " not upgrade: point the platform at an empty database (for `orchestrator dev`, a new --data-dir)"
-        )
-    applied: list[str] = []
-    for version, name, sql in files:
-        if version not in recorded and await _apply(conn, schema, version, name, sql):
-            applied.append(name)
-    for name, sql in functions:
-        if checksums.get(name) != checksum(sql) and await _apply_function(conn, schema, name, sql):
-            applied.append(name)
-    if set(checksums) - {name for name, _ in functions}:
-        await conn.execute(in_schema(_FORGET_FUNCTIONS, schema), [name for name, _ in functions])
+        shipped = {version: name for version, name, _ in files}
+        foreign = sorted(name for version, name in recorded.items() if shipped.get(version) != name)
+        if foreign:
+            raise SchemaMismatch(
+                f"the database was made by another version of the schema ({', '.join(foreign)}), which this one"
+                " does not upgrade: point the platform at an empty database (for `orchestrator dev`, a new"
+                " --data-dir)"
+            )
+        for version, name, sql in files:
+            if version not in recorded:
+                # The search path the migration was written for, for the transaction only (a pooler hands the
+                # next transaction to whichever server connection it likes); each file sets its own.
+                await conn.execute(f'SET LOCAL search_path TO "{schema}", pg_temp;\n{in_schema(sql, schema)}')
+                await conn.execute(in_schema(_RECORD_MIGRATION, schema), version, name)
+                applied.append(name)
+        for name, sql in functions:
+            sum_ = checksum(sql)
+            if checksums.get(name) != sum_:
+                await conn.execute(_FUNCTION_SETTINGS + sql)
+                await conn.execute(in_schema(_RECORD_FUNCTION, schema), name, sum_)
+                applied.append(name)
+        if set(checksums) - {name for name, _ in functions}:
+            await conn.execute(in_schema(_FORGET_FUNCTIONS, schema), [name for name, _ in functions])
     return applied
-
-
-async def _apply(conn: asyncpg.Connection, schema: str, version: int, name: str, sql: str) -> bool:
-    """Apply one migration unless another process did meanwhile; whether this one did."""
-    async with conn.transaction():
-        await conn.execute(_LOCK, MIGRATION_LOCK_KEY)
-        if await conn.fetchval(in_schema(_MIGRATION_DONE, schema), version):
-            return False
-        # The search path the migration was written for, for its transaction only (a pooler hands the next
-        # transaction to whichever server connection it likes).
-        await conn.execute(f'SET LOCAL search_path TO "{schema}", pg_temp;\n{in_schema(sql, schema)}')
-        await conn.execute(in_schema(_RECORD_MIGRATION, schema), version, name)
-    return True
-
-
-async def _apply_function(conn: asyncpg.Connection, schema: str, name: str, sql: str) -> bool:
-    """Apply one function file (already in `schema`) unless this text was applied meanwhile; whether it was."""
-    sum_ = checksum(sql)
-    async with conn.transaction():
-        await conn.execute(_LOCK, MIGRATION_LOCK_KEY)
-        if await conn.fetchval(in_schema(_CHECKSUM, schema), name) == sum_:
-            return False
-        await conn.execute(_FUNCTION_SETTINGS + sql)
-        await conn.execute(in_schema(_RECORD_FUNCTION, schema), name, sum_)
-    return True
 
 
 async def _made_in_public(conn: asyncpg.Connection, schema: str) -> bool:

@@ -1,7 +1,7 @@
 """One file per SQL function (orchestrator/store/functions/): every function in the schema has its file and
 every file its function; a database upgraded from a release before the files ends with exactly the functions
 and triggers of one made new; a changed file is applied again at the next start and an unchanged one is not;
-processes that migrate at once apply each file once."""
+processes that migrate at once apply each file once; a start's migrations and files land in one transaction."""
 
 from __future__ import annotations
 
@@ -142,3 +142,17 @@ async def test_a_function_file_names_every_table_it_uses(blank: asyncpg.Connecti
         await blank.execute("SET LOCAL search_path = ''")
         for _, sql in function_files():
             await blank.execute(sql)
+
+
+async def test_a_start_applies_its_migrations_and_files_in_one_transaction(
+    blank: asyncpg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release's migrations and function files land together or not at all: a file that fails after every
+    migration ran leaves the database as it was (no process ever runs old bodies over new tables)."""
+    broken = "SELECT 1 / 0;\n"
+    monkeypatch.setattr(migrate_module, "function_files", lambda: [*function_files(), ("zz_broken.sql", broken)])
+    with pytest.raises(asyncpg.DivisionByZeroError):
+        await migrate(blank)
+    assert await blank.fetchval("SELECT to_regnamespace('orchestrator')") is None, "nothing of it committed"
+    monkeypatch.setattr(migrate_module, "function_files", function_files)
+    assert await migrate(blank) == [name for _, name, _ in migration_files()] + [name for name, _ in function_files()]
