@@ -93,6 +93,9 @@ class Lanes:
     async def stop(self, execution_id: str, reason: str) -> None:
         return None
 
+    async def cancel(self, execution_id: str) -> bool:
+        return False
+
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()

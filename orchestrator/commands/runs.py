@@ -565,7 +565,8 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     `mode` `terminate` it is ended at once, with no clean-up. Either way its batch's slot follows as for a run
     stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers
     how it ended, and nothing changes. A run recorded and not on Temporal yet (a run is recorded before its start
-    is made) answers `stopping`: the router's poll tells it the stop once it is there."""
+    is made) answers `stopping`: whoever makes its start tells it the stop then, and it ends `stopped`. A run asked
+    to stop ends `stopped` however it ends, and is not repeated."""
     from orchestrator.core.run_checks import Unknown
     from orchestrator.lanes.executions import TemporalRuns
     from orchestrator.lanes.nudges import nudge_lanes
@@ -581,21 +582,21 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     runs = TemporalRuns(platform.temporal, platform.settings)
     reason = req.reason or STOPPED_BY_COMMAND
     stopping = {"execution": {"id": req.execution_id, "status": "stopping"}}
-    if req.mode == "cancel":
-        # The stop is recorded first: the run's end reads its reason, and the router's poll terminates the run
-        # once its grace has passed, whoever asked.
-        stop = await platform.store.stop_asked(req.session_id, req.execution_id, reason, req.grace_seconds)
-        if await runs.cancel(req.execution_id):
-            await platform.store.answers_told([stop])
-            return stopping
+    # The stop is recorded first: the run's end reads its reason (and ends `stopped` however it ended), whoever
+    # makes the run's start after this tells it, and the router's poll terminates the run past its grace.
+    stop = await platform.store.stop_asked(
+        req.session_id, req.execution_id, reason, req.grace_seconds if req.mode == "cancel" else 0.0
+    )
+    if req.mode == "cancel" and await runs.cancel(req.execution_id):
+        await platform.store.answers_told([stop])
+        return stopping
     word, tag = await runs.word(req.execution_id)
     if isinstance(word, Unknown) and await still_running(platform, req.session_id, req.execution_id):
-        # Not on Temporal yet: ended here, it would run all the same once started. A stop with no grace instead,
-        # told (and the run terminated) by the router's poll once it is there. (A run Temporal closed whose end
-        # is not recorded yet answers the same; its end, when recorded, says how it ended.)
-        if req.mode == "terminate":
-            await platform.store.stop_asked(req.session_id, req.execution_id, reason, 0.0)
+        # Recorded and not on Temporal yet: ended here, it would run all the same once started. Whoever makes
+        # its start tells it the stop then. (A run Temporal closed whose end is not recorded yet answers the
+        # same; its end, when recorded, is `stopped`.)
         return stopping
+    await platform.store.answers_told([stop])
     await runs.stop(req.execution_id, reason)
     ended = await platform.store.lanes.end_run(
         Ending(

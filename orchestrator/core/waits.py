@@ -15,6 +15,7 @@ thirty-one days (a month's silence is an inactivity timeout, not a wait).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pydantic
@@ -30,6 +31,24 @@ MAX_WAIT_SECONDS = 31 * 24 * 3600.0
 # A run's cancel watch is its wait number 0 (its own waits count from 1), and a stop that lets it clean up -1.
 CANCEL_WATCH_SEQ = 0
 STOP_SEQ = -1
+
+
+@dataclass(frozen=True)
+class StopAsked:
+    """A stop (`stop_execution`) asked of a run before its start was made, found when the start is: none (0) for
+    `terminate`, else the grace its cancellation has."""
+
+    grace_seconds: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class StartMade:
+    """A start made, as its record says after it: whether the record is still there (a session deleted meanwhile
+    took it), and a stop asked before it."""
+
+    recorded: bool = True
+    stop: StopAsked | None = None
 
 
 class WaitSpec(BaseModel):

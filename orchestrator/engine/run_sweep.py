@@ -33,7 +33,7 @@ from orchestrator.core.run_checks import (
 )
 from orchestrator.crossings import crossing
 from orchestrator.lanes.driver import LaneDriver
-from orchestrator.lanes.executions import RunStarter
+from orchestrator.lanes.executions import RunStarter, after_start
 from orchestrator.store.lane_store import LaneStore
 from orchestrator.workflows.messages import RunInput, RunTag
 
@@ -109,7 +109,8 @@ class RunSweep:
             log.warning("run %s was recorded and never started: starting it", record.execution_id)
             assert record.start_input is not None
             await self.temporal.start(tag_of(record), RunInput.model_validate(record.start_input), Priority.default)
-            await self.lanes.execution_start_made(record.execution_id)
+            made = await self.lanes.execution_start_made(record.execution_id)
+            await after_start(self.temporal, record.execution_id, made)
         elif isinstance(check, Forget):
             log.warning("run %s: %s", record.execution_id, check.message)
             await self.driver.end(tag or tag_of(record), "stopped", check.message)

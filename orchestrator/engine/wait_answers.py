@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from orchestrator.core.run_checks import Running
+from orchestrator.core.waits import STOP_SEQ
 from orchestrator.crossings import crossing
 from orchestrator.lanes.driver import LaneDriver
 from orchestrator.lanes.executions import TemporalRuns
@@ -27,6 +29,8 @@ log = logging.getLogger(__name__)
 UNTOLD_SECONDS = 5.0
 # What a run's end says when its grace ran out after a cancellation.
 CANCEL_GRACE_OVER = "terminated: its grace after the cancellation ran out"
+# Temporal's note on a run terminated because `stop_execution` asked it before the run was there.
+STOPPED_BEFORE_START = "terminated: stop_execution asked it before its start"
 
 
 class WaitTeller:
@@ -51,7 +55,14 @@ class WaitTeller:
     async def _tell_one(self, answer: WaitAnswer) -> bool:
         """Whether the answer is told: Temporal took it, or its run has ended (nobody is left to tell)."""
         if answer.kind == "cancel":
-            if await self.runs.cancel(answer.execution_id):
+            if answer.seq == STOP_SEQ and not answer.grace_seconds:
+                # A `terminate` asked before the run was on Temporal: ended at once, never cancelled (its end is
+                # recorded once its grace, none, is seen past: `upkeep`).
+                word, _ = await self.runs.word(answer.execution_id)
+                if isinstance(word, Running):
+                    await self.runs.stop(answer.execution_id, STOPPED_BEFORE_START)
+                    return True
+            elif await self.runs.cancel(answer.execution_id):
                 return True
             # Not on Temporal: ended, or not started yet (its watch is in place before its start): told again later
             # while its record says it runs.

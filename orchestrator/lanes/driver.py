@@ -53,7 +53,7 @@ from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, s
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, needs_envelopes, needs_messages, render
 from orchestrator.crossings import crossing
-from orchestrator.lanes.executions import TEMPORAL_AWAY, RunStarter, run_priority, run_queues
+from orchestrator.lanes.executions import TEMPORAL_AWAY, RunStarter, run_priority, run_queues, tell_stop
 from orchestrator.store.connection import DATABASE_AWAY
 from orchestrator.store.lane_store import CancelWatch, Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
@@ -379,6 +379,13 @@ class LaneDriver:
                 )
             )
         crossing("batch.finished")
+        if acted.started and finished.stop is not None:
+            # Stopped between its record and its start: told now (noted told by the finish; a run left untold by a
+            # death here is terminated past its grace by the router's poll).
+            try:
+                await tell_stop(self.starter, take.execution_id, finished.stop)
+            except Exception:
+                self.observed.log.warning("could not tell run %s its stop", take.execution_id, exc_info=True)
         if acted.started and (finished.snapshot is None or finished.snapshot.session_status == "deleting"):
             # Its session's deletion began after the batch's record and ended the session's runs before this one
             # started: the run has no session left to act in.

@@ -32,6 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.config import Settings
 from orchestrator.core.declaration import MAX_PRIORITY, MIN_PRIORITY
 from orchestrator.core.run_checks import Closed, Running, Unknown, Word
+from orchestrator.core.waits import StartMade, StopAsked
 from orchestrator.crossings import crossing
 from orchestrator.workflows.messages import RUN_MEMO, RunInput, RunTag
 
@@ -62,6 +63,29 @@ class RunStarter(Protocol):
         """End a run from outside (nothing when it has ended or is not there)."""
         ...
 
+    async def cancel(self, execution_id: str) -> bool:
+        """Ask a run to cancel: it gets Temporal's cancellation and may clean up. False: no such run is open."""
+        ...
+
+
+async def tell_stop(runs: RunStarter, execution_id: str, stop: StopAsked) -> None:
+    """Tell a run just started the stop asked of it before its start was made: terminated at once when it has no
+    grace (`terminate`), else cancelled. Its end is the run's own report, or the router's poll's, which terminates
+    a run still running past its grace and records it (`engine/wait_answers.py`)."""
+    if stop.grace_seconds <= 0:
+        await runs.stop(execution_id, stop.reason)
+    else:
+        await runs.cancel(execution_id)
+
+
+async def after_start(runs: RunStarter, execution_id: str, made: StartMade) -> None:
+    """What a start of a run of no lane leaves to do: a record gone meanwhile (its session deleted) ends the run;
+    a stop asked before the start is told."""
+    if not made.recorded:
+        await runs.stop(execution_id, "its session was deleted")
+    elif made.stop is not None:
+        await tell_stop(runs, execution_id, made.stop)
+
 
 class ExecutionRecords(Protocol):
     async def execution_started(self, record: dict[str, Any], limit: int | None = None) -> bool:
@@ -70,8 +94,9 @@ class ExecutionRecords(Protocol):
         many already, counted so that runs recorded at once cannot all pass."""
         ...
 
-    async def execution_start_made(self, execution_id: str) -> None:
-        """The run's start was made: the input kept to start it again is let go."""
+    async def execution_start_made(self, execution_id: str) -> StartMade:
+        """The run's start was made: the input kept to start it again is let go; answers whether its record is
+        still there and a stop asked before the start."""
         ...
 
 
@@ -114,7 +139,7 @@ async def start_run(
     await records.execution_started(record, limit)
     crossing("execution.recorded")
     await runs.start(tag, run_input, priority)
-    await records.execution_start_made(tag.execution_id)
+    await after_start(runs, tag.execution_id, await records.execution_start_made(tag.execution_id))
 
 
 async def start_workflow_run(

@@ -66,6 +66,10 @@ class _Runs:
     async def stop(self, execution_id: str, reason: str) -> None:
         """Never asked: a simulation deletes no session."""
 
+    async def cancel(self, execution_id: str) -> bool:
+        """Never asked: a simulation stops no run."""
+        return False
+
 
 class _Writes:
     async def write(self, decl: Any, session_id: str, context: Any, depth: int, key: str) -> tuple[str, None]:

@@ -68,6 +68,11 @@ class TemporalTwin:
         if run is not None and run.closed is None:
             self.close(execution_id, "stopped")
 
+    async def cancel(self, execution_id: str) -> bool:
+        # Asked only of runs a stop was asked of, which the twin's worlds never make (stops are PostgreSQL's).
+        run = self.runs.get(execution_id)
+        return run is not None and run.closed is None
+
     def _check_lane(self, tag: RunTag) -> None:
         if tag.listener not in self.one_per_lane:
             return

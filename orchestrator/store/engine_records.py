@@ -17,6 +17,7 @@ from orchestrator.causes import current_cause
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import actor_of
 from orchestrator.core.limits import executions_refusal
+from orchestrator.core.waits import StartMade
 from orchestrator.store.app_events import AppEvents
 from orchestrator.store.captures import Captures
 from orchestrator.store.flow_control import FlowControl
@@ -178,8 +179,8 @@ class EngineRecords(
         )
         return None if row is None else dict(row)
 
-    async def execution_start_made(self, execution_id: str) -> None:
-        await self.lanes.execution_start_made(execution_id)
+    async def execution_start_made(self, execution_id: str) -> StartMade:
+        return await self.lanes.execution_start_made(execution_id)
 
     async def run_has_started(self, execution_id: str) -> None:
         """Record the run's `execution.started` now, unless its driver already has: a run that writes has

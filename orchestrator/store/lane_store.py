@@ -17,6 +17,7 @@ from orchestrator.core.declaration import CancelOn
 from orchestrator.core.lane_snapshot import FETCH_EVENTS, LaneAddress, LaneSnapshot, Take
 from orchestrator.core.outcomes import Outcome
 from orchestrator.core.run_checks import RunRecord
+from orchestrator.core.waits import StartMade, StopAsked
 
 # How long an unfired lane may go unnudged past its window, or a batch stay claimed, before the router's poll
 # nudges its lane again (a nudge lost with a worker, a driver that died between a batch's record and its finish).
@@ -64,6 +65,8 @@ class Finished:
     snapshot: LaneSnapshot | None
     granted: tuple[LaneAddress, ...] = ()
     outcome_new: bool = False
+    # A stop asked of the batch's run before its start was made (noted told here: its teller is the finisher).
+    stop: StopAsked | None = None
 
 
 @dataclass(frozen=True)
@@ -262,8 +265,9 @@ class LaneStore(Protocol):
         by one caller each, with what a start could be made from (`run_checks.RunRecord`)."""
         ...
 
-    async def execution_start_made(self, execution_id: str) -> None:
-        """A run of no lane started: the input its record kept to start it is let go (`executions.start_run`)."""
+    async def execution_start_made(self, execution_id: str) -> StartMade:
+        """A run of no lane started: the input its record kept to start it is let go (`executions.start_run`);
+        answers whether its record is still there and a stop asked before the start (noted told here)."""
         ...
 
     async def watch_for_cancel(self, watch: CancelWatch) -> None:

@@ -49,6 +49,7 @@ from orchestrator.core.routing import LaneDelivery, own_silence, route, versions
 from orchestrator.core.run_checks import RunRecord
 from orchestrator.core.throttles import UNKEYED, free_at, started, throttle_key
 from orchestrator.core.verdicts import accepts
+from orchestrator.core.waits import StartMade
 from orchestrator.store.lane_store import (
     STALE_GRACE_SECONDS,
     CancelWatch,
@@ -933,10 +934,12 @@ class MemoryLaneStore:
         # Temporal's (docs/waits.md).
         self.cancel_watches.setdefault(watch.execution_id, watch)
 
-    async def execution_start_made(self, execution_id: str) -> None:
+    async def execution_start_made(self, execution_id: str) -> StartMade:
+        # No stops here: a run's stop is PostgreSQL's and Temporal's, as its cancellation is (docs/waits.md).
         execution = self.executions.get(execution_id)
         if execution is not None:
             execution.start_input = None
+        return StartMade(recorded=execution is not None)
 
     def _run_batch(self, execution_id: str) -> MemBatch | None:
         run = next((r for r in self.runs.values() if r.execution_id == execution_id), None)

@@ -32,7 +32,7 @@ from orchestrator.core.lane_snapshot import (
 )
 from orchestrator.core.run_checks import RunRecord
 from orchestrator.core.throttles import UNKEYED
-from orchestrator.core.waits import CANCEL_WATCH_SEQ, MAX_WAIT_SECONDS
+from orchestrator.core.waits import CANCEL_WATCH_SEQ, MAX_WAIT_SECONDS, STOP_SEQ, StartMade, StopAsked
 from orchestrator.store.lane_store import (
     STALE_GRACE_SECONDS,
     CancelWatch,
@@ -49,6 +49,16 @@ from orchestrator.store.lane_store import (
     answer_of,
 )
 from orchestrator.store.waits import compiled_conditions
+
+# A stop asked of a run before its start was made, noted told by whoever made the start (who tells it).
+STOP_TOLD = (
+    "UPDATE orchestrator.run_waits SET told_at = clock_timestamp() WHERE execution_id = $1 AND run_id = ''"
+    f" AND seq = {STOP_SEQ} AND told_at IS NULL"
+)
+
+
+def stop_of(grace_seconds: float | None, reason: str | None) -> StopAsked | None:
+    return None if reason is None else StopAsked(grace_seconds=grace_seconds or 0.0, reason=reason)
 
 
 def queued_of(row: Sequence[Any]) -> Queued:
@@ -308,12 +318,14 @@ class PgLaneStore:
         }
         answer = await self.pool.fetchval("SELECT orchestrator.orchestrator_batch_finish($1::jsonb)", body)
         data = answer.get("snapshot")
+        stop = answer.get("stop")
         return Finished(
             snapshot=None
             if data is None
             else snapshot_of(address.session_id, address.listener, address.lane, data, complete=finishing.fetch > 0),
             granted=tuple(_address(a) for a in answer["granted"]),
             outcome_new=bool(answer.get("outcome_new")),
+            stop=None if stop is None else stop_of(stop["grace_seconds"], stop["reason"]),
         )
 
     async def hold(self, snap: LaneSnapshot, until: float) -> None:
@@ -478,8 +490,16 @@ class PgLaneStore:
             for r in rows
         ]
 
-    async def execution_start_made(self, execution_id: str) -> None:
-        await self.pool.execute("UPDATE orchestrator.executions SET start_input = NULL WHERE id = $1", execution_id)
+    async def execution_start_made(self, execution_id: str) -> StartMade:
+        row = await self.pool.fetchrow(
+            "WITH made AS (UPDATE orchestrator.executions SET start_input = NULL WHERE id = $1 RETURNING id),"
+            f" stop AS ({STOP_TOLD} RETURNING grace_seconds, reason)"
+            " SELECT EXISTS (SELECT 1 FROM made) AS recorded, s.grace_seconds, s.reason"
+            " FROM (SELECT 1) one LEFT JOIN stop s ON true",
+            execution_id,
+        )
+        assert row is not None, "one row, whatever the statements found"
+        return StartMade(recorded=row["recorded"], stop=stop_of(row["grace_seconds"], row["reason"]))
 
     async def watch_for_cancel(self, watch: CancelWatch) -> None:
         await self.pool.fetchval(

@@ -129,17 +129,19 @@ class Waits:
         }
 
     async def stop_asked(self, session_id: str, execution_id: str, reason: str, grace_seconds: float) -> int:
-        """A stop that lets the run clean up (`stop_execution`): a cancel row answered from the start, and its id.
-        Noted told once Temporal took the run's cancellation (`answers_told`); until then the router's poll tells
-        it as any answer (a run recorded and not yet started on Temporal takes it once it is), and terminates the
-        run once its grace has passed from then."""
+        """A stop (`stop_execution`): a cancel row answered from the start, and its id; `grace_seconds` 0 for a
+        `terminate`. Noted told once Temporal took it (`answers_told`), or by whoever makes the run's start when it
+        had none yet (`Finished.stop`, `StartMade.stop`), or else told by the router's poll as any answer; the
+        poll terminates a run still running once its grace has passed from then. A second stop with less grace
+        (a `terminate` after a graceful one) takes its place, with its reason."""
         found: int = await self.pool.fetchval(
-            "WITH made AS (INSERT INTO orchestrator.run_waits (session_id, execution_id, seq, kind, conditions,"
+            "INSERT INTO orchestrator.run_waits AS w (session_id, execution_id, seq, kind, conditions,"
             " after_id, state, matched, event_ids, grace_seconds, reason, ended_at)"
             " VALUES ($1, $2, $3, 'cancel', '[]', 0, 'answered', 0, '{}', $4, $5, clock_timestamp())"
-            " ON CONFLICT (execution_id, run_id, seq) DO NOTHING RETURNING id)"
-            " SELECT id FROM made UNION ALL"
-            " SELECT id FROM orchestrator.run_waits WHERE execution_id = $2 AND run_id = '' AND seq = $3 LIMIT 1",
+            " ON CONFLICT (execution_id, run_id, seq) DO UPDATE SET"
+            " grace_seconds = least(w.grace_seconds, EXCLUDED.grace_seconds),"
+            " reason = CASE WHEN EXCLUDED.grace_seconds < w.grace_seconds THEN EXCLUDED.reason ELSE w.reason END"
+            " RETURNING id",
             session_id,
             execution_id,
             STOP_SEQ,

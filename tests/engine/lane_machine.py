@@ -59,6 +59,9 @@ class Starts:
     async def stop(self, execution_id: str, reason: str) -> None:
         self.ended.add(execution_id)
 
+    async def cancel(self, execution_id: str) -> bool:
+        return execution_id in self.runs and execution_id not in self.ended
+
     def running(self) -> list[RunTag]:
         return [t for i, t in sorted(self.runs.items()) if i not in self.ended]
 

@@ -4,10 +4,12 @@ stopped run is not repeated. A run that ignores its cancellation is terminated a
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus
 
 from orchestrator.crossings import Died, inject
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
@@ -95,38 +97,77 @@ def dies_at(point: str) -> Callable[[str], None]:
     return hook
 
 
-@pytest.mark.parametrize("mode", ["cancel", "terminate"])
-async def test_a_run_stopped_between_its_record_and_its_start_is_stopped_once_it_starts(
-    engine: Engine, mode: str
-) -> None:
-    """A run is recorded before its start is made: a stop in between finds nothing on Temporal. Ended there and
-    then, the run would run all the same once started; it answers `stopping`, and the run, once the sweep has
-    started it, is told the stop and ends `stopped` with the reason."""
-    sid = await new_session(engine)
+async def recorded_not_started(engine: Engine, sid: str, run_input: dict[str, Any]) -> str:
+    """A `start_execution` whose process dies between the run's record and its start: the sweep starts it."""
     with inject(dies_at("execution.recorded")), pytest.raises(Died):
         await engine.platform.command(
-            {"command": "start_execution", "session_id": sid, "workflow": "recorder", "input": {"sleep": 600}}
+            {"command": "start_execution", "session_id": sid, "workflow": "recorder", "input": run_input}
         )
     [recorded] = (await engine.command("list_executions", session_id=sid))["executions"]
     assert recorded["status"] == "running" and not engine.log.runs, "recorded, not started"
-    reply = await engine.command(
-        "stop_execution", session_id=sid, execution_id=recorded["id"], mode=mode, reason="not wanted", grace_seconds=5
-    )
-    assert reply["execution"] == {"id": recorded["id"], "status": "stopping"}
+    return str(recorded["id"])
 
-    async def run() -> dict[str, Any]:
-        [found] = (await engine.command("list_executions", session_id=sid))["executions"]
-        return dict(found)
 
+async def only_run(engine: Engine, sid: str) -> dict[str, Any]:
+    [found] = (await engine.command("list_executions", session_id=sid))["executions"]
+    return dict(found)
+
+
+async def ended_once(engine: Engine, sid: str) -> dict[str, Any]:
     async def ended() -> bool:
-        return (await run())["status"] != "running"
+        return (await only_run(engine, sid))["status"] != "running"
 
     await eventually(ended, within=60, what="the run, started by the sweep, to end by the stop")
-    assert ((await run())["status"], (await run())["error"]) == ("stopped", "not wanted")
-    assert [r.input["execution_id"] for r in engine.log.runs] == [recorded["id"]], "it started, once"
-    if mode == "cancel":
+    return await only_run(engine, sid)
 
-        async def cleaned_up() -> bool:
-            return engine.log.runs[0].ended is not None
 
-        await eventually(cleaned_up, what="its clean-up: the cancellation ran its own code")
+# `sleep`: a run that would run for ten minutes; none: one that would complete at once, before it could hear.
+@pytest.mark.parametrize("run_input", [{"sleep": 600}, {}], ids=["long", "at_once"])
+@pytest.mark.parametrize("mode", ["cancel", "terminate"])
+async def test_a_run_stopped_between_its_record_and_its_start_is_stopped_once_it_starts(
+    engine: Engine, mode: str, run_input: dict[str, Any]
+) -> None:
+    """A run is recorded before its start is made: a stop in between finds nothing on Temporal. Ended there and
+    then, the run would run all the same once started; it answers `stopping`, the run's start (the sweep's here)
+    tells it the stop (cancelled, so it cleans up; or terminated, with no clean-up), and it ends `stopped` with
+    the reason, however it ended."""
+    sid = await new_session(engine)
+    execution_id = await recorded_not_started(engine, sid, run_input)
+    reply = await engine.command(
+        "stop_execution", session_id=sid, execution_id=execution_id, mode=mode, reason="not wanted", grace_seconds=5
+    )
+    assert reply["execution"] == {"id": execution_id, "status": "stopping"}
+    run = await ended_once(engine, sid)
+    assert (run["status"], run["error"]) == ("stopped", "not wanted")
+    assert [r.input["execution_id"] for r in engine.log.runs] in ([execution_id], []), "started once, if at all"
+    if run_input:
+        # Told as asked: Temporal's cancellation, which the run let through, or its termination.
+        # (Its end is recorded in its last workflow task, a moment before Temporal closes it.)
+        expected = WorkflowExecutionStatus.CANCELED if mode == "cancel" else WorkflowExecutionStatus.TERMINATED
+
+        async def closed_as_told() -> bool:
+            return (await engine.client.get_workflow_handle(execution_id).describe()).status == expected
+
+        await eventually(closed_as_told, what=f"Temporal to close the run {expected.name}")
+    if mode == "terminate":
+        await asyncio.sleep(1.0)
+        assert all(r.ended is None for r in engine.log.runs), "terminated: none of its clean-up ran"
+
+
+async def test_a_terminate_after_a_graceful_stop_before_the_start_ends_the_run_at_once_with_its_reason(
+    engine: Engine,
+) -> None:
+    """Two stops while the run is recorded and not started: a graceful one with a long grace, then `terminate`.
+    The second is not lost behind the first: the run is terminated once started, its reason the terminate's."""
+    sid = await new_session(engine)
+    execution_id = await recorded_not_started(engine, sid, {"sleep": 600})
+    gently = await engine.command(
+        "stop_execution", session_id=sid, execution_id=execution_id, reason="gently", grace_seconds=600
+    )
+    now = await engine.command(
+        "stop_execution", session_id=sid, execution_id=execution_id, mode="terminate", reason="now"
+    )
+    assert gently["execution"]["status"] == now["execution"]["status"] == "stopping"
+    run = await ended_once(engine, sid)
+    assert (run["status"], run["error"]) == ("stopped", "now")
+    assert all(r.ended is None for r in engine.log.runs), "terminated: none of its clean-up ran"

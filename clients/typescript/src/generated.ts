@@ -1153,7 +1153,7 @@ export abstract class GeneratedCommands {
   }
 
   /**
-   * `stop_execution`: Stop a run. By default it is cancelled: the run gets Temporal's cancellation and may clean up, and is terminated if it still runs after `grace_seconds`; it ends `stopped`, with the reason as its error. With `mode` `terminate` it is ended at once, with no clean-up. Either way its batch's slot follows as for a run stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers how it ended, and nothing changes. A run recorded and not on Temporal yet (a run is recorded before its start is made) answers `stopping`: the router's poll tells it the stop once it is there.
+   * `stop_execution`: Stop a run. By default it is cancelled: the run gets Temporal's cancellation and may clean up, and is terminated if it still runs after `grace_seconds`; it ends `stopped`, with the reason as its error. With `mode` `terminate` it is ended at once, with no clean-up. Either way its batch's slot follows as for a run stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers how it ended, and nothing changes. A run recorded and not on Temporal yet (a run is recorded before its start is made) answers `stopping`: whoever makes its start tells it the stop then, and it ends `stopped`. A run asked to stop ends `stopped` however it ends, and is not repeated.
    *
    * Reply: `execution` {id, status}: `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had ended already
    * Errors: `invalid_request`, `not_found`.

@@ -3,7 +3,8 @@
 -- and `listener.failed` for a repeat stopped by a guard. A lane's own batch takes its queue rows here
 -- (`orchestrator_batch_take_queue`), not at its record (0016: the record is on the path from a run's end to the
 -- next run's start). Answers the lanes a freed key slot went to, and the lane's next snapshot (one round trip
--- for the end of a batch and the start of the next step).
+-- for the end of a batch and the start of the next step); and for a run started, a stop asked of it before its
+-- start was made (`stop_execution` found nothing on Temporal), noted told: the finisher tells it.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_batch_finish(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_lane bigint := (p ->> 'lane_id')::bigint;
@@ -14,6 +15,7 @@ DECLARE
     v_granted jsonb := '[]';
     v_inserted bigint;
     v_released text;
+    v_stop jsonb;
 BEGIN
     -- The session's row first: locked where this appends an event (before the keys' lock, see
     -- orchestrator_keys_lock, and the execution's row, see orchestrator_execution_started), else shared.
@@ -31,6 +33,9 @@ BEGIN
     END IF;
     IF (p ->> 'started')::boolean THEN
         PERFORM orchestrator.orchestrator_execution_started(p ->> 'execution_id');
+        UPDATE orchestrator.run_waits SET told_at = clock_timestamp()
+            WHERE execution_id = p ->> 'execution_id' AND run_id = '' AND seq = -1 AND told_at IS NULL
+            RETURNING jsonb_build_object('grace_seconds', grace_seconds, 'reason', reason) INTO v_stop;
     END IF;
     PERFORM orchestrator.orchestrator_batch_take_queue((p ->> 'batch_id')::bigint);
     UPDATE orchestrator.batches SET state = 'done' WHERE id = (p ->> 'batch_id')::bigint AND state = 'claimed';
@@ -79,6 +84,7 @@ BEGIN
     RETURN jsonb_build_object(
         'granted', v_granted,
         'outcome_new', v_inserted IS NOT NULL,
+        'stop', v_stop,
         'snapshot', orchestrator.orchestrator_lane_snapshot(v_session, v_listener, p ->> 'lane',
             (p ->> 'fetch')::integer));
 END

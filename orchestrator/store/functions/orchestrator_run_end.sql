@@ -8,8 +8,8 @@
 -- heard an event (a `cancel` row of `run_waits` with that event) ends `cancelled`, the event its cause
 -- (`cause.event`); any other cancellation is a stop (`stop_execution` letting it clean up, a row with its reason;
 -- Temporal's cancel from outside, none) and ends `stopped`, as the data model's statuses say, its reason as its
--- error. A `stopped` or `cancelled` end's `execution.error` is `{type: status, message}` too. Its waits still open
--- are abandoned.
+-- error. A run asked to stop ends `stopped` whatever it reports, and is not repeated. A `stopped` or `cancelled`
+-- end's `execution.error` is `{type: status, message}` too. Its waits still open are abandoned.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_run_end(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_execution text := p ->> 'execution_id';
@@ -40,6 +40,14 @@ BEGIN
         SELECT * INTO v_asked FROM orchestrator.run_waits
             WHERE execution_id = v_execution AND kind = 'cancel' AND state = 'answered' ORDER BY ended_at LIMIT 1;
         v_status := CASE WHEN v_asked.event_ids[1] IS NOT NULL THEN 'cancelled' ELSE 'stopped' END;
+    ELSE
+        -- A run asked to stop ends `stopped` however it ended, not repeated: one that completed or failed before
+        -- it heard the stop too (started after the stop was asked, it had nothing on Temporal to be told by).
+        SELECT * INTO v_asked FROM orchestrator.run_waits WHERE execution_id = v_execution AND run_id = ''
+            AND seq = -1;
+        IF FOUND THEN
+            v_status := 'stopped';
+        END IF;
     END IF;
     UPDATE orchestrator.executions
         SET status = v_status, ended_at = clock_timestamp(),
@@ -66,7 +74,7 @@ BEGIN
     IF x.run_key IS NOT NULL THEN
         SELECT * INTO r FROM orchestrator.lane_runs WHERE run_key = x.run_key AND execution_id = v_execution FOR UPDATE;
         IF FOUND THEN
-            IF p ->> 'repeat_in' IS NOT NULL THEN
+            IF p ->> 'repeat_in' IS NOT NULL AND x.status <> 'stopped' THEN
                 UPDATE orchestrator.lane_runs SET due_at = clock_timestamp() + make_interval(secs => (p ->>
                     'repeat_in')::float8)
                     WHERE run_key = r.run_key;
@@ -82,7 +90,7 @@ BEGIN
                 ELSIF v_waiting THEN
                     v_drive := jsonb_build_array(orchestrator.orchestrator_lane_address(r.lane_id));
                 END IF;
-                IF (p ->> 'gave_up')::boolean THEN
+                IF (p ->> 'gave_up')::boolean AND x.status <> 'stopped' THEN
                     PERFORM orchestrator.orchestrator_listener_failed(v_execution, v_listener, x.lane, x.depth);
                 END IF;
             END IF;
