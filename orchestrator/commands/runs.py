@@ -567,7 +567,7 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     how it ended, and nothing changes. A run recorded and not on Temporal yet (a run is recorded before its start
     is made) answers `stopping`: whoever makes its start tells it the stop then, and it ends `stopped`. A run asked
     to stop ends `stopped` however it ends, and is not repeated."""
-    from orchestrator.core.run_checks import Unknown
+    from orchestrator.core.run_checks import Running, Unknown
     from orchestrator.lanes.executions import TemporalRuns
     from orchestrator.lanes.nudges import nudge_lanes
     from orchestrator.store.lane_store import Ending
@@ -583,19 +583,22 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     reason = req.reason or STOPPED_BY_COMMAND
     stopping = {"execution": {"id": req.execution_id, "status": "stopping"}}
     # The stop is recorded first: the run's end reads its reason (and ends `stopped` however it ended), whoever
-    # makes the run's start after this tells it, and the router's poll terminates the run past its grace.
-    stop = await platform.store.stop_asked(
+    # makes the run's start after this tells it, and the router's poll terminates the run past its grace. A
+    # `terminate` asked before (a stop with no grace) stands whatever this one asks.
+    stop, grace = await platform.store.stop_asked(
         req.session_id, req.execution_id, reason, req.grace_seconds if req.mode == "cancel" else 0.0
     )
-    if req.mode == "cancel" and await runs.cancel(req.execution_id):
-        await platform.store.answers_told([stop])
-        return stopping
+    if grace > 0 and await runs.cancel(req.execution_id):
+        return await told(platform, req, stop)
     word, tag = await runs.word(req.execution_id)
     if isinstance(word, Unknown) and await still_running(platform, req.session_id, req.execution_id):
         # Recorded and not on Temporal yet: ended here, it would run all the same once started. Whoever makes
         # its start tells it the stop then. (A run Temporal closed whose end is not recorded yet answers the
         # same; its end, when recorded, is `stopped`.)
         return stopping
+    if grace > 0 and isinstance(word, Running) and await runs.cancel(req.execution_id):
+        # Started since the first ask found nothing: graceful all the same.
+        return await told(platform, req, stop)
     await platform.store.answers_told([stop])
     await runs.stop(req.execution_id, reason)
     ended = await platform.store.lanes.end_run(
@@ -616,6 +619,15 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
         if ended.recorded
         else (await platform.store.find_execution(req.session_id, req.execution_id) or found)["status"]
     )
+    return {"execution": {"id": req.execution_id, "status": status}}
+
+
+async def told(platform: CommandContext, req: StopExecution, stop: int) -> dict[str, Any]:
+    """A stop Temporal took: `stopping`, or how the run ended when its end was recorded before the stop was (a
+    failed run's repeat then stands, as for a stop of a run that had ended)."""
+    await platform.store.answers_told([stop])
+    now = await platform.store.find_execution(req.session_id, req.execution_id)
+    status = "stopping" if now is None or now["status"] == "running" else now["status"]
     return {"execution": {"id": req.execution_id, "status": status}}
 
 

@@ -44,8 +44,8 @@ class StopAsked:
 
 @dataclass(frozen=True)
 class StartMade:
-    """A start made, as its record says after it: whether the record is still there (a session deleted meanwhile
-    took it), and a stop asked before it."""
+    """A start made, as its record says after it: whether the record still stands (its session is not being
+    deleted, which ends the session's runs and then takes their records), and a stop asked before it."""
 
     recorded: bool = True
     stop: StopAsked | None = None

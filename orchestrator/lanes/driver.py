@@ -628,7 +628,7 @@ class LaneDriver:
         self.observed.log.info("run %s", status, extra={**fields, "status": status, **activity})
         if own is None:
             return ended.recorded
-        if decision is not None and decision.repeat_in is not None:
+        if decision is not None and decision.repeat_in is not None and not ended.stopped:
             # Told again when the end was recorded before (a report that died after its record runs again): the
             # lane learns of its repeat either way, at worst a little late.
             if ended.recorded:

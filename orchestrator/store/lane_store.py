@@ -101,6 +101,8 @@ class Ended:
     drive: tuple[LaneAddress, ...] = ()
     # The first of them, read after the end in its transaction (`Ending.fetch_own`): its drive's first read.
     snapshot: LaneSnapshot | None = None
+    # A stop asked of the run made its end `stopped`, whatever it reported: no repeat, whatever was decided.
+    stopped: bool = False
 
 
 @dataclass(frozen=True)

@@ -399,7 +399,7 @@ class PgLaneStore:
         if first is not None and data is not None:
             complete = ending.fetch_for(first) > 0
             snapshot = snapshot_of(first.session_id, first.listener, first.lane, data, complete=complete)
-        return Ended(bool(answer["recorded"]), drive, snapshot)
+        return Ended(bool(answer["recorded"]), drive, snapshot, stopped=bool(answer.get("stopped")))
 
     async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:
         answer = await self.pool.fetchval(
@@ -492,9 +492,10 @@ class PgLaneStore:
 
     async def execution_start_made(self, execution_id: str) -> StartMade:
         row = await self.pool.fetchrow(
-            "WITH made AS (UPDATE orchestrator.executions SET start_input = NULL WHERE id = $1 RETURNING id),"
+            "WITH made AS (UPDATE orchestrator.executions SET start_input = NULL WHERE id = $1 RETURNING session_id),"
             f" stop AS ({STOP_TOLD} RETURNING grace_seconds, reason)"
-            " SELECT EXISTS (SELECT 1 FROM made) AS recorded, s.grace_seconds, s.reason"
+            " SELECT EXISTS (SELECT 1 FROM made m JOIN orchestrator.sessions x ON x.id = m.session_id"
+            " WHERE x.status <> 'deleting') AS recorded, s.grace_seconds, s.reason"
             " FROM (SELECT 1) one LEFT JOIN stop s ON true",
             execution_id,
         )

@@ -128,27 +128,30 @@ class Waits:
             for r in rows
         }
 
-    async def stop_asked(self, session_id: str, execution_id: str, reason: str, grace_seconds: float) -> int:
+    async def stop_asked(
+        self, session_id: str, execution_id: str, reason: str, grace_seconds: float
+    ) -> tuple[int, float]:
         """A stop (`stop_execution`): a cancel row answered from the start, and its id; `grace_seconds` 0 for a
         `terminate`. Noted told once Temporal took it (`answers_told`), or by whoever makes the run's start when it
         had none yet (`Finished.stop`, `StartMade.stop`), or else told by the router's poll as any answer; the
         poll terminates a run still running once its grace has passed from then. A second stop with less grace
-        (a `terminate` after a graceful one) takes its place, with its reason."""
-        found: int = await self.pool.fetchval(
+        (a `terminate` after a graceful one) takes its place, with its reason. Answers its id and its grace now."""
+        found = await self.pool.fetchrow(
             "INSERT INTO orchestrator.run_waits AS w (session_id, execution_id, seq, kind, conditions,"
             " after_id, state, matched, event_ids, grace_seconds, reason, ended_at)"
             " VALUES ($1, $2, $3, 'cancel', '[]', 0, 'answered', 0, '{}', $4, $5, clock_timestamp())"
             " ON CONFLICT (execution_id, run_id, seq) DO UPDATE SET"
             " grace_seconds = least(w.grace_seconds, EXCLUDED.grace_seconds),"
             " reason = CASE WHEN EXCLUDED.grace_seconds < w.grace_seconds THEN EXCLUDED.reason ELSE w.reason END"
-            " RETURNING id",
+            " RETURNING id, grace_seconds",
             session_id,
             execution_id,
             STOP_SEQ,
             grace_seconds,
             reason,
         )
-        return found
+        assert found is not None, "the row inserted or updated"
+        return int(found["id"]), float(found["grace_seconds"] or 0.0)
 
     async def waits_taking(self, session_id: str, event_id: int) -> list[dict[str, Any]]:
         """The waits (and cancel watches) an event answered: their run, number and the condition it met."""

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
+from orchestrator.engine import wait_answers
 from orchestrator.lanes.executions import TemporalRuns
 from orchestrator.workflows.messages import RunTag
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
@@ -60,6 +61,79 @@ async def test_a_session_deleted_between_a_runs_record_and_its_start_leaves_no_r
 
     await eventually(ended_on_temporal, what="the deleted session's run to end on Temporal")
     assert (await handle.describe()).status == WorkflowExecutionStatus.TERMINATED
+
+
+async def test_a_run_started_while_its_session_is_being_deleted_is_ended(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deletion ends the session's runs on Temporal, then takes their records a table at a time: a run whose
+    start is made after the first, its record still there, is ended too (its start sees the session going, and
+    the deletion's next round ends what the session still runs)."""
+    sid = await new_session(engine)
+    started: list[str] = []
+
+    async def deletion_begins(tag: RunTag) -> None:
+        started.append(tag.execution_id)
+        await engine.platform.store.pool.execute("SELECT orchestrator.orchestrator_mark_deleting($1, NULL)", sid)
+
+    before_the_first_start(monkeypatch, deletion_begins)
+    await engine.platform.command(
+        {"command": "start_execution", "session_id": sid, "workflow": "recorder", "input": {"sleep": 600}}
+    )
+    handle = engine.client.get_workflow_handle(started[0])
+
+    async def ended_on_temporal() -> bool:
+        return (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+
+    await eventually(ended_on_temporal, what="the run of a session being deleted to end on Temporal")
+    assert (await handle.describe()).status == WorkflowExecutionStatus.TERMINATED
+
+
+@pytest.mark.parametrize("kind", ["listener", "start_execution"])
+@pytest.mark.parametrize("mode", ["cancel", "terminate"])
+async def test_a_run_stopped_between_its_record_and_its_start_is_told_by_its_start(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, kind: str, mode: str
+) -> None:
+    """The start's maker tells the stop right after the start: the router's poll, which would tell it later, is
+    kept out (its delay an hour), so nothing else could. A long run ends as asked: cancelled (it lets the
+    cancellation through) or terminated."""
+    monkeypatch.setattr(wait_answers, "UNTOLD_SECONDS", 3600.0)
+    sid = await new_session(engine)
+    stops: list[dict[str, Any]] = []
+    started: list[str] = []
+
+    async def stop(tag: RunTag) -> None:
+        started.append(tag.execution_id)
+        stops.append(
+            await engine.command(
+                "stop_execution", session_id=sid, execution_id=tag.execution_id, mode=mode, reason="no"
+            )
+        )
+
+    before_the_first_start(monkeypatch, stop)
+    if kind == "listener":
+        slow = {"type": "workflow", "workflow": "recorder", "input": {"sleep": 600}}
+        await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.1}, action=slow))
+        await write_many(engine, sid, ["missions/a"])
+    else:
+        await engine.platform.command(
+            {"command": "start_execution", "session_id": sid, "workflow": "recorder", "input": {"sleep": 600}}
+        )
+
+    async def settled() -> bool:
+        found = await executions(engine, sid)
+        return bool(found) and all(e["status"] != "running" for e in found)
+
+    await eventually(settled, what="the stopped run's end")
+    assert stops and stops[0]["execution"]["status"] == "stopping", stops
+    assert [(e["status"], e["error"]) for e in await executions(engine, sid)] == [("stopped", "no")]
+    expected = WorkflowExecutionStatus.CANCELED if mode == "cancel" else WorkflowExecutionStatus.TERMINATED
+    handle = engine.client.get_workflow_handle(started[0])
+
+    async def closed_as_told() -> bool:
+        return (await handle.describe()).status == expected
+
+    await eventually(closed_as_told, what=f"Temporal to close the run {expected.name}")
 
 
 async def test_a_listeners_run_stopped_between_its_record_and_its_start_ends_stopped_and_is_not_repeated(

@@ -12,6 +12,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from orchestrator.crossings import Died, inject
+from orchestrator.engine import wait_answers
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
 
 pytestmark = pytest.mark.asyncio
@@ -125,12 +126,13 @@ async def ended_once(engine: Engine, sid: str) -> dict[str, Any]:
 @pytest.mark.parametrize("run_input", [{"sleep": 600}, {}], ids=["long", "at_once"])
 @pytest.mark.parametrize("mode", ["cancel", "terminate"])
 async def test_a_run_stopped_between_its_record_and_its_start_is_stopped_once_it_starts(
-    engine: Engine, mode: str, run_input: dict[str, Any]
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, mode: str, run_input: dict[str, Any]
 ) -> None:
     """A run is recorded before its start is made: a stop in between finds nothing on Temporal. Ended there and
     then, the run would run all the same once started; it answers `stopping`, the run's start (the sweep's here)
     tells it the stop (cancelled, so it cleans up; or terminated, with no clean-up), and it ends `stopped` with
-    the reason, however it ended."""
+    the reason, however it ended. The router's poll, which would tell it later, is kept out (its delay an hour)."""
+    monkeypatch.setattr(wait_answers, "UNTOLD_SECONDS", 3600.0)
     sid = await new_session(engine)
     execution_id = await recorded_not_started(engine, sid, run_input)
     reply = await engine.command(
@@ -155,10 +157,11 @@ async def test_a_run_stopped_between_its_record_and_its_start_is_stopped_once_it
 
 
 async def test_a_terminate_after_a_graceful_stop_before_the_start_ends_the_run_at_once_with_its_reason(
-    engine: Engine,
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two stops while the run is recorded and not started: a graceful one with a long grace, then `terminate`.
     The second is not lost behind the first: the run is terminated once started, its reason the terminate's."""
+    monkeypatch.setattr(wait_answers, "UNTOLD_SECONDS", 3600.0)
     sid = await new_session(engine)
     execution_id = await recorded_not_started(engine, sid, {"sleep": 600})
     gently = await engine.command(

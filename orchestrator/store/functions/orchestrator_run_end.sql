@@ -97,6 +97,7 @@ BEGIN
         END IF;
     END IF;
     PERFORM orchestrator.orchestrator_close_drained(v_session);
-    RETURN jsonb_build_object('recorded', true, 'drive', v_drive);
+    RETURN jsonb_build_object('recorded', true, 'drive', v_drive,
+        'stopped', x.status = 'stopped' AND p ->> 'status' NOT IN ('cancelled', 'stopped'));
 END
 $$;
