@@ -13,6 +13,8 @@ from temporalio.client import WorkflowExecutionStatus
 
 from orchestrator.crossings import Died, inject
 from orchestrator.engine import wait_answers
+from orchestrator.lanes.executions import TemporalRuns
+from orchestrator.workflows.messages import RunTag
 from tests.engine.harness import Engine, eventually, new_session, recorder_listener, write_many
 
 pytestmark = pytest.mark.asyncio
@@ -173,4 +175,42 @@ async def test_a_terminate_after_a_graceful_stop_before_the_start_ends_the_run_a
     assert gently["execution"]["status"] == now["execution"]["status"] == "stopping"
     run = await ended_once(engine, sid)
     assert (run["status"], run["error"]) == ("stopped", "now")
+    assert all(r.ended is None for r in engine.log.runs), "terminated: none of its clean-up ran"
+
+
+async def test_a_graceful_stop_after_a_terminate_asked_before_the_start_does_not_turn_it_into_a_cancellation(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `terminate` asked while the run is recorded and not started, then a graceful stop landing just after the
+    start is made (before its maker has told the first): the terminate stands. The run is terminated, never
+    cancelled (none of its clean-up runs), and ends `stopped` with the terminate's reason."""
+    monkeypatch.setattr(wait_answers, "UNTOLD_SECONDS", 3600.0)
+    sid = await new_session(engine)
+    execution_id = await recorded_not_started(engine, sid, {"sleep": 600})
+    now = await engine.command(
+        "stop_execution", session_id=sid, execution_id=execution_id, mode="terminate", reason="now"
+    )
+    assert now["execution"]["status"] == "stopping"
+    real = TemporalRuns.start
+    gently: list[dict[str, Any]] = []
+
+    async def start_then_a_graceful_stop(self: TemporalRuns, tag: RunTag, run_input: Any, priority: Any) -> None:
+        await real(self, tag, run_input, priority)
+        if tag.execution_id == execution_id and not gently:
+            gently.append(
+                await engine.command(
+                    "stop_execution", session_id=sid, execution_id=execution_id, reason="gently", grace_seconds=600
+                )
+            )
+
+    monkeypatch.setattr(TemporalRuns, "start", start_then_a_graceful_stop)
+    run = await ended_once(engine, sid)
+    assert gently, "the sweep started the run"
+    assert (run["status"], run["error"]) == ("stopped", "now")
+
+    async def terminated() -> bool:
+        described = await engine.client.get_workflow_handle(execution_id).describe()
+        return described.status == WorkflowExecutionStatus.TERMINATED
+
+    await eventually(terminated, what="Temporal to close the run TERMINATED")
     assert all(r.ended is None for r in engine.log.runs), "terminated: none of its clean-up ran"
