@@ -243,7 +243,7 @@ async function tick() {
       await refreshSession();
     }
   } catch (err) {
-    el("connection").textContent = said(err);
+    sayFailure(err);
   }
 }
 
@@ -251,6 +251,12 @@ async function tick() {
 // next refresh tries again).
 function said(err) {
   return String(err.message || err);
+}
+
+// A failure that comes back after the page signed out (a refresh in flight at the sign-out, refused) says nothing
+// over its "signed out".
+function sayFailure(err) {
+  if (!signedOut) el("connection").textContent = said(err);
 }
 
 whenSignedOut(askToSignIn);
@@ -273,12 +279,12 @@ wire();
 
 el("sessions").addEventListener("click", (e) => {
   const item = e.target instanceof Element ? e.target.closest("[data-session]") : null;
-  if (item) select(item.dataset.session, true).catch((err) => { el("connection").textContent = said(err); });
+  if (item) select(item.dataset.session, true).catch(sayFailure);
 });
 // Back (or Forward) to a session chosen before: show it again.
 window.addEventListener("popstate", () => {
   const sid = new URLSearchParams(location.search).get("session");
-  if (sid && sid !== state.current && !signedOut) select(sid).catch((err) => { el("connection").textContent = said(err); });
+  if (sid && sid !== state.current && !signedOut) select(sid).catch(sayFailure);
 });
 el("object-prefix").addEventListener("change", () => {
   objectsStale = true;
