@@ -53,7 +53,14 @@ from orchestrator.core.lane_step import HeldSlot, RunPlan, next_move, run_end, s
 from orchestrator.core.outcomes import Outcome, receipt_item, wants_receipt
 from orchestrator.core.templates import TemplateError, batch_context, needs_envelopes, needs_messages, render
 from orchestrator.crossings import crossing
-from orchestrator.lanes.executions import TEMPORAL_AWAY, RunStarter, run_priority, run_queues, tell_stop
+from orchestrator.lanes.executions import (
+    SESSION_DELETED,
+    TEMPORAL_AWAY,
+    RunStarter,
+    run_priority,
+    run_queues,
+    tell_stop,
+)
 from orchestrator.store.connection import DATABASE_AWAY
 from orchestrator.store.lane_store import CancelWatch, Ending, Finishing, LaneStore, Recorded, Stale
 from orchestrator.store.postgres import new_id
@@ -389,7 +396,7 @@ class LaneDriver:
         if acted.started and (finished.snapshot is None or finished.snapshot.session_status == "deleting"):
             # Its session's deletion began after the batch's record and ended the session's runs before this one
             # started: the run has no session left to act in.
-            await self.starter.stop(take.execution_id, "its session was deleted")
+            await self.starter.stop(take.execution_id, SESSION_DELETED)
         drive.handed += finished.granted
         if outcome is not None:
             drive.outcomes.append(outcome)

@@ -68,6 +68,10 @@ class RunStarter(Protocol):
         ...
 
 
+# What Temporal's termination of a run says when the run's session was deleted (or is being deleted).
+SESSION_DELETED = "its session was deleted"
+
+
 async def tell_stop(runs: RunStarter, execution_id: str, stop: StopAsked) -> None:
     """Tell a run just started the stop asked of it before its start was made: terminated at once when it has no
     grace (`terminate`), else cancelled. Its end is the run's own report, or the router's poll's, which terminates
@@ -82,7 +86,7 @@ async def after_start(runs: RunStarter, execution_id: str, made: StartMade) -> N
     """What a start of a run of no lane leaves to do: a record gone meanwhile (its session deleted) ends the run;
     a stop asked before the start is told."""
     if not made.recorded:
-        await runs.stop(execution_id, "its session was deleted")
+        await runs.stop(execution_id, SESSION_DELETED)
     elif made.stop is not None:
         await tell_stop(runs, execution_id, made.stop)
 
@@ -95,8 +99,8 @@ class ExecutionRecords(Protocol):
         ...
 
     async def execution_start_made(self, execution_id: str) -> StartMade:
-        """The run's start was made: the input kept to start it again is let go; answers whether its record is
-        still there and a stop asked before the start."""
+        """The run's start was made: the input kept to start it again is let go; answers whether its record still
+        stands (its session not being deleted) and a stop asked before the start."""
         ...
 
 

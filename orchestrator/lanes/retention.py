@@ -24,6 +24,7 @@ from orchestrator.config import Settings
 from orchestrator.core.errors import CommandError
 from orchestrator.core.outages import Outage
 from orchestrator.crossings import crossing
+from orchestrator.lanes.executions import SESSION_DELETED
 from orchestrator.store.connection import DATABASE_TROUBLE
 from orchestrator.store.engine_records import EngineRecords
 from orchestrator.telemetry import METRICS, log_fields
@@ -38,7 +39,6 @@ LEASE_SECONDS = 60.0
 ROUND_SECONDS = 2.0
 # Temporal calls in flight at once while a session's workflows are ended.
 TEMPORAL_CALLS = 16
-STOP_REASON = "its session was deleted"
 # A round that meets these is tried again next round, with a warning (anything else is logged whole).
 ROUND_TROUBLE: tuple[type[BaseException], ...] = (*DATABASE_TROUBLE, RPCError)
 
@@ -172,4 +172,4 @@ def _deleting(temporal: Client, schedule_id: str) -> Callable[[], Awaitable[Any]
 
 
 def _terminating(temporal: Client, workflow_id: str) -> Callable[[], Awaitable[Any]]:
-    return lambda: temporal.get_workflow_handle(workflow_id).terminate(reason=STOP_REASON)
+    return lambda: temporal.get_workflow_handle(workflow_id).terminate(reason=SESSION_DELETED)
