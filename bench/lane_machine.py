@@ -1,7 +1,7 @@
 """The lane machine with many more examples than the suite runs (300 on the in-memory twin, 60 on PostgreSQL):
 hypothesis drives the lane step, the real driver and a lane store (`--store memory`, the twin; `--store
 postgres`, an embedded PostgreSQL of its own, a database per example) through writes, rounds, drives, runs
-ending, drivers dying, pauses, replays and the clock moving on (`tests/engine/lane_machine.py`).
+ending, drivers dying, pauses, replays, repeats called off and the clock moving on (`tests/engine/lane_machine.py`).
 
 Prints how many examples passed and what they reached (steps, batches, runs, repeats, replays, drivers dead at
 each verb), and the time taken; a failure is hypothesis's own report, its steps shrunk (the exit status is 1).
@@ -68,6 +68,10 @@ def main() -> None:
     print(
         f"reached       {tally['steps']} steps, {tally['batches']} batches, {tally['runs']} runs,"
         f" {tally['repeats']} repeats, {tally['replays']} replays"
+    )
+    print(
+        f"stops         {tally['repeats stopped']} repeats called off, {tally['stale after a stopped repeat']}"
+        " decisions read before one recorded stale"
     )
     print(f"throttle      {tally['held by the throttle']} drives ended held by the listener's own throttle")
     dead = {k.removeprefix("died at "): v for k, v in sorted(tally.items()) if k.startswith("died at ")}

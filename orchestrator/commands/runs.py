@@ -30,6 +30,7 @@ from orchestrator.core.declaration import (
     MAX_CANCEL_GRACE_SECONDS,
     TASK_QUEUE_PATTERN,
     ListenerDeclaration,
+    effective_max_parallel,
 )
 from orchestrator.core.errors import NO_TEMPORAL, CommandError
 from orchestrator.core.lane_snapshot import (
@@ -564,7 +565,9 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     terminated if it still runs after `grace_seconds`; it ends `stopped`, with the reason as its error. With
     `mode` `terminate` it is ended at once, with no clean-up. Either way its batch's slot follows as for a run
     stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers
-    how it ended, and nothing changes. A run recorded and not on Temporal yet (a run is recorded before its start
+    how it ended, and nothing changes, but for a failed run whose repeat waits out its delay: the repeat is called
+    off (the slot held for it freed and handed on, no `listener.failed`), and the answer says `repeat` `stopped`. A
+    run recorded and not on Temporal yet (a run is recorded before its start
     is made) answers `stopping`: whoever makes its start tells it the stop then, and it ends `stopped`. A run asked
     to stop ends `stopped` however it ends, and is not repeated."""
     from orchestrator.core.run_checks import Running, Unknown
@@ -575,6 +578,16 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     found = await platform.store.find_execution(req.session_id, req.execution_id)
     if found is None:
         raise CommandError("not_found", f"execution_id: no run {req.execution_id!r} in session {req.session_id!r}")
+    if found["status"] == "failed" and found["listener"] is not None:
+        drive = await platform.store.lanes.stop_repeat(
+            req.session_id, req.execution_id, await key_slots_of(platform, found["listener"])
+        )
+        if drive is not None:
+            # Its repeat called off: the lanes its slot went to step now (without Temporal, the router's poll
+            # finds them).
+            if platform.temporal is not None:
+                await nudge_lanes(platform.temporal, platform.settings, drive)
+            return {"execution": {"id": req.execution_id, "status": "failed", "repeat": "stopped"}}
     if found["status"] != "running":
         return {"execution": {"id": req.execution_id, "status": found["status"]}}
     if platform.temporal is None:
@@ -629,6 +642,17 @@ async def told(platform: CommandContext, req: StopExecution, stop: int) -> dict[
     now = await platform.store.find_execution(req.session_id, req.execution_id)
     status = "stopping" if now is None or now["status"] == "running" else now["status"]
     return {"execution": {"id": req.execution_id, "status": status}}
+
+
+async def key_slots_of(platform: CommandContext, listener: str) -> int:
+    """A keyed listener's key slots as declared now (0: not keyed, or deleted), as its lanes' next step takes
+    them."""
+    try:
+        body = (await platform.store.get_listener(listener))["body"]
+    except CommandError:
+        return 0
+    concurrency = ListenerDeclaration.model_validate(body).concurrency
+    return effective_max_parallel(concurrency, platform.settings.limits) if concurrency.mode == "keyed" else 0
 
 
 async def still_running(platform: CommandContext, session_id: str, execution_id: str) -> bool:

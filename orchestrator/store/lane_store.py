@@ -249,6 +249,12 @@ class LaneStore(Protocol):
         """Record a run's end (once) and what it does to its slot."""
         ...
 
+    async def stop_repeat(self, session_id: str, execution_id: str, key_max: int) -> tuple[LaneAddress, ...] | None:
+        """Call off the repeat a failed run's slot is held for (`stop_execution` of that run): the slot freed and
+        handed on, no repeat, no `listener.failed`. The lanes to drive now; None when no repeat waited (none due,
+        or taken already). `key_max`: a keyed listener's slots."""
+        ...
+
     async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:
         """One routing round: the events after the session's position (at most `limit`) matched against every
         listener version in effect at their commit, queued into their lanes, the position moved past them.

@@ -796,6 +796,23 @@ class MemoryLaneStore:
             return Ended(True, drive)
         return Ended(True, drive, await self.snapshot(drive[0], ending.fetch_for(drive[0])))
 
+    async def stop_repeat(self, session_id: str, execution_id: str, key_max: int) -> tuple[LaneAddress, ...] | None:
+        execution = self.executions.get(execution_id)
+        if execution is None or execution.session_id != session_id or execution.status != "failed":
+            return None
+        run = self.runs.get(execution.run_key) if execution.run_key else None
+        if run is None or run.execution_id != execution_id or run.due_at is None:
+            return None
+        lane = self.lanes[run.lane_id]
+        lane.seq += 1
+        del self.runs[run.run_key]
+        self.released[run.run_key] += 1
+        self.batches[run.batch_id].released_at = self.now()
+        waiting = self._waiting(lane) or any(r[0] == lane.id for r in self.replays.values())
+        if lane.id in self.key_slots:
+            return self._key_slot_freed(lane, key_max, waiting)
+        return (lane.address,) if waiting else ()
+
     # -- routing ---------------------------------------------------------------------------------------------
 
     async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:

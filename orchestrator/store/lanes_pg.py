@@ -401,6 +401,12 @@ class PgLaneStore:
             snapshot = snapshot_of(first.session_id, first.listener, first.lane, data, complete=complete)
         return Ended(bool(answer["recorded"]), drive, snapshot, stopped=bool(answer.get("stopped")))
 
+    async def stop_repeat(self, session_id: str, execution_id: str, key_max: int) -> tuple[LaneAddress, ...] | None:
+        answer = await self.pool.fetchval(
+            "SELECT orchestrator.orchestrator_repeat_stopped($1, $2, $3)", session_id, execution_id, key_max
+        )
+        return None if answer is None else tuple(_address(a) for a in answer["drive"])
+
     async def route_page(self, session_id: str, limit: int, parallel_cap: int) -> RoutedPage:
         answer = await self.pool.fetchval(
             "SELECT orchestrator.orchestrator_route_page($1, $2, $3)", session_id, limit, parallel_cap

@@ -34,7 +34,7 @@ from orchestrator.core.lane_snapshot import LaneAddress, Take
 from orchestrator.core.lane_step import step
 from orchestrator.core.limits import Limits
 from orchestrator.lanes.driver import Drive, LaneDriver
-from orchestrator.store.lane_store import Recorded
+from orchestrator.store.lane_store import Recorded, Stale
 from orchestrator.workflows.messages import RunInput, RunTag
 from tests.lane_worlds import Held, LaneRow, LaneWorld, route_round
 
@@ -160,6 +160,8 @@ class LaneMachine(RuleBasedStateMachine):
         )
         # (run key, the repeat's retry number) -> when that repeat is due: each failure sets its own repeat's.
         self.repeat_due: dict[tuple[str, int], float] = {}
+        # (run key, retry) of the repeats a stop called off: never cut.
+        self.stopped_repeats: set[tuple[str, int]] = set()
         self.clocks: dict[str, LaneClock] = {}
         # What the router queued into each lane (listener, lane), ever: the queue itself keeps only what waits.
         self.routed: dict[tuple[str, str], set[int]] = {}
@@ -293,6 +295,50 @@ class LaneMachine(RuleBasedStateMachine):
         if status == "failed" and tag.retry < tag.attempts and tag.run_key is not None:
             self.repeat_due[(tag.run_key, tag.retry + 1)] = self.world.now() + retry_delay(tag.delay_seconds, tag.retry)
         self.run(self.driver.end(tag, status, None))
+
+    @precondition(lambda self: any(t.retry < t.attempts for t in self.starts.running()))
+    @rule(index=st.integers(0, 5))
+    def a_run_fails_with_attempts_left(self, index: int) -> None:
+        """As `run_ends` failed, for a run that has attempts left: repeats reached far more often."""
+        failing = [t for t in self.starts.running() if t.retry < t.attempts]
+        tag = failing[index % len(failing)]
+        self.run_ends(self.starts.running().index(tag), "failed")
+
+    @precondition(lambda self: any(r.due_at is not None for r in self.held.runs.values()))
+    @rule(index=st.integers(0, 2), raced=st.booleans())
+    def a_repeat_is_stopped(self, index: int, raced: bool) -> None:
+        """`stop_execution` of a failed run waiting for its repeat: the repeat is called off, its slot handed on.
+        `raced`: a driver read the lane once the repeat was due and decided before the stop, and records after it."""
+        waiting = sorted((r for r in self.held.runs.values() if r.due_at is not None), key=lambda r: r.run_key)
+        run = waiting[index % len(waiting)]
+        address = self.held.lanes[run.lane_id].address
+        if raced and run.due_at is not None:
+            # Its repeat due: the driver's decision is to take it.
+            self.run(self.world.advance(max(run.due_at - self.world.now(), 0.0) + 0.01))
+        snap = self.run(self.world.lanes.snapshot(address)) if raced else None
+        decision = step(snap, snap.now, self.limits) if snap is not None else None
+        key_max = effective_max_parallel(self.decl.concurrency, self.limits)
+        drive = self.run(self.world.lanes.stop_repeat(self.session, run.execution_id, key_max))
+        assert drive is not None, "a repeat waited"
+        assert self.run(self.world.lanes.stop_repeat(self.session, run.execution_id, key_max)) is None, "once"
+        self.stopped_repeats.add((run.run_key, run.retry + 1))
+        self.tally["repeats stopped"] += 1
+        if snap is not None and isinstance(decision, Take):
+            limits = self.limits
+            recorded = self.run(
+                self.world.lanes.record(
+                    snap,
+                    decision,
+                    limits.listener_fires_per_minute,
+                    key_max,
+                    at=snap.now,
+                    executions_limit=limits.executions_per_session,
+                )
+            )
+            assert isinstance(recorded, Stale), "a decision read before the stop is recorded over nothing"
+            self.tally["stale after a stopped repeat"] += 1
+        if drive:
+            self.run(self.driver.hand_on(list(drive)))
 
     @precondition(lambda self: not self.deleted)
     @rule(paused=st.booleans())
@@ -430,6 +476,7 @@ class LaneMachine(RuleBasedStateMachine):
             due = self.repeat_due.get((batch.run_key or "", batch.retry))
             if batch.retry > 0 and due is not None:
                 assert batch.created_at >= due - EPSILON, "a repeat came before its delay"
+            assert (batch.run_key, batch.retry) not in self.stopped_repeats, "a repeat called off was cut"
         for run in held.runs.values():
             if run.due_at is not None:
                 assert (run.run_key, run.retry + 1) in self.repeat_due, "only a failed run waits for its repeat"

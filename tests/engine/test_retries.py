@@ -475,6 +475,68 @@ async def test_a_repeat_after_the_listener_was_switched_off_is_consumed_and_the_
 
 
 @pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="a 30 s wait needs time skipping")
+@pytest.mark.parametrize("mode", ["serial", "keyed"])
+async def test_stop_execution_of_a_failed_run_calls_off_its_repeat_and_hands_its_slot_on(
+    clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment, mode: str
+) -> None:
+    engine, clock = clocked
+    keyed = {"concurrency": {"mode": "keyed", "key": "alias", "max_parallel": 1}} if mode == "keyed" else {}
+    await engine.command("save_listener", listener=flaky(attempts=3, delay=30, **keyed))
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, ["missions/bad"])
+    lane = "missions/bad" if mode == "keyed" else "_"
+
+    async def failed() -> bool:
+        return any(
+            e["status"] == "failed" for e in (await engine.command("list_executions", session_id=sid))["executions"]
+        )
+
+    await eventually(failed, what="the first run's failure recorded")
+    first = clock.of(ids[0])[0]
+    assert first.failed is not None
+    # The next batch waits for the slot the failed run holds for its repeat (in keyed mode, for the one key slot).
+    later = await write_many(engine, sid, ["missions/ok"])
+    await temporal_env.sleep(2)
+    assert not clock.of(later[0]), "held behind the repeat's slot"
+
+    reply = await engine.command("stop_execution", session_id=sid, execution_id=first.execution_id)
+    assert reply["execution"] == {"id": first.execution_id, "status": "failed", "repeat": "stopped"}
+    await advance(temporal_env, lambda: _started(clock, later[0]), 1, "the next batch's run")
+    assert clock.of(later[0])[0].started < first.failed + 30, "its slot handed on at the stop, not after the delay"
+
+    await temporal_env.sleep(200)  # past every delay the repeats would have waited
+    assert [t.retry for t in clock.of(ids[0])] == [0], "never repeated"
+    assert not await events_of(engine, sid, "listener.failed"), "stopped, not given up on"
+    executions = (await engine.command("list_executions", session_id=sid))["executions"]
+    assert sorted(e["status"] for e in executions) == ["completed", "failed"]
+    assert not (await lane_state(engine, sid, "flaky", lane))["in_flight"]
+    again = await engine.command("stop_execution", session_id=sid, execution_id=first.execution_id)
+    assert again["execution"] == {"id": first.execution_id, "status": "failed"}, "nothing left to call off"
+
+
+async def test_stop_execution_of_a_failed_run_whose_repeat_started_answers_failed_and_leaves_the_repeat(
+    clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment
+) -> None:
+    engine, clock = clocked
+    sleepy = {"type": "workflow", "workflow": "clocked", "input": {"fail": ["missions/bad"], "sleep": 3600}}
+    await engine.command("save_listener", listener=flaky(attempts=2, delay=0.2, action=sleepy))
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, ["missions/bad"])
+    await advance(temporal_env, lambda: _repeated(clock, ids[0]), 1, "the repeat to start")
+    first, repeat = clock.of(ids[0])
+
+    reply = await engine.command("stop_execution", session_id=sid, execution_id=first.execution_id)
+    assert reply["execution"] == {"id": first.execution_id, "status": "failed"}
+    statuses = {e["id"]: e["status"] for e in (await engine.command("list_executions", session_id=sid))["executions"]}
+    assert statuses == {first.execution_id: "failed", repeat.execution_id: "running"}
+    assert (await lane_state(engine, sid, "flaky"))["in_flight"], "the repeat holds the slot"
+
+
+async def _repeated(clock: Clock, event_id: int) -> bool:
+    return len(clock.of(event_id)) >= 2
+
+
+@pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="a 30 s wait needs time skipping")
 async def test_a_throttled_repeat_reports_the_failure_with_listener_failed(
     platform: Platform, temporal_env: WorkflowEnvironment
 ) -> None:
