@@ -555,8 +555,8 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
 @command(
     "stop_execution",
     StopExecution,
-    reply="`execution` {id, status}: `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had"
-    " ended already",
+    reply="`execution` {id, status, repeat?}: `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had"
+    " ended already; `repeat` `stopped` when it had failed and its repeat was called off",
     errors=("not_found",),
     example={"command": "stop_execution", "session_id": "ses_...", "execution_id": "exe:ses_...:respond:chats/7:2.0"},
 )

@@ -1155,7 +1155,7 @@ export abstract class GeneratedCommands {
   /**
    * `stop_execution`: Stop a run. By default it is cancelled: the run gets Temporal's cancellation and may clean up, and is terminated if it still runs after `grace_seconds`; it ends `stopped`, with the reason as its error. With `mode` `terminate` it is ended at once, with no clean-up. Either way its batch's slot follows as for a run stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers how it ended, and nothing changes, but for a failed run whose repeat waits out its delay: the repeat is called off (the slot held for it freed and handed on, no `listener.failed`), and the answer says `repeat` `stopped`. A run recorded and not on Temporal yet (a run is recorded before its start is made) answers `stopping`: whoever makes its start tells it the stop then, and it ends `stopped`. A run asked to stop ends `stopped` however it ends, and is not repeated.
    *
-   * Reply: `execution` {id, status}: `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had ended already
+   * Reply: `execution` {id, status, repeat?}: `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had ended already; `repeat` `stopped` when it had failed and its repeat was called off
    * Errors: `invalid_request`, `not_found`.
    */
   stopExecution(sessionId: StopExecutionArgs["session_id"], executionId: StopExecutionArgs["execution_id"], options: Pick<StopExecutionArgs, "mode" | "reason" | "grace_seconds"> = {}): Promise<Reply> {
