@@ -66,6 +66,16 @@ def inject(hook: Callable[[str], None]) -> Iterator[None]:
         _hook = previous
 
 
+def dies_at(point: str) -> Callable[[str], None]:
+    """A hook for `inject` that dies at `point`, at every pass."""
+
+    def hook(name: str) -> None:
+        if name == point:
+            raise Died(name)
+
+    return hook
+
+
 def parse_fault(value: str) -> tuple[str, int]:
     """`name` or `name@n` as (the point, at which pass to die); a point not named above is refused."""
     name, _, nth = value.strip().partition("@")

@@ -5,13 +5,12 @@ stopped run is not repeated. A run that ignores its cancellation is terminated a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from orchestrator.crossings import Died, inject
+from orchestrator.crossings import Died, dies_at, inject
 from orchestrator.engine import wait_answers
 from orchestrator.lanes.executions import TemporalRuns
 from orchestrator.workflows.messages import RunTag
@@ -90,14 +89,6 @@ async def test_a_stop_lets_the_run_clean_up_and_its_end_says_stopped_with_the_re
     ]
     assert end["execution"]["status"] == "stopped"
     assert end["execution"]["error"] == {"type": "stopped", "message": "the customer left"}
-
-
-def dies_at(point: str) -> Callable[[str], None]:
-    def hook(name: str) -> None:
-        if name == point:
-            raise Died(name)
-
-    return hook
 
 
 async def recorded_not_started(engine: Engine, sid: str, run_input: dict[str, Any]) -> str:

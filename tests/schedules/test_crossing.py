@@ -3,24 +3,14 @@ workers' upkeep, and then fires as any other."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.commands.schedules import make_unmade_schedules
-from orchestrator.crossings import Died, inject
+from orchestrator.crossings import Died, dies_at, inject
 from tests.engine.harness import Engine, eventually, new_session
 
 pytestmark = pytest.mark.devserver
-
-
-def dies_at(point: str) -> Callable[[str], None]:
-    def hook(name: str) -> None:
-        if name == point:
-            raise Died(name)
-
-    return hook
 
 
 async def test_a_schedule_written_and_never_made_on_temporal_is_made_by_the_upkeep(engine: Engine) -> None:
