@@ -48,6 +48,7 @@ from orchestrator.core.lane_snapshot import (
 from orchestrator.core.lane_step import next_move
 from orchestrator.core.limits import Limits
 from orchestrator.lanes.registry import FRESH_SECONDS, not_registered, registered_text
+from orchestrator.telemetry import METRICS
 
 log = logging.getLogger(__name__)
 
@@ -587,6 +588,7 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
             # finds them).
             if platform.temporal is not None:
                 await nudge_lanes(platform.temporal, platform.settings, drive)
+            METRICS.retries_waiting.add(-1, {"listener": found["listener"]})
             return {"execution": {"id": req.execution_id, "status": "failed", "repeat": "stopped"}}
     if found["status"] != "running":
         return {"execution": {"id": req.execution_id, "status": found["status"]}}

@@ -405,7 +405,8 @@ class LaneDriver:
         if take.retry == 0 and take.kind == "batch":
             self.observed.metrics.batches_cut.add(1, {"listener": address.listener})
             self.observed.metrics.lane_pending.add(-len(take.consumed), {"listener": address.listener})
-        if take.retry > 0 and acted.started:
+        if take.retry > 0:
+            # Its wait is over, whether it started or a guard stopped it.
             self.observed.metrics.retries_waiting.add(-1, {"listener": address.listener})
         # `activity` and its fields are what `orchestrator dev` prints a line of (`dev/log.py`).
         batch_fields = {

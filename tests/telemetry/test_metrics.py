@@ -114,3 +114,43 @@ async def test_counters_match_a_known_workload(traced_engine: Engine, captured: 
     delays = [point for labels, point in points(captured, "orchestrator.run.start_delay") if labels["listener"] == ok]
     assert len(delays) == 1 and isinstance(delays[0], HistogramDataPoint)
     assert delays[0].count == 3 and 0 <= delays[0].sum < 30
+
+
+async def failed_waiting(engine: Engine, captured: Captured, name: str, delay: float) -> tuple[str, str]:
+    """A session whose run of `name` failed and waits `delay` s for its repeat: the session and the failed run."""
+    body = {
+        **listener(name, name, "recorder", input={"fail": True}),
+        "retry": {"attempts": 1, "delay_seconds": delay},
+    }
+    await engine.command("save_listener", listener=body)
+    sid = await new_session(engine)
+    await write_many(engine, sid, [f"{name}/1"])
+
+    async def waiting() -> bool:
+        return total(captured, "orchestrator.retries.waiting", listener=name) == 1
+
+    await eventually(waiting, what="the failed run's repeat waiting")
+    [failed] = (await engine.command("list_executions", session_id=sid, listener=name))["executions"]
+    assert failed["status"] == "failed"
+    return sid, failed["id"]
+
+
+async def test_a_repeat_called_off_waits_no_more(traced_engine: Engine, captured: Captured) -> None:
+    name = f"called-off-{uuid.uuid4().hex[:8]}"
+    sid, failed = await failed_waiting(traced_engine, captured, name, 600)
+    reply = await traced_engine.command("stop_execution", session_id=sid, execution_id=failed)
+    assert reply["execution"]["repeat"] == "stopped"
+    assert total(captured, "orchestrator.retries.waiting", listener=name) == 0
+
+
+async def test_a_repeat_a_guard_stops_waits_no_more(traced_engine: Engine, captured: Captured) -> None:
+    name = f"guarded-{uuid.uuid4().hex[:8]}"
+    sid, _ = await failed_waiting(traced_engine, captured, name, 2)
+    # Closed, the session takes no repeat: the guard stops it when it comes due (outcome `skipped`).
+    await traced_engine.command("close_session", session_id=sid)
+
+    async def skipped() -> bool:
+        return any(o["status"] == "skipped" for o in await lane_outcomes(traced_engine, sid, name))
+
+    await eventually(skipped, what="the repeat stopped by its guard")
+    assert total(captured, "orchestrator.retries.waiting", listener=name) == 0
