@@ -66,6 +66,11 @@ class Captures(PostgresStore):
                 )
             except asyncpg.InvalidParameterValueError as err:
                 raise CommandError("invalid_request", str(err)) from None
+            except asyncpg.InsufficientPrivilegeError as err:
+                # Its trigger needs the table's owner (or TRIGGER on it): the platform's role is not.
+                raise CommandError(
+                    "invalid_request", f"table: the platform's database role may not put a trigger on {table!r}: {err}"
+                ) from None
             assert row is not None
             await conn.executemany(
                 "INSERT INTO orchestrator.event_types (name, schema, description) VALUES ($1, $2, $3)"

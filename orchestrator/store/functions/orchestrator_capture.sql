@@ -1,5 +1,5 @@
--- Declares a table's changes events: checks the table (one column its primary key, the session column and the
--- columns left out its own, not one of the platform's), records the capture and puts the trigger on it. Names
+-- Declares a table's changes events: checks the table (one column its primary key, the session column (text) and
+-- the columns left out its own, not one of the platform's nor of PostgreSQL's catalogs), records the capture and puts the trigger on it. Names
 -- arrive as bound values and reach DDL only through format's %I and %s of a regnamespace (quoted as needed).
 -- `p_table` comes qualified (`schema.table`: commands/captures.py), and the capture keeps it as `schema.table`
 -- whatever the caller's search path.
@@ -30,6 +30,10 @@ BEGIN
     IF (SELECT relnamespace FROM pg_class WHERE oid = v_table) = 'orchestrator'::regnamespace THEN
         RAISE EXCEPTION 'table: % is one of the platform''s own', quote_literal(p_table) USING ERRCODE = '22023';
     END IF;
+    IF (SELECT n.nspname = 'information_schema' OR n.nspname LIKE 'pg\_%' FROM pg_class k
+        JOIN pg_namespace n ON n.oid = k.relnamespace WHERE k.oid = v_table) THEN
+        RAISE EXCEPTION 'table: % is one of PostgreSQL''s own catalogs', quote_literal(p_table) USING ERRCODE = '22023';
+    END IF;
     SELECT min(a.attname::text) INTO v_id
     FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
     WHERE i.indrelid = v_table AND i.indisprimary
@@ -46,6 +50,14 @@ BEGIN
         RAISE EXCEPTION '%: % has no column %',
             CASE WHEN v_missing = p_session_column THEN 'session_column' ELSE 'exclude' END,
             quote_literal(p_table), quote_literal(v_missing) USING ERRCODE = '22023';
+    END IF;
+    -- A session's id is text: a column of another type never holds one, and every row written would be refused.
+    IF p_session_column IS NOT NULL AND (SELECT coalesce(nullif(t.typbasetype, 0), t.oid)
+        NOT IN ('text'::regtype, 'varchar'::regtype) FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+        WHERE a.attrelid = v_table AND a.attname = p_session_column) THEN
+        RAISE EXCEPTION 'session_column: % is of type %, and a session''s id is text', quote_literal(p_session_column),
+            (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a WHERE a.attrelid = v_table
+             AND a.attname = p_session_column) USING ERRCODE = '22023';
     END IF;
     IF v_id = ANY(p_exclude) THEN
         RAISE EXCEPTION 'exclude: % is the primary key (the events'' _id)', quote_literal(v_id)
