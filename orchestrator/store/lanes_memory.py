@@ -393,11 +393,12 @@ class MemoryLaneStore:
             since=None if batch is None else batch.created_at,
         )
 
-    def _past(self, batch: MemBatch) -> PastBatch:
+    def _past(self, batch: MemBatch, lane: MemLane | None = None, listener: ListenerNow | None = None) -> PastBatch:
+        """A batch taken before; its entries judged by `listener` as declared now, when given (a repeat's)."""
         run = self.runs.get(batch.run_key) if batch.run_key else None
         return PastBatch(
             batch=batch.record(),
-            entries=self._events(batch.entry_ids),
+            entries=self._events(batch.entry_ids, lane, listener),
             run=None if run is None else self._held(run),
         )
 
@@ -430,7 +431,7 @@ class MemoryLaneStore:
             if b.session_id == lane.session_id and b.listener == lane.listener and b.counted and b.created_at > now - 60
         ]
         waiting = self._events(waiting_ids, lane, listener) if fetch > 0 else ()
-        repeat = self._past(self.batches[waiting_runs[0].batch_id]) if waiting_runs else None
+        repeat = self._past(self.batches[waiting_runs[0].batch_id], lane, listener) if waiting_runs else None
         head, free = self._throttle(lane, listener, waiting_ids, waiting, repeat, replay)
         return LaneSnapshot(
             address=lane.address,

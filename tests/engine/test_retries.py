@@ -475,6 +475,26 @@ async def test_a_repeat_after_the_listener_was_switched_off_is_consumed_and_the_
 
 
 @pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="a 30 s wait needs time skipping")
+async def test_a_repeat_after_a_resave_that_takes_none_of_its_events_is_skipped_unmatched(
+    clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment
+) -> None:
+    engine, clock = clocked
+    sid, ids = await failed_once(engine, clock)
+    await engine.command(
+        "save_listener", listener=flaky(attempts=2, delay=30, filter={"types": ["thread.item_posted"]})
+    )
+    assert await result_of(engine, temporal_env, sid, "flaky", ids[0]) == "failed"
+    assert [t.retry for t in clock.of(ids[0])] == [0], "the repeat never ran"
+    outcomes = sorted(await lane_outcomes(engine, sid, "flaky"), key=lambda o: o["retry"])
+    assert [(o["status"], o.get("reason"), o["retry"]) for o in outcomes] == [
+        ("success", None, 0),
+        ("skipped", "unmatched", 1),
+    ], "checked as any batch: the listener as saved now takes none of its events"
+    [failed] = await events_of(engine, sid, "listener.failed")
+    assert failed["data"]["execution_id"] == clock.of(ids[0])[0].execution_id, "the failure before it stands"
+
+
+@pytest.mark.skipif("config.getoption('--temporal') == 'dev'", reason="a 30 s wait needs time skipping")
 @pytest.mark.parametrize("mode", ["serial", "keyed"])
 async def test_stop_execution_of_a_failed_run_calls_off_its_repeat_and_hands_its_slot_on(
     clocked: tuple[Engine, Clock], temporal_env: WorkflowEnvironment, mode: str

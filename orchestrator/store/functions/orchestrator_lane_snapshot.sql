@@ -61,7 +61,7 @@ BEGIN
     IF v_listener IS NOT NULL AND v_listener -> 'body' -> 'batch' ->> 'distinct_by' IS NULL THEN
         v_fetch := least(p_fetch, coalesce((v_listener -> 'body' -> 'batch' ->> 'max_events')::integer, 100));
     END IF;
-    v_repeat := (SELECT orchestrator.orchestrator_past_batch(b) FROM orchestrator.lane_runs x
+    v_repeat := (SELECT orchestrator.orchestrator_past_batch_now(b, r) FROM orchestrator.lane_runs x
         JOIN orchestrator.batches b ON b.id = x.batch_id
                WHERE x.lane_id = l.id AND x.due_at IS NOT NULL ORDER BY x.due_at LIMIT 1);
     SELECT * INTO v_oldest FROM orchestrator.orchestrator_lane_head(l.id, p_session, l.fired_through);
