@@ -2,10 +2,10 @@
 
 `replay_batch` runs a past batch again with all of its events (its own outcome, receipt and run, with
 `batch.replay_of` its first event id); `redeliver` hands a range of events to one listener, grouped into its
-lanes by its key and cut by its `max_events`. Both queue the batches with the lane (`replays`), which takes
-them when a slot is free and judges them by the guards like any batch; both are refused for a deleted
-listener, bounded in size, and written to the session's stream as an event (`listener.replayed`,
-`listener.redelivered`), so they are audited where everything else is.
+lanes by its key and cut as a lane cuts its own (`max_events` entries, those `distinct_by` leaves). Both queue
+the batches with the lane (`replays`), which takes them when a slot is free and judges them by the guards like
+any batch; both are refused for a deleted listener, bounded in size, and written to the session's stream as an
+event (`listener.replayed`, `listener.redelivered`), so they are audited where everything else is.
 """
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ from pydantic import Field
 from orchestrator.commands.events import refuse_trimmed
 from orchestrator.commands.fields import ClientId, EventId, ListenerName, Position, SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.core.batch_cuts import Grouped, cut_all
 from orchestrator.core.declaration import ListenerDeclaration
+from orchestrator.core.distinct import distinct_value
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import listener_accepts
 from orchestrator.core.lane_keys import lane_key, lane_workflow_id
+from orchestrator.core.lane_step import UNBOUNDED_BYTES
 from orchestrator.crossings import crossing
 from orchestrator.lanes.nudges import nudge_lanes
 
@@ -53,7 +56,11 @@ async def _open_listener(platform: CommandContext, session_id: str, name: str) -
     session = await platform.store.get_session(session_id)
     if session["status"] != "open":
         raise CommandError("session_not_open", f"session_id: session {session_id!r} is {session['status']}")
-    listener = await platform.store.get_listener(name)  # not_found for a deleted one
+    try:
+        listener = await platform.store.get_listener(name)  # not_found for a deleted one
+    except CommandError as err:
+        # The store names its own argument (`name`); these commands call it `listener`.
+        raise CommandError(err.code, f"listener: no listener {name!r}") from None
     return ListenerDeclaration.model_validate(listener["body"])
 
 
@@ -98,8 +105,8 @@ async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, 
     example={"command": "redeliver", "session_id": "ses_...", "listener": "respond", "after": 0, "through": 2},
 )
 async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
-    """Hand the events after `after` through `through` to one listener again, in its lanes by its key and cut by
-    its `max_events`."""
+    """Hand the events after `after` through `through` to one listener again, in its lanes by its key and cut as
+    a lane cuts its own: at most `max_events` entries a batch, those `distinct_by` leaves."""
     decl = await _open_listener(platform, req.session_id, req.listener)
     if req.through <= req.after:
         raise CommandError("invalid_request", f"through: must be after `after` ({req.after})")
@@ -112,24 +119,25 @@ async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
     )
     if len(events) > MAX_REDELIVER_EVENTS:
         raise CommandError("limit_exceeded", f"through: at most {MAX_REDELIVER_EVENTS} events at once")
-    lanes: dict[str, list[int]] = {}
+    lanes: dict[str, list[Grouped]] = {}
+    by = decl.batch.distinct_by
     for event in events:
         envelope = event.envelope()
         if listener_accepts(decl, envelope):
-            lanes.setdefault(lane_key(decl.concurrency, envelope), []).append(event.id)
-    size = decl.batch.max_events
+            grouped = Grouped(event.id, None if by is None else distinct_value(envelope, by))
+            lanes.setdefault(lane_key(decl.concurrency, envelope), []).append(grouped)
+    # Cut as the lane cuts its own: `max_events` entries a batch, those `distinct_by` leaves.
+    cuts = {
+        lane: cut_all(grouped, decl.batch.max_events, by is not None, UNBOUNDED_BYTES)
+        for lane, grouped in lanes.items()
+    }
     asked = [
         await platform.store.ask_replay(
-            req.session_id,
-            req.listener,
-            lane,
-            lane_workflow_id(req.session_id, req.listener, lane),
-            [ids[n : n + size] for n in range(0, len(ids), size)],
-            None,
+            req.session_id, req.listener, lane, lane_workflow_id(req.session_id, req.listener, lane), batches, None
         )
-        for lane, ids in sorted(lanes.items())
+        for lane, batches in sorted(cuts.items())
     ]
-    handed = sum(len(ids) for ids in lanes.values())
+    handed = sum(len(grouped) for grouped in lanes.values())
     audit = await platform.store.append_event(
         req.session_id,
         "listener.redelivered",
@@ -139,5 +147,5 @@ async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
     )
     crossing("replay.recorded")
     await nudge_lanes(platform.temporal, platform.settings, asked)
-    batches = sum(-(-len(ids) // size) for ids in lanes.values())
+    batches = sum(len(batches) for batches in cuts.values())
     return {"redelivered": {"listener": req.listener, "events": handed, "batches": batches}, "event_id": audit.id}

@@ -88,3 +88,24 @@ def cut(waiting: Sequence[W], max_events: int, distinct: bool, max_bytes: int = 
     if not consumed:
         return None
     return Cut(sorted(entries.values(), key=lambda q: q.id), consumed)
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """An event as a redelivery cuts it: its id and `distinct_by` value only (no byte budget: a replay is taken
+    whole)."""
+
+    id: int
+    distinct: str | None
+    size: int = 0
+
+
+def cut_all(events: Sequence[W], max_events: int, distinct: bool, max_bytes: int = BATCH_BYTES) -> list[list[int]]:
+    """Every event of `events` (ascending id) in batches as a lane would cut them one after another: each
+    batch's consumed ids, at most `max_events` entries each."""
+    batches: list[list[int]] = []
+    rest = list(events)
+    while (taken := cut(rest, max_events, distinct, max_bytes)) is not None:
+        batches.append(taken.consumed)
+        rest = rest[len(taken.consumed) :]
+    return batches

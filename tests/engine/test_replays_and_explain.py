@@ -118,6 +118,25 @@ async def test_redeliver_hands_a_range_of_events_to_one_listener_as_new_batches(
     assert engine.log.most_at_once["orchestrate:_"] == 1
 
 
+async def test_redeliver_cuts_as_the_lane_does_distinct_by_included(engine: Engine) -> None:
+    body = recorder_listener(batch={"window_seconds": 0.2, "max_events": 2, "distinct_by": "alias"})
+    await engine.command("save_listener", listener=body)
+    sid = await new_session(engine)
+    ids = await write_many(engine, sid, ["missions/a", "missions/a", "missions/a", "missions/b", "missions/c"])
+    await eventually(lambda: _all_in(engine, ids), what="the first delivery")
+    first = [r.input["batch"]["event_ids"] for r in engine.log.runs]
+    before = len(engine.log.runs)
+    reply = await engine.command("redeliver", session_id=sid, listener="orchestrate", after=0, through=ids[-1])
+    # Three writes to one alias are one entry: the first batch takes them and `missions/b`, as the lane's did.
+    assert reply["redelivered"] == {"listener": "orchestrate", "events": 5, "batches": 2}
+
+    async def again() -> bool:
+        return sorted(i for r in engine.log.runs[before:] for i in r.input["batch"]["event_ids"]) == ids
+
+    await eventually(again, what="the range delivered again")
+    assert [r.input["batch"]["event_ids"] for r in engine.log.runs[before:]] == [ids[:4], ids[4:]] == first
+
+
 async def _all_in(engine: Engine, ids: list[int]) -> bool:
     return set(ids) <= set(engine.log.event_ids()) and all(r.ended is not None for r in engine.log.runs)
 
@@ -125,12 +144,12 @@ async def _all_in(engine: Engine, ids: list[int]) -> bool:
 @pytest.mark.parametrize(
     ("command", "args", "code", "field"),
     [
-        ("replay_batch", {"listener": "gone", "batch": 1}, "not_found", "name"),
+        ("replay_batch", {"listener": "gone", "batch": 1}, "not_found", "listener"),
         ("replay_batch", {"listener": "orchestrate", "batch": 999999}, "not_found", "batch"),
         ("replay_batch", {"listener": "orchestrate", "batch": 0}, "invalid_request", "batch"),
         ("redeliver", {"listener": "orchestrate", "after": 10, "through": 5}, "invalid_request", "through"),
         ("redeliver", {"listener": "orchestrate", "after": 0, "through": 10**9}, "limit_exceeded", "through"),
-        ("redeliver", {"listener": "gone", "after": 0, "through": 5}, "not_found", "name"),
+        ("redeliver", {"listener": "gone", "after": 0, "through": 5}, "not_found", "listener"),
         ("explain_event", {"event_id": 999999}, "not_found", "event_id"),
     ],
 )
