@@ -29,8 +29,7 @@ if TYPE_CHECKING:
 
 # How long a write with `"explain": true` waits for the router to take its event.
 EXPLAIN_WAIT_SECONDS = 5.0
-# How far back and forward causes are followed, and how many events the forward answer names at most.
-CAUSE_DEPTH = 8
+# How many events the forward answer names at most (back, the chain is as long as the event is deep).
 CAUSED_EVENTS = 50
 
 
@@ -122,7 +121,8 @@ async def what_caused(platform: CommandContext, session_id: str, envelope: dict[
     event, and so on to the outside request, a schedule's firing, a lane's silence or the application's own
     transaction."""
     store, chain, current = platform.store, [], envelope
-    for _ in range(CAUSE_DEPTH):
+    # Each step back is to a shallower event: an event of depth d is d steps from what began it.
+    for _ in range(int(envelope.get("depth") or 0) + 1):
         cause = current.get("cause") or {}
         ended = next((k for k in ("request", "schedule", "idle", "transaction") if k in cause), None)
         if ended is not None:
@@ -153,7 +153,7 @@ async def what_caused(platform: CommandContext, session_id: str, envelope: dict[
 
 
 async def what_it_caused(
-    platform: CommandContext, session_id: str, event_id: int, budget: list[int], depth: int = 0
+    platform: CommandContext, session_id: str, event_id: int, budget: list[int]
 ) -> list[dict[str, Any]]:
     """The batches that took the event, the runs they started, and what those and the batch's own action wrote,
     each with what it caused in turn (`budget`: how many more events may be named)."""
@@ -172,9 +172,9 @@ async def what_it_caused(
                 node["truncated"] = True
                 break
             budget[0] -= 1
+            # Deeper each step, and `budget` bounds how many steps there are.
             step: dict[str, Any] = {"event": _named(event.envelope())}
-            if depth + 1 < CAUSE_DEPTH:
-                step["caused"] = await what_it_caused(platform, session_id, event.id, budget, depth + 1)
+            step["caused"] = await what_it_caused(platform, session_id, event.id, budget)
             node["wrote"].append(step)
         found.append(node)
     return found

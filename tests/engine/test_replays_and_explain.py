@@ -52,6 +52,45 @@ async def test_explain_event_says_per_listener_what_matched_and_what_became_of_i
     assert (mine["matched"], mine["reason"]) == (False, "filter") or mine["reason"] == "self_wake"
 
 
+async def test_explain_event_follows_a_chain_as_deep_as_listeners_go_back_to_the_request_and_forward(
+    engine: Engine,
+) -> None:
+    """Two listeners writing each other's alias: a chain down to `listener_chain_depth`, whose deepest event is
+    explained back to the write that began it, and the first event forward to the deepest."""
+    for name, heard, writes in (("ping", "chain/a", "chain/b"), ("pong", "chain/b", "chain/a")):
+        body = {
+            "name": name,
+            "filter": {"types": ["object.written"], "aliases": [heard]},
+            "batch": {"window_seconds": 0.05},
+            "action": {"type": "object", "alias": writes, "value": {"type": "hop"}},
+        }
+        await engine.command("save_listener", listener=body)
+    sid = await new_session(engine)
+    [first] = await write_many(engine, sid, ["chain/a"])
+    deepest = engine.platform.settings.limits.listener_chain_depth
+
+    async def chain() -> list[dict[str, Any]]:
+        return (await engine.command("list_session_events", session_id=sid, types=["object.written"]))["events"]
+
+    async def all_written() -> bool:
+        return len(await chain()) == deepest + 1
+
+    await eventually(all_written, what="the chain written to its deepest")
+    last = (await chain())[-1]
+    assert last["depth"] == deepest
+    back = (await engine.command("explain_event", session_id=sid, event_id=last["id"]))["caused_by"]
+    assert "request" in back[-1], back[-3:]
+    assert [step["event"]["id"] for step in back if "event" in step][-1] == first
+    forward = (await engine.command("explain_event", session_id=sid, event_id=first))["caused"]
+    reached, level = [], forward
+    # The deepest event's batch is skipped at the depth limit: it wrote nothing.
+    while level and level[0]["wrote"]:
+        step = level[0]["wrote"][0]
+        reached.append(step["event"]["id"])
+        level = step.get("caused") or []
+    assert reached == [e["id"] for e in (await chain())[1:]], "forward to the deepest"
+
+
 async def test_replay_batch_runs_a_past_batch_again_as_a_batch_of_its_own(engine: Engine) -> None:
     body = recorder_listener(
         batch={"window_seconds": 0.3},
