@@ -13,14 +13,20 @@ import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from jsonschema import Draft202012Validator, SchemaError
 from jsonschema.validators import validator_for
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012, specification_with
 
 from orchestrator.core.fast_schemas import fast_check
 from orchestrator.core.scopes import emitting_scope
+
+if TYPE_CHECKING:
+    from referencing._core import Resolver  # what `Registry.resolver` answers (not exported by name)
 
 # The families of the platform's own events: a declared name may not start with one of them.
 PLATFORM_FAMILIES = frozenset({"object", "thread", "execution", "graph", "listener", "lane", "session", "schedule"})
@@ -39,7 +45,8 @@ def check_type_name(name: str) -> str:
 
 
 def check_schema(schema: Any) -> dict[str, Any]:
-    """A JSON Schema (an object), valid for the draft it names (2020-12 when it names none)."""
+    """A JSON Schema (an object), valid for the draft it names (2020-12 when it names none), whose references
+    all lead somewhere inside it and never back to where they began without a step into the value."""
     if not isinstance(schema, dict):
         raise ValueError("must be a JSON Schema object")
     if len(json.dumps(schema, separators=(",", ":"))) > MAX_SCHEMA_BYTES:
@@ -49,7 +56,73 @@ def check_schema(schema: Any) -> dict[str, Any]:
     except SchemaError as err:
         where = ".".join(str(p) for p in err.path)
         raise ValueError(f"not a valid JSON Schema{f' at {where}' if where else ''}: {err.message}") from None
+    _check_references(schema)
     return schema
+
+
+# Keywords whose subschemas apply to the value itself, not to a part of it: a cycle through these alone never ends.
+_SAME_VALUE_LISTS = ("allOf", "anyOf", "oneOf")
+_SAME_VALUE_ONE = ("not", "if", "then", "else")
+
+
+def _root_resolver(schema: dict[str, Any]) -> tuple[Resource[Any], Resolver[Any]]:
+    """The schema as a resource and a resolver of references within it alone: nothing is ever fetched."""
+    specification = specification_with(schema.get("$schema", DRAFT202012.id_of({}) or ""), default=DRAFT202012)
+    resource = specification.create_resource(schema)
+    base = resource.id() or ""
+    return resource, Registry().with_resource(base, resource).resolver(base_uri=base)
+
+
+def _check_references(schema: dict[str, Any]) -> None:
+    """Every `$ref` resolves inside the schema, and no chain of references (and of keywords that apply to the same
+    value) leads back to where it began: such a schema can never finish checking a value."""
+    resource, resolver = _root_resolver(schema)
+    same_value: dict[int, list[tuple[Any, Resolver[Any]]]] = {}
+    pending = [(resource, resolver)]
+    while pending:
+        current, where = pending.pop()
+        contents = current.contents
+        if isinstance(contents, dict):
+            nexts: list[tuple[Any, Resolver[Any]]] = []
+            for keyword in ("$ref", "$dynamicRef"):
+                ref = contents.get(keyword)
+                if isinstance(ref, str):
+                    try:
+                        found = where.lookup(ref)
+                    except Unresolvable:
+                        raise ValueError(
+                            f"{keyword} {ref!r} leads nowhere inside the schema (a schema may refer only to itself)"
+                        ) from None
+                    nexts.append((found.contents, found.resolver))
+            nexts += [(sub, where) for key in _SAME_VALUE_LISTS for sub in contents.get(key) or []]
+            nexts += [(contents[key], where) for key in _SAME_VALUE_ONE if key in contents]
+            same_value[id(contents)] = nexts
+        for sub in current.subresources():
+            pending.append((sub, where.in_subresource(sub)))
+    _refuse_cycles(same_value)
+
+
+def _refuse_cycles(same_value: dict[int, list[tuple[Any, Resolver[Any]]]]) -> None:
+    done: set[int] = set()
+    for start in same_value:
+        if start in done:
+            continue
+        on_path: set[int] = {start}
+        stack = [(start, iter(same_value[start]))]
+        while stack:
+            node, edges = stack[-1]
+            step = next(edges, None)
+            if step is None:
+                stack.pop()
+                on_path.discard(node)
+                done.add(node)
+                continue
+            target = id(step[0])
+            if target in on_path:
+                raise ValueError("$ref: a reference leads back to where it began without a step into the value")
+            if target not in done and target in same_value:
+                on_path.add(target)
+                stack.append((target, iter(same_value[target])))
 
 
 class EventTypeDeclaration(BaseModel):
@@ -88,14 +161,19 @@ def data_check(schema: Mapping[str, Any]) -> DataCheck:
 @functools.lru_cache(maxsize=256)
 def _check_of(canonical: str) -> DataCheck:
     schema = json.loads(canonical)
-    validator = validator_for(schema, default=Draft202012Validator)(schema)
+    # An empty registry: a reference outside the schema is never fetched.
+    validator = validator_for(schema, default=Draft202012Validator)(schema, registry=Registry())
     # A plain schema's yes is decided by a compiled check; a no, and any other schema, by jsonschema.
     fits = fast_check(schema) or validator.is_valid
 
     def check(data: Any, field: str) -> list[str]:
-        if fits(data):
-            return []
-        errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+        try:
+            if fits(data):
+                return []
+            errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
+        except (Unresolvable, RecursionError) as err:
+            # A type saved before its references were checked at save: it can hold no event until saved again.
+            return [f"{field}: the type's schema cannot be applied ({type(err).__name__}); save the type again"]
         return [
             f"{'.'.join([field, *(str(p) for p in e.absolute_path)])}: {e.message}"[:500] for e in errors[:MAX_ERRORS]
         ]

@@ -8,6 +8,7 @@ nodes it changed; every write records the request that caused it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import asyncpg
@@ -142,10 +143,57 @@ async def test_a_bad_type_declaration_is_refused_naming_the_field(platform: Plat
         ({**TICKET, "schema": "not a schema"}, "schema"),
         ({**TICKET, "schema": {"properties": {"a": {"type": "string"}}, "padding": "x" * 70_000}}, "schema"),
         ({**TICKET, "allow": "emit:*"}, "allow"),
+        # References lead somewhere inside the schema, and never round to where they began on the same value.
+        ({**TICKET, "schema": {"$ref": "#/definitions/nope"}}, "schema"),
+        ({**TICKET, "schema": {"$ref": "http://example.com/ticket.json"}}, "schema"),
+        ({**TICKET, "schema": {"$ref": "#"}}, "schema"),
+        ({**TICKET, "schema": {"type": "object", "properties": {"a": {"$ref": "#/properties/a"}}}}, "schema"),
+        (
+            {**TICKET, "schema": {"$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"$ref": "#/$defs/a"}}}},
+            "schema",
+        ),
     ]
     for body, field in cases:
         await refused(platform, "invalid_request", field, "save_event_type", **body)
     assert (await ok(platform, "list_event_types"))["event_types"] == []
+
+
+async def test_a_schema_that_refers_to_itself_through_the_value_holds_a_tree(platform: Platform) -> None:
+    node = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}, "required": ["kids"]}
+    await ok(platform, "save_event_type", name="tree.grown", schema=node)
+    sid = await _session(platform)
+    tree = {"kids": [{"kids": []}, {"kids": [{"kids": []}]}]}
+    await ok(platform, "emit_event", session_id=sid, type="tree.grown", data=tree)
+    await refused(
+        platform,
+        "invalid_request",
+        "data.kids.1.kids.0",
+        "emit_event",
+        session_id=sid,
+        type="tree.grown",
+        data={"kids": [{"kids": []}, {"kids": [{}]}]},
+    )
+
+
+async def test_a_type_saved_with_a_reference_that_leads_nowhere_refuses_its_events_naming_data(
+    platform: Platform, fresh_db: str
+) -> None:
+    """A type saved before references were checked (written here as an earlier release would have) holds no
+    event, and says so: its emit answered internal_error, and fetched a remote reference from the network."""
+    conn = await asyncpg.connect(fresh_db)
+    try:
+        await conn.execute(
+            "INSERT INTO orchestrator.event_types (name, schema)"
+            " VALUES ('old.nowhere', $1::jsonb), ('old.loop', $2::jsonb)",
+            json.dumps({"$ref": "http://example.com/old.json"}),
+            json.dumps({"$ref": "#"}),
+        )
+    finally:
+        await conn.close()
+    sid = await _session(platform)
+    for name in ("old.nowhere", "old.loop"):
+        await refused(platform, "invalid_request", "data", "emit_event", session_id=sid, type=name, data={"a": 1})
+    assert not (await ok(platform, "list_session_events", session_id=sid))["events"]
 
 
 async def test_write_objects_and_post_thread_items_are_all_or_none(platform: Platform) -> None:
