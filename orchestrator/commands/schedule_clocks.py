@@ -43,8 +43,9 @@ NEXT_INVOCATIONS = 5
 
 class ScheduleClock(Protocol):
     async def make(self, row: dict[str, Any], timing: ScheduleTiming, *, replace_stray: bool) -> None:
-        """Start deciding when the schedule of `row` fires. One found under its id is replaced when
-        `replace_stray` (left by a schedule whose row is gone), else kept (the one this row asked for)."""
+        """Start deciding when the schedule of `row` fires. One found under its id is brought to `row` when
+        `replace_stray` (left by a schedule whose row is gone, or made by another writer of the row), else kept
+        (the one this row asked for)."""
 
     async def change(self, row: dict[str, Any], timing: ScheduleTiming, enabled: bool) -> None: ...
 
@@ -123,8 +124,9 @@ class TemporalSchedules:
             await self.client.create_schedule(sid, schedule)
         except ScheduleAlreadyRunningError:
             if replace_stray:
-                await self.client.get_schedule_handle(sid).delete()
-                await self.client.create_schedule(sid, schedule)
+                # Brought to this row in place: a delete and a create would leave a moment with no schedule, in
+                # which another writer of the same row fails.
+                await self.change(row, timing, row["enabled"])
 
     async def change(self, row: dict[str, Any], timing: ScheduleTiming, enabled: bool) -> None:
         schedule = self.schedule(row, timing, enabled)

@@ -10,7 +10,6 @@ is removed again when Temporal refuses the schedule.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -231,41 +230,54 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
     clock_of(platform)
     sid = schedule_id(req.session_id, req.alias)
     stored = definition.model_dump(mode="json")
-    if req.replace:
-        with contextlib.suppress(CommandError):  # nothing at the alias yet
-            await delete_schedule(
-                platform, ScheduleRef(command="delete_schedule", session_id=req.session_id, alias=req.alias)
-            )
-    row = await platform.store.insert_schedule(req.session_id, req.alias, sid, stored, req.enabled)
+    row, version = await platform.store.put_schedule(req.session_id, req.alias, sid, stored, req.enabled, req.replace)
     crossing("schedule.written")
     try:
-        await _make(platform, row, definition, replace_stray=True)
+        await _make(platform, row, version)
     except Exception as err:
-        await platform.store.delete_schedule(req.session_id, req.alias)
+        await platform.store.forget_schedule(req.session_id, req.alias, version)
         if isinstance(err, RPCError):
             raise _refused(err) from None
         raise
     return await _warnings(platform, definition, {"schedule": row})
 
 
-async def _make(
-    platform: CommandContext, row: dict[str, Any], definition: ScheduleDefinition, *, replace_stray: bool
-) -> None:
-    """Make a schedule's clock from its row, and mark the row made. One found under its id is replaced when
-    `replace_stray` (left behind by a schedule whose row is gone: the row is the truth), else it is the one this
-    row asked for, made before its mark."""
-    await clock_of(platform).make(row, schedule_timing(definition), replace_stray=replace_stray)
-    await platform.store.schedule_made(row["session_id"], row["alias"])
+# How often a make goes again from the row as written since (others setting the same schedule at once).
+MAKE_AGAIN = 5
+
+
+async def _make(platform: CommandContext, row: dict[str, Any], version: str, *, replace_stray: bool = True) -> None:
+    """Make a schedule's clock from its row (at `version`), and mark the row made. One found under its id is brought
+    to this row when `replace_stray` (left behind by a schedule whose row is gone, or made by another writer of
+    this row: the row is the truth), else it is the one this row asked for, made before its mark. A row written
+    again meanwhile is made again from what it holds now, so the clock ends as the last row written says; one
+    deleted meanwhile takes its clock with it."""
+    clock = clock_of(platform)
+    for _ in range(MAKE_AGAIN):
+        await clock.make(row, schedule_timing(_definition(row)), replace_stray=replace_stray)
+        if await platform.store.schedule_made(row["session_id"], row["alias"], version):
+            return
+        now = await platform.store.schedule_version(row["session_id"], row["alias"])
+        if now is None:
+            await clock.remove(row["schedule_id"])
+            return
+        (row, version), replace_stray = now, True
+    log.warning(
+        "schedule %s written again %d times while it was made; the upkeep makes it", row["schedule_id"], MAKE_AGAIN
+    )
+
+
+def _definition(row: dict[str, Any]) -> ScheduleDefinition:
+    return ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields if k in row})
 
 
 async def make_unmade_schedules(platform: CommandContext, older_than_seconds: float = UNMADE_GRACE_SECONDS) -> int:
     """Make the Temporal Schedules of rows a process wrote and died before making (`create_schedule`'s crossing);
     answers how many. Run by each worker's router every few seconds."""
     made = 0
-    for row in await platform.store.unmade_schedules(older_than_seconds):
-        definition = ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields if k in row})
+    for row, version in await platform.store.unmade_schedules(older_than_seconds):
         try:
-            await _make(platform, row, definition, replace_stray=False)
+            await _make(platform, row, version, replace_stray=False)
         except RPCError as err:
             log.warning("could not make the schedule %s: %s", row["schedule_id"], err)
             continue
@@ -315,8 +327,7 @@ async def get_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, 
     """A schedule, with its next invocation times and how often it has fired."""
     row = await platform.store.get_schedule(req.session_id, req.alias)
     if platform.temporal is not None:
-        definition = ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields if k in row})
-        row.update(await clock_of(platform).describe(row, schedule_timing(definition)))
+        row.update(await clock_of(platform).describe(row, schedule_timing(_definition(row))))
     return {"schedule": row}
 
 

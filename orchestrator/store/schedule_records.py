@@ -38,43 +38,87 @@ def _missing(session_id: str, alias: str) -> CommandError:
 class ScheduleRecords(PostgresStore):
     """The store's schedule statements (mixed into `EngineRecords`)."""
 
-    async def insert_schedule(
-        self, session_id: str, alias: str, schedule_id: str, body: dict[str, Any], enabled: bool
-    ) -> dict[str, Any]:
+    async def put_schedule(
+        self, session_id: str, alias: str, schedule_id: str, body: dict[str, Any], enabled: bool, replace: bool
+    ) -> tuple[dict[str, Any], str]:
+        """Write a schedule's row, not made yet, and answer it with its version (the row's `xmin`, which every
+        later write of it changes). `replace`: one already at the alias is replaced in the same statement (its
+        runs' records go with it), so creates at once never find the alias empty between a delete and an insert."""
+        upsert = (
+            " ON CONFLICT (session_id, alias) DO UPDATE SET body = EXCLUDED.body, enabled = EXCLUDED.enabled,"
+            " made = false, created_at = clock_timestamp(), updated_at = clock_timestamp()"
+            if replace
+            else ""
+        )
         try:
-            row = await self.pool.fetchrow(
-                "INSERT INTO orchestrator.schedules (session_id, alias, schedule_id, body, enabled, made)"
-                f" VALUES ($1, $2, $3, $4, $5, false) RETURNING {_SCHEDULE_COLUMNS}",
-                session_id,
-                alias,
-                schedule_id,
-                body,
-                enabled,
-            )
+            async with self.transaction() as conn:
+                row = await conn.fetchrow(
+                    "INSERT INTO orchestrator.schedules (session_id, alias, schedule_id, body, enabled, made)"
+                    f" VALUES ($1, $2, $3, $4, $5, false){upsert}"
+                    f" RETURNING {_SCHEDULE_COLUMNS}, xmin::text AS version",
+                    session_id,
+                    alias,
+                    schedule_id,
+                    body,
+                    enabled,
+                )
+                assert row is not None
+                if replace:
+                    await conn.execute(
+                        "DELETE FROM orchestrator.schedule_runs WHERE session_id = $1 AND alias = $2",
+                        session_id,
+                        alias,
+                    )
         except asyncpg.UniqueViolationError:
             raise CommandError(
                 "invalid_request", f"alias: session {session_id!r} already has a schedule {alias!r}"
             ) from None
         except asyncpg.ForeignKeyViolationError:
             raise CommandError("not_found", f"session_id: no session {session_id!r}") from None
-        assert row is not None
-        return _schedule_json(row)
+        return _schedule_json(row), str(row["version"])
 
-    async def schedule_made(self, session_id: str, alias: str) -> None:
-        """The schedule's Temporal Schedule exists: its row is made."""
-        await self.pool.execute(
-            "UPDATE orchestrator.schedules SET made = true WHERE session_id = $1 AND alias = $2", session_id, alias
+    async def schedule_made(self, session_id: str, alias: str, version: str) -> bool:
+        """The schedule's Temporal Schedule was made from the row at `version`: its row is made, if it is still at
+        that version (False: written again since, or deleted)."""
+        return bool(
+            await self.pool.fetchval(
+                "UPDATE orchestrator.schedules SET made = true WHERE session_id = $1 AND alias = $2"
+                " AND xmin::text = $3 RETURNING true",
+                session_id,
+                alias,
+                version,
+            )
         )
 
-    async def unmade_schedules(self, older_than_seconds: float, limit: int = 50) -> list[dict[str, Any]]:
-        """Schedules written longer ago than `older_than_seconds` whose Temporal Schedule was never made."""
+    async def schedule_version(self, session_id: str, alias: str) -> tuple[dict[str, Any], str] | None:
+        """The schedule's row and its version, or None."""
+        row = await self.pool.fetchrow(
+            f"SELECT {_SCHEDULE_COLUMNS}, xmin::text AS version FROM orchestrator.schedules"
+            " WHERE session_id = $1 AND alias = $2",
+            session_id,
+            alias,
+        )
+        return None if row is None else (_schedule_json(row), str(row["version"]))
+
+    async def forget_schedule(self, session_id: str, alias: str, version: str) -> None:
+        """Delete the row written at `version` whose Temporal Schedule could not be made, unless written since."""
+        await self.pool.execute(
+            "DELETE FROM orchestrator.schedules WHERE session_id = $1 AND alias = $2 AND xmin::text = $3",
+            session_id,
+            alias,
+            version,
+        )
+
+    async def unmade_schedules(self, older_than_seconds: float, limit: int = 50) -> list[tuple[dict[str, Any], str]]:
+        """Schedules written longer ago than `older_than_seconds` whose Temporal Schedule was never made, each with
+        its version."""
         rows = await self.pool.fetch(
-            f"SELECT {_SCHEDULE_COLUMNS} FROM orchestrator.schedules WHERE NOT made"
+            f"SELECT {_SCHEDULE_COLUMNS}, xmin::text AS version FROM orchestrator.schedules WHERE NOT made"
             " AND created_at < clock_timestamp() - make_interval(secs => $1) ORDER BY created_at LIMIT $2",
             older_than_seconds,
             limit,
         )
-        return [_schedule_json(r) for r in rows]
+        return [(_schedule_json(r), str(r["version"])) for r in rows]
 
     async def session_by_alias(self, alias: str) -> str | None:
         """The id of the session at `alias` (an app's declared schedules name their session so)."""

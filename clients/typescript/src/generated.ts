@@ -1063,7 +1063,7 @@ export abstract class GeneratedCommands {
   }
 
   /**
-   * `redeliver`: Hand the events after `after` through `through` to one listener again, in its lanes by its key and cut by its `max_events`.
+   * `redeliver`: Hand the events after `after` through `through` to one listener again, in its lanes by its key and cut as a lane cuts its own: at most `max_events` entries a batch, those `distinct_by` leaves.
    *
    * Reply: `redelivered` {listener, events, batches}, `event_id` (its `listener.redelivered` event)
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`, `past_retention`.
