@@ -28,7 +28,8 @@ SHARED_MEANINGS = {
     "command": "the command's name",
     "session_id": "the session's id (`ses_...`), as `open_session` answers it",
     "client": "the caller's client id, kept in the event's `source.client` (a listener may leave its own out)",
-    "idempotency_key": "a retry with the same key answers the first request's result instead of writing again",
+    "idempotency_key": "a retry with the same key answers the first request's result instead of writing again; the"
+    " key of another write of the session is refused",
     "name": "the listener's name",
     "listener": "the listener's name",
 }

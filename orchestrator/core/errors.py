@@ -63,3 +63,7 @@ def unavailable(what: Literal["database", "temporal"] = "database") -> CommandEr
         f"{what}: out of reach for now; try again (a write retried with its idempotency_key is not made twice)",
         retry_after=UNAVAILABLE_RETRY_SECONDS,
     )
+
+
+# A retry answers what its key wrote first; a key the session holds for another write is refused instead.
+KEY_REUSED = "idempotency_key: the session holds this key for another write (another alias, or another kind)"

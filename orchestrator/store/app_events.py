@@ -14,7 +14,7 @@ from typing import Any
 import asyncpg
 
 from orchestrator.causes import current_cause
-from orchestrator.core.errors import CommandError
+from orchestrator.core.errors import KEY_REUSED, CommandError
 from orchestrator.store import json_codec
 from orchestrator.telemetry import current_traceparent
 
@@ -40,6 +40,8 @@ def _refused(err: asyncpg.RaiseError, session_id: str, field: str) -> CommandErr
         return CommandError(code, message.format(session=session_id))  # type: ignore[arg-type]
     if outcome == "rev_conflict":
         return CommandError("rev_conflict", f"{field}.{index}.if_rev: the stored rev is {rev}")
+    if outcome == "key_reused":
+        return CommandError("invalid_request", f"{field}.{index}: {KEY_REUSED}")
     return CommandError("internal_error", f"{field}.{index}: refused ({outcome})")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.core.errors import CommandError
+from orchestrator.core.errors import KEY_REUSED, CommandError
 from orchestrator.core.graphs import GraphPatch, apply_patch
 from orchestrator.store.connection import Connection
 from orchestrator.store.postgres import PostgresStore
@@ -33,6 +33,8 @@ class Graphs(PostgresStore):
             await self._locked_session(conn, session_id, require_open=True)
             replayed = await self._replayed(conn, session_id, idempotency_key)
             if replayed is not None:
+                if replayed.type != "graph.changed":
+                    raise CommandError("invalid_request", KEY_REUSED)
                 changed = (replayed.graph or {}).get("nodes", [])
                 return {"rev": (replayed.data or {}).get("rev"), "changed": changed}, replayed.id
             row = await _graph_row(conn, session_id)

@@ -25,7 +25,7 @@ import asyncpg
 
 from orchestrator.causes import current_cause
 from orchestrator.core.database_schema import DEFAULT_SCHEMA, checked_schema
-from orchestrator.core.errors import CommandError
+from orchestrator.core.errors import KEY_REUSED, CommandError
 from orchestrator.core.events import Committed, Event, envelope_of, preview
 from orchestrator.core.globs import compile_alias_glob, compile_type_glob
 from orchestrator.core.schema_names import in_schema
@@ -471,6 +471,8 @@ class PostgresStore:
             await self._locked_session(conn, session_id, require_open=True)
             replayed = await self._replayed(conn, session_id, idempotency_key)
             if replayed is not None:
+                if (replayed.type, replayed.alias) != ("object.deleted", alias):
+                    raise CommandError("invalid_request", KEY_REUSED)
                 return {"alias": alias, "rev": (replayed.data or {}).get("rev")}, replayed.id
             rev = await conn.fetchval(
                 "DELETE FROM orchestrator.objects WHERE session_id = $1 AND alias = $2 RETURNING rev", session_id, alias
@@ -660,6 +662,8 @@ class PostgresStore:
 
 def _refuse_write(outcome: str, session_id: str) -> None:
     """Turn a write function's refusal into the command error it stands for."""
+    if outcome == "key_reused":
+        raise CommandError("invalid_request", KEY_REUSED)
     if outcome == "not_found":
         raise CommandError("not_found", f"session_id: no session {session_id!r}")
     if outcome == "session_not_open":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from orchestrator.platform import Platform
 from tests.store.helpers import all_events, ok, refused
 
@@ -102,6 +104,34 @@ async def test_a_retried_write_finds_the_same_event(platform: Platform) -> None:
     assert again["event_id"] == first["event_id"]
     assert again["object"]["rev"] == first["object"]["rev"] == 1
     assert len(await all_events(platform, sid)) == 1
+
+
+async def test_a_key_the_session_holds_for_another_write_is_refused_and_writes_nothing(platform: Platform) -> None:
+    """A retry answers what its key wrote first; the same key on another write is no retry: refused naming it.
+    (It answered success with the new alias and wrote nothing.)"""
+    sid = await _session(platform)
+    await ok(platform, "save_event_type", name="idem.noted", schema={"type": "object"})
+    first = await ok(platform, "write_object", session_id=sid, alias="idem/y", value={"type": "t"}, idempotency_key="k")
+    await ok(platform, "emit_event", session_id=sid, type="idem.noted", data={}, idempotency_key="e")
+    item = {"type": "text", "role": "user", "message": "hi"}
+    others: list[dict[str, Any]] = [
+        {"command": "write_object", "alias": "idem/z", "value": {"type": "t"}, "idempotency_key": "k"},
+        {"command": "write_object", "alias": "idem/y", "value": {"type": "t"}, "idempotency_key": "e"},
+        {"command": "post_thread_item", "alias": "chats/1", "item": item, "idempotency_key": "k"},
+        {"command": "emit_event", "type": "idem.other", "data": {}, "idempotency_key": "k"},
+        {"command": "emit_events", "events": [{"type": "idem.noted", "data": {}, "idempotency_key": "k"}]},
+        {"command": "delete_object", "alias": "idem/y", "idempotency_key": "k"},
+        {"command": "update_graph", "patch": {"nodes": {"n": {"type": "t"}}}, "idempotency_key": "k"},
+    ]
+    await ok(platform, "save_event_type", name="idem.other", schema={"type": "object"})
+    before = await all_events(platform, sid)
+    for body in others:
+        command = body.pop("command")
+        await refused(platform, "invalid_request", "idempotency_key", command, session_id=sid, **body)
+    assert await all_events(platform, sid) == before, "nothing written"
+    assert (await ok(platform, "read_object", session_id=sid, alias="idem/y"))["object"]["rev"] == 1
+    again = await ok(platform, "write_object", session_id=sid, alias="idem/y", value={"type": "t"}, idempotency_key="k")
+    assert (again["event_id"], again["object"]) == (first["event_id"], first["object"]), "a retry still answers"
 
 
 async def test_objects_are_scoped_to_their_session(platform: Platform) -> None:

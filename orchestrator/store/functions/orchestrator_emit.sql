@@ -12,6 +12,7 @@ DECLARE
     v_lock text := orchestrator.orchestrator_lock_session(p_session);
     v_ids bigint[];
     v_last bigint;
+    v_reused bigint;
 BEGIN
     IF v_lock <> 'ok' THEN
         RAISE EXCEPTION 'orchestrator: 0 % 0', v_lock USING ERRCODE = 'P0001';
@@ -33,6 +34,13 @@ BEGIN
             AND last_event_id < v_ids[cardinality(v_ids)];
         RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
         RETURN;
+    END IF;
+    -- A key the session holds for another kind of event is no retry of this one: the call is refused.
+    SELECT g.n - 1 INTO v_reused FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n)
+        JOIN orchestrator.events e ON e.session_id = p_session AND e.idempotency_key = g.x ->> 'key'
+        WHERE e.type IS DISTINCT FROM g.x ->> 'type' ORDER BY g.n LIMIT 1;
+    IF v_reused IS NOT NULL THEN
+        RAISE EXCEPTION 'orchestrator: % key_reused 0', v_reused USING ERRCODE = 'P0001';
     END IF;
     WITH given AS (
         SELECT g.n, g.x, g.x ->> 'key' AS key,

@@ -1,4 +1,4 @@
--- An item's post and its event, under the session lock its caller holds: an outcome (ok, replayed), the item
+-- An item's post and its event, under the session lock its caller holds: an outcome (ok, replayed, key_reused), the item
 -- id and the event id. Items never change: posting an id that is already there answers the first post.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_item_row(
     p_session text, p_alias text, p_id text, p_type text, p_role text, p_message text, p_message_json jsonb,
@@ -8,12 +8,14 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_item text;
     v_event bigint;
+    v_same boolean;
 BEGIN
     IF p_key IS NOT NULL THEN
-        SELECT e.item ->> 'id', e.id INTO v_item, v_event
+        SELECT e.item ->> 'id', e.id, e.type = 'thread.item_posted' AND e.alias = p_alias INTO v_item, v_event, v_same
             FROM orchestrator.events e WHERE e.session_id = p_session AND e.idempotency_key = p_key;
         IF FOUND THEN
-            RETURN QUERY SELECT 'replayed'::text, v_item, v_event;
+            -- The key of another write (another thread, another kind): no retry of this one, refused.
+            RETURN QUERY SELECT CASE WHEN v_same THEN 'replayed' ELSE 'key_reused' END, v_item, v_event;
             RETURN;
         END IF;
     END IF;

@@ -1,5 +1,5 @@
 -- An object's write and its event, under the session lock its caller holds: an outcome (ok, replayed,
--- rev_conflict), the rev and the event id.
+-- rev_conflict, key_reused), the rev and the event id.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_object_row(
     p_session text, p_alias text, p_value jsonb, p_if_rev integer, p_source jsonb, p_depth integer, p_key text,
     p_traceparent text, p_cause jsonb
@@ -8,12 +8,15 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_rev integer;
     v_event bigint;
+    v_same boolean;
 BEGIN
     IF p_key IS NOT NULL THEN
-        SELECT e.id, (e.data ->> 'rev')::integer INTO v_event, v_rev
+        SELECT e.id, (e.data ->> 'rev')::integer, e.type = 'object.written' AND e.alias = p_alias
+            INTO v_event, v_rev, v_same
             FROM orchestrator.events e WHERE e.session_id = p_session AND e.idempotency_key = p_key;
         IF FOUND THEN
-            RETURN QUERY SELECT 'replayed'::text, v_rev, v_event;
+            -- The key of another write (another alias, another kind): no retry of this one, refused.
+            RETURN QUERY SELECT CASE WHEN v_same THEN 'replayed' ELSE 'key_reused' END, v_rev, v_event;
             RETURN;
         END IF;
     END IF;
