@@ -30,7 +30,7 @@ from orchestrator.config import Settings
 from orchestrator.core.backoff import retry_delay
 from orchestrator.core.declaration import ListenerDeclaration, effective_max_parallel, lane_run_slots
 from orchestrator.core.lane_clock import LaneClock, LaneNews, nudged, reported
-from orchestrator.core.lane_snapshot import LaneAddress, Take
+from orchestrator.core.lane_snapshot import LaneAddress, LaneSnapshot, Take
 from orchestrator.core.lane_step import step
 from orchestrator.core.limits import Limits
 from orchestrator.lanes.driver import Drive, LaneDriver
@@ -272,19 +272,22 @@ class LaneMachine(RuleBasedStateMachine):
         self.drive(index)
         if not isinstance(decision, Take):
             return
-        key_max = effective_max_parallel(self.decl.concurrency, self.limits)
+        recorded = self._record(snap, decision)
+        if isinstance(recorded, Recorded):
+            self.run(self.driver._act_and_finish(snap, decision, recorded.batch_id, Drive()))
+
+    def _record(self, snap: LaneSnapshot, decision: Take) -> Recorded | Stale:
+        """Record, as a driver does, what was decided over `snap`."""
         limits = self.limits
-        recorded = self.run(
+        return self.run(
             self.world.lanes.record(
                 snap,
                 decision,
                 limits.listener_fires_per_minute,
-                key_max,
+                effective_max_parallel(self.decl.concurrency, limits),
                 executions_limit=limits.executions_per_session,
             )
         )
-        if isinstance(recorded, Recorded):
-            self.run(self.driver._act_and_finish(snap, decision, recorded.batch_id, Drive()))
 
     @precondition(lambda self: bool(self.starts.running()))
     @rule(index=st.integers(0, 5), status=st.sampled_from(["completed", "failed", "stopped"]))
@@ -324,17 +327,7 @@ class LaneMachine(RuleBasedStateMachine):
         self.stopped_repeats.add((run.run_key, run.retry + 1))
         self.tally["repeats stopped"] += 1
         if snap is not None and isinstance(decision, Take):
-            limits = self.limits
-            recorded = self.run(
-                self.world.lanes.record(
-                    snap,
-                    decision,
-                    limits.listener_fires_per_minute,
-                    key_max,
-                    at=snap.now,
-                    executions_limit=limits.executions_per_session,
-                )
-            )
+            recorded = self._record(snap, decision)
             assert isinstance(recorded, Stale), "a decision read before the stop is recorded over nothing"
             self.tally["stale after a stopped repeat"] += 1
         if drive:
