@@ -50,6 +50,29 @@ class ScheduleRecords(PostgresStore):
             if replace
             else ""
         )
+        # An upsert beside another's insert of the same new row may meet the schedule id's own unique index before
+        # the arbiter's: the row is there then, and the upsert made again replaces it.
+        attempts = 2 if replace else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._put_schedule(session_id, alias, schedule_id, body, enabled, upsert, replace)
+            except asyncpg.UniqueViolationError:
+                if attempt == attempts:
+                    raise CommandError(
+                        "invalid_request", f"alias: session {session_id!r} already has a schedule {alias!r}"
+                    ) from None
+        raise AssertionError("every attempt answers or raises")
+
+    async def _put_schedule(
+        self,
+        session_id: str,
+        alias: str,
+        schedule_id: str,
+        body: dict[str, Any],
+        enabled: bool,
+        upsert: str,
+        replace: bool,
+    ) -> tuple[dict[str, Any], str]:
         try:
             async with self.transaction() as conn:
                 row = await conn.fetchrow(
@@ -69,10 +92,6 @@ class ScheduleRecords(PostgresStore):
                         session_id,
                         alias,
                     )
-        except asyncpg.UniqueViolationError:
-            raise CommandError(
-                "invalid_request", f"alias: session {session_id!r} already has a schedule {alias!r}"
-            ) from None
         except asyncpg.ForeignKeyViolationError:
             raise CommandError("not_found", f"session_id: no session {session_id!r}") from None
         return _schedule_json(row), str(row["version"])

@@ -279,7 +279,7 @@ class LaneMachine(RuleBasedStateMachine):
     def _record(self, snap: LaneSnapshot, decision: Take) -> Recorded | Stale:
         """Record, as a driver does, what was decided over `snap`."""
         limits = self.limits
-        return self.run(
+        recorded: Recorded | Stale = self.run(
             self.world.lanes.record(
                 snap,
                 decision,
@@ -288,6 +288,7 @@ class LaneMachine(RuleBasedStateMachine):
                 executions_limit=limits.executions_per_session,
             )
         )
+        return recorded
 
     @precondition(lambda self: bool(self.starts.running()))
     @rule(index=st.integers(0, 5), status=st.sampled_from(["completed", "failed", "stopped"]))

@@ -222,7 +222,8 @@ async def test_a_run_that_ends_its_own_way_after_its_cancellation_still_ends_can
     stop = await engine.command(
         "stop_execution", session_id=sid, execution_id=(await executions(engine, sid))["docs/g"]["id"], reason="bye"
     )
-    assert stop["execution"]["status"] == "stopping", stop
+    # `stopping`; or, when the run caught its cancellation and its end was recorded before the answer, `stopped`.
+    assert stop["execution"]["status"] in ("stopping", "stopped"), stop
 
     async def ended() -> bool:
         found = await executions(engine, sid)
