@@ -87,6 +87,11 @@ def field_errors_message(exc: pydantic.ValidationError, prefix: str, *, union_ta
     lines: list[str] = []
     for error in errors[:MAX_ERRORS]:
         where = _location(error["loc"], prefix, union_tags, error.get("type", "")) or "body"
+        if error.get("type") == "union_tag_not_found":
+            # A union's tag left out (an action with no `type`): the tag's own field is what is missing.
+            tag = str((error.get("ctx") or {}).get("discriminator", "type")).strip("'")
+            lines.append(f"{where}.{tag}: is required")
+            continue
         lines.append(f"{where}: {_phrase(error)}")
     if len(errors) > MAX_ERRORS:
         lines.append(f"and {len(errors) - MAX_ERRORS} more")

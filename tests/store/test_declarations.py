@@ -114,7 +114,7 @@ CASES: list[tuple[str, Any, str]] = [
     # action
     ("action", DROP, "listener.action"),
     ("action", "orchestrator", "listener.action"),
-    ("action", {"workflow": "orchestrator"}, "listener.action"),
+    ("action", {"workflow": "orchestrator"}, "listener.action.type: is required"),
     ("action", {"type": "webhook", "url": "http://x"}, "listener.action"),
     ("action", {"type": 3}, "listener.action"),
     ("action.workflow", DROP, "listener.action.workflow"),
