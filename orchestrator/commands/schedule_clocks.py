@@ -42,10 +42,10 @@ NEXT_INVOCATIONS = 5
 
 
 class ScheduleClock(Protocol):
-    async def make(self, row: dict[str, Any], timing: ScheduleTiming, *, replace_stray: bool) -> None:
-        """Start deciding when the schedule of `row` fires. One found under its id is brought to `row` when
-        `replace_stray` (left by a schedule whose row is gone, or made by another writer of the row), else kept
-        (the one this row asked for)."""
+    async def make(self, row: dict[str, Any], timing: ScheduleTiming) -> None:
+        """Start deciding when the schedule of `row` fires. One found under its id is brought to `row` (the row is
+        the truth: left by a schedule whose row is gone, made by another writer of the row, or made from this row
+        by a process that died before marking it)."""
 
     async def change(self, row: dict[str, Any], timing: ScheduleTiming, enabled: bool) -> None: ...
 
@@ -117,16 +117,15 @@ class TemporalSchedules:
             ),
         )
 
-    async def make(self, row: dict[str, Any], timing: ScheduleTiming, *, replace_stray: bool) -> None:
+    async def make(self, row: dict[str, Any], timing: ScheduleTiming) -> None:
         sid = row["schedule_id"]
         schedule = self.schedule(row, timing, row["enabled"])
         try:
             await self.client.create_schedule(sid, schedule)
         except ScheduleAlreadyRunningError:
-            if replace_stray:
-                # Brought to this row in place: a delete and a create would leave a moment with no schedule, in
-                # which another writer of the same row fails.
-                await self.change(row, timing, row["enabled"])
+            # Brought to this row in place: a delete and a create would leave a moment with no schedule, in which
+            # another writer of the same row fails.
+            await self.change(row, timing, row["enabled"])
 
     async def change(self, row: dict[str, Any], timing: ScheduleTiming, enabled: bool) -> None:
         schedule = self.schedule(row, timing, enabled)
@@ -163,7 +162,7 @@ class WorkflowClocks:
         self.client = client
         self.settings = settings
 
-    async def make(self, row: dict[str, Any], timing: ScheduleTiming, *, replace_stray: bool) -> None:
+    async def make(self, row: dict[str, Any], timing: ScheduleTiming) -> None:
         from orchestrator.workflows.schedule_clock import SCHEDULE_CLOCK_WORKFLOW
 
         if not row["enabled"]:
@@ -174,14 +173,12 @@ class WorkflowClocks:
             id=row["schedule_id"],
             task_queue=self.settings.task_queue,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            id_conflict_policy=WorkflowIDConflictPolicy.TERMINATE_EXISTING
-            if replace_stray
-            else WorkflowIDConflictPolicy.USE_EXISTING,
+            id_conflict_policy=WorkflowIDConflictPolicy.TERMINATE_EXISTING,
         )
 
     async def change(self, row: dict[str, Any], timing: ScheduleTiming, enabled: bool) -> None:
         await self.remove(row["schedule_id"])
-        await self.make({**row, "enabled": enabled}, timing, replace_stray=True)
+        await self.make({**row, "enabled": enabled}, timing)
 
     async def remove(self, schedule_id: str) -> None:
         with contextlib.suppress(RPCError):  # already ended, or never started (a disabled schedule)

@@ -10,6 +10,7 @@ is removed again when Temporal refuses the schedule.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -235,7 +236,10 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
     try:
         await _make(platform, row, version)
     except Exception as err:
-        await platform.store.forget_schedule(req.session_id, req.alias, version)
+        if await platform.store.forget_schedule(req.session_id, req.alias, version):
+            # Its clock goes with it: one a replace found stays under the id, firing into a row that is gone.
+            with contextlib.suppress(RPCError):
+                await clock_of(platform).remove(sid)
         if isinstance(err, RPCError):
             raise _refused(err) from None
         raise
@@ -246,22 +250,21 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
 MAKE_AGAIN = 5
 
 
-async def _make(platform: CommandContext, row: dict[str, Any], version: str, *, replace_stray: bool = True) -> None:
-    """Make a schedule's clock from its row (at `version`), and mark the row made. One found under its id is brought
-    to this row when `replace_stray` (left behind by a schedule whose row is gone, or made by another writer of
-    this row: the row is the truth), else it is the one this row asked for, made before its mark. A row written
-    again meanwhile is made again from what it holds now, so the clock ends as the last row written says; one
-    deleted meanwhile takes its clock with it."""
+async def _make(platform: CommandContext, row: dict[str, Any], version: str) -> None:
+    """Make a schedule's clock from its row (at `version`), and mark the row made. A clock found under its id is
+    brought to this row (the row is the truth), so a replace, or a make that died before its mark, ends with the
+    clock the row says. A row written again meanwhile is made again from what it holds now, so the clock ends as the
+    last row written says; one deleted meanwhile takes its clock with it."""
     clock = clock_of(platform)
     for _ in range(MAKE_AGAIN):
-        await clock.make(row, schedule_timing(_definition(row)), replace_stray=replace_stray)
+        await clock.make(row, schedule_timing(_definition(row)))
         if await platform.store.schedule_made(row["session_id"], row["alias"], version):
             return
         now = await platform.store.schedule_version(row["session_id"], row["alias"])
         if now is None:
             await clock.remove(row["schedule_id"])
             return
-        (row, version), replace_stray = now, True
+        row, version = now
     log.warning(
         "schedule %s written again %d times while it was made; the upkeep makes it", row["schedule_id"], MAKE_AGAIN
     )
@@ -277,7 +280,7 @@ async def make_unmade_schedules(platform: CommandContext, older_than_seconds: fl
     made = 0
     for row, version in await platform.store.unmade_schedules(older_than_seconds):
         try:
-            await _make(platform, row, version, replace_stray=False)
+            await _make(platform, row, version)
         except RPCError as err:
             log.warning("could not make the schedule %s: %s", row["schedule_id"], err)
             continue

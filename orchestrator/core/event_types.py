@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from jsonschema import Draft202012Validator, SchemaError
 from jsonschema.validators import validator_for
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
-from referencing import Registry, Resource
+from referencing import Registry, Resource, Specification
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012, specification_with
 
@@ -49,6 +49,8 @@ def check_schema(schema: Any) -> dict[str, Any]:
     all lead somewhere inside it and never back to where they began without a step into the value."""
     if not isinstance(schema, dict):
         raise ValueError("must be a JSON Schema object")
+    if not isinstance(schema.get("$schema", ""), str):
+        raise ValueError("$schema: must be a string (the draft's URI)")
     if len(json.dumps(schema, separators=(",", ":"))) > MAX_SCHEMA_BYTES:
         raise ValueError(f"must be at most {MAX_SCHEMA_BYTES} bytes as JSON")
     try:
@@ -63,28 +65,31 @@ def check_schema(schema: Any) -> dict[str, Any]:
 # Keywords whose subschemas apply to the value itself, not to a part of it: a cycle through these alone never ends.
 _SAME_VALUE_LISTS = ("allOf", "anyOf", "oneOf")
 _SAME_VALUE_ONE = ("not", "if", "then", "else")
+_SAME_VALUE_MAPS = ("dependentSchemas",)
+_REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 
 
-def _root_resolver(schema: dict[str, Any]) -> tuple[Resource[Any], Resolver[Any]]:
-    """The schema as a resource and a resolver of references within it alone: nothing is ever fetched."""
+def _root_resolver(schema: dict[str, Any]) -> tuple[Specification[Any], Resource[Any], Resolver[Any]]:
+    """The schema's draft, the schema as a resource of it, and a resolver of references within it alone: nothing is
+    ever fetched."""
     specification = specification_with(schema.get("$schema", DRAFT202012.id_of({}) or ""), default=DRAFT202012)
     resource = specification.create_resource(schema)
     base = resource.id() or ""
-    return resource, Registry().with_resource(base, resource).resolver(base_uri=base)
+    return specification, resource, Registry().with_resource(base, resource).resolver(base_uri=base)
 
 
 def _check_references(schema: dict[str, Any]) -> None:
     """Every `$ref` resolves inside the schema, and no chain of references (and of keywords that apply to the same
     value) leads back to where it began: such a schema can never finish checking a value."""
-    resource, resolver = _root_resolver(schema)
+    specification, resource, resolver = _root_resolver(schema)
     same_value: dict[int, list[tuple[Any, Resolver[Any]]]] = {}
     pending = [(resource, resolver)]
     while pending:
         current, where = pending.pop()
         contents = current.contents
-        if isinstance(contents, dict):
+        if isinstance(contents, dict) and id(contents) not in same_value:
             nexts: list[tuple[Any, Resolver[Any]]] = []
-            for keyword in ("$ref", "$dynamicRef"):
+            for keyword in _REFERENCES:
                 ref = contents.get(keyword)
                 if isinstance(ref, str):
                     try:
@@ -94,11 +99,15 @@ def _check_references(schema: dict[str, Any]) -> None:
                             f"{keyword} {ref!r} leads nowhere inside the schema (a schema may refer only to itself)"
                         ) from None
                     nexts.append((found.contents, found.resolver))
+                    # Walked too: a reference may lead where the draft's own walk does not go (a key it does not
+                    # know, `$defs` in draft 7).
+                    pending.append((specification.create_resource(found.contents), found.resolver))
             nexts += [(sub, where) for key in _SAME_VALUE_LISTS for sub in contents.get(key) or []]
             nexts += [(contents[key], where) for key in _SAME_VALUE_ONE if key in contents]
+            nexts += [(sub, where) for key in _SAME_VALUE_MAPS for sub in (contents.get(key) or {}).values()]
             same_value[id(contents)] = nexts
-        for sub in current.subresources():
-            pending.append((sub, where.in_subresource(sub)))
+            for sub in current.subresources():
+                pending.append((sub, where.in_subresource(sub)))
     _refuse_cycles(same_value)
 
 
@@ -173,7 +182,10 @@ def _check_of(canonical: str) -> DataCheck:
             errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path])
         except (Unresolvable, RecursionError) as err:
             # A type saved before its references were checked at save: it can hold no event until saved again.
-            return [f"{field}: the type's schema cannot be applied ({type(err).__name__}); save the type again"]
+            return [
+                f"{field}: the type's schema cannot be applied ({type(err).__name__}: it refers to itself without end,"
+                " or to what it does not hold); save the type with one that can"
+            ]
         return [
             f"{'.'.join([field, *(str(p) for p in e.absolute_path)])}: {e.message}"[:500] for e in errors[:MAX_ERRORS]
         ]

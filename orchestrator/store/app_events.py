@@ -41,7 +41,7 @@ def _refused(err: asyncpg.RaiseError, session_id: str, field: str) -> CommandErr
     if outcome == "rev_conflict":
         return CommandError("rev_conflict", f"{field}.{index}.if_rev: the stored rev is {rev}")
     if outcome == "key_reused":
-        return CommandError("invalid_request", f"{field}.{index}: {KEY_REUSED}")
+        return CommandError("invalid_request", f"{field}.{index}.{KEY_REUSED}")
     return CommandError("internal_error", f"{field}.{index}: refused ({outcome})")
 
 

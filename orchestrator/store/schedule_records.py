@@ -119,13 +119,17 @@ class ScheduleRecords(PostgresStore):
         )
         return None if row is None else (_schedule_json(row), str(row["version"]))
 
-    async def forget_schedule(self, session_id: str, alias: str, version: str) -> None:
-        """Delete the row written at `version` whose Temporal Schedule could not be made, unless written since."""
-        await self.pool.execute(
-            "DELETE FROM orchestrator.schedules WHERE session_id = $1 AND alias = $2 AND xmin::text = $3",
-            session_id,
-            alias,
-            version,
+    async def forget_schedule(self, session_id: str, alias: str, version: str) -> bool:
+        """Delete the row written at `version` whose Temporal Schedule could not be made, unless written since;
+        whether it was deleted."""
+        return bool(
+            await self.pool.fetchval(
+                "DELETE FROM orchestrator.schedules WHERE session_id = $1 AND alias = $2 AND xmin::text = $3"
+                " RETURNING true",
+                session_id,
+                alias,
+                version,
+            )
         )
 
     async def unmade_schedules(self, older_than_seconds: float, limit: int = 50) -> list[tuple[dict[str, Any], str]]:

@@ -39,3 +39,26 @@ async def test_a_schedule_written_and_never_made_on_temporal_is_made_by_the_upke
         return bool(runs["runs"])
 
     await eventually(fired, within=15, what="the schedule made by the upkeep fires")
+
+
+async def test_a_replace_written_and_never_made_gets_the_clock_its_row_says_from_the_upkeep(engine: Engine) -> None:
+    """A replace keeps the schedule's id, so the clock of the schedule it replaced is there when the upkeep makes
+    the new row: it is brought to the row (it was kept, firing on the old timing, and the row marked made)."""
+    sid = await new_session(engine)
+    body = {
+        "command": "create_schedule",
+        "session_id": sid,
+        "alias": "clock",
+        "repeat": {"type": "interval", "every_seconds": 600},
+        "invocation_target_type": "object",
+        "target": {"alias": "ops/clock", "value": {"type": "tick"}},
+    }
+    assert (await engine.platform.command(body))["status"] == "success"
+    replaced = {**body, "repeat": {"type": "interval", "every_seconds": 900}, "enabled": False, "replace": True}
+    with inject(dies_at("schedule.written")), pytest.raises(Died):
+        await engine.platform.command(replaced)
+    assert await make_unmade_schedules(engine.platform, older_than_seconds=0) == 1
+    described = await engine.client.get_schedule_handle(f"schedule:{sid}:clock").describe()
+    [interval] = described.schedule.spec.intervals
+    assert interval.every.total_seconds() == 900
+    assert described.schedule.state.paused, "disabled, as the row says"

@@ -135,6 +135,9 @@ async def test_emit_events_draws_ids_in_order_and_writes_each_key_once(platform:
     assert written[first[0]]["data"] == {"priority": 1} and written[first[1]]["source"] == {"client": "w"}
 
 
+DRAFT_7 = "http://json-schema.org/draft-07/schema#"
+
+
 async def test_a_bad_type_declaration_is_refused_naming_the_field(platform: Platform) -> None:
     cases: list[tuple[dict[str, Any], str]] = [
         ({**TICKET, "name": "object.escalated"}, "name"),
@@ -152,6 +155,12 @@ async def test_a_bad_type_declaration_is_refused_naming_the_field(platform: Plat
             {**TICKET, "schema": {"$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"$ref": "#/$defs/a"}}}},
             "schema",
         ),
+        ({**TICKET, "schema": {"dependentSchemas": {"a": {"$ref": "#"}}}}, "schema"),
+        (
+            {**TICKET, "schema": {"$schema": DRAFT_7, "$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}},
+            "schema",
+        ),
+        ({**TICKET, "schema": {"$schema": 5}}, "schema"),
     ]
     for body, field in cases:
         await refused(platform, "invalid_request", field, "save_event_type", **body)

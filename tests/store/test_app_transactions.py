@@ -84,6 +84,13 @@ async def test_an_emit_that_cannot_be_is_refused_naming_the_field_and_aborts_not
     with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.0\.data: an object is required"):
         await app.fetchval("SELECT orchestrator.emit($1, 'ticket.escalated', '[1]')", other)
     assert await all_events(platform, sid) == [] and await all_events(platform, other) == []
+    # A key the session holds for another kind of event is no retry of this one.
+    third = await _session(platform)
+    await ok(platform, "save_event_type", name="ticket.noted", schema={"type": "object"})
+    first = await emit(app, third, "ticket.escalated", {"priority": 1}, idempotency_key="once")
+    with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.0\.key: the session holds this key"):
+        await emit(app, third, "ticket.noted", {}, idempotency_key="once")
+    assert [e["id"] for e in await all_events(platform, third)] == [first]
 
 
 async def test_sqlalchemy_sessions_emit_in_their_transactions(platform: Platform, fresh_db: str) -> None:
@@ -193,6 +200,17 @@ async def test_a_capture_that_cannot_be_is_refused_and_changes_nothing(
     assert await app.fetchval("SELECT count(*) FROM tickets") == 0, "the table is still there, untouched"
     triggers = await app.fetchval("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'tickets'::regclass")
     assert triggers == 0
+
+
+async def test_a_session_column_of_any_string_type_is_captured(platform: Platform, app: asyncpg.Connection) -> None:
+    """Text, varchar or a domain over a domain over text: each holds a session's id (only other types are
+    refused)."""
+    sid = await _session(platform)
+    await app.execute("CREATE DOMAIN sid_text AS text; CREATE DOMAIN sid_named AS sid_text")
+    await app.execute("CREATE TABLE notes (id bigint PRIMARY KEY, session sid_named, label varchar(20))")
+    await ok(platform, "capture_table", table="notes", type_prefix="note", session_column="session")
+    await app.execute("INSERT INTO notes VALUES (1, $1, 'x')", sid)
+    assert [e["type"] for e in await all_events(platform, sid)] == ["note.created"]
 
 
 async def test_32_writers_committing_and_rolling_back_leave_each_committed_change_once(

@@ -51,10 +51,10 @@ BEGIN
             CASE WHEN v_missing = p_session_column THEN 'session_column' ELSE 'exclude' END,
             quote_literal(p_table), quote_literal(v_missing) USING ERRCODE = '22023';
     END IF;
-    -- A session's id is text: a column of another type never holds one, and every row written would be refused.
-    IF p_session_column IS NOT NULL AND (SELECT coalesce(nullif(t.typbasetype, 0), t.oid)
-        NOT IN ('text'::regtype, 'varchar'::regtype) FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
-        WHERE a.attrelid = v_table AND a.attname = p_session_column) THEN
+    -- A session's id is text: a column of no string type (text, varchar, citext, a domain over one: their category
+    -- is S) never holds one, and every row written would be refused.
+    IF p_session_column IS NOT NULL AND (SELECT t.typcategory <> 'S' FROM pg_attribute a
+        JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = v_table AND a.attname = p_session_column) THEN
         RAISE EXCEPTION 'session_column: % is of type %, and a session''s id is text', quote_literal(p_session_column),
             (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a WHERE a.attrelid = v_table
              AND a.attname = p_session_column) USING ERRCODE = '22023';

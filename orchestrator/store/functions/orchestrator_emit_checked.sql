@@ -42,6 +42,15 @@ BEGIN
     ELSIF v_lock <> 'ok' THEN
         RAISE EXCEPTION 'session_id: session % is not open', quote_literal(p_session) USING ERRCODE = '55000';
     END IF;
+    -- A key the session holds for another kind of event is no retry of this one (orchestrator_emit refuses it too,
+    -- in the door's terms).
+    SELECT g.n - 1 AS i INTO v_bad FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n)
+        JOIN orchestrator.events e ON e.session_id = p_session AND e.idempotency_key = g.x ->> 'key'
+        WHERE e.type IS DISTINCT FROM g.x ->> 'type' ORDER BY g.n LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'events.%.key: the session holds this key for another kind of event', v_bad.i
+            USING ERRCODE = '22023';
+    END IF;
     RETURN QUERY SELECT e.o_event FROM orchestrator.orchestrator_emit(p_session, p_events, '{}', 0, NULL,
         orchestrator.orchestrator_transaction_cause()) e;
 END
