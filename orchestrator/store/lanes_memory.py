@@ -783,14 +783,7 @@ class MemoryLaneStore:
             if ending.repeat_in is not None:
                 run.due_at = self.now() + ending.repeat_in
             else:
-                del self.runs[run.run_key]
-                self.released[run.run_key] += 1
-                self.batches[run.batch_id].released_at = self.now()
-                waiting = self._waiting(lane) or any(r[0] == lane.id for r in self.replays.values())
-                if ending.keyed:
-                    drive = self._key_slot_freed(lane, ending.key_max, waiting)
-                elif waiting:
-                    drive = (lane.address,)
+                drive = self._released(run, lane, ending.keyed, ending.key_max)
                 if ending.gave_up:
                     self._listener_failed(ending.execution_id, lane.listener, lane.lane, execution.depth)
         if not drive:
@@ -806,11 +799,15 @@ class MemoryLaneStore:
             return None
         lane = self.lanes[run.lane_id]
         lane.seq += 1
+        return self._released(run, lane, lane.id in self.key_slots, key_max)
+
+    def _released(self, run: MemRun, lane: MemLane, keyed: bool, key_max: int) -> tuple[LaneAddress, ...]:
+        """A run's slot let go (`orchestrator_run_released`): the lanes to drive now."""
         del self.runs[run.run_key]
         self.released[run.run_key] += 1
         self.batches[run.batch_id].released_at = self.now()
         waiting = self._waiting(lane) or any(r[0] == lane.id for r in self.replays.values())
-        if lane.id in self.key_slots:
+        if keyed:
             return self._key_slot_freed(lane, key_max, waiting)
         return (lane.address,) if waiting else ()
 

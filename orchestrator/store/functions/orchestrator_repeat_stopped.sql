@@ -12,9 +12,8 @@ DECLARE
     x orchestrator.executions%ROWTYPE;
     r orchestrator.lane_runs%ROWTYPE;
     v_lane bigint;
-    v_waiting boolean;
     v_keyed boolean;
-    v_drive jsonb := '[]';
+    v_drive jsonb;
 BEGIN
     SELECT * INTO x FROM orchestrator.executions WHERE id = p_execution AND session_id = p_session;
     IF NOT FOUND OR x.status <> 'failed' OR x.run_key IS NULL THEN
@@ -30,19 +29,12 @@ BEGIN
         PERFORM orchestrator.orchestrator_keys_lock(p_session, x.listener);
     END IF;
     UPDATE orchestrator.lanes SET seq = seq + 1 WHERE id = v_lane;
-    DELETE FROM orchestrator.lane_runs WHERE run_key = x.run_key AND execution_id = p_execution
-        AND due_at IS NOT NULL RETURNING * INTO r;
+    SELECT * INTO r FROM orchestrator.lane_runs WHERE run_key = x.run_key AND execution_id = p_execution
+        AND due_at IS NOT NULL FOR UPDATE;
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    UPDATE orchestrator.batches SET released_at = clock_timestamp() WHERE id = r.batch_id;
-    v_waiting := EXISTS (SELECT 1 FROM orchestrator.lanes WHERE id = r.lane_id AND routed_through > fired_through)
-              OR EXISTS (SELECT 1 FROM orchestrator.replays WHERE lane_id = r.lane_id);
-    IF v_keyed THEN
-        v_drive := orchestrator.orchestrator_key_slot_freed(r.lane_id, p_session, x.listener, p_key_max, v_waiting);
-    ELSIF v_waiting THEN
-        v_drive := jsonb_build_array(orchestrator.orchestrator_lane_address(r.lane_id));
-    END IF;
+    v_drive := orchestrator.orchestrator_run_released(r, p_session, x.listener, v_keyed, p_key_max);
     PERFORM orchestrator.orchestrator_close_drained(p_session);
     RETURN jsonb_build_object('drive', v_drive);
 END

@@ -20,7 +20,6 @@ DECLARE
     x orchestrator.executions%ROWTYPE;
     r orchestrator.lane_runs%ROWTYPE;
     v_drive jsonb := '[]';
-    v_waiting boolean;
     v_asked orchestrator.run_waits%ROWTYPE;
 BEGIN
     -- Its `execution.ended` needs the session's lock: taken before the keys' (see orchestrator_keys_lock). A
@@ -79,17 +78,8 @@ BEGIN
                     'repeat_in')::float8)
                     WHERE run_key = r.run_key;
             ELSE
-                DELETE FROM orchestrator.lane_runs WHERE run_key = r.run_key;
-                UPDATE orchestrator.batches SET released_at = clock_timestamp() WHERE id = r.batch_id;
-                v_waiting := EXISTS (SELECT 1 FROM orchestrator.lanes WHERE id = r.lane_id
-                    AND routed_through > fired_through)
-                          OR EXISTS (SELECT 1 FROM orchestrator.replays WHERE lane_id = r.lane_id);
-                IF v_keyed THEN
-                    v_drive := orchestrator.orchestrator_key_slot_freed(r.lane_id, v_session, v_listener,
-                                                           (p ->> 'key_max')::integer, v_waiting);
-                ELSIF v_waiting THEN
-                    v_drive := jsonb_build_array(orchestrator.orchestrator_lane_address(r.lane_id));
-                END IF;
+                v_drive := orchestrator.orchestrator_run_released(r, v_session, v_listener, v_keyed,
+                                                                 (p ->> 'key_max')::integer);
                 IF (p ->> 'gave_up')::boolean AND x.status <> 'stopped' THEN
                     PERFORM orchestrator.orchestrator_listener_failed(v_execution, v_listener, x.lane, x.depth);
                 END IF;
