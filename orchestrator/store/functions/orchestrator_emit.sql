@@ -35,10 +35,7 @@ BEGIN
         RETURN QUERY SELECT u.id FROM unnest(v_ids) AS u(id);
         RETURN;
     END IF;
-    -- A key the session holds for another kind of event is no retry of this one: the call is refused.
-    SELECT g.n - 1 INTO v_reused FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n)
-        JOIN orchestrator.events e ON e.session_id = p_session AND e.idempotency_key = g.x ->> 'key'
-        WHERE e.type IS DISTINCT FROM g.x ->> 'type' ORDER BY g.n LIMIT 1;
+    v_reused := orchestrator.orchestrator_reused_key(p_session, p_events);
     IF v_reused IS NOT NULL THEN
         RAISE EXCEPTION 'orchestrator: % key_reused 0', v_reused USING ERRCODE = 'P0001';
     END IF;

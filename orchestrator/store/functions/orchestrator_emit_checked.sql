@@ -5,6 +5,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_lock text;
     v_bad record;
+    v_reused bigint;
 BEGIN
     IF p_events IS NULL OR jsonb_typeof(p_events) <> 'array' OR jsonb_array_length(p_events) = 0 THEN
         RAISE EXCEPTION 'events: a non-empty JSON array of {type, data} is required' USING ERRCODE = '22023';
@@ -42,13 +43,10 @@ BEGIN
     ELSIF v_lock <> 'ok' THEN
         RAISE EXCEPTION 'session_id: session % is not open', quote_literal(p_session) USING ERRCODE = '55000';
     END IF;
-    -- A key the session holds for another kind of event is no retry of this one (orchestrator_emit refuses it too,
-    -- in the door's terms).
-    SELECT g.n - 1 AS i INTO v_bad FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n)
-        JOIN orchestrator.events e ON e.session_id = p_session AND e.idempotency_key = g.x ->> 'key'
-        WHERE e.type IS DISTINCT FROM g.x ->> 'type' ORDER BY g.n LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'events.%.key: the session holds this key for another kind of event', v_bad.i
+    -- Refused here in the application's words before `orchestrator_emit` refuses it in the door's.
+    v_reused := orchestrator.orchestrator_reused_key(p_session, p_events);
+    IF v_reused IS NOT NULL THEN
+        RAISE EXCEPTION 'events.%.key: the session holds this key for another kind of event', v_reused
             USING ERRCODE = '22023';
     END IF;
     RETURN QUERY SELECT e.o_event FROM orchestrator.orchestrator_emit(p_session, p_events, '{}', 0, NULL,
