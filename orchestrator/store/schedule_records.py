@@ -52,49 +52,35 @@ class ScheduleRecords(PostgresStore):
         )
         # An upsert beside another's insert of the same new row may meet the schedule id's own unique index before
         # the arbiter's: the row is there then, and the upsert made again replaces it.
-        attempts = 2 if replace else 1
-        for attempt in range(1, attempts + 1):
+        for again in (replace, False):
             try:
-                return await self._put_schedule(session_id, alias, schedule_id, body, enabled, upsert, replace)
+                async with self.transaction() as conn:
+                    row = await conn.fetchrow(
+                        "INSERT INTO orchestrator.schedules (session_id, alias, schedule_id, body, enabled, made)"
+                        f" VALUES ($1, $2, $3, $4, $5, false){upsert}"
+                        f" RETURNING {_SCHEDULE_COLUMNS}, xmin::text AS version",
+                        session_id,
+                        alias,
+                        schedule_id,
+                        body,
+                        enabled,
+                    )
+                    assert row is not None
+                    if replace:
+                        await conn.execute(
+                            "DELETE FROM orchestrator.schedule_runs WHERE session_id = $1 AND alias = $2",
+                            session_id,
+                            alias,
+                        )
+                return _schedule_json(row), str(row["version"])
             except asyncpg.UniqueViolationError:
-                if attempt == attempts:
+                if not again:
                     raise CommandError(
                         "invalid_request", f"alias: session {session_id!r} already has a schedule {alias!r}"
                     ) from None
-        raise AssertionError("every attempt answers or raises")
-
-    async def _put_schedule(
-        self,
-        session_id: str,
-        alias: str,
-        schedule_id: str,
-        body: dict[str, Any],
-        enabled: bool,
-        upsert: str,
-        replace: bool,
-    ) -> tuple[dict[str, Any], str]:
-        try:
-            async with self.transaction() as conn:
-                row = await conn.fetchrow(
-                    "INSERT INTO orchestrator.schedules (session_id, alias, schedule_id, body, enabled, made)"
-                    f" VALUES ($1, $2, $3, $4, $5, false){upsert}"
-                    f" RETURNING {_SCHEDULE_COLUMNS}, xmin::text AS version",
-                    session_id,
-                    alias,
-                    schedule_id,
-                    body,
-                    enabled,
-                )
-                assert row is not None
-                if replace:
-                    await conn.execute(
-                        "DELETE FROM orchestrator.schedule_runs WHERE session_id = $1 AND alias = $2",
-                        session_id,
-                        alias,
-                    )
-        except asyncpg.ForeignKeyViolationError:
-            raise CommandError("not_found", f"session_id: no session {session_id!r}") from None
-        return _schedule_json(row), str(row["version"])
+            except asyncpg.ForeignKeyViolationError:
+                raise CommandError("not_found", f"session_id: no session {session_id!r}") from None
+        raise AssertionError("the second attempt answers or raises")
 
     async def schedule_made(self, session_id: str, alias: str, version: str) -> bool:
         """The schedule's Temporal Schedule was made from the row at `version`: its row is made, if it is still at
