@@ -1,6 +1,6 @@
 -- Declares a table's changes events: checks the table (one column its primary key, the session column (text) and
--- the columns left out its own, not one of the platform's nor of PostgreSQL's catalogs), records the capture and puts the trigger on it. Names
--- arrive as bound values and reach DDL only through format's %I and %s of a regnamespace (quoted as needed).
+-- the columns left out its own, not one of the platform's nor of PostgreSQL's catalogs), records the capture and
+-- puts the trigger on it. Names arrive as bound values and reach DDL only through format's %I and %s of a regnamespace (quoted as needed).
 -- `p_table` comes qualified (`schema.table`: commands/captures.py), and the capture keeps it as `schema.table`
 -- whatever the caller's search path.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_capture(
@@ -9,7 +9,9 @@ CREATE OR REPLACE FUNCTION orchestrator.orchestrator_capture(
 DECLARE
     v_table regclass := to_regclass(p_table);
     v_name text;
+    v_schema text;
     v_id text;
+    v_type record;
     v_missing text;
     v_row orchestrator.captures%ROWTYPE;
 BEGIN
@@ -25,13 +27,12 @@ BEGIN
         RAISE EXCEPTION 'table: % inherits or is inherited (a partition, or a parent): its rows can be written past '
             'its triggers', quote_literal(p_table) USING ERRCODE = '22023';
     END IF;
-    SELECT format('%I.%I', n.nspname, k.relname) INTO v_name
+    SELECT format('%I.%I', n.nspname, k.relname), n.nspname INTO v_name, v_schema
     FROM pg_class k JOIN pg_namespace n ON n.oid = k.relnamespace WHERE k.oid = v_table;
     IF (SELECT relnamespace FROM pg_class WHERE oid = v_table) = 'orchestrator'::regnamespace THEN
         RAISE EXCEPTION 'table: % is one of the platform''s own', quote_literal(p_table) USING ERRCODE = '22023';
     END IF;
-    IF (SELECT n.nspname = 'information_schema' OR n.nspname LIKE 'pg\_%' FROM pg_class k
-        JOIN pg_namespace n ON n.oid = k.relnamespace WHERE k.oid = v_table) THEN
+    IF v_schema = 'information_schema' OR v_schema LIKE 'pg\_%' THEN
         RAISE EXCEPTION 'table: % is one of PostgreSQL''s own catalogs', quote_literal(p_table) USING ERRCODE = '22023';
     END IF;
     SELECT min(a.attname::text) INTO v_id
@@ -53,11 +54,11 @@ BEGIN
     END IF;
     -- A session's id is text: a column of no string type (text, varchar, citext, a domain over one: their category
     -- is S) never holds one, and every row written would be refused.
-    IF p_session_column IS NOT NULL AND (SELECT t.typcategory <> 'S' FROM pg_attribute a
-        JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = v_table AND a.attname = p_session_column) THEN
+    SELECT t.typcategory, format_type(a.atttypid, a.atttypmod) AS name INTO v_type
+    FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = v_table AND a.attname = p_session_column;
+    IF p_session_column IS NOT NULL AND v_type.typcategory <> 'S' THEN
         RAISE EXCEPTION 'session_column: % is of type %, and a session''s id is text', quote_literal(p_session_column),
-            (SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a WHERE a.attrelid = v_table
-             AND a.attname = p_session_column) USING ERRCODE = '22023';
+            v_type.name USING ERRCODE = '22023';
     END IF;
     IF v_id = ANY(p_exclude) THEN
         RAISE EXCEPTION 'exclude: % is the primary key (the events'' _id)', quote_literal(v_id)
