@@ -66,4 +66,7 @@ def unavailable(what: Literal["database", "temporal"] = "database") -> CommandEr
 
 
 # A retry answers what its key wrote first; a key the session holds for another write is refused instead.
-KEY_REUSED = "idempotency_key: the session holds this key for another write (another alias, or another kind)"
+KEY_REUSED = (
+    "idempotency_key: this key names another write (another alias, or another kind), the session's or one given"
+    " before it in this request"
+)

@@ -88,8 +88,15 @@ async def test_an_emit_that_cannot_be_is_refused_naming_the_field_and_aborts_not
     third = await _session(platform)
     await ok(platform, "save_event_type", name="ticket.noted", schema={"type": "object"})
     first = await emit(app, third, "ticket.escalated", {"priority": 1}, idempotency_key="once")
-    with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.0\.key: the session holds this key"):
+    with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.0\.key: this key names another kind"):
         await emit(app, third, "ticket.noted", {}, idempotency_key="once")
+    # Nor is one given before it in the same call with another type (the second answered the first's id).
+    twice = [
+        {"type": "ticket.noted", "data": {}, "key": "new"},
+        {"type": "ticket.escalated", "data": {"priority": 2}, "key": "new"},
+    ]
+    with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.1\.key: this key names another kind"):
+        await emit_events(app, third, twice)
     assert [e["id"] for e in await all_events(platform, third)] == [first]
 
 

@@ -120,6 +120,13 @@ async def test_a_key_the_session_holds_for_another_write_is_refused_and_writes_n
         {"command": "post_thread_item", "alias": "chats/1", "item": item, "idempotency_key": "k"},
         {"command": "emit_event", "type": "idem.other", "data": {}, "idempotency_key": "k"},
         {"command": "emit_events", "events": [{"type": "idem.noted", "data": {}, "idempotency_key": "k"}]},
+        {
+            "command": "emit_events",
+            "events": [
+                {"type": "idem.noted", "data": {}, "idempotency_key": "fresh"},
+                {"type": "idem.other", "data": {}, "idempotency_key": "fresh"},
+            ],
+        },
         {"command": "delete_object", "alias": "idem/y", "idempotency_key": "k"},
         {"command": "update_graph", "patch": {"nodes": {"n": {"type": "t"}}}, "idempotency_key": "k"},
     ]
