@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from orchestrator.app_loader import UserApp
 from orchestrator.client import Client
 from orchestrator.config import Settings
@@ -86,3 +88,60 @@ def test_orchestrator_plan_prints_add_for_a_not_group(fresh_db: str, tmp_path: P
     shown = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines() == ["add     listener nottest"]
+
+
+async def test_a_where_no_event_can_pass_is_refused_naming_it_and_one_that_can_is_saved(
+    platform: Platform, settings: Settings
+) -> None:
+    """`in` with no values (or none but null) never holds: a listener, a `cancel_on` or a stream whose `where`
+    needs one would never let an event through, which is refused as a type no event has is (over HTTP and the
+    CLI), and nothing is saved. A group that holds otherwise (`any` with another way through, `not` of it) is
+    kept."""
+    never_in = {"path": "alias", "op": "in", "value": []}
+    never = [
+        [never_in],
+        [{"path": "alias", "op": "exists"}, {"any": [never_in, never_in]}],
+        [{"not": {"path": "alias", "op": "not_in", "value": []}}],
+        [{"path": "alias", "op": "in", "value": [None]}],  # a path that reaches null counts as missing
+    ]
+    fine = [
+        [{"not": never_in}],
+        [{"any": [never_in, {"path": "alias", "op": "eq", "value": "a/1"}]}],
+        [{"path": "alias", "op": "not_in", "value": []}],
+    ]
+
+    def body(where: list[Any], name: str = "never") -> dict[str, Any]:
+        return {**NOT_SKIPPED, "name": name, "filter": {"types": ["object.written"], "where": where}}
+
+    def cancelled_by(where: list[Any]) -> dict[str, Any]:
+        return {
+            "name": "cancelled",
+            "filter": {"types": ["object.written"]},
+            "action": {"type": "workflow", "workflow": "w"},
+            "cancel_on": [{"types": ["object.deleted"], "where": where}],
+        }
+
+    async with serve_api(create_app(platform, settings), "127.0.0.1", 0) as url, Client.http(url) as client:
+        sid = (await client.command({"command": "open_session"}))["session"]["id"]
+        for where in never:
+            place = len(where) - 1
+            for listener, says in [
+                (body(where), f"listener.filter.where.{place}: never holds"),
+                (cancelled_by(where), f"listener.cancel_on.0.where.{place}: never holds"),
+            ]:
+                refused = await client.command({"command": "save_listener", "listener": listener})
+                assert (refused["status"], refused["error"]) == ("error", "invalid_request"), refused
+                assert says in refused["message"], refused
+            code, out, _ = await cli_call(
+                "--url", url, json.dumps({"command": "save_listener", "listener": body(where)})
+            )
+            assert code != 0 and "never holds" in out, out
+            flt = json.dumps({"types": ["object.written"], "where": where})
+            async with httpx.AsyncClient(base_url=url) as http:
+                response = await http.get(f"/v1/sessions/{sid}/stream", params={"filter": flt})
+            assert response.status_code == 400, response.text
+            assert json.loads(response.text)["message"].startswith(f"filter.where.{place}: never holds"), response.text
+        assert (await client.command({"command": "list_listeners"}))["listeners"] == [], "nothing saved"
+        for n, where in enumerate(fine):
+            saved = await client.command({"command": "save_listener", "listener": body(where, f"fine{n}")})
+            assert saved["status"] == "success", saved

@@ -18,7 +18,14 @@ from typing import Any
 import pydantic
 
 from orchestrator.core.batch_cuts import Cut, cut, envelope_bytes
-from orchestrator.core.declaration import WHERE_TAGS, BatchSpec, ListenerFilter, unknown_types, unresolvable_paths
+from orchestrator.core.declaration import (
+    WHERE_TAGS,
+    BatchSpec,
+    ListenerFilter,
+    never_holding,
+    unknown_types,
+    unresolvable_paths,
+)
 from orchestrator.core.distinct import distinct_value
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import matches
@@ -86,7 +93,12 @@ def parse_stream(
         batch = BatchSpec.model_validate(_json_param("batch", batch_param), strict=True, context={"limits": limits})
     except pydantic.ValidationError as err:
         raise CommandError("invalid_request", field_errors_message(err, "batch")) from None
-    for problem in [*unknown_types(flt.types, event_types), *unresolvable_paths(flt, batch, event_types=event_types)]:
+    problems = [
+        *unknown_types(flt.types, event_types),
+        *unresolvable_paths(flt, batch, event_types=event_types),
+        *never_holding(flt),
+    ]
+    for problem in problems:
         raise CommandError("invalid_request", problem)
     if client is not None and not (0 < len(client) <= MAX_CLIENT_CHARS):
         raise CommandError("invalid_request", f"client: must be 1 to {MAX_CLIENT_CHARS} characters")

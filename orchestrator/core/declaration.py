@@ -163,6 +163,32 @@ def where_conditions(items: Sequence[WhereItem], field: str = "filter.where") ->
     return found
 
 
+def _holds_always(item: WhereItem) -> bool | None:
+    """True when a `where` item holds whatever the event, False when it never does, None when that depends on the
+    event: `in` with no values is never, `not_in` with none always (a path missing passes `not_in`). A `null` among
+    them is none: a path that reaches null counts as missing."""
+    if isinstance(item, WhereAny):
+        found = [_holds_always(inner) for inner in item.any]
+        return True if True in found else False if all(f is False for f in found) else None
+    if isinstance(item, WhereNot):
+        inner = _holds_always(item.not_)
+        return None if inner is None else not inner
+    if item.op in ("in", "not_in") and all(v is None for v in item.value):
+        return item.op == "not_in"
+    return None
+
+
+def never_holding(flt: ListenerFilter) -> list[str]:
+    """The `where` items that no event can pass (`in: []`, alone or in a group that holds only so), each as `field:
+    why`: the filter would never let an event through."""
+    return [
+        f"filter.where.{n}: never holds (op in with no value but null, which no path holds), so nothing would ever"
+        " pass the filter"
+        for n, item in enumerate(flt.where)
+        if _holds_always(item) is False
+    ]
+
+
 def _depth(item: WhereItem) -> int:
     if isinstance(item, WhereAny):
         return 1 + max(_depth(i) for i in item.any)
@@ -440,14 +466,17 @@ def parse_declaration(
             unresolvable.append(f"throttle.key: path {decl.throttle.key!r} never resolves: {why}")
     problems = [f"listener.{problem}" for problem in unresolvable]
     problems += [f"listener.{problem}" for problem in unknown_types(decl.filter.types, event_types)]
+    problems += [f"listener.{problem}" for problem in never_holding(decl.filter)]
     for n, cancel in enumerate(decl.cancel_on or ()):
         if cancel.key is not None and decl.concurrency.mode != "keyed":
             problems.append(
                 f"listener.cancel_on.{n}.key: a key finds the run by its lane's key, which only a keyed listener's"
                 f" lanes have (this one is {decl.concurrency.mode}); leave it out to cancel every run of the listener"
             )
-        found = unresolvable_paths(cancel, BatchSpec(), cancel.key, event_types) + unknown_types(
-            cancel.types, event_types
+        found = (
+            unresolvable_paths(cancel, BatchSpec(), cancel.key, event_types)
+            + unknown_types(cancel.types, event_types)
+            + never_holding(cancel)
         )
         problems += [
             f"listener.cancel_on.{n}.{problem.removeprefix('filter.').replace('concurrency.key', 'key')}"

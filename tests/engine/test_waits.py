@@ -244,6 +244,13 @@ async def test_a_wait_of_a_condition_that_can_never_hold_is_refused_naming_the_f
     [[refused, code, message]] = got
     assert (refused, code) == ("refused", "invalid_request")
     assert message.startswith("conditions.0.types.0: 'thread.item_postd'"), message
+    # Nor can one whose `where` needs a value among none.
+    never = {**REPLIES, "where": [{"path": "alias", "op": "in", "value": []}]}
+    await engine.command("save_listener", listener=conversation(replies=never))
+    await post(engine, sid, "chats/never", "x")
+    [[refused, code, message]] = await answers(heard, "chats/never")
+    assert (refused, code) == ("refused", "invalid_request")
+    assert message.startswith("conditions.0.where.0: never holds"), message
 
 
 async def test_a_wait_its_caller_gives_up_on_is_closed_and_takes_nothing_later(
