@@ -18,6 +18,7 @@ Years run 1970-2199 (EventBridge's range). `L`, `W` and `#` have no calendar equ
 
 from __future__ import annotations
 
+from calendar import monthrange
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
@@ -395,6 +396,36 @@ def refuse_past(definition: ScheduleDefinition, now: datetime) -> None:
         raise CommandError("invalid_request", f"repeat.invocation_time: {repeat.invocation_time} is in the past")
     if timing.end_at is not None and timing.end_at <= now:
         raise CommandError("invalid_request", f"end_date: {definition.end_date} is in the past")
+    if isinstance(repeat, CronRepeat):
+        today = now.astimezone(ZoneInfo(repeat.timezone)).date()
+        if not any(_has_a_day(c, today) for c in timing.calendars):
+            raise CommandError(
+                "invalid_request",
+                f"repeat.cron_expression: {repeat.cron_expression!r} never fires: no day from {today} on has its"
+                " day of the month in its months (and years)",
+            )
+
+
+def _values_of(spans: tuple[Span, ...]) -> list[int]:
+    return sorted({v for s in spans for v in range(s.start, s.end + 1, s.step)})
+
+
+def _has_a_day(calendar: Calendar, today: date) -> bool:
+    """Whether some day from `today` on has the calendar's day of the month in its month and year (a day of the week
+    is not asked: each comes in every month). February 30, April 31, February 29 of years none of which is a leap
+    year, or years all past have none."""
+    doms = _values_of(calendar.day_of_month)
+    months = _values_of(calendar.month)
+    if not calendar.year:
+        # Every year, leap ones among them (2000 stands for them).
+        return any(doms[0] <= monthrange(2000, m)[1] for m in months)
+    return any(
+        d <= monthrange(y, m)[1] and date(y, m, d) >= today
+        for y in _values_of(calendar.year)
+        if y >= today.year
+        for m in months
+        for d in doms
+    )
 
 
 # -- the timing ------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -201,6 +201,19 @@ def test_start_and_end_dates_are_read_in_the_schedule_zone() -> None:
     backwards = body(cron("0 9 * * *"), start_date="2025-07-02", end_date="2025-07-01T00:00:00")
     assert refusal(backwards) == "end_date: must be after start_date"
     assert refusal(body(cron("0 9 * * *"), end_date="2025-01-01")) == "end_date: 2025-01-01 is in the past"
+
+
+def test_a_cron_that_names_no_day_to_come_is_refused_and_one_whose_day_comes_is_kept() -> None:
+    for never in ("0 9 30 2 *", "0 9 30,31 2 *", "0 9 31 4,6,9,11 *", "0 9 29 2 ? 2027", "0 9 1 1 ? 2024-2025"):
+        assert refusal(body(cron(never))).startswith(f"repeat.cron_expression: {never!r} never fires"), never
+    # February 29 comes in leap years; a day of the week comes in every month (classic cron fires on either day).
+    for fires in ("0 9 29 2 *", "0 9 31 2 1", "0 9 31 1-2 *", "0 9 29 2 ? 2027-2028", "0 9 ? 2 MON 2027"):
+        assert parse_schedule(body(cron(fires)), NOW), fires
+    # Read on the schedule's own calendar day: the last of a year still to come there, not in UTC.
+    late = datetime(2025, 12, 31, 20, 0, tzinfo=UTC)
+    assert parse_schedule(body(cron("0 23 31 12 ? 2025", "Asia/Tokyo")), late - timedelta(hours=12))
+    with pytest.raises(CommandError, match="never fires"):
+        parse_schedule(body(cron("0 23 31 12 ? 2025", "Asia/Tokyo")), late)
 
 
 # -- the rest of the body ------------------------------------------------------------------------------------
