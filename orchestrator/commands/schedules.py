@@ -64,9 +64,11 @@ def nested_form(data: Any) -> Any:
         return data
     data = dict(data)
     repeat: dict[str, Any] = {"type": data.pop("repeat")}
+    # A flat body often carries every field, null where its repeat or target has no use for it: null is left out.
     for name in FLAT_REPEAT_FIELDS:
-        if name in data:
-            repeat[name] = data.pop(name)
+        value = data.pop(name, None)
+        if value is not None:
+            repeat[name] = value
     data["repeat"] = repeat
     if "invocation_target" in data and "target" not in data:
         given = data.pop("invocation_target")
@@ -80,7 +82,7 @@ def nested_form(data: Any) -> Any:
         origin = {k: v for k, v in names.items() if k != "session"}
         if origin:
             data["origin"] = origin
-        data["target"] = {k: given[k] for k in FLAT_TARGET_FIELDS if k in given}
+        data["target"] = {k: given[k] for k in FLAT_TARGET_FIELDS if given.get(k) is not None}
         unknown = sorted(set(given) - {"target", *FLAT_TARGET_FIELDS})
         if unknown:
             raise ValueError(f"invocation_target.{unknown[0]}: not a field of a schedule's target")

@@ -79,7 +79,21 @@ async def test_the_seeds_flat_clock_body_is_accepted_and_answered_like_the_neste
     assert flat_schedule["origin"] == {"blob": "blob-7", "revision": 3}, "blob and revision are kept"
     got = await engine.command("get_schedule", session_id=sid, alias="ops-clock")
     assert got["schedule"]["repeat"]["cron_expression"] == "0/15 * * * ? *"
-    for alias in ("ops-clock", "ops-clock-nested"):
+    # A flat body that carries every field, null where its kind of repeat or target has none, is the same body.
+    full = {
+        **seed_body,
+        "alias": "ops-clock-full",
+        "every_seconds": None,
+        "invocation_time": None,
+        "start_date": None,
+        "end_date": None,
+        "invocation_target": {**seed_body["invocation_target"], "workflow": None, "input": None},
+    }
+    nulls = await engine.platform.command(full)
+    assert nulls["status"] == "success", nulls
+    for field in ("repeat", "invocation_target_type", "target", "origin"):
+        assert nulls["schedule"][field] == flat_schedule[field], field
+    for alias in ("ops-clock", "ops-clock-nested", "ops-clock-full"):
         await engine.command("delete_schedule", session_id=sid, alias=alias)
 
 
