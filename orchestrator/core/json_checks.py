@@ -14,14 +14,18 @@ from typing import Any
 MAX_JSON_DEPTH = 100
 
 
-# JSON text's strings (its brackets are outside them), its innermost empty containers, and all but brackets.
+# JSON text's strings (its brackets are outside them), and all but brackets (and quotes).
 # (Unrolled: a run of plain bytes at a time, not one byte per step of an alternation: twice as fast on a bulk write.)
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_INNERMOST = re.compile(rb"\{\}|\[\]")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_QUOTES_OR_BRACKETS = bytes(b for b in range(256) if b not in b'"[]{}')
 # A JSON number a double cannot hold (it decodes to infinity): an exponent of three digits or more, or a run of
 # 309 digits. Some of what it finds is in range (`1e100`); those are only walked.
 _HUGE_NUMBER = re.compile(rb"[eE]\+?0*[0-9]{3}|[0-9]{309}")
+# The text with every digit a 0, `e` and `E` an e, `+` kept and all else a space: where `_HUGE_NUMBER` could find
+# something is then a plain substring (a pattern searched over a bulk write's text cost 2 us an item).
+_NUMBER_MARKS = bytes(48 if 48 <= b <= 57 else 101 if b in b"eE" else 43 if b == 43 else 32 for b in range(256))
+_HUGE_MARKS = (b"e000", b"e+000", b"0" * 309)
 # A UTF-16 surrogate written as an escape (`\ud800` to `\udfff`), after its run of backslashes (an odd run ends
 # in the escape's own; an even one is escaped backslashes, then text); and one written as the three bytes UTF-8
 # would give it (`ED A0 80`: not UTF-8, but Python's `json.loads` of bytes reads it), lone whatever follows.
@@ -59,15 +63,26 @@ def may_hold_trouble(raw: bytes, limit: int) -> bool:
     cut, each pass taking off the innermost."""
     if b"\\u0000" in raw or ((b"\\u" in raw or b"\xed" in raw) and _lone_surrogate(raw)):
         return True
-    bare = _JSON_STRING.sub(b"", raw)
-    if _HUGE_NUMBER.search(bare):
+    # Looked for in the whole text first: a string's `e100` is looked at again with the strings cut.
+    marks = raw.translate(_NUMBER_MARKS)
+    if any(mark in marks for mark in _HUGE_MARKS) and _HUGE_NUMBER.search(_JSON_STRING.sub(b"", raw)):
         return True
-    skeleton = bare.translate(None, _NOT_BRACKETS)
+    skeleton = _brackets(raw)
     for _ in range(limit):
         if not skeleton:
             return False
-        skeleton = _INNERMOST.sub(b"", skeleton)
+        # The innermost pairs, and only they: marked first, so that no pair taken off makes one in the same pass.
+        skeleton = skeleton.replace(b"{}", b"\x00").replace(b"[]", b"\x00").replace(b"\x00", b"")
     return bool(skeleton)
+
+
+def _brackets(raw: bytes) -> bytes:
+    """The brackets of valid JSON text outside its strings, in order. With no escape in the text, a string is what
+    lies between two quotes: cut at the quotes, every other part is outside (bytes' own passes, where cutting each
+    string out by a pattern cost a bulk write 2 us an item)."""
+    if b"\\" in raw:
+        return _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    return b"".join(raw.translate(None, _NOT_QUOTES_OR_BRACKETS).split(b'"')[0::2])
 
 
 def not_json(name: str) -> Any:

@@ -29,6 +29,20 @@ def test_a_body_the_text_clears_holds_nothing_the_walk_would_refuse(value: Any, 
         assert may_hold_trouble(raw, limit) == (json_trouble(body, limit) is not None)
 
 
+NUMBERS = [b"1e400", b"1E+0400", b"-2e309", b"1e-400", b"12e99", b"9" * 309, b"9" * 309 + b".0", b"0.5e3", b"7"]
+TEXTS = [b'"1e400"', b'"e+000"', b'"' + b"9" * 309 + b'"', b'"a[{"', rb'"a\\e400"']
+
+
+@given(st.lists(st.sampled_from(NUMBERS + TEXTS), max_size=5))
+def test_a_number_beyond_a_double_is_never_cleared_by_its_text(items: list[bytes]) -> None:
+    raw = b'{"command": "x", "v": [' + b", ".join(items) + b"]}"
+    body = json.loads(raw)
+    if not may_hold_trouble(raw, MAX_JSON_DEPTH):
+        assert json_trouble(body, MAX_JSON_DEPTH) is None, raw
+    if any(n in items for n in (b"1e400", b"1E+0400", b"-2e309")):
+        assert json_trouble(body, MAX_JSON_DEPTH) is not None, "the walk refuses it (so this test can fail)"
+
+
 def test_a_nul_or_a_deep_body_is_never_cleared_by_its_text() -> None:
     assert may_hold_trouble(json.dumps({"s": "a\x00"}).encode(), MAX_JSON_DEPTH)
     deep: Any = 1
