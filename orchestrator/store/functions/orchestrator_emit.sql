@@ -2,7 +2,8 @@
 -- in order under the session's lock, in one transaction, as one statement (a function call per event cost
 -- about 45 us of PostgreSQL's time an event). Each answers its id, in the order given, ids drawn in that order;
 -- an event whose key the session holds answers that event's id and writes nothing, and a key given twice in
--- one call writes once. A bulk emit without keys (most are) appends its events as given, with no look-up
+-- one call writes once; a key held or given before for another type refuses the call
+-- (`orchestrator_reused_key`). A bulk emit without keys (most are) appends its events as given, with no look-up
 -- (0014_emit_without_keys.sql).
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_emit(
     p_session text, p_events jsonb, p_source jsonb, p_depth integer, p_traceparent text, p_cause jsonb
