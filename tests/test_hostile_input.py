@@ -340,7 +340,7 @@ async def test_a_value_of_the_right_type_that_nothing_can_store_is_refused_namin
 # Numbers a double cannot hold, as JSON text: Python's `json` decodes them to infinity (`json.dumps` would write
 # `Infinity`, which is not JSON, so they are spliced into the text in place of HUGE).
 HUGE = "$HUGE"
-HUGE_TEXTS = ("1e400", "-1E+999", "1" + "0" * 400 + ".5", "12345678901234567890e300")
+HUGE_TEXTS = ("1e400", "-1E+999", "1" + "0" * 400 + ".5", "12345678901234567890e300", "1" + "0" * 300 + "e10")
 
 
 def _with_huge(body: dict[str, Any], text: str) -> bytes:
@@ -391,6 +391,24 @@ async def test_a_number_beyond_a_double_is_refused_naming_its_field(
     reply = response.json()
     assert (response.status_code, reply["error"]) == (400, "invalid_request"), reply
     assert reply["message"].startswith(f"{field}:"), reply
+    assert await snapshot(platform, session) == before
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32-le"])
+async def test_a_body_in_utf_16_or_32_holding_a_nul_or_a_huge_number_is_refused_naming_its_field(
+    door: tuple[httpx.AsyncClient, Platform, str], encoding: str
+) -> None:
+    """JSON in UTF-16 or UTF-32 is read as it is; what it holds is checked as in UTF-8 (it answered 500)."""
+    http, platform, session = door
+    before = await snapshot(platform, session)
+    for value, says in [("a\u0000b", "a NUL"), ("1e400", "a number beyond")]:
+        text = f'{{"command": "write_object", "session_id": "{session}", "alias": "a/b", "value": {{"type": "t",'
+        text += f' "x": {value if value[0].isdigit() else json.dumps(value)}}}}}'
+        response = await http.post("/v1/commands", content=text.encode(encoding))
+        _check(response)
+        reply = response.json()
+        assert (response.status_code, reply["error"]) == (400, "invalid_request"), reply
+        assert reply["message"].startswith("value.x:") and says in reply["message"], reply
     assert await snapshot(platform, session) == before
 
 

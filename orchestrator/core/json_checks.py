@@ -5,6 +5,7 @@ runs, and a client before it sends one (`orchestrator.plain_http.encoded_body`).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -20,12 +21,13 @@ _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _NOT_QUOTES_OR_BRACKETS = bytes(b for b in range(256) if b not in b'"[]{}')
 # A JSON number a double cannot hold (it decodes to infinity): an exponent of three digits or more, or a run of
-# 309 digits. Some of what it finds is in range (`1e100`); those are only walked.
-_HUGE_NUMBER = re.compile(rb"[eE]\+?0*[0-9]{3}|[0-9]{309}")
+# 210 digits (with an exponent of two digits at most, a number needs 210 of them before its point to pass 1e308).
+# Some of what it finds is in range (`1e100`); those are only walked.
+_HUGE_NUMBER = re.compile(rb"[eE]\+?0*[0-9]{3}|[0-9]{210}")
 # The text with every digit a 0, `e` and `E` an e, `+` kept and all else a space: where `_HUGE_NUMBER` could find
 # something is then a plain substring (a pattern searched over a bulk write's text cost 2 us an item).
 _NUMBER_MARKS = bytes(48 if 48 <= b <= 57 else 101 if b in b"eE" else 43 if b == 43 else 32 for b in range(256))
-_HUGE_MARKS = (b"e000", b"e+000", b"0" * 309)
+_HUGE_MARKS = (b"e000", b"e+000", b"0" * 210)
 # A UTF-16 surrogate written as an escape (`\ud800` to `\udfff`), after its run of backslashes (an odd run ends
 # in the escape's own; an even one is escaped backslashes, then text); and one written as the three bytes UTF-8
 # would give it (`ED A0 80`: not UTF-8, but Python's `json.loads` of bytes reads it), lone whatever follows.
@@ -61,6 +63,9 @@ def may_hold_trouble(raw: bytes, limit: int) -> bool:
     not JSON), a lone surrogate is an escape not paired (`_lone_surrogate`), a number that decodes to infinity
     has an exponent of three digits or 309 digits in a row, and the nesting is the brackets' once strings are
     cut, each pass taking off the innermost."""
+    if json.detect_encoding(raw[:4]) not in ("utf-8", "utf-8-sig"):
+        # UTF-16 or UTF-32, which `json.loads` of bytes reads: none of the passes below reads it.
+        return True
     if b"\\u0000" in raw or ((b"\\u" in raw or b"\xed" in raw) and _lone_surrogate(raw)):
         return True
     # Looked for in the whole text first: a string's `e100` is looked at again with the strings cut.

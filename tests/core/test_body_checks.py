@@ -30,6 +30,8 @@ def test_a_body_the_text_clears_holds_nothing_the_walk_would_refuse(value: Any, 
 
 
 NUMBERS = [b"1e400", b"1E+0400", b"-2e309", b"1e-400", b"12e99", b"9" * 309, b"9" * 309 + b".0", b"0.5e3", b"7"]
+# Beyond a double through their digits and a small exponent (the text check let them by to a 500).
+NUMBERS += [b"1" + b"0" * 300 + b"e10", b"9" * 290 + b".0e20", b"9" * 209 + b".5e99"]
 TEXTS = [b'"1e400"', b'"e+000"', b'"' + b"9" * 309 + b'"', b'"a[{"', rb'"a\\e400"']
 
 
@@ -39,8 +41,17 @@ def test_a_number_beyond_a_double_is_never_cleared_by_its_text(items: list[bytes
     body = json.loads(raw)
     if not may_hold_trouble(raw, MAX_JSON_DEPTH):
         assert json_trouble(body, MAX_JSON_DEPTH) is None, raw
-    if any(n in items for n in (b"1e400", b"1E+0400", b"-2e309")):
+    if any(n in items for n in (b"1e400", b"1E+0400", b"-2e309", b"1" + b"0" * 300 + b"e10", b"9" * 290 + b".0e20")):
         assert json_trouble(body, MAX_JSON_DEPTH) is not None, "the walk refuses it (so this test can fail)"
+
+
+def test_a_body_in_utf_16_or_32_is_never_cleared_by_its_text() -> None:
+    """`json.loads` reads them; the text's passes read bytes as UTF-8 does, so they leave such a body to the walk."""
+    for encoding in ("utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"):
+        for text in ('{"s": "a\\u0000b"}', '{"n": 1e400}', '{"n": 1}'):
+            raw = text.encode(encoding)
+            assert json.loads(raw) is not None
+            assert may_hold_trouble(raw, MAX_JSON_DEPTH), (encoding, text)
 
 
 def test_a_nul_or_a_deep_body_is_never_cleared_by_its_text() -> None:
