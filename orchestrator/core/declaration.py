@@ -182,8 +182,8 @@ def never_holding(flt: ListenerFilter) -> list[str]:
     """The `where` items that no event can pass (`in: []`, alone or in a group that holds only so), each as `field:
     why`: the filter would never let an event through."""
     return [
-        f"filter.where.{n}: never holds (op in with no value but null, which no path holds), so nothing would ever"
-        " pass the filter"
+        f"filter.where.{n}: never holds (it needs an `in` of no value but null, which no path holds), so nothing"
+        " would ever pass the filter"
         for n, item in enumerate(flt.where)
         if _holds_always(item) is False
     ]

@@ -244,13 +244,23 @@ async def test_a_wait_of_a_condition_that_can_never_hold_is_refused_naming_the_f
     [[refused, code, message]] = got
     assert (refused, code) == ("refused", "invalid_request")
     assert message.startswith("conditions.0.types.0: 'thread.item_postd'"), message
-    # Nor can one whose `where` needs a value among none.
+
+
+async def test_a_wait_whose_condition_needs_a_value_among_none_is_answered_by_its_other_condition(
+    heard_engine: tuple[Engine, Heard],
+) -> None:
+    """A run makes its wait's values as it goes: an `in` of none is no mistake to refuse (a listener's save refuses
+    it), only a condition that never answers; the other one does."""
+    engine, heard = heard_engine
+    sid = await new_session(engine)
     never = {**REPLIES, "where": [{"path": "alias", "op": "in", "value": []}]}
     await engine.command("save_listener", listener=conversation(replies=never))
-    await post(engine, sid, "chats/never", "x")
-    [[refused, code, message]] = await answers(heard, "chats/never")
-    assert (refused, code) == ("refused", "invalid_request")
-    assert message.startswith("conditions.0.where.0: never holds"), message
+    chat = "chats/none-open"
+    await post(engine, sid, chat, "x")
+    resolution = (
+        await engine.command("write_object", session_id=sid, alias=f"{chat}/resolution", value={"type": "resolution"})
+    )["event_id"]
+    assert await answers(heard, chat) == [[1, [resolution]]]
 
 
 async def test_a_wait_its_caller_gives_up_on_is_closed_and_takes_nothing_later(
