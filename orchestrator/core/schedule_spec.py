@@ -21,7 +21,7 @@ from __future__ import annotations
 from calendar import monthrange
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import MAXYEAR, UTC, date, datetime, timedelta
 from itertools import pairwise
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -397,12 +397,15 @@ def refuse_past(definition: ScheduleDefinition, now: datetime) -> None:
     if timing.end_at is not None and timing.end_at <= now:
         raise CommandError("invalid_request", f"end_date: {definition.end_date} is in the past")
     if isinstance(repeat, CronRepeat):
-        today = now.astimezone(ZoneInfo(repeat.timezone)).date()
-        if not any(_has_a_day(c, today) for c in timing.calendars):
+        zone = ZoneInfo(repeat.timezone)
+        first = max(now, timing.start_at or now).astimezone(zone).date()
+        last = None if timing.end_at is None else timing.end_at.astimezone(zone).date()
+        if not any(_has_a_day(c, first, last) for c in timing.calendars):
+            until = "" if last is None else f" to {last}"
             raise CommandError(
                 "invalid_request",
-                f"repeat.cron_expression: {repeat.cron_expression!r} never fires: no day from {today} on has its"
-                " day of the month in its months (and years)",
+                f"repeat.cron_expression: {repeat.cron_expression!r} never fires: no day from {first}{until} is one"
+                " of its days",
             )
 
 
@@ -410,22 +413,37 @@ def _values_of(spans: tuple[Span, ...]) -> list[int]:
     return sorted({v for s in spans for v in range(s.start, s.end + 1, s.step)})
 
 
-def _has_a_day(calendar: Calendar, today: date) -> bool:
-    """Whether some day from `today` on has the calendar's day of the month in its month and year (a day of the week
-    is not asked: each comes in every month). February 30, April 31, February 29 of years none of which is a leap
-    year, or years all past have none."""
+# How many years a bounded search of a calendar's days walks at most: the Gregorian calendar's days of the week and
+# leap years come round every 400 years, so a longer span holds every pattern a shorter one does.
+_CYCLE_YEARS = 400
+
+
+def _has_a_day(calendar: Calendar, first: date, last: date | None) -> bool:
+    """Whether some day from `first` to `last` (None: no end) is one of the calendar's days (its day of the month,
+    month, day of the week and year). With no end and no years named, February 30 or April 31 have none; with an
+    end or years, each day in the span is asked (February 29 of years none of which is a leap year, the days of a
+    week left in a last month, years all past)."""
     doms = _values_of(calendar.day_of_month)
     months = _values_of(calendar.month)
-    if not calendar.year:
-        # Every year, leap ones among them (2000 stands for them).
+    years = _values_of(calendar.year) if calendar.year else None
+    if last is None and years is None:
+        # Every year to come, leap ones among them (2000 stands for them); each day of the week comes every month.
         return any(doms[0] <= monthrange(2000, m)[1] for m in months)
-    return any(
-        d <= monthrange(y, m)[1] and date(y, m, d) >= today
-        for y in _values_of(calendar.year)
-        if y >= today.year
-        for m in months
-        for d in doms
-    )
+    if last is None:
+        last = date(max(years or [first.year]), 12, 31)
+    last = min(last, date(min(first.year + _CYCLE_YEARS, MAXYEAR), 12, 31))
+    weekdays = set(_values_of(calendar.day_of_week))
+    for year in years if years is not None else range(first.year, last.year + 1):
+        if not first.year <= year <= last.year:
+            continue
+        for month in months:
+            for dom in doms:
+                if dom > monthrange(year, month)[1]:
+                    break
+                day = date(year, month, dom)
+                if first <= day <= last and (day.weekday() + 1) % 7 in weekdays:
+                    return True
+    return False
 
 
 # -- the timing ------------------------------------------------------------------------------------------------

@@ -209,6 +209,13 @@ def test_a_cron_that_names_no_day_to_come_is_refused_and_one_whose_day_comes_is_
     # February 29 comes in leap years; a day of the week comes in every month (classic cron fires on either day).
     for fires in ("0 9 29 2 *", "0 9 31 2 1", "0 9 31 1-2 *", "0 9 29 2 ? 2027-2028", "0 9 ? 2 MON 2027"):
         assert parse_schedule(body(cron(fires)), NOW), fires
+    # Within its start and end dates: no February 29 before the end, no 1 January between, no Tuesday left (the
+    # last of June 2025 is the 24th).
+    assert "never fires" in refusal(body(cron("0 9 29 2 *"), end_date="2027-06-01"))
+    assert parse_schedule(body(cron("0 9 29 2 *"), end_date="2028-06-01"), NOW)
+    assert "never fires" in refusal(body(cron("0 9 1 1 *"), start_date="2026-02-01", end_date="2026-12-31"))
+    assert "never fires" in refusal(body(cron("0 9 ? 6 TUE 2025")), datetime(2025, 6, 25, 12, 0, tzinfo=UTC))
+    assert parse_schedule(body(cron("0 9 ? 6 TUE 2025")), datetime(2025, 6, 24, 12, 0, tzinfo=UTC))
     # Read on the schedule's own calendar day: the last of a year still to come there, not in UTC.
     late = datetime(2025, 12, 31, 20, 0, tzinfo=UTC)
     assert parse_schedule(body(cron("0 23 31 12 ? 2025", "Asia/Tokyo")), late - timedelta(hours=12))
