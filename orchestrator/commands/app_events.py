@@ -164,7 +164,7 @@ async def checked(platform: CommandContext, events: list[Emitted], field: str) -
         raise CommandError(
             "limit_exceeded", f"events: {len(events)} events is over the limit of {limits.max_writes_per_request}"
         )
-    schemas = await platform.store.event_schemas()
+    schemas = await platform.store.event_schemas({event.type for event in events})
     checks: dict[str, DataCheck] = {}
     rows = []
     for index, event in enumerate(events):

@@ -8,7 +8,7 @@ answered as the command error naming that item.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import asyncpg
@@ -113,9 +113,15 @@ class AppEvents:
             app,
         )
 
-    async def event_schemas(self) -> dict[str, dict[str, Any]]:
-        """Every declared type's schema, by name."""
-        rows = await self.pool.fetch("SELECT name, schema FROM orchestrator.event_types")
+    async def event_schemas(self, names: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Every declared type's schema by name, or those of `names` only (an emit reads its own types, not every
+        schema the application declared)."""
+        if names is None:
+            rows = await self.pool.fetch("SELECT name, schema FROM orchestrator.event_types")
+        else:
+            rows = await self.pool.fetch(
+                "SELECT name, schema FROM orchestrator.event_types WHERE name = ANY($1::text[])", list(names)
+            )
         return {r["name"]: r["schema"] for r in rows}
 
     async def emit(
