@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from orchestrator.app_loader import UserApp
 from orchestrator.client import Client
 from orchestrator.config import Settings
-from orchestrator.dev.app_plan import apply, plan_of
+from orchestrator.dev.app_plan import InvalidApp, apply, plan_of
 from orchestrator.dev.runtime import serve_api
 from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
@@ -142,6 +143,9 @@ async def test_a_where_no_event_can_pass_is_refused_naming_it_and_one_that_can_i
             assert response.status_code == 400, response.text
             assert json.loads(response.text)["message"].startswith(f"filter.where.{place}: never holds"), response.text
         assert (await client.command({"command": "list_listeners"}))["listeners"] == [], "nothing saved"
+        # An app declaring one does not start: the plan names it.
+        with pytest.raises(InvalidApp, match=r"listeners\.0 \(never\): listener\.filter\.where\.0: never holds"):
+            await plan_of(platform, UserApp(name="tests.never_app", listeners=[body(never[0])]))
         for n, where in enumerate(fine):
             saved = await client.command({"command": "save_listener", "listener": body(where, f"fine{n}")})
             assert saved["status"] == "success", saved
