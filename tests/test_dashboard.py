@@ -277,6 +277,43 @@ async def test_signed_out_the_page_shows_nothing_of_the_session_and_keeps_saying
         assert browser.find_element(By.ID, "connection").text == "signed out"
 
 
+# Holds the answers of `list_sessions` back (their requests answered already) until `__release()`: a refresh in
+# flight at a sign-out, whose answer comes back after it.
+HOLD_LISTS = """
+window.__held = [];
+window.__release = () => { window.__hold = false; for (const go of window.__held.splice(0)) go(); };
+window.__hold = true;
+const fetched = window.fetch;
+window.fetch = async (url, options) => {
+  const response = await fetched(url, options);
+  if (window.__hold && options && String(options.body || "").includes('"list_sessions"')) {
+    await new Promise((go) => window.__held.push(go));
+  }
+  return response;
+};
+"""
+
+
+async def test_a_refresh_in_flight_at_the_sign_out_shows_nothing_and_says_nothing_over_it(
+    platform: Platform, browser: WebDriver
+) -> None:
+    """A refresh asked before the sign-out and answered after it: its sessions are not listed, and the refusal of
+    what it asks next does not replace "signed out" (it did: the suite saw the page say the refusal instead)."""
+    async with guarded_page(platform, browser, "watcher", ["read:**", "listen:**"], "watched") as page:
+        await asyncio.to_thread(page.field.send_keys, page.secret + "\n")
+        await until(lambda: _visible(browser, "session"), "the session shown")
+        await until(lambda: "watched" in browser.find_element(By.ID, "sessions").text, "the sessions listed")
+        await asyncio.to_thread(browser.execute_script, HOLD_LISTS)
+        await until(lambda: browser.execute_script("return window.__held.length") > 0, "a refresh held")
+        await asyncio.to_thread(browser.find_element(By.ID, "sign-out").click)
+        await until(lambda: browser.find_element(By.ID, "connection").text == "signed out", "signed out")
+        await asyncio.to_thread(browser.execute_script, "window.__release()")
+        await asyncio.sleep(3)  # the held refresh goes on, and a refresh's 2 s pass
+        assert browser.find_element(By.ID, "connection").text == "signed out"
+        assert browser.find_element(By.ID, "sessions").text == "", "the held answer listed no session"
+        assert not _visible(browser, "session")
+
+
 async def test_the_page_opens_on_a_sessions_newest_events_and_says_a_session_is_not_there(
     dashboard: tuple[Engine, str], browser: WebDriver
 ) -> None:

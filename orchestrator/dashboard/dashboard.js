@@ -36,18 +36,24 @@ function showWho() {
 
 // Nothing of a session stays on screen once signed out (a revoked key, the sign-out button), and the page asks
 // nothing more of the API until a key signs in: every ask would be refused, and its refusal would cover these words.
+// So would that of an ask already in flight: once signed out, only the sign-out button's own words replace what was
+// said.
+const SIGNED_OUT = "signed out";
 function askToSignIn(message) {
+  const said = signedOut;
   signedOut = true;
   stop();
   showWho();
   el("sign-in").hidden = false;
   el("session").hidden = true;
   el("sessions").replaceChildren();
-  el("connection").textContent = message || "sign in with an API key";
+  if (!said || message === SIGNED_OUT) el("connection").textContent = message || "sign in with an API key";
 }
 
 async function refreshSessions() {
-  sessions = (await command({ command: "list_sessions", limit: 50 })).sessions;
+  const listed = (await command({ command: "list_sessions", limit: 50 })).sessions;
+  if (signedOut) return; // answered before a sign-out, come back after it: not shown
+  sessions = listed;
   show(el("sessions"), sessions.map((s) => node("li", {
     "data-session": s.id,
     class: s.id === state.current ? "selected" : "",
@@ -90,7 +96,7 @@ async function renderSession() {
     inSession("list_schedules"),
     readEvents(sid, known ? known.last_event_id : lastShown()),
   ]);
-  if (sid !== state.current) return;
+  if (sid !== state.current || signedOut) return;
   samplePending(sid, listeners);
   drawRuns(executions, listeners.map((l) => l.name), el("executions-more").textContent);
   drawRates(sid);
@@ -194,6 +200,7 @@ async function learnEventTypes() {
 
 // `visit`: a session the user chose, a step Back returns from; the page's own choice replaces the address.
 async function select(sid, visit = false) {
+  if (signedOut) return;
   state.current = sid;
   const known = sessions.find((s) => s.id === sid);
   el("session").hidden = false;
@@ -234,6 +241,7 @@ async function tick() {
   if (signedOut) return;
   try {
     await refreshSessions();
+    if (signedOut) return;
     if (!state.current) {
       const first = firstSession();
       if (first) await select(first);
@@ -322,7 +330,7 @@ el("sign-out").addEventListener("click", async () => {
   stop();
   state.config.signed_in = null;
   state.config.csrf = null;
-  askToSignIn("signed out");
+  askToSignIn(SIGNED_OUT);
 });
 
 (async () => {
