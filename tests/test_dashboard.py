@@ -277,18 +277,20 @@ async def test_signed_out_the_page_shows_nothing_of_the_session_and_keeps_saying
         assert browser.find_element(By.ID, "connection").text == "signed out"
 
 
-# Holds the answers of `list_sessions` back (their requests answered already) until `__release()`: a refresh in
-# flight at a sign-out, whose answer comes back after it.
+# Holds `list_sessions` back until `__release()`: its answer (`arguments[0]` "after", the request answered already)
+# or its request itself ("before", sent only then): a refresh in flight at a sign-out.
 HOLD_LISTS = """
+const when = arguments[0];
 window.__held = [];
 window.__release = () => { window.__hold = false; for (const go of window.__held.splice(0)) go(); };
 window.__hold = true;
-const fetched = window.fetch;
+const fetched = window.__fetched || window.fetch;
+window.__fetched = fetched;
 window.fetch = async (url, options) => {
+  const held = window.__hold && options && String(options.body || "").includes('"list_sessions"');
+  if (held && when === "before") await new Promise((go) => window.__held.push(go));
   const response = await fetched(url, options);
-  if (window.__hold && options && String(options.body || "").includes('"list_sessions"')) {
-    await new Promise((go) => window.__held.push(go));
-  }
+  if (held && when === "after") await new Promise((go) => window.__held.push(go));
   return response;
 };
 """
@@ -303,7 +305,7 @@ async def test_a_refresh_in_flight_at_the_sign_out_shows_nothing_and_says_nothin
         await asyncio.to_thread(page.field.send_keys, page.secret + "\n")
         await until(lambda: _visible(browser, "session"), "the session shown")
         await until(lambda: "watched" in browser.find_element(By.ID, "sessions").text, "the sessions listed")
-        await asyncio.to_thread(browser.execute_script, HOLD_LISTS)
+        await asyncio.to_thread(browser.execute_script, HOLD_LISTS, "after")
         await until(lambda: browser.execute_script("return window.__held.length") > 0, "a refresh held")
         await asyncio.to_thread(browser.find_element(By.ID, "sign-out").click)
         await until(lambda: browser.find_element(By.ID, "connection").text == "signed out", "signed out")
@@ -312,6 +314,22 @@ async def test_a_refresh_in_flight_at_the_sign_out_shows_nothing_and_says_nothin
         assert browser.find_element(By.ID, "connection").text == "signed out"
         assert browser.find_element(By.ID, "sessions").text == "", "the held answer listed no session"
         assert not _visible(browser, "session")
+
+        # Signed in again while a refresh asked before the sign-out is held (its request sent only after both):
+        # its refusal, with the old browser session's token, does not sign the new one out.
+        await asyncio.to_thread(page.field.send_keys, page.secret + "\n")
+        await until(lambda: "watched" in browser.find_element(By.ID, "sessions").text, "the sessions listed")
+        await asyncio.to_thread(browser.execute_script, HOLD_LISTS, "before")
+        await until(lambda: browser.execute_script("return window.__held.length") > 0, "a refresh held")
+        await asyncio.to_thread(browser.find_element(By.ID, "sign-out").click)
+        await until(lambda: browser.find_element(By.ID, "connection").text == "signed out", "signed out again")
+        await asyncio.to_thread(page.field.send_keys, page.secret + "\n")
+        await until(lambda: "signed in as watcher" in browser.find_element(By.ID, "who").text, "signed in again")
+        await asyncio.to_thread(browser.execute_script, "window.__release()")
+        await asyncio.sleep(3)
+        assert "signed in as watcher" in browser.find_element(By.ID, "who").text, "still signed in"
+        assert "watched" in browser.find_element(By.ID, "sessions").text
+        assert _visible(browser, "session")
 
 
 async def test_the_page_opens_on_a_sessions_newest_events_and_says_a_session_is_not_there(

@@ -61,7 +61,7 @@ def may_hold_trouble(raw: bytes, limit: int) -> bool:
     """Whether valid JSON text could decode to what `json_trouble` refuses, read from the text in C-speed passes
     (a bulk write's walk cost the door 8 us an item): a NUL is written `\\u0000` (a raw control character is
     not JSON), a lone surrogate is an escape not paired (`_lone_surrogate`), a number that decodes to infinity
-    has an exponent of three digits or 309 digits in a row, and the nesting is the brackets' once strings are
+    has an exponent of three digits or 210 digits in a row, and the nesting is the brackets' once strings are
     cut, each pass taking off the innermost."""
     if json.detect_encoding(raw[:4]) not in ("utf-8", "utf-8-sig"):
         # UTF-16 or UTF-32, which `json.loads` of bytes reads: none of the passes below reads it.

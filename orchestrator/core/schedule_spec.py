@@ -269,8 +269,13 @@ def local_instant(text: str, zone_name: str, *, end_of_day: bool = False) -> dat
     if value.tzinfo is not None:
         return value.astimezone(UTC)
     zone = ZoneInfo(zone_name)
-    instant = value.replace(tzinfo=zone).astimezone(UTC)
-    if instant.astimezone(zone).replace(tzinfo=None) != value:
+    try:
+        instant = value.replace(tzinfo=zone).astimezone(UTC)
+        local = instant.astimezone(zone)
+    except OverflowError:
+        # The first or last days of the calendar, read where they fall outside it in UTC.
+        raise ValueError(f"{text!r} is past the calendar's range in {zone_name}") from None
+    if local.replace(tzinfo=None) != value:
         raise ValueError(f"{text!r} does not exist in {zone_name} (the clocks skip it)")
     return instant
 
@@ -347,14 +352,23 @@ class ScheduleDefinition(_Strict):
     # The seed's names for the target besides its session (`blob`, `revision`), kept as given.
     origin: dict[str, Any] | None = None
 
+    @field_validator("start_date")
+    @classmethod
+    def _start_in_range(cls, value: str | None, info: ValidationInfo) -> str | None:
+        repeat = info.data.get("repeat")
+        if value is not None and repeat is not None:
+            local_instant(value, zone_of(repeat))
+        return value
+
     @field_validator("end_date")
     @classmethod
     def _after_start(cls, value: str | None, info: ValidationInfo) -> str | None:
         repeat, start = info.data.get("repeat"), info.data.get("start_date")
-        if value is None or repeat is None or start is None:
+        if value is None or repeat is None:
             return value
         zone = zone_of(repeat)
-        if local_instant(value, zone, end_of_day=True) <= local_instant(start, zone):
+        end = local_instant(value, zone, end_of_day=True)
+        if start is not None and end <= local_instant(start, zone):
             raise ValueError("must be after start_date")
         return value
 
@@ -389,7 +403,8 @@ def parse_schedule(body: dict[str, Any], now: datetime | None) -> ScheduleDefini
 
 
 def refuse_past(definition: ScheduleDefinition, now: datetime) -> None:
-    """Refuse a schedule whose `one_time` or `end_date` is already past at `now` (CommandError naming the field)."""
+    """Refuse a schedule whose `one_time` or `end_date` is already past at `now`, or whose cron names no day from
+    then to its end (CommandError naming the field)."""
     timing = schedule_timing(definition)
     repeat = definition.repeat
     if isinstance(repeat, OneTimeRepeat) and local_instant(repeat.invocation_time, repeat.timezone) <= now:

@@ -8,6 +8,8 @@ export const state = {
   config: { token_required: false, signed_in: null, csrf: null, temporal_ui: null, namespace: "default" },
   // The session on the page.
   current: null,
+  // Moved on at each sign-in and sign-out: an answer to a request sent before is no answer for the page now.
+  signing: 0,
 };
 
 // The client id the page's writes carry (`source.client`), so a listener may tell them apart.
@@ -31,6 +33,14 @@ export class Refused extends Error {
   }
 }
 
+// An answer to a request sent before the last sign-in or sign-out: dropped, whatever it says (a refusal of the key
+// signed out must not sign out the key signed in since, nor its sessions be listed for another key).
+export class Stale extends Error {
+  constructor() {
+    super("asked before a sign-in or sign-out");
+  }
+}
+
 // No answer at all: the platform is stopped, restarting or out of the network's reach.
 export class Unreachable extends Error {
   constructor() {
@@ -42,6 +52,7 @@ export class Unreachable extends Error {
 export async function post(path, body) {
   const headers = { "content-type": "application/json" };
   if (state.config.csrf) headers["x-csrf-token"] = state.config.csrf;
+  const signing = state.signing;
   let response;
   try {
     response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body), credentials: "same-origin" });
@@ -49,6 +60,7 @@ export async function post(path, body) {
     throw new Unreachable();
   }
   const reply = await response.json();
+  if (signing !== state.signing) throw new Stale();
   if (response.status === 401 || (response.status === 403 && reply.error === "unauthorized")) {
     state.config.signed_in = null;
     state.config.csrf = null;

@@ -4,7 +4,7 @@
 // that may, writes, pauses, resumes and replays (`actions.js`). It opens the newest open session, or the one
 // in `?session=`, and keeps the address on the session shown, so a reload or a shared link shows it again.
 
-import { command, inSession, loadConfig, post, state, whenSignedOut } from "./api.js";
+import { command, inSession, loadConfig, post, Stale, state, whenSignedOut } from "./api.js";
 import { wire, hooks } from "./actions.js";
 import { knowRuns, openThread } from "./details.js";
 import { clock, el, node, opener, show } from "./dom.js";
@@ -34,10 +34,10 @@ function showWho() {
   el("who").textContent = state.config.signed_in ? `signed in as ${state.config.signed_in}` : "";
 }
 
-// Nothing of a session stays on screen once signed out (a revoked key, the sign-out button), and the page asks
-// nothing more of the API until a key signs in: every ask would be refused, and its refusal would cover these words.
-// So would that of an ask already in flight: once signed out, only the sign-out button's own words replace what was
-// said.
+// Nothing of a session stays on screen once signed out (a revoked key, the sign-out button), and the page's
+// refreshes ask nothing more of the API until a key signs in: every ask would be refused, and its refusal would
+// cover these words. An answer to what was asked before (a refresh in flight) is dropped (`Stale`), and once signed
+// out only the sign-out button's own words replace what was said.
 const SIGNED_OUT = "signed out";
 function askToSignIn(message) {
   const said = signedOut;
@@ -264,7 +264,7 @@ function said(err) {
 // A failure that comes back after the page signed out (a refresh in flight at the sign-out, refused) says nothing
 // over its "signed out".
 function sayFailure(err) {
-  if (!signedOut) el("connection").textContent = said(err);
+  if (!signedOut && !(err instanceof Stale)) el("connection").textContent = said(err);
 }
 
 whenSignedOut(askToSignIn);
@@ -307,6 +307,7 @@ el("open-thread").addEventListener("submit", (e) => {
 el("sign-in").addEventListener("submit", async (e) => {
   e.preventDefault();
   const key = el("key");
+  state.signing += 1;
   try {
     const reply = await post("/dashboard/sign-in", { key: key.value });
     state.config.signed_in = reply.signed_in;
@@ -320,12 +321,18 @@ el("sign-in").addEventListener("submit", async (e) => {
   signedOut = false;
   el("sign-in").hidden = true;
   showWho();
-  await refreshSessions();
-  if (state.current) await select(state.current);
-  else await tick();
+  el("connection").textContent = `signed in as ${state.config.signed_in}`;
+  try {
+    await refreshSessions();
+    if (state.current) await select(state.current);
+    else await tick();
+  } catch (err) {
+    sayFailure(err);
+  }
 });
 
 el("sign-out").addEventListener("click", async () => {
+  state.signing += 1;
   try { await post("/dashboard/sign-out", {}); } catch (err) { /* signed out either way */ }
   stop();
   state.config.signed_in = null;

@@ -5,7 +5,7 @@
 // stopping server's last message (`event: shutdown`); only a stream the browser gave up on (an HTTP error
 // while the platform restarts) or a ticketed one is opened again here, after the last event shown.
 
-import { post, state } from "./api.js";
+import { post, Stale, state } from "./api.js";
 import { el, node, opener } from "./dom.js";
 import { runLabel } from "./listeners.js";
 
@@ -68,6 +68,8 @@ export async function follow(sid, after = seen) {
     try {
       params.set("ticket", (await post("/v1/stream-tickets", { session_id: sid })).ticket);
     } catch (err) {
+      // Asked before a sign-in or sign-out: the page follows again as the key signed in now, if any.
+      if (err instanceof Stale) return;
       // A key that may not listen to this session: asking again would never change that; say so and stop.
       if (err.code === "access_denied") {
         el("connection").textContent = `no live stream: this key cannot listen to the session (${err.message})`;

@@ -201,6 +201,11 @@ def test_start_and_end_dates_are_read_in_the_schedule_zone() -> None:
     backwards = body(cron("0 9 * * *"), start_date="2025-07-02", end_date="2025-07-01T00:00:00")
     assert refusal(backwards) == "end_date: must be after start_date"
     assert refusal(body(cron("0 9 * * *"), end_date="2025-01-01")) == "end_date: 2025-01-01 is in the past"
+    # The calendar's first and last days, read where they fall outside it in UTC: refused, not a 500.
+    far = refusal(body(cron("0 9 * * *", "America/New_York"), end_date="9999-12-31"))
+    assert far == "end_date: '9999-12-31' is past the calendar's range in America/New_York"
+    early = refusal(body(cron("0 9 * * *", "Asia/Tokyo"), start_date="0001-01-01"))
+    assert early == "start_date: '0001-01-01' is past the calendar's range in Asia/Tokyo"
 
 
 def test_a_cron_that_names_no_day_to_come_is_refused_and_one_whose_day_comes_is_kept() -> None:

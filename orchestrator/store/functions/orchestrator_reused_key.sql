@@ -8,7 +8,7 @@ RETURNS bigint LANGUAGE sql STABLE AS $$
     WITH given AS (
         SELECT g.n, g.x ->> 'key' AS key, g.x ->> 'type' AS type,
                first_value(g.x ->> 'type') OVER (PARTITION BY g.x ->> 'key' ORDER BY g.n) AS first_type
-        FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n) WHERE g.x ? 'key'
+        FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n) WHERE g.x ->> 'key' IS NOT NULL
     )
     SELECT min(n) - 1 FROM (
         SELECT g.n FROM given g
