@@ -424,7 +424,8 @@ def refuse_past(definition: ScheduleDefinition, now: datetime) -> None:
             )
 
 
-def _values_of(spans: tuple[Span, ...]) -> list[int]:
+def span_values(spans: tuple[Span, ...]) -> list[int]:
+    """The values spans stand for, in order."""
     return sorted({v for s in spans for v in range(s.start, s.end + 1, s.step)})
 
 
@@ -438,16 +439,16 @@ def _has_a_day(calendar: Calendar, first: date, last: date | None) -> bool:
     month, day of the week and year). With no end and no years named, February 30 or April 31 have none; with an
     end or years, each day in the span is asked (February 29 of years none of which is a leap year, the days of a
     week left in a last month, years all past)."""
-    doms = _values_of(calendar.day_of_month)
-    months = _values_of(calendar.month)
-    years = _values_of(calendar.year) if calendar.year else None
+    doms = span_values(calendar.day_of_month)
+    months = span_values(calendar.month)
+    years = span_values(calendar.year) if calendar.year else None
     if last is None and years is None:
         # Every year to come, leap ones among them (2000 stands for them); each day of the week comes every month.
         return any(doms[0] <= monthrange(2000, m)[1] for m in months)
     if last is None:
         last = date(max(years or [first.year]), 12, 31)
     last = min(last, date(min(first.year + _CYCLE_YEARS, MAXYEAR), 12, 31))
-    weekdays = set(_values_of(calendar.day_of_week))
+    weekdays = set(span_values(calendar.day_of_week))
     for year in years if years is not None else range(first.year, last.year + 1):
         if not first.year <= year <= last.year:
             continue

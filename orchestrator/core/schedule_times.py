@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
-from orchestrator.core.schedule_spec import Calendar, ScheduleTiming, Span
+from orchestrator.core.schedule_spec import Calendar, ScheduleTiming, Span, span_values
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # How far a calendar is searched for its next instant: a calendar that matches nothing within it never fires.
@@ -24,16 +24,12 @@ def _matches(spans: tuple[Span, ...], value: int) -> bool:
     return any(s.start <= value <= s.end and (value - s.start) % s.step == 0 for s in spans)
 
 
-def _values(spans: tuple[Span, ...], low: int, high: int) -> list[int]:
-    return [v for v in range(low, high + 1) if _matches(spans, v)]
-
-
 def _calendar_times(calendar: Calendar, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
     """The instants of one calendar strictly after `after`, in order."""
     local_after = after.astimezone(zone)
-    hours = _values(calendar.hour, 0, 23)
-    minutes = _values(calendar.minute, 0, 59)
-    seconds = _values(calendar.second, 0, 59)
+    hours = span_values(calendar.hour)
+    minutes = span_values(calendar.minute)
+    seconds = span_values(calendar.second)
     day = local_after.date()
     for _ in range(SEARCH_DAYS):
         weekday = (day.weekday() + 1) % 7  # 0 is Sunday, as in cron
