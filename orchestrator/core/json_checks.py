@@ -15,10 +15,9 @@ from typing import Any
 MAX_JSON_DEPTH = 100
 
 
-# JSON text's strings (its brackets are outside them), and all but brackets (and quotes).
+# JSON text's strings (its brackets are outside them), and all but brackets and quotes.
 # (Unrolled: a run of plain bytes at a time, not one byte per step of an alternation: twice as fast on a bulk write.)
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _NOT_QUOTES_OR_BRACKETS = bytes(b for b in range(256) if b not in b'"[]{}')
 # A JSON number a double cannot hold (it decodes to infinity): an exponent of three digits or more, or a run of
 # 210 digits (with an exponent of two digits at most, a number needs 210 of them before its point to pass 1e308).
@@ -86,7 +85,7 @@ def _brackets(raw: bytes) -> bytes:
     lies between two quotes: cut at the quotes, every other part is outside (bytes' own passes, where cutting each
     string out by a pattern cost a bulk write 2 us an item)."""
     if b"\\" in raw:
-        return _JSON_STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+        return _JSON_STRING.sub(b"", raw).translate(None, _NOT_QUOTES_OR_BRACKETS)  # no quote is left once cut
     return b"".join(raw.translate(None, _NOT_QUOTES_OR_BRACKETS).split(b'"')[0::2])
 
 
