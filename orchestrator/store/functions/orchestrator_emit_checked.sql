@@ -46,8 +46,8 @@ BEGIN
     -- Refused here in the application's words before `orchestrator_emit` refuses it in the door's.
     v_reused := orchestrator.orchestrator_reused_key(p_session, p_events);
     IF v_reused IS NOT NULL THEN
-        RAISE EXCEPTION 'events.%.key: this key names another kind of event (the session''s, or one given before it in this call)', v_reused
-            USING ERRCODE = '22023';
+        RAISE EXCEPTION 'events.%.key: this key names another kind of event (the session''s, or one given before '
+            'it in this call)', v_reused USING ERRCODE = '22023';
     END IF;
     RETURN QUERY SELECT e.o_event FROM orchestrator.orchestrator_emit(p_session, p_events, '{}', 0, NULL,
         orchestrator.orchestrator_transaction_cause()) e;
