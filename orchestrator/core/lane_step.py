@@ -103,8 +103,14 @@ def _key_slot_wait(snap: LaneSnapshot, decl: ListenerDeclaration, limits: Limits
     """Why a keyed listener's batch that would start a run cannot take a key slot now, or None when it can."""
     keyed = decl.concurrency.mode == "keyed"
     if keyed and snap.key_slot != "held" and snap.keys_held >= effective_max_parallel(decl.concurrency, limits):
-        return Wait("queued_for_key_slot", None, queue_for_key_slot=snap.key_slot is None)
+        return Wait("queued_for_key_slot", None, queue_for_key_slot=snap.key_slot != "queued")
     return None
+
+
+def _leaves_key_slot(snap: LaneSnapshot) -> bool:
+    """Whether a lane with no run to start gives back what it has of the key slots: its place in the queue or
+    among the windows, or a slot no run of its holds."""
+    return snap.key_slot in ("queued", "window") or (snap.key_slot == "held" and not snap.runs)
 
 
 def throttle_wait(
@@ -118,8 +124,7 @@ def throttle_wait(
     until = held_until(keys, snap.throttle_free_at, now)
     if until is None:
         return None
-    leaves = snap.key_slot == "queued" or (snap.key_slot == "held" and not snap.runs)
-    return Wait("throttled", until, give_back_key_slot=leaves, run=run)
+    return Wait("throttled", until, give_back_key_slot=_leaves_key_slot(snap), run=run)
 
 
 def repeat_keys(snap: LaneSnapshot, run: HeldSlot, decl: ListenerDeclaration | None) -> tuple[str, ...]:
@@ -141,8 +146,7 @@ def _after_runs(snap: LaneSnapshot) -> Wait:
     if due:
         first = min(snap.runs, key=lambda r: r.due_at if r.due_at is not None else float("inf"))
         return Wait("retry_waiting", min(due), run=first)
-    leaves = snap.key_slot == "queued" or (snap.key_slot == "held" and not snap.runs)
-    return Wait("nothing", give_back_key_slot=leaves)
+    return Wait("nothing", give_back_key_slot=_leaves_key_slot(snap))
 
 
 def next_move(snap: LaneSnapshot, now: float, limits: Limits) -> Move | Wait:
@@ -187,7 +191,9 @@ def next_move(snap: LaneSnapshot, now: float, limits: Limits) -> Move | Wait:
     held = throttle_wait(snap, decl, (snap.throttle_head,), now)
     if held is not None and (closes is None or held.until is None or closes <= held.until):
         return held
-    if runs and (blocked := _key_slot_wait(snap, decl, limits)) is not None:
+    # A lane in its window competes for a key slot when the window closes, not before (0033).
+    in_window = snap.key_slot == "window" and closes is not None and now < closes
+    if runs and not in_window and (blocked := _key_slot_wait(snap, decl, limits)) is not None:
         return blocked
     if closes is not None and now < closes:
         return Wait("window_open" if decl.batch.debounce_seconds is None else "debouncing", closes)
@@ -242,12 +248,11 @@ def _key_slot(snap: LaneSnapshot, decl: ListenerDeclaration | None, acts: bool) 
     but a slot a run of its still holds: that run's end gives it back (a listener saved keyed again meanwhile
     would otherwise run one key more than `max_parallel`)."""
     if decl is None or decl.concurrency.mode != "keyed" or not isinstance(decl.action, WorkflowAction):
-        leaves = snap.key_slot == "queued" or (snap.key_slot == "held" and not snap.runs)
-        return "give_back" if leaves else None
+        return "give_back" if _leaves_key_slot(snap) else None
     held = snap.key_slot == "held"
     if acts:
         return "keep" if held else "take"
-    return "give_back" if held else None
+    return "give_back" if held or snap.key_slot == "window" else None
 
 
 def _taking(

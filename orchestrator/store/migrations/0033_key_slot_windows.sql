@@ -1,0 +1,17 @@
+-- A keyed lane takes its key slot when its window closes, not when its first event is routed. Since 0019 a round
+-- gave a lane that turned pending a free slot at once, and the lane held it through its window: a one-event
+-- batch with a 1 s window held a slot about 1.5 s for a run of about 0.45, and at 18.5 events/s over 32 slots
+-- the keys queued for slots that sat idle in open windows (`bench.batch_cost --cases naive,keyed_each`: p50
+-- commit to run start +1.76 s over the naive design's).
+--
+-- A round now gives such a lane a place among the listener's open windows (a `key_slots` row whose `holding` is
+-- null) and nudges it; at its window's close the lane takes a slot that is free (the batch's record), or joins
+-- the queue (`orchestrator_queue_for_key_slot`), as a debounced lane already did. A listener has at most
+-- `max_parallel` open windows, and one round opens no more windows than slots are free: the other lanes join
+-- the queue unnudged as before, so a burst over more keys than slots still starts lane workflows only for as
+-- many keys as there are slots (0019's point). `holding` true: holds a slot; false: waits in the queue for one
+-- (due first, then longest waiting); null: in its window. What counted `holding` or `NOT holding` leaves a
+-- window out of both, as it should; a lane in its window that takes nothing gives its place back as it would
+-- a slot. A debounced listener's lanes stay as they were (no place: a debounce may stay open as long as
+-- events come).
+ALTER TABLE orchestrator.key_slots ALTER COLUMN holding DROP NOT NULL;
