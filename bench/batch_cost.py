@@ -33,8 +33,9 @@ writers in four more (32 keep-alive clients through the HTTP door), the worker a
   its window closed each batch's run started (p50, p90).
 
 Run: .venv/bin/python -m bench.batch_cost [--events 5000] [--naive-events 1000]
-[--cases naive,keyed,keyed_each,keyed_one,serial,windows] [--rounds 1] (with more, the engine's CPU per batch is
-summed up over the rounds: median, least, most)
+[--cases naive,keyed,keyed_each,keyed_one,serial,windows] [--rounds 1] [--pace 20] (with more rounds, the engine's CPU
+per batch is summed up over them: median, least, most; `--pace`: the open loop's events/s, to compare two builds at
+one load)
 """
 
 from __future__ import annotations
@@ -448,7 +449,7 @@ def versus_naive(label: str, keyed: list[LanesCost], naives: list[Naive]) -> Non
         row(f"round {n + 1}:   keyed less naive", 1000 * (p50 - naive_p50), "ms")
 
 
-async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1) -> None:
+async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1, paced: float | None = None) -> None:
     async with bench_platform(statements=True) as bench:
         print(f"batch cost: dev server + embedded PostgreSQL, writers through the HTTP door ({bench.api})")
         naives: list[Naive] = []
@@ -508,7 +509,7 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1)
                 # The added latency at one load: both designs fed the same arrivals, open loop, at 0.7 of the
                 # lesser of what each held (the naive's closed loop never queues, a burst into slots does).
                 held = min(min(c.runs_per_second for c in each_measured), naives[-1].runs_per_second)
-                pace = round(0.7 * held, 1)
+                pace = paced or round(0.7 * held, 1)
                 naive_paced = await naive_case(bench, naive_events, naive_events, rate=pace)
                 _, keyed_paced = await lanes_round_of(
                     f"{label}, arriving at {pace:.1f} events/s", each, naive_events, naive_events, pace
@@ -550,5 +551,6 @@ if __name__ == "__main__":
     parser.add_argument("--naive-events", type=int, default=1_000)
     parser.add_argument("--cases", default="naive,keyed,serial,windows")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of the keyed and serial cases")
+    parser.add_argument("--pace", type=float, help="the open loop's events/s (by default 0.7 of the lesser held)")
     args = parser.parse_args()
-    asyncio.run(main(args.events, args.naive_events, set(args.cases.split(",")), args.rounds))
+    asyncio.run(main(args.events, args.naive_events, set(args.cases.split(",")), args.rounds, args.pace))

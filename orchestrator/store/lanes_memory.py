@@ -932,14 +932,15 @@ class MemoryLaneStore:
 
     def _blocked(self, lane: MemLane) -> bool:
         """Left to whoever frees the slot it waits for: its runs hold all of them, or it is queued for a key
-        that some lane holds or has a window for (a queue nobody holds a slot of, its listener no longer keyed, is
-        nobody's to hand on)."""
+        that some lane holds, or will take at its window's close (a queue nobody holds a slot of, its listener no
+        longer keyed, is nobody's to hand on; nor is a window whose lane has nothing waiting)."""
         held = sum(1 for r in self.runs.values() if r.lane_id == lane.id)
         if lane.run_slots is not None and held >= lane.run_slots:
             return True
         queued = lane.id in self.key_slots and self.key_slots[lane.id].holding is False
         return queued and any(
-            k.holding is not False and (k.session_id, k.listener) == (lane.session_id, lane.listener)
+            (k.holding or (k.holding is None and self._waiting(self.lanes[k.lane_id])))
+            and (k.session_id, k.listener) == (lane.session_id, lane.listener)
             for k in self.key_slots.values()
         )
 

@@ -11,6 +11,7 @@ are held to what the engine asks of them.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from unittest.mock import ANY
@@ -638,6 +639,26 @@ async def test_a_window_opened_in_the_round_whose_nudge_is_lost_is_found_by_the_
     await world.backdate_nudges(STALE_GRACE_SECONDS + 1)
     found = [s.address.workflow_id for s in await world.lanes.stale_lanes()]
     assert found == [a.workflow_id], "the window, not the queue its slot's end will hand on to"
+
+
+async def test_a_window_with_nothing_waiting_does_not_keep_the_poll_from_the_queue(world: World) -> None:
+    """A window left behind by a step that did not give it back (a worker of the release before 0033, during an
+    upgrade) waits for nothing: the queue behind it is the poll's, as one behind no slot is."""
+    await world.save_listener(keyed(max_parallel=1))
+    sid = await world.open_session()
+    await world.write(sid, "a")
+    await world.write(sid, "b")
+    await route_all(world, sid)
+    a, b = address(sid, "k", "a"), address(sid, "k", "b")
+    await world.switch(sid, "k", False)
+    snap = await snapshot(world, a)
+    decision = step(snap, snap.now, LIMITS)
+    assert isinstance(decision, Take) and decision.key_slot == "give_back"
+    older = replace(decision, key_slot=None)  # the step of a release that knew no windows
+    assert isinstance(await world.lanes.record(snap, older, LIMITS.listener_fires_per_minute, 1), Recorded)
+    assert [(await snapshot(world, x)).key_slot for x in (a, b)] == ["window", "queued"]
+    await world.backdate_nudges(STALE_GRACE_SECONDS + 1)
+    assert b.workflow_id in [s.address.workflow_id for s in await world.lanes.stale_lanes()]
 
 
 async def test_a_debounced_keyed_lane_competes_for_a_slot_when_its_window_closes_rather_than_hold_one(
