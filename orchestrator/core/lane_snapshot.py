@@ -198,9 +198,7 @@ class ListenerNow:
     paused: bool = False
 
 
-# A keyed lane's place among its listener's key slots: holds one, waits in the queue for one, or is in its window
-# (a place among the open windows, the slot taken when the window closes: 0033_key_slot_windows.sql).
-KeySlot = Literal["held", "queued", "window"] | None
+KeySlot = Literal["held", "queued"] | None
 
 
 @dataclass(frozen=True)

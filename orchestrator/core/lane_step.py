@@ -103,14 +103,14 @@ def _key_slot_wait(snap: LaneSnapshot, decl: ListenerDeclaration, limits: Limits
     """Why a keyed listener's batch that would start a run cannot take a key slot now, or None when it can."""
     keyed = decl.concurrency.mode == "keyed"
     if keyed and snap.key_slot != "held" and snap.keys_held >= effective_max_parallel(decl.concurrency, limits):
-        return Wait("queued_for_key_slot", None, queue_for_key_slot=snap.key_slot != "queued")
+        return Wait("queued_for_key_slot", None, queue_for_key_slot=snap.key_slot is None)
     return None
 
 
 def _leaves_key_slot(snap: LaneSnapshot) -> bool:
-    """Whether a lane with no run to start gives back what it has of the key slots: its place in the queue or
-    among the windows, or a slot no run of its holds."""
-    return snap.key_slot in ("queued", "window") or (snap.key_slot == "held" and not snap.runs)
+    """Whether a lane with no run to start gives back what it has of the key slots: its place in the queue, or
+    a slot no run of its holds."""
+    return snap.key_slot == "queued" or (snap.key_slot == "held" and not snap.runs)
 
 
 def throttle_wait(
@@ -191,9 +191,7 @@ def next_move(snap: LaneSnapshot, now: float, limits: Limits) -> Move | Wait:
     held = throttle_wait(snap, decl, (snap.throttle_head,), now)
     if held is not None and (closes is None or held.until is None or closes <= held.until):
         return held
-    # A lane in its window competes for a key slot when the window closes, not before (0033).
-    in_window = snap.key_slot == "window" and closes is not None and now < closes
-    if runs and not in_window and (blocked := _key_slot_wait(snap, decl, limits)) is not None:
+    if runs and (blocked := _key_slot_wait(snap, decl, limits)) is not None:
         return blocked
     if closes is not None and now < closes:
         return Wait("window_open" if decl.batch.debounce_seconds is None else "debouncing", closes)
@@ -252,7 +250,7 @@ def _key_slot(snap: LaneSnapshot, decl: ListenerDeclaration | None, acts: bool) 
     held = snap.key_slot == "held"
     if acts:
         return "keep" if held else "take"
-    return "give_back" if held or snap.key_slot == "window" else None
+    return "give_back" if held else None
 
 
 def _taking(

@@ -32,7 +32,6 @@ from orchestrator.core.lane_snapshot import (
     FETCH_EVENTS,
     BatchRecord,
     HeldSlot,
-    KeySlot,
     LaneAddress,
     LaneSnapshot,
     ListenerNow,
@@ -64,9 +63,6 @@ from orchestrator.store.lane_store import (
     Stale,
     StaleLane,
 )
-
-# A key slot row's `holding` as a lane's snapshot tells it.
-_KEY_SLOT: dict[bool | None, KeySlot] = {True: "held", False: "queued", None: "window"}
 
 
 @dataclass(frozen=True)
@@ -210,8 +206,7 @@ class MemKeySlot:
     lane_id: int
     session_id: str
     listener: str
-    # True: holds a slot; False: waits in the queue for one; None: in its window (0033_key_slot_windows.sql).
-    holding: bool | None
+    holding: bool
     since: float
     order: int
     due_at: float | None = None
@@ -457,7 +452,7 @@ class MemoryLaneStore:
             claimed=self._past(claimed[0]) if claimed else None,
             repeat=repeat,
             replay=replay,
-            key_slot=None if slot is None else _KEY_SLOT[slot.holding],
+            key_slot=None if slot is None else ("held" if slot.holding else "queued"),
             keys_held=self._keys_held(lane.session_id, lane.listener),
             fires_last_minute=len(fires),
             oldest_fire_at=min(fires, default=None),
@@ -504,16 +499,11 @@ class MemoryLaneStore:
     # -- the keys' slots -------------------------------------------------------------------------------------
 
     def _keys_held(self, session_id: str, listener: str) -> int:
-        return self._key_rows(session_id, listener, True)
-
-    def _key_rows(self, session_id: str, listener: str, holding: bool | None) -> int:
         return sum(
-            1
-            for k in self.key_slots.values()
-            if (k.session_id, k.listener) == (session_id, listener) and k.holding is holding
+            1 for k in self.key_slots.values() if (k.session_id, k.listener) == (session_id, listener) and k.holding
         )
 
-    def _key_row(self, lane: MemLane, holding: bool | None) -> MemKeySlot:
+    def _key_row(self, lane: MemLane, holding: bool) -> MemKeySlot:
         waiting = [i for i in lane.queue if i > lane.fired_through]
         due = self.events[min(waiting)].committed + lane.window_seconds if waiting else None
         return MemKeySlot(lane.id, lane.session_id, lane.listener, holding, self.now(), self._next("order"), due)
@@ -529,7 +519,7 @@ class MemoryLaneStore:
             (
                 k
                 for k in self.key_slots.values()
-                if (k.session_id, k.listener) == (lane.session_id, lane.listener) and k.holding is False
+                if (k.session_id, k.listener) == (lane.session_id, lane.listener) and not k.holding
             ),
             key=lambda k: (not (k.due_at is not None and k.due_at <= self.now()), k.since, k.order),
         )
@@ -547,7 +537,7 @@ class MemoryLaneStore:
             self.key_slots[lane.id] = self._key_row(lane, True) if slot is None else slot
             self.key_slots[lane.id].holding = True
             return True
-        if slot is None or slot.holding is None:
+        if slot is None:
             self.key_slots[lane.id] = self._key_row(lane, False)
         return False
 
@@ -593,7 +583,7 @@ class MemoryLaneStore:
         if throttle is not None and self._throttle_holds(lane, throttle, take.throttle_keys, judged):
             return Stale("listener_throttle")
         slot = self.key_slots.get(lane.id)
-        holds = slot is not None and slot.holding is True
+        holds = slot is not None and slot.holding
         if take.key_slot == "take" and not holds and self._keys_held(lane.session_id, lane.listener) >= key_max:
             return Stale("key_slot")
         if self._paused(lane.listener, lane.session_id):
@@ -847,9 +837,8 @@ class MemoryLaneStore:
         limits = Limits(listener_parallel_runs=parallel_cap)
         self.cursors[session_id] = ids[-1]
         nudges = []
-        places: dict[str, tuple[int, int, int, int]] = {}
         for delivery in sorted(deliveries, key=lambda d: (d.listener, d.lane)):
-            nudge = self._queue(session_id, QueuedLane.of(session_id, delivery, created, limits), places)
+            nudge = self._queue(session_id, QueuedLane.of(session_id, delivery, created, limits))
             if nudge is not None:
                 nudges.append(replace(nudge, version=delivery.version))
         return RoutedPage(
@@ -859,10 +848,9 @@ class MemoryLaneStore:
             lanes=tuple(sorted((d.listener, d.lane, len(d.events)) for d in deliveries)),
         )
 
-    def _queue(self, session_id: str, q: QueuedLane, places: dict[str, tuple[int, int, int, int]]) -> RouteNudge | None:
+    def _queue(self, session_id: str, q: QueuedLane) -> RouteNudge | None:
         """Queue a round's events into their lane; answer its nudge when it was empty and may step now (or has an
-        idle timer, whose clock learns of events from nudges). `places`: by listener, its slots held, windows
-        open and lanes queued before the round, and how many of the round's lanes have asked for a place so far."""
+        idle timer, whose clock learns of events from nudges)."""
         now = self.now()
         lane = self._lane(LaneAddress(session_id, q.listener, q.lane, q.workflow_id))
         if lane is None:
@@ -873,7 +861,7 @@ class MemoryLaneStore:
         empty = lane.routed_through <= lane.fired_through
         blocked = (
             q.run_slots is not None and sum(1 for r in self.runs.values() if r.lane_id == lane.id) >= q.run_slots
-        ) or (lane.id in self.key_slots and self.key_slots[lane.id].holding is False)
+        ) or (lane.id in self.key_slots and not self.key_slots[lane.id].holding)
         lane.routed_through = max(lane.routed_through, max(q.event_ids))
         lane.window_seconds, lane.run_slots = q.declared.window_seconds, q.run_slots
         if q.newest_id is not None and q.newest_id > lane.newest_id:
@@ -881,24 +869,13 @@ class MemoryLaneStore:
             lane.newest_at = None if q.newest_at is None else q.newest_at.timestamp()
         if empty:
             lane.nudged_at = now
-        # A keyed lane with no key slot opens a window while slots are free, fewer windows than slots are open
-        # and nobody is queued (the round's lanes in order), or joins the queue; a debounced one competes when
-        # its window closes with no place, joining the queue only when every slot is taken (0033).
+        # A keyed lane with no key slot takes a free one now, or joins the queue for one (lanes in order); a
+        # debounced one competes when its window closes, joining the queue only when every slot is taken.
         if empty and not blocked and q.key_max is not None and lane.id not in self.key_slots:
-            held, windows, queued, place = places.get(lane.listener) or (
-                self._keys_held(session_id, lane.listener),
-                self._key_rows(session_id, lane.listener, None),
-                self._key_rows(session_id, lane.listener, False),
-                0,
-            )
-            places[lane.listener] = (held, windows, queued, place + 1)
-            if q.declared.debounce_seconds is not None:
-                blocked = held >= q.key_max
-                if blocked:
-                    self.key_slots[lane.id] = self._key_row(lane, False)
-            else:
-                blocked = queued > 0 or max(held, windows) + place + 1 > q.key_max
-                self.key_slots[lane.id] = self._key_row(lane, False if blocked else None)
+            free = self._keys_held(session_id, lane.listener) < q.key_max
+            blocked = not free
+            if not free or q.declared.debounce_seconds is None:
+                self.key_slots[lane.id] = self._key_row(lane, free)
         if not empty or (blocked and q.declared.idle_after_seconds is None):
             return None
         oldest = min(i for i in lane.queue if i > lane.fired_through)
@@ -932,17 +909,12 @@ class MemoryLaneStore:
 
     def _blocked(self, lane: MemLane) -> bool:
         """Left to whoever frees the slot it waits for: its runs hold all of them, or it is queued for a key
-        that some lane holds, or will take at its window's close (a queue nobody holds a slot of, its listener no
-        longer keyed, is nobody's to hand on; nor is a window whose lane has nothing waiting)."""
+        that some lane holds (a queue nobody holds a slot of, its listener no longer keyed, is nobody's to hand on)."""
         held = sum(1 for r in self.runs.values() if r.lane_id == lane.id)
         if lane.run_slots is not None and held >= lane.run_slots:
             return True
-        queued = lane.id in self.key_slots and self.key_slots[lane.id].holding is False
-        return queued and any(
-            (k.holding or (k.holding is None and self._waiting(self.lanes[k.lane_id])))
-            and (k.session_id, k.listener) == (lane.session_id, lane.listener)
-            for k in self.key_slots.values()
-        )
+        queued = lane.id in self.key_slots and not self.key_slots[lane.id].holding
+        return queued and self._keys_held(lane.session_id, lane.listener) > 0
 
     # -- the runs' crossing to Temporal ---------------------------------------------------------------------
 

@@ -447,16 +447,12 @@ class PgLaneStore:
             "    SELECT p.lane_id FROM orchestrator.replays p"
             "    WHERE p.requested_at < clock_timestamp() - make_interval(secs => $1))))"
             # Left to whoever frees the slot it waits for: its runs hold all of them, or it is queued for a key that
-            # some lane holds, or will take at its window's close (a queue nobody holds a slot of, its listener no
-            # longer keyed, is nobody's to hand on; nor is a window whose lane has nothing waiting, left by a step of
-            # a release before 0033).
+            # some lane holds (a queue nobody holds a slot of, its listener no longer keyed, is nobody's to hand on).
             "  AND NOT (run_slots IS NOT NULL"
             "   AND (SELECT count(*) FROM orchestrator.lane_runs r WHERE r.lane_id = l.id) >= run_slots)"
             "  AND NOT EXISTS (SELECT 1 FROM orchestrator.key_slots k WHERE k.lane_id = l.id AND NOT k.holding"
             "   AND EXISTS (SELECT 1 FROM orchestrator.key_slots h"
-            "    WHERE h.session_id = k.session_id AND h.listener = k.listener AND (h.holding OR (h.holding IS NULL"
-            "     AND EXISTS (SELECT 1 FROM orchestrator.lanes w WHERE w.id = h.lane_id"
-            "      AND w.routed_through > w.fired_through)))))"
+            "    WHERE h.session_id = k.session_id AND h.listener = k.listener AND h.holding))"
             # A batch its driver left claimed (it died between the record and the finish), or a failed run's repeat
             # due (its nudge lost with the report of its end): the step finishes it, or starts the repeat.
             " ) OR (nudged_at < clock_timestamp() - make_interval(secs => $1) AND l.id IN ("

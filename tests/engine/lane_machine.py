@@ -387,7 +387,7 @@ class LaneMachine(RuleBasedStateMachine):
         self.every_fired_event_is_in_exactly_one_own_batch(held)
         self.never_more_runs_than_slots(held)
         self.a_batch_is_taken_once_its_window_has_closed(held)
-        self.no_key_slot_is_free_while_a_lane_waits_but_for_open_windows(held)
+        self.a_key_slot_is_never_free_while_a_lane_waits_for_one(held)
         self.the_throttle_is_exact(held)
         self.the_listeners_own_throttle_is_exact(held)
         self.repeats_wait_their_delay_and_hold_their_slot(held)
@@ -418,7 +418,7 @@ class LaneMachine(RuleBasedStateMachine):
         if self.decl.concurrency.mode == "keyed":
             most = effective_max_parallel(self.decl.concurrency, self.limits)
             assert len(by_lane) <= most, f"{len(by_lane)} keys running, at most {most}"
-            assert sum(1 for holding in held.key_slots.values() if holding is True) <= most
+            assert sum(1 for holding in held.key_slots.values() if holding) <= most
 
     def a_batch_is_taken_once_its_window_has_closed(self, held: Held) -> None:
         window = self.decl.batch.window_seconds
@@ -427,7 +427,7 @@ class LaneMachine(RuleBasedStateMachine):
                 oldest = min(held.events[i].committed for i in batch.event_ids)
                 assert batch.created_at >= oldest + window - EPSILON, "a batch was cut before its window closed"
 
-    def no_key_slot_is_free_while_a_lane_waits_but_for_open_windows(self, held: Held) -> None:
+    def a_key_slot_is_never_free_while_a_lane_waits_for_one(self, held: Held) -> None:
         if self.decl.concurrency.mode != "keyed":
             assert not held.key_slots, f"key slots are a keyed listener's alone: {held.key_slots}"
             return
@@ -435,15 +435,10 @@ class LaneMachine(RuleBasedStateMachine):
             # A deleted listener's lane gives its slot back to nobody (it has no key slots): the lanes queued for
             # one wait for the poll, which nudges a queue nobody holds a slot of.
             return
-        holding = sum(1 for h in held.key_slots.values() if h is True)
-        queued = sum(1 for h in held.key_slots.values() if h is False)
-        # A lane in its window holds a place among the slots, taken when its window closes (0033).
-        windows = sum(1 for h in held.key_slots.values() if h is None)
+        holding = sum(1 for h in held.key_slots.values() if h)
+        queued = sum(1 for h in held.key_slots.values() if not h)
         most = effective_max_parallel(self.decl.concurrency, self.limits)
-        assert windows <= most, f"{windows} windows open, at most {most}"
-        assert holding + windows >= most or not queued, (
-            f"{holding} of {most} key slots held and {windows} windows open while {queued} lanes wait"
-        )
+        assert holding >= most or not queued, f"{holding} of {most} key slots held while {queued} lanes wait"
 
     def the_throttle_is_exact(self, held: Held) -> None:
         fires = sorted(b.created_at for b in held.batches.values() if b.counted)

@@ -88,8 +88,8 @@ class Held:
     lanes: dict[int, LaneRow] = field(default_factory=dict)
     batches: dict[int, BatchRow] = field(default_factory=dict)
     runs: dict[str, RunRow] = field(default_factory=dict)
-    # lane id -> whether it holds its key slot (False: queued for one; None: in its window).
-    key_slots: dict[int, bool | None] = field(default_factory=dict)
+    # lane id -> whether it holds its key slot (False: queued for one).
+    key_slots: dict[int, bool] = field(default_factory=dict)
     executions: dict[str, ExecutionRow] = field(default_factory=dict)
     events: dict[int, EventRow] = field(default_factory=dict)
     # (listener, batch key) -> the outcome's status.

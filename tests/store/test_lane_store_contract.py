@@ -11,14 +11,12 @@ are held to what the engine asks of them.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from unittest.mock import ANY
 
 import pytest
 
-from orchestrator.core.declaration import effective_max_parallel
 from orchestrator.core.errors import CommandError
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import (
@@ -94,19 +92,11 @@ async def snapshot(world: World, where: LaneAddress) -> LaneSnapshot:
     return snap
 
 
-def key_max(snap: LaneSnapshot) -> int:
-    """The listener's key slots, as a lane's driver passes them (`lanes.driver.key_max`)."""
-    decl = snap.listener.declaration if snap.listener is not None else None
-    if decl is None or decl.concurrency.mode != "keyed":
-        return 0
-    return effective_max_parallel(decl.concurrency, LIMITS)
-
-
 async def take(world: World, where: LaneAddress) -> tuple[LaneSnapshot, Take, Recorded]:
     snap = await snapshot(world, where)
     decision = step(snap, snap.now, LIMITS)
     assert isinstance(decision, Take), decision
-    recorded = await world.lanes.record(snap, decision, LIMITS.listener_fires_per_minute, key_max(snap))
+    recorded = await world.lanes.record(snap, decision, LIMITS.listener_fires_per_minute, 1)
     assert isinstance(recorded, Recorded), recorded
     return snap, decision, recorded
 
@@ -504,84 +494,24 @@ async def test_a_failed_run_with_attempts_left_holds_its_slot_until_its_repeat(w
     assert [(r.execution_id, r.due_at) for r in again.runs] == [(repeat.execution_id, None)]
 
 
-async def test_a_round_opens_windows_for_the_first_keys_while_slots_are_free_and_queues_the_rest_unnudged(
+async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the_rest_unnudged(
     world: World,
 ) -> None:
-    """A keyed lane takes its key slot when its window closes (0033): the round gives the first keys a place
-    among the windows, as many as slots are free, and nudges them; the others join the queue unnudged."""
     await world.save_listener(keyed(max_parallel=2))
     sid = await world.open_session()
     for alias in ("c", "a", "d", "b"):
         await world.write(sid, alias)
     routed = await route_all(world, sid)
     lanes = {x: address(sid, "k", x) for x in "abcd"}
-    # Only the keys given a place are nudged: the others have no lane workflow to start until a slot is theirs.
+    # Only the keys given a slot are nudged: the others have no lane workflow to start until a slot is theirs.
     assert [n.address.lane for n in routed.nudges] == ["a", "b"]
-    assert [(await snapshot(world, lanes[x])).key_slot for x in "abcd"] == ["window", "window", "queued", "queued"]
+    assert [(await snapshot(world, lanes[x])).key_slot for x in "abcd"] == ["held", "held", "queued", "queued"]
     snap, decision, _ = await take(world, lanes["a"])
-    assert (decision.key_slot, snap.keys_held) == ("take", 0)
-    assert (await snapshot(world, lanes["a"])).key_slot == "held"
-    # A key that turns pending later, with lanes queued before it, joins the queue behind them, unnudged.
+    assert decision.key_slot == "keep" and snap.keys_held == 2
+    # A key that turns pending later, every slot taken, joins the queue behind them, unnudged.
     await world.write(sid, "e")
     assert (await route_all(world, sid)).nudges == ()
     assert (await snapshot(world, address(sid, "k", "e"))).key_slot == "queued"
-
-
-async def test_a_round_opens_no_more_windows_than_slots_are_free(world: World) -> None:
-    await world.save_listener(keyed(max_parallel=2))
-    sid = await world.open_session()
-    await world.write(sid, "a")
-    await route_all(world, sid)
-    await take(world, address(sid, "k", "a"))
-    for alias in ("b", "c"):
-        await world.write(sid, alias)
-    routed = await route_all(world, sid)
-    assert [n.address.lane for n in routed.nudges] == ["b"], "one slot free: one window"
-    assert [(await snapshot(world, address(sid, "k", x))).key_slot for x in "abc"] == ["held", "window", "queued"]
-
-
-async def test_a_lane_in_its_window_waits_for_it_to_close_before_it_asks_for_a_slot(world: World) -> None:
-    """Even with every slot taken meanwhile: it asks at the close, and joins the queue then if none is free."""
-    body = keyed(max_parallel=2)
-    body["batch"] = {"window_seconds": 60, "max_events": 100}
-    await world.save_listener(body)
-    sid = await world.open_session()
-    for alias in ("a", "b", "c", "d"):
-        await world.write(sid, alias)
-    await route_all(world, sid)
-    a, b = address(sid, "k", "a"), address(sid, "k", "b")
-    # a takes its slot at its close, and its run's end hands both free slots to the queue (c and d, there first).
-    first = await snapshot(world, a)
-    decision = step(first, first.now + 61, LIMITS)
-    assert isinstance(decision, Take) and decision.key_slot == "take"
-    recorded = await world.lanes.record(first, decision, LIMITS.listener_fires_per_minute, 2)
-    assert isinstance(recorded, Recorded)
-    await finish(world, first, decision, recorded)
-    ended = await end(world, sid, decision.execution_id, listener="k", keyed=True, key_max=2, lane="a", fetch_own=0)
-    assert [x.lane for x in ended.drive] == ["c", "d"]
-    windowed = await snapshot(world, b)
-    assert (windowed.key_slot, windowed.keys_held) == ("window", 2)
-    waiting = step(windowed, windowed.now, LIMITS)
-    assert isinstance(waiting, Wait) and waiting.reason == "window_open"
-    closed = step(windowed, windowed.now + 61, LIMITS)
-    assert isinstance(closed, Wait) and closed.reason == "queued_for_key_slot" and closed.queue_for_key_slot
-    assert not await world.lanes.queue_for_key_slot(windowed, 2)
-    assert (await snapshot(world, b)).key_slot == "queued"
-
-
-async def test_a_lane_in_its_window_with_nothing_to_run_gives_its_place_to_the_queue(world: World) -> None:
-    """A place among the windows counts as a slot would for the queue: given back, it is handed on."""
-    await world.save_listener(keyed(max_parallel=1))
-    sid = await world.open_session()
-    await world.write(sid, "a")
-    await world.write(sid, "b")
-    await route_all(world, sid)
-    a, b = address(sid, "k", "a"), address(sid, "k", "b")
-    assert [(await snapshot(world, x)).key_slot for x in (a, b)] == ["window", "queued"]
-    # As a lane whose batch turned out to run nothing, or that its throttle holds, gives it back.
-    granted = await world.lanes.give_back_key_slot(await snapshot(world, a), 1)
-    assert [x.lane for x in granted] == ["b"]
-    assert [(await snapshot(world, x)).key_slot for x in (a, b)] == [None, "held"]
 
 
 @pytest.mark.parametrize(
@@ -623,42 +553,21 @@ async def test_a_listener_saved_again_as_keyed_gives_its_first_key_a_free_slot(w
     await world.write(sid, "b")
     routed = await route_all(world, sid)
     assert [n.address.lane for n in routed.nudges] == ["b"]
-    assert (await snapshot(world, address(sid, "k", "b"))).key_slot == "window"
+    assert (await snapshot(world, address(sid, "k", "b"))).key_slot == "held"
 
 
-async def test_a_window_opened_in_the_round_whose_nudge_is_lost_is_found_by_the_poll(world: World) -> None:
-    """The round commits the window, then nudges: a router that dies between the two leaves the poll to step it
-    (and not the lane queued behind it, which the window's slot, once taken, will be handed on to)."""
+async def test_a_key_slot_taken_in_the_round_whose_nudge_is_lost_is_found_by_the_poll(world: World) -> None:
+    """The round commits the slot, then nudges: a router that dies between the two leaves the poll to step it."""
     await world.save_listener(keyed(max_parallel=1))
     sid = await world.open_session()
     await world.write(sid, "a")
     await world.write(sid, "b")
     await route_all(world, sid)  # its nudges never sent
     a, b = address(sid, "k", "a"), address(sid, "k", "b")
-    assert [(await snapshot(world, x)).key_slot for x in (a, b)] == ["window", "queued"]
+    assert [(await snapshot(world, x)).key_slot for x in (a, b)] == ["held", "queued"]
     await world.backdate_nudges(STALE_GRACE_SECONDS + 1)
     found = [s.address.workflow_id for s in await world.lanes.stale_lanes()]
-    assert found == [a.workflow_id], "the window, not the queue its slot's end will hand on to"
-
-
-async def test_a_window_with_nothing_waiting_does_not_keep_the_poll_from_the_queue(world: World) -> None:
-    """A window left behind by a step that did not give it back (a worker of the release before 0033, during an
-    upgrade) waits for nothing: the queue behind it is the poll's, as one behind no slot is."""
-    await world.save_listener(keyed(max_parallel=1))
-    sid = await world.open_session()
-    await world.write(sid, "a")
-    await world.write(sid, "b")
-    await route_all(world, sid)
-    a, b = address(sid, "k", "a"), address(sid, "k", "b")
-    await world.switch(sid, "k", False)
-    snap = await snapshot(world, a)
-    decision = step(snap, snap.now, LIMITS)
-    assert isinstance(decision, Take) and decision.key_slot == "give_back"
-    older = replace(decision, key_slot=None)  # the step of a release that knew no windows
-    assert isinstance(await world.lanes.record(snap, older, LIMITS.listener_fires_per_minute, 1), Recorded)
-    assert [(await snapshot(world, x)).key_slot for x in (a, b)] == ["window", "queued"]
-    await world.backdate_nudges(STALE_GRACE_SECONDS + 1)
-    assert b.workflow_id in [s.address.workflow_id for s in await world.lanes.stale_lanes()]
+    assert found == [a.workflow_id], "the holder, not the queue its slot's end will hand on to"
 
 
 async def test_a_debounced_keyed_lane_competes_for_a_slot_when_its_window_closes_rather_than_hold_one(
@@ -747,7 +656,7 @@ async def test_a_freed_key_slot_goes_to_the_lane_that_queued_for_it(world: World
     a, b = address(sid, "k", "a"), address(sid, "k", "b")
     assert [n.address.lane for n in routed.nudges] == ["a"]
     snap, decision, recorded = await take(world, a)
-    assert decision.key_slot == "take"
+    assert decision.key_slot == "keep"
     await finish(world, snap, decision, recorded)
     behind = await snapshot(world, b)
     assert behind.key_slot == "queued"
@@ -847,9 +756,9 @@ async def test_a_key_slot_given_back_goes_to_the_lane_queued_for_it_unless_a_run
         await world.write(sid, alias)
     await route_all(world, sid)
     a, b, c = (address(sid, "k", x) for x in "abc")
-    # `a` takes the one slot at its window's close, for its run: a give back answers nothing and the slot stays.
+    # `a` holds the one slot; its run takes it: a give back answers nothing and the slot stays.
     snap, decision, recorded = await take(world, a)
-    assert decision.key_slot == "take"
+    assert decision.key_slot == "keep"
     assert await world.lanes.give_back_key_slot(snap, 1) == ()
     assert (await snapshot(world, a)).key_slot == "held"
     await finish(world, snap, decision, recorded)
@@ -1133,7 +1042,6 @@ async def test_a_lane_queued_for_a_key_slot_with_nothing_left_to_do_leaves_the_q
     await world.ask_replay(snap.lane_id, list(decision.consumed), decision.first_id)
     await world.write(sid, "b")
     await route_all(world, sid)
-    await take(world, b)
     assert (await snapshot(world, b)).key_slot == "held"
     replay = await snapshot(world, a)
     blocked = step(replay, replay.now, LIMITS)

@@ -125,8 +125,8 @@ BEGIN
                 'number', 1 + (SELECT coalesce(max(b.replay), 0) FROM orchestrator.batches b
                                WHERE b.lane_id = l.id AND b.first_id = (SELECT min(x) FROM unnest(p.event_ids) x)))
             FROM orchestrator.replays p WHERE p.lane_id = l.id ORDER BY p.id LIMIT 1),
-        'key_slot', (SELECT CASE k.holding WHEN true THEN 'held' WHEN false THEN 'queued' ELSE 'window' END
-                     FROM orchestrator.key_slots k WHERE k.lane_id = l.id),
+        'key_slot', (SELECT CASE WHEN k.holding THEN 'held' ELSE 'queued' END FROM orchestrator.key_slots k
+            WHERE k.lane_id = l.id),
         'keys_held', (SELECT count(*) FROM orchestrator.key_slots k
                       WHERE k.session_id = p_session AND k.listener = p_listener AND k.holding),
         'fires', (SELECT jsonb_build_object('count', coalesce(max(f.fires), 0), 'oldest',

@@ -1,5 +1,5 @@
--- A keyed lane with a batch due and no key slot (its window closed, or none) joins the queue for one, keeping its
--- place if it has one; a slot free meanwhile is its at once. Answers whether it holds one now.
+-- A keyed lane with a batch due and no key slot joins the queue for one, keeping its place if it has one; a
+-- slot free meanwhile is its at once. Answers whether it holds one now.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_queue_for_key_slot(p_lane bigint, p_session text, p_listener text,
     p_max integer)
 RETURNS boolean LANGUAGE plpgsql AS $$

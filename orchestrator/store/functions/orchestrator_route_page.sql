@@ -7,9 +7,8 @@
 --
 -- Which lanes the events go to is `orchestrator_page_hits`. The page's lanes are carried from statement to
 -- statement as rows of their own type (`orchestrator_page_lane`, 0024), found by their key and locked in
--- (listener, lane) order; a keyed lane that turns pending opens a window (a place among the slots, taken when
--- the window closes: 0033) while slots are free, the rest join the queue without a nudge, a debounced listener's
--- lanes excepted (0019); the queue is written as ranges of the
+-- (listener, lane) order; a keyed lane that turns pending takes a key slot that is free at once, the rest join
+-- the queue without a nudge, a debounced listener's lanes excepted (0019); the queue is written as ranges of the
 -- page's events, one for each run of them into a lane (0032), without `ON CONFLICT` (none can overlap, 0021). How
 -- each of these came and what it saved: the headers of 0013, 0019, 0020, 0021, 0024 and 0032, and
 -- docs/decisions.md.
@@ -138,10 +137,10 @@ BEGIN
         GROUP BY r.lane_id, r.version, r.run;
 
     -- Whether each lane that was empty is blocked (its runs hold all its slots, or it waits in the queue for a
-    -- key slot). A keyed lane with no key slot opens a window (the page's lanes in (listener, lane) order, while
-    -- slots are free and fewer windows than slots are open) and is nudged to take a slot when its window closes;
-    -- the others join the queue, and whoever frees a slot hands it on (0033_key_slot_windows.sql).
-    -- Only a lane that was empty is nudged, opens a window or queues: whether the others are blocked is not asked.
+    -- key slot). A keyed lane with no key slot takes one that is free now (the page's lanes in (listener, lane)
+    -- order, while any are free) and is nudged to step when its window closes; with none free it joins the
+    -- queue, and whoever frees a slot hands it on.
+    -- Only a lane that was empty is nudged or takes a key slot: whether the others are blocked is not asked.
     WITH state AS (
         SELECT x.*, x.was_empty AND (
                    (x.run_slots IS NOT NULL
@@ -157,20 +156,13 @@ BEGIN
         SELECT k.*,
                CASE WHEN k.keyless THEN (SELECT count(*) FROM orchestrator.key_slots h WHERE h.session_id = p_session
                                          AND h.listener = k.listener AND h.holding) END AS held,
-               CASE WHEN k.keyless AND NOT k.debounced THEN (SELECT count(*) FROM orchestrator.key_slots w
-                   WHERE w.session_id = p_session AND w.listener = k.listener AND w.holding IS NULL) END AS windows,
-               k.keyless AND NOT k.debounced AND EXISTS (SELECT 1 FROM orchestrator.key_slots q
-                   WHERE q.session_id = p_session AND q.listener = k.listener AND NOT q.holding) AS queue_waits,
                row_number() OVER (PARTITION BY k.keyless, k.listener ORDER BY k.lane COLLATE "C") AS place
         FROM keyless k),
-    -- A lane opens a window while nobody waits in the queue (who would otherwise be passed), and the round
-    -- opens no more windows than slots are free, nor more than `max_parallel` in all. A debounced window may
-    -- stay open as long as events come: its lane is nudged to compete for a slot when it closes, with no place
-    -- meanwhile (and joins the queue only when every slot is taken).
+    -- A debounced window may stay open as long as events come: its lane is nudged to compete for a slot when
+    -- it closes, as before, rather than hold one meanwhile (and joins the queue only when every slot is taken).
     placed AS (
         SELECT c.*, c.keyless AND CASE WHEN c.debounced THEN c.held >= c.key_max
-                                       ELSE c.queue_waits OR greatest(c.held, c.windows) + c.place > c.key_max
-                                  END AS joining
+                                       ELSE c.held + c.place > c.key_max END AS joining
         FROM counted c)
     SELECT array_agg(ROW(p.id, p.listener, p.lane, p.workflow_id, p.version, p.through, p.events, p.newest_id,
                          p.newest_at, p.window_seconds, p.run_slots, p.key_max, p.idle, p.was_empty, p.debounced,
@@ -187,9 +179,8 @@ BEGIN
         newest_at = CASE WHEN x.newest_id > l.newest_id THEN x.newest_at ELSE l.newest_at END,
         nudged_at = CASE WHEN x.was_empty THEN clock_timestamp() ELSE l.nudged_at END
         FROM unnest(v_lanes) x WHERE l.id = x.id;
-    -- `takes`: opens a window (a place, `holding` null), the slot itself taken when the window closes.
     INSERT INTO orchestrator.key_slots (lane_id, session_id, listener, holding)
-        SELECT x.id, p_session, x.listener, NULL FROM unnest(v_lanes) x WHERE x.takes ORDER BY x.id;
+        SELECT x.id, p_session, x.listener, true FROM unnest(v_lanes) x WHERE x.takes ORDER BY x.id;
     PERFORM orchestrator.orchestrator_key_queue(x.id, p_session, x.listener)
         FROM unnest(v_lanes) x WHERE x.joins ORDER BY x.listener COLLATE "C", x.lane COLLATE "C";
 
