@@ -17,6 +17,7 @@ from temporalio import activity
 from orchestrator.activities.base import PlatformActivities
 from orchestrator.activities.writes import StoreWriter
 from orchestrator.core.errors import CommandError
+from orchestrator.core.lane_clock import LaneNews
 from orchestrator.core.lane_snapshot import LaneAddress
 from orchestrator.lanes.driver import LaneDriver
 from orchestrator.lanes.executions import TemporalRuns
@@ -76,8 +77,11 @@ class LaneActivities(PlatformActivities):
         await self.driver.end(end.tag, end.status, end.error, end.error_type, at=end.at)
 
     @activity.defn(name="orchestrator.lane_idle")
-    async def lane_idle(self, notice: IdleNotice) -> None:
-        """Write a lane's `lane.idle` event (once per silence).
+    async def lane_idle(self, notice: IdleNotice) -> LaneNews | None:
+        """Write a lane's `lane.idle` event (once per silence), unless an event came to the lane within the
+        silence: then nothing is written and its newest event is answered, for the lane to count from. A lane is
+        nudged only when it turns pending, so one whose events wait (paused, its slot held, throttled) learns of
+        later events only here or at its next step.
 
         It carries the listener as its source, so it never reaches that listener by its filter; the router
         queues it back into its own lane, while other listeners that want `lane.idle` events get it as any.
@@ -86,7 +90,10 @@ class LaneActivities(PlatformActivities):
         try:
             await self.store.get_listener(address.listener)
         except CommandError:
-            return  # the listener is gone: nobody to tell
+            return None  # the listener is gone: nobody to tell
+        newest = await self.store.lane_newest(address.session_id, address.listener, address.lane)
+        if newest is not None and newest[0] > notice.last_event_id and newest[1] < notice.after_seconds:
+            return LaneNews(idle_after_seconds=notice.after_seconds, last_event_id=newest[0], last_event_age=newest[1])
         await self.store.append_event(
             address.session_id,
             "lane.idle",
@@ -101,3 +108,4 @@ class LaneActivities(PlatformActivities):
             # Time caused it: the lane's silence after its last event.
             cause={"idle": {"listener": address.listener, "lane": address.lane, "after": notice.last_event_id}},
         )
+        return None

@@ -185,7 +185,7 @@ class LaneWorkflow:
         after = clock.idle_after_seconds
         assert after is not None
         try:
-            await workflow.execute_local_activity(
+            later: LaneNews | None = await workflow.execute_local_activity(
                 "orchestrator.lane_idle",
                 IdleNotice(
                     address=state.address,
@@ -193,10 +193,16 @@ class LaneWorkflow:
                     last_event_id=clock.last_event_id,
                     after_seconds=after,
                 ),
+                result_type=LaneNews,
                 start_to_close_timeout=ACTIVITY_TIMEOUT,
                 retry_policy=FIRE_RETRY,
             )
         except (ActivityError, ApplicationError) as err:
             self._in_trouble(err)
+            return
+        if later is not None:
+            # Events came that no nudge told of (a lane with events waiting is not nudged again): the silence is
+            # counted again from the newest, and nothing was written. (None: written; all a step before this said.)
+            state.clock = nudged(clock, later, workflow.time())
             return
         state.clock = clock.model_copy(update={"idle_announced_after": clock.last_event_id})

@@ -260,8 +260,9 @@ def _date_only(text: str) -> bool:
 def local_instant(text: str, zone_name: str, *, end_of_day: bool = False) -> datetime:
     """The UTC instant of an ISO date or date-time, read in `zone_name` unless it carries its own offset.
 
-    A date alone is the day's first second, or with `end_of_day` its last. A local time that the zone skips
-    (a daylight-saving gap) raises ValueError; one it repeats is its first occurrence.
+    A date alone is the day's first instant (after the gap, where the zone's clocks skip its midnight), or with
+    `end_of_day` its last second. A local time that the zone skips (a daylight-saving gap) raises ValueError; one
+    it repeats is its first occurrence.
     """
     value = datetime.fromisoformat(text)
     if end_of_day and _date_only(text):
@@ -275,7 +276,8 @@ def local_instant(text: str, zone_name: str, *, end_of_day: bool = False) -> dat
     except OverflowError:
         # The first or last days of the calendar, read where they fall outside it in UTC.
         raise ValueError(f"{text!r} is past the calendar's range in {zone_name}") from None
-    if local.replace(tzinfo=None) != value:
+    skipped = local.replace(tzinfo=None) != value
+    if skipped and not (_date_only(text) and local.date() == value.date()):
         raise ValueError(f"{text!r} does not exist in {zone_name} (the clocks skip it)")
     return instant
 

@@ -66,6 +66,20 @@ class LaneViews:
             raise CommandError("not_found", f"event_id: no event {event_id} in session {session_id!r}")
         return event_from_row(row)
 
+    async def lane_newest(self, session_id: str, listener: str, lane: str) -> tuple[int, float] | None:
+        """A lane's newest event routed to it that is not its own (`lanes.newest_id`), with its age in seconds by
+        the database's clock; None: none yet."""
+        row = await self.pool.fetchrow(
+            "SELECT newest_id, extract(epoch FROM clock_timestamp() - newest_at)::float8 AS age"
+            " FROM orchestrator.lanes WHERE session_id = $1 AND listener = $2 AND lane = $3",
+            session_id,
+            listener,
+            lane,
+        )
+        if row is None or not row["newest_id"] or row["age"] is None:
+            return None
+        return int(row["newest_id"]), float(row["age"])
+
     async def routed_position(self, session_id: str) -> int:
         position = await self.pool.fetchval(
             "SELECT routed_event_id FROM orchestrator.routing_cursors WHERE session_id = $1", session_id

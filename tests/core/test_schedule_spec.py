@@ -183,6 +183,14 @@ def test_one_time_is_read_in_its_zone_and_fires_once_at_that_instant() -> None:
     assert timing.time_zone == "UTC"
 
 
+def test_a_start_date_whose_midnight_the_zone_skips_starts_at_the_days_first_instant() -> None:
+    """Santiago's clocks go from 00:00 to 01:00 on 5 September 2027: the day starts at 01:00 (04:00 UTC)."""
+    raw = body(cron("0 9 * * *", "America/Santiago"), start_date="2027-09-05")
+    assert schedule_timing(parse_schedule(raw, NOW)).start_at == datetime(2027, 9, 5, 4, 0, tzinfo=UTC)
+    skipped = body(cron("0 9 * * *", "America/Santiago"), start_date="2027-09-05T00:30:00")
+    assert "start_date: '2027-09-05T00:30:00' does not exist in America/Santiago" in refusal(skipped)
+
+
 def test_one_time_refusals() -> None:
     past = {"type": "one_time", "invocation_time": "2025-05-31T09:00:00"}
     assert refusal(body(past)) == "repeat.invocation_time: 2025-05-31T09:00:00 is in the past"

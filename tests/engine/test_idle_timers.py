@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
@@ -120,3 +121,35 @@ async def _has(engine: Engine, event_id: int) -> bool:
 
 async def _idle_seen(engine: Engine) -> bool:
     return bool(idle_runs(engine))
+
+
+async def test_a_lane_whose_events_wait_counts_its_silence_from_the_newest(
+    engine: Engine, temporal_env: WorkflowEnvironment
+) -> None:
+    """A lane is nudged when it turns pending, not for each event after: one whose events wait (here paused) hears
+    of the later ones when its silence comes due, and counts again from the newest rather than announce it."""
+    if not temporal_env.supports_time_skipping:
+        pytest.skip("needs the time-skipping server to wait minutes in seconds")
+    await engine.command(
+        "save_listener",
+        listener=recorder_listener(batch={"window_seconds": 0.2}, idle={"after_seconds": 60}, action=WHOLE),
+    )
+    sid = await new_session(engine)
+    await engine.command("pause_listener", name="orchestrate", session_id=sid)
+
+    async def announced() -> list[dict[str, Any]]:
+        found = await engine.command("list_session_events", session_id=sid, types=["lane.idle"])
+        return list(found["events"])
+
+    async def any_announced() -> bool:
+        return bool(await announced())
+
+    await write_many(engine, sid, ["missions/a"])
+    await temporal_env.sleep(40)
+    [second] = await write_many(engine, sid, ["missions/b"])
+    await temporal_env.sleep(40)  # 80 s after the first event, 40 after the second
+    assert await announced() == [], "the second event restarted the silence"
+    await temporal_env.sleep(40)
+    await eventually(any_announced, what="the silence after the second event")
+    [idle] = await announced()
+    assert idle["data"]["last_event_id"] == second

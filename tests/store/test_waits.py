@@ -4,6 +4,7 @@ continued as new numbers its waits again)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from orchestrator.core.waits import parse_wait
@@ -97,3 +98,24 @@ async def test_a_run_continued_as_new_numbers_its_waits_again(platform: Platform
     assert old["event_ids"] == [first]
     new = await platform.store.open_wait(wait(sid, "exe:d", run_id="run-2", after=first))
     assert new["state"] == "open", "the new run's wait 1 is its own, not the old run's answered one"
+
+
+async def test_a_run_whose_end_is_recorded_while_its_wait_is_put_in_place_leaves_no_wait_open(
+    platform: Platform,
+) -> None:
+    """A wait left open for an ended run would take every event it matches from the run's listener for ever: the
+    wait's opening and the run's end take turns, whichever comes first."""
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    await record_run(platform, sid, "exe:e")
+    await routed(platform, sid)
+    ending = {"execution_id": "exe:e", "session_id": sid, "listener": None, "status": "completed"}
+    async with platform.store.pool.acquire() as conn, conn.transaction():
+        opened = await conn.fetchval("SELECT orchestrator.orchestrator_wait_open($1)", wait(sid, "exe:e"))
+        assert opened["state"] == "open"
+        # The run ends from elsewhere while the wait is not yet committed.
+        end = asyncio.create_task(platform.store.pool.fetchval("SELECT orchestrator.orchestrator_run_end($1)", ending))
+        await asyncio.sleep(0.5)
+    ended = await end
+    assert ended["recorded"]
+    state = await platform.store.pool.fetchval("SELECT state FROM orchestrator.run_waits WHERE execution_id = 'exe:e'")
+    assert state == "abandoned"

@@ -26,14 +26,19 @@ BEGIN
     IF FOUND THEN
         RETURN orchestrator.orchestrator_wait_json(w);
     END IF;
-    PERFORM orchestrator.orchestrator_share_session(v_session);
+    -- The session's row locked as a run's end locks it, so the two take turns: an end first leaves the run ended
+    -- for the read below (the wait is abandoned from the start); an end after this commits abandons the wait. (The
+    -- run's record alone would not do: an end abandons its open waits before it updates the record, and one that
+    -- read them while this wait was uncommitted would leave it open for good, taking from the run's listener
+    -- every event it matches.)
+    PERFORM orchestrator.orchestrator_lock_session(v_session);
     SELECT c.routed_event_id INTO v_routed FROM orchestrator.routing_cursors c
         WHERE c.session_id = v_session FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'no session %', v_session USING ERRCODE = 'no_data_found';
     END IF;
-    -- The run's record (none for a workflow the platform did not start), held against its end meanwhile.
-    SELECT x.status <> 'running' INTO v_ended FROM orchestrator.executions x WHERE x.id = v_execution FOR SHARE;
+    -- The run's record (none for a workflow the platform did not start).
+    SELECT x.status <> 'running' INTO v_ended FROM orchestrator.executions x WHERE x.id = v_execution;
     INSERT INTO orchestrator.run_waits (session_id, execution_id, run_id, seq, kind, listener, lane, conditions,
                                         after_id, max_events, deadline, grace_seconds, state, ended_at)
         VALUES (v_session, v_execution, v_run, v_seq, p ->> 'kind', p ->> 'listener', p ->> 'lane', p -> 'conditions',
