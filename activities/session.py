@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 from orchestrator.activities.base import PlatformActivities
 from orchestrator.causes import caused_by, run_cause
 from orchestrator.commands.app_events import Emitted, checked
-from orchestrator.commands.fields import check_payload
+from orchestrator.commands.fields import MAX_INTEGER, check_payload
 from orchestrator.commands.schedules import (
     CreateSchedule,
     ScheduleRef,
@@ -62,6 +62,16 @@ MAX_BATCH_EVENTS = 1000
 ALIAS_WRITES = frozenset({"write_object", "delete_object", "post_thread_item"})
 WRITES = ALIAS_WRITES | {"emit_events", "update_graph", "schedule", "unschedule"}
 ALIAS_OPS = ALIAS_WRITES | {"read_object", "list_thread_items"}
+
+
+def if_rev_of(args: dict[str, Any]) -> int | None:
+    """A run's `if_rev`, checked as the door checks it: revs are integers, so a larger one could never match."""
+    value = args.get("if_rev")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INTEGER:
+        raise CommandError("invalid_request", f"if_rev: must be a whole number from 0 to {MAX_INTEGER:,}")
+    return value
 
 
 def refusal(err: CommandError) -> ApplicationError:
@@ -200,7 +210,7 @@ class SessionActivities(PlatformActivities):
                 session,
                 alias,
                 value,
-                if_rev=args.get("if_rev"),
+                if_rev=if_rev_of(args),
                 source=source,
                 depth=depth,
                 idempotency_key=call.idempotency_key,
@@ -248,7 +258,7 @@ class SessionActivities(PlatformActivities):
             graph, changed_event = await store.update_graph(
                 session,
                 patch,
-                if_rev=args.get("if_rev"),
+                if_rev=if_rev_of(args),
                 source=source,
                 depth=depth,
                 idempotency_key=call.idempotency_key,
@@ -288,7 +298,12 @@ class SessionActivities(PlatformActivities):
         if call.op == "wait_open":
             return await self._wait_open(call)
         if call.op == "wait_close":
-            closed = await store.close_wait(str(call.execution_id), str(args.get("run_id") or ""), int(args["seq"]))
+            closed = await store.close_wait(
+                str(call.execution_id),
+                str(args.get("run_id") or ""),
+                int(args["seq"]),
+                given_up=bool(args.get("given_up")),
+            )
             if closed is None:
                 raise CommandError("not_found", f"seq: no wait {args['seq']} of run {call.execution_id!r}")
             return await self._wait_reply(session, closed)

@@ -273,8 +273,8 @@ class RunSession:
             return await self._heard(await self._call("wait_close", counted=False, seq=seq, run_id=run_id))
         except asyncio.CancelledError:
             # The wait's caller gave up on it (its task cancelled, or the run's): closed, so what comes later is not
-            # taken for nobody.
-            await self._call("wait_close", counted=False, seq=seq, run_id=run_id)
+            # taken for nobody, and an answer that came meanwhile is left for the run's next wait.
+            await self._call("wait_close", counted=False, seq=seq, run_id=run_id, given_up=True)
             raise
         return await self._heard(answers.by_seq[seq])
 

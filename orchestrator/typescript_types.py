@@ -46,7 +46,7 @@ def camel(name: str) -> str:
 
 
 def _key(name: str) -> str:
-    return name if IDENTIFIER.match(name) else json.dumps(name)
+    return name if IDENTIFIER.fullmatch(name) else json.dumps(name)
 
 
 def _unclosing(text: str) -> str:

@@ -337,6 +337,45 @@ async def test_a_value_of_the_right_type_that_nothing_can_store_is_refused_namin
     assert reply["message"].startswith(f"{field}:") or f" {field}:" in reply["message"], reply
 
 
+# Names and places with a line end after them: a pattern anchored with `$` lets one through (it matches before a
+# final newline), and the name would be a second thing beside the one it spells.
+LINE_ENDED: list[tuple[dict[str, Any], str]] = [
+    ({"command": "write_object", "session_id": SESSION, "alias": "tickets/42\n", "value": {"type": "t"}}, "alias"),
+    ({"command": "save_event_type", "name": "ticket.escalated\n", "schema": {"type": "object"}}, "name"),
+    (
+        {
+            "command": "save_listener",
+            "listener": {**LISTENER, "filter": {"where": [{"path": "data.kind\n", "op": "exists"}]}},
+        },
+        "listener.filter.where.0.path",
+    ),
+    (
+        {"command": "save_listener", "listener": {**LISTENER, "filter": {"aliases": ["tickets/*\n"]}}},
+        "listener.filter.aliases.0",
+    ),
+    ({"command": "create_api_key", "name": "ops\n", "scopes": ["read:**"]}, "name"),
+]
+
+
+@pytest.mark.parametrize(("body", "field"), LINE_ENDED, ids=[f"{b['command']}-{f}" for b, f in LINE_ENDED])
+async def test_a_name_with_a_line_end_after_it_is_refused_naming_its_field(
+    door: tuple[httpx.AsyncClient, Platform, str], body: dict[str, Any], field: str
+) -> None:
+    response = await refused_and_nothing_changed(door, body)
+    reply = response.json()
+    assert (response.status_code, reply["error"]) == (400, "invalid_request"), reply
+    assert reply["message"].startswith(f"{field}:") or f" {field}:" in reply["message"], reply
+
+
+async def test_an_if_rev_past_any_rev_is_refused_naming_it(door: tuple[httpx.AsyncClient, Platform, str]) -> None:
+    """Revs are integers: a larger `if_rev` could never match, and failed in the database (500)."""
+    body = {"command": "write_object", "session_id": SESSION, "alias": "a/b", "value": {"type": "t"}, "if_rev": 2**31}
+    response = await refused_and_nothing_changed(door, body)
+    reply = response.json()
+    assert (response.status_code, reply["error"]) == (400, "invalid_request"), reply
+    assert reply["message"].startswith("if_rev:"), reply
+
+
 # Numbers a double cannot hold, as JSON text: Python's `json` decodes them to infinity (`json.dumps` would write
 # `Infinity`, which is not JSON, so they are spliced into the text in place of HUGE).
 HUGE = "$HUGE"

@@ -91,13 +91,14 @@ AliasPrefix = Annotated[str, StringConstraints(max_length=MAX_ALIAS_CHARS, patte
 ClientId = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 IdempotencyKey = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 Limit = Annotated[int, Field(ge=1, le=1000)]
-# Ids and revs are PostgreSQL bigints: a number past the largest could never name anything, and is refused
-# as bad input rather than failing in the database.
+# Ids are PostgreSQL bigints and revs integers: a number past the largest could never name anything, and is
+# refused as bad input rather than failing in the database.
 MAX_BIGINT = 2**63 - 1
+MAX_INTEGER = 2**31 - 1
 EventId = Annotated[int, Field(ge=1, le=MAX_BIGINT)]
 # A place in a stream: 0 is before its first event.
 Position = Annotated[int, Field(ge=0, le=MAX_BIGINT)]
-Rev = Annotated[int, Field(ge=0, le=MAX_BIGINT)]
+Rev = Annotated[int, Field(ge=0, le=MAX_INTEGER)]
 # What the schemas say of a bulk write's list (`emit_events`, `write_objects`, `post_thread_items`); each command
 # checks the deployment's `max_writes_per_request`, itself within MAX_WRITES_PER_REQUEST.
 BULK = f"at most the deployment's max_writes_per_request (1,000 unless set; never over {MAX_WRITES_PER_REQUEST:,})"

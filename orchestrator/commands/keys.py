@@ -29,7 +29,7 @@ MAX_REQUESTS_PER_SECOND = 1_000_000.0
 
 
 def _key_name(value: str) -> str:
-    if not KEY_NAME.match(value):
+    if not KEY_NAME.fullmatch(value):
         raise ValueError("must be 1 to 64 letters, digits and '_', '.', '@', '-', starting with a letter or digit")
     if value in RESERVED_NAMES:
         raise ValueError(f"{value!r} is reserved ({', '.join(sorted(RESERVED_NAMES))})")

@@ -10,6 +10,7 @@ from pydantic import Field
 from orchestrator.commands.fields import ListenerName, SchemaOf, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, parse_declaration
+from orchestrator.core.errors import CommandError
 from orchestrator.core.limits import Limits
 from orchestrator.lanes.nudges import nudge_lanes
 from orchestrator.lanes.registry import FRESH_SECONDS, not_registered, registered_text
@@ -70,7 +71,9 @@ async def pause_listener(platform: CommandContext, req: PauseListener) -> dict[s
 @command(
     "resume_listener",
     PauseListener,
-    reply="`listener` {name, session_id, paused: false}, `lanes_resumed`",
+    reply="`listener` {name, session_id, paused: false}, `lanes_resumed`; without `session_id` it lifts the"
+    " listener's pauses in single sessions too, and with one it is refused while the listener is paused in every"
+    " session",
     errors=("not_found",),
     example={"command": "resume_listener", "name": "respond", "session_id": "ses_..."},
 )
@@ -79,6 +82,12 @@ async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[
     await platform.store.get_listener(req.name)
     if req.session_id is not None:
         await platform.store.get_session(req.session_id)
+        # One session cannot be let out of a pause of every session: the pause would stand there all the same.
+        if await platform.store.paused_in_every_session(req.name):
+            raise CommandError(
+                "invalid_request",
+                f"session_id: {req.name!r} is paused in every session; resume_listener without session_id lifts it",
+            )
     lanes = await platform.store.resume_listener(req.name, req.session_id)
     await nudge_lanes(platform.temporal, platform.settings, lanes)
     return {"listener": {"name": req.name, "session_id": req.session_id, "paused": False}, "lanes_resumed": len(lanes)}

@@ -114,7 +114,8 @@ async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
         raise CommandError("limit_exceeded", f"through: a range of at most {MAX_REDELIVER_RANGE} ids at once")
     # A range reaching into what retention deleted would hand over part of what was asked for.
     await refuse_trimmed(platform, req.session_id, req.after + 1, "after")
-    events = await platform.store.list_events(
+    # Read as the router reads them (a thread item's whole message, not its preview), to be judged as it judges.
+    events = await platform.store.routed_events(
         req.session_id, after=req.after, before=req.through + 1, limit=MAX_REDELIVER_EVENTS + 1
     )
     if len(events) > MAX_REDELIVER_EVENTS:
@@ -122,7 +123,7 @@ async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
     lanes: dict[str, list[Grouped]] = {}
     by = decl.batch.distinct_by
     for event in events:
-        envelope = event.envelope()
+        envelope = event.envelope
         if listener_accepts(decl, envelope):
             grouped = Grouped(event.id, None if by is None else distinct_value(envelope, by))
             lanes.setdefault(lane_key(decl.concurrency, envelope), []).append(grouped)

@@ -14,6 +14,6 @@ _NAME = re.compile(SCHEMA_PATTERN)
 
 
 def checked_schema(schema: str) -> str:
-    if not _NAME.match(schema) or schema.startswith("pg_"):
+    if not _NAME.fullmatch(schema) or schema.startswith("pg_"):
         raise ValueError(f"database_schema: {schema!r} is not a plain lower-case schema name")
     return schema

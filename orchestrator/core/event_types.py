@@ -36,7 +36,7 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$")
 
 
 def check_type_name(name: str) -> str:
-    if len(name) > 128 or not _NAME.match(name):
+    if len(name) > 128 or not _NAME.fullmatch(name):
         raise ValueError("must be dotted lower-case segments (letters, digits, _), at least two: 'ticket.escalated'")
     family = name.split(".")[0]
     if family in PLATFORM_FAMILIES:

@@ -46,7 +46,7 @@ def validate_alias(alias: str) -> str:
         raise ValueError("alias must not start or end with '/'")
     if "//" in alias:
         raise ValueError("alias must not contain an empty segment ('//')")
-    if not ALIAS_RE.match(alias):
+    if not ALIAS_RE.fullmatch(alias):
         raise ValueError("alias segments may hold only letters, digits and '_', '.', ':', '@', '-'")
     if any(segment in _DOT_SEGMENTS for segment in alias.split("/")):
         raise ValueError("alias must not have a '.' or '..' segment (one place, one spelling)")
@@ -71,7 +71,7 @@ def validate_glob(pattern: str, kind: GlobKind) -> str:
             raise ValueError(f"{kind} glob {pattern!r} has '***'; use '*' or '**'")
         if "**" in segment and segment != "**":
             raise ValueError(f"{kind} glob {pattern!r}: '**' must be a whole segment")
-        if not _SEGMENT_CHARS[kind].match(segment):
+        if not _SEGMENT_CHARS[kind].fullmatch(segment):
             raise ValueError(f"{kind} glob {pattern!r} has a character not allowed in a {kind}")
         if kind == "alias" and segment in _DOT_SEGMENTS:
             raise ValueError(f"alias glob {pattern!r} has a '.' or '..' segment, which no alias has")

@@ -25,14 +25,14 @@ KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 def key_secret(key_id: str, random_part: str) -> str:
     """A key's secret from its id (12 hex digits) and 32 random bytes as base64url (43 characters)."""
     secret = f"{PREFIX}{key_id}_{random_part}"
-    if not _SECRET.match(secret):
+    if not _SECRET.fullmatch(secret):
         raise ValueError("a key id is 12 hex digits and its random part 43 base64url characters")
     return secret
 
 
 def key_id_of(secret: str) -> str | None:
     """The id a presented secret names, or None when it is not shaped like a key's secret."""
-    found = _SECRET.match(secret)
+    found = _SECRET.fullmatch(secret)
     return found.group(1) if found else None
 
 

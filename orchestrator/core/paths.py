@@ -41,7 +41,7 @@ def validate_path(path: str) -> str:
         raise ValueError("path must not be empty")
     if len(path) > MAX_PATH_CHARS:
         raise ValueError(f"path must be at most {MAX_PATH_CHARS} characters")
-    if not PATH_RE.match(path):
+    if not PATH_RE.fullmatch(path):
         raise ValueError(
             f"path {path!r} must be dot-separated non-empty segments of letters, digits, '_', ':', '@', '-'"
         )

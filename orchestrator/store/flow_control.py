@@ -28,10 +28,17 @@ class FlowControl:
             session_id,
         )
 
+    async def paused_in_every_session(self, name: str) -> bool:
+        found: bool = await self.pool.fetchval(
+            "SELECT EXISTS (SELECT 1 FROM orchestrator.listener_pauses WHERE name = $1 AND session_id IS NULL)", name
+        )
+        return found
+
     async def resume_listener(self, name: str, session_id: str | None) -> list[LaneAddress]:
-        """Lift the pause; answer the lanes it held with something to do (events waiting, a repeat or a replay)."""
+        """Lift the pause, in one session or (None) every pause of the listener, its sessions' too; answer the
+        lanes it held with something to do (events waiting, a repeat or a replay)."""
         await self.pool.execute(
-            "DELETE FROM orchestrator.listener_pauses WHERE name = $1 AND coalesce(session_id, '') = coalesce($2, '')",
+            "DELETE FROM orchestrator.listener_pauses WHERE name = $1 AND ($2::text IS NULL OR session_id = $2)",
             name,
             session_id,
         )

@@ -70,10 +70,14 @@ class Waits:
         found: dict[str, Any] = await self.pool.fetchval("SELECT orchestrator.orchestrator_wait_open($1)", request)
         return found
 
-    async def close_wait(self, execution_id: str, run_id: str, seq: int) -> dict[str, Any] | None:
-        """A wait its run's timeout ended: `timed_out`, or its answer when one came first (None: no such wait)."""
+    async def close_wait(
+        self, execution_id: str, run_id: str, seq: int, *, given_up: bool = False
+    ) -> dict[str, Any] | None:
+        """A wait its run's timeout ended: `timed_out`, or its answer when one came first; `given_up`: its caller
+        gave up on it, `abandoned` whatever came (None: no such wait)."""
+        function = "orchestrator_wait_given_up" if given_up else "orchestrator_wait_close"
         found: dict[str, Any] | None = await self.pool.fetchval(
-            "SELECT orchestrator.orchestrator_wait_close($1, $2, $3)", execution_id, run_id, seq
+            f"SELECT orchestrator.{function}($1, $2, $3)", execution_id, run_id, seq
         )
         return found
 

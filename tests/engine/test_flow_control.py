@@ -71,6 +71,34 @@ async def test_switching_off_consumes_but_pausing_keeps(engine: Engine) -> None:
     )
 
 
+async def test_a_resume_in_every_session_lifts_a_pause_of_one_and_one_session_is_not_let_out_of_a_pause_of_all(
+    engine: Engine,
+) -> None:
+    """`resume_listener` without `session_id` resumes the listener in every session, so a pause of one session
+    is lifted with it (it answered `paused: false` and nothing fired); with one, while the listener is paused in
+    every session, it is refused naming `session_id` (the pause would stand there all the same)."""
+    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.2}))
+    sid = await new_session(engine)
+    await engine.command("pause_listener", name="orchestrate", session_id=sid)
+    first = await write_many(engine, sid, ["missions/a"])
+
+    async def waiting() -> bool:
+        return (await lane_state(engine, sid, "orchestrate"))["pending"] == 1
+
+    await eventually(waiting, what="the event to wait")
+    await engine.command("resume_listener", name="orchestrate")
+    await all_delivered(engine, first)
+    [listener] = (await engine.command("list_session_listeners", session_id=sid))["listeners"]
+    assert listener["paused"] is False
+
+    await engine.command("pause_listener", name="orchestrate")
+    refused = await engine.platform.command({"command": "resume_listener", "name": "orchestrate", "session_id": sid})
+    assert (refused["status"], refused["error"]) == ("error", "invalid_request"), refused
+    assert refused["message"].startswith("session_id:"), refused
+    [listener] = (await engine.command("list_session_listeners", session_id=sid))["listeners"]
+    assert listener["paused"] is True
+
+
 @pytest.mark.parametrize(
     ("args", "code", "field"),
     [

@@ -176,6 +176,27 @@ async def test_redeliver_cuts_as_the_lane_does_distinct_by_included(engine: Engi
     assert [r.input["batch"]["event_ids"] for r in engine.log.runs[before:]] == [ids[:4], ids[4:]] == first
 
 
+async def test_redeliver_judges_a_thread_items_whole_message_as_the_router_does(engine: Engine) -> None:
+    """A `where` on `item.message` reads the whole message (SPEC 2), not the 200-character preview kept beside
+    the event: a `json` item's preview is text, which no path into the message can read."""
+    body = recorder_listener(
+        filter={
+            "types": ["thread.item_posted"],
+            "where": [{"path": "item.message.kind", "op": "eq", "value": "alert"}],
+        },
+        batch={"window_seconds": 0.2},
+    )
+    await engine.command("save_listener", listener=body)
+    sid = await new_session(engine)
+    posted = await engine.command(
+        "post_thread_item", session_id=sid, alias="chats/1", item={"type": "json", "message": {"kind": "alert"}}
+    )
+    event = int(posted["event_id"])
+    await eventually(lambda: _all_in(engine, [event]), what="the first delivery")
+    reply = await engine.command("redeliver", session_id=sid, listener="orchestrate", after=0, through=event)
+    assert reply["redelivered"] == {"listener": "orchestrate", "events": 1, "batches": 1}
+
+
 async def _all_in(engine: Engine, ids: list[int]) -> bool:
     return set(ids) <= set(engine.log.event_ids()) and all(r.ended is not None for r in engine.log.runs)
 

@@ -272,7 +272,7 @@ async def test_a_wait_its_caller_gives_up_on_is_closed_and_takes_nothing_later(
     await post(engine, sid, "chats/given-up", "anyone?")
     assert await answers(heard, "chats/given-up") == [["gave up"]]
     [wait] = await waits_of(engine, sid)
-    assert wait["state"] == "timed_out", "closed when its caller gave up, not left open to take what comes"
+    assert wait["state"] == "abandoned", "closed when its caller gave up, not left open to take what comes"
 
 
 async def test_an_answer_too_heavy_for_one_payload_is_read_by_the_run_in_pages(

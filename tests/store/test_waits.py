@@ -119,3 +119,20 @@ async def test_a_run_whose_end_is_recorded_while_its_wait_is_put_in_place_leaves
     assert ended["recorded"]
     state = await platform.store.pool.fetchval("SELECT state FROM orchestrator.run_waits WHERE execution_id = 'exe:e'")
     assert state == "abandoned"
+
+
+async def test_a_wait_given_up_as_its_answer_came_leaves_the_answer_to_the_runs_next_wait(platform: Platform) -> None:
+    """Its caller gave up on it (its task cancelled) as the answer came: the caller never saw the events, which the
+    routing round had left out of the listener's lanes as the run's, so the run's next wait finds them."""
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    reply = await write(platform, sid, "replies/1")
+    await routed(platform, sid)
+    assert (await platform.store.open_wait(wait(sid, "exe:f")))["state"] == "answered"
+    given_up = await platform.store.close_wait("exe:f", "r1", 1, given_up=True)
+    assert given_up is not None and (given_up["state"], given_up["event_ids"]) == ("abandoned", [])
+    again = await platform.store.open_wait(wait(sid, "exe:f", seq=2))
+    assert (again["state"], again["event_ids"]) == ("answered", [reply])
+    # A wait the caller had its answer from is closed as before: what it took stays taken.
+    assert (await platform.store.close_wait("exe:f", "r1", 2))["state"] == "answered"
+    third = await platform.store.open_wait(wait(sid, "exe:f", seq=3))
+    assert third["state"] == "open"

@@ -1095,7 +1095,7 @@ export abstract class GeneratedCommands {
   /**
    * `resume_listener`: Fire what waited, as batches by the usual rules: the lanes that hold events are nudged.
    *
-   * Reply: `listener` {name, session_id, paused: false}, `lanes_resumed`
+   * Reply: `listener` {name, session_id, paused: false}, `lanes_resumed`; without `session_id` it lifts the listener's pauses in single sessions too, and with one it is refused while the listener is paused in every session
    * Errors: `invalid_request`, `not_found`.
    */
   resumeListener(name: ResumeListenerArgs["name"], options: Pick<ResumeListenerArgs, "session_id"> = {}): Promise<Reply> {

@@ -344,9 +344,10 @@ export class RunSession {
       came = await condition(() => known.bySeq.has(seq), options.timeoutSeconds * 1000);
     } catch (err) {
       if (isCancellation(err)) {
-        // The wait's caller gave up on it: closed, so what comes later is not taken for nobody.
+        // The wait's caller gave up on it: closed, so what comes later is not taken for nobody, and an answer
+        // that came meanwhile is left for the run's next wait.
         await CancellationScope.nonCancellable(() =>
-          this.call("wait_close", { seq, run_id: runId }, { counted: false }),
+          this.call("wait_close", { seq, run_id: runId, given_up: true }, { counted: false }),
         );
       }
       throw err;
