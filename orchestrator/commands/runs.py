@@ -639,10 +639,11 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
 
 async def told(platform: CommandContext, req: StopExecution, stop: int) -> dict[str, Any]:
     """A stop Temporal took: `stopping`, or how the run ended when its end was recorded before the stop was (a
-    failed run's repeat then stands, as for a stop of a run that had ended)."""
+    failed run's repeat then stands, as for a stop of a run that had ended). A run that took the stop and ended
+    `stopped` already (a quick clean-up) answers `stopping` too: what the stop did, whichever came first."""
     await platform.store.answers_told([stop])
     now = await platform.store.find_execution(req.session_id, req.execution_id)
-    status = "stopping" if now is None or now["status"] == "running" else now["status"]
+    status = "stopping" if now is None or now["status"] in ("running", "stopped") else now["status"]
     return {"execution": {"id": req.execution_id, "status": status}}
 
 
