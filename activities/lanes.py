@@ -78,8 +78,8 @@ class LaneActivities(PlatformActivities):
 
     @activity.defn(name="orchestrator.lane_idle")
     async def lane_idle(self, notice: IdleNotice) -> LaneNews | None:
-        """Write a lane's `lane.idle` event (once per silence), unless an event came to the lane within the
-        silence: then nothing is written and its newest event is answered, for the lane to count from. A lane is
+        """Write a lane's `lane.idle` event (once per silence), unless events came to the lane that it was not
+        told of: then nothing is written and its newest event is answered, for the lane to count from. A lane is
         nudged only when it turns pending, so one whose events wait (paused, its slot held, throttled) learns of
         later events only here or at its next step.
 
@@ -92,7 +92,8 @@ class LaneActivities(PlatformActivities):
         except CommandError:
             return None  # the listener is gone: nobody to tell
         newest = await self.store.lane_newest(address.session_id, address.listener, address.lane)
-        if newest is not None and newest[0] > notice.last_event_id and newest[1] < notice.after_seconds:
+        if newest is not None and newest[0] > notice.last_event_id:
+            # The silence is the newest event's: counted from it (announced at once when it is over already).
             return LaneNews(idle_after_seconds=notice.after_seconds, last_event_id=newest[0], last_event_age=newest[1])
         await self.store.append_event(
             address.session_id,
