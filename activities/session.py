@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 from orchestrator.activities.base import PlatformActivities
 from orchestrator.causes import caused_by, run_cause
 from orchestrator.commands.app_events import Emitted, checked
-from orchestrator.commands.fields import MAX_INTEGER, check_payload
+from orchestrator.commands.fields import Rev, check_payload
 from orchestrator.commands.schedules import (
     CreateSchedule,
     ScheduleRef,
@@ -64,14 +64,16 @@ WRITES = ALIAS_WRITES | {"emit_events", "update_graph", "schedule", "unschedule"
 ALIAS_OPS = ALIAS_WRITES | {"read_object", "list_thread_items"}
 
 
+# A run's `if_rev`, checked by the door's own type, strictly as the door checks (revs are integers: a larger one
+# could never match).
+_IF_REV: pydantic.TypeAdapter[int | None] = pydantic.TypeAdapter(Rev | None)
+
+
 def if_rev_of(args: dict[str, Any]) -> int | None:
-    """A run's `if_rev`, checked as the door checks it: revs are integers, so a larger one could never match."""
-    value = args.get("if_rev")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INTEGER:
-        raise CommandError("invalid_request", f"if_rev: must be a whole number from 0 to {MAX_INTEGER:,}")
-    return value
+    try:
+        return _IF_REV.validate_python(args.get("if_rev"), strict=True)
+    except pydantic.ValidationError as err:
+        raise CommandError("invalid_request", field_errors_message(err, "if_rev")) from None
 
 
 def refusal(err: CommandError) -> ApplicationError:

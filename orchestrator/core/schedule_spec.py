@@ -265,7 +265,8 @@ def local_instant(text: str, zone_name: str, *, end_of_day: bool = False) -> dat
     it repeats is its first occurrence.
     """
     value = datetime.fromisoformat(text)
-    if end_of_day and _date_only(text):
+    date_only = _date_only(text)
+    if end_of_day and date_only:
         value = value + timedelta(days=1, seconds=-1)
     if value.tzinfo is not None:
         return value.astimezone(UTC)
@@ -277,7 +278,7 @@ def local_instant(text: str, zone_name: str, *, end_of_day: bool = False) -> dat
         # The first or last days of the calendar, read where they fall outside it in UTC.
         raise ValueError(f"{text!r} is past the calendar's range in {zone_name}") from None
     skipped = local.replace(tzinfo=None) != value
-    if skipped and not (_date_only(text) and local.date() == value.date()):
+    if skipped and not (date_only and local.date() == value.date()):
         raise ValueError(f"{text!r} does not exist in {zone_name} (the clocks skip it)")
     return instant
 

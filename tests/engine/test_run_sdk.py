@@ -36,11 +36,25 @@ class SdkWriter:
             conflict = None
         except SessionError as err:
             conflict = err.code
+        try:
+            await session.write_object("out/summary", {"type": "summary"}, if_rev=2**31)
+            past_any_rev = None
+        except SessionError as err:
+            past_any_rev = [err.code, err.message]
         events = await session.list_events(after=run.batch.first_id - 1, before=run.batch.last_id + 1)
         whole = await session.batch_events()
         await workflow.execute_activity(
             "test.note",
-            [written, posted, conflict, missing, len(events), [e["id"] for e in whole], run.batch.carried_events],
+            [
+                written,
+                posted,
+                conflict,
+                past_any_rev,
+                missing,
+                len(events),
+                [e["id"] for e in whole],
+                run.batch.carried_events,
+            ],
             start_to_close_timeout=timedelta(seconds=10),
         )
         return {"written": written, "posted": posted}
@@ -148,11 +162,13 @@ async def test_a_run_reads_and_writes_its_session_once_despite_retries(sdk_engin
         return bool(notes.notes)
 
     await eventually(noted, what="the run's note")
-    written, posted, conflict, missing, seen_events, whole, carried = notes.notes[0]
+    written, posted, conflict, past_any_rev, missing, seen_events, whole, carried = notes.notes[0]
     assert carried is None, "its template names no events: the run got ids, not envelopes"
     assert whole == [first["event_id"]], "and read its batch's events whole by their ids"
     assert written["rev"] == 1, "the retried write found its first write instead of writing again"
     assert conflict == "rev_conflict"
+    code, message = past_any_rev
+    assert code == "invalid_request" and message.startswith("if_rev:"), past_any_rev
     assert missing is None
     assert seen_events == 1
     summary = await engine.command("read_object", session_id=sid, alias="out/summary")
