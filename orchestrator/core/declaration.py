@@ -32,6 +32,7 @@ from orchestrator.core.backoff import MAX_RETRY_DELAY_SECONDS
 from orchestrator.core.envelope_paths import EVENT_FIELDS, why_unresolvable
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import compile_type_glob, owned, validate_alias, validate_glob
+from orchestrator.core.instants import INSTANT_PATH, instant_of
 from orchestrator.core.limits import MAX_EVENTS_PER_BATCH, MAX_WINDOW_SECONDS, Limits
 from orchestrator.core.paths import validate_path
 from orchestrator.core.templates import holes, why_no_hole
@@ -102,6 +103,11 @@ class WhereCondition(_Strict):
             raise ValueError(f"op {op} needs a value (null never matches; use op exists)")
         elif op in _ORDERING_OPS and (isinstance(value, bool) or not isinstance(value, int | float | str)):
             raise ValueError(f"op {op} needs a number or a string value")
+        elif op in _ORDERING_OPS and info.data.get("path") == INSTANT_PATH and instant_of(value) is None:
+            raise ValueError(
+                f"{INSTANT_PATH} compares with an instant: ISO 8601 with seconds and a zone (2026-12-06T14:00:00Z,"
+                " 2026-12-06T15:00:00.250+01:00)"
+            )
         elif op == "prefix" and not isinstance(value, str):
             raise ValueError("op prefix needs a string value (what the string at path starts with)")
         return value

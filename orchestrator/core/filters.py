@@ -25,6 +25,7 @@ from orchestrator.core.declaration import (
 )
 from orchestrator.core.envelope_paths import resolve_in_event
 from orchestrator.core.globs import compile_alias_glob, compile_type_glob
+from orchestrator.core.instants import INSTANT_PATH, instant_of
 from orchestrator.core.paths import MISSING, json_equal
 
 
@@ -63,7 +64,11 @@ def condition_holds(condition: WhereCondition, envelope: dict[str, Any]) -> bool
         return isinstance(found, str) and found.startswith(value)
     if op == "contains":
         return _contains(found, value)
-    if not _ordered(found, value):
+    # A commit time compares with an instant as an instant (a value stored before that was checked, as text).
+    at, since = (instant_of(found), instant_of(value)) if condition.path == INSTANT_PATH else (None, None)
+    if at is not None and since is not None:
+        found, value = at, since
+    elif not _ordered(found, value):
         return False
     if op == "gt":
         return bool(found > value)

@@ -262,3 +262,52 @@ def test_a_mismatch_of_prefix_and_contains_says_what_was_found() -> None:
     assert mismatch(_where("data.changed", "contains", "state"), CHANGED) == (
         "filter.where.0: data.changed contains 'state' does not hold (data.changed is ['priority', 'title'])"
     )
+
+
+# The envelope leaves out a fraction that is zero, so as text `...:00.5Z` sorted before `...:00Z` ('.' < 'Z'), and
+# an offset compared its local hour: a commit time compares as an instant.
+@pytest.mark.parametrize(
+    ("created_at", "op", "value", "expected"),
+    [
+        ("2026-12-06T14:00:00.500000Z", "gt", "2026-12-06T14:00:00Z", True),
+        ("2026-12-06T14:00:00.500000Z", "lt", "2026-12-06T14:00:00Z", False),
+        ("2026-12-06T14:00:00Z", "lt", "2026-12-06T14:00:00.000001Z", True),
+        ("2026-12-06T14:00:00Z", "gte", "2026-12-06T14:00:00.000000Z", True),
+        ("2026-12-06T14:00:00Z", "lte", "2026-12-06T15:00:00+01:00", True),
+        ("2026-12-06T14:00:00Z", "gt", "2026-12-06T15:00:00+01:00", False),
+        ("2026-12-06T14:00:00.250000Z", "lt", "2026-12-06T03:00:00-12:00", True),
+        ("2026-12-06T14:00:00.250000Z", "gt", "2026-12-07T03:00:00.25+14:00", True),
+        ("2026-12-06T14:00:00.250000Z", "gte", "2026-12-07T04:00:00.25+14:00", True),
+    ],
+)
+def test_created_at_compares_as_an_instant(created_at: str, op: str, value: str, expected: bool) -> None:
+    assert matches(_where("created_at", op, value), {**POSTED, "created_at": created_at}) is expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-12-06",
+        "2026-12-06T14:00Z",
+        "2026-12-06T14:00:00",
+        "2026-12-06 14:00:00Z",
+        "2026-12-06T14:00:00.1234567Z",
+        "2026-12-06T14:00:00+15:00",
+        "2026-02-30T14:00:00Z",
+        "2026-12-06T14:00:00Z\n",
+        "yesterday",
+        1765029600,
+    ],
+)
+def test_an_ordering_of_created_at_takes_only_an_instant_with_a_zone(value: Any) -> None:
+    with pytest.raises(ValueError, match="created_at compares with an instant"):
+        WhereCondition.model_validate({"path": "created_at", "op": "gt", "value": value})
+    # Other paths compare text or numbers as they always have, and `eq` on created_at is the envelope's text.
+    WhereCondition.model_validate({"path": "data.at", "op": "gt", "value": value})
+    WhereCondition.model_validate({"path": "created_at", "op": "eq", "value": value})
+
+
+def test_an_ordering_of_created_at_saved_before_values_were_checked_compares_as_text() -> None:
+    stored = WhereCondition.model_construct(path="created_at", op="gt", value="2026-02-30T00:00:00Z")
+    assert matches(ListenerFilter(where=[stored]), {**POSTED, "created_at": "2026-03-01T00:00:00Z"})
+    assert not matches(ListenerFilter(where=[stored]), {**POSTED, "created_at": "2026-02-29T00:00:00Z"})

@@ -16,6 +16,7 @@ import itertools
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -441,6 +442,63 @@ async def test_every_where_op_holds_in_sql_exactly_when_it_holds_in_python(platf
             wrong.append((found, op, value, row["holds"], expected))
     assert not wrong, wrong[:20]
     assert len(rows) > 1500
+
+
+def _instant_text(at: datetime, hours: int) -> str:
+    return at.astimezone(timezone(timedelta(hours=hours))).isoformat()
+
+
+async def test_orderings_of_created_at_route_by_the_instant_in_sql_as_in_python(platform: Platform) -> None:
+    """Values written in other zones and with a fraction the envelope leaves out (`...:00Z`, `...:00.5Z`): as text
+    each listener below took other events than the instants name."""
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    session_id = (await platform.command({"command": "open_session"}))["session"]["id"]
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(days=1)  # after the listeners take effect
+    times = [at - timedelta(seconds=1), at, at + timedelta(microseconds=1), at + timedelta(seconds=0.5)]
+    await platform.command({"command": "save_event_type", "name": "app.thing", "schema": DECLARED["app.thing"]})
+    filters = {
+        "after": ("gt", at.isoformat().replace("+00:00", "Z")),
+        "from": ("gte", _instant_text(at, 5)),
+        "before": ("lt", _instant_text(at + timedelta(seconds=0.25), 14)),
+        "until": ("lte", _instant_text(at - timedelta(seconds=1), -12)),
+    }
+    for name, (op, value) in filters.items():
+        body = {
+            "name": f"at_{name}",
+            "filter": {"types": ["app.thing"], "where": [{"path": "created_at", "op": op, "value": value}]},
+            "action": {"type": "workflow", "workflow": "w"},
+        }
+        reply = await platform.command({"command": "save_listener", "listener": body})
+        assert reply["status"] == "success", reply
+    for n, _ in enumerate(times):
+        await _write(store, session_id, {"type": "app.thing", "data": {}, "depth": 0, "source": {}}, n)
+    ids = [r["id"] for r in await store.pool.fetch(
+        "UPDATE orchestrator.events e SET created_at = t.at FROM unnest($2::timestamptz[]) WITH ORDINALITY t(at, n)"
+        " WHERE e.session_id = $1 AND e.id = (SELECT min(id) FROM orchestrator.events WHERE session_id = $1) + t.n - 1"
+        " RETURNING e.id", session_id, times)]  # fmt: skip
+    ids.sort()
+    taken = {"at_after": ids[2:], "at_from": ids[1:], "at_before": ids[:3], "at_until": ids[:1]}
+    expected = await _python_routes(store, session_id)
+    assert {listener: found for (listener, _), found in expected.items()} == taken
+    assert await _sql_routes(store, session_id) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["2026-12-06T14:00:00Z", "2026-12-06T14:00:00.5+14:00", "2026-12-06T14:00:00.123456-12:00", "2026-02-30T00:00:00Z",
+     "2026-12-06T25:00:00Z", "2026-12-06T14:00:00+15:00", "2026-12-06", "2026-12-06 14:00:00Z", "0000-01-01T00:00:00Z",
+     "2026-12-06T14:00:00Z\n", 1, None],
+)  # fmt: skip
+async def test_an_instant_reads_in_sql_as_in_python_and_what_names_none_is_null_never_an_error(
+    platform: Platform, value: Any
+) -> None:
+    from orchestrator.core.instants import instant_of
+
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    got = await store.pool.fetchval("SELECT orchestrator.orchestrator_instant($1::jsonb)", value)
+    assert got == instant_of(value)
 
 
 # Strings a value with LIKE's metacharacters would take as a pattern (`%` any run, `_` any one character, `\` the
