@@ -162,6 +162,15 @@ class SessionActivities(PlatformActivities):
         after = spec.after
         if after is None and call.batch is not None and call.batch.get("last_id"):
             after = int(call.batch["last_id"])
+        if after is not None:
+            # A read past retention says where the stream starts (SPEC 14), never answers from what is left.
+            trimmed, first = await self.store.stream_start(call.session_id)
+            if after < trimmed:
+                raise CommandError(
+                    "past_retention",
+                    f"after: retention deleted session {call.session_id!r}'s events up to {trimmed}; its stream now"
+                    f" starts at {first}",
+                )
         opened = await self.store.open_wait(
             {
                 "session_id": call.session_id,

@@ -62,6 +62,7 @@ class Conversation:
                 answer = await session.wait_for_event(
                     [replies, resolved],
                     timeout_seconds=float(options.get("timeout", 60)),
+                    after=options.get("after"),
                     max_events=int(options.get("max_events", 1)),
                 )
             except SessionError as err:
@@ -244,6 +245,25 @@ async def test_a_wait_of_a_condition_that_can_never_hold_is_refused_naming_the_f
     [[refused, code, message]] = got
     assert (refused, code) == ("refused", "invalid_request")
     assert message.startswith("conditions.0.types.0: 'thread.item_postd'"), message
+
+
+async def test_a_wait_from_a_position_retention_has_deleted_past_is_refused_saying_where_the_stream_starts(
+    heard_engine: tuple[Engine, Heard],
+) -> None:
+    """A read past retention says where the stream starts (SPEC 14): a wait counting from before what is kept
+    would answer from what is left as if nothing had been deleted."""
+    engine, heard = heard_engine
+    sid = (await engine.command("open_session", retention={"event_seconds": 1}))["session"]["id"]
+    old = [await post(engine, sid, "notes/1", "before") for _ in range(2)]
+    await asyncio.sleep(1.3)
+    retention = engine.platform.settings.retention
+    await engine.platform.store.trim_session(sid, 100, retention.event_seconds, retention.closed_session_seconds)
+    assert (await engine.command("list_session_events", session_id=sid))["first_id"] > old[-1]
+    await engine.command("save_listener", listener=conversation(after=old[0]))
+    await post(engine, sid, "chats/late", "hello")
+    [[refused, code, message]] = await answers(heard, "chats/late")
+    assert (refused, code) == ("refused", "past_retention")
+    assert message.startswith(f"after: retention deleted session {sid!r}'s events up to {old[-1]}"), message
 
 
 async def test_a_wait_whose_condition_needs_a_value_among_none_is_answered_by_its_other_condition(
