@@ -313,6 +313,29 @@ async def test_a_captured_statement_of_many_rows_and_a_changed_key_are_each_ever
     ]
 
 
+async def test_a_row_moved_to_another_session_is_deleted_where_it_was_and_created_where_it_went(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    """A listener of the session a row left would otherwise never learn it left: the move is the old session's
+    `.deleted` (the row as it was) and the new one's `.created`, as a changed key is."""
+    left, went = await _session(platform), await _session(platform)
+    await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_column="session")
+    await app.execute("INSERT INTO tickets (id, session, title) VALUES (1, $1, 'a'), (2, $1, 'b')", left)
+    await app.execute("UPDATE tickets SET session = $1, title = 'moved' WHERE id = 1", went)
+    await app.execute("UPDATE tickets SET title = 'stays' WHERE id = 2")
+
+    def seen(events: list[dict[str, Any]]) -> list[tuple[str, Any, Any]]:
+        return [(e["type"], e["data"]["_id"], e["data"]["doc"]["title"]) for e in events]
+
+    assert seen(await all_events(platform, left)) == [
+        ("ticket.created", 1, "a"),
+        ("ticket.created", 2, "b"),
+        ("ticket.deleted", 1, "a"),
+        ("ticket.updated", 2, "stays"),
+    ]
+    assert seen(await all_events(platform, went)) == [("ticket.created", 1, "moved")]
+
+
 async def test_what_could_write_past_a_capture_is_refused_and_truncate_is_refused(
     platform: Platform, app: asyncpg.Connection
 ) -> None:

@@ -39,8 +39,9 @@ BEGIN
             PERFORM orchestrator.orchestrator_captured_emit(c, r.session, r.events);
         END LOOP;
     ELSE
-        -- Old and new rows paired by their primary key: an update that changed the key is the old row's
-        -- `.deleted` and the new one's `.created`, so whatever mirrors rows by `_id` keeps no ghost.
+        -- Old and new rows paired by their primary key and session: an update that changed the key is the old
+        -- row's `.deleted` and the new one's `.created`, so whatever mirrors rows by `_id` keeps no ghost; so is
+        -- one that moved the row to another session (`.deleted` in the one it left, `.created` where it went).
         FOR r IN
             WITH nw AS (SELECT to_jsonb(t) AS doc, row_number() OVER () AS n FROM new_rows t),
             od AS (SELECT to_jsonb(t) AS doc, row_number() OVER () AS n FROM old_rows t),
@@ -48,6 +49,7 @@ BEGIN
                 SELECT nw.n, nw.doc, CASE WHEN od.doc IS NULL THEN 'created' ELSE 'updated' END AS kind, d.changed,
                        d.removed
                 FROM nw LEFT JOIN od ON od.doc -> c.id_column = nw.doc -> c.id_column
+                    AND od.doc -> c.session_column IS NOT DISTINCT FROM nw.doc -> c.session_column
                 CROSS JOIN LATERAL (
                     SELECT coalesce(jsonb_agg(k ORDER BY k) FILTER (WHERE jsonb_typeof(nw.doc -> k) <> 'null'), '[]')
                                AS changed,
@@ -58,7 +60,8 @@ BEGIN
                 WHERE od.doc IS NULL OR jsonb_array_length(d.changed) + jsonb_array_length(d.removed) > 0
                 UNION ALL
                 SELECT (SELECT count(*) FROM nw) + od.n, od.doc, 'deleted', NULL, NULL
-                FROM od WHERE NOT EXISTS (SELECT 1 FROM nw WHERE nw.doc -> c.id_column = od.doc -> c.id_column)
+                FROM od WHERE NOT EXISTS (SELECT 1 FROM nw WHERE nw.doc -> c.id_column = od.doc -> c.id_column
+                    AND nw.doc -> c.session_column IS NOT DISTINCT FROM od.doc -> c.session_column)
             )
             SELECT coalesce(c.session_id, x.doc ->> c.session_column) AS session,
                    jsonb_agg(jsonb_build_object(
