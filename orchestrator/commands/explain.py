@@ -183,8 +183,10 @@ async def what_it_caused(
 @command(
     "explain_event",
     ExplainEvent,
-    reply="`event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, batch?, run?, outcome?,"
-    " receipt?, taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered),"
+    reply="`event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, queued?, batch? (the"
+    " newest that took it: {first_id, last_id, retry, replay, state}), run? (its execution id), outcome? {status,"
+    " reason, execution_id, message}, receipt? (its receipt's event id), batches? (every one that took it),"
+    " taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered),"
     " `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)",
     errors=("not_found", "past_retention"),
     example={"command": "explain_event", "session_id": "ses_...", "event_id": 2},

@@ -67,7 +67,8 @@ async def _open_listener(platform: CommandContext, session_id: str, name: str) -
 @command(
     "replay_batch",
     ReplayBatch,
-    reply="`replay` {listener, lane, replay_of}, `event_id` (its `listener.replayed` event)",
+    reply="`batch` {listener, lane, replay_of, event_ids} (the new batch, queued), `replay` (the same, without"
+    " `event_ids`), `event_id` (its `listener.replayed` event)",
     errors=("not_found", "session_not_open", "past_retention"),
     example={"command": "replay_batch", "session_id": "ses_...", "listener": "respond", "batch": 2},
 )
@@ -94,7 +95,8 @@ async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, 
     )
     crossing("replay.recorded")
     await nudge_lanes(platform.temporal, platform.settings, [lane])
-    return {"replay": {"listener": req.listener, "lane": found["lane"], "replay_of": req.batch}, "event_id": audit.id}
+    replay = {"listener": req.listener, "lane": found["lane"], "replay_of": req.batch}
+    return {"batch": {**replay, "event_ids": list(found["event_ids"])}, "replay": replay, "event_id": audit.id}
 
 
 @command(

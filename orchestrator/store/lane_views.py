@@ -122,7 +122,9 @@ class LaneViews:
             "   'message', o.message) FROM orchestrator.outcomes o WHERE o.session_id = $1 AND o.listener = $2"
             "   AND o.batch_key = b.batch_key ORDER BY o.id DESC LIMIT 1) AS outcome,"
             " (SELECT e.id FROM orchestrator.events e WHERE e.session_id = $1"
-            "   AND e.idempotency_key = 'receipt:' || $2 || ':' || b.batch_key) AS receipt"
+            "   AND e.idempotency_key = 'receipt:' || $2 || ':' || b.batch_key) AS receipt,"
+            " (SELECT x.id FROM orchestrator.executions x WHERE b.run_key IS NOT NULL AND x.run_key = b.run_key"
+            "   AND x.batch ->> 'retry' = b.retry::text ORDER BY x.id DESC LIMIT 1) AS execution_id"
             " FROM b ORDER BY b.id",
             session_id,
             listener,
@@ -142,11 +144,21 @@ class LaneViews:
                 "consumed_without_run": (b["verdict"] or {}).get("consumed", False),
                 "outcome": b["outcome"],
                 "receipt_event_id": b["receipt"],
+                **({"execution_id": b["execution_id"]} if b["execution_id"] else {}),
             }
             for b in batches
         ]
         if not batches:
             fate["waiting"] = True
+            return fate
+        # The newest batch that took it, said plainly (SPEC 8: lane, batch, run, outcome, receipt); `batches`
+        # keeps every attempt and replay.
+        last = fate["batches"][-1]
+        fate["batch"] = {k: last[k] for k in ("first_id", "last_id", "retry", "replay", "state")}
+        for key, found in (("run", last.get("execution_id")), ("outcome", last["outcome"]),
+                           ("receipt", last["receipt_event_id"])):  # fmt: skip
+            if found is not None:
+                fate[key] = found
         return fate
 
     async def fires_lately(self, session_id: str) -> dict[str, tuple[int, datetime]]:

@@ -45,6 +45,10 @@ async def test_explain_event_says_per_listener_what_matched_and_what_became_of_i
     assert batch["outcome"]["status"] == "success"
     assert batch["outcome"]["execution_id"] == engine.log.runs[0].input["execution_id"]
     assert fate["queued"] is True and fate["queued_at"]
+    # Said plainly too (SPEC 8: lane, batch, run, outcome, receipt), for the newest batch that took it.
+    assert fate["batch"] == {k: batch[k] for k in ("first_id", "last_id", "retry", "replay", "state")}
+    assert fate["run"] == batch["execution_id"] == engine.log.runs[0].input["execution_id"]
+    assert fate["outcome"] == batch["outcome"] and fate["receipt"] == batch["receipt_event_id"]
     # The run's own execution events never go back to its listener: self-wake.
     started = (await engine.command("list_session_events", session_id=sid, types=["execution.started"]))["events"]
     own = await engine.command("explain_event", session_id=sid, event_id=started[0]["id"])
@@ -107,6 +111,7 @@ async def test_replay_batch_runs_a_past_batch_again_as_a_batch_of_its_own(engine
 
     replay = await engine.command("replay_batch", session_id=sid, listener="orchestrate", batch=ids[0])
     assert replay["replay"]["replay_of"] == ids[0]
+    assert replay["batch"] == {"listener": "orchestrate", "lane": "_", "replay_of": ids[0], "event_ids": ids}
     await ran(engine, 2)
     again = engine.log.runs[1].input
     assert again["batch"]["event_ids"] == ids, "all of its events"
@@ -130,7 +135,10 @@ async def test_replay_batch_runs_a_past_batch_again_as_a_batch_of_its_own(engine
         return len(found["events"]) == 2
 
     await eventually(both_receipts, what="both receipts")
-    caused = (await engine.command("explain_event", session_id=sid, event_id=ids[0]))["caused"]
+    explained = await engine.command("explain_event", session_id=sid, event_id=ids[0])
+    fate = next(i for i in explained["listeners"] if i["listener"] == "orchestrate")
+    assert fate["batch"]["replay"] == 1 and fate["run"] == again["execution_id"], "the newest batch: the replay"
+    caused = explained["caused"]
     assert [node["batch"]["replay"] for node in caused] == [0, 1]
     wrote = [{step["event"]["id"] for step in node["wrote"]} for node in caused]
     assert wrote[0] and wrote[1] and not wrote[0] & wrote[1], wrote

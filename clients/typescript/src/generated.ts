@@ -845,7 +845,7 @@ export abstract class GeneratedCommands {
   /**
    * `explain_event`: What became of an event, listener by listener (matched or why not, its lane, batch, run, outcome and receipt), which runs' waits it answered (a wait that took it kept it from its run's own listener's lanes, or a `cancel_on` it cancelled a run by), what caused it and what it caused.
    *
-   * Reply: `event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, batch?, run?, outcome?, receipt?, taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered), `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)
+   * Reply: `event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, queued?, batch? (the newest that took it: {first_id, last_id, retry, replay, state}), run? (its execution id), outcome? {status, reason, execution_id, message}, receipt? (its receipt's event id), batches? (every one that took it), taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered), `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)
    * Errors: `invalid_request`, `not_found`, `past_retention`.
    */
   explainEvent(sessionId: ExplainEventArgs["session_id"], eventId: ExplainEventArgs["event_id"]): Promise<Reply> {
@@ -1085,7 +1085,7 @@ export abstract class GeneratedCommands {
   /**
    * `replay_batch`: Run a past batch again with all of its events, as a batch of its own (its own outcome, receipt and run, `batch.replay_of` its first event id).
    *
-   * Reply: `replay` {listener, lane, replay_of}, `event_id` (its `listener.replayed` event)
+   * Reply: `batch` {listener, lane, replay_of, event_ids} (the new batch, queued), `replay` (the same, without `event_ids`), `event_id` (its `listener.replayed` event)
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `past_retention`.
    */
   replayBatch(sessionId: ReplayBatchArgs["session_id"], listener: ReplayBatchArgs["listener"], options: Pick<ReplayBatchArgs, "batch" | "client">): Promise<Reply> {
