@@ -4,9 +4,11 @@ Owns the last step of a run started by a listener (or by `start_execution`, or a
 workflow task that completes or fails it, a local activity (`orchestrator.run_ended`) records its end, its
 `execution.ended` event, and frees its slot or sets its repeat's due time. The platform starts runs with a
 memo (`RunTag`) naming them; a workflow without one is left alone. One marker in the run's history replaces
-a wrapper workflow around every run. Only an end that ends the workflow is reported: an error that fails a
-workflow task (a bug in the workflow, retried by Temporal) is not an end, and a run terminated from outside
-(which runs no code) is found by the router's sweep.
+a wrapper workflow around every run. Any exception the run's code lets out ends it `failed` (a `KeyError` as an
+`ApplicationError` does), so a listener's retry, `listener.failed` and an inbox hear of it, as they would on any
+queue; only Temporal's own errors of the worker (nondeterminism after an incompatible deploy, a call the sandbox
+forbids) fail the workflow task, which Temporal retries until a fixed worker runs it: not an end. A run
+terminated from outside (which runs no code) is found by the router's sweep.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ApplicationError, CancelledError, FailureError, is_cancelled_exception
+from temporalio.exceptions import (
+    ApplicationError,
+    CancelledError,
+    FailureError,
+    TemporalError,
+    is_cancelled_exception,
+)
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -66,6 +74,15 @@ class _ReportsItsEnd(WorkflowInboundInterceptor):
             # The error's own message: `str()` of an ApplicationError puts its type in front, which is said apart.
             await _report(tag, "failed", err.message, kind)
             raise
+        except TemporalError:
+            raise  # the worker's (nondeterminism, the sandbox): the task fails and is retried, the run goes on
+        except Exception as err:
+            if _asked_to_cancel():
+                await _report(tag, "cancelled", str(err) or "cancelled")
+                raise ApplicationError(str(err), type=type(err).__name__, non_retryable=True) from err
+            kind = type(err).__name__
+            await _report(tag, "failed", str(err) or kind, kind)
+            raise ApplicationError(str(err) or kind, type=kind, non_retryable=True) from err
         if _asked_to_cancel():
             # It heard its cancellation, cleaned up and returned: it ended because it was asked to, as one that
             # let the cancellation through does.

@@ -1,9 +1,10 @@
-"""A run whose workflow has a bug holds its lane, and the lane says so.
+"""A run whose workflow task keeps failing holds its lane, and the lane says so; a run whose code raises ends.
 
-An exception in a workflow that is not a Temporal failure (here a `KeyError`) fails the workflow task, not
-the workflow: Temporal retries the task until a fixed worker runs it, and the run keeps its slot meanwhile.
-The lane waits behind it, and `list_session_listeners` (so `orchestrator status` and the dashboard) says
-which run holds it, how often its task has failed, and the error, instead of a plain "slot held".
+A nondeterminism error (a deploy that changed a running run's code incompatibly; here raised by the workflow
+as a stand-in) fails the workflow task, not the workflow: Temporal retries the task until a fixed worker runs
+it, and the run keeps its slot meanwhile. The lane waits behind it, and `list_session_listeners` (so
+`orchestrator status` and the dashboard) says which run holds it, how often its task has failed, and the error,
+instead of a plain "slot held". Any other exception the run's code lets out (a `KeyError`) ends it `failed`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from temporalio import workflow
+from temporalio.workflow import NondeterminismError
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.client import Client
@@ -28,12 +30,15 @@ pytestmark = pytest.mark.devserver
 
 @workflow.defn(name="buggy")
 class Buggy:
-    """Looks up a field its batch's messages do not have when the batch holds `missions/bug`."""
+    """Fails its workflow task as nondeterminism does when the batch holds `missions/bug`; looks up a field its
+    batch's messages do not have when it holds `missions/typo`."""
 
     @workflow.run
     async def run(self, run: RunInput) -> str:
         for message in run.batch.messages:
             if message.get("alias") == "missions/bug":
+                raise NondeterminismError("no_such_field: the run's code changed under it")
+            if message.get("alias") == "missions/typo":
                 return str(message["no_such_field"])
         return "done"
 
@@ -72,3 +77,29 @@ async def test_a_lane_behind_a_run_whose_workflow_task_keeps_failing_says_which_
 
 async def _slot_taken(engine: Engine, sid: str) -> bool:
     return bool((await lane_state(engine, sid, "orchestrate"))["in_flight"])
+
+
+async def test_a_run_whose_code_raises_ends_failed_naming_the_error_and_frees_its_lane(engine: Engine) -> None:
+    """A `KeyError` is no Temporal failure, yet it ends the run as one does: `listener.failed` (and so an inbox)
+    hears of it, and the lane goes on to its next batch."""
+    action = {"type": "workflow", "workflow": "buggy", "input": {"events": "{{ batch.messages }}"}}
+    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0}, action=action))
+    sid = await new_session(engine)
+
+    async def ended(count: int) -> list[dict[str, Any]]:
+        async def came() -> bool:
+            found = await engine.command("list_session_events", session_id=sid, types=["execution.ended"])
+            return len(found["events"]) >= count
+
+        await eventually(came, within=60, what=f"{count} runs to end")
+        return list((await engine.command("list_session_events", session_id=sid, types=["execution.ended"]))["events"])
+
+    await engine.command("write_object", session_id=sid, alias="missions/typo", value={"type": "m"})
+    [typo] = await ended(1)
+    assert typo["execution"]["status"] == "failed"
+    error = typo["execution"]["error"]
+    assert error["type"] == "KeyError" and "no_such_field" in error["message"], error
+    [failed] = (await engine.command("list_session_events", session_id=sid, types=["listener.failed"]))["events"]
+    assert failed["data"]["execution_id"] == typo["execution"]["id"]
+    await engine.command("write_object", session_id=sid, alias="missions/next", value={"type": "m"})
+    assert [e["execution"]["status"] for e in await ended(2)] == ["failed", "completed"]
