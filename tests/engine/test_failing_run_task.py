@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from temporalio import workflow
-from temporalio.workflow import NondeterminismError
 from temporalio.testing import WorkflowEnvironment
+from temporalio.workflow import NondeterminismError
 
 from orchestrator.client import Client
 from orchestrator.dev.inspect import format_status, session_status
