@@ -12,11 +12,11 @@ and acts, and `list_session_listeners` reads `next_move` to say why a lane waits
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Literal
 
 from orchestrator.core.backoff import retry_delay
-from orchestrator.core.batch_cuts import cut
+from orchestrator.core.batch_cuts import Cut, cut
 from orchestrator.core.declaration import (
     ListenerDeclaration,
     WorkflowAction,
@@ -312,10 +312,27 @@ def _batch(snap: LaneSnapshot, now: float, limits: Limits, registered: Collectio
     if snap.waiting and not waiting:
         held = throttle_wait(snap, decl, (snap.waiting[0].throttle_key,), now)
         return held if held is not None else Wait("nothing")
-    taken = cut(waiting, decl.batch.max_events, decl.batch.distinct_by is not None)
+    taken = _cut_accepted(waiting, decl)
     if taken is None:
         return Wait("nothing")
     return _taking(snap, "batch", tuple(taken.consumed), tuple(taken.entries), limits, registered)
+
+
+def _cut_accepted(waiting: Sequence[Queued], decl: ListenerDeclaration) -> Cut[Queued] | None:
+    """The batch a re-saved listener takes (SPEC 3: a new version replaces the old one for every later batch):
+    its entries, `max_events`, `distinct_by` and byte budget are of the events it takes now; those it no longer
+    takes among them are consumed with no entry. With none it takes, the whole cut goes, to be skipped
+    `unmatched`."""
+    distinct = decl.batch.distinct_by is not None
+    accepted = [q for q in waiting if q.accepted]
+    if len(accepted) == len(waiting) or not accepted:
+        return cut(waiting, decl.batch.max_events, distinct)
+    taken = cut(accepted, decl.batch.max_events, distinct)
+    assert taken is not None
+    # Still a prefix of what waits: everything before the first event it takes that the batch leaves.
+    left = next((q.id for q in accepted if q.id > taken.through), None)
+    consumed = [q.id for q in waiting if left is None or q.id < left]
+    return Cut(taken.entries, consumed)
 
 
 def _replay(snap: LaneSnapshot, limits: Limits, registered: Collection[str] | None) -> Take | Drop:

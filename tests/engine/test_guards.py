@@ -18,6 +18,7 @@ from tests.engine.harness import (
     Engine,
     eventually,
     lane_outcomes,
+    lane_state,
     new_session,
     recorder_listener,
     running_engine,
@@ -434,3 +435,28 @@ async def test_a_version_saved_during_the_activation_delay_does_not_act_before_i
         await outcomes_at_least(engine, sid, "copy", 2)
         written = await engine.command("read_object", session_id=sid, alias="views/v2")
         assert written["object"]["value"]["last"] == late
+
+
+async def test_a_resave_that_no_longer_takes_some_of_a_pending_batch_runs_with_those_it_takes(
+    platform: Platform, temporal_env: WorkflowEnvironment
+) -> None:
+    """SPEC 3: a new version replaces the old one for every later batch. Narrowed before the window closes, the
+    listener's batch holds what it takes now; what it no longer takes is consumed, never delivered."""
+    async with guarded(platform, temporal_env) as (engine, _):
+        wide = {"types": ["object.**"], "aliases": ["missions/**", "other/**"]}
+        await engine.command("save_listener", listener=recorder_listener(filter=wide, batch={"window_seconds": 1.5}))
+        sid = await new_session(engine)
+        ids = await write_many(engine, sid, ["other/a", "missions/a", "other/b", "missions/b", "other/c"])
+        narrow = recorder_listener(filter={"types": ["object.**"], "aliases": ["missions/**"]})
+        assert (await engine.command("save_listener", listener=narrow))["listener"]["version"] == 2
+
+        async def ran() -> bool:
+            return bool(engine.log.runs)
+
+        await eventually(ran, what="a run of the narrowed listener")
+        [run] = engine.log.runs
+        assert [m["id"] for m in run.input["batch"]["messages"]] == [ids[1], ids[3]], "its entries: what it takes"
+        assert run.input["batch"]["event_ids"] == ids, "what it consumed, as distinct_by's superseded events are"
+        [outcome] = await outcomes_at_least(engine, sid, "orchestrate", 1)
+        assert outcome["status"] == "success"
+        assert (await lane_state(engine, sid, "orchestrate"))["pending"] == 0, "what it no longer takes is consumed"
