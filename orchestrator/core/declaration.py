@@ -577,18 +577,22 @@ def unresolvable_paths(
     ]
 
 
+def action_templates(action: WorkflowAction | ThreadItemAction | ObjectAction) -> dict[str, Any]:
+    """What an action renders per batch, by field: a workflow's input, a write's alias and its item or value."""
+    if isinstance(action, WorkflowAction):
+        return {"input": action.input}
+    if isinstance(action, ThreadItemAction):
+        return {"alias": action.alias, "item": action.item}
+    return {"alias": action.alias, "value": action.value}
+
+
 def unresolvable_holes(
     action: WorkflowAction | ThreadItemAction | ObjectAction,
     types: list[str] | None,
     event_types: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """The template holes of an action that no batch of the listener's types can fill, as `field: ... why`."""
-    if isinstance(action, WorkflowAction):
-        fields = {"input": action.input}
-    elif isinstance(action, ThreadItemAction):
-        fields = {"alias": action.alias, "item": action.item}
-    else:
-        fields = {"alias": action.alias, "value": action.value}
+    fields = action_templates(action)
     return [
         f"action.{field}: template path {path!r} never resolves: {why}"
         for field, template in fields.items()

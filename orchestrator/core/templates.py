@@ -146,6 +146,16 @@ def needs_envelopes(template: Any) -> bool:
     return False
 
 
+def carries_entries(template: Any) -> bool:
+    """Whether `template` carries every entry of a batch whole (`batch.events`, or the whole `batch`): only such a
+    batch weighs what its events weigh, and is cut within Temporal's payload limits (`batch_cuts.BATCH_BYTES`)."""
+    for path in holes(template):
+        root, _, rest = path.partition(".")
+        if root == "batch" and (not rest or rest.split(".")[0] == "events"):
+            return True
+    return False
+
+
 def needs_messages(template: Any) -> bool:
     """Whether `template` names the batch's pointers (`batch.messages`, or the whole `batch`): only then does a
     run's input carry them as `batch.messages`; any other run reads them when it wants them."""

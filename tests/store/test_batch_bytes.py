@@ -1,6 +1,7 @@
-"""What an event weighs in its batch, which stops before 512 KiB as its run's input would
-(`orchestrator_queued`): a thread item by its whole message, not the preview its event keeps; data PostgreSQL
-keeps compressed by its size as the run reads it."""
+"""What an event weighs in its batch, which stops before 512 KiB as its run's input would when the action carries
+the entries whole (`orchestrator_queued`): a thread item by its whole message, not the preview its event keeps;
+data PostgreSQL keeps compressed by its size as the run reads it. A batch whose run gets pointers only is cut by
+`max_events` alone."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ BIG = 200_000
 
 
 async def taken_of(
-    platform: Platform, writes: list[dict[str, Any]], types: tuple[str, ...] = ("thread.item_posted",)
+    platform: Platform,
+    writes: list[dict[str, Any]],
+    types: tuple[str, ...] = ("thread.item_posted",),
+    carried: str = "{{ batch.events }}",
 ) -> tuple[list[int], int]:
     """Save a listener taking every event, make the writes, route them: the sizes of the waiting events, and how
     many the lane's first batch takes."""
@@ -24,7 +28,7 @@ async def taken_of(
         "name": "heavy",
         "filter": {"types": list(types)},
         "batch": {"window_seconds": 0, "max_events": 100},
-        "action": {"type": "workflow", "workflow": "w"},
+        "action": {"type": "workflow", "workflow": "w", "input": {"batch": carried}},
     }
     assert (await platform.command({"command": "save_listener", "listener": listener}))["status"] == "success"
     sid = (await platform.command({"command": "open_session"}))["session"]["id"]
@@ -55,3 +59,11 @@ async def test_data_kept_compressed_weighs_what_its_run_reads(platform: Platform
     sizes, taken = await taken_of(platform, [emit, emit, emit], types=("app.note",))
     assert all(size > BIG for size in sizes), sizes
     assert taken == 2, "three of 200 KB pass 512 KiB: the batch stops at two"
+
+
+async def test_a_batch_whose_run_gets_pointers_only_is_cut_by_max_events_alone(platform: Platform) -> None:
+    """SPEC 3: a burst is one batch per window of at most `max_events`; pointers weigh some 60 bytes an entry."""
+    post = {"command": "post_thread_item", "alias": "chats/1", "item": {"type": "text", "message": "x" * BIG}}
+    sizes, taken = await taken_of(platform, [post, post, post], carried="{{ batch.messages }}")
+    assert all(size > BIG for size in sizes), sizes
+    assert taken == 3, "one batch: nothing of 200 KB travels"
