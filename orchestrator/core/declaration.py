@@ -278,7 +278,7 @@ class BatchSpec(_Strict):
     window_seconds: float = Field(default=0, ge=0, le=MAX_WINDOW_SECONDS)
     max_events: int = Field(default=100, ge=1, le=MAX_EVENTS_PER_BATCH)
     distinct_by: str | None = None
-    # Debounce: the window closes only after this long with no new event (instead of `window_seconds` after
+    # Debounce: the window closes only after this long with no new event (and not before `window_seconds` after
     # its first), and never later than `max_wait_seconds` after its first event.
     debounce_seconds: float | None = Field(default=None, gt=0, le=MAX_WINDOW_SECONDS)
     max_wait_seconds: float | None = Field(default=None, gt=0, le=MAX_WINDOW_SECONDS)
@@ -295,8 +295,6 @@ class BatchSpec(_Strict):
     def _fires_as_declared(self) -> BatchSpec:
         if self.max_wait_seconds is not None and self.debounce_seconds is None:
             raise ValueError("max_wait_seconds caps a debounce: declare debounce_seconds too")
-        if self.debounce_seconds is not None and self.window_seconds:
-            raise ValueError("window_seconds and debounce_seconds are two ways to close a window: declare one")
         if (
             self.debounce_seconds is not None
             and self.max_wait_seconds is not None
@@ -305,6 +303,12 @@ class BatchSpec(_Strict):
             raise ValueError(
                 f"max_wait_seconds ({self.max_wait_seconds:g}) below debounce_seconds ({self.debounce_seconds:g})"
                 " could never let a quiet period end the window"
+            )
+        if self.max_wait_seconds is not None and self.max_wait_seconds < self.window_seconds:
+            # With a debounce, `window_seconds` is the least a window stays open (`lane_clock.window_close`).
+            raise ValueError(
+                f"max_wait_seconds ({self.max_wait_seconds:g}) below window_seconds ({self.window_seconds:g})"
+                " would close the window before it had been open window_seconds"
             )
         return self
 

@@ -126,13 +126,15 @@ class WindowRule(Protocol):
 def window_close(first: float, last: float | None, declared: WindowRule) -> float:
     """When a window closes, on whichever clock `first` (its oldest event) and `last` (its newest) are read.
 
-    `window_seconds` after the oldest; debounced, once the newest has been quiet `debounce_seconds`, or
-    `max_wait_seconds` after the oldest, whichever comes first. The lane step, `list_session_listeners` and a
-    connection listener's stream all judge a window by this rule.
+    `window_seconds` after the oldest; debounced, once the newest has been quiet `debounce_seconds` (and the
+    window open `window_seconds`, 0 unless declared), or `max_wait_seconds` after the oldest, whichever comes
+    first. The lane step, `list_session_listeners` and a connection listener's stream all judge a window by this
+    rule.
     """
     if declared.debounce_seconds is None:
         return first + declared.window_seconds
-    closes = max(first if last is None else last, first) + declared.debounce_seconds
+    quiet = max(first if last is None else last, first) + declared.debounce_seconds
+    closes = max(quiet, first + declared.window_seconds)
     if declared.max_wait_seconds is not None:
         closes = min(closes, first + declared.max_wait_seconds)
     return closes

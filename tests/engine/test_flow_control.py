@@ -157,7 +157,10 @@ async def test_debounce_under_a_steady_stream_fires_at_max_wait(engine: Engine) 
     [
         ({"debounce_seconds": 5, "max_wait_seconds": 2}, "max_wait_seconds (2) below debounce_seconds (5)"),
         ({"max_wait_seconds": 2}, "declare debounce_seconds too"),
-        ({"debounce_seconds": 1, "window_seconds": 2}, "declare one"),
+        (
+            {"debounce_seconds": 1, "window_seconds": 5, "max_wait_seconds": 3},
+            "max_wait_seconds (3) below window_seconds (5)",
+        ),
         ({"debounce_seconds": 301}, "must be at most 300"),
     ],
 )
