@@ -70,14 +70,25 @@ def never_an_object(path: str) -> bool:
     return not below and (CONTEXT_FIELDS.get(root, {}).get(field) is False or path in _LISTS)
 
 
-def _lookup(context: dict[str, Any], path: str) -> Any:
+def _found(context: dict[str, Any], path: str) -> Any:
     root, _, rest = path.partition(".")
     if root == "event" and rest:
         # The seed's spellings (`event.object.alias`) resolve in a template as they do in `where`.
-        value = resolve_in_event(context.get("event") or {}, rest)
-    else:
-        value = resolve(context, path) if path else MISSING
+        return resolve_in_event(context.get("event") or {}, rest)
+    return resolve(context, path) if path else MISSING
+
+
+def _lookup(context: dict[str, Any], path: str) -> Any:
+    value = _found(context, path)
     if value is MISSING:
+        # A null that is there (`"note": null` in an event's data) is the JSON value at the path, kept as it
+        # is; a path through it, or to nothing, is the batch's `invocation_error`.
+        parent_path, _, last = path.rpartition(".")
+        parent = _found(context, parent_path) if parent_path else MISSING
+        if isinstance(parent, dict) and last in parent and parent[last] is None:
+            return None
+        if isinstance(parent, list) and last.isdigit() and int(last) < len(parent) and parent[int(last)] is None:
+            return None
         raise TemplateError(path)
     return value
 

@@ -241,3 +241,15 @@ def test_what_the_save_check_takes_a_batchs_context_to_hold_is_what_a_batch_cont
         root: set(context[root]) for root in CONTEXT_FIELDS
     }
     assert set(context) == {*CONTEXT_FIELDS, *ENVELOPE_ROOTS}
+
+
+def test_a_null_that_is_there_renders_as_null_and_a_path_through_it_fails() -> None:
+    """SPEC 3: a whole hole becomes the JSON value at its path, keeping its type; only a path the event lacks
+    is an `invocation_error`."""
+    noted = {**WRITTEN, "type": "app.noted", "data": {"note": None, "tags": [None, "a"]}}
+    context = _context([noted])
+    assert render({"n": "{{ event.data.note }}", "t": "{{ event.data.tags.0 }}"}, context) == {"n": None, "t": None}
+    assert render("note: {{ event.data.note }}", context) == "note: null"
+    for path in ("event.data.note.text", "event.data.missing", "event.data.tags.2"):
+        with pytest.raises(TemplateError):
+            render("{{ " + path + " }}", context)
