@@ -162,13 +162,16 @@ def unregistered_workflow(declaration: ListenerDeclaration, registered: list[str
 @command(
     "get_listener",
     ListenerRef,
-    reply="`listener` {name, version, effective_at, saved_at, body}",
+    reply="`listener` {name, version, effective_at, saved_at, body, and the body's own fields beside (`filter`,"
+    " `action`, ...)}",
     errors=("not_found",),
     example={"command": "get_listener", "name": "respond"},
 )
 async def get_listener(platform: CommandContext, req: ListenerRef) -> dict[str, Any]:
-    """A listener's version in effect: its body, and when it took effect."""
-    return {"listener": await platform.store.get_listener(req.name)}
+    """A listener's version in effect: its body as saved, and when it took effect. The body's fields are also
+    beside the version's (`listener.filter` as `listener.body.filter`), as `save_listener` took them."""
+    found = await platform.store.get_listener(req.name)
+    return {"listener": {**found["body"], **found}}
 
 
 @command(

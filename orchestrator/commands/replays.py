@@ -102,7 +102,8 @@ async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, 
 @command(
     "redeliver",
     Redeliver,
-    reply="`redelivered` {listener, events, batches}, `event_id` (its `listener.redelivered` event)",
+    reply="`batches` [{lane, event_ids}] (the new batches, queued, in lane order), `redelivered` {listener, events,"
+    " batches (how many)}, `event_id` (its `listener.redelivered` event)",
     errors=("not_found", "session_not_open", "limit_exceeded", "past_retention"),
     example={"command": "redeliver", "session_id": "ses_...", "listener": "respond", "after": 0, "through": 2},
 )
@@ -150,5 +151,9 @@ async def redeliver(platform: CommandContext, req: Redeliver) -> dict[str, Any]:
     )
     crossing("replay.recorded")
     await nudge_lanes(platform.temporal, platform.settings, asked)
-    batches = sum(len(batches) for batches in cuts.values())
-    return {"redelivered": {"listener": req.listener, "events": handed, "batches": batches}, "event_id": audit.id}
+    new = [{"lane": lane, "event_ids": ids} for lane, batches in sorted(cuts.items()) for ids in batches]
+    return {
+        "batches": new,
+        "redelivered": {"listener": req.listener, "events": handed, "batches": len(new)},
+        "event_id": audit.id,
+    }

@@ -57,19 +57,23 @@ FLAT_TARGET_FIELDS = ("alias", "value", "workflow", "input")
 def nested_form(data: Any) -> Any:
     """The seed's flat `create_schedule` body as the nested one (a nested body is answered as it is).
 
-    The session comes from `invocation_target.target.session`; the target's other names (`blob`,
-    `revision`) are kept as the schedule's `origin`.
+    A `repeat` named by a string takes its fields from beside it. `invocation_target {target {session, ...},
+    alias, value}` is the target (with either form of `repeat`): the session comes from its `target.session`,
+    whose other names (`blob`, `revision`) are kept as the schedule's `origin`. What a body leaves out that its
+    target says is filled in: `invocation_target_type` (a `workflow` starts a run, a `value` writes an object)
+    and the schedule's `alias`, the object's it writes.
     """
-    if not isinstance(data, dict) or not isinstance(data.get("repeat"), str):
+    if not isinstance(data, dict):
         return data
     data = dict(data)
-    repeat: dict[str, Any] = {"type": data.pop("repeat")}
-    # A flat body often carries every field, null where its repeat or target has no use for it: null is left out.
-    for name in FLAT_REPEAT_FIELDS:
-        value = data.pop(name, None)
-        if value is not None:
-            repeat[name] = value
-    data["repeat"] = repeat
+    if isinstance(data.get("repeat"), str):
+        repeat: dict[str, Any] = {"type": data.pop("repeat")}
+        # A flat body often carries every field, null where its repeat or target has no use for it: left out.
+        for name in FLAT_REPEAT_FIELDS:
+            value = data.pop(name, None)
+            if value is not None:
+                repeat[name] = value
+        data["repeat"] = repeat
     if "invocation_target" in data and "target" not in data:
         given = data.pop("invocation_target")
         if not isinstance(given, dict):
@@ -86,6 +90,14 @@ def nested_form(data: Any) -> Any:
         unknown = sorted(set(given) - {"target", *FLAT_TARGET_FIELDS})
         if unknown:
             raise ValueError(f"invocation_target.{unknown[0]}: not a field of a schedule's target")
+    target = data.get("target")
+    if isinstance(target, dict):
+        if data.get("invocation_target_type") is None:
+            kind = "workflow" if "workflow" in target else "object" if "value" in target else None
+            if kind is not None:
+                data["invocation_target_type"] = kind
+        if data.get("alias") is None and isinstance(target.get("alias"), str):
+            data["alias"] = target["alias"]
     return data
 
 

@@ -27,7 +27,7 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "execution.started": frozenset({"execution"}),
     "execution.ended": frozenset({"execution"}),
     "graph.changed": frozenset({"graph", "data"}),
-    "listener.failed": frozenset({"data"}),
+    "listener.failed": frozenset({"data", "execution"}),
     "lane.idle": frozenset({"data"}),
     "listener.replayed": frozenset({"data"}),
     "listener.redelivered": frozenset({"data"}),

@@ -64,11 +64,6 @@ def receipt_item(outcome: Outcome) -> dict[str, Any]:
         metadata["execution_id"] = outcome.execution_id
     if outcome.replay:
         metadata["replay"] = outcome.replay
-    return {
-        "type": "json",
-        "role": "system",
-        "message": (
-            f"{outcome.status} {outcome.listener} batch {outcome.first_id}-{outcome.last_id} retry {outcome.retry}"
-        ),
-        "metadata": metadata,
-    }
+    # The message is the receipt itself (a `json` item), so a listener's `where` reads it (`item.message.status`);
+    # `metadata` keeps the same, as receipts have always carried it.
+    return {"type": "json", "role": "system", "message": metadata, "metadata": dict(metadata)}

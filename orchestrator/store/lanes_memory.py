@@ -699,9 +699,13 @@ class MemoryLaneStore:
         if execution is None:
             return
         batch = execution.batch or {}
+        failed: dict[str, Any] = {"id": execution.id, "workflow": execution.workflow, "status": "failed"}
+        if execution.error is not None:
+            failed["error"] = {"message": execution.error[:2000]}
         self.append(
             execution.session_id,
             "listener.failed",
+            execution=failed,
             source={"listener": listener, "execution": execution_id},
             depth=depth,
             data={

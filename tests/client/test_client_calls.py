@@ -146,7 +146,9 @@ async def test_objects_threads_and_the_graph_keep_what_was_written(client: Notin
 async def test_a_saved_listener_fires_and_its_event_is_explained(client: NotingClient, running: Running) -> None:
     saved = (await client.save_listener(recorder_listener(batch={"window_seconds": 0.2})))["listener"]
     assert (saved["name"], saved["version"]) == ("orchestrate", 1)
-    assert (await client.get_listener("orchestrate"))["listener"]["body"]["batch"]["window_seconds"] == 0.2
+    got = (await client.get_listener("orchestrate"))["listener"]
+    assert got["body"]["batch"]["window_seconds"] == 0.2
+    assert {k: got[k] for k in got["body"]} == got["body"], "the body's fields beside the version's too"
     assert [item["name"] for item in (await client.list_listeners())["listeners"]] == ["orchestrate"]
 
     sid = await opened(client)

@@ -155,6 +155,7 @@ async def test_redeliver_hands_a_range_of_events_to_one_listener_as_new_batches(
     before = len(engine.log.runs)
     reply = await engine.command("redeliver", session_id=sid, listener="orchestrate", after=ids[0], through=ids[-1])
     assert reply["redelivered"] == {"listener": "orchestrate", "events": 4, "batches": 2}
+    assert reply["batches"] == [{"lane": "_", "event_ids": ids[1:4]}, {"lane": "_", "event_ids": ids[4:]}]
 
     async def again() -> bool:
         later = [i for r in engine.log.runs[before:] for i in r.input["batch"]["event_ids"]]

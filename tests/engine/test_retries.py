@@ -252,6 +252,9 @@ async def test_a_failing_run_is_repeated_then_reported_with_listener_failed(
     assert (data["listener"], data["first_id"], data["last_id"], data["event_ids"]) == ("flaky", ids[0], ids[-1], ids)
     assert data["retry"] == 2
     assert data["execution_id"] == runs[-1].execution_id
+    execution = failed["execution"]
+    assert (execution["id"], execution["workflow"], execution["status"]) == (runs[-1].execution_id, "clocked", "failed")
+    assert "asked to fail" in execution["error"]["message"]
     assert "asked to fail" in data["error"]
 
     [noted] = (await engine.command("list_thread_items", session_id=sid, alias="ops/inbox"))["items"]

@@ -97,6 +97,33 @@ async def test_the_seeds_flat_clock_body_is_accepted_and_answered_like_the_neste
         await engine.command("delete_schedule", session_id=sid, alias=alias)
 
 
+async def test_what_a_body_leaves_out_that_its_target_says_is_filled_in(engine: Engine) -> None:
+    """The seed's body with no `invocation_target_type` (a `value` writes an object) and no alias of its own (the
+    object's it writes), and `invocation_target` beside a nested `repeat`."""
+    sid = await new_session(engine)
+    bare = {
+        "command": "create_schedule",
+        "repeat": "interval",
+        "every_seconds": 900,
+        "invocation_target": {"target": {"session": sid}, "alias": "ops/clock", "value": {"type": "tick"}},
+    }
+    made = await engine.platform.command(bare)
+    assert made["status"] == "success", made
+    assert (made["schedule"]["alias"], made["schedule"]["invocation_target_type"]) == ("ops/clock", "object")
+    nested = {
+        **bare,
+        "alias": "runner",
+        "repeat": {"type": "interval", "every_seconds": 900},
+        "invocation_target": {"target": {"session": sid}, "workflow": "recorder", "input": {"n": 1}},
+    }
+    del nested["every_seconds"]
+    made = await engine.platform.command(nested)
+    assert made["status"] == "success", made
+    assert made["schedule"]["invocation_target_type"] == "workflow"
+    for alias in ("ops/clock", "runner"):
+        await engine.command("delete_schedule", session_id=sid, alias=alias)
+
+
 async def test_a_flat_body_with_a_bad_target_is_refused_naming_the_field(engine: Engine) -> None:
     sid = await new_session(engine)
     for target, field in [

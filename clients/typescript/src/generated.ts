@@ -863,9 +863,9 @@ export abstract class GeneratedCommands {
   }
 
   /**
-   * `get_listener`: A listener's version in effect: its body, and when it took effect.
+   * `get_listener`: A listener's version in effect: its body as saved, and when it took effect. The body's fields are also beside the version's (`listener.filter` as `listener.body.filter`), as `save_listener` took them.
    *
-   * Reply: `listener` {name, version, effective_at, saved_at, body}
+   * Reply: `listener` {name, version, effective_at, saved_at, body, and the body's own fields beside (`filter`, `action`, ...)}
    * Errors: `invalid_request`, `not_found`.
    */
   getListener(name: GetListenerArgs["name"]): Promise<Reply> {
@@ -1065,7 +1065,7 @@ export abstract class GeneratedCommands {
   /**
    * `redeliver`: Hand the events after `after` through `through` to one listener again, in its lanes by its key and cut as a lane cuts its own: at most `max_events` entries a batch, those `distinct_by` leaves.
    *
-   * Reply: `redelivered` {listener, events, batches}, `event_id` (its `listener.redelivered` event)
+   * Reply: `batches` [{lane, event_ids}] (the new batches, queued, in lane order), `redelivered` {listener, events, batches (how many)}, `event_id` (its `listener.redelivered` event)
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`, `past_retention`.
    */
   redeliver(sessionId: RedeliverArgs["session_id"], listener: RedeliverArgs["listener"], options: Pick<RedeliverArgs, "after" | "through" | "client">): Promise<Reply> {

@@ -9,8 +9,13 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
+    -- Its `execution` is the run that failed last, as `execution.ended` names it (its error's message alone: the
+    -- record keeps no type apart; `data.error` has the same).
     PERFORM orchestrator.orchestrator_append(
-        x.session_id, 'listener.failed', NULL, NULL, NULL,
+        x.session_id, 'listener.failed', NULL, NULL,
+        jsonb_build_object('id', x.id, 'workflow', x.workflow, 'status', 'failed')
+            || CASE WHEN x.error IS NOT NULL THEN jsonb_build_object('error',
+                   jsonb_build_object('message', left(x.error, 2000))) ELSE '{}'::jsonb END,
         jsonb_build_object('listener', p_listener, 'execution', p_execution), p_depth,
         jsonb_build_object(
             'listener', p_listener, 'lane', p_lane, 'first_id', x.batch -> 'first_id', 'last_id', x.batch -> 'last_id',
