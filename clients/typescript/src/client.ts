@@ -144,8 +144,9 @@ export class Client extends GeneratedCommands {
       refuseTheOldOrder(name, given.session_id, given.alias);
     }
     const body: { command: string; [key: string]: unknown } = { command: name };
+    // An argument left out is not sent; an explicit null is (`updateSchedule`'s `end_date: null` clears the date).
     for (const [key, value] of Object.entries(args)) {
-      if (value !== undefined && value !== null) body[key] = value;
+      if (value !== undefined) body[key] = value;
     }
     const { reply, status } = await this.post(body);
     if (reply.status !== "success") {

@@ -106,3 +106,18 @@ test("a reply that says when to try again is the error of its code, with the sec
   assert.ok(limited instanceof RateLimitedError && !(limited instanceof UnavailableError), String(limited));
   assert.equal((limited as RateLimitedError).retryAfterSeconds, 3);
 });
+
+test("an argument left out is not sent, and an explicit null is", async () => {
+  const sent: unknown[] = [];
+  const fake = (async (_url: string, init: { body: string }) => {
+    sent.push(JSON.parse(init.body));
+    return new Response(JSON.stringify({ status: "success", schedule: {} }), { status: 200 });
+  }) as unknown as typeof fetch;
+  const api = new Client("http://127.0.0.1:1", { fetch: fake });
+  await api.updateSchedule("ses_1", "clock", { end_date: null });
+  await api.updateSchedule("ses_1", "clock", { end_date: undefined, start_date: "2027-01-01" });
+  assert.deepEqual(sent, [
+    { command: "update_schedule", session_id: "ses_1", alias: "clock", end_date: null },
+    { command: "update_schedule", session_id: "ses_1", alias: "clock", start_date: "2027-01-01" },
+  ]);
+});
