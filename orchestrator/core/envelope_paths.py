@@ -18,6 +18,16 @@ from orchestrator.core.paths import Missing, resolve
 
 # The seed's spellings, and the envelope path each stands for.
 SEED_PATHS = {"object.alias": "alias"}
+# `graph` is the list of the node ids a `graph.changed` names (SPEC 2); `graph.nodes`, its spelling before, still
+# reads it (`graph.nodes.0` is `graph.0`).
+_GRAPH_NODES = "graph.nodes"
+
+
+def canonical_path(path: str) -> str:
+    """The envelope path a path stands for: the seed's spellings, and `graph.nodes[.N]` as `graph[.N]`."""
+    if path == _GRAPH_NODES or path.startswith(_GRAPH_NODES + "."):
+        return "graph" + path[len(_GRAPH_NODES) :]
+    return SEED_PATHS.get(path, path)
 
 # Every event type the platform writes, and the envelope fields each carries beside the common ones.
 EVENT_FIELDS: dict[str, frozenset[str]] = {
@@ -46,18 +56,18 @@ SUBFIELDS: dict[str, frozenset[str] | None] = {
     "source": frozenset({"client", "listener", "execution"}),
     "data": None,
     "cause": None,
-    "graph": frozenset({"nodes"}),
+    "graph": None,  # the list of node ids: a path into it is an index (`graph.0`), checked below
     "actor": frozenset({"key", "listener", "execution", "schedule", "role"}),
 }
 
-# The subfields that hold any JSON below them: a thread item's whole message (a `json` item's is any value), a
-# failed run's error (`execution.error.message`), and the list of node ids a graph change names (`graph.nodes.0`).
-DEEP_SUBFIELDS = frozenset({("item", "message"), ("graph", "nodes"), ("execution", "error")})
+# The subfields that hold any JSON below them: a thread item's whole message (a `json` item's is any value) and a
+# failed run's error (`execution.error.message`).
+DEEP_SUBFIELDS = frozenset({("item", "message"), ("execution", "error")})
 
 
 def resolve_in_event(envelope: dict[str, Any], path: str) -> Any | Missing:
     """The value at `path` in an envelope, the seed's spellings included."""
-    return resolve(envelope, SEED_PATHS.get(path, path))
+    return resolve(envelope, canonical_path(path))
 
 
 def why_unresolvable(
@@ -68,10 +78,12 @@ def why_unresolvable(
     `declared`: the application's event types (name to schema), whose events carry `data` as their schema
     holds it, besides the fields every event has.
     """
-    path = SEED_PATHS.get(path, path)
+    path = canonical_path(path)
     field, _, rest = path.partition(".")
     if field not in SUBFIELDS:
         return f"no event has a field {field!r}"
+    if field == "graph" and rest and not rest.isdigit():
+        return "'graph' is the list of the node ids a change names: a path into it is an index (graph.0)"
     allowed = SUBFIELDS[field]
     if rest and allowed is not None:
         sub = rest.split(".")[0]

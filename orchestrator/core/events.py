@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, JsonValue, computed_field
+from pydantic import BaseModel, ConfigDict, JsonValue, computed_field, field_validator
 from pydantic_core import to_jsonable_python
 
 # How much of a thread item's message an event carries: a preview, never the item.
@@ -67,8 +67,13 @@ class Event(BaseModel):
     data: dict[str, Any] | None = None
     # What caused it (`orchestrator.causes`): the outside request, a run and its batch, a batch, a schedule.
     cause: dict[str, Any] | None = None
-    # graph.changed: `{"nodes": [the ids of the nodes the update changed]}`.
-    graph: dict[str, Any] | None = None
+    # graph.changed: the ids of the nodes the update changed (stored as `{"nodes": [...]}`).
+    graph: list[Any] | None = None
+
+    @field_validator("graph", mode="before")
+    @classmethod
+    def _node_ids(cls, stored: Any) -> Any:
+        return graph_nodes(stored)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -122,7 +127,7 @@ def envelope_of(row: Mapping[str, Any]) -> dict[str, Any]:
     if cause is not None:
         envelope["cause"] = cause
     if graph is not None:
-        envelope["graph"] = graph
+        envelope["graph"] = graph_nodes(graph)
     actor = actor_of(envelope["source"], cause)
     if actor is not None:
         envelope["actor"] = actor
@@ -190,8 +195,16 @@ def message_of(envelope: dict[str, Any]) -> dict[str, Any]:
         envelope.get("alias"),
         item.get("id") if isinstance(item, dict) else None,
         execution.get("id") if isinstance(execution, dict) else None,
-        graph["nodes"] if isinstance(graph, dict) and isinstance(graph.get("nodes"), list) else None,
+        graph if isinstance(graph, list) else None,
     )
+
+
+def graph_nodes(stored: Any) -> Any:
+    """A `graph.changed`'s `graph` as the envelope has it, the list of node ids, from the row's `{"nodes": [...]}`
+    (anything else as it is)."""
+    if isinstance(stored, dict) and isinstance(stored.get("nodes"), list):
+        return stored["nodes"]
+    return stored
 
 
 def pointer(

@@ -124,8 +124,7 @@ def aliases_of(envelope: dict[str, Any]) -> list[str]:
     alias = envelope.get("alias")
     if isinstance(alias, str):
         return [alias]
-    graph = envelope.get("graph")
-    nodes = graph.get("nodes") if isinstance(graph, dict) else None
+    nodes = envelope.get("graph")
     return [node for node in nodes if isinstance(node, str)] if isinstance(nodes, list) else []
 
 

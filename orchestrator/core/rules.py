@@ -28,7 +28,7 @@ from orchestrator.core.declaration import (
     WhereNot,
     WorkflowAction,
 )
-from orchestrator.core.envelope_paths import SEED_PATHS
+from orchestrator.core.envelope_paths import canonical_path
 from orchestrator.core.globs import glob_body
 
 # The most probe rows one version gets; past it the `eq` term, then the alias heads, are left out.
@@ -83,7 +83,7 @@ class Rule:
 
 def split_path(path: str) -> tuple[str, tuple[str, ...]]:
     """An envelope path as (the field it starts in, the rest), the seed's spellings read as the envelope's."""
-    parts = SEED_PATHS.get(path, path).split(".")
+    parts = canonical_path(path).split(".")
     return parts[0], tuple(parts[1:])
 
 
@@ -124,10 +124,10 @@ def _eq_term(where: Sequence[WhereItem]) -> tuple[str, list[Any]] | None:
     conditions = [item for item in where if isinstance(item, WhereCondition)]
     for condition in conditions:
         if condition.op == "eq":
-            return SEED_PATHS.get(condition.path, condition.path), [condition.value]
+            return canonical_path(condition.path), [condition.value]
     for condition in conditions:
         if condition.op == "in" and 0 < len(condition.value) <= MAX_IN_PROBES:
-            return SEED_PATHS.get(condition.path, condition.path), list(condition.value)
+            return canonical_path(condition.path), list(condition.value)
     return None
 
 

@@ -35,7 +35,7 @@ class Graphs(PostgresStore):
             if replayed is not None:
                 if replayed.type != "graph.changed":
                     raise CommandError("invalid_request", KEY_REUSED)
-                changed = (replayed.graph or {}).get("nodes", [])
+                changed = list(replayed.graph or [])
                 return {"rev": (replayed.data or {}).get("rev"), "changed": changed}, replayed.id
             row = await _graph_row(conn, session_id)
             rev = int(row["rev"])

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from orchestrator.core.declaration import ListenerFilter, WhereCondition, parse_declaration
+from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import json_equal, listener_accepts, matches, mismatch
 from orchestrator.core.limits import Limits
 
@@ -311,3 +312,24 @@ def test_an_ordering_of_created_at_saved_before_values_were_checked_compares_as_
     stored = WhereCondition.model_construct(path="created_at", op="gt", value="2026-02-30T00:00:00Z")
     assert matches(ListenerFilter(where=[stored]), {**POSTED, "created_at": "2026-03-01T00:00:00Z"})
     assert not matches(ListenerFilter(where=[stored]), {**POSTED, "created_at": "2026-02-29T00:00:00Z"})
+
+
+def test_a_graph_change_names_its_nodes_as_a_list_and_graph_nodes_still_reads_it() -> None:
+    """SPEC 2: `graph` is the ids of the nodes the update changed; `graph.nodes`, its spelling before, still reads
+    them, in `where` and for `filter.aliases` (a graph change matches by its node ids)."""
+    changed: dict[str, Any] = {"id": 7, "session_id": "s1", "type": "graph.changed", "graph": ["missions/1", "m2"],
+                               "source": {}, "depth": 0, "data": {"rev": 2}}  # fmt: skip
+    for path in ("graph.0", "graph.nodes.0"):
+        assert matches(_where(path, "eq", "missions/1"), changed), path
+    assert matches(_where("graph", "contains", "m2"), changed)
+    assert matches(_where("graph.nodes", "contains", "m2"), changed)
+    assert matches(ListenerFilter(types=["graph.changed"], aliases=["missions/**"]), changed)
+    with pytest.raises(CommandError, match="a path into it is an index"):
+        parse_declaration(
+            {
+                "name": "g",
+                "filter": {"types": ["graph.changed"], "where": [{"path": "graph.rev", "op": "eq", "value": 1}]},
+                "action": {"type": "workflow", "workflow": "w"},
+            },
+            Limits(),
+        )

@@ -42,7 +42,7 @@ TYPE_GLOBS = ["object.**", "object.written", "object.*", "*.written", "thread.it
 ALIAS_GLOBS = ["a/**", "a/*", "a/b", "*/b", "**/c", "a/*/c", "x*", "a/b*", "**", "a.b/**", "n*"]
 PATHS = ["alias", "object.alias", "type", "data.n", "data.s", "data.l", "data.o", "data.l.0", "data.o.k",
          "source.client", "source.listener", "item.role", "item.type", "item.message", "item.message.k", "depth",
-         "actor.key", "actor.listener", "data.missing", "execution.status", "graph.nodes.0", "id",
+         "actor.key", "actor.listener", "data.missing", "execution.status", "graph.nodes.0", "graph.1", "graph", "id",
          "session_id"]  # fmt: skip
 KEY_PATHS = ["alias", "data.n", "data.s", "data.o", "data.l", "item.role", "data.missing", "item.message", "depth"]
 # Text with LIKE's metacharacters (`%`, `_`, `\`) and a regular expression's: `prefix` and `contains` read a value

@@ -1,5 +1,6 @@
 -- The value at a path in an event's envelope (`core/envelope_paths.resolve_in_event`): `root` the field it starts
--- in, `rest` the path below it. A thread item's `message` is its whole message, not the preview.
+-- in, `rest` the path below it. A thread item's `message` is its whole message, not the preview; `graph` the
+-- list of the node ids a `graph.changed` names.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_value(e orchestrator.events, p_root text, p_rest text[])
 RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -17,7 +18,13 @@ BEGIN
         WHEN 'source' THEN v := e.source;
         WHEN 'data' THEN v := e.data;
         WHEN 'cause' THEN v := e.cause;
-        WHEN 'graph' THEN v := e.graph;
+        WHEN 'graph' THEN
+            -- The list of node ids (kept as `{"nodes": [...]}`); a rule compiled from `graph.nodes...` before
+            -- `graph` was the list reads it too.
+            v := e.graph -> 'nodes';
+            IF p_rest[1] = 'nodes' THEN
+                p_rest := p_rest[2:];
+            END IF;
         WHEN 'actor' THEN v := orchestrator.orchestrator_actor(e.source, e.cause);
         WHEN 'item' THEN
             v := e.item;
