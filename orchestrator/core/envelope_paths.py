@@ -29,6 +29,7 @@ def canonical_path(path: str) -> str:
         return "graph" + path[len(_GRAPH_NODES) :]
     return SEED_PATHS.get(path, path)
 
+
 # Every event type the platform writes, and the envelope fields each carries beside the common ones.
 EVENT_FIELDS: dict[str, frozenset[str]] = {
     "object.written": frozenset({"alias", "data"}),
