@@ -75,12 +75,16 @@ def _aliases(name: str, request: Any) -> tuple[str, ...]:
     return ()
 
 
-def _types(name: str, request: Any) -> tuple[str, ...]:
+def _types(name: str, request: Any) -> dict[str, str]:
+    """Each event type the command emits, with the field it first came in."""
     if name == "emit_event":
-        return (request.type,)
+        return {request.type: "type"}
     if name == "emit_events":
-        return tuple(dict.fromkeys(e.type for e in request.events))
-    return ()
+        first: dict[str, str] = {}
+        for n, event in enumerate(request.events):
+            first.setdefault(event.type, f"events.{n}.type")
+        return first
+    return {}
 
 
 def writes_of(name: str, request: Any) -> int:
@@ -105,9 +109,18 @@ async def target_of(platform: CommandContext, caller: Caller, name: str, request
     emits: tuple[tuple[str, tuple[str, ...] | None], ...] = ()
     types = _types(name, request)
     if types and found:
-        allows = await platform.store.event_type_allows(types)
+        allows = await platform.store.event_type_allows(tuple(types))
         emits = tuple((t, None if allows.get(t) is None else tuple(allows[t] or ())) for t in types)
-    return Target(session_id, found, alias, _aliases(name, request), emits)
+    alias_fields = tuple(f"objects.{n}.alias" for n in range(len(request.objects))) if name == "write_objects" else ()
+    return Target(
+        session_id,
+        found,
+        alias,
+        _aliases(name, request),
+        emits,
+        alias_fields=alias_fields,
+        emit_fields=tuple(types.values()) if emits else (),
+    )
 
 
 async def authorize(platform: CommandContext, caller: Caller, name: str, request: Any) -> None:

@@ -111,6 +111,10 @@ class Target:
     aliases: tuple[str, ...] = ()
     emits: tuple[tuple[str, tuple[str, ...] | None], ...] = ()
     new_session_alias: str | None = None
+    # The field each of `aliases` and `emits` came in (`objects.3.alias`, `events.0.type`), when not `alias`
+    # and `type`: a refusal names the one at fault.
+    alias_fields: tuple[str, ...] = ()
+    emit_fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -217,14 +221,16 @@ def _in_session(grant: Grant, command: str, need: Need, target: Target) -> Verdi
         ok = grant.writes_session(alias)
         return ALLOWED if ok else _denied("session_id", f"{command} needs a write: scope on the whole session")
     if need == "write_aliases":
-        for written in target.aliases:
+        for n, written in enumerate(target.aliases):
             if not grant.writes_alias(alias, written):
-                return _denied("alias", f"no write: scope covers {written!r} in this session")
+                field = target.alias_fields[n] if n < len(target.alias_fields) else "alias"
+                return _denied(field, f"no write: scope covers {written!r} in this session")
         return ALLOWED
     if need == "emit":
-        for event_type, allow in target.emits:
+        for n, (event_type, allow) in enumerate(target.emits):
             if not grant.emits(event_type, allow, alias):
-                return _denied("type", f"no scope may emit {event_type!r} into this session")
+                field = target.emit_fields[n] if n < len(target.emit_fields) else "type"
+                return _denied(field, f"no scope may emit {event_type!r} into this session")
         return ALLOWED
     # listeners_in_session
     return ALLOWED if grant.listeners else _denied("command", f"{command} needs the listeners scope")

@@ -269,3 +269,19 @@ async def test_a_stream_a_key_opened_ends_within_a_second_of_the_keys_revocation
         ended_after = asyncio.get_running_loop().time() - revoked_at
     assert "event: closed" in tail and any("revoked" in line for line in tail), tail
     assert ended_after < 1.5, f"the stream went on {ended_after:.2f} s after its key was revoked"
+
+
+async def test_a_refusal_of_one_write_among_many_names_the_one_at_fault(api: Api) -> None:
+    """A key may write `notes/*` in its sessions and emit `chat.*`: the second object of a `write_objects` and the
+    second event type of an `emit_events` are refused by their own fields, and nothing is written."""
+    sid = (await api.admin.open_session(alias="t1/s"))["session"]["id"]
+    for name in ("chat.sent", "audit.logged"):
+        await api.admin.save_event_type(name, {"type": "object"})
+    secret = await api.key("writer", ["write:t1/**:notes/*", "emit:chat.*", "read:t1/**"])
+    objects = [{"alias": "notes/1", "value": {"type": "n"}}, {"alias": "other/1", "value": {"type": "n"}}]
+    refused = (await api.post({"command": "write_objects", "session_id": sid, "objects": objects}, secret)).json()
+    assert (refused["error"], refused["message"].split(":")[0]) == ("access_denied", "objects.1.alias"), refused
+    events = [{"type": name, "data": {}} for name in ("chat.sent", "chat.sent", "audit.logged")]
+    refused = (await api.post({"command": "emit_events", "session_id": sid, "events": events}, secret)).json()
+    assert (refused["error"], refused["message"].split(":")[0]) == ("access_denied", "events.2.type"), refused
+    assert (await api.admin.list_session_events(sid))["events"] == []
