@@ -5,12 +5,8 @@
 -- the listener version in effect now (null: deleted); `p_version` the version the event was routed by (null: not
 -- known, so asked again), `p_listener`/`p_lane` the lane, whose own silence it always takes.
 --
--- Its size is what it weighs in its batch (which stops before 512 KiB, as its run's input would): the row, a
--- thread item's whole message, which its run's `batch.events` carries where the row keeps a preview, and data
--- PostgreSQL keeps compressed by its text (200 KB of one letter is a row of 2.4 KB; the run reads 200 KB). Only
--- a compressed value is written out as text, so the bulk path's small events pay a test, not a serialization.
--- Inside this function `e.data` may come already decompressed while `e.*` is the row as kept (seen on 18): a
--- value larger than its whole row is one so.
+-- Its size is what it weighs in its batch (which stops before 512 KiB, as its run's input would): the row, and a
+-- thread item's whole message, which its run's `batch.events` carries where the row keeps a preview.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_queued(e orchestrator.events, r orchestrator.listener_rules,
     p_version integer, p_listener text, p_lane text)
 RETURNS json LANGUAGE sql STABLE AS $$
@@ -20,9 +16,7 @@ RETURNS json LANGUAGE sql STABLE AS $$
             + CASE WHEN e.type = 'thread.item_posted' THEN coalesce((
                   SELECT octet_length(coalesce(t.message, t.message_json::text)) FROM orchestrator.thread_items t
                   WHERE t.session_id = e.session_id AND t.alias = e.alias AND t.id = e.item ->> 'id'), 0)
-                   ELSE 0 END
-            + CASE WHEN pg_column_compression(e.data) IS NOT NULL OR pg_column_size(e.data) > pg_column_size(e.*)
-                   THEN octet_length(e.data::text) ELSE 0 END,
+                   ELSE 0 END,
         CASE WHEN r.distinct_root IS NOT NULL
              THEN orchestrator.orchestrator_canonical(orchestrator.orchestrator_value(e, r.distinct_root,
                  r.distinct_rest)) END,
