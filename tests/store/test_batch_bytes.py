@@ -1,13 +1,10 @@
 """What an event weighs in its batch, which stops before 512 KiB as its run's input would when the action carries
-the entries whole (`orchestrator_queued`): a thread item by its whole message, not the preview its event keeps.
-Data PostgreSQL keeps compressed still weighs its compressed size (a known gap, marked). A batch whose run gets
-pointers only is cut by `max_events` alone."""
+the entries whole (`orchestrator_queued`): a thread item by its whole message, not the preview its event keeps;
+data PostgreSQL keeps compressed by its text. A batch whose run gets pointers only is cut by `max_events` alone."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from orchestrator.core.lane_keys import lane_workflow_id
 from orchestrator.core.lane_snapshot import LaneAddress, Take
@@ -52,11 +49,6 @@ async def test_a_thread_item_weighs_its_whole_message(platform: Platform) -> Non
     assert taken == 2, "three of 200 KB pass 512 KiB: the batch stops at two"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a known gap: weighing compressed data by its text cost PostgreSQL 10 to 30 us an event on the bulk"
-    " path (bench.bulk_events --cases 1000, against the build before), so it is not built; docs/scaling.md",
-)
 async def test_data_kept_compressed_weighs_what_its_run_reads(platform: Platform) -> None:
     """200 KB of one letter is a row of about 2.4 KB as PostgreSQL keeps it (compressed): weighed so, twenty such
     events made one batch of 4 MB, which Temporal refuses."""

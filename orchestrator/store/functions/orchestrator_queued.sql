@@ -5,8 +5,12 @@
 -- the listener version in effect now (null: deleted); `p_version` the version the event was routed by (null: not
 -- known, so asked again), `p_listener`/`p_lane` the lane, whose own silence it always takes.
 --
--- Its size is what it weighs in its batch (which stops before 512 KiB, as its run's input would): the row, and a
--- thread item's whole message, which its run's `batch.events` carries where the row keeps a preview.
+-- Its size is what it weighs in its batch (which stops before 512 KiB, as its run's input would): the row, a
+-- thread item's whole message, which its run's `batch.events` carries where the row keeps a preview, and data
+-- PostgreSQL keeps compressed by its text (200 KB of one letter is a row of 2.4 KB). Where PostgreSQL does not
+-- inline this function it hands `e.data` decompressed while `e.*` is the row as kept, so a value of over 2,000
+-- bytes as read counts too (a row over about 2 KB is compressed or moved out before it is kept; one moved out
+-- whole, data that does not compress, then weighs twice: a batch stops early, never past its budget).
 --
 -- Inlined by PostgreSQL into the statement that reads the lane (no sub-select here: `orchestrator_item_bytes`),
 -- some 3 to 4 us a waiting event; not inlined, it cost some 25.
@@ -17,7 +21,9 @@ RETURNS json LANGUAGE sql STABLE AS $$
         e.id, extract(epoch FROM e.created_at), e.depth,
         pg_column_size(e.*)
             + CASE WHEN e.type = 'thread.item_posted'
-                   THEN orchestrator.orchestrator_item_bytes(e.session_id, e.alias, e.item ->> 'id') ELSE 0 END,
+                   THEN orchestrator.orchestrator_item_bytes(e.session_id, e.alias, e.item ->> 'id')
+                   WHEN pg_column_compression(e.data) IS NOT NULL OR pg_column_size(e.data) > 2000
+                   THEN octet_length(e.data::text) ELSE 0 END,
         CASE WHEN r.distinct_root IS NOT NULL
              THEN orchestrator.orchestrator_canonical(orchestrator.orchestrator_value(e, r.distinct_root,
                  r.distinct_rest)) END,
