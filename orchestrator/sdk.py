@@ -165,14 +165,14 @@ class RunSession:
         alias: str,
         repeat: dict[str, Any],
         target: dict[str, Any],
-        target_type: str = "object",
+        target_type: str | None = None,
         **timing: Any,
     ) -> dict[str, Any]:
         """Set a timer of the run's own (the seed's `ctx.schedule`): `repeat` as `create_schedule` takes it
         (`one_time` at an `invocation_time`, `recurring_cron` in a `timezone`, `interval` every so many
         seconds), firing `target` (an object write, or a workflow to start). The same alias again replaces it.
-        A firing's events carry the schedule and when it was due in their `cause`. `invocation_target_type`, as
-        `create_schedule` spells it, is taken for `target_type`."""
+        A firing's events carry the schedule and when it was due in their `cause`. `target_type` (or
+        `invocation_target_type`, as `create_schedule` spells it) is found from `target` when not given."""
         target_type = timing.pop("invocation_target_type", target_type)
         result: dict[str, Any] = await self._call(
             "schedule", True, alias=alias, repeat=repeat, target=target, invocation_target_type=target_type, **timing
@@ -243,8 +243,9 @@ class RunSession:
         limit: int | None = None,
         types: list[str] | None = None,
     ) -> dict[str, Any]:
-        """The session's stream as the command answers it: `events`, and `last_id`, where to continue (the last
-        id answered, or `after` when none). `after=batch.first_id - 1, before=batch.last_id + 1` reads around
+        """The session's stream as the command pages it: `events`, and `last_id`, where to continue (the last
+        id answered, or `after` when none; not the command's `first_id` after retention). `after=batch.first_id - 1,
+        before=batch.last_id + 1` reads around
         the batch (SPEC 4: no cursor in the application)."""
         events = await self.list_events(after=after, before=before, limit=limit, types=types)
         return {"events": events, "last_id": events[-1]["id"] if events else (after or 0)}

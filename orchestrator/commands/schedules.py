@@ -93,7 +93,13 @@ def nested_form(data: Any) -> Any:
     target = data.get("target")
     if isinstance(target, dict):
         if data.get("invocation_target_type") is None:
-            kind = "workflow" if "workflow" in target else "object" if "value" in target else None
+            kind = (
+                "workflow"
+                if target.get("workflow") is not None
+                else "object"
+                if target.get("value") is not None
+                else None
+            )
             if kind is not None:
                 data["invocation_target_type"] = kind
         if data.get("alias") is None and isinstance(target.get("alias"), str):

@@ -86,7 +86,9 @@ def parse_stream(
     """The stream's parameters, checked like a saved listener's (against the application's event types too);
     raises CommandError naming the field."""
     try:
-        flt = ListenerFilter.model_validate(_json_param("filter", filter_param), strict=True)
+        flt = ListenerFilter.model_validate(
+            _json_param("filter", filter_param), strict=True, context={"limits": limits}
+        )
     except pydantic.ValidationError as err:
         raise CommandError("invalid_request", field_errors_message(err, "filter", union_tags=WHERE_TAGS)) from None
     try:

@@ -16,11 +16,10 @@ from collections.abc import Collection, Sequence
 from typing import Literal
 
 from orchestrator.core.backoff import retry_delay
-from orchestrator.core.batch_cuts import BATCH_BYTES, Cut, cut
+from orchestrator.core.batch_cuts import Cut, cut
 from orchestrator.core.declaration import (
     ListenerDeclaration,
     WorkflowAction,
-    action_templates,
     effective_max_parallel,
     lane_run_slots,
     lane_timing,
@@ -45,7 +44,6 @@ from orchestrator.core.lane_snapshot import (
     depth_of,
 )
 from orchestrator.core.limits import Limits
-from orchestrator.core.templates import carries_entries
 from orchestrator.core.throttles import UNKEYED, free_prefix, held_until
 from orchestrator.core.verdicts import batch_verdict
 
@@ -320,25 +318,16 @@ def _batch(snap: LaneSnapshot, now: float, limits: Limits, registered: Collectio
     return _taking(snap, "batch", tuple(taken.consumed), tuple(taken.entries), limits, registered)
 
 
-def batch_bytes(decl: ListenerDeclaration) -> int:
-    """What a batch's entries may weigh: within Temporal's payload limits when its action carries them whole
-    (`batch.events`, the whole `batch`); otherwise its run gets pointers (60 bytes or so an entry) and
-    `max_events` alone cuts it (SPEC 3: a burst is one batch per window of at most `max_events`)."""
-    carried = any(carries_entries(t) for t in action_templates(decl.action).values())
-    return BATCH_BYTES if carried else UNBOUNDED_BYTES
-
-
 def _cut_accepted(waiting: Sequence[Queued], decl: ListenerDeclaration) -> Cut[Queued] | None:
     """The batch a re-saved listener takes (SPEC 3: a new version replaces the old one for every later batch):
     its entries, `max_events`, `distinct_by` and byte budget are of the events it takes now; those it no longer
     takes among them are consumed with no entry. With none it takes, the whole cut goes, to be skipped
     `unmatched`."""
     distinct = decl.batch.distinct_by is not None
-    budget = batch_bytes(decl)
     accepted = [q for q in waiting if q.accepted]
     if len(accepted) == len(waiting) or not accepted:
-        return cut(waiting, decl.batch.max_events, distinct, budget)
-    taken = cut(accepted, decl.batch.max_events, distinct, budget)
+        return cut(waiting, decl.batch.max_events, distinct)
+    taken = cut(accepted, decl.batch.max_events, distinct)
     assert taken is not None
     # Still a prefix of what waits: everything before the first event it takes that the batch leaves.
     left = next((q.id for q in accepted if q.id > taken.through), None)

@@ -3,7 +3,7 @@
 Owns path syntax (`item.type`, `batch.events.0.alias`), resolution and the canonical text of a value used
 to group by it. A segment that is a non-negative integer indexes a list; on a dict it is an ordinary key.
 `None` counts as missing: the envelope leaves empty fields out, so a path that reaches a null is treated
-exactly like one that reaches nothing, and the two can never behave differently.
+like one that reaches nothing (a template alone tells a null that is there at a path's end: it renders it).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ action is the engine's. Nothing is evaluated as code: a hole holds a dotted path
 A string that is exactly one hole becomes the value at its path, keeping its type; holes inside a longer
 string are interpolated as text (strings as they are, anything else as compact JSON). Dict keys are not
 rendered. A path no batch of the listener's types can hold is refused at save (`why_no_hole`); one that
-does not resolve in a given batch (or reaches null) raises TemplateError, which the engine records as an
-`invocation_error`. Text that merely looks like a brace (`{{` with no closing `}}`) is left as it is.
+does not resolve in a given batch (or goes on through a null) raises TemplateError, which the engine records as
+an `invocation_error`; one whose last step is a null that is there renders null. Text that merely looks like a
+brace (`{{` with no closing `}}`) is left as it is.
 """
 
 from __future__ import annotations
@@ -153,16 +154,6 @@ def needs_envelopes(template: Any) -> bool:
     for path in holes(template):
         root, _, rest = path.partition(".")
         if root in ENVELOPE_ROOTS or (root == "batch" and (not rest or rest.split(".")[0] == "events")):
-            return True
-    return False
-
-
-def carries_entries(template: Any) -> bool:
-    """Whether `template` carries every entry of a batch whole (`batch.events`, or the whole `batch`): only such a
-    batch weighs what its events weigh, and is cut within Temporal's payload limits (`batch_cuts.BATCH_BYTES`)."""
-    for path in holes(template):
-        root, _, rest = path.partition(".")
-        if root == "batch" and (not rest or rest.split(".")[0] == "events"):
             return True
     return False
 

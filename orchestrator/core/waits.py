@@ -66,7 +66,7 @@ def parse_wait(body: Any, event_types: Mapping[str, Mapping[str, Any]] | None = 
     (`conditions.1.where.0.op: ...`), with a type no event can have and a path that never resolves refused as a
     listener's are."""
     try:
-        spec = WaitSpec.model_validate(body, strict=True)
+        spec = WaitSpec.model_validate(body, strict=True, context={})  # input checked: see `WhereCondition`
     except pydantic.ValidationError as exc:
         raise CommandError("invalid_request", field_errors_message(exc, "", union_tags=WHERE_TAGS)) from None
     problems: list[str] = []

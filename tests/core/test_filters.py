@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.core.declaration import ListenerFilter, WhereCondition, parse_declaration
+from orchestrator.core.declaration import ListenerDeclaration, ListenerFilter, WhereCondition, parse_declaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import json_equal, listener_accepts, matches, mismatch
 from orchestrator.core.limits import Limits
@@ -294,6 +294,9 @@ def test_created_at_compares_as_an_instant(created_at: str, op: str, value: str,
         "2026-12-06 14:00:00Z",
         "2026-12-06T14:00:00.1234567Z",
         "2026-12-06T14:00:00+15:00",
+        "2026-12-06T14:00:00+01:60",
+        "2026-12-06T24:00:00Z",
+        "2026-12-06T23:59:60Z",
         "2026-02-30T14:00:00Z",
         "2026-12-06T14:00:00Z\n",
         "yesterday",
@@ -302,7 +305,7 @@ def test_created_at_compares_as_an_instant(created_at: str, op: str, value: str,
 )
 def test_an_ordering_of_created_at_takes_only_an_instant_with_a_zone(value: Any) -> None:
     with pytest.raises(ValueError, match="created_at compares with an instant"):
-        WhereCondition.model_validate({"path": "created_at", "op": "gt", "value": value})
+        WhereCondition.model_validate({"path": "created_at", "op": "gt", "value": value}, context={"limits": Limits()})
     # Other paths compare text or numbers as they always have, and `eq` on created_at is the envelope's text.
     WhereCondition.model_validate({"path": "data.at", "op": "gt", "value": value})
     WhereCondition.model_validate({"path": "created_at", "op": "eq", "value": value})
@@ -333,3 +336,12 @@ def test_a_graph_change_names_its_nodes_as_a_list_and_graph_nodes_still_reads_it
             },
             Limits(),
         )
+
+
+def test_a_stored_ordering_of_created_at_from_before_the_check_still_loads() -> None:
+    """The check is of input (validated with a context): a body stored before it loads, and compares as text."""
+    body = {"name": "old", "filter": {"where": [{"path": "created_at", "op": "gt", "value": "2026-01-01"}]},
+            "action": {"type": "workflow", "workflow": "w"}}  # fmt: skip
+    ListenerDeclaration.model_validate(body)
+    with pytest.raises(CommandError, match="created_at compares with an instant"):
+        parse_declaration(body, Limits())

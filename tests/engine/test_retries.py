@@ -244,6 +244,7 @@ async def test_a_failing_run_is_repeated_then_reported_with_listener_failed(
         ("success", 2),
     ], "each repeat has its own receipt"
     assert all(r["metadata"]["event_ids"] == ids and r["metadata"]["listener"] == "flaky" for r in receipts)
+    assert [r["message"] for r in receipts] == [r["metadata"] for r in receipts], "the message is the receipt"
 
     [failed] = await events_of(engine, sid, "listener.failed")
     assert failed["source"]["listener"] == "flaky"

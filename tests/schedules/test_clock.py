@@ -143,3 +143,13 @@ async def test_a_flat_body_with_a_bad_target_is_refused_naming_the_field(engine:
         )
         assert reply["status"] == "error" and field in reply["message"], reply
     assert (await engine.command("list_schedules", session_id=sid))["schedules"] == []
+
+
+def test_a_target_that_names_a_workflow_as_null_writes_an_object() -> None:
+    """A flat body often carries every field, null where its target has none: `workflow: null` names no run."""
+    from orchestrator.commands.schedules import nested_form
+
+    body = {"repeat": "interval", "every_seconds": 60, "invocation_target": {"target": {"session": "ses_1"},
+            "alias": "ops/clock", "value": {"type": "tick"}, "workflow": None, "input": None}}  # fmt: skip
+    nested = nested_form(body)
+    assert (nested["invocation_target_type"], nested["alias"]) == ("object", "ops/clock")

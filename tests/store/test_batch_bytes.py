@@ -1,6 +1,6 @@
 """What an event weighs in its batch, which stops before 512 KiB as its run's input would when the action carries
-the entries whole (`orchestrator_queued`): a thread item by its whole message, not the preview its event keeps;
-data PostgreSQL keeps compressed by its text. A batch whose run gets pointers only is cut by `max_events` alone."""
+the entries whole or its run reads them (`orchestrator_queued`): a thread item by its whole message, not the preview
+its event keeps; data PostgreSQL keeps compressed by its text."""
 
 from __future__ import annotations
 
@@ -58,11 +58,3 @@ async def test_data_kept_compressed_weighs_what_its_run_reads(platform: Platform
     sizes, taken = await taken_of(platform, [emit, emit, emit], types=("app.note",))
     assert all(size > BIG for size in sizes), sizes
     assert taken == 2, "three of 200 KB pass 512 KiB: the batch stops at two"
-
-
-async def test_a_batch_whose_run_gets_pointers_only_is_cut_by_max_events_alone(platform: Platform) -> None:
-    """SPEC 3: a burst is one batch per window of at most `max_events`; pointers weigh some 60 bytes an entry."""
-    post = {"command": "post_thread_item", "alias": "chats/1", "item": {"type": "text", "message": "x" * BIG}}
-    sizes, taken = await taken_of(platform, [post, post, post], carried="{{ batch.messages }}")
-    assert all(size > BIG for size in sizes), sizes
-    assert taken == 3, "one batch: nothing of 200 KB travels"

@@ -488,7 +488,7 @@ async def test_orderings_of_created_at_route_by_the_instant_in_sql_as_in_python(
     "value",
     ["2026-12-06T14:00:00Z", "2026-12-06T14:00:00.5+14:00", "2026-12-06T14:00:00.123456-12:00", "2026-02-30T00:00:00Z",
      "2026-12-06T25:00:00Z", "2026-12-06T14:00:00+15:00", "2026-12-06", "2026-12-06 14:00:00Z", "0000-01-01T00:00:00Z",
-     "2026-12-06T14:00:00Z\n", 1, None],
+     "2026-12-06T14:00:00Z\n", "2026-12-06T14:00:00+01:60", "2026-12-06T24:00:00Z", 1, None],
 )  # fmt: skip
 async def test_an_instant_reads_in_sql_as_in_python_and_what_names_none_is_null_never_an_error(
     platform: Platform, value: Any

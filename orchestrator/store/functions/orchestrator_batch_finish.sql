@@ -73,7 +73,9 @@ BEGIN
     IF jsonb_typeof(c) = 'object' THEN
         -- A closed session takes no more thread items: the outcome is kept, the receipt left out.
         PERFORM orchestrator.orchestrator_post_thread_item(
-            v_session, c ->> 'alias', c ->> 'id', c ->> 'type', c ->> 'role', c ->> 'message', NULL, c ->> 'preview',
+            v_session, c ->> 'alias', c ->> 'id', c ->> 'type', c ->> 'role',
+            CASE WHEN jsonb_typeof(c -> 'message') = 'string' THEN c ->> 'message' END,
+            CASE WHEN jsonb_typeof(c -> 'message') NOT IN ('string', 'null') THEN c -> 'message' END, c ->> 'preview',
             c -> 'metadata', jsonb_build_object('listener', v_listener), (c ->> 'depth')::integer, c ->> 'key', NULL,
             c -> 'cause');
     END IF;

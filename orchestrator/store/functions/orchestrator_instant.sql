@@ -5,11 +5,11 @@ CREATE OR REPLACE FUNCTION orchestrator.orchestrator_instant(p_value jsonb)
 RETURNS timestamptz LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF jsonb_typeof(p_value) <> 'string' OR (p_value #>> '{}') !~
-        '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-](0[0-9]|1[0-4]):[0-9]{2})$' THEN
+        '^[0-9]{4}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-](0[0-9]|1[0-4]):[0-5][0-9])$' THEN
         RETURN NULL;
     END IF;
     RETURN (p_value #>> '{}')::timestamptz;
-EXCEPTION WHEN datetime_field_overflow OR invalid_datetime_format THEN
+EXCEPTION WHEN data_exception THEN
     RETURN NULL;
 END
 $$;
