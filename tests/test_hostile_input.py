@@ -80,7 +80,8 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
             "invocation_target_type": "object",
             "target": {"alias": "ops/clock", "value": {"type": "tick"}},
         },
-        ("session_id", "alias", "repeat", "invocation_target_type", "target"),
+        # `alias` and `invocation_target_type` are filled in from the target when left out.
+        ("session_id", "repeat", "target"),
     ),
     "update_schedule": ({"session_id": SESSION, "alias": "clock", "enabled": False}, ("session_id", "alias")),
     "get_schedule": ({"session_id": SESSION, "alias": "clock"}, ("session_id", "alias")),
