@@ -29,9 +29,9 @@ class AppLoadError(Exception):
 
 @dataclass(frozen=True)
 class UserApp:
-    """What a user's app module declares: `workflows` (required), `activities`, `listeners`, `event_types`
-    (each a `save_event_type` body), `captures` (each a `capture_table` body) and `schedules` (each a
-    `create_schedule` body naming its session by `session_alias`), all but the first optional; and `migrate`, a
+    """What a user's app module declares, each optional (but not all): `workflows`, `activities`, `listeners`,
+    `event_types` (each a `save_event_type` body), `captures` (each a `capture_table` body) and `schedules` (each a
+    `create_schedule` body naming its session by `session_alias`); and `migrate`, a
     callable taking the platform's database URL (sync or async) that makes the app's own tables before its
     declarations are planned."""
 
@@ -55,9 +55,15 @@ def workflow_names(workflows: Sequence[type]) -> list[str]:
     return names
 
 
+# What an app module may declare; one that declares none of them is not one (a wrong module, a typo).
+APP_NAMES = ("workflows", "activities", "listeners", "event_types", "captures", "schedules", "migrate")
+
+
 def load_app(spec: str) -> UserApp:
     """Import the app named by `spec` (a module name such as `examples.missions.app`, or a `.py` path)."""
     module = _import(spec)
+    if not any(hasattr(module, name) for name in APP_NAMES):
+        raise AppLoadError(f"app {spec!r}: the module declares none of {', '.join(f'`{n}`' for n in APP_NAMES)}")
     return UserApp(
         name=module.__name__,
         workflows=_workflows(spec, module),
@@ -112,10 +118,8 @@ def _import_path(spec: str) -> ModuleType:
         raise AppLoadError(f"app {spec!r}: importing it failed: {type(err).__name__}: {err}") from err
 
 
-def _as_list(spec: str, module: ModuleType, attr: str, *, required: bool) -> list[Any]:
+def _as_list(spec: str, module: ModuleType, attr: str) -> list[Any]:
     if not hasattr(module, attr):
-        if required:
-            raise AppLoadError(f"app {spec!r}: the module has no `{attr}` list")
         return []
     value = getattr(module, attr)
     if not isinstance(value, list | tuple):
@@ -124,7 +128,8 @@ def _as_list(spec: str, module: ModuleType, attr: str, *, required: bool) -> lis
 
 
 def _workflows(spec: str, module: ModuleType) -> list[type]:
-    workflows = _as_list(spec, module, "workflows", required=True)
+    # An app of listeners that write objects or thread items, or start runs another worker runs, has none.
+    workflows = _as_list(spec, module, "workflows")
     for index, item in enumerate(workflows):
         if not isinstance(item, type):
             raise AppLoadError(f"app {spec!r}: workflows[{index}] must be a workflow class, not {item!r}")
@@ -136,7 +141,7 @@ def _workflows(spec: str, module: ModuleType) -> list[type]:
 
 
 def _activities(spec: str, module: ModuleType) -> list[Callable[..., Any]]:
-    activities = _as_list(spec, module, "activities", required=False)
+    activities = _as_list(spec, module, "activities")
     for index, item in enumerate(activities):
         if not callable(item):
             raise AppLoadError(f"app {spec!r}: activities[{index}] must be an activity function, not {item!r}")
@@ -147,7 +152,7 @@ def _activities(spec: str, module: ModuleType) -> list[Callable[..., Any]]:
 
 
 def _bodies(spec: str, module: ModuleType, name: str) -> list[dict[str, Any]]:
-    bodies = _as_list(spec, module, name, required=False)
+    bodies = _as_list(spec, module, name)
     for index, item in enumerate(bodies):
         if not isinstance(item, dict):
             raise AppLoadError(

@@ -420,6 +420,7 @@ class Client:
         mode: str | None = None,
         reason: str | None = None,
         grace_seconds: float | None = None,
+        terminate: bool | None = None,
     ) -> dict[str, Any]:
         return await self._call(
             "stop_execution",
@@ -428,6 +429,7 @@ class Client:
             mode=mode,
             reason=reason,
             grace_seconds=grace_seconds,
+            terminate=terminate,
         )
 
     async def list_executions(
@@ -535,18 +537,26 @@ class Client:
 
     async def create_schedule(
         self,
-        session_id: str,
-        alias: str,
+        session_id: str | None,
+        alias: str | None,
         *,
-        repeat: dict[str, Any],
-        invocation_target_type: str,
-        target: dict[str, Any],
+        repeat: dict[str, Any] | str,
+        invocation_target_type: str | None = None,
+        target: dict[str, Any] | None = None,
         start_date: str | None = None,
         end_date: str | None = None,
         origin: dict[str, Any] | None = None,
         enabled: bool | None = None,
         replace: bool | None = None,
+        cron_expression: str | None = None,
+        timezone: str | None = None,
+        every_seconds: int | None = None,
+        invocation_time: str | None = None,
+        invocation_target: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
+        """The nested form (`repeat` an object, `target`), or the seed's flat one (`repeat` a string, its fields
+        beside it, `invocation_target` naming the session); `alias` and `invocation_target_type` default to what
+        the target says."""
         return await self._call(
             "create_schedule",
             session_id=session_id,
@@ -559,6 +569,11 @@ class Client:
             origin=origin,
             enabled=enabled,
             replace=replace,
+            cron_expression=cron_expression,
+            timezone=timezone,
+            every_seconds=every_seconds,
+            invocation_time=invocation_time,
+            invocation_target=invocation_target,
         )
 
     async def update_schedule(

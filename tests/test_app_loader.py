@@ -89,10 +89,29 @@ def test_activities_and_listeners_are_optional(tmp_path: Path) -> None:
     assert (app.activities, app.listeners) == ([], [])
 
 
+def test_an_app_of_listeners_alone_needs_no_workflows(tmp_path: Path) -> None:
+    """Listeners that write thread items or objects start no workflow of the app's: the module says only them."""
+    path = write_app(
+        tmp_path,
+        """
+        event_types = [{"name": "ticket.opened", "schema": {"type": "object"}}]
+        listeners = [{
+            "name": "echo",
+            "filter": {"types": ["ticket.opened"]},
+            "action": {"type": "object", "alias": "views/last", "value": {"type": "last", "id": "{{ batch.last_id }}"}},
+        }]
+        """,
+    )
+
+    app = load_app(str(path))
+
+    assert (app.workflows, [body["name"] for body in app.listeners]) == ([], ["echo"])
+
+
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        ("activities = []", "has no `workflows` list"),
+        ("WORKFLOWS = []", "declares none of `workflows`, `activities`, `listeners`"),
         ("workflows = 'Greet'", "`workflows` must be a list, not str"),
         ("workflows = [42]", "workflows[0] must be a workflow class"),
         (

@@ -100,6 +100,47 @@ def test_a_body_of_no_command_fits_none_of_the_bodies() -> None:
     assert validator.is_valid({"command": "whoami"})
 
 
+# Bodies the door takes for `create_schedule`, each as the model reads it: the document must take them too.
+SCHEDULE_BODIES = {
+    "flat, the session in its target": {
+        "command": "create_schedule",
+        "repeat": "recurring_cron",
+        "cron_expression": "0 9 * * *",
+        "timezone": "UTC",
+        "every_seconds": None,
+        "invocation_target": {"target": {"session": "ses_1", "blob": "b1"}, "alias": "digest", "value": {"type": "d"}},
+    },
+    "flat, an interval starting a run": {
+        "command": "create_schedule",
+        "session_id": "ses_1",
+        "alias": "tick",
+        "repeat": "interval",
+        "every_seconds": 60,
+        "invocation_target": {"target": {}, "workflow": "tick", "input": {"n": 1}},
+    },
+    "nested, its type and alias from the target": {
+        "command": "create_schedule",
+        "session_id": "ses_1",
+        "repeat": {"type": "one_time", "invocation_time": "2099-01-01T09:00:00"},
+        "target": {"alias": "digest", "value": {"type": "d"}},
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULE_BODIES))
+def test_the_document_takes_every_create_schedule_body_the_door_takes(name: str) -> None:
+    body = SCHEDULE_BODIES[name]
+    COMMANDS["create_schedule"].model.model_validate(body)  # the door takes it
+    jsonschema.Draft202012Validator(body_schema(openapi_document())).validate(body)
+
+
+def test_the_document_refuses_a_create_schedule_of_no_known_repeat() -> None:
+    validator = jsonschema.Draft202012Validator(body_schema(openapi_document()))
+    body = {**SCHEDULE_BODIES["flat, an interval starting a run"], "repeat": "weekly"}
+    assert not validator.is_valid(body)
+    assert not validator.is_valid({**body, "repeat": "interval", "hourly": True})  # no such field
+
+
 def test_the_stream_takes_a_listeners_filter_and_batch_as_json_query_parameters() -> None:
     document = openapi_document()
     stream = document["paths"]["/v1/sessions/{session_id}/stream"]["get"]

@@ -163,15 +163,20 @@ def unregistered_workflow(declaration: ListenerDeclaration, registered: list[str
     "get_listener",
     ListenerRef,
     reply="`listener` {name, version, effective_at, saved_at, body, and the body's own fields beside (`filter`,"
-    " `action`, ...)}",
+    " `action`, ...), the defaults it left out filled in}",
     errors=("not_found",),
     example={"command": "get_listener", "name": "respond"},
 )
 async def get_listener(platform: CommandContext, req: ListenerRef) -> dict[str, Any]:
     """A listener's version in effect: its body as saved, and when it took effect. The body's fields are also
-    beside the version's (`listener.filter` as `listener.body.filter`), as `save_listener` took them."""
-    found = await platform.store.get_listener(req.name)
-    return {"listener": {**found["body"], **found}}
+    beside the version's, with the defaults it left out (`listener.retry.delay_seconds` 30)."""
+    return {"listener": shown(await platform.store.get_listener(req.name))}
+
+
+def shown(found: dict[str, Any]) -> dict[str, Any]:
+    """A listener as the commands answer it: its version (`name`, `version`, `effective_at`, ...), its `body` as
+    saved, and beside them the body's fields as in effect, each default it left out filled in."""
+    return {**ListenerDeclaration.model_validate(found["body"]).model_dump(mode="json"), **found}
 
 
 @command(
@@ -189,12 +194,13 @@ async def delete_listener(platform: CommandContext, req: ListenerRef) -> dict[st
 @command(
     "list_listeners",
     ListListeners,
-    reply="`listeners` [{name, version, effective_at, saved_at, body}], by name",
+    reply="`listeners` [{name, version, effective_at, saved_at, body, and the body's fields beside, defaults filled"
+    " in}], by name",
     example={"command": "list_listeners"},
 )
 async def list_listeners(platform: CommandContext, req: ListListeners) -> dict[str, Any]:
-    """Every listener declared and not deleted, by name."""
-    return {"listeners": await platform.store.list_listeners()}
+    """Every listener declared and not deleted, by name, each as `get_listener` answers it."""
+    return {"listeners": [shown(found) for found in await platform.store.list_listeners()]}
 
 
 @command(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
@@ -90,6 +90,18 @@ class StopExecution(Request):
         le=MAX_CANCEL_GRACE_SECONDS,
         description="how long a cancelled run may clean up before it is terminated",
     )
+    # "Graceful unless asked to terminate" (SPEC 17), said as a flag.
+    terminate: bool | None = Field(default=None, description="true: `mode: terminate`; false: `mode: cancel`")
+
+    @model_validator(mode="after")
+    def _terminate(self) -> StopExecution:
+        if self.terminate is None:
+            return self
+        mode: Literal["cancel", "terminate"] = "terminate" if self.terminate else "cancel"
+        if "mode" in self.model_fields_set and self.mode != mode:
+            raise ValueError(f"terminate: {str(self.terminate).lower()} asks otherwise than mode {self.mode!r}")
+        self.mode = mode
+        return self
 
 
 class ListExecutions(Request):

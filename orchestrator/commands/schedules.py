@@ -15,7 +15,9 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, GetJsonSchemaHandler, model_validator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.commands.fields import Alias, Limit, SchemaOf, SessionId, check_payload
@@ -143,6 +145,43 @@ class CreateSchedule(Request):
     @classmethod
     def _flat(cls, data: Any) -> Any:
         return nested_form(data)
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        # The body before `nested_form`: the schema says what the door takes, both forms, and what a target
+        # fills in (the type, the alias) is not required of it. A body that says neither is refused naming it.
+        schema = handler.resolve_ref_schema(handler(core))
+        props = schema["properties"]
+        props["repeat"] = {
+            "description": props["repeat"].pop("description"),
+            "anyOf": [props["repeat"], {"enum": REPEAT_TYPES, "description": "the flat form: fields beside it"}],
+        }
+        props.update(FLAT_PROPERTIES)
+        schema["required"] = ["command", "repeat"]
+        return schema
+
+
+REPEAT_TYPES = ["recurring_cron", "interval", "one_time"]
+_FLAT = "the flat form (`repeat` a string): "
+FLAT_PROPERTIES: dict[str, Any] = {
+    "cron_expression": {"type": ["string", "null"], "description": _FLAT + "the cron of `recurring_cron`"},
+    "timezone": {"type": ["string", "null"], "description": _FLAT + "an IANA time zone"},
+    "every_seconds": {"type": ["integer", "null"], "description": _FLAT + "the seconds of `interval`"},
+    "invocation_time": {"type": ["string", "null"], "description": _FLAT + "the date-time of `one_time`"},
+    "invocation_target": {
+        "type": "object",
+        "description": "the seed's target: `target.session` the session (its other names kept as `origin`), "
+        "`alias` and `value` an object to write, or `workflow` and `input` a run to start",
+        "properties": {
+            "target": {"type": "object", "properties": {"session": {"type": "string"}}},
+            "alias": {"type": ["string", "null"]},
+            "value": {},
+            "workflow": {"type": ["string", "null"]},
+            "input": {},
+        },
+        "additionalProperties": False,
+    },
+}
 
 
 class UpdateSchedule(Request):

@@ -36,7 +36,7 @@ from orchestrator.core.instants import INSTANT_PATH, instant_of
 from orchestrator.core.limits import MAX_EVENTS_PER_BATCH, MAX_WINDOW_SECONDS, Limits
 from orchestrator.core.paths import validate_path
 from orchestrator.core.templates import holes, why_no_hole
-from orchestrator.core.validation import field_errors_message
+from orchestrator.core.validation import FieldProblem, field_errors_message
 from orchestrator.core.written import never_written
 
 MAX_RETRY_ATTEMPTS = 20
@@ -202,6 +202,23 @@ def never_holding(flt: ListenerFilter) -> list[str]:
     ]
 
 
+# The platform's types whose events `aliases` can take: those at an alias, and a graph change by its nodes' ids.
+# Every other type (an execution's, a listener's, the application's own) has no place.
+PLACED_TYPES = tuple(t for t, fields in EVENT_FIELDS.items() if "alias" in fields or "graph" in fields)
+
+
+def placeless(flt: ListenerFilter) -> list[str]:
+    """`aliases` on types none of whose events has a place, as `field: why`: nothing would pass the filter."""
+    if flt.aliases is None or flt.types is None:
+        return []
+    if any(compile_type_glob(glob).match(t) for glob in flt.types for t in PLACED_TYPES):
+        return []
+    return [
+        f"filter.aliases: no event of types {flt.types} is at an alias (only {', '.join(PLACED_TYPES)} are), so"
+        " nothing would ever pass the filter; leave aliases out"
+    ]
+
+
 def _depth(item: WhereItem) -> int:
     if isinstance(item, WhereAny):
         return 1 + max(_depth(i) for i in item.any)
@@ -227,9 +244,7 @@ class ListenerFilter(_Strict):
 
 
 class WaitCondition(ListenerFilter):
-    """What a run's wait (or a listener's `cancel_on`) hears: a filter whose types are required."""
-
-    types: list[TypeGlob] = Field(min_length=1, max_length=MAX_GLOBS)
+    """What a run's wait hears: a listener's filter (no `types`: events of any type, as a listener's)."""
 
 
 # How long a cancelled run may clean up before it is terminated, by default and at most.
@@ -241,8 +256,10 @@ MAX_CANCEL_ON = 10
 class CancelOn(WaitCondition):
     """An event that cancels the listener's running runs in its session: those whose lane key equals the event's
     value at `key` (no key: every running run of the listener in the session), if it committed after the run's
-    batch. The run gets Temporal's cancellation and `grace_seconds` to clean up, then is terminated."""
+    batch. The run gets Temporal's cancellation and `grace_seconds` to clean up, then is terminated. Its types
+    are required (SPEC 17: `[{types, where?, key?}]`): a cancellation on any event is too easy to write by mistake."""
 
+    types: list[TypeGlob] = Field(min_length=1, max_length=MAX_GLOBS)
     key: str | None = None
     grace_seconds: float = Field(default=DEFAULT_CANCEL_GRACE_SECONDS, ge=0, le=MAX_CANCEL_GRACE_SECONDS)
 
@@ -273,11 +290,12 @@ class Concurrency(_Strict):
                 " (GET /v1/sessions/{id}/stream with the filter and batch)"
             )
         if self.mode == "keyed" and self.key is None:
-            raise ValueError("mode keyed needs a key (a dotted path into the event)")
+            raise FieldProblem("key", "mode keyed needs a key (a dotted path into the event)")
         if self.mode != "keyed" and (self.key is not None or self.key_segments is not None):
-            raise ValueError(f"key and key_segments belong to mode keyed, not {self.mode}")
+            field = "key" if self.key is not None else "key_segments"
+            raise FieldProblem(field, f"key and key_segments belong to mode keyed, not {self.mode}")
         if self.mode == "serial" and "max_parallel" in self.model_fields_set:
-            raise ValueError("max_parallel does not apply to mode serial (one run at a time)")
+            raise FieldProblem("max_parallel", "does not apply to mode serial (one run at a time)")
         return self
 
 
@@ -301,21 +319,23 @@ class BatchSpec(_Strict):
     @model_validator(mode="after")
     def _fires_as_declared(self) -> BatchSpec:
         if self.max_wait_seconds is not None and self.debounce_seconds is None:
-            raise ValueError("max_wait_seconds caps a debounce: declare debounce_seconds too")
+            raise FieldProblem("max_wait_seconds", "caps a debounce: declare debounce_seconds too")
         if (
             self.debounce_seconds is not None
             and self.max_wait_seconds is not None
             and self.max_wait_seconds < self.debounce_seconds
         ):
-            raise ValueError(
+            raise FieldProblem(
+                "max_wait_seconds",
                 f"max_wait_seconds ({self.max_wait_seconds:g}) below debounce_seconds ({self.debounce_seconds:g})"
-                " could never let a quiet period end the window"
+                " could never let a quiet period end the window",
             )
         if self.max_wait_seconds is not None and self.max_wait_seconds < self.window_seconds:
             # With a debounce, `window_seconds` is the least a window stays open (`lane_clock.window_close`).
-            raise ValueError(
+            raise FieldProblem(
+                "max_wait_seconds",
                 f"max_wait_seconds ({self.max_wait_seconds:g}) below window_seconds ({self.window_seconds:g})"
-                " would close the window before it had been open window_seconds"
+                " would close the window before it had been open window_seconds",
             )
         return self
 
@@ -483,7 +503,7 @@ def parse_declaration(
             unresolvable.append(f"throttle.key: path {decl.throttle.key!r} never resolves: {why}")
     problems = [f"listener.{problem}" for problem in unresolvable]
     problems += [f"listener.{problem}" for problem in unknown_types(decl.filter.types, event_types)]
-    problems += [f"listener.{problem}" for problem in never_holding(decl.filter)]
+    problems += [f"listener.{problem}" for problem in never_holding(decl.filter) + placeless(decl.filter)]
     for n, cancel in enumerate(decl.cancel_on or ()):
         if cancel.key is not None and decl.concurrency.mode != "keyed":
             problems.append(
@@ -494,6 +514,7 @@ def parse_declaration(
             unresolvable_paths(cancel, BatchSpec(), cancel.key, event_types)
             + unknown_types(cancel.types, event_types)
             + never_holding(cancel)
+            + placeless(cancel)
         )
         problems += [
             f"listener.cancel_on.{n}.{problem.removeprefix('filter.').replace('concurrency.key', 'key')}"
@@ -514,6 +535,10 @@ def parse_declaration(
         problems += never_written("listener.action.value", action.value, item=False, max_bytes=limits.max_payload_bytes)
     if problems:
         raise CommandError("invalid_request", "; ".join(problems))
+    if "max_events" not in decl.batch.model_fields_set and decl.batch.max_events > limits.max_events_per_batch:
+        # The default is the most a batch takes unless the deployment allows fewer: then it is that (and saved).
+        batch = decl.batch.model_copy(update={"max_events": limits.max_events_per_batch})
+        decl = decl.model_copy(update={"batch": batch})
     return decl
 
 

@@ -6,7 +6,7 @@ The defaults are the specification's. A deployment changes them through settings
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 # The specification's bounds on a batch: a deployment may lower them, never raise them (a setting past them
 # is refused when the settings are read, not accepted and then ignored).
@@ -29,9 +29,23 @@ class Limits(BaseModel):
     listener_fires_per_minute: int = Field(default=120, ge=1)
     listener_parallel_runs: int = Field(default=16, ge=1)
     executions_per_session: int = Field(default=256, ge=1)
-    max_events_per_batch: int = Field(default=MAX_EVENTS_PER_BATCH, ge=1, le=MAX_EVENTS_PER_BATCH)
-    max_window_seconds: float = Field(default=MAX_WINDOW_SECONDS, ge=0, le=MAX_WINDOW_SECONDS)
-    max_payload_bytes: int = Field(default=256 * 1024, ge=1)
+    # Also by the names of SPEC section 9's table (`ORCHESTRATOR_LIMITS__MAX_EVENTS`, `..._WINDOW_SECONDS`,
+    # `..._EVENT_PAYLOAD_BYTES`), the most a listener's `max_events` and `window_seconds` may say.
+    max_events_per_batch: int = Field(
+        default=MAX_EVENTS_PER_BATCH,
+        ge=1,
+        le=MAX_EVENTS_PER_BATCH,
+        validation_alias=AliasChoices("max_events_per_batch", "max_events"),
+    )
+    max_window_seconds: float = Field(
+        default=MAX_WINDOW_SECONDS,
+        ge=0,
+        le=MAX_WINDOW_SECONDS,
+        validation_alias=AliasChoices("max_window_seconds", "window_seconds"),
+    )
+    max_payload_bytes: int = Field(
+        default=256 * 1024, ge=1, validation_alias=AliasChoices("max_payload_bytes", "event_payload_bytes")
+    )
     # The most events, objects or items one `emit_events`, `write_objects` or `post_thread_items` takes.
     max_writes_per_request: int = Field(default=1000, ge=1, le=MAX_WRITES_PER_REQUEST)
     # How long a saved listener waits before it takes effect (SPEC section 3); 0 in tests.

@@ -32,6 +32,15 @@ _TYPE_WORDS = {
 }
 
 
+class FieldProblem(ValueError):
+    """A model's check of how its fields fit together, about one of them: named as that field
+    (`listener.concurrency.key: ...`), not as the model that checked it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def _phrase(error: Any) -> str:
     kind = error.get("type", "")
     ctx = error.get("ctx") or {}
@@ -86,7 +95,11 @@ def field_errors_message(exc: pydantic.ValidationError, prefix: str, *, union_ta
     errors = exc.errors(include_url=False)
     lines: list[str] = []
     for error in errors[:MAX_ERRORS]:
-        where = _location(error["loc"], prefix, union_tags, error.get("type", "")) or "body"
+        where = _location(error["loc"], prefix, union_tags, error.get("type", ""))
+        problem = (error.get("ctx") or {}).get("error")
+        if isinstance(problem, FieldProblem):
+            where = f"{where}.{problem.field}" if where else problem.field
+        where = where or "body"
         if error.get("type") == "union_tag_not_found":
             # A union's tag left out (an action with no `type`): the tag's own field is what is missing.
             tag = str((error.get("ctx") or {}).get("discriminator", "type")).strip("'")

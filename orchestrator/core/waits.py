@@ -21,7 +21,14 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.core.declaration import WHERE_TAGS, BatchSpec, WaitCondition, unknown_types, unresolvable_paths
+from orchestrator.core.declaration import (
+    WHERE_TAGS,
+    BatchSpec,
+    WaitCondition,
+    placeless,
+    unknown_types,
+    unresolvable_paths,
+)
 from orchestrator.core.errors import CommandError
 from orchestrator.core.limits import MAX_EVENTS_PER_BATCH
 from orchestrator.core.validation import field_errors_message
@@ -73,8 +80,10 @@ def parse_wait(body: Any, event_types: Mapping[str, Mapping[str, Any]] | None = 
     for n, condition in enumerate(spec.conditions):
         # A condition no event can pass (`in` of no value) is not refused: a run builds its values as it goes,
         # and an empty list leaves the other conditions, or the timeout, to answer.
-        found = unresolvable_paths(condition, BatchSpec(), None, event_types) + unknown_types(
-            condition.types, event_types
+        found = (
+            unresolvable_paths(condition, BatchSpec(), None, event_types)
+            + unknown_types(condition.types, event_types)
+            + placeless(condition)
         )
         problems += [f"conditions.{n}.{problem.removeprefix('filter.')}" for problem in found]
     if problems:

@@ -148,8 +148,20 @@ async def test_a_saved_listener_fires_and_its_event_is_explained(client: NotingC
     assert (saved["name"], saved["version"]) == ("orchestrate", 1)
     got = (await client.get_listener("orchestrate"))["listener"]
     assert got["body"]["batch"]["window_seconds"] == 0.2
-    assert {k: got[k] for k in got["body"]} == got["body"], "the body's fields beside the version's too"
-    assert [item["name"] for item in (await client.list_listeners())["listeners"]] == ["orchestrate"]
+    assert set(got["body"]) <= set(got), "the body's fields beside the version's too"
+    assert got["batch"]["window_seconds"] == 0.2 and got["filter"]["aliases"] == got["body"]["filter"]["aliases"]
+    # ... with the defaults the body left out (SPEC 3), which its `body` keeps as saved.
+    assert (got["batch"]["max_events"], got["concurrency"]["mode"], got["concurrency"]["max_parallel"]) == (
+        100,
+        "serial",
+        4,
+    )
+    assert "concurrency" not in got["body"]
+    [listed] = (await client.list_listeners())["listeners"]
+    assert listed["name"] == "orchestrate" and (listed["batch"], listed["concurrency"]) == (
+        got["batch"],
+        got["concurrency"],
+    )
 
     sid = await opened(client)
     written = await client.write_object(sid, "missions/1", {"type": "mission"})

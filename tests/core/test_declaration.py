@@ -109,9 +109,12 @@ def test_template_aliases_are_kept_and_literal_ones_checked() -> None:
         ("filter.types", [], "listener.filter.types: "),
         ("filter.aliases", ["a//b"], "listener.filter.aliases.0: alias glob"),
         ("name", "Orchestrate", "listener.name: "),
-        ("concurrency", {"mode": "keyed"}, "listener.concurrency: mode keyed needs a key"),
-        ("concurrency", {"mode": "serial", "max_parallel": 2}, "listener.concurrency: max_parallel"),
-        ("concurrency", {"mode": "parallel", "key": "alias"}, "listener.concurrency: key and key_segments"),
+        # A check of how fields fit together names the field it is about, not the object that holds them.
+        ("concurrency", {"mode": "keyed"}, "listener.concurrency.key: mode keyed needs a key"),
+        ("concurrency", {"mode": "serial", "max_parallel": 2}, "listener.concurrency.max_parallel: does not apply"),
+        ("concurrency", {"mode": "parallel", "key": "alias"}, "listener.concurrency.key: key and key_segments"),
+        ("concurrency", {"mode": "parallel", "key_segments": 2}, "listener.concurrency.key_segments: key and"),
+        ("batch", {"max_wait_seconds": 3}, "listener.batch.max_wait_seconds: caps a debounce"),
         ("concurrency", {"mode": "keyed", "key": "alias", "key_segments": 0}, "concurrency.key_segments"),
         (
             "concurrency",
@@ -151,6 +154,51 @@ def test_the_deployment_limits_apply() -> None:
     message = _refusal(_with("batch", {"window_seconds": 10, "max_events": 60}), limits)
     assert "listener.batch.window_seconds: must be at most 5" in message
     assert "listener.batch.max_events: must be at most 50" in message
+
+
+@pytest.mark.parametrize(
+    ("types", "placed"),
+    [
+        (["execution.ended"], False),
+        (["execution.*", "listener.failed", "lane.idle"], False),
+        (["graph.changed"], True),  # by the ids of the nodes it changed
+        (["**"], True),
+        (["object.*", "execution.ended"], True),
+    ],
+)
+def test_aliases_on_types_never_at_an_alias_are_refused_naming_the_field(types: list[str], placed: bool) -> None:
+    body = _with("filter", {"types": types, "aliases": ["missions/**"]})
+    if placed:
+        parse_declaration(body, Limits())
+    else:
+        assert _refusal(body).startswith("listener.filter.aliases: no event of types")
+    cancel = {**_with("concurrency", {"mode": "keyed", "key": "alias"})}
+    cancel["cancel_on"] = [{"types": types, "aliases": ["missions/**"]}]
+    if not placed:
+        assert "listener.cancel_on.0.aliases: no event of types" in _refusal(cancel)
+
+
+def test_a_deployment_that_allows_fewer_events_a_batch_than_the_default_makes_that_the_default() -> None:
+    decl = parse_declaration(_with("batch", {"window_seconds": 1}), Limits(max_events_per_batch=50))
+    assert decl.batch.max_events == 50
+    assert decl.model_dump(mode="json", exclude_unset=True)["batch"]["max_events"] == 50, "saved as it is in effect"
+    assert parse_declaration(_with("batch", {"max_events": 20}), Limits(max_events_per_batch=50)).batch.max_events == 20
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field"),
+    [
+        ("ORCHESTRATOR_LIMITS__MAX_EVENTS", "50", "max_events_per_batch"),
+        ("ORCHESTRATOR_LIMITS__WINDOW_SECONDS", "60", "max_window_seconds"),
+        ("ORCHESTRATOR_LIMITS__EVENT_PAYLOAD_BYTES", "1024", "max_payload_bytes"),
+        ("ORCHESTRATOR_LIMITS__MAX_EVENTS_PER_BATCH", "50", "max_events_per_batch"),
+    ],
+)
+def test_a_limit_is_set_by_the_name_the_specifications_table_gives_it_too(
+    variable: str, value: str, field: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, value)
+    assert getattr(Settings().limits, field) == float(value)
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,12 @@ async def test_a_stopped_run_ends_stopped_and_its_lane_takes_what_waited(engine:
     await write_many(engine, sid, ["missions/fast"])  # waits behind the slow run: one run at a time
     slow = str(engine.log.runs[0].input["execution_id"])
 
-    reply = await engine.command("stop_execution", session_id=sid, execution_id=slow, mode="terminate")
+    # "Graceful unless asked to terminate": asked as a flag here (`mode: terminate` in the tests below).
+    conflicting = {"command": "stop_execution", "session_id": sid, "execution_id": slow, "mode": "cancel"}
+    refused = await engine.platform.command({**conflicting, "terminate": True})
+    assert refused["error"] == "invalid_request" and "terminate" in refused["message"], refused
+    assert (await only_run_of(engine, sid, slow))["status"] == "running", "a refused stop changes nothing"
+    reply = await engine.command("stop_execution", session_id=sid, execution_id=slow, terminate=True)
     assert reply["execution"] == {"id": slow, "status": "stopped"}
 
     await eventually(lambda: started(2), what="the next batch, in the slot the stopped run freed")
@@ -89,6 +94,11 @@ async def test_a_stop_lets_the_run_clean_up_and_its_end_says_stopped_with_the_re
     ]
     assert end["execution"]["status"] == "stopped"
     assert end["execution"]["error"] == {"type": "stopped", "message": "the customer left"}
+
+
+async def only_run_of(engine: Engine, sid: str, execution_id: str) -> dict[str, Any]:
+    runs = {r["id"]: r for r in (await engine.command("list_executions", session_id=sid))["executions"]}
+    return dict(runs[execution_id])
 
 
 async def recorded_not_started(engine: Engine, sid: str, run_input: dict[str, Any]) -> str:

@@ -334,6 +334,28 @@ async def test_a_wait_hears_by_contains_and_prefix_reading_the_value_as_text(
     assert await answers(heard, chat, engine) == [[0, [wanted]]]
 
 
+async def test_a_condition_of_no_types_hears_any_type_as_a_listeners_filter_does(
+    heard_engine: tuple[Engine, Heard],
+) -> None:
+    """Conditions use the listener filter language, where `types` may be left out: a condition of places and
+    `where` alone hears events of any type there, in the look back (a reply while the run is busy) and in a round
+    (one after its wait began)."""
+    engine, heard = heard_engine
+    chat = "chats/untyped"
+    replies = {"aliases": [chat], "where": [{"path": "item.role", "op": "eq", "value": "agent"}]}
+    await engine.command("save_listener", listener=conversation(replies=replies, busy=1, waits=2, timeout=30))
+    sid = await new_session(engine)
+    await post(engine, sid, chat, "anyone?")
+    first = await post(engine, sid, chat, "here", role="agent")
+
+    async def waiting_again() -> bool:
+        return any(w["state"] == "open" for w in await waits_of(engine, sid))
+
+    await eventually(waiting_again, what="the run's second wait")
+    second = await post(engine, sid, chat, "still here", role="agent")
+    assert await answers(heard, chat, engine) == [[0, [first]], [0, [second]]]
+
+
 async def test_the_receipt_of_the_runs_own_batch_never_answers_its_wait(heard_engine: tuple[Engine, Heard]) -> None:
     """A run's listener writes its batch's receipt (a thread item, `source.listener` the listener, no run): news of
     the run itself, so never an answer to the run's wait however wide its conditions; a reply posted after it is."""

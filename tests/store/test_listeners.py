@@ -31,6 +31,25 @@ async def test_save_get_list_and_versions(platform: Platform) -> None:
     assert [item["name"] for item in listed["listeners"]] == ["orchestrate"]
 
 
+async def test_a_listener_is_answered_with_the_defaults_its_body_left_out(platform: Platform) -> None:
+    """SPEC 3's defaults, read back where a reader of the spec looks: `retry.delay_seconds` 30, `serial`,
+    `max_parallel` 4; the body as saved stays in `body`."""
+    short = {
+        "name": "short",
+        "filter": {"types": ["object.written"]},
+        "action": BODY["action"],
+        "retry": {"attempts": 2},
+    }
+    await ok(platform, "save_listener", listener=short)
+    for listener in (
+        (await ok(platform, "get_listener", name="short"))["listener"],
+        (await ok(platform, "list_listeners"))["listeners"][0],
+    ):
+        assert listener["retry"] == {"attempts": 2, "delay_seconds": 30.0}
+        assert (listener["concurrency"]["mode"], listener["concurrency"]["max_parallel"]) == ("serial", 4)
+        assert listener["body"] == short and listener["version"] == 1
+
+
 async def test_delete_listener(platform: Platform) -> None:
     await ok(platform, "save_listener", listener=BODY)
     await ok(platform, "delete_listener", name="orchestrate")

@@ -90,9 +90,12 @@ export class Client extends GeneratedCommands {
     this.fetch = given.bind(globalThis);
   }
 
-  /** A client of `ORCHESTRATOR_URL` (default `http://127.0.0.1:8700`) as `ORCHESTRATOR_API_TOKEN`, on Node. */
+  /**
+   * A client as `ORCHESTRATOR_API_TOKEN`, on Node, of `ORCHESTRATOR_URL`, else of the API the CLI would call
+   * (`ORCHESTRATOR_HTTP_HOST`, default `127.0.0.1`, and `ORCHESTRATOR_HTTP_PORT`, default 8700).
+   */
   static fromEnv(env: Record<string, string | undefined> = process.env): Client {
-    return new Client(env.ORCHESTRATOR_URL || "http://127.0.0.1:8700", { token: env.ORCHESTRATOR_API_TOKEN || undefined });
+    return new Client(env.ORCHESTRATOR_URL || apiUrl(env), { token: env.ORCHESTRATOR_API_TOKEN || undefined });
   }
 
   private headers(extra: Record<string, string> = {}): Record<string, string> {
@@ -291,3 +294,11 @@ function refuseTheOldOrder(name: string, sessionId: string, alias: string): void
 }
 
 export { CommandError };
+
+/** The API's root as the CLI finds it: a wildcard host is reached on loopback, an IPv6 one in brackets. */
+function apiUrl(env: Record<string, string | undefined>): string {
+  const given = env.ORCHESTRATOR_HTTP_HOST || "127.0.0.1";
+  const host = given === "0.0.0.0" ? "127.0.0.1" : given;
+  const port = (env.ORCHESTRATOR_HTTP_PORT || "8700").trim();
+  return host.includes(":") ? `http://[${host}]:${port}` : `http://${host}:${port}`;
+}

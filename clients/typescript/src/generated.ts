@@ -18,7 +18,7 @@ export interface BatchSpec {
   max_wait_seconds?: number | null;
 }
 
-/** An event that cancels the listener's running runs in its session: those whose lane key equals the event's value at `key` (no key: every running run of the listener in the session), if it committed after the run's batch. The run gets Temporal's cancellation and `grace_seconds` to clean up, then is terminated. */
+/** An event that cancels the listener's running runs in its session: those whose lane key equals the event's value at `key` (no key: every running run of the listener in the session), if it committed after the run's batch. The run gets Temporal's cancellation and `grace_seconds` to clean up, then is terminated. Its types are required (SPEC 17: `[{types, where?, key?}]`): a cancellation on any event is too easy to write by mistake. */
 export interface CancelOn {
   types: Array<string>;
   aliases?: Array<string> | null;
@@ -264,19 +264,19 @@ export interface CreateApiKeyArgs {
 
 /** The arguments of `create_schedule`. */
 export interface CreateScheduleArgs {
-  session_id: string;
+  session_id?: string;
   /** an alias: `/`-separated segments of letters, digits and `_.:@-`, no `.` or `..` segment */
-  alias: string;
+  alias?: string;
   /** when it fires: a cron, an interval, or one time */
-  repeat: CronRepeat | IntervalRepeat | OneTimeRepeat;
+  repeat: CronRepeat | IntervalRepeat | OneTimeRepeat | "recurring_cron" | "interval" | "one_time";
   /** no firing before this date (in the repeat's time zone) */
   start_date?: string | null;
   /** no firing after this date (in the repeat's time zone) */
   end_date?: string | null;
   /** what a firing does: write an object or start a run */
-  invocation_target_type: "object" | "workflow";
+  invocation_target_type?: "object" | "workflow";
   /** the object to write ({alias, value}) or the workflow to start ({workflow, input}) */
-  target: ObjectTarget | WorkflowTarget;
+  target?: ObjectTarget | WorkflowTarget;
   /** kept as given (the seed's `blob`, `revision`) */
   origin?: {
     [key: string]: unknown;
@@ -285,6 +285,25 @@ export interface CreateScheduleArgs {
   enabled?: boolean;
   /** replace a schedule already at the alias instead of refusing */
   replace?: boolean;
+  /** the flat form (`repeat` a string): the cron of `recurring_cron` */
+  cron_expression?: string | null;
+  /** the flat form (`repeat` a string): an IANA time zone */
+  timezone?: string | null;
+  /** the flat form (`repeat` a string): the seconds of `interval` */
+  every_seconds?: number | null;
+  /** the flat form (`repeat` a string): the date-time of `one_time` */
+  invocation_time?: string | null;
+  /** the seed's target: `target.session` the session (its other names kept as `origin`), `alias` and `value` an object to write, or `workflow` and `input` a run to start */
+  invocation_target?: {
+    target?: {
+      session?: string;
+      [key: string]: unknown;
+    };
+    alias?: string | null;
+    value?: unknown;
+    workflow?: string | null;
+    input?: unknown;
+  };
 }
 
 /** The arguments of `delete_event_type`. */
@@ -593,6 +612,8 @@ export interface StopExecutionArgs {
   reason?: string | null;
   /** how long a cancelled run may clean up before it is terminated */
   grace_seconds?: number;
+  /** true: `mode: terminate`; false: `mode: cancel` */
+  terminate?: boolean | null;
 }
 
 /** The arguments of `switch_listener`. */
@@ -768,7 +789,7 @@ export abstract class GeneratedCommands {
    * Reply: `schedule` {alias, schedule_id, repeat, target, enabled, ...}; `warnings` when its workflow is one no worker has said it runs
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `access_denied`, `limit_exceeded`.
    */
-  createSchedule(sessionId: CreateScheduleArgs["session_id"], alias: CreateScheduleArgs["alias"], options: Pick<CreateScheduleArgs, "repeat" | "invocation_target_type" | "target" | "start_date" | "end_date" | "origin" | "enabled" | "replace">): Promise<Reply> {
+  createSchedule(sessionId: CreateScheduleArgs["session_id"], alias: CreateScheduleArgs["alias"], options: Pick<CreateScheduleArgs, "repeat" | "invocation_target_type" | "target" | "start_date" | "end_date" | "origin" | "enabled" | "replace" | "cron_expression" | "timezone" | "every_seconds" | "invocation_time" | "invocation_target">): Promise<Reply> {
     return this.call("create_schedule", { session_id: sessionId, alias, ...options });
   }
 
@@ -863,9 +884,9 @@ export abstract class GeneratedCommands {
   }
 
   /**
-   * `get_listener`: A listener's version in effect: its body as saved, and when it took effect. The body's fields are also beside the version's (`listener.filter` as `listener.body.filter`), as `save_listener` took them.
+   * `get_listener`: A listener's version in effect: its body as saved, and when it took effect. The body's fields are also beside the version's, with the defaults it left out (`listener.retry.delay_seconds` 30).
    *
-   * Reply: `listener` {name, version, effective_at, saved_at, body, and the body's own fields beside (`filter`, `action`, ...)}
+   * Reply: `listener` {name, version, effective_at, saved_at, body, and the body's own fields beside (`filter`, `action`, ...), the defaults it left out filled in}
    * Errors: `invalid_request`, `not_found`.
    */
   getListener(name: GetListenerArgs["name"]): Promise<Reply> {
@@ -923,9 +944,9 @@ export abstract class GeneratedCommands {
   }
 
   /**
-   * `list_listeners`: Every listener declared and not deleted, by name.
+   * `list_listeners`: Every listener declared and not deleted, by name, each as `get_listener` answers it.
    *
-   * Reply: `listeners` [{name, version, effective_at, saved_at, body}], by name
+   * Reply: `listeners` [{name, version, effective_at, saved_at, body, and the body's fields beside, defaults filled in}], by name
    * Errors: `invalid_request`.
    */
   listListeners(): Promise<Reply> {
@@ -1158,7 +1179,7 @@ export abstract class GeneratedCommands {
    * Reply: `execution` {id, status, repeat?}: `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had ended already; `repeat` `stopped` when it had failed and its repeat was called off
    * Errors: `invalid_request`, `not_found`.
    */
-  stopExecution(sessionId: StopExecutionArgs["session_id"], executionId: StopExecutionArgs["execution_id"], options: Pick<StopExecutionArgs, "mode" | "reason" | "grace_seconds"> = {}): Promise<Reply> {
+  stopExecution(sessionId: StopExecutionArgs["session_id"], executionId: StopExecutionArgs["execution_id"], options: Pick<StopExecutionArgs, "mode" | "reason" | "grace_seconds" | "terminate"> = {}): Promise<Reply> {
     return this.call("stop_execution", { session_id: sessionId, execution_id: executionId, ...options });
   }
 

@@ -121,3 +121,11 @@ test("an argument left out is not sent, and an explicit null is", async () => {
     { command: "update_schedule", session_id: "ses_1", alias: "clock", start_date: "2027-01-01" },
   ]);
 });
+
+test("fromEnv finds the API where the CLI would, unless ORCHESTRATOR_URL says", () => {
+  assert.equal(Client.fromEnv({}).url, "http://127.0.0.1:8700");
+  assert.equal(Client.fromEnv({ ORCHESTRATOR_HTTP_HOST: "0.0.0.0", ORCHESTRATOR_HTTP_PORT: "9100" }).url, "http://127.0.0.1:9100");
+  assert.equal(Client.fromEnv({ ORCHESTRATOR_HTTP_HOST: "::1", ORCHESTRATOR_HTTP_PORT: "9100" }).url, "http://[::1]:9100");
+  const both = { ORCHESTRATOR_URL: "http://api.internal:8700/", ORCHESTRATOR_HTTP_PORT: "9100" };
+  assert.equal(Client.fromEnv(both).url, "http://api.internal:8700");
+});

@@ -66,6 +66,8 @@ test("a run on a queue of its own reads and writes its session, once across a re
       conflict: "rev_conflict",
       denied: "access_denied",
       event_ids: [wrote.event_id],
+      paged: { ids: [wrote.event_id], last_id: wrote.event_id },
+      timer: ["out/tick", "access_denied"],
       platform_task_queue: process.env.ORCHESTRATOR_TASK_QUEUE || "orchestrator",
     });
     const { events } = await api.listSessionEvents(session.id, { types: ["object.written"] });

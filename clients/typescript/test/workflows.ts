@@ -23,12 +23,21 @@ export async function sdkWriter(run: RunInput<{ fail_first?: boolean }>): Promis
   const conflict = await refusal(session.writeObject("out/summary", { type: "summary" }, 99));
   const denied = await refusal(session.writeObject("elsewhere/x", { type: "x" }));
   const events = await session.batchEvents();
+  const paged = await session.listSessionEvents({ after: run.batch.first_id - 1, before: run.batch.last_id + 1 });
+  // Timers whose type is what their target says: an object's write, and a workflow's start (which `owns` refuses:
+  // a run it started would be held by none).
+  const hourly = { type: "interval", every_seconds: 3600 };
+  const timer = await session.schedule("out/timer", hourly, { alias: "out/tick", value: { type: "tick" } });
+  await session.unschedule("out/timer");
+  const started = await refusal(session.schedule("out/starter", hourly, { workflow: "sdkWaiter" }));
   await session.writeObject("out/notes", {
     type: "notes",
     missing,
     conflict,
     denied,
     event_ids: events.map((e) => e.id),
+    paged: { ids: paged.events.map((e) => e.id), last_id: paged.last_id },
+    timer: [timer.target.alias, started],
     platform_task_queue: run.platform_task_queue,
   });
   if (run.input?.fail_first && run.batch.retry === 0) {

@@ -248,13 +248,14 @@ export class RunSession {
 
   /**
    * Set a timer of the run's own: `repeat` as `create_schedule` takes it, firing `target` (an object write, or a
-   * workflow to start); `timing` adds `start_date`, `end_date`. The same alias again replaces it.
+   * workflow to start); `timing` adds `start_date`, `end_date`. The same alias again replaces it. `targetType`
+   * (`object`, `workflow`) is what the target says when left out.
    */
   schedule(
     alias: string,
     repeat: Record<string, unknown>,
     target: Record<string, unknown>,
-    targetType = "object",
+    targetType: "object" | "workflow" | null = null,
     timing: Record<string, unknown> = {},
   ): Promise<Record<string, any>> {
     return this.call(
@@ -315,6 +316,18 @@ export class RunSession {
       limit: limit ?? null,
       types: types ?? null,
     });
+  }
+
+  /**
+   * The session's stream as the command pages it: `events`, and `last_id`, where to continue (the last
+   * id answered, or `after` when none). `{after: batch.first_id - 1, before: batch.last_id + 1}` reads around the
+   * batch.
+   */
+  async listSessionEvents(
+    options: { after?: number; before?: number; limit?: number; types?: string[] } = {},
+  ): Promise<{ events: Array<Record<string, any>>; last_id: number }> {
+    const events = await this.listEvents(options);
+    return { events, last_id: events.length > 0 ? events[events.length - 1].id : (options.after ?? 0) };
   }
 
   /**
