@@ -413,6 +413,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "local", False) and (getattr(args, "token", None) or getattr(args, "url", None)):
+        # In this process there is no door and no key: every command is the deployment's own. A key given
+        # beside it would be ignored, and a reader would take its scopes for held.
+        given = "--token" if getattr(args, "token", None) else "--url"
+        print(
+            f"orchestrator {args.subcommand}: {given} is for the API; --local runs in this process with the"
+            " deployment's own rights and no key: leave one of them out",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     if args.subcommand == "call":
         if args.help is not None:
             # `call write_object --help` asks about the command named where the JSON would be.

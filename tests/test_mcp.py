@@ -118,8 +118,14 @@ async def test_an_admin_key_lists_every_command_saves_a_listener_writes_and_has_
         assert found["sections"][0]["heading"] == "Why a lane waits"
         failed, section = await call(client, READ_DOC, page="listeners.md", heading="Why a lane waits")
         assert not failed and section.startswith("### Why a lane waits")
+        # The docs tools' refusals, and a tool of no name, in the commands' error shape.
         failed, nope = await call(client, READ_DOC, page="nope.md")
-        assert failed and "the pages are" in nope
+        assert failed and nope["error"] == "not_found" and nope["message"].startswith("page: no page 'nope.md'")
+        for arguments, field in (({}, "query"), ({"query": " "}, "query"), ({"query": "lane", "limit": 0}, "limit")):
+            failed, bad = await call(client, SEARCH_DOCS, **arguments)
+            assert failed and bad["error"] == "invalid_request" and bad["message"].startswith(f"{field}:"), bad
+        failed, unknown = await call(client, "no_such_tool")
+        assert failed and unknown == {"status": "error", "error": "not_found", "message": "name: no tool 'no_such_tool'"}
 
 
 async def test_a_key_without_write_scopes_sees_no_tool_that_writes_and_a_write_is_refused(

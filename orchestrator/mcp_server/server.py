@@ -33,6 +33,7 @@ from mcp.types import (
 
 from orchestrator.client import Client
 from orchestrator.commands.registry import COMMANDS
+from orchestrator.core.errors import CommandError
 from orchestrator.mcp_server import docs
 from orchestrator.mcp_server.tools import READ_DOC, SEARCH_DOCS, tools_for
 
@@ -57,6 +58,11 @@ def _version() -> str:
 def _text(value: Any, *, error: bool = False) -> CallToolResult:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return CallToolResult(content=[TextContent(text=text)], is_error=error)
+
+
+def _refused(message: str) -> CallToolResult:
+    """A docs tool's bad arguments, answered as a command's are (`invalid_request`, the field named)."""
+    return _text(CommandError("invalid_request", message).reply(), error=True)
 
 
 class McpDoor:
@@ -92,8 +98,9 @@ class McpDoor:
         try:
             return await self._client.command(body)
         except httpx.TransportError as err:
-            message = f"cannot reach the platform at {self.url}: {err!r}"
-            return {"status": "error", "error": "unreachable", "message": message}
+            # As the HTTP door says a platform out of reach: `unavailable`, worth a retry.
+            message = f"platform: cannot reach it at {self.url}: {err!r}"
+            return CommandError("unavailable", message).reply()
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
@@ -107,19 +114,21 @@ class McpDoor:
         arguments = dict(params.arguments or {})
         if params.name == SEARCH_DOCS:
             limit = arguments.get("limit", docs.DEFAULT_RESULTS)
-            if not isinstance(arguments.get("query"), str) or not isinstance(limit, int):
-                return _text("query: required, a string (limit: an integer)", error=True)
+            if not isinstance(arguments.get("query"), str) or not arguments["query"].strip():
+                return _refused("query: required, a string of some words")
+            if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= docs.MAX_RESULTS:
+                return _refused(f"limit: must be an integer from 1 to {docs.MAX_RESULTS}")
             return _text({"sections": docs.search(arguments["query"], limit)})
         if params.name == READ_DOC:
             page, heading = arguments.get("page"), arguments.get("heading")
             if not isinstance(page, str) or not isinstance(heading, str | None):
-                return _text("page: required, a page's file name (heading: a string)", error=True)
+                return _refused("page: required, a page's file name (heading: a string)")
             try:
                 return _text(docs.read(page, heading))
             except docs.DocsError as err:
-                return _text(str(err), error=True)
+                return _text(CommandError("not_found", str(err)).reply(), error=True)
         if params.name not in COMMANDS:
-            return _text(f"no tool {params.name!r}", error=True)
+            return _text(CommandError("not_found", f"name: no tool {params.name!r}").reply(), error=True)
         reply = await self._command({**arguments, "command": params.name})
         return _text(reply, error=reply.get("status") != "success")
 
