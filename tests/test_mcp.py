@@ -125,7 +125,11 @@ async def test_an_admin_key_lists_every_command_saves_a_listener_writes_and_has_
             failed, bad = await call(client, SEARCH_DOCS, **arguments)
             assert failed and bad["error"] == "invalid_request" and bad["message"].startswith(f"{field}:"), bad
         failed, unknown = await call(client, "no_such_tool")
-        assert failed and unknown == {"status": "error", "error": "not_found", "message": "name: no tool 'no_such_tool'"}
+        assert failed and unknown == {
+            "status": "error",
+            "error": "not_found",
+            "message": "name: no tool 'no_such_tool'",
+        }
 
 
 async def test_a_key_without_write_scopes_sees_no_tool_that_writes_and_a_write_is_refused(
