@@ -474,7 +474,8 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
 @command(
     "list_executions",
     ListExecutions,
-    reply="`executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at, waiting?}],"
+    reply="`executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at, actor, waiting?,"
+    " cause? (a run `cancel_on` cancelled: {event})}],"
     " oldest first unless `newest_first`; `more`: whether runs past `limit` match",
     errors=("not_found",),
     example={"command": "list_executions", "session_id": "ses_...", "listener": "respond"},

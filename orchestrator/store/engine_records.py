@@ -198,8 +198,12 @@ class EngineRecords(
         await self.get_session(session_id)
         order = "started_at DESC, id DESC" if newest_first else "started_at, id"
         rows = await self.pool.fetch(
-            "SELECT id, workflow, listener, lane, status, batch, error, started_at, ended_at, cause FROM"
-            " orchestrator.executions"
+            "SELECT id, workflow, listener, lane, status, batch, error, started_at, ended_at, cause,"
+            # A run `cancel_on` cancelled: the event that did (its cancel watch's answer).
+            " CASE WHEN status = 'cancelled' THEN (SELECT w.event_ids[1] FROM orchestrator.run_waits w"
+            "   WHERE w.execution_id = x.id AND w.kind = 'cancel' AND w.state = 'answered'"
+            "   ORDER BY w.ended_at LIMIT 1) END AS cancelled_by"
+            " FROM orchestrator.executions x"
             " WHERE session_id = $1 AND ($2::text IS NULL OR listener = $2) AND ($3::text IS NULL OR status = $3)"
             f" ORDER BY {order} LIMIT $4",
             session_id,
@@ -212,10 +216,12 @@ class EngineRecords(
                 **{
                     k: (v.isoformat() if k in ("started_at", "ended_at") and v is not None else v)
                     for k, v in dict(r).items()
-                    if k != "cause"
+                    if k not in ("cause", "cancelled_by")
                 },
                 # Who started it, as its `execution.started` event says (the key, the listener, the schedule).
                 "actor": actor_of({"listener": r["listener"], "execution": r["id"]}, r["cause"]),
+                # Why it ended, when an event ended it (as its `execution.ended` event's `cause.event` says).
+                **({"cause": {"event": r["cancelled_by"]}} if r["cancelled_by"] is not None else {}),
             }
             for r in rows
         ]

@@ -115,7 +115,9 @@ async def test_an_event_cancels_the_run_of_its_key_which_cleans_up_and_ends_canc
     await eventually(cancelled, what="docs/a's render to end")
     runs = await executions(engine, sid)
     assert runs["docs/a"]["status"] == "cancelled" and runs["docs/a"]["error"] == f"cancelled by event {deleted}"
+    assert runs["docs/a"]["cause"] == {"event": deleted}, "its run's row names the event that cancelled it"
     assert runs["docs/b"]["status"] == "running", "a run of another key goes on"
+    assert "cause" not in runs["docs/b"]
     cleaned = await engine.command("read_object", session_id=sid, alias="cleaned/docs/a")
     assert cleaned["object"]["value"] == {"type": "cleaned"}, "its cleanup ran"
     ended = [

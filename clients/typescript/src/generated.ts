@@ -936,7 +936,7 @@ export abstract class GeneratedCommands {
   /**
    * `list_executions`: The session's runs, oldest first (or the newest first): a listener's (with the batch that started it) and those started by hand, at most `limit`, `more` saying whether others match. A run that waits for events says on what (`waiting`: its wait's number, conditions, position and deadline).
    *
-   * Reply: `executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at, waiting?}], oldest first unless `newest_first`; `more`: whether runs past `limit` match
+   * Reply: `executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at, actor, waiting?, cause? (a run `cancel_on` cancelled: {event})}], oldest first unless `newest_first`; `more`: whether runs past `limit` match
    * Errors: `invalid_request`, `not_found`.
    */
   listExecutions(sessionId: ListExecutionsArgs["session_id"], options: Pick<ListExecutionsArgs, "listener" | "status" | "newest_first" | "limit"> = {}): Promise<Reply> {
