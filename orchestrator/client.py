@@ -537,8 +537,8 @@ class Client:
 
     async def create_schedule(
         self,
-        session_id: str | None,
-        alias: str | None,
+        session_id: str | None = None,
+        alias: str | None = None,
         *,
         repeat: dict[str, Any] | str,
         invocation_target_type: str | None = None,

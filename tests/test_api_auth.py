@@ -45,10 +45,12 @@ async def test_no_token_is_401(api_url: str) -> None:
 
 
 @pytest.mark.parametrize("authorization", [f"Bearer {WRONG}", f"Basic {TOKEN}", "Bearer", f"Bearer {TOKEN}x"])
-async def test_a_wrong_token_is_403_and_never_echoed(api_url: str, authorization: str) -> None:
+async def test_a_wrong_token_is_401_and_never_echoed(api_url: str, authorization: str) -> None:
+    """RFC 6750: a bearer token that is not valid is 401, its challenge saying so."""
     response = await post(api_url, {"command": "list_listeners"}, authorization)
 
-    assert response.status_code == 403
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
     assert response.json()["error"] == "unauthorized"
     assert WRONG not in response.text
     assert TOKEN not in response.text

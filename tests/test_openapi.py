@@ -246,7 +246,7 @@ def test_every_reference_and_discriminator_mapping_points_at_a_component() -> No
 async def test_refusals_the_door_answers_validate_against_the_documented_response(
     guarded_api: str, platform: Platform
 ) -> None:
-    """A wrong key (403 `unauthorized`), a method a path does not take (405), as the document says them."""
+    """A wrong key (401 `unauthorized`), a method a path does not take (405), as the document says them."""
     document = await served(guarded_api)
     sid = (await platform.command({"command": "open_session"}))["session"]["id"]
     async with httpx.AsyncClient(base_url=guarded_api) as http:

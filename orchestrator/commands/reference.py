@@ -42,7 +42,8 @@ ERROR_MEANINGS = {
     "rev_conflict": "`if_rev` is not the stored rev",
     "limit_exceeded": "a deployment limit refuses the request as it is (a payload's size, runs at once, a range)",
     "access_denied": "outside the scopes of the caller's key (or what schedules may write); nothing changed",
-    "unauthorized": "HTTP only: no key (401), or one that is wrong, revoked or expired (403)",
+    "unauthorized": "HTTP only: no key, or one that is wrong, revoked or expired (401); a browser session's request"
+    " without its CSRF token (403)",
     "past_retention": "the history asked about was there, and retention has deleted it",
     "rate_limited": "over the key's request rate or the session's write rate; `Retry-After` says when to come back",
     "unavailable": (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, GetJsonSchemaHandler, model_validator
 from pydantic.json_schema import JsonSchemaValue
@@ -146,6 +146,9 @@ class CreateSchedule(Request):
     def _flat(cls, data: Any) -> Any:
         return nested_form(data)
 
+    # What the seed's flat form names beside the fields: in the schema, read by `nested_form` before validation.
+    flat_fields: ClassVar[tuple[str, ...]] = (*FLAT_REPEAT_FIELDS, "invocation_target")
+
     @classmethod
     def __get_pydantic_json_schema__(cls, core: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
         # The body before `nested_form`: the schema says what the door takes, both forms, and what a target
@@ -156,7 +159,7 @@ class CreateSchedule(Request):
             "description": props["repeat"].pop("description"),
             "anyOf": [props["repeat"], {"enum": REPEAT_TYPES, "description": "the flat form: fields beside it"}],
         }
-        props.update(FLAT_PROPERTIES)
+        props.update({name: FLAT_PROPERTIES[name] for name in cls.flat_fields})
         schema["required"] = ["command", "repeat"]
         return schema
 

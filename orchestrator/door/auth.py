@@ -62,8 +62,11 @@ def reply_response(reply: dict[str, Any]) -> JSONResponse:
     return JSONResponse(reply, status_code=status_for(reply), headers=headers)
 
 
-def unauthorized(message: str, status: int = 403) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+def unauthorized(message: str, status: int = 401, *, invalid: bool = False) -> JSONResponse:
+    """A request whose credentials are missing or not valid (401: RFC 6750's answer to a bearer token that is
+    wrong, revoked or expired, `invalid` saying it), or whose browser session lacks its CSRF token (403)."""
+    challenge = 'Bearer error="invalid_token"' if invalid else "Bearer"
+    headers = {"WWW-Authenticate": challenge} if status == 401 else None
     return JSONResponse(error_reply("unauthorized", message), status_code=status, headers=headers)
 
 
@@ -86,8 +89,9 @@ async def who(
     query_token: bool = False,
     ticket_for: str | None = None,
 ) -> Principal | Response:
-    """The caller's principal, or the reply that refuses it: 401 with no credentials (or a browser session that
-    has ended), 403 with credentials that are not valid (the same for a wrong, revoked or expired key)."""
+    """The caller's principal, or the reply that refuses it: 401 with no credentials or credentials that are not
+    valid (the same for a wrong, revoked or expired key, a used ticket, a browser session that has ended), 403 for
+    a browser session's request without its CSRF token."""
     anyone = await gate.open_principal()
     if anyone is not None:
         return remember(request, anyone)
@@ -99,25 +103,24 @@ async def who(
         scheme, _, presented = header.partition(" ")
         principal = await gate.bearer(presented.strip()) if scheme.lower() == "bearer" else None
         if principal is None:
-            return unauthorized("authorization: the bearer token is not valid")
+            return unauthorized("authorization: the bearer token is not valid", invalid=True)
         return remember(request, principal)
     if ticket_for is not None and "ticket" in params:
         principal = await gate.ticket(params["ticket"], ticket_for)
         if principal is None:
-            return unauthorized("ticket: not valid (used already, lapsed, or for another session)")
+            return unauthorized("ticket: not valid (used already, lapsed, or for another session)", invalid=True)
         return remember(request, principal)
     value = request.cookies.get(COOKIE) if cookie else None
     if value:
         principal = await gate.cookie(value)
         if principal is None:
-            return unauthorized("cookie: the browser session has ended; sign in again", 401)
+            return unauthorized("cookie: the browser session has ended; sign in again")
         if request.method != "GET" and not hmac.compare_digest(
             request.headers.get(CSRF_HEADER, "").encode(), csrf_of(value).encode()
         ):
-            return unauthorized(f"{CSRF_HEADER}: missing or not this browser session's")
+            return unauthorized(f"{CSRF_HEADER}: missing or not this browser session's", 403)
         return remember(request, principal)
     return unauthorized(
         "authorization: a bearer token is required (the CLI takes --token or ORCHESTRATOR_API_TOKEN; on the"
-        " platform's own machine, `orchestrator call --local` reaches its database with no key)",
-        401,
+        " platform's own machine, `orchestrator call --local` reaches its database with no key)"
     )

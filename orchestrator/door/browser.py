@@ -79,7 +79,7 @@ class BrowserRoutes:
             return JSONResponse(error_reply("invalid_request", "key: required, the key's secret"), 400)
         principal = await self.gate.bearer(secret)
         if principal is None:
-            return unauthorized("key: not valid (wrong, revoked or expired)")
+            return unauthorized("key: not valid (wrong, revoked or expired)", invalid=True)
         remember(request, principal)
         cookie = await self.gate.sign_in(principal, secret)
         response = JSONResponse(

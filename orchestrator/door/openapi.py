@@ -145,7 +145,8 @@ def _errors(statuses: tuple[int, ...] | None = None) -> dict[str, Any]:
     for code, status in STATUS_BY_ERROR.items():
         by_status.setdefault(status, []).append(code)
     by_status[TOO_LARGE] = ["limit_exceeded"]
-    # A key that is wrong, revoked or expired is `unauthorized` with 403 (none at all is 401): `auth.unauthorized`.
+    # A browser session's request without its CSRF token is `unauthorized` with 403 (`auth.unauthorized`); no key,
+    # or one wrong, revoked or expired, 401.
     by_status[403] = [*by_status[403], "unauthorized"]
     # A method a path does not take (`api.http_error`), with its `Allow` header.
     by_status[405] = ["invalid_request"]

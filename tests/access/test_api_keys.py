@@ -54,7 +54,7 @@ async def test_a_key_is_created_used_listed_and_revoked_through_the_python_clien
     assert revoked["state"] == "revoked" and revoked["revoked_at"]
     await asyncio.sleep(1)
     refused = await api.post({"command": "list_listeners"}, secret)
-    assert (refused.status_code, refused.json()["error"]) == (403, "unauthorized")
+    assert (refused.status_code, refused.json()["error"]) == (401, "unauthorized")
     assert secret not in refused.text
 
 
@@ -78,7 +78,7 @@ async def test_a_key_works_as_a_bearer_token_over_http_and_a_wrong_one_is_refuse
     forged = secret[:-4] + ("AAAA" if not secret.endswith("AAAA") else "BBBB")
     for presented in (forged, "ork_000000000000_" + "x" * 43, "plainly-wrong"):
         wrong = await api.post({"command": "list_listeners"}, presented)
-        assert (wrong.status_code, wrong.json()["error"]) == (403, "unauthorized")
+        assert (wrong.status_code, wrong.json()["error"]) == (401, "unauthorized")
     missing = await api.post({"command": "list_listeners"}, None)
     assert missing.status_code == 401
 
@@ -89,7 +89,7 @@ async def test_an_expired_key_is_refused_like_a_wrong_one(api: Api) -> None:
     assert (await api.post({"command": "list_listeners"}, secret)).status_code == 200
     await asyncio.sleep(2)
     late = await api.post({"command": "list_listeners"}, secret)
-    assert (late.status_code, late.json()["error"]) == (403, "unauthorized")
+    assert (late.status_code, late.json()["error"]) == (401, "unauthorized")
     [listed] = (await api.admin.list_api_keys())["keys"]
     assert listed["state"] == "expired"
 

@@ -52,7 +52,7 @@ async def test_signing_in_answers_an_httponly_samesite_cookie_and_commands_need_
         form = await http.post("/dashboard/sign-in", data={"key": secret})
         assert form.status_code == 400
         wrong = await http.post("/dashboard/sign-in", json={"key": "ork_000000000000_" + "x" * 43})
-        assert (wrong.status_code, wrong.json()["error"]) == (403, "unauthorized")
+        assert (wrong.status_code, wrong.json()["error"]) == (401, "unauthorized")
 
         out = await http.post("/dashboard/sign-out", json={}, headers={"x-csrf-token": http_csrf(http)})
         assert out.status_code == 200 and "orchestrator_session" not in http.cookies
@@ -101,9 +101,9 @@ async def test_a_stream_ticket_opens_one_stream_of_one_session_once(api: Api) ->
                         assert str(new) in line
                         break
             again = await bare.get(f"/v1/sessions/{sid}/stream?ticket={first}")
-            assert (again.status_code, again.json()["error"]) == (403, "unauthorized"), "a ticket opens one stream"
+            assert (again.status_code, again.json()["error"]) == (401, "unauthorized"), "a ticket opens one stream"
             elsewhere = await bare.get(f"/v1/sessions/{other}/stream?ticket={await ticket(sid)}")
-            assert elsewhere.status_code == 403, "a ticket is for the session it was asked for"
+            assert elsewhere.status_code == 401, "a ticket is for the session it was asked for"
             no_cookie = await bare.post("/v1/stream-tickets", json={"session_id": sid})
             assert no_cookie.status_code == 401
 

@@ -95,7 +95,7 @@ async def test_refusals_and_logs_never_carry_the_token(guarded: str, caplog: pyt
             response = await http.post(
                 "/v1/commands", json={"command": "list_listeners"}, headers={"Authorization": authorization}
             )
-            assert response.status_code == 403
+            assert response.status_code == 401
             bodies.append(response.text + str(response.headers))
         bad_json = await http.post("/v1/commands", content=b"{not json", headers={"Authorization": f"Bearer {TOKEN}"})
         bodies.append(bad_json.text)

@@ -93,7 +93,7 @@ test("the session's id comes first: the old order is refused before anything is 
 test("a wrong key is unauthorized, and an unreachable API a transport error", async () => {
   const api = client();
   const stranger = new Client(api.url, { token: "ork_not_a_key" });
-  await assert.rejects(stranger.listListeners(), (err: unknown) => err instanceof UnauthorizedError && err.status === 403);
+  await assert.rejects(stranger.listListeners(), (err: unknown) => err instanceof UnauthorizedError && err.status === 401);
   await assert.rejects(stranger.listListeners(), CommandError);
   const nowhere = new Client("http://127.0.0.1:9", { timeoutMs: 2000 });
   await assert.rejects(nowhere.listListeners(), TransportError);
