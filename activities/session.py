@@ -257,8 +257,9 @@ class SessionActivities(PlatformActivities):
             if not emitted:
                 raise CommandError("invalid_request", "events: at least one event")
             rows = await checked(self, emitted, "events.{index}.")
-            for index, row in enumerate(rows):
-                row["key"] = f"{call.idempotency_key}:{index}"
+            if call.idempotency_key is not None:  # a call with no key writes anew each time (as the others do)
+                for index, row in enumerate(rows):
+                    row["key"] = f"{call.idempotency_key}:{index}"
             return await store.emit(session, rows, source=source, depth=depth)
         if call.op == "update_graph":
             try:
