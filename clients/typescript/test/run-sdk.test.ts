@@ -140,3 +140,58 @@ test("a run cancelled while it waits (cancel_on) reports its end as cancelled", 
     await api.deleteListener(name);
   }
 });
+
+test("a run whose code throws a plain error ends failed, and its listener's retry repeats it", { skip }, async () => {
+  const api = client();
+  const name = fresh("ts_throw");
+  await api.saveListener({
+    name,
+    filter: { types: ["object.written"], aliases: ["in/**"] },
+    batch: { window_seconds: 0 },
+    action: { type: "workflow", workflow: "sdkThrower", task_queue: queue },
+    retry: { attempts: 1, delay_seconds: 0 },
+  });
+  try {
+    const { session } = await api.openSession();
+    await api.writeObject(session.id, "in/1", { type: "in" });
+    const runs = await eventually(async () => {
+      const { executions } = await api.listExecutions(session.id, { listener: name });
+      return executions.length === 2 && executions.every((e: { status: string }) => e.status !== "running") && executions;
+    }, "the failed run and its repeat, ended", 60_000);
+    const byRetry = [...runs].sort((a: any, b: any) => a.batch.retry - b.batch.retry);
+    assert.deepEqual(byRetry.map((r: { status: string }) => r.status), ["failed", "completed"]);
+    assert.match(byRetry[0].error, /boom: a bug in the run's own code/);
+  } finally {
+    await api.deleteListener(name);
+  }
+});
+
+test("a run that cleans up after its cancellation and returns ends cancelled", { skip }, async () => {
+  const api = client();
+  const name = fresh("ts_clean");
+  await api.saveListener({
+    name,
+    filter: { types: ["object.written"], aliases: ["ask/**"] },
+    batch: { window_seconds: 0 },
+    action: { type: "workflow", workflow: "sdkCleaner", task_queue: queue },
+    cancel_on: [{ types: ["object.written"], aliases: ["stop/**"], grace_seconds: 30 }],
+    owns: ["out/**"],
+  });
+  try {
+    const { session } = await api.openSession();
+    await api.writeObject(session.id, "ask/1", { type: "ask" });
+    await eventually(async () => {
+      const { executions } = await api.listExecutions(session.id, { listener: name });
+      return executions.length === 1 && executions[0].waiting !== undefined;
+    }, "the waiting run", 30_000);
+    await api.writeObject(session.id, "stop/1", { type: "stop" });
+    const run = await eventually(async () => {
+      const { executions } = await api.listExecutions(session.id, { listener: name });
+      return executions[0].status !== "running" && executions[0];
+    }, "the run's end", 30_000);
+    assert.equal(run.status, "cancelled", JSON.stringify(run));
+    assert.deepEqual((await api.readObject(session.id, "out/cleaned")).object.value, { type: "cleaned" });
+  } finally {
+    await api.deleteListener(name);
+  }
+});

@@ -1,6 +1,6 @@
 // Workflows of the run-side SDK's tests, bundled by the test's worker: they read and write their session through
 // the platform's activities by name, from a TypeScript worker on a task queue of its own.
-import { ApplicationFailure } from "@temporalio/workflow";
+import { ApplicationFailure, CancellationScope, isCancellation } from "@temporalio/workflow";
 import { RunInput, RunSession, SessionError } from "../src/workflow";
 
 async function refusal(call: Promise<unknown>): Promise<string | null> {
@@ -57,4 +57,22 @@ export async function sdkWaiter(run: RunInput<{ timeout: number }>): Promise<voi
     matched: answer.matched,
     aliases: answer.events.map((event) => event.alias),
   });
+}
+
+/** Throws a plain error (a bug, not a Temporal failure) on its first attempt; completes on its repeat. */
+export async function sdkThrower(run: RunInput<null>): Promise<string> {
+  if (run.batch.retry === 0) throw new TypeError("boom: a bug in the run's own code");
+  return "done";
+}
+
+/** Waits; when cancelled it cleans up (a write outside its cancelled scope) and returns instead of rethrowing. */
+export async function sdkCleaner(run: RunInput<null>): Promise<string> {
+  const session = new RunSession(run);
+  try {
+    await session.waitForEvent([{ types: ["object.written"], aliases: ["never/**"] }], { timeoutSeconds: 60 });
+  } catch (err) {
+    if (!isCancellation(err)) throw err;
+    await CancellationScope.nonCancellable(() => session.writeObject("out/cleaned", { type: "cleaned" }));
+  }
+  return "returned";
 }

@@ -6,18 +6,24 @@
  * Owns the last step of a run the platform started on a task queue its action names: once the workflow completes,
  * fails or is cancelled, it calls `orchestrator.run_ended` by name on the platform's task queue (the run's memo,
  * `RunTag`, names it), which records the end and its `execution.ended` event and frees the run's slot or sets its
- * repeat. A workflow without the platform's memo is left alone. An error that fails a workflow task (anything
- * that is not a Temporal failure, retried by Temporal) is not an end, nor is a continue-as-new. A run that never
- * reports (no interceptor, a worker gone) is found ended by the platform's run sweep, later.
+ * repeat. A workflow without the platform's memo is left alone. Any error the run's code lets out ends it `failed`
+ * (a `TypeError` as an `ApplicationFailure` does), so a listener's retry, `listener.failed` and an inbox hear of it;
+ * only the SDK's own (`WorkflowError`: nondeterminism; a local activity's backoff) fail the workflow task, which
+ * Temporal retries: not an end, nor is a continue-as-new. A run asked to cancel that cleans up and returns, or
+ * whose clean-up fails, ends `cancelled`, as one that lets the cancellation through. A run that never reports (no
+ * interceptor, a worker gone) is found ended by the platform's run sweep, later. As the Python worker's
+ * `RunEndInterceptor` decides.
  */
 
 import {
   ApplicationFailure,
   CancellationScope,
   ContinueAsNew,
+  LocalActivityDoBackoff,
   Next,
   TemporalFailure,
   WorkflowExecuteInput,
+  WorkflowError,
   WorkflowInboundCallsInterceptor,
   WorkflowInterceptorsFactory,
   isCancellation,
@@ -68,6 +74,11 @@ async function report(tag: RunTag, status: RunEnd["status"], error: string | nul
   await CancellationScope.nonCancellable(() => runEnded(end));
 }
 
+/** Whether Temporal asked this run to cancel (`cancel_on`, a graceful `stop_execution`), whatever its code did. */
+function askedToCancel(): boolean {
+  return CancellationScope.current().consideredCancelled;
+}
+
 class ReportsItsEnd implements WorkflowInboundCallsInterceptor {
   async execute(input: WorkflowExecuteInput, next: Next<WorkflowInboundCallsInterceptor, "execute">): Promise<unknown> {
     const tag = workflowInfo().memo?.[RUN_MEMO] as RunTag | undefined;
@@ -76,16 +87,24 @@ class ReportsItsEnd implements WorkflowInboundCallsInterceptor {
     try {
       result = await next(input);
     } catch (err) {
-      if (err instanceof ContinueAsNew) throw err;
-      if (isCancellation(err)) {
-        await report(tag, "cancelled", (err as Error).message || "cancelled");
-      } else if (err instanceof TemporalFailure) {
+      // The SDK's own: the task fails and is retried, the run goes on (or continues as new).
+      if (err instanceof ContinueAsNew || err instanceof WorkflowError || err instanceof LocalActivityDoBackoff) throw err;
+      const message = err instanceof Error ? err.message : String(err);
+      if (isCancellation(err) || askedToCancel()) {
+        await report(tag, "cancelled", message || "cancelled");
+        throw err;
+      }
+      if (err instanceof TemporalFailure) {
         const kind = err instanceof ApplicationFailure && err.type ? err.type : err.name;
         await report(tag, "failed", err.message, kind);
+        throw err;
       }
-      throw err;
+      const kind = err instanceof Error ? err.name : typeof err;
+      await report(tag, "failed", message || kind, kind);
+      throw ApplicationFailure.create({ message: message || kind, type: kind, nonRetryable: true, cause: err as Error });
     }
-    await report(tag, "completed", null);
+    // It heard its cancellation, cleaned up and returned: it ended because it was asked to.
+    await report(tag, askedToCancel() ? "cancelled" : "completed", askedToCancel() ? "cancelled" : null);
     return result;
   }
 }
