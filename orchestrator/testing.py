@@ -50,7 +50,7 @@ from orchestrator.engine.wiring import platform_components
 from orchestrator.engine.worker import build_worker
 from orchestrator.platform import Platform
 
-__all__ = ["Harness", "MigrateFailed", "NotSettled", "busy", "terminate_leftovers"]
+__all__ = ["Harness", "Limits", "MigrateFailed", "NotSettled", "busy", "terminate_leftovers"]
 
 # How far `settle()` moves Temporal's clock at a time while lanes wait on timers.
 SETTLE_STEP_SECONDS = 1.0

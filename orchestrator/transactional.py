@@ -7,10 +7,11 @@ is declared, the session open and each key seen once, and appends them under the
 
     async with conn.transaction():
         await conn.execute("UPDATE tickets SET priority = 1 WHERE id = $1", ticket)
-        await orchestrator.emit(conn, session_id, "ticket.escalated", {"priority": 1})
+        await orchestrator.transactional.emit(conn, session_id, "ticket.escalated", {"priority": 1})
 
-`emit`/`emit_events` take an asyncpg connection (or pool connection); `emit_sa`/`emit_events_sa` a SQLAlchemy
-`Session` or `Connection`, and `emit_sa_async`/`emit_events_sa_async` their async twins.
+`emit`/`emit_events` take an asyncpg connection (or pool connection), or a SQLAlchemy `AsyncSession` or
+`AsyncConnection`; `emit_sa`/`emit_events_sa` a SQLAlchemy `Session` or `Connection` (they are not awaited), and
+`emit_sa_async`/`emit_events_sa_async` the async ones by name.
 """
 
 from __future__ import annotations
@@ -38,12 +39,21 @@ def _event(type_: str, data: Mapping[str, Any], key: str | None, client: str | N
     return event
 
 
+# An event as the SQL function takes it; its key also by the commands' name (`idempotency_key`).
+EVENT_FIELDS = ("type", "data", "key", "idempotency_key", "client")
+
+
 def _checked(events: Sequence[Mapping[str, Any]], schemas: Mapping[str, Any]) -> str:
     """The events as the SQL function takes them (JSON text), once each one's data fits its type's schema;
     an undeclared type is left to the function, which names it."""
     if not events:
         raise CommandError("invalid_request", "events: at least one is required")
     for index, event in enumerate(events):
+        unknown = sorted(str(k) for k in event if k not in EVENT_FIELDS)
+        if unknown:
+            raise CommandError(
+                "invalid_request", f"events.{index}.{unknown[0]}: not a field of an event {EVENT_FIELDS}"
+            )
         schema = schemas.get(str(event.get("type")))
         if schema is None:
             continue
@@ -73,10 +83,13 @@ def _statements(schema: str) -> tuple[str, str]:
 
 
 async def emit_events(
-    conn: _Asyncpg, session_id: str, events: Sequence[Mapping[str, Any]], *, schema: str = DEFAULT_SCHEMA
+    conn: _Asyncpg | Any, session_id: str, events: Sequence[Mapping[str, Any]], *, schema: str = DEFAULT_SCHEMA
 ) -> list[int]:
     """Append `events` (`{type, data, key?, client?}` each) to the session in the connection's transaction, all
-    or none; answer their ids. Outside a transaction block each call is its own commit."""
+    or none; answer their ids. Outside a transaction block each call is its own commit. `conn` is an asyncpg
+    connection, or a SQLAlchemy `AsyncSession` or `AsyncConnection` (as `emit_events_sa_async`)."""
+    if not hasattr(conn, "fetch"):
+        return await emit_events_sa_async(conn, session_id, events, schema=schema)
     read, write = _statements(schema)
     rows = await conn.fetch(read.format(names="$1"), _names(events))
     body = _checked(events, {r["name"]: r["schema"] for r in rows})
@@ -85,7 +98,7 @@ async def emit_events(
 
 
 async def emit(
-    conn: _Asyncpg,
+    conn: _Asyncpg | Any,
     session_id: str,
     type_: str,
     data: Mapping[str, Any],
@@ -94,7 +107,8 @@ async def emit(
     client: str | None = None,
     schema: str = DEFAULT_SCHEMA,
 ) -> int:
-    """Append one event to the session in the connection's transaction; answer its id."""
+    """Append one event to the session in the connection's transaction (asyncpg's, or a SQLAlchemy async
+    session's or connection's); answer its id."""
     [event_id] = await emit_events(conn, session_id, [_event(type_, data, idempotency_key, client)], schema=schema)
     return event_id
 

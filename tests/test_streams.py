@@ -183,6 +183,8 @@ DEEP = {"path": "type", "op": "in", "value": json.loads("[" * 150 + "]" * 150)}
         ({"after": "²"}, "after"),
         # A type no event can have, as save_listener refuses it: the stream would sit idle for good.
         ({"filter": {"types": ["object.writen"]}}, "filter.types.0: 'object.writen' matches no event type"),
+        # Places for events that have none, as save_listener refuses them: nothing would ever come.
+        ({"filter": {"types": ["execution.ended"], "aliases": ["x/**"]}}, "filter.aliases: no event of types"),
         # As /v1/commands refuses a body: nesting past its depth, NaN and Infinity, what the store cannot hold.
         ({"filter": "[" * 3000 + "]" * 3000}, "filter: JSON nested deeper than 100 levels"),
         ({"batch": "[" * 3000 + "]" * 3000}, "batch: JSON nested deeper than 100 levels"),

@@ -23,6 +23,7 @@ from orchestrator.core.declaration import (
     BatchSpec,
     ListenerFilter,
     never_holding,
+    placeless,
     unknown_types,
     unresolvable_paths,
 )
@@ -99,6 +100,7 @@ def parse_stream(
         *unknown_types(flt.types, event_types),
         *unresolvable_paths(flt, batch, event_types=event_types),
         *never_holding(flt),
+        *placeless(flt),
     ]
     for problem in problems:
         raise CommandError("invalid_request", problem)

@@ -122,10 +122,39 @@ async def test_sqlalchemy_sessions_emit_in_their_transactions(platform: Platform
         async with AsyncSession(async_engine) as session, session.begin():
             async_id = await emit_sa_async(session, sid, "ticket.escalated", {"priority": 3})
             [bulk] = await emit_events_sa_async(session, sid, [{"type": "ticket.escalated", "data": {"priority": 4}}])
+            # `emit` itself, as the README says it: over an async session as over an asyncpg connection.
+            plain = await emit(session, sid, "ticket.escalated", {"priority": 5})
     finally:
         await async_engine.dispose()
     events = await all_events(platform, sid)
-    assert [(e["id"], e["data"]["priority"]) for e in events] == [(sync_id, 2), (async_id, 3), (bulk, 4)]
+    assert [(e["id"], e["data"]["priority"]) for e in events] == [
+        (sync_id, 2), (async_id, 3), (bulk, 4), (plain, 5)
+    ]  # fmt: skip
+
+
+async def test_a_key_is_taken_by_the_commands_name_too_and_a_field_of_no_event_is_refused(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    """`idempotency_key`, as the commands name it, is the key (a second emit with it writes nothing); a misspelt
+    field is refused naming it, by the Python helper and by the SQL function alike, never ignored."""
+    await ok(platform, "save_event_type", **TICKET)
+    sid = await _session(platform)
+    keyed = [{"type": "ticket.escalated", "data": {"priority": 1}, "idempotency_key": "esc-42"}]
+    first = await emit_events(app, sid, keyed)
+    assert await emit_events(app, sid, keyed) == first
+    raw = await app.fetchval(
+        "SELECT array_agg(event_id) FROM orchestrator.emit_events($1, $2::jsonb)", sid, json.dumps(keyed)
+    )
+    assert list(raw) == first, "the SQL function takes it as the key too"
+    misspelt = [{"type": "ticket.escalated", "data": {"priority": 2}, "idempotency_kye": "esc-43"}]
+    with pytest.raises(CommandError, match=r"events\.0\.idempotency_kye: not a field of an event"):
+        await emit_events(app, sid, misspelt)
+    with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.0\.idempotency_kye: not a field"):
+        await app.fetch("SELECT * FROM orchestrator.emit_events($1, $2::jsonb)", sid, json.dumps(misspelt))
+    both = [{"type": "ticket.escalated", "data": {}, "key": "a", "idempotency_key": "b"}]
+    with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.0\.idempotency_key: give the key once"):
+        await app.fetch("SELECT * FROM orchestrator.emit_events($1, $2::jsonb)", sid, json.dumps(both))
+    assert [e["id"] for e in await all_events(platform, sid)] == first
 
 
 async def test_a_captured_table_writes_an_event_for_each_change_in_its_commit(
