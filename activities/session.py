@@ -9,6 +9,8 @@ finds its earlier write instead of writing twice. A listener that declares `owns
 
 from __future__ import annotations
 
+import asyncio
+
 import functools
 from collections import OrderedDict
 from collections.abc import Callable
@@ -81,6 +83,10 @@ def refusal(err: CommandError) -> ApplicationError:
     return ApplicationError(err.message, type=err.code, non_retryable=True)
 
 
+# How often, and how far apart, a wait asks again while routing is behind an event its first condition may hold
+# for (a round takes tens of milliseconds; the poll's interval bounds a lost wake-up).
+BEHIND_TRIES = 40
+BEHIND_PAUSE_SECONDS = 0.05
 # How many runs a worker remembers as started (their `execution.started` recorded); one forgotten is only
 # asked about again, at its next write.
 KNOWN_STARTED = 10_000
@@ -171,21 +177,28 @@ class SessionActivities(PlatformActivities):
                     f"after: retention deleted session {call.session_id!r}'s events up to {trimmed}; its stream now"
                     f" starts at {first}",
                 )
-        opened = await self.store.open_wait(
-            {
-                "session_id": call.session_id,
-                "execution_id": call.execution_id,
-                "run_id": run_id,
-                "seq": seq,
-                "kind": "wait",
-                "listener": call.listener,
-                "after": after,
-                "max_events": spec.max_events,
-                "timeout_seconds": spec.timeout_seconds,
-                "conditions": [c.model_dump(mode="json", exclude_unset=True) for c in spec.conditions],
-                "compiled": compiled_conditions(spec.conditions),
-            }
-        )
+        request = {
+            "session_id": call.session_id,
+            "execution_id": call.execution_id,
+            "run_id": run_id,
+            "seq": seq,
+            "kind": "wait",
+            "listener": call.listener,
+            "after": after,
+            "max_events": spec.max_events,
+            "timeout_seconds": spec.timeout_seconds,
+            "conditions": [c.model_dump(mode="json", exclude_unset=True) for c in spec.conditions],
+            "compiled": compiled_conditions(spec.conditions),
+        }
+        # An earlier condition may hold for an event committed and not routed yet: asked again once routing has
+        # caught up, so the first declared wins; past the last try, the answer stands on what is routed.
+        for _ in range(BEHIND_TRIES):
+            opened = await self.store.open_wait(request)
+            if opened["state"] != "behind":
+                break
+            await asyncio.sleep(BEHIND_PAUSE_SECONDS)
+        else:
+            opened = await self.store.open_wait({**request, "settled": True})
         return await self._wait_reply(call.session_id, opened)
 
     async def _wait_reply(self, session_id: str, wait: dict[str, Any]) -> dict[str, Any]:

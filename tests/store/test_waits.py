@@ -136,3 +136,51 @@ async def test_a_wait_given_up_as_its_answer_came_leaves_the_answer_to_the_runs_
     assert (await platform.store.close_wait("exe:f", "r1", 2))["state"] == "answered"
     third = await platform.store.open_wait(wait(sid, "exe:f", seq=3))
     assert third["state"] == "open"
+
+
+def two_conditions(session_id: str, execution_id: str, **more: Any) -> dict[str, Any]:
+    """A wait for `first/*` (declared first) or `second/*`, from the session's start."""
+    spec = parse_wait(
+        {
+            "conditions": [
+                {"types": ["object.written"], "aliases": ["first/*"]},
+                {"types": ["object.written"], "aliases": ["second/*"]},
+            ],
+            "timeout_seconds": 60.0,
+        }
+    )
+    return {
+        **wait(session_id, execution_id, after=0),
+        "conditions": [c.model_dump(mode="json") for c in spec.conditions],
+        "compiled": compiled_conditions(spec.conditions),
+        **more,
+    }
+
+
+async def test_a_later_condition_routed_does_not_win_over_an_earlier_one_committed_and_not_routed_yet(
+    platform: Platform,
+) -> None:
+    """Router lag: the second condition's event is routed, the first's committed after it and not routed yet. Both
+    are ready together, so the first declared must win: the wait answers `behind` and is not put in place (its
+    caller asks again), until routing has caught up, or until the caller settles for what is routed."""
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    second = await write(platform, sid, "second/1")
+    await routed(platform, sid)
+    first = await write(platform, sid, "first/1")  # committed, not routed
+
+    assert (await platform.store.open_wait(two_conditions(sid, "exe:lag")))["state"] == "behind"
+    left = await platform.store.pool.fetchval("SELECT count(*) FROM orchestrator.run_waits WHERE session_id = $1", sid)
+    assert left == 0, "a wait that answered behind is not in place"
+    settled = await platform.store.open_wait(two_conditions(sid, "exe:settled", settled=True))
+    assert (settled["matched"], settled["event_ids"]) == (1, [second]), "settled: the answer stands on what is routed"
+
+    await routed(platform, sid)
+    caught_up = await platform.store.open_wait(two_conditions(sid, "exe:lag"))
+    assert (caught_up["state"], caught_up["matched"], caught_up["event_ids"]) == ("answered", 0, [first])
+    # The first condition's event routed first: no reason to wait, whatever follows.
+    other = (await platform.command({"command": "open_session"}))["session"]["id"]
+    early = await write(platform, other, "first/2")
+    await routed(platform, other)
+    await write(platform, other, "first/3")
+    answered = await platform.store.open_wait(two_conditions(other, "exe:early"))
+    assert (answered["matched"], answered["event_ids"]) == (0, [early])

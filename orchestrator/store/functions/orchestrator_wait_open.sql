@@ -6,7 +6,9 @@
 -- held is told to come back (`pg_notify`, at the commit). Idempotent by the run (its execution and Temporal run) and
 -- the wait's number: a retried call answers the wait as it stands. A wait of a run that has ended is `abandoned`
 -- from the start (its call came after the run's end was recorded, which abandoned what was open then): it takes
--- nothing. `p`: session_id, execution_id, run_id, seq, kind, listener, lane, after (null: the
+-- nothing; a wait whose first declared condition may hold for an event routing has not reached answers `behind`,
+-- put in place by nothing, to be asked again. `p`: session_id, execution_id, run_id, seq, kind, listener, lane,
+-- settled (true: answer from what is routed), after (null: the
 -- run's `execution.started`, else the routed position), max_events, timeout_seconds, grace_seconds, conditions
 -- (as declared) and compiled (per condition: type_res, alias_res, where, key_root, key_rest, key_segments,
 -- probes [{type_head, alias_head, eq_path, eq_value}]). Answers the wait as `orchestrator_wait_json` says it.
@@ -87,6 +89,20 @@ BEGIN
         INTO v_matched, v_ids
         FROM won JOIN held h ON h.cond = won.cond GROUP BY won.cond;
 
+    -- A later condition won what routing has reached while an earlier one holds for an event it has not reached
+    -- yet (committed: the session's lock is held): the first declared wins among what is ready together, so a wait
+    -- is not put in place yet, and its caller asks again once routing has caught up (`p.settled`: it has asked
+    -- enough, and the answer stands on what is routed). The rounds go on meanwhile: the position is not held.
+    IF v_matched > 0 AND w.kind = 'wait' AND NOT coalesce((p ->> 'settled')::boolean, false) AND EXISTS (
+            SELECT 1 FROM orchestrator.events e
+            JOIN orchestrator.wait_conditions k ON k.wait_id = w.id AND k.cond < v_matched
+            WHERE e.session_id = v_session AND e.id > v_routed
+              AND orchestrator.orchestrator_wait_hears_from(e, w)
+              AND orchestrator.orchestrator_condition_takes(e, k, w.lane)) THEN
+        DELETE FROM orchestrator.run_waits WHERE id = w.id;  -- its conditions with it
+        PERFORM pg_notify(orchestrator.orchestrator_wake_channel(v_session), v_session);
+        RETURN jsonb_build_object('state', 'behind');
+    END IF;
     IF v_matched IS NOT NULL THEN
         -- A wait's answer goes back in this call's reply; a cancel watch's is the router's to act on.
         PERFORM orchestrator.orchestrator_wait_answered(w.id, v_matched, v_ids, w.kind = 'wait', true);
