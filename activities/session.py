@@ -10,7 +10,6 @@ finds its earlier write instead of writing twice. A listener that declares `owns
 from __future__ import annotations
 
 import asyncio
-
 import functools
 from collections import OrderedDict
 from collections.abc import Callable
