@@ -149,3 +149,26 @@ async def test_a_where_no_event_can_pass_is_refused_naming_it_and_one_that_can_i
         for n, where in enumerate(fine):
             saved = await client.command({"command": "save_listener", "listener": body(where, f"fine{n}")})
             assert saved["status"] == "success", saved
+
+
+async def test_a_not_group_written_as_a_list_of_one_is_its_item_and_of_two_is_refused_naming_it(
+    platform: Platform, settings: Settings
+) -> None:
+    """`{"not": [condition]}`, a group written as `any`'s is: the item itself, saved as such; two or more are
+    refused naming `not` (none of them, or not all of them, would be a guess), and nothing is saved."""
+    listed = {**NOT_SKIPPED, "name": "notlisted"}
+    listed["filter"] = {
+        **NOT_SKIPPED["filter"],
+        "where": [{"not": [{"path": "alias", "op": "eq", "value": "skip/me"}]}],
+    }
+    async with serve_api(create_app(platform, settings), "127.0.0.1", 0) as url, Client.http(url) as client:
+        saved = await client.command({"command": "save_listener", "listener": listed})
+        assert saved["status"] == "success", saved
+        got = await client.command({"command": "get_listener", "name": "notlisted"})
+        assert got["listener"]["body"]["filter"]["where"] == NOT_SKIPPED["filter"]["where"][:1]
+        two = {**listed, "name": "nottwo"}
+        two["filter"] = {**listed["filter"], "where": [{"not": [{"path": "alias", "op": "eq", "value": "a"}] * 2}]}
+        refused = await client.command({"command": "save_listener", "listener": two})
+        assert refused["error"] == "invalid_request", refused
+        assert refused["message"].startswith("listener.filter.where.0.not: takes one condition or group"), refused
+        assert (await client.command({"command": "get_listener", "name": "nottwo"}))["error"] == "not_found"

@@ -140,6 +140,22 @@ class WhereNot(_Strict):
 
     not_: WhereItem = Field(alias="not")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_in_a_list(cls, data: Any) -> Any:
+        # A group written as `any`'s is (`{"not": [condition]}`): one item is that item. Two or more are refused:
+        # "none of them" and "not all of them" are both fair readings, and a filter must not guess.
+        if isinstance(data, dict) and isinstance(data.get("not"), list):
+            items = data["not"]
+            if len(items) != 1:
+                raise FieldProblem(
+                    "not",
+                    'takes one condition or group: for none of several, {"not": {"any": [...]}}; for not all of'
+                    ' them, {"any": [{"not": ...}, ...]}',
+                )
+            return {**data, "not": items[0]}
+        return data
+
 
 def _where_kind(item: Any) -> str:
     if isinstance(item, dict):
