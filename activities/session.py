@@ -192,7 +192,7 @@ class SessionActivities(PlatformActivities):
         # An earlier condition may hold for an event committed and not routed yet: asked again once routing has
         # caught up, so the first declared wins; past the last try, the answer stands on what is routed.
         for _ in range(BEHIND_TRIES):
-            opened = await self.store.open_wait(request)
+            opened = await self.store.open_wait({**request, "settled": False})
             if opened["state"] != "behind":
                 break
             await asyncio.sleep(BEHIND_PAUSE_SECONDS)

@@ -537,8 +537,8 @@ class Client:
 
     async def create_schedule(
         self,
-        session_id: str | None = None,
-        alias: str | None = None,
+        session_id: str,
+        alias: str,
         *,
         repeat: dict[str, Any] | str,
         invocation_target_type: str | None = None,
@@ -555,8 +555,9 @@ class Client:
         invocation_target: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The nested form (`repeat` an object, `target`), or the seed's flat one (`repeat` a string, its fields
-        beside it, `invocation_target` naming the session); `alias` and `invocation_target_type` default to what
-        the target says."""
+        beside it, `invocation_target`); `invocation_target_type` defaults to what the target says. The session and
+        the alias are the schedule's address, so this method asks for both (the command finds them in a flat
+        body's target when they are left out)."""
         return await self._call(
             "create_schedule",
             session_id=session_id,

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from orchestrator.core.database_schema import DEFAULT_SCHEMA
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import data_check
 from orchestrator.core.schema_names import in_schema
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 
 class _Asyncpg(Protocol):
@@ -82,14 +85,35 @@ def _statements(schema: str) -> tuple[str, str]:
     return in_schema(_READ, schema), in_schema(_WRITE, schema)
 
 
+def _sqlalchemy_async(conn: Any) -> bool:
+    """Whether `conn` is a SQLAlchemy `AsyncSession` or `AsyncConnection` (looked up only when SQLAlchemy is
+    loaded: an application that uses it has imported it)."""
+    import sys
+
+    if "sqlalchemy.ext.asyncio" not in sys.modules:
+        return False
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+
+    return isinstance(conn, AsyncSession | AsyncConnection)
+
+
 async def emit_events(
-    conn: _Asyncpg | Any, session_id: str, events: Sequence[Mapping[str, Any]], *, schema: str = DEFAULT_SCHEMA
+    conn: _Asyncpg | AsyncSession | AsyncConnection,
+    session_id: str,
+    events: Sequence[Mapping[str, Any]],
+    *,
+    schema: str = DEFAULT_SCHEMA,
 ) -> list[int]:
     """Append `events` (`{type, data, key?, client?}` each) to the session in the connection's transaction, all
     or none; answer their ids. Outside a transaction block each call is its own commit. `conn` is an asyncpg
     connection, or a SQLAlchemy `AsyncSession` or `AsyncConnection` (as `emit_events_sa_async`)."""
-    if not hasattr(conn, "fetch"):
+    if _sqlalchemy_async(conn):
         return await emit_events_sa_async(conn, session_id, events, schema=schema)
+    if not hasattr(conn, "fetch"):
+        raise TypeError(
+            f"emit_events: {type(conn).__name__} is neither an asyncpg connection nor a SQLAlchemy AsyncSession or"
+            " AsyncConnection (a sync SQLAlchemy Session or Connection: emit_sa, emit_events_sa)"
+        )
     read, write = _statements(schema)
     rows = await conn.fetch(read.format(names="$1"), _names(events))
     body = _checked(events, {r["name"]: r["schema"] for r in rows})
@@ -98,7 +122,7 @@ async def emit_events(
 
 
 async def emit(
-    conn: _Asyncpg | Any,
+    conn: _Asyncpg | AsyncSession | AsyncConnection,
     session_id: str,
     type_: str,
     data: Mapping[str, Any],

@@ -118,6 +118,16 @@ SCHEDULE_BODIES = {
         "every_seconds": 60,
         "invocation_target": {"target": {}, "workflow": "tick", "input": {"n": 1}},
     },
+    "nested, beside the flat form's fields left null": {
+        "command": "create_schedule",
+        "session_id": "ses_1",
+        "alias": "tick",
+        "repeat": {"type": "interval", "every_seconds": 60},
+        "cron_expression": None,
+        "timezone": None,
+        "invocation_time": None,
+        "target": {"workflow": "tick"},
+    },
     "nested, its type and alias from the target": {
         "command": "create_schedule",
         "session_id": "ses_1",

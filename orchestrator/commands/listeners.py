@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import pydantic
 from pydantic import Field
 
 from orchestrator.commands.fields import ListenerName, SchemaOf, SessionId
@@ -175,8 +176,13 @@ async def get_listener(platform: CommandContext, req: ListenerRef) -> dict[str, 
 
 def shown(found: dict[str, Any]) -> dict[str, Any]:
     """A listener as the commands answer it: its version (`name`, `version`, `effective_at`, ...), its `body` as
-    saved, and beside them the body's fields as in effect, each default it left out filled in."""
-    return {**ListenerDeclaration.model_validate(found["body"]).model_dump(mode="json"), **found}
+    saved, and beside them the body's fields with each default it left out filled in (a body a later release's
+    model does not read: its fields as saved)."""
+    try:
+        fields = ListenerDeclaration.model_validate(found["body"]).model_dump(mode="json")
+    except pydantic.ValidationError:
+        fields = dict(found["body"])
+    return {**fields, **found}
 
 
 @command(

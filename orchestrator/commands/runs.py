@@ -47,6 +47,7 @@ from orchestrator.core.lane_snapshot import (
 )
 from orchestrator.core.lane_step import next_move
 from orchestrator.core.limits import Limits
+from orchestrator.core.validation import FieldProblem
 from orchestrator.lanes.registry import FRESH_SECONDS, not_registered, registered_text
 from orchestrator.telemetry import METRICS
 
@@ -99,7 +100,7 @@ class StopExecution(Request):
             return self
         mode: Literal["cancel", "terminate"] = "terminate" if self.terminate else "cancel"
         if "mode" in self.model_fields_set and self.mode != mode:
-            raise ValueError(f"terminate: {str(self.terminate).lower()} asks otherwise than mode {self.mode!r}")
+            raise FieldProblem("terminate", f"{str(self.terminate).lower()} asks otherwise than mode {self.mode!r}")
         self.mode = mode
         return self
 

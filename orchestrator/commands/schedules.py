@@ -68,6 +68,11 @@ def nested_form(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     data = dict(data)
+    if isinstance(data.get("repeat"), dict):
+        # A nested repeat beside the flat form's fields left null (a body built for either form): they say nothing.
+        for name in FLAT_REPEAT_FIELDS:
+            if name in data and data[name] is None:
+                del data[name]
     if isinstance(data.get("repeat"), str):
         repeat: dict[str, Any] = {"type": data.pop("repeat")}
         # A flat body often carries every field, null where its repeat or target has no use for it: left out.
@@ -166,20 +171,21 @@ class CreateSchedule(Request):
 
 REPEAT_TYPES = ["recurring_cron", "interval", "one_time"]
 _FLAT = "the flat form (`repeat` a string): "
+_NULL = {"type": "null"}
 FLAT_PROPERTIES: dict[str, Any] = {
-    "cron_expression": {"type": ["string", "null"], "description": _FLAT + "the cron of `recurring_cron`"},
-    "timezone": {"type": ["string", "null"], "description": _FLAT + "an IANA time zone"},
-    "every_seconds": {"type": ["integer", "null"], "description": _FLAT + "the seconds of `interval`"},
-    "invocation_time": {"type": ["string", "null"], "description": _FLAT + "the date-time of `one_time`"},
+    "cron_expression": {"anyOf": [{"type": "string"}, _NULL], "description": _FLAT + "the cron of `recurring_cron`"},
+    "timezone": {"anyOf": [{"type": "string"}, _NULL], "description": _FLAT + "an IANA time zone"},
+    "every_seconds": {"anyOf": [{"type": "integer"}, _NULL], "description": _FLAT + "the seconds of `interval`"},
+    "invocation_time": {"anyOf": [{"type": "string"}, _NULL], "description": _FLAT + "the date-time of `one_time`"},
     "invocation_target": {
         "type": "object",
         "description": "the seed's target: `target.session` the session (its other names kept as `origin`), "
         "`alias` and `value` an object to write, or `workflow` and `input` a run to start",
         "properties": {
             "target": {"type": "object", "properties": {"session": {"type": "string"}}},
-            "alias": {"type": ["string", "null"]},
+            "alias": {"anyOf": [{"type": "string"}, _NULL]},
             "value": {},
-            "workflow": {"type": ["string", "null"]},
+            "workflow": {"anyOf": [{"type": "string"}, _NULL]},
             "input": {},
         },
         "additionalProperties": False,

@@ -22,6 +22,7 @@ from orchestrator.core.declaration import (
     WHERE_TAGS,
     BatchSpec,
     ListenerFilter,
+    batch_in_effect,
     never_holding,
     placeless,
     unknown_types,
@@ -106,7 +107,7 @@ def parse_stream(
         raise CommandError("invalid_request", problem)
     if client is not None and not (0 < len(client) <= MAX_CLIENT_CHARS):
         raise CommandError("invalid_request", f"client: must be 1 to {MAX_CLIENT_CHARS} characters")
-    return StreamSpec(flt, batch, client)
+    return StreamSpec(flt, batch_in_effect(batch, limits), client)
 
 
 def wanted(spec: StreamSpec, envelope: dict[str, Any]) -> bool:

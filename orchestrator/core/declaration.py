@@ -551,11 +551,16 @@ def parse_declaration(
         problems += never_written("listener.action.value", action.value, item=False, max_bytes=limits.max_payload_bytes)
     if problems:
         raise CommandError("invalid_request", "; ".join(problems))
-    if "max_events" not in decl.batch.model_fields_set and decl.batch.max_events > limits.max_events_per_batch:
-        # The default is the most a batch takes unless the deployment allows fewer: then it is that (and saved).
-        batch = decl.batch.model_copy(update={"max_events": limits.max_events_per_batch})
-        decl = decl.model_copy(update={"batch": batch})
-    return decl
+    batch = batch_in_effect(decl.batch, limits)
+    return decl if batch is decl.batch else decl.model_copy(update={"batch": batch})
+
+
+def batch_in_effect(batch: BatchSpec, limits: Limits) -> BatchSpec:
+    """A batch as the deployment cuts it: `max_events` left out is the default, unless the deployment allows fewer
+    (then it is that, and a saved listener saves it)."""
+    if "max_events" in batch.model_fields_set or batch.max_events <= limits.max_events_per_batch:
+        return batch
+    return batch.model_copy(update={"max_events": limits.max_events_per_batch})
 
 
 def dead_globs(types: Sequence[str] | None, event_types: Collection[str] | None) -> list[int]:

@@ -101,9 +101,11 @@ async def who(
         header = f"Bearer {params['access_token']}"
     if header is not None:
         scheme, _, presented = header.partition(" ")
-        principal = await gate.bearer(presented.strip()) if scheme.lower() == "bearer" else None
+        bearer = scheme.lower() == "bearer" and presented.strip() != ""
+        principal = await gate.bearer(presented.strip()) if bearer else None
         if principal is None:
-            return unauthorized("authorization: the bearer token is not valid", invalid=True)
+            # RFC 6750: `invalid_token` for a bearer token that is not valid; none for another scheme or none given.
+            return unauthorized("authorization: the bearer token is not valid", invalid=bearer)
         return remember(request, principal)
     if ticket_for is not None and "ticket" in params:
         principal = await gate.ticket(params["ticket"], ticket_for)

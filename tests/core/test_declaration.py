@@ -10,6 +10,7 @@ import pydantic
 import pytest
 
 from orchestrator.config import Settings
+from orchestrator.core.connection_listener import parse_stream
 from orchestrator.core.declaration import (
     Concurrency,
     ObjectAction,
@@ -174,7 +175,9 @@ def test_aliases_on_types_never_at_an_alias_are_refused_naming_the_field(types: 
         assert _refusal(body).startswith("listener.filter.aliases: no event of types")
     cancel = {**_with("concurrency", {"mode": "keyed", "key": "alias"})}
     cancel["cancel_on"] = [{"types": types, "aliases": ["missions/**"]}]
-    if not placed:
+    if placed:
+        parse_declaration(cancel, Limits())
+    else:
         assert "listener.cancel_on.0.aliases: no event of types" in _refusal(cancel)
 
 
@@ -183,6 +186,11 @@ def test_a_deployment_that_allows_fewer_events_a_batch_than_the_default_makes_th
     assert decl.batch.max_events == 50
     assert decl.model_dump(mode="json", exclude_unset=True)["batch"]["max_events"] == 50, "saved as it is in effect"
     assert parse_declaration(_with("batch", {"max_events": 20}), Limits(max_events_per_batch=50)).batch.max_events == 20
+    # A stream's batch is a listener's: the same default under the same limit.
+    stream = parse_stream(
+        '{"types": ["object.written"]}', '{"window_seconds": 1}', None, Limits(max_events_per_batch=50), {}
+    )
+    assert stream.batch.max_events == 50
 
 
 @pytest.mark.parametrize(

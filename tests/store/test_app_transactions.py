@@ -440,3 +440,12 @@ async def test_an_event_of_the_applications_own_transaction_names_it_as_its_caus
         },
     )
     assert [i for b in simulated["batches"] for i in b["event_ids"]] == [e["id"] for e in events], simulated
+
+
+async def test_emit_over_what_it_cannot_use_says_what_to_call_instead() -> None:
+    class Sync:  # a sync SQLAlchemy Session has `execute`, not `fetch`, and nothing of it is awaited
+        def execute(self, *args: Any) -> None:
+            raise AssertionError("not to be called")
+
+    with pytest.raises(TypeError, match="emit_sa, emit_events_sa"):
+        await emit(Sync(), "ses_1", "ticket.escalated", {"priority": 1})

@@ -168,19 +168,24 @@ async def test_a_later_condition_routed_does_not_win_over_an_earlier_one_committ
     await routed(platform, sid)
     first = await write(platform, sid, "first/1")  # committed, not routed
 
-    assert (await platform.store.open_wait(two_conditions(sid, "exe:lag")))["state"] == "behind"
-    left = await platform.store.pool.fetchval("SELECT count(*) FROM orchestrator.run_waits WHERE session_id = $1", sid)
+    # A caller of the release before never asks again: it is answered from what is routed, as it always was.
+    older = await platform.store.open_wait(two_conditions(sid, "exe:older"))
+    assert (older["matched"], older["event_ids"]) == (1, [second])
+    assert (await platform.store.open_wait(two_conditions(sid, "exe:lag", settled=False)))["state"] == "behind"
+    left = await platform.store.pool.fetchval(
+        "SELECT count(*) FROM orchestrator.run_waits WHERE session_id = $1 AND execution_id = 'exe:lag'", sid
+    )
     assert left == 0, "a wait that answered behind is not in place"
     settled = await platform.store.open_wait(two_conditions(sid, "exe:settled", settled=True))
     assert (settled["matched"], settled["event_ids"]) == (1, [second]), "settled: the answer stands on what is routed"
 
     await routed(platform, sid)
-    caught_up = await platform.store.open_wait(two_conditions(sid, "exe:lag"))
+    caught_up = await platform.store.open_wait(two_conditions(sid, "exe:lag", settled=False))
     assert (caught_up["state"], caught_up["matched"], caught_up["event_ids"]) == ("answered", 0, [first])
     # The first condition's event routed first: no reason to wait, whatever follows.
     other = (await platform.command({"command": "open_session"}))["session"]["id"]
     early = await write(platform, other, "first/2")
     await routed(platform, other)
     await write(platform, other, "first/3")
-    answered = await platform.store.open_wait(two_conditions(other, "exe:early"))
+    answered = await platform.store.open_wait(two_conditions(other, "exe:early", settled=False))
     assert (answered["matched"], answered["event_ids"]) == (0, [early])

@@ -19,19 +19,20 @@ BEGIN
         FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n),
              jsonb_object_keys(CASE WHEN jsonb_typeof(g.x) = 'object' THEN g.x ELSE '{}' END) AS k(name)
         WHERE k.name NOT IN ('type', 'data', 'key', 'idempotency_key', 'client')
-           OR (k.name = 'idempotency_key' AND g.x ? 'key')
-        ORDER BY g.n LIMIT 1;
+           OR (k.name = 'idempotency_key' AND g.x ? 'key' AND g.x -> 'idempotency_key' <> 'null')
+        ORDER BY g.n, k.name LIMIT 1;
         IF FOUND THEN
             RAISE EXCEPTION 'events.%.%: %', v_bad.i, v_bad.name,
                 CASE WHEN v_bad.name = 'idempotency_key' THEN 'give the key once, as key or as idempotency_key'
-                     ELSE 'not a field of an event (type, data, key, client)' END
+                     ELSE 'not a field of an event (type, data, key or idempotency_key, client)' END
                 USING ERRCODE = '22023';
         END IF;
         IF p_events @? '$[*].idempotency_key' THEN
-            p_events := (SELECT jsonb_agg(CASE WHEN g.x ? 'idempotency_key'
-                                               THEN (g.x - 'idempotency_key') || jsonb_build_object('key',
-                                                   g.x -> 'idempotency_key')
-                                               ELSE g.x END ORDER BY g.n)
+            -- As `key` (a null one: none).
+            p_events := (SELECT jsonb_agg(CASE WHEN NOT g.x ? 'idempotency_key' THEN g.x
+                                               WHEN g.x -> 'idempotency_key' = 'null' THEN g.x - 'idempotency_key'
+                                               ELSE (g.x - 'idempotency_key') || jsonb_build_object('key',
+                                                   g.x -> 'idempotency_key') END ORDER BY g.n)
                          FROM jsonb_array_elements(p_events) WITH ORDINALITY AS g(x, n));
         END IF;
     END IF;

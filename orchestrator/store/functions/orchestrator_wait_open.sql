@@ -8,7 +8,7 @@
 -- from the start (its call came after the run's end was recorded, which abandoned what was open then): it takes
 -- nothing; a wait whose first declared condition may hold for an event routing has not reached answers `behind`,
 -- put in place by nothing, to be asked again. `p`: session_id, execution_id, run_id, seq, kind, listener, lane,
--- settled (true: answer from what is routed), after (null: the
+-- settled (false: `behind` may be answered; by default the answer stands on what is routed), after (null: the
 -- run's `execution.started`, else the routed position), max_events, timeout_seconds, grace_seconds, conditions
 -- (as declared) and compiled (per condition: type_res, alias_res, where, key_root, key_rest, key_segments,
 -- probes [{type_head, alias_head, eq_path, eq_value}]). Answers the wait as `orchestrator_wait_json` says it.
@@ -91,9 +91,10 @@ BEGIN
 
     -- A later condition won what routing has reached while an earlier one holds for an event it has not reached
     -- yet (committed: the session's lock is held): the first declared wins among what is ready together, so a wait
-    -- is not put in place yet, and its caller asks again once routing has caught up (`p.settled`: it has asked
-    -- enough, and the answer stands on what is routed). The rounds go on meanwhile: the position is not held.
-    IF v_matched > 0 AND w.kind = 'wait' AND NOT coalesce((p ->> 'settled')::boolean, false) AND EXISTS (
+    -- is not put in place yet, and its caller asks again once routing has caught up. Only a caller that says it
+    -- will ask again (`p.settled` false) is answered so: a worker of the release before, which never asks again,
+    -- gets the answer from what is routed, as it always did. The rounds go on meanwhile.
+    IF v_matched > 0 AND w.kind = 'wait' AND NOT coalesce((p ->> 'settled')::boolean, true) AND EXISTS (
             SELECT 1 FROM orchestrator.events e
             JOIN orchestrator.wait_conditions k ON k.wait_id = w.id AND k.cond < v_matched
             WHERE e.session_id = v_session AND e.id > v_routed

@@ -90,18 +90,23 @@ class ReportsItsEnd implements WorkflowInboundCallsInterceptor {
       // The SDK's own: the task fails and is retried, the run goes on (or continues as new).
       if (err instanceof ContinueAsNew || err instanceof WorkflowError || err instanceof LocalActivityDoBackoff) throw err;
       const message = err instanceof Error ? err.message : String(err);
+      const kind = err instanceof Error ? err.name : typeof err;
+      // Any other error ends the run: failing the workflow task instead would retry it for ever.
+      const ending =
+        err instanceof TemporalFailure
+          ? err
+          : ApplicationFailure.create({ message: message || kind, type: kind, nonRetryable: true, cause: err as Error });
       if (isCancellation(err) || askedToCancel()) {
         await report(tag, "cancelled", message || "cancelled");
-        throw err;
+        throw ending;
       }
       if (err instanceof TemporalFailure) {
-        const kind = err instanceof ApplicationFailure && err.type ? err.type : err.name;
-        await report(tag, "failed", err.message, kind);
+        const failedKind = err instanceof ApplicationFailure && err.type ? err.type : err.name;
+        await report(tag, "failed", err.message, failedKind);
         throw err;
       }
-      const kind = err instanceof Error ? err.name : typeof err;
       await report(tag, "failed", message || kind, kind);
-      throw ApplicationFailure.create({ message: message || kind, type: kind, nonRetryable: true, cause: err as Error });
+      throw ending;
     }
     // It heard its cancellation, cleaned up and returned: it ended because it was asked to.
     await report(tag, askedToCancel() ? "cancelled" : "completed", askedToCancel() ? "cancelled" : null);
