@@ -69,10 +69,12 @@ def nested_form(data: Any) -> Any:
         return data
     data = dict(data)
     if isinstance(data.get("repeat"), dict):
-        # A nested repeat beside the flat form's fields left null (a body built for either form): they say nothing.
+        # A nested repeat beside (or holding) the flat form's fields left null, as a body built for either form or
+        # dumped from a model has them: a null says nothing.
         for name in FLAT_REPEAT_FIELDS:
             if name in data and data[name] is None:
                 del data[name]
+        data["repeat"] = {k: v for k, v in data["repeat"].items() if not (k in FLAT_REPEAT_FIELDS and v is None)}
     if isinstance(data.get("repeat"), str):
         repeat: dict[str, Any] = {"type": data.pop("repeat")}
         # A flat body often carries every field, null where its repeat or target has no use for it: left out.

@@ -27,7 +27,16 @@ from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pydantic
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
 
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import validate_alias
@@ -167,7 +176,7 @@ def _layout(fields: list[str]) -> tuple[_Field, ...]:
         return (_MINUTE, _HOUR, _DOM, _MONTH, _DOW_CLASSIC)
     if len(fields) not in (6, 7):
         count = f"{len(fields)} field{'s' if len(fields) > 1 else ''}"
-        raise ValueError(f"has {count}; expected 5, or 6-7 with a '?' in a day field")
+        raise ValueError(f"has {count}; expected 5, 6 (seconds first) or 7 (a year last)")
     marks = {index for index, text in enumerate(fields) if text == "?"}
     aws, quartz = {2, 4}, {3, 5}
     if len(fields) == 6 and marks and marks <= aws:
@@ -175,10 +184,9 @@ def _layout(fields: list[str]) -> tuple[_Field, ...]:
     elif marks and marks <= quartz:
         layout = (_SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW_CLOUD, _YEAR)[: len(fields)]
     elif not marks:
-        raise ValueError(
-            f"has {len(fields)} fields and no '?': put '?' in day-of-month or day-of-week (the 6-field form is"
-            " 'minute hour day-of-month month day-of-week year'; the seconds-first form has '?' in the 4th or 6th)"
-        )
+        # With no '?', seconds first, days as classic cron numbers them: the form of Temporal's own cron strings,
+        # Spring's, node-cron's (EventBridge's always carries a '?').
+        layout = (_SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW_CLASSIC, _YEAR)[: len(fields)]
     else:
         raise ValueError("'?' may stand only in day-of-month or day-of-week")
     if len(marks) > 1:
@@ -309,6 +317,16 @@ class CronRepeat(_Strict):
 class IntervalRepeat(_Strict):
     type: Literal["interval"]
     every_seconds: int = Field(ge=1, le=MAX_EVERY_SECONDS, description="seconds between firings")
+    # An interval keeps no clock time; its zone is where `start_date` and `end_date` are read.
+    timezone: Timezone = Field(default="UTC", description=_ZONE + ", where start_date and end_date are read")
+
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Answered as it was given: an interval whose body named no zone has none in its replies.
+        dumped: dict[str, Any] = handler(self)
+        if "timezone" not in self.model_fields_set:
+            dumped.pop("timezone", None)
+        return dumped
 
 
 class OneTimeRepeat(_Strict):
@@ -383,7 +401,7 @@ class ScheduleDefinition(_Strict):
 
 
 def zone_of(repeat: CronRepeat | IntervalRepeat | OneTimeRepeat) -> str:
-    return "UTC" if isinstance(repeat, IntervalRepeat) else repeat.timezone
+    return repeat.timezone
 
 
 def parse_schedule(body: dict[str, Any], now: datetime | None) -> ScheduleDefinition:

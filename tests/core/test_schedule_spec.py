@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.commands.schedules import CreateSchedule
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned
 from orchestrator.core.schedule_spec import (
@@ -106,6 +107,17 @@ def test_six_fields_with_a_question_mark_in_the_fourth_or_sixth_field_are_second
     assert every_5s.second == (Span(0, 55, 5),)
     [with_year] = parse_cron("30 0 12 1 * ? 2030")
     assert (with_year.second, with_year.year) == ((Span(30, 30),), (Span(2030, 2030),))
+    # With no '?', seconds first and days numbered as classic cron's (Temporal's own cron strings, Spring's).
+    [every_2s] = parse_cron("*/2 * * * * *")
+    assert (every_2s.second, every_2s.minute, every_2s.day_of_week) == (
+        (Span(0, 58, 2),),
+        (Span(0, 59),),
+        EVERY_WEEKDAY,
+    )
+    [weekday_mornings] = parse_cron("0 30 9 * * MON-FRI")
+    assert (weekday_mornings.hour, weekday_mornings.day_of_week) == ((Span(9, 9),), (Span(1, 5),))
+    [sundays_2030] = parse_cron("0 0 12 * * 0 2030")
+    assert (sundays_2030.day_of_week, sundays_2030.year) == ((Span(0, 0),), (Span(2030, 2030),))
 
 
 def test_macros() -> None:
@@ -125,7 +137,8 @@ def test_macros() -> None:
         ("0 0 * * 5-2", "day-of-week: range '5-2' runs backwards"),
         ("*/0 * * * *", "minute: step '0' must be a whole number above 0"),
         ("0 0 * *", "has 4 fields"),
-        ("* * * * * *", "has 6 fields and no '?'"),
+        ("* * * * * * * *", "has 8 fields"),
+        ("60 * * * * *", "second: 60 is out of range 0-59"),
         ("0 ? * * * *", "'?' may stand only in day-of-month or day-of-week"),
         ("0 0 ? * ? *", "only one of day-of-month and day-of-week may be '?'"),
         ("0 0 L * ? *", "day-of-month: 'L' (last) is not supported"),
@@ -164,6 +177,23 @@ def test_interval() -> None:
     assert (timing.every_seconds, timing.calendars, timing.time_zone) == (900, (), "UTC")
     assert refusal(body({"type": "interval", "every_seconds": 0})) == "repeat.every_seconds: must be at least 1"
     assert refusal(body({"type": "interval", "every_seconds": "5"})) == "repeat.every_seconds: must be an integer"
+
+
+def test_an_interval_takes_a_timezone_for_its_dates_as_the_flat_body_gives_one() -> None:
+    """A seed body built for any repeat carries `timezone`: an interval keeps no clock time, and reads its
+    `start_date` and `end_date` there."""
+    paris = {"type": "interval", "every_seconds": 900, "timezone": "Europe/Paris"}
+    timing = schedule_timing(parse_schedule(body(paris, start_date="2030-01-01"), NOW))
+    assert timing.every_seconds == 900 and timing.start_at == datetime(2029, 12, 31, 23, tzinfo=UTC)
+    assert refusal(body({**paris, "timezone": "Mars/Base"})) == "repeat.timezone: unknown time zone 'Mars/Base'"
+    flat = {"command": "create_schedule", "alias": "ops-clock", "repeat": "interval", "every_seconds": 900,
+            "timezone": "UTC", "invocation_target": {"target": {"session": "ses_1"}, "alias": "ops/clock",
+                                                     "value": {"type": "tick"}}}  # fmt: skip
+    assert CreateSchedule.model_validate(flat).repeat == {"type": "interval", "every_seconds": 900, "timezone": "UTC"}
+    dumped = {"type": "recurring_cron", "cron_expression": "0 9 * * *", "timezone": "UTC", "every_seconds": None}
+    nested = {"command": "create_schedule", "session_id": "ses_1", "alias": "c", "repeat": dumped,
+              "target": {"alias": "a", "value": {"type": "x"}}}  # fmt: skip
+    assert "every_seconds" not in CreateSchedule.model_validate(nested).repeat, "a null says nothing"
 
 
 def test_one_time_is_read_in_its_zone_and_fires_once_at_that_instant() -> None:

@@ -89,6 +89,8 @@ export interface IntervalRepeat {
   type: "interval";
   /** seconds between firings */
   every_seconds: number;
+  /** an IANA time zone (`Europe/Paris`), where start_date and end_date are read */
+  timezone?: string;
 }
 
 export type JsonValue = unknown;
