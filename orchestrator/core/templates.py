@@ -124,6 +124,32 @@ def why_no_hole(
         return f"{root!r} holds {', '.join(fields)}"
     if below and not fields[field]:
         return f"'{root}.{field}' is a plain value"
+    if below and f"{root}.{field}" in _LISTS:
+        return _why_not_in_list(f"{root}.{field}", below, types, declared)
+    return None
+
+
+# A pointer's fields (`batch.messages.N`: `core/events.pointer`), and what may be below them.
+POINTER_FIELDS = {"id": False, "type": False, "alias": False, "item_id": False, "execution_id": False, "nodes": True}
+
+
+def _why_not_in_list(
+    name: str, below: str, types: Sequence[str] | None, declared: Mapping[str, Mapping[str, Any]] | None
+) -> str | None:
+    """Why `name.below` never resolves: a list is indexed (`batch.events.0`), and below an index is an envelope's
+    path (for `batch.events`) or a pointer's field (for `batch.messages`)."""
+    index, _, rest = below.partition(".")
+    if not index.isdigit():
+        return f"'{name}' is a list: a path into it is an index first ({name}.0)"
+    if not rest:
+        return None
+    if name == "batch.events":
+        return why_unresolvable(rest, types, declared)
+    field, _, deeper = rest.partition(".")
+    if field not in POINTER_FIELDS:
+        return f"a pointer of '{name}' holds {', '.join(POINTER_FIELDS)}"
+    if deeper and not POINTER_FIELDS[field]:
+        return f"'{name}.{index}.{field}' is a plain value"
     return None
 
 

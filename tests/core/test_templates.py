@@ -205,6 +205,31 @@ def test_a_template_path_no_batch_of_the_listeners_types_can_hold_is_refused_at_
     save(deep, ["thread.item_posted"])  # a json item's whole message is any value
 
 
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("batch.events.foo", "'batch.events' is a list: a path into it is an index first"),
+        ("batch.events.0.nope", "no event has a field 'nope'"),
+        ("batch.events.0.item.role", "no event of the listener's types (object.written) has 'item'"),
+        ("batch.messages.0.nope", "a pointer of 'batch.messages' holds id, type, alias"),
+        ("batch.messages.0.alias.x", "'batch.messages.0.alias' is a plain value"),
+        ("batch.events.0.alias", None),
+        ("batch.events.1.data.n", None),
+        ("batch.messages.0.item_id", None),
+        ("batch.events", None),
+    ],
+)
+def test_a_path_into_the_batchs_lists_is_checked_below_its_index(path: str, why: str | None) -> None:
+    """Below `batch.events.N` is an envelope's path, below `batch.messages.N` a pointer's field: one that never
+    resolves would end every batch `invocation_error`, so a save refuses it."""
+    found = why_no_hole(path, ["object.written"])
+    assert (found is None) if why is None else (found is not None and found.startswith(why)), found
+    if why is not None:
+        action = {"type": "workflow", "workflow": "w", "input": {"x": "{{ " + path + " }}"}}
+        with pytest.raises(CommandError, match=r"listener\.action\.input: template path"):
+            parse_declaration({"name": "l", "filter": {"types": ["object.written"]}, "action": action}, Limits())
+
+
 def test_the_seeds_spelling_resolves_in_a_template_as_in_a_filter() -> None:
     context = _context([WRITTEN])
     assert render("{{ event.object.alias }}", context) == "cells/1"
