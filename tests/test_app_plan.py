@@ -69,6 +69,22 @@ async def test_a_plan_adds_changes_and_removes_what_the_app_declared_and_then_is
     assert "plan         remove  listener c" in said
 
 
+async def test_replicas_starting_with_the_same_app_remove_what_it_dropped_once_and_neither_fails(
+    platform: Platform,
+) -> None:
+    """Three worker replicas start with the app's new version at once: each plans the removal of a listener and
+    an event type the app dropped; the first to apply removes them, the others find them gone, and go on."""
+    await apply(platform, app(listener("a"), listener("gone", types=["shipment.*"])), lambda _: None)
+    newer = app(listener("a"), types=())
+    planned = [await plan_of(platform, newer) for _ in range(3)]
+    assert all(any(step.action == "remove" for step in steps) for steps in planned)
+    await asyncio.gather(*(apply(platform, newer, lambda _: None) for _ in range(3)))
+    names = {found["name"] for found in (await platform.command({"command": "list_listeners"}))["listeners"]}
+    assert names == {"a"}
+    declared = (await platform.command({"command": "list_event_types"}))["event_types"]
+    assert "shipment.delayed" not in {found["name"] for found in declared}
+
+
 async def test_an_app_with_an_invalid_declaration_is_refused_whole_naming_the_field(platform: Platform) -> None:
     typo = {**listener("b"), "batch": {"max_event": 10}}
     with pytest.raises(InvalidApp) as refused:

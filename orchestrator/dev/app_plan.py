@@ -279,18 +279,28 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
                 if not _no_news(app, step, warning):
                     announce(f"warning      {step.kind} {step.name}: {warning}")
         elif step.action == "remove":
-            if step.kind == "listener":
-                await platform.command({"command": "delete_listener", "name": step.name})
-            elif step.kind == "capture":
-                await platform.store.uncapture_table(step.name)
-            elif step.kind == "schedule":
-                await _remove_schedule(platform, step.name)
-            else:
-                await platform.store.delete_event_type(step.name)
+            await _remove(platform, step)
         await platform.store.declare(step.kind, step.name, None if step.action == "remove" else app.name)
     for step in changes(steps):
         announce(f"plan         {step.line()}")
     return Applied(steps, effective)
+
+
+async def _remove(platform: Platform, step: Step) -> None:
+    """Remove what the app no longer declares; gone already is removed (another replica of the worker, starting
+    with the same app, applied the same plan first)."""
+    try:
+        if step.kind == "listener":
+            await platform.command({"command": "delete_listener", "name": step.name})
+        elif step.kind == "capture":
+            await platform.store.uncapture_table(step.name)
+        elif step.kind == "schedule":
+            await _remove_schedule(platform, step.name)
+        else:
+            await platform.store.delete_event_type(step.name)
+    except CommandError as err:
+        if err.code != "not_found":
+            raise
 
 
 def _no_news(app: UserApp, step: Step, warning: str) -> bool:
