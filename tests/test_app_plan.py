@@ -105,6 +105,16 @@ async def test_an_app_with_an_invalid_declaration_is_refused_whole_naming_the_fi
     with pytest.raises(InvalidApp) as refused:
         await apply(platform, both, lambda _: None)
     assert "listeners.0 (b)" in str(refused.value) and "schedules.0.repeat.every_seconds" in str(refused.value)
+    # A schedule's session: by its alias, named as the field at fault whatever is wrong with it.
+    for session, words in (
+        ({"session_alias": "bad alias"}, "schedules.0.session_alias: alias segments may hold only"),
+        ({"session_alias": None}, "schedules.0.session_alias: is required"),
+        ({"session_id": "ses_1"}, "schedules.0.session_alias: is required"),
+    ):
+        placed = UserApp(name="tests.plan_app", schedules=[{**clock, "repeat": {"type": "interval", "every_seconds": 60},
+                                                            **session}])  # fmt: skip
+        with pytest.raises(InvalidApp, match=words):
+            await apply(platform, placed, lambda _: None)
 
 
 async def test_an_app_that_stops_declaring_a_type_a_listener_still_names_is_refused_and_nothing_changes(

@@ -88,8 +88,18 @@ def _schedules(app: UserApp, problems: list[str], past: dict[str, str]) -> list[
     schedules: list[dict[str, Any]] = []
     for n, body in enumerate(app.schedules):
         rest = {k: v for k, v in body.items() if k != "session_alias"}
+        if body.get("session_alias") is None or "session_id" in body:
+            problems.append(
+                f"schedules.{n}.session_alias: is required: a declared schedule names its session by its alias"
+                " (opened at it when the plan is applied), not by a session_id"
+            )
+            continue
         try:
-            session_alias = _SESSION_ALIAS.validate_python(body.get("session_alias"))
+            session_alias = _SESSION_ALIAS.validate_python(body["session_alias"])
+        except pydantic.ValidationError as err:
+            problems.append(field_errors_message(err, f"schedules.{n}.session_alias"))
+            continue
+        try:
             req = CreateSchedule.model_validate({**rest, "command": "create_schedule", "session_id": "declared"})
             definition = parse_schedule({k: getattr(req, k) for k in BODY_FIELDS}, now=None)
             try:
@@ -99,8 +109,7 @@ def _schedules(app: UserApp, problems: list[str], past: dict[str, str]) -> list[
                     f"schedules.{n}.{err.message}"
                 )
         except pydantic.ValidationError as err:
-            where = f"schedules.{n}" if "session_alias" in body else f"schedules.{n}.session_alias"
-            problems.append(field_errors_message(err, where))
+            problems.append(field_errors_message(err, f"schedules.{n}"))
             continue
         except CommandError as err:
             problems.append(f"schedules.{n}.{err.message}")
