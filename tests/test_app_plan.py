@@ -111,8 +111,8 @@ async def test_an_app_with_an_invalid_declaration_is_refused_whole_naming_the_fi
         ({"session_alias": None}, "schedules.0.session_alias: is required"),
         ({"session_id": "ses_1"}, "schedules.0.session_alias: is required"),
     ):
-        placed = UserApp(name="tests.plan_app", schedules=[{**clock, "repeat": {"type": "interval", "every_seconds": 60},
-                                                            **session}])  # fmt: skip
+        hourly = {**clock, "repeat": {"type": "interval", "every_seconds": 60}, **session}
+        placed = UserApp(name="tests.plan_app", schedules=[hourly])
         with pytest.raises(InvalidApp, match=words):
             await apply(platform, placed, lambda _: None)
 
