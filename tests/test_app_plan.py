@@ -115,6 +115,10 @@ async def test_an_app_with_an_invalid_declaration_is_refused_whole_naming_the_fi
         placed = UserApp(name="tests.plan_app", schedules=[hourly])
         with pytest.raises(InvalidApp, match=words):
             await apply(platform, placed, lambda _: None)
+    # A null session_id says nothing, as a null says nothing elsewhere.
+    unset = {**clock, "repeat": {"type": "interval", "every_seconds": 60}, "session_id": None}
+    planned = await plan_of(platform, UserApp(name="tests.plan_app", schedules=[unset]))
+    assert [step.line() for step in changes(planned)] == ["add     schedule clock in ops"]
 
 
 async def test_an_app_that_stops_declaring_a_type_a_listener_still_names_is_refused_and_nothing_changes(

@@ -11,7 +11,8 @@ accepted form has one meaning:
 - six or seven fields with a `?` in one day field (the cloud schedulers'): the `?` picks the layout. In
   the 3rd or 5th field it is AWS EventBridge's `minute hour day-of-month month day-of-week year`; in the 4th
   or 6th it is the seconds-first Quartz form `second minute hour day-of-month month day-of-week [year]`.
-  Both number days 1-7 from Sunday. Six fields with no `?` are refused as ambiguous.
+  Both number days 1-7 from Sunday. Six fields with no `?` are refused as ambiguous; seven with no `?` are
+  Temporal's own form (seconds first, a year last, days 0-7 from Sunday).
 
 Years run 1970-2199 (EventBridge's range). `L`, `W` and `#` have no calendar equivalent and are refused.
 """
@@ -176,17 +177,23 @@ def _layout(fields: list[str]) -> tuple[_Field, ...]:
         return (_MINUTE, _HOUR, _DOM, _MONTH, _DOW_CLASSIC)
     if len(fields) not in (6, 7):
         count = f"{len(fields)} field{'s' if len(fields) > 1 else ''}"
-        raise ValueError(f"has {count}; expected 5, 6 (seconds first) or 7 (a year last)")
+        raise ValueError(f"has {count}; expected 5, 6 with a '?' in a day field, or 7")
     marks = {index for index, text in enumerate(fields) if text == "?"}
     aws, quartz = {2, 4}, {3, 5}
     if len(fields) == 6 and marks and marks <= aws:
         layout: tuple[_Field, ...] = (_MINUTE, _HOUR, _DOM, _MONTH, _DOW_CLOUD, _YEAR)
     elif marks and marks <= quartz:
         layout = (_SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW_CLOUD, _YEAR)[: len(fields)]
+    elif not marks and len(fields) == 7:
+        # Seven with no '?': Temporal's own cron strings (seconds first, a year last, days as classic cron's).
+        layout = (_SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW_CLASSIC, _YEAR)
     elif not marks:
-        # With no '?', seconds first, days as classic cron numbers them: the form of Temporal's own cron strings,
-        # Spring's, node-cron's (EventBridge's always carries a '?').
-        layout = (_SECOND, _MINUTE, _HOUR, _DOM, _MONTH, _DOW_CLASSIC, _YEAR)[: len(fields)]
+        # Six with no '?' read two ways: Temporal's `minute ... day-of-week year`, and Spring's or node-cron's
+        # seconds first. A schedule must not guess which.
+        raise ValueError(
+            "has 6 fields and no '?', which reads two ways (seconds first, or a year last): put '?' in a day field"
+            " ('*/5 * * * * ?' is every five seconds), or write 7 fields (seconds first, a year last)"
+        )
     else:
         raise ValueError("'?' may stand only in day-of-month or day-of-week")
     if len(marks) > 1:
@@ -309,7 +316,8 @@ _ZONE = "an IANA time zone (`Europe/Paris`)"
 class CronRepeat(_Strict):
     type: Literal["recurring_cron"]
     cron_expression: Annotated[str, AfterValidator(_cron)] = Field(
-        description="5 fields (minute to day of week), 6 (seconds first) or 7 (a year last), or `@daily` and kin"
+        description="5 fields (minute to day of week); 6 with a '?' in a day field (seconds first when it is the"
+        " 4th or 6th); 7 (seconds first, a year last); or `@daily` and kin"
     )
     timezone: Timezone = Field(default="UTC", description=_ZONE)
 
@@ -322,9 +330,10 @@ class IntervalRepeat(_Strict):
 
     @model_serializer(mode="wrap")
     def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Answered as it was given: an interval whose body named no zone has none in its replies.
+        # Answered as it was given, and stored so that a worker of the release before reads it: an interval in
+        # UTC (named or not) keeps no zone.
         dumped: dict[str, Any] = handler(self)
-        if "timezone" not in self.model_fields_set:
+        if self.timezone == "UTC":
             dumped.pop("timezone", None)
         return dumped
 

@@ -76,6 +76,12 @@ def _found(context: dict[str, Any], path: str) -> Any:
     if root == "event" and rest:
         # The seed's spellings (`event.object.alias`) resolve in a template as they do in `where`.
         return resolve_in_event(context.get("event") or {}, rest)
+    field, _, below = rest.partition(".")
+    index, _, inside = below.partition(".")
+    if root == "batch" and field == "events" and index.isdigit() and inside:
+        # So do they in each of the batch's events (`batch.events.0.object.alias`), as the save checks them.
+        events = (context.get("batch") or {}).get("events") or []
+        return resolve_in_event(events[int(index)], inside) if int(index) < len(events) else MISSING
     return resolve(context, path) if path else MISSING
 
 

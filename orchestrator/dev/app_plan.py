@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import pydantic
 
@@ -20,7 +20,7 @@ from orchestrator.commands.captures import CaptureTable, qualified
 from orchestrator.commands.fields import Alias
 from orchestrator.commands.schedules import BODY_FIELDS, CreateSchedule
 from orchestrator.core.declaration import parse_declaration, stranded_by
-from orchestrator.core.errors import CommandError
+from orchestrator.core.errors import CommandError, ErrorCode
 from orchestrator.core.event_types import EventTypeDeclaration
 from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan, schedule_of
 from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule, refuse_past
@@ -88,7 +88,7 @@ def _schedules(app: UserApp, problems: list[str], past: dict[str, str]) -> list[
     schedules: list[dict[str, Any]] = []
     for n, body in enumerate(app.schedules):
         rest = {k: v for k, v in body.items() if k != "session_alias"}
-        if body.get("session_alias") is None or "session_id" in body:
+        if body.get("session_alias") is None or body.get("session_id") is not None:
             problems.append(
                 f"schedules.{n}.session_alias: is required: a declared schedule names its session by its alias"
                 " (opened at it when the plan is applied), not by a session_id"
@@ -300,7 +300,7 @@ async def _remove(platform: Platform, step: Step) -> None:
     with the same app, applied the same plan first)."""
     try:
         if step.kind == "listener":
-            await platform.command({"command": "delete_listener", "name": step.name})
+            _done(await platform.command({"command": "delete_listener", "name": step.name}))
         elif step.kind == "capture":
             await platform.store.uncapture_table(step.name)
         elif step.kind == "schedule":
@@ -335,7 +335,13 @@ async def _remove_schedule(platform: Platform, name: str) -> None:
     session_alias, alias = schedule_of(name)
     session_id = await platform.store.session_by_alias(session_alias)
     if session_id is not None:
-        await platform.command({"command": "delete_schedule", "session_id": session_id, "alias": alias})
+        _done(await platform.command({"command": "delete_schedule", "session_id": session_id, "alias": alias}))
+
+
+def _done(reply: dict[str, Any]) -> None:
+    """A command's reply as the store's calls answer: an error reply raised (a `not_found` among them)."""
+    if reply.get("status") != "success":
+        raise CommandError(cast("ErrorCode", str(reply.get("error", "internal_error"))), str(reply.get("message", "")))
 
 
 __all__ = ["Applied", "InvalidApp", "apply", "declarations", "plan_of"]

@@ -107,14 +107,14 @@ def test_six_fields_with_a_question_mark_in_the_fourth_or_sixth_field_are_second
     assert every_5s.second == (Span(0, 55, 5),)
     [with_year] = parse_cron("30 0 12 1 * ? 2030")
     assert (with_year.second, with_year.year) == ((Span(30, 30),), (Span(2030, 2030),))
-    # With no '?', seconds first and days numbered as classic cron's (Temporal's own cron strings, Spring's).
-    [every_2s] = parse_cron("*/2 * * * * *")
+    # Seven with no '?': Temporal's own form, seconds first, a year last, days numbered as classic cron's.
+    [every_2s] = parse_cron("*/2 * * * * * *")
     assert (every_2s.second, every_2s.minute, every_2s.day_of_week) == (
         (Span(0, 58, 2),),
         (Span(0, 59),),
         EVERY_WEEKDAY,
     )
-    [weekday_mornings] = parse_cron("0 30 9 * * MON-FRI")
+    [weekday_mornings] = parse_cron("0 30 9 * * MON-FRI *")
     assert (weekday_mornings.hour, weekday_mornings.day_of_week) == ((Span(9, 9),), (Span(1, 5),))
     [sundays_2030] = parse_cron("0 0 12 * * 0 2030")
     assert (sundays_2030.day_of_week, sundays_2030.year) == ((Span(0, 0),), (Span(2030, 2030),))
@@ -138,7 +138,8 @@ def test_macros() -> None:
         ("*/0 * * * *", "minute: step '0' must be a whole number above 0"),
         ("0 0 * *", "has 4 fields"),
         ("* * * * * * * *", "has 8 fields"),
-        ("60 * * * * *", "second: 60 is out of range 0-59"),
+        ("* * * * * *", "has 6 fields and no '?', which reads two ways"),
+        ("60 * * * * * *", "second: 60 is out of range 0-59"),
         ("0 ? * * * *", "'?' may stand only in day-of-month or day-of-week"),
         ("0 0 ? * ? *", "only one of day-of-month and day-of-week may be '?'"),
         ("0 0 L * ? *", "day-of-month: 'L' (last) is not supported"),
@@ -186,6 +187,13 @@ def test_an_interval_takes_a_timezone_for_its_dates_as_the_flat_body_gives_one()
     timing = schedule_timing(parse_schedule(body(paris, start_date="2030-01-01"), NOW))
     assert timing.every_seconds == 900 and timing.start_at == datetime(2029, 12, 31, 23, tzinfo=UTC)
     assert refusal(body({**paris, "timezone": "Mars/Base"})) == "repeat.timezone: unknown time zone 'Mars/Base'"
+    # Stored and answered with its zone only when it is not UTC: a worker of the release before reads the rest.
+    utc = {"type": "interval", "every_seconds": 900, "timezone": "UTC"}
+    assert parse_schedule(body(utc), NOW).model_dump(mode="json")["repeat"] == {
+        "type": "interval",
+        "every_seconds": 900,
+    }
+    assert parse_schedule(body(paris), NOW).model_dump(mode="json")["repeat"]["timezone"] == "Europe/Paris"
     flat = {"command": "create_schedule", "alias": "ops-clock", "repeat": "interval", "every_seconds": 900,
             "timezone": "UTC", "invocation_target": {"target": {"session": "ses_1"}, "alias": "ops/clock",
                                                      "value": {"type": "tick"}}}  # fmt: skip

@@ -232,6 +232,8 @@ def test_a_path_into_the_batchs_lists_is_checked_below_its_index(path: str, why:
 
 def test_the_seeds_spelling_resolves_in_a_template_as_in_a_filter() -> None:
     context = _context([WRITTEN])
+    assert render("{{ batch.events.0.object.alias }}", context) == "cells/1", "in the batch's events too"
+    assert why_no_hole("batch.events.0.object.alias", ["object.**"]) is None
     assert render("{{ event.object.alias }}", context) == "cells/1"
     assert render("at {{ event.object.alias }}", context) == "at cells/1"
     assert why_no_hole("event.object.alias", ["object.**"]) is None

@@ -36,7 +36,7 @@ export interface Concurrency {
 
 export interface CronRepeat {
   type: "recurring_cron";
-  /** 5 fields (minute to day of week), 6 (seconds first) or 7 (a year last), or `@daily` and kin */
+  /** 5 fields (minute to day of week); 6 with a '?' in a day field (seconds first when it is the 4th or 6th); 7 (seconds first, a year last); or `@daily` and kin */
   cron_expression: string;
   /** an IANA time zone (`Europe/Paris`) */
   timezone?: string;
