@@ -70,7 +70,8 @@ class ScheduleActivities(PlatformActivities):
         # What the firing writes or starts was caused by the schedule, at the time it was due.
         with caused_by(schedule_cause(firing.alias, scheduled_at.astimezone(UTC).isoformat())):
             if definition.invocation_target_type == "object":
-                result = await self._write(firing, definition.object_target(), scheduled_at)
+                depth = int(row.get("depth") or 0)  # a run's timer: its writes' depth (0: a schedule of the door's)
+                result = await self._write(firing, definition.object_target(), scheduled_at, depth)
             else:
                 result = await self._start(firing, definition.workflow_target(), scheduled_at)
         crossing("schedule.performed")
@@ -85,7 +86,9 @@ class ScheduleActivities(PlatformActivities):
         )
         return result
 
-    async def _write(self, firing: ScheduleFiring, target: ObjectTarget, scheduled_at: datetime) -> ScheduleRunResult:
+    async def _write(
+        self, firing: ScheduleFiring, target: ObjectTarget, scheduled_at: datetime, depth: int
+    ) -> ScheduleRunResult:
         if not owned(schedule_owns(self.settings), target.alias):
             return ScheduleRunResult(
                 status="access_error", message=f"target.alias: {target.alias!r} is outside schedule_owns"
@@ -97,6 +100,7 @@ class ScheduleActivities(PlatformActivities):
                 target.alias,
                 target.value,
                 source={"client": f"schedule:{firing.alias}"},
+                depth=depth,
                 idempotency_key=firing_key(firing.schedule_id, scheduled_at),
             )
         except CommandError as err:

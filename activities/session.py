@@ -27,8 +27,8 @@ from orchestrator.commands.fields import Rev, check_payload
 from orchestrator.commands.schedules import (
     CreateSchedule,
     ScheduleRef,
-    create_schedule,
     delete_schedule,
+    make_schedule,
     written_alias,
 )
 from orchestrator.commands.threads import check_item
@@ -298,7 +298,7 @@ class SessionActivities(PlatformActivities):
             # Its firings write for the run: within what the listener owns, as the run's own writes are.
             written = written_alias(request)
             await self._check_owns(call, written, "target.alias" if written is not None else "target")
-            return (await create_schedule(self, request))["schedule"]
+            return (await make_schedule(self, request, depth))["schedule"]
         if call.op == "unschedule":
             ref = ScheduleRef(
                 command="delete_schedule", session_id=session, alias=validate_alias(str(args.get("alias")))

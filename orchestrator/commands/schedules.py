@@ -294,13 +294,18 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
     """Create a schedule at an alias, backed by a Temporal Schedule: on each firing it writes an object or starts
     a workflow in the session. The seed's flat body (`repeat` a string, `cron_expression`, `timezone`,
     `invocation_target`) is accepted too."""
+    return await make_schedule(platform, req)
+
+
+async def make_schedule(platform: CommandContext, req: CreateSchedule, depth: int = 0) -> dict[str, Any]:
+    """`create_schedule`; `depth`: a run's timer's, the depth its firings' writes carry (the run's writes')."""
     await _open_session(platform, req.session_id)
     body = {name: getattr(req, name) for name in BODY_FIELDS}
     definition = parse_schedule(body, now=datetime.now(UTC))
     _check_target(platform, definition)
     clock_of(platform)
     sid = schedule_id(req.session_id, req.alias)
-    stored = definition.model_dump(mode="json")
+    stored = _stored(definition, depth)
     row, version = await platform.store.put_schedule(req.session_id, req.alias, sid, stored, req.enabled, req.replace)
     crossing("schedule.written")
     try:
@@ -314,6 +319,13 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
             raise _refused(err) from None
         raise
     return await _warnings(platform, definition, {"schedule": row})
+
+
+def _stored(definition: ScheduleDefinition, depth: int) -> dict[str, Any]:
+    """A schedule's row body: its definition, and for a timer a run set, the depth of that run's writes, which its
+    firings' writes carry (so a run that sets a timer waking its own listener is a chain the limit stops)."""
+    stored = definition.model_dump(mode="json")
+    return {**stored, "depth": depth} if depth else stored
 
 
 # How often a make goes again from the row as written since (others setting the same schedule at once).
@@ -384,7 +396,7 @@ async def update_schedule(platform: CommandContext, req: UpdateSchedule) -> dict
         await clock_of(platform).change(row, schedule_timing(definition), enabled)
     except RPCError as err:
         raise _refused(err) from None
-    stored = definition.model_dump(mode="json")
+    stored = _stored(definition, int(row.get("depth") or 0))
     updated = await platform.store.update_schedule(req.session_id, req.alias, stored, enabled)
     return await _warnings(platform, definition, {"schedule": updated})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
@@ -57,9 +58,21 @@ class Outsider:
         await session.write_object("snooze/said", {"type": "said", "said": said})
 
 
+@workflow.defn(name="looper")
+class Looper:
+    """Sets a timer, seconds ahead, that writes what wakes its own listener: a loop only the chain limit ends."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        session = RunSession(run)
+        due = (workflow.now() + timedelta(seconds=3)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        repeat = {"type": "one_time", "invocation_time": due, "timezone": "UTC"}
+        await session.schedule(f"again-{run.batch.last_id}", repeat, {"alias": "loop/tick", "value": {"type": "t"}})
+
+
 @pytest.fixture
 async def engine(platform: Platform, dev_env: WorkflowEnvironment) -> AsyncIterator[Engine]:
-    async with running_engine(platform, dev_env.client, workflows=[Snoozer, Outsider]) as running:
+    async with running_engine(platform, dev_env.client, workflows=[Snoozer, Outsider, Looper]) as running:
         try:
             yield running
         finally:
@@ -99,6 +112,35 @@ async def test_a_run_sets_replaces_and_unsets_its_timers_and_a_firing_names_its_
     assert reminder["actor"] == {"schedule": "remind"}, "a firing's actor is its schedule"
     back = (await engine.command("explain_event", session_id=sid, event_id=reminder["id"]))["caused_by"]
     assert [next(iter(step)) for step in back] == ["schedule"]
+
+
+async def test_a_timer_a_run_sets_to_wake_its_own_listener_is_a_chain_the_depth_limit_ends(
+    engine: Engine, platform: Platform
+) -> None:
+    """SPEC 4, bounded: a run's timer writes at the depth of the run's own writes, so a listener whose runs set
+    timers that wake it again stops at `listener_chain_depth` (its firings wrote at depth 0 and looped for ever)."""
+    limit = platform.settings.limits.listener_chain_depth
+    looping = recorder_listener(
+        "looping",
+        filter={"types": ["object.written"], "aliases": ["loop/*"]},
+        batch={"window_seconds": 0},
+        action={"type": "workflow", "workflow": "looper"},
+    )
+    await engine.command("save_listener", listener=looping)
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias="loop/start", value={"type": "t"})
+
+    async def stopped() -> bool:
+        outcomes = (await engine.command("list_session_listeners", session_id=sid))["listeners"][0]["recent_outcomes"]
+        return any(o["status"] == "skipped" and o.get("reason") == "depth" for o in outcomes)
+
+    await eventually(stopped, within=30 + 10 * limit, what="the chain of timers to reach the depth limit")
+    ticks = [
+        e["depth"]
+        for e in (await engine.command("list_session_events", session_id=sid, types=["object.written"]))["events"]
+        if e["alias"] == "loop/tick"
+    ]
+    assert ticks == list(range(1, limit + 1)), "each firing one deeper than the run that set it, none past the limit"
 
 
 async def test_a_timer_whose_firings_would_write_outside_what_the_listener_owns_is_refused(engine: Engine) -> None:
