@@ -69,11 +69,13 @@ class ScheduleActivities(PlatformActivities):
         scheduled_at = firing.scheduled_at or datetime.now(UTC)
         # What the firing writes or starts was caused by the schedule, at the time it was due.
         with caused_by(schedule_cause(firing.alias, scheduled_at.astimezone(UTC).isoformat())):
+            # A run's timer: the depth of that run's writes, which the firing's write, or its run's batch, has (0: a
+            # schedule of the door's).
+            depth = int(row.get("depth") or 0)
             if definition.invocation_target_type == "object":
-                depth = int(row.get("depth") or 0)  # a run's timer: its writes' depth (0: a schedule of the door's)
                 result = await self._write(firing, definition.object_target(), scheduled_at, depth)
             else:
-                result = await self._start(firing, definition.workflow_target(), scheduled_at)
+                result = await self._start(firing, definition.workflow_target(), scheduled_at, depth)
         crossing("schedule.performed")
         await self.store.record_schedule_run(
             firing.session_id,
@@ -107,7 +109,9 @@ class ScheduleActivities(PlatformActivities):
             return ScheduleRunResult(status="invocation_error", message=err.message)
         return ScheduleRunResult(status="success", event_id=event_id)
 
-    async def _start(self, firing: ScheduleFiring, target: WorkflowTarget, scheduled_at: datetime) -> ScheduleRunResult:
+    async def _start(
+        self, firing: ScheduleFiring, target: WorkflowTarget, scheduled_at: datetime, depth: int
+    ) -> ScheduleRunResult:
         session_id = firing.session_id
         try:
             session = await self.store.get_session(session_id)
@@ -128,10 +132,11 @@ class ScheduleActivities(PlatformActivities):
             batch=BatchInfo(first_id=0, last_id=0, count=0, retry=0, lane="", event_ids=[], messages=[], events=[]),
             input=target.input,
             execution_id=execution_id,
+            depth=depth,
             scheduled={"alias": firing.alias, "due_at": scheduled_at.astimezone(UTC).isoformat()},
         )
         # A retried firing whose run already ran finds it under its id: started once.
-        tag = RunTag(execution_id=execution_id, session_id=session_id, workflow=target.workflow)
+        tag = RunTag(execution_id=execution_id, session_id=session_id, workflow=target.workflow, depth=depth)
         # The session's room for it is counted by its record, under the lock lanes and `start_execution` take.
         limit = self.settings.limits.executions_per_session
         try:

@@ -15,7 +15,7 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, GetJsonSchemaHandler, model_validator
+from pydantic import Field, GetJsonSchemaHandler, ValidationError, model_validator
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 from temporalio.service import RPCError, RPCStatusCode
@@ -363,7 +363,8 @@ async def make_unmade_schedules(platform: CommandContext, older_than_seconds: fl
     for row, version in await platform.store.unmade_schedules(older_than_seconds):
         try:
             await _make(platform, row, version)
-        except RPCError as err:
+        except (RPCError, ValidationError) as err:
+            # One row this release cannot read (a later release's form, during a rolling upgrade) stops no other.
             log.warning("could not make the schedule %s: %s", row["schedule_id"], err)
             continue
         made += 1

@@ -70,9 +70,26 @@ class Looper:
         await session.schedule(f"again-{run.batch.last_id}", repeat, {"alias": "loop/tick", "value": {"type": "t"}})
 
 
+@workflow.defn(name="relooper")
+class Relooper:
+    """Woken by its listener, sets a timer that starts itself; started by that timer, writes what wakes its
+    listener again."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        session = RunSession(run)
+        if run.scheduled is not None:
+            await session.write_object("reloop/tick", {"type": "t"})
+            return
+        due = (workflow.now() + timedelta(seconds=3)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        repeat = {"type": "one_time", "invocation_time": due, "timezone": "UTC"}
+        await session.schedule(f"again-{run.batch.last_id}", repeat, {"workflow": "relooper"})
+
+
 @pytest.fixture
 async def engine(platform: Platform, dev_env: WorkflowEnvironment) -> AsyncIterator[Engine]:
-    async with running_engine(platform, dev_env.client, workflows=[Snoozer, Outsider, Looper]) as running:
+    workflows = [Snoozer, Outsider, Looper, Relooper]
+    async with running_engine(platform, dev_env.client, workflows=workflows) as running:
         try:
             yield running
         finally:
@@ -141,6 +158,35 @@ async def test_a_timer_a_run_sets_to_wake_its_own_listener_is_a_chain_the_depth_
         if e["alias"] == "loop/tick"
     ]
     assert ticks == list(range(1, limit + 1)), "each firing one deeper than the run that set it, none past the limit"
+
+
+async def test_a_timer_a_run_sets_to_start_a_run_that_wakes_its_listener_is_a_chain_the_depth_limit_ends(
+    engine: Engine, platform: Platform
+) -> None:
+    """The same through a timer that starts a workflow: the run it starts is as deep as the run that set it would
+    have written, and its writes one deeper, so the chain ends at the limit (it wrote at depth 1 every time)."""
+    limit = platform.settings.limits.listener_chain_depth
+    relooping = recorder_listener(
+        "relooping",
+        filter={"types": ["object.written"], "aliases": ["reloop/*"]},
+        batch={"window_seconds": 0},
+        action={"type": "workflow", "workflow": "relooper"},
+    )
+    await engine.command("save_listener", listener=relooping)
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias="reloop/start", value={"type": "t"})
+
+    async def stopped() -> bool:
+        outcomes = (await engine.command("list_session_listeners", session_id=sid))["listeners"][0]["recent_outcomes"]
+        return any(o["status"] == "skipped" and o.get("reason") == "depth" for o in outcomes)
+
+    await eventually(stopped, within=30 + 10 * limit, what="the chain of started runs to reach the depth limit")
+    ticks = [
+        e["depth"]
+        for e in (await engine.command("list_session_events", session_id=sid, types=["object.written"]))["events"]
+        if e["alias"] == "reloop/tick"
+    ]
+    assert ticks == list(range(2, limit + 1, 2)), "each run's write two deeper than the last, none past the limit"
 
 
 async def test_a_timer_whose_firings_would_write_outside_what_the_listener_owns_is_refused(engine: Engine) -> None:
