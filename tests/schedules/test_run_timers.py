@@ -131,32 +131,36 @@ async def test_a_run_sets_replaces_and_unsets_its_timers_and_a_firing_names_its_
     assert [next(iter(step)) for step in back] == ["schedule"]
 
 
+async def chain_of_timers(engine: Engine, workflow: str, place: str) -> list[int]:
+    """A listener on `place/*` whose run is `workflow`, woken once: the depths of its `place/tick` writes once its
+    chain was stopped at the depth limit (a batch `skipped` for `depth`)."""
+    listener = recorder_listener(
+        workflow,
+        filter={"types": ["object.written"], "aliases": [f"{place}/*"]},
+        batch={"window_seconds": 0},
+        action={"type": "workflow", "workflow": workflow},
+    )
+    await engine.command("save_listener", listener=listener)
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias=f"{place}/start", value={"type": "t"})
+
+    async def stopped() -> bool:
+        outcomes = (await engine.command("list_session_listeners", session_id=sid))["listeners"][0]["recent_outcomes"]
+        return any(o["status"] == "skipped" and o.get("reason") == "depth" for o in outcomes)
+
+    limit = engine.platform.settings.limits.listener_chain_depth
+    await eventually(stopped, within=30 + 10 * limit, what=f"the chain of {workflow}'s timers to reach the limit")
+    written = (await engine.command("list_session_events", session_id=sid, types=["object.written"]))["events"]
+    return [e["depth"] for e in written if e["alias"] == f"{place}/tick"]
+
+
 async def test_a_timer_a_run_sets_to_wake_its_own_listener_is_a_chain_the_depth_limit_ends(
     engine: Engine, platform: Platform
 ) -> None:
     """SPEC 4, bounded: a run's timer writes at the depth of the run's own writes, so a listener whose runs set
     timers that wake it again stops at `listener_chain_depth` (its firings wrote at depth 0 and looped for ever)."""
     limit = platform.settings.limits.listener_chain_depth
-    looping = recorder_listener(
-        "looping",
-        filter={"types": ["object.written"], "aliases": ["loop/*"]},
-        batch={"window_seconds": 0},
-        action={"type": "workflow", "workflow": "looper"},
-    )
-    await engine.command("save_listener", listener=looping)
-    sid = await new_session(engine)
-    await engine.command("write_object", session_id=sid, alias="loop/start", value={"type": "t"})
-
-    async def stopped() -> bool:
-        outcomes = (await engine.command("list_session_listeners", session_id=sid))["listeners"][0]["recent_outcomes"]
-        return any(o["status"] == "skipped" and o.get("reason") == "depth" for o in outcomes)
-
-    await eventually(stopped, within=30 + 10 * limit, what="the chain of timers to reach the depth limit")
-    ticks = [
-        e["depth"]
-        for e in (await engine.command("list_session_events", session_id=sid, types=["object.written"]))["events"]
-        if e["alias"] == "loop/tick"
-    ]
+    ticks = await chain_of_timers(engine, "looper", "loop")
     assert ticks == list(range(1, limit + 1)), "each firing one deeper than the run that set it, none past the limit"
 
 
@@ -166,26 +170,7 @@ async def test_a_timer_a_run_sets_to_start_a_run_that_wakes_its_listener_is_a_ch
     """The same through a timer that starts a workflow: the run it starts is as deep as the run that set it would
     have written, and its writes one deeper, so the chain ends at the limit (it wrote at depth 1 every time)."""
     limit = platform.settings.limits.listener_chain_depth
-    relooping = recorder_listener(
-        "relooping",
-        filter={"types": ["object.written"], "aliases": ["reloop/*"]},
-        batch={"window_seconds": 0},
-        action={"type": "workflow", "workflow": "relooper"},
-    )
-    await engine.command("save_listener", listener=relooping)
-    sid = await new_session(engine)
-    await engine.command("write_object", session_id=sid, alias="reloop/start", value={"type": "t"})
-
-    async def stopped() -> bool:
-        outcomes = (await engine.command("list_session_listeners", session_id=sid))["listeners"][0]["recent_outcomes"]
-        return any(o["status"] == "skipped" and o.get("reason") == "depth" for o in outcomes)
-
-    await eventually(stopped, within=30 + 10 * limit, what="the chain of started runs to reach the depth limit")
-    ticks = [
-        e["depth"]
-        for e in (await engine.command("list_session_events", session_id=sid, types=["object.written"]))["events"]
-        if e["alias"] == "reloop/tick"
-    ]
+    ticks = await chain_of_timers(engine, "relooper", "reloop")
     assert ticks == list(range(2, limit + 1, 2)), "each run's write two deeper than the last, none past the limit"
 
 

@@ -32,6 +32,15 @@ after(async () => {
   await connection?.close();
 });
 
+/** A listener's failed run and its repeat, once both ended, by their batch's retry number. */
+async function failedAndRepeated(api: ReturnType<typeof client>, sessionId: string, name: string): Promise<any[]> {
+  const runs = await eventually(async () => {
+    const { executions } = await api.listExecutions(sessionId, { listener: name });
+    return executions.length === 2 && executions.every((e: { status: string }) => e.status !== "running") && executions;
+  }, "the failed run and its repeat, ended", 60_000);
+  return [...runs].sort((a: any, b: any) => a.batch.retry - b.batch.retry);
+}
+
 test("a run on a queue of its own reads and writes its session, once across a repeated batch", { skip }, async () => {
   const api = client();
   const name = fresh("ts_sdk");
@@ -46,11 +55,7 @@ test("a run on a queue of its own reads and writes its session, once across a re
   try {
     const { session } = await api.openSession();
     const wrote = await api.writeObject(session.id, "in/1", { type: "in" });
-    const runs = await eventually(async () => {
-      const { executions } = await api.listExecutions(session.id, { listener: name });
-      return executions.length === 2 && executions.every((e: { status: string }) => e.status !== "running") && executions;
-    }, "the failed run and its repeat, ended", 60_000);
-    const byRetry = [...runs].sort((a: any, b: any) => a.batch.retry - b.batch.retry);
+    const byRetry = await failedAndRepeated(api, session.id, name);
     assert.deepEqual(byRetry.map((r: { status: string }) => r.status), ["failed", "completed"]);
     assert.match(byRetry[0].error, /asked to fail its first attempt/, "the failed run reported its error");
     assert.equal(byRetry[1].error, null, "the repeat reported its own end (the sweep would say it did not)");
@@ -154,11 +159,7 @@ test("a run whose code throws a plain error ends failed, and its listener's retr
   try {
     const { session } = await api.openSession();
     await api.writeObject(session.id, "in/1", { type: "in" });
-    const runs = await eventually(async () => {
-      const { executions } = await api.listExecutions(session.id, { listener: name });
-      return executions.length === 2 && executions.every((e: { status: string }) => e.status !== "running") && executions;
-    }, "the failed run and its repeat, ended", 60_000);
-    const byRetry = [...runs].sort((a: any, b: any) => a.batch.retry - b.batch.retry);
+    const byRetry = await failedAndRepeated(api, session.id, name);
     assert.deepEqual(byRetry.map((r: { status: string }) => r.status), ["failed", "completed"]);
     assert.match(byRetry[0].error, /boom: a bug in the run's own code/);
   } finally {
