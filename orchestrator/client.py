@@ -17,11 +17,11 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Any, Protocol, Self, cast
+from typing import Any, Protocol, Self
 
 import httpx
 
-from orchestrator.core.errors import CommandError, ErrorCode
+from orchestrator.core.errors import CommandError
 from orchestrator.plain_http import api_url, command_reply, encoded_body
 
 __all__ = ["Client", "Commands", "api_url"]
@@ -82,8 +82,7 @@ class _HttpTransport:
                 reply = (
                     response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
                 )
-                code = cast(ErrorCode, str(reply.get("error", "internal_error")))
-                raise CommandError(code, str(reply.get("message", f"HTTP {response.status_code}")))
+                raise CommandError.of_reply({"message": f"HTTP {response.status_code}", **reply})
             data: list[str] = []
             event = "message"
             async for line in response.aiter_lines():
@@ -183,11 +182,7 @@ class Client:
         body = {"command": name, **{key: value for key, value in arguments.items() if value is not None}}
         reply = await self.command(body)
         if reply.get("status") != "success":
-            code = cast(ErrorCode, str(reply.get("error", "internal_error")))
-            later = reply.get("retry_after")
-            raise CommandError(
-                code, str(reply.get("message", "")), retry_after=later if isinstance(later, int) else None
-            )
+            raise CommandError.of_reply(reply)
         return reply
 
     # Sessions

@@ -43,7 +43,7 @@ def _event(type_: str, data: Mapping[str, Any], key: str | None, client: str | N
 
 
 # An event as the SQL function takes it; its key also by the commands' name (`idempotency_key`).
-EVENT_FIELDS = ("type", "data", "key", "idempotency_key", "client")
+EMITTED_FIELDS = ("type", "data", "key", "idempotency_key", "client")
 
 
 def _checked(events: Sequence[Mapping[str, Any]], schemas: Mapping[str, Any]) -> str:
@@ -52,10 +52,10 @@ def _checked(events: Sequence[Mapping[str, Any]], schemas: Mapping[str, Any]) ->
     if not events:
         raise CommandError("invalid_request", "events: at least one is required")
     for index, event in enumerate(events):
-        unknown = sorted(str(k) for k in event if k not in EVENT_FIELDS)
+        unknown = sorted(str(k) for k in event if k not in EMITTED_FIELDS)
         if unknown:
             raise CommandError(
-                "invalid_request", f"events.{index}.{unknown[0]}: not a field of an event {EVENT_FIELDS}"
+                "invalid_request", f"events.{index}.{unknown[0]}: not a field of an event {EMITTED_FIELDS}"
             )
         schema = schemas.get(str(event.get("type")))
         if schema is None:

@@ -71,10 +71,8 @@ def nested_form(data: Any) -> Any:
     if isinstance(data.get("repeat"), dict):
         # A nested repeat beside (or holding) the flat form's fields left null, as a body built for either form or
         # dumped from a model has them: a null says nothing.
-        for name in FLAT_REPEAT_FIELDS:
-            if name in data and data[name] is None:
-                del data[name]
-        data["repeat"] = {k: v for k, v in data["repeat"].items() if not (k in FLAT_REPEAT_FIELDS and v is None)}
+        data = _without_null_repeat_fields(data)
+        data["repeat"] = _without_null_repeat_fields(data["repeat"])
     if isinstance(data.get("repeat"), str):
         repeat: dict[str, Any] = {"type": data.pop("repeat")}
         # A flat body often carries every field, null where its repeat or target has no use for it: left out.
@@ -114,6 +112,10 @@ def nested_form(data: Any) -> Any:
         if data.get("alias") is None and isinstance(target.get("alias"), str):
             data["alias"] = target["alias"]
     return data
+
+
+def _without_null_repeat_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if not (k in FLAT_REPEAT_FIELDS and v is None)}
 
 
 # Checked by the core's `parse_schedule`, which names nested fields as the caller wrote them.

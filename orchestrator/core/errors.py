@@ -9,7 +9,8 @@ retention deleted (section 14), and `unavailable` for a database out of reach (a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, cast
 
 ErrorCode = Literal[
     "invalid_request",
@@ -53,6 +54,13 @@ class CommandError(Exception):
         if self.retry_after is not None:
             answer["retry_after"] = self.retry_after
         return answer
+
+    @classmethod
+    def of_reply(cls, reply: Mapping[str, Any]) -> CommandError:
+        """The refusal an error reply (`reply()`'s form) stands for."""
+        later = reply.get("retry_after")
+        code = cast(ErrorCode, str(reply.get("error", "internal_error")))
+        return cls(code, str(reply.get("message", "")), retry_after=later if isinstance(later, int) else None)
 
 
 def unavailable(what: Literal["database", "temporal"] = "database") -> CommandError:

@@ -207,6 +207,10 @@ def graph_nodes(stored: Any) -> Any:
     return stored
 
 
+# The fields `pointer` may make (`batch.messages.N` in a template), each with whether a path goes on below it.
+POINTER_FIELDS = {"id": False, "type": False, "alias": False, "item_id": False, "execution_id": False, "nodes": True}
+
+
 def pointer(
     event_id: int, type_: str, alias: str | None, item_id: Any, execution_id: Any, nodes: list[Any] | None
 ) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from orchestrator.core.envelope_paths import resolve_in_event, why_unresolvable
+from orchestrator.core.events import POINTER_FIELDS
 from orchestrator.core.paths import MISSING, resolve
 
 _HOLE = r"\{\{\s*([^{}]*?)\s*\}\}"
@@ -133,10 +134,6 @@ def why_no_hole(
     if below and f"{root}.{field}" in _LISTS:
         return _why_not_in_list(f"{root}.{field}", below, types, declared)
     return None
-
-
-# A pointer's fields (`batch.messages.N`: `core/events.pointer`), and what may be below them.
-POINTER_FIELDS = {"id": False, "type": False, "alias": False, "item_id": False, "execution_id": False, "nodes": True}
 
 
 def _why_not_in_list(

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pydantic
 
@@ -20,7 +20,7 @@ from orchestrator.commands.captures import CaptureTable, qualified
 from orchestrator.commands.fields import Alias
 from orchestrator.commands.schedules import BODY_FIELDS, CreateSchedule
 from orchestrator.core.declaration import parse_declaration, stranded_by
-from orchestrator.core.errors import CommandError, ErrorCode
+from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import EventTypeDeclaration
 from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan, schedule_of
 from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule, refuse_past
@@ -341,7 +341,7 @@ async def _remove_schedule(platform: Platform, name: str) -> None:
 def _done(reply: dict[str, Any]) -> None:
     """A command's reply as the store's calls answer: an error reply raised (a `not_found` among them)."""
     if reply.get("status") != "success":
-        raise CommandError(cast("ErrorCode", str(reply.get("error", "internal_error"))), str(reply.get("message", "")))
+        raise CommandError.of_reply(reply)
 
 
 __all__ = ["Applied", "InvalidApp", "apply", "declarations", "plan_of"]

@@ -33,7 +33,7 @@ from mcp.types import (
 
 from orchestrator.client import Client
 from orchestrator.commands.registry import COMMANDS
-from orchestrator.core.errors import CommandError
+from orchestrator.core.errors import CommandError, ErrorCode
 from orchestrator.mcp_server import docs
 from orchestrator.mcp_server.tools import READ_DOC, SEARCH_DOCS, tools_for
 
@@ -60,9 +60,9 @@ def _text(value: Any, *, error: bool = False) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=text)], is_error=error)
 
 
-def _refused(message: str) -> CallToolResult:
-    """A docs tool's bad arguments, answered as a command's are (`invalid_request`, the field named)."""
-    return _text(CommandError("invalid_request", message).reply(), error=True)
+def _refused(code: ErrorCode, message: str) -> CallToolResult:
+    """A refusal of the server's own (its docs tools', a tool of no name), answered as a command's is."""
+    return _text(CommandError(code, message).reply(), error=True)
 
 
 class McpDoor:
@@ -115,20 +115,20 @@ class McpDoor:
         if params.name == SEARCH_DOCS:
             limit = arguments.get("limit", docs.DEFAULT_RESULTS)
             if not isinstance(arguments.get("query"), str) or not arguments["query"].strip():
-                return _refused("query: required, a string of some words")
+                return _refused("invalid_request", "query: required, a string of some words")
             if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= docs.MAX_RESULTS:
-                return _refused(f"limit: must be an integer from 1 to {docs.MAX_RESULTS}")
+                return _refused("invalid_request", f"limit: must be an integer from 1 to {docs.MAX_RESULTS}")
             return _text({"sections": docs.search(arguments["query"], limit)})
         if params.name == READ_DOC:
             page, heading = arguments.get("page"), arguments.get("heading")
             if not isinstance(page, str) or not isinstance(heading, str | None):
-                return _refused("page: required, a page's file name (heading: a string)")
+                return _refused("invalid_request", "page: required, a page's file name (heading: a string)")
             try:
                 return _text(docs.read(page, heading))
             except docs.DocsError as err:
-                return _text(CommandError("not_found", str(err)).reply(), error=True)
+                return _refused("not_found", str(err))
         if params.name not in COMMANDS:
-            return _text(CommandError("not_found", f"name: no tool {params.name!r}").reply(), error=True)
+            return _refused("not_found", f"name: no tool {params.name!r}")
         reply = await self._command({**arguments, "command": params.name})
         return _text(reply, error=reply.get("status") != "success")
 

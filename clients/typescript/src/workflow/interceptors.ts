@@ -90,26 +90,19 @@ class ReportsItsEnd implements WorkflowInboundCallsInterceptor {
       // The SDK's own: the task fails and is retried, the run goes on (or continues as new).
       if (err instanceof ContinueAsNew || err instanceof WorkflowError || err instanceof LocalActivityDoBackoff) throw err;
       const message = err instanceof Error ? err.message : String(err);
-      const kind = err instanceof Error ? err.name : typeof err;
-      // Any other error ends the run: failing the workflow task instead would retry it for ever.
-      const ending =
-        err instanceof TemporalFailure
-          ? err
-          : ApplicationFailure.create({ message: message || kind, type: kind, nonRetryable: true, cause: err as Error });
+      const kind = err instanceof ApplicationFailure && err.type ? err.type : err instanceof Error ? err.name : typeof err;
       if (isCancellation(err) || askedToCancel()) {
         await report(tag, "cancelled", message || "cancelled");
-        throw ending;
+      } else {
+        await report(tag, "failed", err instanceof TemporalFailure ? message : message || kind, kind);
       }
-      if (err instanceof TemporalFailure) {
-        const failedKind = err instanceof ApplicationFailure && err.type ? err.type : err.name;
-        await report(tag, "failed", err.message, failedKind);
-        throw err;
-      }
-      await report(tag, "failed", message || kind, kind);
-      throw ending;
+      // Any other error ends the run too: failing the workflow task instead would retry it for ever.
+      if (err instanceof TemporalFailure) throw err;
+      throw ApplicationFailure.create({ message: message || kind, type: kind, nonRetryable: true, cause: err as Error });
     }
     // It heard its cancellation, cleaned up and returned: it ended because it was asked to.
-    await report(tag, askedToCancel() ? "cancelled" : "completed", askedToCancel() ? "cancelled" : null);
+    const asked = askedToCancel();
+    await report(tag, asked ? "cancelled" : "completed", asked ? "cancelled" : null);
     return result;
   }
 }
