@@ -3,16 +3,16 @@
 `cost`: rows inserted per second into a plain table, into the same table captured (`capture_table`), and into
 the plain table with an `emit` beside each row (`orchestrator.transactional`), side by side in one run on one
 embedded PostgreSQL: `--writers` connections each committing one row per transaction for `--seconds`, the three
-tables in turn, `--rounds` times (the figures are medians, each ratio of a round's figures, taken seconds apart),
-with all writers in one session and then with a session each; then one statement of 10,000 rows, plain and
-captured.
+tables in turn (the captured events appended as the router appends them, beside the writers), `--rounds` times
+(the figures are medians, each ratio of a round's figures, taken seconds apart), with all writers in one session
+and then with a session each; then one statement of 10,000 rows, plain and captured.
 
 `parts`: what each part of a captured row costs, measured by turning parts off in this scratch database (the
-platform's functions replaced for the run, then put back from their files): the trigger alone (its events made
-and dropped), then the row that holds them until the commit, then their append without the session's lock, then
-the lock and the session's position (as shipped); and two designs before 0029_wakeups_coalesced.sql for
-comparison: the lock taken by the statement and held to the commit, and a notification at every commit. Each
-against plain inserts measured just before it (the median of `--rounds` such pairs), in both layouts.
+platform's function replaced for the run, then put back from its file): the row trigger alone (its events made
+and dropped), then the read of the session's status, then the staged row (as shipped), appended after the commit
+by a loop that does what the router does every round interval (0033_captured_staged.sql), beside the writers in
+every case. Each against plain inserts measured just before it (the median of `--rounds` such pairs), in both
+layouts.
 
 `load`: on the Temporal dev server with the engine running, 32 writers commit rows with an emit beside each and
 32 more write a captured table, for `--load-seconds`, across 4 sessions, each rolling back about 3 in 10 of its
@@ -94,11 +94,22 @@ async def _sessions(platform: Platform, first: str, writers: int) -> list[tuple[
     return [("one session", [first]), ("a session per writer", apart)]
 
 
+async def _appender(platform: Platform, interval: float = 0.05) -> None:
+    """What the router does for captured tables while they are written (0033_captured_staged.sql): every round
+    interval, the sessions with staged events, each appended. Run beside the writers, so its cost is in the
+    figures."""
+    while True:
+        for session in await platform.store.staged_sessions():
+            await platform.store.settle_captured(session)
+        await asyncio.sleep(interval)
+
+
 async def cost(seconds: float, writers: int, rounds: int) -> None:
     async with scratch_database() as url:
         settings = Settings(limits=Limits(activation_delay_seconds=0))
         platform = await Platform.connect(settings, url)
         app = await asyncpg.create_pool(url, min_size=writers, max_size=writers)
+        appender = asyncio.create_task(_appender(platform))
         try:
             session = await _prepare(platform, app)
             for label, sessions in await _sessions(platform, session, writers):
@@ -133,6 +144,7 @@ async def cost(seconds: float, writers: int, rounds: int) -> None:
             row("captured", many["captured"], "rows/s")
             _ratio("captured / plain", many["captured"] / many["plain"])
         finally:
+            appender.cancel()
             await app.close()
             await platform.close()
 
@@ -141,35 +153,14 @@ async def cost(seconds: float, writers: int, rounds: int) -> None:
 _TRIGGER_ALONE = """
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_captured_emit(c orchestrator.captures, p_session text,
     p_events jsonb) RETURNS void LANGUAGE plpgsql AS $$ BEGIN END $$"""
-_HELD_ONLY = """
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_captured_take(p_id bigint) RETURNS void LANGUAGE sql AS $$
-    DELETE FROM orchestrator.captured_pending WHERE id = p_id $$"""
-_NO_LOCK = """
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_captured_take(p_id bigint) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    v_session text;
-    v_events jsonb;
+_STATUS_READ = """
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_captured_emit(c orchestrator.captures, p_session text,
+    p_events jsonb) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM orchestrator.captured_pending WHERE id = p_id RETURNING for_session, events INTO v_session, v_events;
-    INSERT INTO orchestrator.events (id, session_id, type, source, depth, data)
-    SELECT nextval('orchestrator.event_ids'::regclass), v_session, o.x ->> 'type',
-           jsonb_build_object('client', o.x ->> 'client'), 0, o.x -> 'data'
-    FROM (SELECT g.x FROM jsonb_array_elements(v_events) WITH ORDINALITY AS g(x, n) ORDER BY g.n) o;
+    IF (SELECT s.status FROM orchestrator.sessions s WHERE s.id = p_session) IS DISTINCT FROM 'open' THEN
+        RAISE EXCEPTION 'session_id: session % is not open', quote_literal(p_session);
+    END IF;
 END $$"""
-# Before 0029: the append at the statement's end (its lock held from there to the commit), and a notification at
-# every commit (0001_store.sql's trigger).
-_AT_STATEMENT = """
-DROP TRIGGER captured_pending_commit ON orchestrator.captured_pending;
-CREATE CONSTRAINT TRIGGER captured_pending_commit AFTER INSERT ON orchestrator.captured_pending
-    NOT DEFERRABLE FOR EACH ROW EXECUTE FUNCTION orchestrator.orchestrator_captured_commit()"""
-_EVERY_COMMIT = """
-CREATE FUNCTION public.bench_notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('orchestrator_events', s.session_id) FROM (SELECT DISTINCT session_id FROM written) s;
-    RETURN NULL;
-END $$;
-CREATE TRIGGER bench_events_notify AFTER INSERT ON orchestrator.events REFERENCING NEW TABLE AS written
-    FOR EACH STATEMENT EXECUTE FUNCTION public.bench_notify_events()"""
 
 
 def _shipped(*functions: str) -> str:
@@ -181,12 +172,9 @@ def _shipped(*functions: str) -> str:
 def _parts() -> tuple[tuple[str, str], ...]:
     """Each part on top of those before it: its label, and the SQL that makes it so."""
     return (
-        ("the trigger alone (its events made, then dropped)", _TRIGGER_ALONE),
-        ("+ the row that holds them to the commit", _shipped("orchestrator_captured_emit") + ";" + _HELD_ONLY),
-        ("+ their append, without the session's lock", _NO_LOCK),
-        ("+ the session's lock and position (as shipped)", _shipped("orchestrator_captured_take")),
-        ("the lock from the statement on (before 0029)", _AT_STATEMENT),
-        ("+ a notification at every commit (before 0029)", _EVERY_COMMIT),
+        ("the row trigger alone (its events made, then dropped)", _TRIGGER_ALONE),
+        ("+ the session's status read", _STATUS_READ),
+        ("+ the staged row, appended after (as shipped)", _shipped("orchestrator_captured_emit")),
     )
 
 
@@ -195,6 +183,7 @@ async def parts(seconds: float, writers: int, rounds: int) -> None:
         settings = Settings(limits=Limits(activation_delay_seconds=0))
         platform = await Platform.connect(settings, url)
         app = await asyncpg.create_pool(url, min_size=writers, max_size=writers)
+        appender = asyncio.create_task(_appender(platform))
         try:
             layouts = await _sessions(platform, await _prepare(platform, app), writers)
             figures: dict[tuple[str, str], tuple[float, float]] = {}
@@ -214,6 +203,7 @@ async def parts(seconds: float, writers: int, rounds: int) -> None:
                     rate, ratio = figures[(label, layout)]
                     print(f"  {label:<58} {rate:>9,.0f} rows/s {ratio:>5.2f}x plain")
         finally:
+            appender.cancel()
             await app.close()
             await platform.close()
 

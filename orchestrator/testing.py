@@ -184,14 +184,16 @@ async def terminate_leftovers(pool: Pool, client: TemporalClient, known: Sequenc
 
 
 async def busy(pool: Pool) -> dict[str, int]:
-    """What is still going on in the store behind `pool`, by kind (empty: quiet): events not yet routed, lanes
-    with events not yet fired (but for paused listeners', which rest until resumed), replays asked for,
-    batches claimed and not finished, runs holding slots and executions running (but for those that wait for
-    events: quiet until one comes), answers to waits not yet told, sessions draining."""
+    """What is still going on in the store behind `pool`, by kind (empty: quiet): captured changes' events not
+    yet appended, events not yet routed, lanes with events not yet fired (but for paused listeners', which rest
+    until resumed), replays asked for, batches claimed and not finished, runs holding slots and executions
+    running (but for those that wait for events: quiet until one comes), answers to waits not yet told, sessions
+    draining."""
     row = await pool.fetchrow(
         "SELECT"
         " (SELECT count(*) FROM orchestrator.sessions s JOIN orchestrator.routing_cursors c ON c.session_id = s.id"
         "   WHERE s.last_event_id > c.routed_event_id) AS sessions_unrouted,"
+        " (SELECT count(*) FROM orchestrator.captured_staged) AS captured_unappended,"
         " (SELECT count(*) FROM orchestrator.lanes l WHERE l.routed_through > l.fired_through AND NOT EXISTS (SELECT 1"
         "   FROM orchestrator.listener_pauses p WHERE p.name = l.listener"
         "   AND (p.session_id IS NULL OR p.session_id = l.session_id))"

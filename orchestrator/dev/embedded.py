@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+import asyncpg
 import psutil
 import temporalio.client
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
@@ -126,8 +127,26 @@ class EmbeddedPostgres:
 
     async def start(self) -> Self:
         # Blocks for about a second (initdb on the first start, then pg_ctl), so it runs off the event loop.
+        ours = not self.alive()
         self._server = await asyncio.to_thread(self._start_blocking)
+        if ours and not await self._stamps_commits():
+            # Once in a cluster's life: the setting takes a restart. A cluster another process started is left
+            # as it runs (its next start takes the setting).
+            await self.stop()
+            self._server = await asyncio.to_thread(self._start_blocking)
         return self
+
+    async def _stamps_commits(self) -> bool:
+        """Whether the cluster stamps each commit's time, by which captured changes' events are appended in the
+        order of their commits (0033_captured_staged.sql); when not, it is set to from its next start."""
+        conn = await asyncpg.connect(self.url)
+        try:
+            if await conn.fetchval("SHOW track_commit_timestamp") == "on":
+                return True
+            await conn.execute("ALTER SYSTEM SET track_commit_timestamp = on")
+            return False
+        finally:
+            await conn.close()
 
     def _start_blocking(self) -> Any:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -112,6 +112,11 @@ class Router:
         self._dirty: set[str] = set()
         # Sessions whose writers will not notify until a round catches up: routed again after the round interval.
         self._again: set[str] = set()
+        # Whether any table is captured (asked at every poll), and the sessions whose captured events were staged
+        # when last asked: the router looks for those every round interval and appends them before routing
+        # (0033_captured_staged.sql), as a captured commit notifies nobody.
+        self._captures = False
+        self._staged: set[str] = set()
         self._wake = asyncio.Event()
         # Per session: when its last round ended, and how long its next waits after it.
         self._last_round: dict[str, tuple[float, float]] = {}
@@ -148,17 +153,23 @@ class Router:
                     again = max(self.round_interval, ROUND_INTERVAL_SECONDS)
                     # `asyncio.timeout`, not `wait_for`: Python 3.11's `wait_for` loses a cancellation that lands
                     # as the wake-up is set, and the router would outlive its cancel.
+                    soon = self._again or self._captures
                     with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(min(self.poll_seconds, again) if self._again else self.poll_seconds):
+                        async with asyncio.timeout(min(self.poll_seconds, again) if soon else self.poll_seconds):
                             await self._wake.wait()
                     self._wake.clear()
                     self._dirty.update(self._again)
                     self._again.clear()
+                    if self._captures:
+                        staged = await self.store.staged_sessions()
+                        self._staged.update(staged)
+                        self._dirty.update(staged)
                     # On clocks of their own, not only when nothing woke the router: on a busy database
                     # something always does.
                     now = time.monotonic()
                     if now >= self._polled_at + self.poll_seconds:
                         self._polled_at = now
+                        self._captures = await self.store.any_captures()
                         self._dirty.update(await self.store.sessions_behind(self.poll_seconds * POLL_TURN_SHARE))
                         await self._nudge_stale_lanes()
                         for task in self.upkeep:
@@ -275,6 +286,9 @@ class Router:
 
     async def route_session(self, session_id: str) -> int:
         """One round for one session; answers how many events it read (0 when another worker routes it now)."""
+        if session_id in self._staged:
+            self._staged.discard(session_id)
+            await self.store.settle_captured(session_id)
         page = await self.lanes.route_page(session_id, ROUND_EVENTS, self.settings.limits.listener_parallel_runs)
         if not page.read:
             return 0

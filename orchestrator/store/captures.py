@@ -2,7 +2,8 @@
 
 Owns the statements over `captures`; the checks, the trigger and the events themselves are SQL
 (`orchestrator_capture`, `orchestrator_captured`, migration 0012), so a captured change is an event in the commit
-that made it, whoever writes the row.
+that made it, whoever writes the row. Its event is staged in that commit and appended to the session's stream just
+after (0033_captured_staged.sql): by the session's next writer or reader, or the router, whose settling is here.
 """
 
 from __future__ import annotations
@@ -112,3 +113,12 @@ class Captures(PostgresStore):
             " JOIN pg_namespace n ON n.oid = k.relnamespace ORDER BY 1"
         )
         return [_capture(r) for r in rows]
+
+    async def any_captures(self) -> bool:
+        """Whether any table is captured (the router looks for staged events only then)."""
+        return bool(await self.pool.fetchval("SELECT EXISTS (SELECT 1 FROM orchestrator.captures)"))
+
+    async def staged_sessions(self, limit: int = 1000) -> list[str]:
+        """Sessions with captured events committed and not yet appended (0033_captured_staged.sql)."""
+        rows = await self.pool.fetch("SELECT orchestrator.orchestrator_captured_staged_sessions($1) AS id", limit)
+        return [r["id"] for r in rows]

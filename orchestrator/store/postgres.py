@@ -259,6 +259,7 @@ class PostgresStore:
 
     async def drain_session(self, session_id: str) -> dict[str, Any]:
         """Ask an open session to close once what is pending now has fired and its runs have ended."""
+        await self.settle_captured(session_id)  # changes committed before the ask are part of what is pending
         row = await self.pool.fetchrow(
             "UPDATE orchestrator.sessions SET drain_through = coalesce(drain_through, last_event_id)"
             " WHERE id = $1 AND status = 'open' RETURNING id, alias, status, drain_through",
@@ -292,13 +293,13 @@ class PostgresStore:
 
     @staticmethod
     async def _locked_session(conn: Connection, session_id: str, *, require_open: bool) -> None:
-        """Lock the session's row until commit: this is what keeps its event ids in commit order."""
-        status = await conn.fetchval(
-            "SELECT status FROM orchestrator.sessions WHERE id = $1 FOR NO KEY UPDATE", session_id
-        )
-        if status is None or status == "deleting":
+        """Lock the session's row until commit: this is what keeps its event ids in commit order (captured
+        changes staged before are appended first, `orchestrator_lock_session`)."""
+        lock = await conn.fetchval("SELECT orchestrator.orchestrator_lock_session($1)", session_id)
+        if lock == "not_found":
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
-        if require_open and status != "open":
+        if require_open and lock != "ok":
+            status = await conn.fetchval("SELECT status FROM orchestrator.sessions WHERE id = $1", session_id)
             raise CommandError("session_not_open", f"session_id: session {session_id!r} is {status}")
 
     @staticmethod
@@ -371,6 +372,13 @@ class PostgresStore:
                 return replayed
             return await self._append(conn, session_id, type_, idempotency_key=idempotency_key, **fields)
 
+    async def settle_captured(self, session_id: str) -> int | None:
+        """Append the session's captured events that committed and wait staged (0033_captured_staged.sql), so
+        that a reader sees the changes committed before it asked; None when a writer holds the session (its own
+        lock settles them, `orchestrator_lock_session`, and no reader waits for a writer)."""
+        found = await self.pool.fetchval("SELECT orchestrator.orchestrator_captured_settle_now($1)", session_id)
+        return None if found is None else int(found)
+
     async def list_events(
         self,
         session_id: str,
@@ -381,6 +389,7 @@ class PostgresStore:
         types: Sequence[str] | None = None,
     ) -> list[Event]:
         await self.get_session(session_id)
+        await self.settle_captured(session_id)
         # The core's compiled globs are plain enough for PostgreSQL's regular expressions (\A, \Z, (?:), [^.]),
         # so the stream is filtered with exactly the globs listeners use.
         patterns = [compile_type_glob(t).pattern for t in types] if types else None
@@ -403,6 +412,7 @@ class PostgresStore:
         """A page of the session's stream as the router reads it (a thread item's whole message in its
         envelope), with each event's commit."""
         await self.get_session(session_id)
+        await self.settle_captured(session_id)
         rows = await self.pool.fetch(
             f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE e.session_id = $1"
             " AND e.id > $2 AND ($3::bigint IS NULL OR e.id < $3) ORDER BY e.id LIMIT $4",

@@ -202,6 +202,39 @@ async def test_changes_committed_in_the_applications_transactions_reach_runs_and
     assert sorted(engine.log.event_ids()) == [e["id"] for e in events]
 
 
+async def test_captured_changes_nobody_reads_are_appended_and_routed_by_the_router(
+    events_engine: Engine, fresh_db: str
+) -> None:
+    """A captured commit stages its event and notifies nobody (0033_captured_staged.sql): with no writer or reader
+    of the session after it, the router finds it, appends it and routes it, in the order of the commits."""
+    engine = events_engine
+    app = await asyncpg.connect(fresh_db)
+    try:
+        await app.execute("CREATE TABLE tickets (id text PRIMARY KEY, session text NOT NULL, title text)")
+        sid = await new_session(engine)
+        await engine.command("capture_table", table="tickets", type_prefix="desk", session_column="session")
+        await engine.command(
+            "save_listener",
+            listener=recorder_listener("desk", filter={"types": ["desk.*"]}, batch={"window_seconds": 0.2}),
+        )
+        for n in range(5):
+            await app.execute("INSERT INTO tickets VALUES ($1, $2, 't')", f"t{n}", sid)
+
+        async def ran() -> bool:
+            return len(engine.log.event_ids()) == 5
+
+        await eventually(ran, what="the captured changes' runs, with no reader of the session")
+        rows = await app.fetch(
+            "SELECT id, data ->> '_id' AS row FROM orchestrator.events WHERE session_id = $1 AND type LIKE 'desk.%'",
+            sid,
+        )
+        assert sorted(engine.log.event_ids()) == sorted(r["id"] for r in rows)
+        assert [r["row"] for r in sorted(rows, key=lambda r: r["id"])] == [f"t{n}" for n in range(5)]
+        assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_staged") == 0
+    finally:
+        await app.close()
+
+
 APP_THAT_DIES = """
 import asyncio, os, signal, sys
 import asyncpg

@@ -329,9 +329,11 @@ async def test_a_captured_statement_of_many_rows_and_a_changed_key_are_each_ever
     sid = await _session(platform)
     await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_id=sid)
     await app.execute("INSERT INTO tickets (id, title) SELECT n, 't' FROM generate_series(1, 12000) n")
+    assert await platform.store.settle_captured(sid) == 12_000, "staged, then appended by the next reader"
     events = await app.fetchval("SELECT count(*) FROM orchestrator.events WHERE type = 'ticket.created'")
     assert events == 12_000, "more rows than one emit_events call takes, every one an event"
     await app.execute("UPDATE tickets SET id = id + 100000 WHERE id = 1")
+    assert await platform.store.settle_captured(sid) == 2, "the changed key: a .created and a .deleted"
     changed = await app.fetch(
         "SELECT type, data -> '_id' AS row_id FROM orchestrator.events"
         " WHERE id > (SELECT max(id) - 2 FROM orchestrator.events) ORDER BY id"

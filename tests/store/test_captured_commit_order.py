@@ -1,6 +1,7 @@
-"""A captured change takes its event's id at its transaction's commit, under its session's lock
-(0029_wakeups_coalesced.sql): writers of one session no longer wait for each other's whole transactions, and ids
-still follow the order of the commits, so a reader paging by id never skips one.
+"""A captured change stages its event in its commit, and the event takes its id when it is appended after the commit,
+by the session's next writer or reader or the router (0033_captured_staged.sql): writers of one session take no
+lock, and ids still follow the order of the commits a writer or reader saw, so a reader paging by id never skips
+one.
 """
 
 from __future__ import annotations
@@ -54,6 +55,26 @@ async def test_a_captured_change_held_open_holds_up_no_other_writer_and_takes_it
     assert [e["id"] for e in events] == sorted(e["id"] for e in events)
 
 
+async def test_staged_changes_take_their_ids_in_the_order_of_their_commits_not_of_their_statements(
+    platform: Platform, app: asyncpg.Connection, fresh_db: str
+) -> None:
+    """Nobody reads or writes the session between the commits: the events are appended together after both, the
+    later statement's first, as its commit came first (the embedded cluster stamps commits)."""
+    assert await app.fetchval("SHOW track_commit_timestamp") == "on"
+    sid = await _session(platform)
+    other = await asyncpg.connect(fresh_db)
+    try:
+        async with app.transaction():
+            await app.execute("INSERT INTO tickets VALUES (1, $1, 'statement first, commit last')", sid)
+            async with other.transaction():
+                await other.execute("INSERT INTO tickets VALUES (2, $1, 'statement last, commit first')", sid)
+            assert await app.fetchval("SELECT count(*) FROM orchestrator.events WHERE session_id = $1", sid) == 0
+    finally:
+        await other.close()
+    events = await all_events(platform, sid)
+    assert [(e["type"], e["data"]["_id"]) for e in events] == [("ticket.created", 2), ("ticket.created", 1)]
+
+
 async def test_an_emit_after_a_captured_change_in_one_transaction_comes_after_it(
     platform: Platform, app: asyncpg.Connection
 ) -> None:
@@ -88,22 +109,53 @@ async def test_a_savepoint_rolled_back_takes_its_captured_events_with_it(
     ]
 
 
-async def test_a_session_closed_before_the_commit_of_its_captured_change_fails_that_commit(
+async def test_a_change_made_while_its_session_was_open_keeps_its_event_when_the_session_closes_before_its_commit(
     platform: Platform, app: asyncpg.Connection
 ) -> None:
+    """The statement found the session open: its event is staged with the change and appended after the commit,
+    though the session closed meanwhile (0033_captured_staged.sql). A statement that finds it closed is refused."""
     sid = await _session(platform)
+    async with app.transaction():
+        await app.execute("INSERT INTO tickets VALUES (1, $1, 'just in time')", sid)
+        await ok(platform, "close_session", session_id=sid)
+    assert [(e["type"], e["data"]["_id"]) for e in await all_events(platform, sid)] == [("ticket.created", 1)]
+    assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_staged") == 0
     with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError, match=r"session_id: session .* is not open"):
-        async with app.transaction():
-            await app.execute("INSERT INTO tickets VALUES (1, $1, 'too late')", sid)
-            await ok(platform, "close_session", session_id=sid)
-    assert await all_events(platform, sid) == []
-    assert await app.fetchval("SELECT count(*) FROM tickets") == 0, "the change went with its event"
-    assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_pending") == 0
-    # A session that is not open refuses the statement itself, as before.
-    with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError):
         await app.execute("INSERT INTO tickets VALUES (2, $1, 'closed')", sid)
     with pytest.raises(asyncpg.NoDataFoundError, match="session_id: no session 'ses_nope'"):
         await app.execute("INSERT INTO tickets VALUES (3, 'ses_nope', 'nowhere')")
+    assert await app.fetchval("SELECT count(*) FROM tickets") == 1
+
+
+async def test_a_captured_event_is_staged_in_the_commit_and_appended_by_the_next_writer_or_reader(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    sid = await _session(platform)
+    async with app.transaction():
+        await app.execute("INSERT INTO tickets VALUES (1, $1, 'one')", sid)
+        # Not in the stream before its commit, even to a reader that settles what is staged.
+        assert await all_events(platform, sid) == []
+    assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_staged") == 1, "staged in the commit"
+    last = await app.fetchval("SELECT last_event_id FROM orchestrator.sessions WHERE id = $1", sid)
+    # The session's next writer appends it first: its id comes before the writer's own.
+    await ok(platform, "write_object", session_id=sid, alias="a", value={"type": "t"})
+    assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_staged") == 0
+    rows = await app.fetch("SELECT id, type FROM orchestrator.events WHERE session_id = $1 ORDER BY id", sid)
+    assert [r["type"] for r in rows] == ["ticket.created", "object.written"]
+    assert rows[0]["id"] > last
+    # A reader appends what is staged before it reads.
+    await app.execute("INSERT INTO tickets VALUES (2, $1, 'two')", sid)
+    assert [e["type"] for e in await all_events(platform, sid)] == [
+        "ticket.created",
+        "object.written",
+        "ticket.created",
+    ]
+    # A rolled-back change stages nothing.
+    with pytest.raises(RuntimeError):
+        async with app.transaction():
+            await app.execute("INSERT INTO tickets VALUES (3, $1, 'gone')", sid)
+            raise RuntimeError("rolled back")
+    assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_staged") == 0
 
 
 async def test_concurrent_captured_writers_and_a_tailing_reader_agree(
@@ -161,7 +213,7 @@ async def test_concurrent_captured_writers_and_a_tailing_reader_agree(
     assert len(committed) > 100
 
 
-async def test_a_statement_of_many_rows_appends_at_once_after_what_waits_before_it(
+async def test_a_statement_of_many_rows_stages_every_row_in_order_between_those_before_and_after_it(
     platform: Platform, app: asyncpg.Connection
 ) -> None:
     sid = await _session(platform)
@@ -169,7 +221,7 @@ async def test_a_statement_of_many_rows_appends_at_once_after_what_waits_before_
         await app.execute("INSERT INTO tickets VALUES (1, $1, 'one')", sid)
         await app.execute("INSERT INTO tickets SELECT n, $1, 'many' FROM generate_series(2, 1201) n", sid)
         await app.execute("INSERT INTO tickets VALUES (1202, $1, 'last')", sid)
-        assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_pending") == 1, "only the last waits"
+        assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_staged") == 1202, "a row each"
     ids: list[int] = []
     while page := (await ok(platform, "list_session_events", session_id=sid, after=ids[-1] if ids else 0))["events"]:
         ids.extend(e["id"] for e in page)

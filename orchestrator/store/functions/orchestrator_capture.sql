@@ -73,21 +73,7 @@ BEGIN
         id_column = EXCLUDED.id_column, session_column = EXCLUDED.session_column, session_id = EXCLUDED.session_id,
         exclude = EXCLUDED.exclude, saved_at = clock_timestamp()
     RETURNING * INTO v_row;
-    PERFORM orchestrator.orchestrator_drop_capture_triggers(v_table);
-    -- A trigger with transition tables takes one event each.
-    EXECUTE format(
-        'CREATE TRIGGER orchestrator_capture_insert AFTER INSERT ON %s REFERENCING NEW TABLE AS new_rows'
-        ' FOR EACH STATEMENT EXECUTE FUNCTION %s.orchestrator_captured()', v_name, 'orchestrator'::regnamespace);
-    EXECUTE format(
-        'CREATE TRIGGER orchestrator_capture_update AFTER UPDATE ON %s'
-        ' REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows'
-        ' FOR EACH STATEMENT EXECUTE FUNCTION %s.orchestrator_captured()', v_name, 'orchestrator'::regnamespace);
-    EXECUTE format(
-        'CREATE TRIGGER orchestrator_capture_delete AFTER DELETE ON %s REFERENCING OLD TABLE AS old_rows'
-        ' FOR EACH STATEMENT EXECUTE FUNCTION %s.orchestrator_captured()', v_name, 'orchestrator'::regnamespace);
-    EXECUTE format(
-        'CREATE TRIGGER orchestrator_capture_truncate BEFORE TRUNCATE ON %s'
-        ' FOR EACH STATEMENT EXECUTE FUNCTION %s.orchestrator_refuse_truncate()', v_name, 'orchestrator'::regnamespace);
+    PERFORM orchestrator.orchestrator_capture_triggers(v_table);
     RETURN v_row;
 END
 $$;

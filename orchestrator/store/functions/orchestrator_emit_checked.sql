@@ -34,8 +34,8 @@ BEGIN
         RAISE EXCEPTION 'events.%.type: % is not a declared event type', v_bad.i, v_bad.x -> 'type'
             USING ERRCODE = '22023';
     END IF;
-    -- A captured change earlier in the transaction comes first in the stream, as it came first in the transaction.
-    PERFORM orchestrator.orchestrator_captured_flush();
+    -- The lock appends what captured changes staged first, this transaction's own among them: a captured change
+    -- earlier in the transaction comes first in the stream, as it came first in the transaction.
     v_lock := orchestrator.orchestrator_lock_session(p_session);
     IF v_lock = 'not_found' THEN
         RAISE EXCEPTION 'session_id: no session %', quote_literal(coalesce(p_session, 'null'))
