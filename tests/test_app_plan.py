@@ -228,7 +228,13 @@ async def test_an_apps_captured_tables_are_planned_with_its_listeners(platform: 
 
     conn = await asyncpg.connect(fresh_db)
     try:
-        await conn.execute("CREATE TABLE tickets (id int PRIMARY KEY, session text, secret text)")
+        await conn.execute("CREATE TABLE tickets (id int PRIMARY KEY, sesion text, secret text)")
+        # A column the capture names and the table lacks refuses the app whole, before anything is applied.
+        with pytest.raises(InvalidApp, match=r"captures\.0\.session_column: 'public\.tickets' has no column 'session'"):
+            await apply(platform, missing, lambda _: None)
+        assert (await platform.command({"command": "list_captures"}))["captures"] == []
+        assert not await conn.fetchval("SELECT count(*) FROM pg_trigger WHERE tgrelid = 'tickets'::regclass")
+        await conn.execute("ALTER TABLE tickets RENAME COLUMN sesion TO session")
         assert await lines(platform, missing) == ["add     capture public.tickets", "add     listener desk"]
         await apply(platform, missing, lambda _: None)
         assert await lines(platform, missing) == []

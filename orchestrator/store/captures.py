@@ -91,6 +91,29 @@ class Captures(PostgresStore):
             raise CommandError("not_found", f"table: no capture of {table!r}")
         return _capture(row)
 
+    async def capture_refusal(
+        self, table: str, prefix: str, session_column: str | None, session_id: str | None, exclude: list[str]
+    ) -> str | None:
+        """What `capture_table` would refuse of this capture (its table's key, columns, types), tried and rolled
+        back, so a plan says it before it applies anything; None when nothing."""
+        async with self.pool.acquire() as conn:
+            tried = conn.transaction()
+            await tried.start()
+            try:
+                await conn.execute(
+                    "SELECT FROM orchestrator.orchestrator_capture($1, $2, $3, $4, $5)",
+                    table,
+                    prefix,
+                    session_column,
+                    session_id,
+                    exclude,
+                )
+            except (asyncpg.InvalidParameterValueError, asyncpg.InsufficientPrivilegeError) as err:
+                return str(err)
+            finally:
+                await tried.rollback()
+        return None
+
     async def table_exists(self, table: str) -> bool:
         """Whether the application's `schema.table` is there (an app's captures need it before it starts)."""
         return bool(await self.pool.fetchval("SELECT to_regclass($1) IS NOT NULL", table))
