@@ -3,8 +3,10 @@
 Owns only the hand-off from Temporal's clock to the `orchestrator.schedule_fire` activity, which reads the
 schedule's definition, writes or starts the target and records the result. The firing carries its scheduled
 time (Temporal's `TemporalScheduledStartTime` search attribute), which keys the write and the run record, so
-a retried firing writes and records once. The schedule skips a firing while the previous one still runs;
-the activity gives up after `FIRING_DEADLINE`, so a long outage ends in one missed tick, not a stuck clock.
+a retried firing writes and records once. The schedule skips a firing while the previous one still runs, and a
+firing that started a workflow runs until that run ends (`SCHEDULE_RUN_ENDED_ACTIVITY`), so a schedule's runs
+never overlap; the firing's activity gives up after `FIRING_DEADLINE`, so a long outage ends in one missed tick,
+not a stuck clock.
 """
 
 from __future__ import annotations
@@ -17,6 +19,13 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 
 SCHEDULE_FIRE_WORKFLOW = "OrchestratorScheduleFire"
 SCHEDULE_FIRE_ACTIVITY = "orchestrator.schedule_fire"
+SCHEDULE_RUN_ENDED_ACTIVITY = "orchestrator.schedule_run_ended"
+# Firings of the release before returned once their run started; a firing that started before this release is
+# replayed without the wait.
+RUN_AWAITED = "schedule-firing-awaits-its-run"
+# How long a firing waits for its run: as long as a run may take (a run past it overlaps the next).
+RUN_WAIT = timedelta(days=30)
+RUN_WAIT_HEARTBEAT = timedelta(seconds=30)
 SCHEDULED_START = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 FIRING_DEADLINE = timedelta(minutes=5)
 ATTEMPT_TIMEOUT = timedelta(seconds=30)
@@ -49,6 +58,15 @@ async def perform(firing: ScheduleFiring, scheduled: datetime) -> ScheduleRunRes
         schedule_to_close_timeout=FIRING_DEADLINE,
         retry_policy=RETRY,
     )
+    if result.execution_id is not None and workflow.patched(RUN_AWAITED):
+        # The schedule's overlap policy (skip) holds for its runs, not only for its firings.
+        await workflow.execute_activity(
+            SCHEDULE_RUN_ENDED_ACTIVITY,
+            result.execution_id,
+            start_to_close_timeout=RUN_WAIT,
+            heartbeat_timeout=RUN_WAIT_HEARTBEAT,
+            retry_policy=RETRY,
+        )
     return result
 
 

@@ -173,6 +173,31 @@ async def test_workflow_targets_start_a_run_in_the_session_and_failures_are_reco
     assert typo["message"] == "target.workflow: 'no-such-workflow' is not registered"
 
 
+async def test_a_workflow_targets_runs_never_overlap_a_firing_waits_for_its_run(engine: Engine) -> None:
+    """Every second, a run of 2.5 s: the firings due while a run is in flight are skipped (overlap: skip), so
+    the schedule's runs follow one another."""
+    sid = await new_session(engine)
+    await engine.command(
+        "create_schedule",
+        session_id=sid,
+        alias="slow",
+        repeat=every(1),
+        invocation_target_type="workflow",
+        target={"workflow": "recorder", "input": {"sleep": 2.5}},
+    )
+
+    async def three_ended() -> bool:
+        return sum(run.ended is not None for run in engine.log.runs) >= 3
+
+    await eventually(three_ended, within=30, what="three of the schedule's runs to end")
+    firings = await runs_of(engine, sid, "slow")
+    await engine.command("delete_schedule", session_id=sid, alias="slow")
+    runs = sorted(engine.log.runs, key=lambda run: run.started)
+    for earlier, later in zip(runs, runs[1:], strict=False):
+        assert earlier.ended is not None and earlier.ended <= later.started, "a run started beside the one before"
+    assert len(firings) <= len(runs) + 1, "the firings in between were skipped"
+
+
 async def test_a_closed_session_and_an_alias_outside_schedule_owns_are_recorded_as_such(engine: Engine) -> None:
     sid = await new_session(engine)
     await engine.command(
