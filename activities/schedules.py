@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any

@@ -4,6 +4,7 @@ once, a disabled one waits for enabling, a deleted one stops, and every firing's
 from __future__ import annotations
 
 import asyncio
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -193,7 +194,7 @@ async def test_a_workflow_targets_runs_never_overlap_a_firing_waits_for_its_run(
     firings = await runs_of(engine, sid, "slow")
     await engine.command("delete_schedule", session_id=sid, alias="slow")
     runs = sorted(engine.log.runs, key=lambda run: run.started)
-    for earlier, later in zip(runs, runs[1:], strict=False):
+    for earlier, later in itertools.pairwise(runs):
         assert earlier.ended is not None and earlier.ended <= later.started, "a run started beside the one before"
     assert len(firings) <= len(runs) + 1, "the firings in between were skipped"
 
