@@ -117,6 +117,7 @@ class Router:
         # (0033_captured_staged.sql), as a captured commit notifies nobody.
         self._captures = False
         self._staged: set[str] = set()
+        self._staged_at = 0.0
         self._wake = asyncio.Event()
         # Per session: when its last round ended, and how long its next waits after it.
         self._last_round: dict[str, tuple[float, float]] = {}
@@ -160,10 +161,6 @@ class Router:
                     self._wake.clear()
                     self._dirty.update(self._again)
                     self._again.clear()
-                    if self._captures:
-                        staged = await self.store.staged_sessions()
-                        self._staged.update(staged)
-                        self._dirty.update(staged)
                     # On clocks of their own, not only when nothing woke the router: on a busy database
                     # something always does.
                     now = time.monotonic()
@@ -248,6 +245,7 @@ class Router:
     async def _drain(self) -> None:
         """Route every dirty session, a few at a time, until none is dirty."""
         gate = asyncio.Semaphore(CONCURRENT_ROUNDS)
+        await self._look_for_staged()
         while self._dirty:
             batch = sorted(self._dirty)[: CONCURRENT_ROUNDS * 8]
             self._dirty.difference_update(batch)
@@ -283,12 +281,25 @@ class Router:
                         self._dirty.add(session_id)
 
             await asyncio.gather(*(one(s) for s in batch))
+            # Between batches too: a drain kept going by other sessions' notifications still comes round to them.
+            await self._look_for_staged()
+
+    async def _look_for_staged(self) -> None:
+        """Every round interval while any table is captured: the sessions whose captured events wait staged
+        (no commit notifies for them, 0033_captured_staged.sql), to be appended and routed."""
+        now = time.monotonic()
+        if not self._captures or now < self._staged_at + max(self.round_interval, ROUND_INTERVAL_SECONDS):
+            return
+        self._staged_at = now
+        staged = await self.store.staged_sessions()
+        self._staged.update(staged)
+        self._dirty.update(staged)
 
     async def route_session(self, session_id: str) -> int:
         """One round for one session; answers how many events it read (0 when another worker routes it now)."""
         if session_id in self._staged:
             self._staged.discard(session_id)
-            await self.store.settle_captured(session_id)
+            await self.store.settle_captured(session_id, wait=False)
         page = await self.lanes.route_page(session_id, ROUND_EVENTS, self.settings.limits.listener_parallel_runs)
         if not page.read:
             return 0

@@ -138,10 +138,17 @@ class Captures(PostgresStore):
         return [_capture(r) for r in rows]
 
     async def any_captures(self) -> bool:
-        """Whether any table is captured (the router looks for staged events only then)."""
-        return bool(await self.pool.fetchval("SELECT EXISTS (SELECT 1 FROM orchestrator.captures)"))
+        """Whether any table is captured, or captured events wait staged (a capture ended since): the router
+        looks for staged events only then."""
+        return bool(
+            await self.pool.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM orchestrator.captures)"
+                " OR EXISTS (SELECT 1 FROM orchestrator.captured_staged)"
+            )
+        )
 
     async def staged_sessions(self, limit: int = 1000) -> list[str]:
-        """Sessions with captured events committed and not yet appended (0033_captured_staged.sql)."""
+        """Sessions with captured events committed and not yet appended (0033_captured_staged.sql), those that
+        waited longest first."""
         rows = await self.pool.fetch("SELECT orchestrator.orchestrator_captured_staged_sessions($1) AS id", limit)
         return [r["id"] for r in rows]

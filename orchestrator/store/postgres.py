@@ -372,11 +372,14 @@ class PostgresStore:
                 return replayed
             return await self._append(conn, session_id, type_, idempotency_key=idempotency_key, **fields)
 
-    async def settle_captured(self, session_id: str) -> int | None:
+    async def settle_captured(self, session_id: str, *, wait: bool = True) -> int | None:
         """Append the session's captured events that committed and wait staged (0033_captured_staged.sql), so
-        that a reader sees the changes committed before it asked; None when a writer holds the session (its own
-        lock settles them, `orchestrator_lock_session`, and no reader waits for a writer)."""
-        found = await self.pool.fetchval("SELECT orchestrator.orchestrator_captured_settle_now($1)", session_id)
+        that a reader sees the changes committed before it asked. A reader waits a moment for the session's lock
+        (`wait`), the router not at all; None when the lock was not had (a writer in a long transaction holds it,
+        and appends them at its own lock)."""
+        found = await self.pool.fetchval(
+            "SELECT orchestrator.orchestrator_captured_settle_now($1, $2)", session_id, wait
+        )
         return None if found is None else int(found)
 
     async def list_events(

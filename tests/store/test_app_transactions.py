@@ -376,7 +376,14 @@ async def test_what_could_write_past_a_capture_is_refused_and_truncate_is_refuse
     await app.execute("CREATE TABLE base (id int PRIMARY KEY, session text)")
     await app.execute("CREATE TABLE child (extra int) INHERITS (base)")
     await app.execute("ALTER TABLE child ADD PRIMARY KEY (id)")
-    for table, why in (("parted", "not a plain table"), ("parted_1", "inherits"), ("base", "inherits")):
+    # A deferrable key lets one statement swap two rows' keys: its row events would read as rows deleted and made.
+    await app.execute("CREATE TABLE swapped (id int PRIMARY KEY DEFERRABLE, session text)")
+    for table, why in (
+        ("parted", "not a plain table"),
+        ("parted_1", "inherits"),
+        ("base", "inherits"),
+        ("swapped", "has a deferrable primary key"),
+    ):
         await refused(platform, "invalid_request", why, "capture_table", table=table, type_prefix="p", session_id=sid)
     await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_id=sid)
     with pytest.raises(asyncpg.ObjectNotInPrerequisiteStateError, match="a captured table is not truncated"):

@@ -158,6 +158,39 @@ async def test_a_captured_event_is_staged_in_the_commit_and_appended_by_the_next
     assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_staged") == 0
 
 
+async def test_a_table_captured_before_keeps_its_statement_triggers_and_they_stage_too(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    """A table captured by a release before 0033 keeps the statement triggers it was given (the upgrade makes no
+    DDL on the application's tables): they stage its events as the row triggers do."""
+    await app.execute(
+        "DROP TRIGGER orchestrator_capture_insert ON tickets; DROP TRIGGER orchestrator_capture_update"
+        " ON tickets; DROP TRIGGER orchestrator_capture_delete ON tickets"
+    )
+    await app.execute(
+        "CREATE TRIGGER orchestrator_capture_insert AFTER INSERT ON tickets REFERENCING NEW TABLE AS new_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION orchestrator.orchestrator_captured();"
+        "CREATE TRIGGER orchestrator_capture_update AFTER UPDATE ON tickets REFERENCING OLD TABLE AS old_rows"
+        " NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION orchestrator.orchestrator_captured();"
+        "CREATE TRIGGER orchestrator_capture_delete AFTER DELETE ON tickets REFERENCING OLD TABLE AS old_rows"
+        " FOR EACH STATEMENT EXECUTE FUNCTION orchestrator.orchestrator_captured()"
+    )
+    sid = await _session(platform)
+    async with app.transaction():
+        await app.execute("INSERT INTO tickets VALUES (1, $1, 'one'), (2, $1, 'two')", sid)
+        await app.execute("UPDATE tickets SET title = 'uno' WHERE id = 1")
+        await app.execute("DELETE FROM tickets WHERE id = 2")
+        assert await app.fetchval("SELECT count(*) FROM orchestrator.captured_staged") == 3, "a statement each"
+    events = await all_events(platform, sid)
+    assert [(e["type"], e["data"]["_id"]) for e in events] == [
+        ("ticket.created", 1),
+        ("ticket.created", 2),
+        ("ticket.updated", 1),
+        ("ticket.deleted", 2),
+    ]
+    assert events[2]["data"]["changed"] == ["title"]
+
+
 async def test_concurrent_captured_writers_and_a_tailing_reader_agree(
     platform: Platform, app: asyncpg.Connection, fresh_db: str
 ) -> None:

@@ -42,7 +42,7 @@ SHIPPED = {
     "0030_sessions_behind_in_turn.sql": "b48cd1174d5b7aa0",
     "0031_listeners_notify_gone.sql": "5bcc1b599903bd3b",
     "0032_lane_queue_ranges.sql": "49d7632b171a05cf",
-    "0033_captured_staged.sql": "429470eb43f4bc02",
+    "0033_captured_staged.sql": "274892af5f9eedd7",
 }
 
 

@@ -43,6 +43,12 @@ BEGIN
         RAISE EXCEPTION 'table: % needs a primary key of one column (the events'' _id)', quote_literal(p_table)
             USING ERRCODE = '22023';
     END IF;
+    -- A row's events are made as the row changes (`orchestrator_captured_row`): a deferrable key lets one statement
+    -- swap two rows' keys, which would read as rows deleted and made, not as the rows updated.
+    IF EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = v_table AND i.indisprimary AND NOT i.indimmediate) THEN
+        RAISE EXCEPTION 'table: % has a deferrable primary key (a statement could swap keys between rows); make it'
+            ' not deferrable', quote_literal(p_table) USING ERRCODE = '22023';
+    END IF;
     SELECT c INTO v_missing FROM unnest(array_remove(ARRAY[p_session_column], NULL) || p_exclude) c
     WHERE NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = v_table AND a.attname = c
                       AND a.attnum > 0 AND NOT a.attisdropped)

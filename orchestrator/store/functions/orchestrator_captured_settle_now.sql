@@ -1,7 +1,9 @@
--- The session's staged captured events appended now by a reader or the router, which take the session's lock
--- only if no writer holds it (a writer settles them itself, at its own lock: `orchestrator_lock_session`). Answers
--- how many were appended, or null when a writer held the session.
-CREATE OR REPLACE FUNCTION orchestrator.orchestrator_captured_settle_now(p_session text) RETURNS integer
+-- The session's staged captured events appended now, by a reader (`p_wait`) or the router. A reader waits for
+-- the session's lock a moment (another settle, or a router's round, holds it for milliseconds) and no longer: a
+-- writer in a long transaction appends them at its own lock (`orchestrator_lock_session`). The router never
+-- waits (`SKIP LOCKED`). Answers how many were appended, or null when the lock was not had.
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_captured_settle_now(p_session text, p_wait boolean)
+RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_status text;
@@ -9,9 +11,19 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM orchestrator.captured_staged WHERE session_id = p_session) THEN
         RETURN 0;
     END IF;
-    SELECT s.status INTO v_status FROM orchestrator.sessions s WHERE s.id = p_session FOR NO KEY UPDATE SKIP LOCKED;
-    IF NOT FOUND AND EXISTS (SELECT 1 FROM orchestrator.sessions WHERE id = p_session) THEN
-        RETURN NULL;
+    IF p_wait THEN
+        PERFORM set_config('lock_timeout', '200ms', true);
+        BEGIN
+            SELECT s.status INTO v_status FROM orchestrator.sessions s WHERE s.id = p_session FOR NO KEY UPDATE;
+        EXCEPTION WHEN lock_not_available THEN
+            RETURN NULL;
+        END;
+    ELSE
+        SELECT s.status INTO v_status FROM orchestrator.sessions s WHERE s.id = p_session
+            FOR NO KEY UPDATE SKIP LOCKED;
+        IF NOT FOUND AND EXISTS (SELECT 1 FROM orchestrator.sessions WHERE id = p_session) THEN
+            RETURN NULL;
+        END IF;
     END IF;
     RETURN orchestrator.orchestrator_captured_settle(p_session, v_status);
 END
