@@ -107,7 +107,11 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
     """
     listeners = (await client.list_session_listeners(session_id))["listeners"]
     declarations = {item["name"]: _body(item) for item in (await client.list_listeners())["listeners"]}
-    executions = (await client.list_executions(session_id))["executions"]
+    # Its running runs (every one, up to the command's page) and its newest ended ones (the outcomes and retries
+    # shown are recent): the oldest page of a long-lived session says neither.
+    running = (await client.list_executions(session_id, status="running", newest_first=True))["executions"]
+    newest = (await client.list_executions(session_id, newest_first=True))["executions"]
+    executions = list({str(e["id"]): e for e in [*newest, *running]}.values())
     run_status = {str(e["id"]): str(e["status"]) for e in executions}
     view = []
     for listener in listeners:
