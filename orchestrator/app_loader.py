@@ -43,6 +43,14 @@ class UserApp:
     captures: list[dict[str, Any]] = field(default_factory=list)
     schedules: list[dict[str, Any]] = field(default_factory=list)
     migrate: Callable[[str], Any] | None = None
+    # Who declared what the app declares, on the platform (`app_declarations`): its `app_name` when it sets one,
+    # else its module's name, or for a file its folder's name and its own (two projects' `app.py` are two apps).
+    owner: str | None = None
+
+    @property
+    def declarer(self) -> str:
+        """The name the platform records the app's declarations under (what its next plan may remove)."""
+        return self.owner or self.name
 
 
 def workflow_names(workflows: Sequence[type]) -> list[str]:
@@ -73,13 +81,32 @@ def load_app(spec: str) -> UserApp:
         captures=_bodies(spec, module, "captures"),
         schedules=_bodies(spec, module, "schedules"),
         migrate=_migrate(spec, module),
+        owner=_owner(spec, module),
     )
+
+
+def _owner(spec: str, module: ModuleType) -> str:
+    """The app's name as its declarations' owner (`UserApp.owner`)."""
+    declared = getattr(module, "app_name", None)
+    if declared is not None:
+        if not isinstance(declared, str) or not declared.strip() or len(declared) > 200:
+            raise AppLoadError(f"app {spec!r}: `app_name` must be a non-empty string of at most 200 characters")
+        return declared
+    file = getattr(module, "__file__", None)
+    if _is_path(spec) and file is not None:
+        path = Path(file).resolve()
+        return f"{path.parent.name}/{path.stem}"
+    return module.__name__
+
+
+def _is_path(spec: str) -> bool:
+    return spec.endswith(".py") or "/" in spec or "\\" in spec
 
 
 def _import(spec: str) -> ModuleType:
     if not spec.strip():
         raise AppLoadError("app: the module name or path is empty")
-    if spec.endswith(".py") or "/" in spec or "\\" in spec:
+    if _is_path(spec):
         return _import_path(spec)
     cwd = os.getcwd()
     if cwd not in sys.path:

@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 from temporalio import workflow
 
-from orchestrator.app_loader import UserApp
+from orchestrator.app_loader import UserApp, load_app
 from orchestrator.core.plan import Step, changes
 from orchestrator.dev.app_plan import InvalidApp, _no_news, apply, plan_of
 from orchestrator.dev.embedded import start_postgres
@@ -354,3 +354,36 @@ async def test_orchestrator_plan_reads_the_database_of_the_dev_running_in_dot_or
     alone = await asyncio.to_thread(local, "call", '{"command": "list_listeners"}')
     assert alone.returncode == 2
     assert "--local needs the platform's database: set ORCHESTRATOR_DATABASE_URL" in alone.stderr
+
+
+def _loaded(path: Path) -> UserApp:
+    """An app loaded from its file, its module forgotten after (another project's file of the same name loads next,
+    as it would in a process of its own)."""
+    try:
+        return load_app(str(path))
+    finally:
+        sys.modules.pop(path.stem, None)
+        sys.path.remove(str(path.parent))
+
+
+async def test_two_projects_apps_of_the_same_file_name_are_two_apps(platform: Platform, tmp_path: Path) -> None:
+    """Each project's `app.py` owns what it declares: one's plan never removes the other's listener. An app may
+    name itself (`app_name`) wherever its file lives."""
+    for project, event in (("desk", "object.written"), ("shop", "thread.item_posted")):
+        (tmp_path / project).mkdir()
+        (tmp_path / project / "app.py").write_text(
+            f"listeners = [{{'name': '{project}', 'filter': {{'types': ['{event}']}},"
+            " 'action': {'type': 'workflow', 'workflow': 'w'}}]\n"
+        )
+    desk, shop = (_loaded(tmp_path / project / "app.py") for project in ("desk", "shop"))
+    assert (desk.declarer, shop.declarer) == ("desk/app", "shop/app")
+    await apply(platform, desk, lambda _: None)
+    await apply(platform, shop, lambda _: None)
+    assert await lines(platform, desk) == [], "the shop's plan removed nothing of the desk's"
+    listed = (await platform.command({"command": "list_listeners"}))["listeners"]
+    assert sorted(item["name"] for item in listed) == ["desk", "shop"]
+
+    (tmp_path / "shop" / "app.py").write_text("app_name = 'shop-v2'\nlisteners = []\n")
+    renamed = _loaded(tmp_path / "shop" / "app.py")
+    assert renamed.declarer == "shop-v2"
+    assert await lines(platform, renamed) == [], "another name's declarations are not its to remove"

@@ -234,7 +234,7 @@ async def plan_of(platform: Platform, app: UserApp, *, tables_to_come: list[str]
         found = await _held_schedule(platform, name)
         if found is not None:
             held["schedule"][name] = Held(found, owners.get(("schedule", name)))
-    steps = plan(app.name, declared, held)
+    steps = plan(app.declarer, declared, held)
     refused = [past[s.name] for s in steps if s.kind == "schedule" and s.action in ("add", "change") and s.name in past]
     refused += await _stranded(platform, declared, held, steps)
     if refused:
@@ -295,7 +295,7 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
                     announce(f"warning      {step.kind} {step.name}: {warning}")
         elif step.action == "remove":
             await _remove(platform, step)
-        await platform.store.declare(step.kind, step.name, None if step.action == "remove" else app.name)
+        await platform.store.declare(step.kind, step.name, None if step.action == "remove" else app.declarer)
     for step in changes(steps):
         announce(f"plan         {step.line()}")
     return Applied(steps, effective)
