@@ -159,6 +159,14 @@ async def test_graph_changed_wakes_a_listener_on_the_nodes_it_changed(events_eng
     assert sorted(message["nodes"]) == ["missions/1", "missions/1/cells/a"]
 
 
+async def _captured_tickets(engine: Engine, app: asyncpg.Connection) -> str:
+    """The application's `tickets` table, captured as `desk.*` by its `session` column; answers a new session."""
+    await app.execute("CREATE TABLE tickets (id text PRIMARY KEY, session text NOT NULL, title text)")
+    sid = await new_session(engine)
+    await engine.command("capture_table", table="tickets", type_prefix="desk", session_column="session")
+    return sid
+
+
 async def test_changes_committed_in_the_applications_transactions_reach_runs_and_a_rolled_back_one_never_does(
     events_engine: Engine, fresh_db: str
 ) -> None:
@@ -167,9 +175,7 @@ async def test_changes_committed_in_the_applications_transactions_reach_runs_and
     engine = events_engine
     app = await asyncpg.connect(fresh_db)
     try:
-        await app.execute("CREATE TABLE tickets (id text PRIMARY KEY, session text NOT NULL, title text)")
-        sid = await new_session(engine)
-        await engine.command("capture_table", table="tickets", type_prefix="desk", session_column="session")
+        sid = await _captured_tickets(engine, app)
         await engine.command(
             "save_listener",
             listener=recorder_listener(
@@ -210,9 +216,7 @@ async def test_captured_changes_nobody_reads_are_appended_and_routed_by_the_rout
     engine = events_engine
     app = await asyncpg.connect(fresh_db)
     try:
-        await app.execute("CREATE TABLE tickets (id text PRIMARY KEY, session text NOT NULL, title text)")
-        sid = await new_session(engine)
-        await engine.command("capture_table", table="tickets", type_prefix="desk", session_column="session")
+        sid = await _captured_tickets(engine, app)
         await engine.command(
             "save_listener",
             listener=recorder_listener("desk", filter={"types": ["desk.*"]}, batch={"window_seconds": 0.2}),
