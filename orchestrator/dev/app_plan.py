@@ -73,9 +73,7 @@ async def _captures(
                 problems.append(f"captures.{n}.table: no table {table!r} ({made_by})")
                 continue
             tables_to_come.append(table)
-        elif refused := await platform.store.capture_refusal(
-            table, capture.type_prefix, capture.session_column, capture.session_id, list(capture.exclude)
-        ):
+        elif refused := await platform.store.capture_refusal(table, capture.session_column, list(capture.exclude)):
             # Its columns and key, checked as the capture itself checks them: said before anything is applied.
             problems.append(f"captures.{n}.{refused}")
             continue

@@ -111,7 +111,8 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
     # shown are recent): the oldest page of a long-lived session says neither.
     running = (await client.list_executions(session_id, status="running", newest_first=True))["executions"]
     newest = (await client.list_executions(session_id, newest_first=True))["executions"]
-    executions = list({str(e["id"]): e for e in [*newest, *running]}.values())
+    # The later read wins for a run in both: one that ended between the two reads is not shown running.
+    executions = list({str(e["id"]): e for e in [*running, *newest]}.values())
     run_status = {str(e["id"]): str(e["status"]) for e in executions}
     view = []
     for listener in listeners:

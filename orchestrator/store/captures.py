@@ -91,27 +91,16 @@ class Captures(PostgresStore):
             raise CommandError("not_found", f"table: no capture of {table!r}")
         return _capture(row)
 
-    async def capture_refusal(
-        self, table: str, prefix: str, session_column: str | None, session_id: str | None, exclude: list[str]
-    ) -> str | None:
-        """What `capture_table` would refuse of this capture (its table's key, columns, types), tried and rolled
-        back, so a plan says it before it applies anything; None when nothing."""
-        async with self.pool.acquire() as conn:
-            tried = conn.transaction()
-            await tried.start()
-            try:
-                await conn.execute(
-                    "SELECT FROM orchestrator.orchestrator_capture($1, $2, $3, $4, $5)",
-                    table,
-                    prefix,
-                    session_column,
-                    session_id,
-                    exclude,
-                )
-            except (asyncpg.InvalidParameterValueError, asyncpg.InsufficientPrivilegeError) as err:
-                return str(err)
-            finally:
-                await tried.rollback()
+    async def capture_refusal(self, table: str, session_column: str | None, exclude: list[str]) -> str | None:
+        """What `capture_table` would refuse of this capture's table (its key, columns, types), asked of the
+        catalogs alone (`orchestrator_capture_check`: no lock on the table), so a plan says it before it applies
+        anything; None when nothing."""
+        try:
+            await self.pool.execute(
+                "SELECT orchestrator.orchestrator_capture_check($1, $2, $3)", table, session_column, exclude
+            )
+        except asyncpg.InvalidParameterValueError as err:
+            return str(err)
         return None
 
     async def table_exists(self, table: str) -> bool:

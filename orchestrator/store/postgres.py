@@ -377,9 +377,12 @@ class PostgresStore:
         that a reader sees the changes committed before it asked. A reader waits a moment for the session's lock
         (`wait`), the router not at all; None when the lock was not had (a writer in a long transaction holds it,
         and appends them at its own lock)."""
-        found = await self.pool.fetchval(
-            "SELECT orchestrator.orchestrator_captured_settle_now($1, $2)", session_id, wait
-        )
+        try:
+            found = await self.pool.fetchval(
+                "SELECT orchestrator.orchestrator_captured_settle_now($1, $2)", session_id, wait
+            )
+        except asyncpg.LockNotAvailableError:
+            return None
         return None if found is None else int(found)
 
     async def list_events(
