@@ -44,7 +44,7 @@ class UserApp:
     schedules: list[dict[str, Any]] = field(default_factory=list)
     migrate: Callable[[str], Any] | None = None
     # Who declared what the app declares, on the platform (`app_declarations`): its `app_name` when it sets one,
-    # else its module's name, or for a file its folder's name and its own (two projects' `app.py` are two apps).
+    # else its module's name (two projects' files both named `app.py` are one app unless one names itself).
     owner: str | None = None
 
     @property
@@ -85,18 +85,12 @@ def load_app(spec: str) -> UserApp:
     )
 
 
-def _owner(spec: str, module: ModuleType) -> str:
-    """The app's name as its declarations' owner (`UserApp.owner`)."""
+def _owner(spec: str, module: ModuleType) -> str | None:
+    """The name the app declares for its declarations' owner (`UserApp.owner`), if it declares one."""
     declared = getattr(module, "app_name", None)
-    if declared is not None:
-        if not isinstance(declared, str) or not declared.strip() or len(declared) > 200:
-            raise AppLoadError(f"app {spec!r}: `app_name` must be a non-empty string of at most 200 characters")
-        return declared
-    file = getattr(module, "__file__", None)
-    if _is_path(spec) and file is not None:
-        path = Path(file).resolve()
-        return f"{path.parent.name}/{path.stem}"
-    return module.__name__
+    if declared is not None and (not isinstance(declared, str) or not declared.strip() or len(declared) > 200):
+        raise AppLoadError(f"app {spec!r}: `app_name` must be a non-empty string of at most 200 characters")
+    return declared
 
 
 def _is_path(spec: str) -> bool:

@@ -16,7 +16,7 @@ import asyncpg
 import pytest
 from temporalio import workflow
 
-from orchestrator.app_loader import UserApp, load_app
+from orchestrator.app_loader import AppLoadError, UserApp, load_app
 from orchestrator.core.plan import Step, changes
 from orchestrator.dev.app_plan import InvalidApp, _no_news, apply, plan_of
 from orchestrator.dev.embedded import start_postgres
@@ -366,24 +366,30 @@ def _loaded(path: Path) -> UserApp:
         sys.path.remove(str(path.parent))
 
 
-async def test_two_projects_apps_of_the_same_file_name_are_two_apps(platform: Platform, tmp_path: Path) -> None:
-    """Each project's `app.py` owns what it declares: one's plan never removes the other's listener. An app may
-    name itself (`app_name`) wherever its file lives."""
+async def test_two_projects_apps_of_the_same_file_name_are_two_apps_when_they_name_themselves(
+    platform: Platform, tmp_path: Path
+) -> None:
+    """Each project's `app.py` names itself (`app_name`) and owns what it declares: one's plan never removes the
+    other's listener. Without a name they would be one app, `app` (its module's name, however it is spelled)."""
     for project, event in (("desk", "object.written"), ("shop", "thread.item_posted")):
         (tmp_path / project).mkdir()
         (tmp_path / project / "app.py").write_text(
+            f"app_name = '{project}'\n"
             f"listeners = [{{'name': '{project}', 'filter': {{'types': ['{event}']}},"
             " 'action': {'type': 'workflow', 'workflow': 'w'}}]\n"
         )
     desk, shop = (_loaded(tmp_path / project / "app.py") for project in ("desk", "shop"))
-    assert (desk.declarer, shop.declarer) == ("desk/app", "shop/app")
+    assert (desk.declarer, shop.declarer) == ("desk", "shop")
     await apply(platform, desk, lambda _: None)
     await apply(platform, shop, lambda _: None)
     assert await lines(platform, desk) == [], "the shop's plan removed nothing of the desk's"
     listed = (await platform.command({"command": "list_listeners"}))["listeners"]
     assert sorted(item["name"] for item in listed) == ["desk", "shop"]
 
-    (tmp_path / "shop" / "app.py").write_text("app_name = 'shop-v2'\nlisteners = []\n")
-    renamed = _loaded(tmp_path / "shop" / "app.py")
-    assert renamed.declarer == "shop-v2"
-    assert await lines(platform, renamed) == [], "another name's declarations are not its to remove"
+    (tmp_path / "shop" / "app.py").write_text("listeners = []\n")
+    unnamed = _loaded(tmp_path / "shop" / "app.py")
+    assert unnamed.declarer == "app"
+    assert await lines(platform, unnamed) == [], "another name's declarations are not its to remove"
+    (tmp_path / "shop" / "app.py").write_text("app_name = ''\nlisteners = []\n")
+    with pytest.raises(AppLoadError, match="app_name"):
+        _loaded(tmp_path / "shop" / "app.py")
