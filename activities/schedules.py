@@ -11,8 +11,6 @@ over the payload limit, too many executions) or `access_error` (an alias outside
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -38,9 +36,8 @@ from orchestrator.lanes.executions import TemporalRuns, start_run
 from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
 from orchestrator.workflows.schedule_clock import SCHEDULE_NEXT_ACTIVITY, Due, NextFiring
 from orchestrator.workflows.schedule_fire import (
-    RUN_WAIT_HEARTBEAT,
     SCHEDULE_FIRE_ACTIVITY,
-    SCHEDULE_RUN_ENDED_ACTIVITY,
+    SCHEDULE_RUN_RUNNING_ACTIVITY,
     ScheduleFiring,
     ScheduleRunResult,
 )
@@ -53,7 +50,7 @@ def schedule_execution_id(session_id: str, alias: str, scheduled_at: datetime) -
 
 class ScheduleActivities(PlatformActivities):
     def all(self) -> list[Callable[..., Any]]:
-        return [self.fire_schedule, self.next_firing, self.run_ended]
+        return [self.fire_schedule, self.next_firing, self.run_running]
 
     @activity.defn(name=SCHEDULE_NEXT_ACTIVITY)
     async def next_firing(self, question: NextFiring) -> Due:
@@ -96,20 +93,12 @@ class ScheduleActivities(PlatformActivities):
         )
         return result
 
-    @activity.defn(name=SCHEDULE_RUN_ENDED_ACTIVITY)
-    async def run_ended(self, execution_id: str) -> None:
-        """Returns once the run a firing started has ended, however it ended (its firing holds the schedule's
-        next firings off meanwhile); heartbeats while it waits, so a worker lost meanwhile hands the wait on."""
-        assert self.temporal is not None
-        ended = asyncio.ensure_future(self.temporal.get_workflow_handle(execution_id).result())
-        try:
-            while not ended.done():
-                activity.heartbeat()
-                await asyncio.wait({ended}, timeout=RUN_WAIT_HEARTBEAT.total_seconds() / 3)
-            with contextlib.suppress(Exception):  # failed, cancelled, terminated or timed out: ended all the same
-                ended.result()
-        finally:
-            ended.cancel()
+    @activity.defn(name=SCHEDULE_RUN_RUNNING_ACTIVITY)
+    async def run_running(self, execution_id: str) -> bool:
+        """Whether the run a firing started still runs, as its record says (its firing holds the schedule's next
+        firings off meanwhile); a run with no record ran and was swept, or never started: not running."""
+        record = await self.store.execution_record(execution_id)
+        return record is not None and record["status"] == "running"
 
     async def _write(
         self, firing: ScheduleFiring, target: ObjectTarget, scheduled_at: datetime, depth: int

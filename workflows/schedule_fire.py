@@ -4,9 +4,9 @@ Owns only the hand-off from Temporal's clock to the `orchestrator.schedule_fire`
 schedule's definition, writes or starts the target and records the result. The firing carries its scheduled
 time (Temporal's `TemporalScheduledStartTime` search attribute), which keys the write and the run record, so
 a retried firing writes and records once. The schedule skips a firing while the previous one still runs, and a
-firing that started a workflow runs until that run ends (`SCHEDULE_RUN_ENDED_ACTIVITY`), so a schedule's runs
-never overlap; the firing's activity gives up after `FIRING_DEADLINE`, so a long outage ends in one missed tick,
-not a stuck clock.
+firing that started a workflow runs until that run ends (it asks, `SCHEDULE_RUN_RUNNING_ACTIVITY`, between
+timers), so a schedule's runs never overlap; the firing's activity gives up after `FIRING_DEADLINE`, so a long
+outage ends in one missed tick, not a stuck clock.
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ from temporalio.common import RetryPolicy, SearchAttributeKey
 
 SCHEDULE_FIRE_WORKFLOW = "OrchestratorScheduleFire"
 SCHEDULE_FIRE_ACTIVITY = "orchestrator.schedule_fire"
-SCHEDULE_RUN_ENDED_ACTIVITY = "orchestrator.schedule_run_ended"
+SCHEDULE_RUN_RUNNING_ACTIVITY = "orchestrator.schedule_run_running"
 # Firings of the release before returned once their run started; a firing that started before this release is
 # replayed without the wait.
 RUN_AWAITED = "schedule-firing-awaits-its-run"
-# How long a firing waits for its run: as long as a run may take (a run past it overlaps the next).
-RUN_WAIT = timedelta(days=30)
-RUN_WAIT_HEARTBEAT = timedelta(seconds=30)
+# How often a firing asks whether its run still runs: soon, then less and less often (a timer between asks, no
+# worker slot held meanwhile), at most every 5 minutes (a run of days keeps its firing's history in bounds).
+RUN_ASK_FIRST = timedelta(milliseconds=500)
+RUN_ASK_MOST = timedelta(minutes=5)
 SCHEDULED_START = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 FIRING_DEADLINE = timedelta(minutes=5)
 ATTEMPT_TIMEOUT = timedelta(seconds=30)
@@ -60,13 +61,16 @@ async def perform(firing: ScheduleFiring, scheduled: datetime) -> ScheduleRunRes
     )
     if result.execution_id is not None and workflow.patched(RUN_AWAITED):
         # The schedule's overlap policy (skip) holds for its runs, not only for its firings.
-        await workflow.execute_activity(
-            SCHEDULE_RUN_ENDED_ACTIVITY,
+        pause = RUN_ASK_FIRST
+        while await workflow.execute_local_activity(
+            SCHEDULE_RUN_RUNNING_ACTIVITY,
             result.execution_id,
-            start_to_close_timeout=RUN_WAIT,
-            heartbeat_timeout=RUN_WAIT_HEARTBEAT,
+            result_type=bool,
+            start_to_close_timeout=ATTEMPT_TIMEOUT,
             retry_policy=RETRY,
-        )
+        ):
+            await workflow.sleep(pause)
+            pause = min(pause * 2, RUN_ASK_MOST)
     return result
 
 
