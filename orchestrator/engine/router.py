@@ -112,11 +112,9 @@ class Router:
         self._dirty: set[str] = set()
         # Sessions whose writers will not notify until a round catches up: routed again after the round interval.
         self._again: set[str] = set()
-        # Whether any table is captured (asked at every poll), and the sessions whose captured events were staged
-        # when last asked: the router looks for those every round interval and appends them before routing
-        # (0033_captured_staged.sql), as a captured commit notifies nobody.
+        # Whether any table is captured (asked at every poll): the router then appends what captured commits staged
+        # every round interval and routes it (0033_captured_staged.sql), as a captured commit notifies nobody.
         self._captures = False
-        self._staged: set[str] = set()
         self._staged_at = 0.0
         self._wake = asyncio.Event()
         # Per session: when its last round ended, and how long its next waits after it.
@@ -285,21 +283,16 @@ class Router:
             await self._look_for_staged()
 
     async def _look_for_staged(self) -> None:
-        """Every round interval while any table is captured: the sessions whose captured events wait staged
-        (no commit notifies for them, 0033_captured_staged.sql), to be appended and routed."""
+        """Every round interval while any table is captured: the captured events that wait staged appended, all
+        sessions in one call (no commit notifies for them, 0033_captured_staged.sql), and their sessions routed."""
         now = time.monotonic()
         if not self._captures or now < self._staged_at + max(self.round_interval, ROUND_INTERVAL_SECONDS):
             return
         self._staged_at = now
-        staged = await self.store.staged_sessions()
-        self._staged.update(staged)
-        self._dirty.update(staged)
+        self._dirty.update(await self.store.settle_staged())
 
     async def route_session(self, session_id: str) -> int:
         """One round for one session; answers how many events it read (0 when another worker routes it now)."""
-        if session_id in self._staged:
-            self._staged.discard(session_id)
-            await self.store.settle_captured(session_id, wait=False)
         page = await self.lanes.route_page(session_id, ROUND_EVENTS, self.settings.limits.listener_parallel_runs)
         if not page.read:
             return 0

@@ -136,8 +136,9 @@ class Captures(PostgresStore):
             )
         )
 
-    async def staged_sessions(self, limit: int = 1000) -> list[str]:
-        """Sessions with captured events committed and not yet appended (0033_captured_staged.sql), those that
-        waited longest first."""
-        rows = await self.pool.fetch("SELECT orchestrator.orchestrator_captured_staged_sessions($1) AS id", limit)
+    async def settle_staged(self, limit: int = 1000) -> list[str]:
+        """Append the captured events that wait staged (0033_captured_staged.sql), up to `limit` sessions, those
+        that waited longest first, in one call; answers the sessions appended (a session a writer holds is left to
+        that writer)."""
+        rows = await self.pool.fetch("SELECT orchestrator.orchestrator_captured_settle_staged($1) AS id", limit)
         return [r["id"] for r in rows]

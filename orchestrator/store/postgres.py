@@ -372,18 +372,15 @@ class PostgresStore:
                 return replayed
             return await self._append(conn, session_id, type_, idempotency_key=idempotency_key, **fields)
 
-    async def settle_captured(self, session_id: str, *, wait: bool = True) -> int | None:
+    async def settle_captured(self, session_id: str) -> int | None:
         """Append the session's captured events that committed and wait staged (0033_captured_staged.sql), so
-        that a reader sees the changes committed before it asked. A reader waits a moment for the session's lock
-        (`wait`), the router not at all; None when the lock was not had (a writer in a long transaction holds it,
-        and appends them at its own lock)."""
+        that a reader sees the changes committed before it asked. Waits a moment for the session's lock; None
+        when it was not had (a writer in a long transaction holds it, and appends them at its own lock)."""
         try:
-            found = await self.pool.fetchval(
-                "SELECT orchestrator.orchestrator_captured_settle_now($1, $2)", session_id, wait
-            )
+            found = await self.pool.fetchval("SELECT orchestrator.orchestrator_captured_settle_now($1)", session_id)
         except asyncpg.LockNotAvailableError:
             return None
-        return None if found is None else int(found)
+        return int(found)
 
     async def list_events(
         self,
