@@ -13,8 +13,7 @@ DECLARE
     v_row orchestrator.captures%ROWTYPE;
 BEGIN
     v_id := orchestrator.orchestrator_capture_check(p_table, p_session_column, p_exclude);
-    SELECT format('%I.%I', n.nspname, k.relname) INTO v_name
-    FROM pg_class k JOIN pg_namespace n ON n.oid = k.relnamespace WHERE k.oid = v_table;
+    v_name := orchestrator.orchestrator_table_name(v_table);
     -- The captures of tables dropped since (an application's migration that drops and makes a table again).
     DELETE FROM orchestrator.captures c WHERE NOT EXISTS (SELECT 1 FROM pg_class k WHERE k.oid = c.table_oid);
     INSERT INTO orchestrator.captures (table_oid, table_name, type_prefix, id_column, session_column, session_id,

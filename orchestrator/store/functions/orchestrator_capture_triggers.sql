@@ -1,11 +1,10 @@
 -- Puts a captured table's triggers on it: a row trigger for each change (`orchestrator_captured_row`), and one
--- that refuses `TRUNCATE` (it names no rows, so it would leave no events). The table is named in the DDL by its
--- schema and name (quoted by format's %I), never by regclass's text.
+-- that refuses `TRUNCATE` (it names no rows, so it would leave no events). The table is named in the DDL by
+-- `orchestrator_table_name`.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_capture_triggers(p_table regclass)
 RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    v_name text := (SELECT format('%I.%I', n.nspname, k.relname)
-                    FROM pg_class k JOIN pg_namespace n ON n.oid = k.relnamespace WHERE k.oid = p_table);
+    v_name text := orchestrator.orchestrator_table_name(p_table);
 BEGIN
     PERFORM orchestrator.orchestrator_drop_capture_triggers(p_table);
     EXECUTE format('CREATE TRIGGER orchestrator_capture_insert AFTER INSERT ON %s'
