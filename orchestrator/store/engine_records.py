@@ -51,8 +51,9 @@ class EngineRecords(
 
     async def stream_events(self, session_id: str, after: int, limit: int) -> list[dict[str, Any]] | None:
         """The session's envelopes after `after`, as a listener sees them (a thread item's whole message); None
-        once the session is deleted (or being deleted), read in the same statement, so a stream learns it free."""
-        await self.settle_captured(session_id)
+        once the session is deleted (or being deleted), read in the same statement, so a stream learns it free.
+        Captured changes' staged events come when the router appends them (its position's wake-up, or the stream's
+        poll): a settle here would double the statements of every stream's every page."""
         rows = await self.pool.fetch(
             "SELECT e.* FROM orchestrator.sessions s LEFT JOIN LATERAL ("
             f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE e.session_id = s.id"
