@@ -93,14 +93,10 @@ def _owner(spec: str, module: ModuleType) -> str | None:
     return declared
 
 
-def _is_path(spec: str) -> bool:
-    return spec.endswith(".py") or "/" in spec or "\\" in spec
-
-
 def _import(spec: str) -> ModuleType:
     if not spec.strip():
         raise AppLoadError("app: the module name or path is empty")
-    if _is_path(spec):
+    if spec.endswith(".py") or "/" in spec or "\\" in spec:
         return _import_path(spec)
     cwd = os.getcwd()
     if cwd not in sys.path:
