@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 from orchestrator.activities.base import PlatformActivities
 from orchestrator.causes import caused_by, run_cause
 from orchestrator.commands.app_events import Emitted, checked
+from orchestrator.commands.events import past_retention
 from orchestrator.commands.fields import Rev, check_payload
 from orchestrator.commands.schedules import (
     CreateSchedule,
@@ -171,11 +172,7 @@ class SessionActivities(PlatformActivities):
             # A read past retention says where the stream starts (SPEC 14), never answers from what is left.
             trimmed, first = await self.store.stream_start(call.session_id)
             if after < trimmed:
-                raise CommandError(
-                    "past_retention",
-                    f"after: retention deleted session {call.session_id!r}'s events up to {trimmed}; its stream now"
-                    f" starts at {first}",
-                )
+                raise past_retention("after", call.session_id, trimmed, first)
         request = {
             "session_id": call.session_id,
             "execution_id": call.execution_id,

@@ -201,7 +201,7 @@ class RunSession:
         return result
 
     async def batch_messages(self) -> list[dict[str, Any]]:
-        """The batch's pointers (`{id, type, alias?, item_id?, execution_id?, nodes?}`, one per entry, by id):
+        """The batch's pointers (`{id, type, alias, item_id?, execution_id?, nodes?}`, one per entry, by id):
         `batch.messages` when the listener's template names them and they came with the run, else read once
         from the store (a batch holds at most 1,000 entries)."""
         batch = self.run.batch

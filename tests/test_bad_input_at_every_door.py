@@ -161,6 +161,57 @@ async def test_a_path_or_a_method_the_api_does_not_serve_is_answered_in_the_enve
     assert (allowed and set(allowed.split(", "))) == (allow and set(allow.split(", ")))
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"command": "post_thread_item", "alias": "b/t", "item": {"type": "text", "message": {"obj": 1}}}, "item"),
+        (
+            {
+                "command": "post_thread_items",
+                "alias": "b/t",
+                "items": [{"type": "text", "message": "fine"}, {"type": "text", "message": [1]}],
+            },
+            "items.1",
+        ),
+    ],
+)
+async def test_a_text_items_message_that_is_no_text_is_refused_naming_its_field_and_nothing_is_posted(
+    door: tuple[str, str], body: dict[str, Any], said: str
+) -> None:
+    url, session = door
+    async with httpx.AsyncClient(base_url=url) as http:
+        response = await http.post("/v1/commands", json={**body, "session_id": session})
+        listed = await http.post(
+            "/v1/commands", json={"command": "list_thread_items", "session_id": session, "alias": "b/t"}
+        )
+
+    reply = response.json()
+    assert response.status_code == 400 and reply["error"] == "invalid_request", reply
+    assert reply["message"].startswith(f"{said}.message: must be a string"), reply
+    assert listed.json()["items"] == [], "nothing of a refused request is posted"
+
+
+async def test_a_listener_on_an_objects_value_is_refused_at_save_as_its_events_carry_its_rev_alone(
+    door: tuple[str, str],
+) -> None:
+    url, _ = door
+    listener = {
+        "name": "on_status",
+        "filter": {"types": ["object.written"], "where": [{"path": "data.status", "op": "eq", "value": "done"}]},
+        "action": {"type": "workflow", "workflow": "w"},
+    }
+    async with httpx.AsyncClient(base_url=url) as http:
+        response = await http.post("/v1/commands", json={"command": "save_listener", "listener": listener})
+        found = await http.post("/v1/commands", json={"command": "get_listener", "name": "on_status"})
+
+    reply = response.json()
+    assert response.status_code == 400 and reply["error"] == "invalid_request", reply
+    assert reply["message"] == (
+        "listener.filter.where.0.path: path 'data.status' never resolves: the data of object.written holds data.rev"
+    ), reply
+    assert found.json()["error"] == "not_found", "nothing of a refused save is kept"
+
+
 def test_a_setting_spelled_wrong_stops_the_command_naming_its_variable() -> None:
     env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
     env.update(ORCHESTRATOR_LIMITS__MAX_EVENTS_PER_BATCH="2000", ORCHESTRATOR_RUN_CHECK_SECONDS="soon")

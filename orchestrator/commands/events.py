@@ -72,8 +72,13 @@ async def refuse_trimmed(platform: CommandContext, session_id: str, event_id: in
     """Raise `past_retention` when retention deleted the session's events up to `event_id` or past it."""
     trimmed, first = await platform.store.stream_start(session_id)
     if event_id <= trimmed:
-        raise CommandError(
-            "past_retention",
-            f"{field}: retention deleted session {session_id!r}'s events up to {trimmed};"
-            f" its stream now starts at {first}",
-        )
+        raise past_retention(field, session_id, trimmed, first)
+
+
+def past_retention(field: str, session_id: str, trimmed: int, first: int) -> CommandError:
+    """The refusal of a read from before where the session's stream now starts (SPEC 14), naming `field`."""
+    return CommandError(
+        "past_retention",
+        f"{field}: retention deleted the events of session {session_id!r} up to {trimmed};"
+        f" its stream now starts at {first}",
+    )

@@ -85,6 +85,14 @@ class WhereCondition(_Strict):
 
     _path = field_validator("path")(validate_path)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _exists_is_never_null(cls, data: Any) -> Any:
+        # Left out, `exists` is true; a null written out would be kept as true, not as written: refused instead.
+        if isinstance(data, dict) and data.get("op") == "exists" and "value" in data and data["value"] is None:
+            raise FieldProblem("value", "op exists takes true (present) or false (missing), or no value (true)")
+        return data
+
     @field_validator("value")
     @classmethod
     def _value_fits_op(cls, value: Any, info: ValidationInfo) -> Any:

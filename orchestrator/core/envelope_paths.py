@@ -61,6 +61,14 @@ SUBFIELDS: dict[str, frozenset[str] | None] = {
     "actor": frozenset({"key", "listener", "execution", "schedule", "role"}),
 }
 
+# What `data` holds for the platform's types whose data is known whole (a rev, a plain value); the others'
+# (`listener.failed`, `lane.idle`, ...) take any path below `data`.
+DATA_FIELDS: dict[str, frozenset[str]] = {
+    "object.written": frozenset({"rev"}),
+    "object.deleted": frozenset({"rev"}),
+    "graph.changed": frozenset({"rev"}),
+}
+
 # The subfields that hold any JSON below them: a thread item's whole message (a `json` item's is any value) and a
 # failed run's error (`execution.error.message`).
 DEEP_SUBFIELDS = frozenset({("item", "message"), ("execution", "error")})
@@ -102,7 +110,18 @@ def why_unresolvable(
     apps = [t for t in declared if wanted(t)]
     if not matched and not apps:
         return None
-    if any(field in EVENT_FIELDS[t] for t in matched):
+    carriers = [t for t in matched if field in EVENT_FIELDS[t]]
+    if field == "data" and rest and carriers:
+        # The platform's types that carry it, each with what its data holds; the application's types by schema.
+        sub, _, deeper = rest.partition(".")
+        if any(t not in DATA_FIELDS or (sub in DATA_FIELDS[t] and not deeper) for t in carriers):
+            return None
+        why = why_data_unresolvable(path, [declared[t] for t in apps]) if apps else None
+        if apps and why is None:
+            return None
+        known = sorted({f"data.{k}" for t in carriers for k in DATA_FIELDS[t]})
+        return f"the data of {', '.join(carriers)} holds {', '.join(known)}" + (f"; {why}" if why else "")
+    if carriers:
         return None
     if field == "data" and apps:
         return why_data_unresolvable(path, [declared[t] for t in apps])

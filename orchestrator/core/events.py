@@ -214,10 +214,9 @@ POINTER_FIELDS = {"id": False, "type": False, "alias": False, "item_id": False, 
 def pointer(
     event_id: int, type_: str, alias: str | None, item_id: Any, execution_id: Any, nodes: list[Any] | None
 ) -> dict[str, Any]:
-    """A pointer (`batch.messages`' form) from its parts, in its key order, a part that is None left out."""
-    message: dict[str, Any] = {"id": event_id, "type": type_}
-    if alias is not None:
-        message["alias"] = alias
+    """A pointer (`batch.messages`' form) from its parts, in its key order: `alias` always (null for an event about
+    no alias, as the specification's `{id, type, alias, item_id?, execution_id?}` says), the rest when there."""
+    message: dict[str, Any] = {"id": event_id, "type": type_, "alias": alias}
     if item_id is not None:
         message["item_id"] = item_id
     if execution_id is not None:

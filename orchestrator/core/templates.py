@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from orchestrator.core.envelope_paths import resolve_in_event, why_unresolvable
+from orchestrator.core.envelope_paths import canonical_path, why_unresolvable
 from orchestrator.core.events import POINTER_FIELDS
 from orchestrator.core.paths import MISSING, resolve
 
@@ -36,6 +36,9 @@ class TemplateError(Exception):
 
 # The roots of a batch's context that are envelopes (the last event, and its item): judged by `envelope_paths`.
 ENVELOPE_ROOTS = ("event", "item")
+# Roots that are no field of the context: the seed's spellings of paths into the last event (`{{ object.alias }}`,
+# `{{ execution.status }}`), as `where` takes them (SPEC section 2).
+SEED_ROOTS = ("object", "execution")
 # What each other root holds, and for each field whether paths go on below it.
 CONTEXT_FIELDS: dict[str, dict[str, bool]] = {
     "batch": {
@@ -72,21 +75,28 @@ def never_an_object(path: str) -> bool:
     return not below and (CONTEXT_FIELDS.get(root, {}).get(field) is False or path in _LISTS)
 
 
-def _found(context: dict[str, Any], path: str) -> Any:
+def _in_context(path: str) -> str:
+    """The context's path a hole's path stands for: a path into an event in the seed's spellings, as `where` takes
+    them (`event.object.alias`, `batch.events.0.object.alias`, and at the root `object.alias`, `execution.status`,
+    the last event's), as the envelope's own (`event.alias`), so a null that is there renders null either way."""
     root, _, rest = path.partition(".")
+    if root in SEED_ROOTS:
+        return f"event.{canonical_path(path)}"
     if root == "event" and rest:
-        # The seed's spellings (`event.object.alias`) resolve in a template as they do in `where`.
-        return resolve_in_event(context.get("event") or {}, rest)
+        return f"event.{canonical_path(rest)}"
     field, _, below = rest.partition(".")
     index, _, inside = below.partition(".")
     if root == "batch" and field == "events" and index.isdigit() and inside:
-        # So do they in each of the batch's events (`batch.events.0.object.alias`), as the save checks them.
-        events = (context.get("batch") or {}).get("events") or []
-        return resolve_in_event(events[int(index)], inside) if int(index) < len(events) else MISSING
+        return f"batch.events.{index}.{canonical_path(inside)}"
+    return path
+
+
+def _found(context: dict[str, Any], path: str) -> Any:
     return resolve(context, path) if path else MISSING
 
 
-def _lookup(context: dict[str, Any], path: str) -> Any:
+def _lookup(context: dict[str, Any], hole: str) -> Any:
+    path = _in_context(hole)
     value = _found(context, path)
     if value is MISSING:
         # A null that is there (`"note": null` in an event's data) is the JSON value at the path, kept as it
@@ -97,7 +107,7 @@ def _lookup(context: dict[str, Any], path: str) -> Any:
             return None
         if isinstance(parent, list) and last.isdigit() and int(last) < len(parent) and parent[int(last)] is None:
             return None
-        raise TemplateError(path)
+        raise TemplateError(hole)
     return value
 
 
@@ -119,10 +129,10 @@ def why_no_hole(
     root, _, rest = path.partition(".")
     if root == "event":
         return why_unresolvable(rest, types, declared) if rest else None
-    if root == "item":
+    if root == "item" or root in SEED_ROOTS:
         return why_unresolvable(path, types, declared)
     if root not in CONTEXT_FIELDS:
-        return f"a template's root is one of {', '.join((*CONTEXT_FIELDS, *ENVELOPE_ROOTS))}, not {root!r}"
+        return f"a template's root is one of {', '.join((*CONTEXT_FIELDS, *ENVELOPE_ROOTS, *SEED_ROOTS))}, not {root!r}"
     fields = CONTEXT_FIELDS[root]
     if not rest:
         return None
@@ -182,7 +192,7 @@ def needs_envelopes(template: Any) -> bool:
     renders from the batch's pointers and numbers."""
     for path in holes(template):
         root, _, rest = path.partition(".")
-        if root in ENVELOPE_ROOTS or (root == "batch" and (not rest or rest.split(".")[0] == "events")):
+        if root in (*ENVELOPE_ROOTS, *SEED_ROOTS) or (root == "batch" and (not rest or rest.split(".")[0] == "events")):
             return True
     return False
 

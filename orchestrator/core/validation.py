@@ -56,6 +56,10 @@ def _phrase(error: Any) -> str:
             "greater_than": ("gt", "must be greater than"),
         }[kind]
         return f"{words[1]} {ctx.get(words[0])}"
+    if kind in ("too_long", "too_short") and ("max_length" in ctx or "min_length" in ctx):
+        bound, least = (ctx.get("max_length"), "most") if kind == "too_long" else (ctx.get("min_length"), "least")
+        count = f" ({ctx['actual_length']} given)" if ctx.get("actual_length") is not None else ""
+        return f"must have at {least} {bound} item{'' if bound == 1 else 's'}{count}"
     if kind == "literal_error" and "expected" in ctx:
         return f"must be one of {ctx['expected']}"
     if kind == "union_tag_invalid" and "expected_tags" in ctx:

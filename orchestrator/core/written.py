@@ -26,7 +26,7 @@ from pydantic import (
 
 from orchestrator.core.errors import ErrorCode
 from orchestrator.core.templates import holes, never_an_object, whole_hole
-from orchestrator.core.validation import field_errors_message
+from orchestrator.core.validation import FieldProblem, field_errors_message
 
 
 def _json_object_with_type(value: Any) -> dict[str, Any]:
@@ -76,7 +76,7 @@ class ThreadItem(BaseModel):
     @pydantic.model_validator(mode="after")
     def _text_unless_json(self) -> ThreadItem:
         if self.type != "json" and self.message is not None and not isinstance(self.message, str):
-            raise ValueError("message: must be a string (only a json item's message may be any JSON value)")
+            raise FieldProblem("message", "must be a string (only a json item's message may be any JSON value)")
         return self
 
 

@@ -101,6 +101,12 @@ def test_template_aliases_are_kept_and_literal_ones_checked() -> None:
         ("batch.distinct_by", "a..b", "listener.batch.distinct_by: path"),
         ("filter.where.0.op", "like", "listener.filter.where.0.op: must be one of"),
         ("filter.where.0.value", "text", "listener.filter.where.0.value: op not_in needs a list value"),
+        # A null would be kept as the default it stands for (true), not as written.
+        (
+            "filter.where",
+            [{"path": "alias", "op": "exists", "value": None}],
+            "listener.filter.where.0.value: op exists takes true (present) or false (missing)",
+        ),
         # A condition that is not an object is named by its place, not by the model's internal tag.
         ("filter.where", ["x"], "listener.filter.where.0: must be a JSON object"),
         ("filter.where", [{"not": ["x"]}], "listener.filter.where.0.not: must be a JSON object"),
@@ -378,7 +384,7 @@ BIG = "x" * 1001
         ),
         ("value", {"type": "t", "big": BIG}, "listener.action.value: 1022 bytes is over the payload limit of 1000"),
         ("item", {"type": "Bad Type"}, "listener.action.item.type: String should match pattern"),
-        ("item", {"type": "text", "message": {"a": 1}}, "listener.action.item: message: must be a string"),
+        ("item", {"type": "text", "message": {"a": 1}}, "listener.action.item.message: must be a string"),
         ("item", {"type": "text", "bogus": 1}, "listener.action.item.bogus: is not known"),
         ("item", {"type": "{{ batch.lane }}", "bogus": "{{ batch.lane }}"}, "listener.action.item.bogus: is not known"),
         ("item", {"type": "Bad", "message": "{{ batch.count }}"}, "listener.action.item.type: String should match"),

@@ -61,7 +61,7 @@ def test_the_batch_context() -> None:
     assert context["batch"]["lane"] == "chats/7"
     assert context["batch"]["messages"] == [
         {"id": 2, "type": "object.written", "alias": "cells/1"},
-        {"id": 3, "type": "execution.ended", "execution_id": "e1"},
+        {"id": 3, "type": "execution.ended", "alias": None, "execution_id": "e1"},
         {"id": 4, "type": "thread.item_posted", "alias": "chats/7", "item_id": "i9"},
     ]
     assert context["event"] == POSTED and context["item"] == POSTED["item"]
@@ -214,7 +214,8 @@ def test_a_template_path_no_batch_of_the_listeners_types_can_hold_is_refused_at_
         ("batch.messages.0.nope", "a pointer of 'batch.messages' holds id, type, alias"),
         ("batch.messages.0.alias.x", "'batch.messages.0.alias' is a plain value"),
         ("batch.events.0.alias", None),
-        ("batch.events.1.data.n", None),
+        ("batch.events.1.data.rev", None),
+        ("batch.events.1.data.n", "the data of object.written holds data.rev"),
         ("batch.messages.0.item_id", None),
         ("batch.events", None),
     ],
@@ -237,6 +238,39 @@ def test_the_seeds_spelling_resolves_in_a_template_as_in_a_filter() -> None:
     assert render("{{ event.object.alias }}", context) == "cells/1"
     assert render("at {{ event.object.alias }}", context) == "at cells/1"
     assert why_no_hole("event.object.alias", ["object.**"]) is None
+
+
+def test_the_seeds_spellings_stand_at_a_templates_root_for_the_last_event() -> None:
+    """SPEC 2: templates accept `object.alias` and `execution.status`, as `where` does: at the root they read the
+    batch's last event, and a path no event of the listener's types holds is refused at save as any other."""
+    ended = {
+        **WRITTEN,
+        "id": 9,
+        "type": "execution.ended",
+        "alias": None,
+        "execution": {"id": "x1", "status": "failed"},
+    }
+    written = _context([WRITTEN])
+    assert render({"a": "{{ object.alias }}", "t": "at {{ object.alias }}"}, written) == {
+        "a": "cells/1",
+        "t": "at cells/1",
+    }
+    context = _context([WRITTEN, ended])
+    assert render("{{ execution.status }}", context) == "failed"
+    assert render({"a": "{{ object.alias }}", "e": "{{ event.object.alias }}"}, context) == {"a": None, "e": None}
+    assert needs_envelopes("{{ object.alias }}") and needs_envelopes("{{ execution.status }}")
+    assert why_no_hole("object.alias", ["object.**"]) is None
+    assert why_no_hole("execution.status", ["execution.ended"]) is None
+    assert why_no_hole("execution.status", ["object.written"]) is not None
+    assert why_no_hole("object.rev", ["object.written"]) is not None
+    with pytest.raises(CommandError, match=r"listener\.action\.input: template path 'execution\.status'"):
+        action = {"type": "workflow", "workflow": "w", "input": "{{ execution.status }}"}
+        parse_declaration({"name": "l", "filter": {"types": ["object.written"]}, "action": action}, Limits())
+    unread = batch_context(
+        messages=[message_of(WRITTEN)], events=None, retry=0, lane="_", listener={"name": "l", "version": 1}, session={}
+    )
+    with pytest.raises(TemplateError, match=r"object\.alias"):
+        render("{{ object.alias }}", unread)
 
 
 def test_a_lane_with_idle_may_template_its_own_lane_idle_event_and_graph_nodes_by_index() -> None:

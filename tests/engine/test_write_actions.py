@@ -115,14 +115,15 @@ async def test_a_value_that_is_not_an_object_is_an_invocation_error(engine: Engi
 
 
 async def test_a_template_path_the_batch_does_not_hold_is_an_invocation_error(engine: Engine) -> None:
-    # One no batch could hold is refused at save (`batch.nope`); this one could, but this batch's data has none.
-    action = {"type": "object", "alias": "tally/n", "value": {"type": "tally", "n": "{{ event.data.nope }}"}}
+    # One no batch could hold is refused at save (`batch.nope`, `event.data.nope` on an object's events, which carry
+    # its rev alone); this one could (a schedule's write is caused by its firing), but this batch's cause is a request.
+    action = {"type": "object", "alias": "tally/n", "value": {"type": "tally", "n": "{{ event.cause.schedule.alias }}"}}
     await engine.command("save_listener", listener=write_listener("typo", action))
     sid = await new_session(engine)
     await write_many(engine, sid, ["missions/a"])
     [outcome] = await outcomes_once(engine, sid, "typo")
     assert outcome["status"] == "invocation_error"
-    assert outcome["message"] == "action: unknown template path 'event.data.nope'"
+    assert outcome["message"] == "action: unknown template path 'event.cause.schedule.alias'"
     assert not (await engine.command("list_objects", session_id=sid, prefix="tally/"))["objects"]
     lane = engine.client.get_workflow_handle(lane_workflow_id(sid, "typo", "_"))
     queried = await lane.query("outcomes")

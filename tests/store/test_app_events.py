@@ -233,7 +233,7 @@ async def test_write_objects_and_post_thread_items_are_all_or_none(platform: Pla
     await refused(
         platform,
         "invalid_request",
-        "items.1: message",
+        "items.1.message",
         "post_thread_items",
         session_id=sid,
         alias="chat/1",

@@ -48,7 +48,7 @@ const ANSWER_PAGE = 100;
 export interface BatchMessage {
   id: number;
   type: string;
-  alias?: string;
+  alias: string | null;
   item_id?: string;
   execution_id?: string;
   nodes?: string[];
