@@ -243,21 +243,22 @@ def test_the_seeds_spelling_resolves_in_a_template_as_in_a_filter() -> None:
 def test_the_seeds_spellings_stand_at_a_templates_root_for_the_last_event() -> None:
     """SPEC 2: templates accept `object.alias` and `execution.status`, as `where` does: at the root they read the
     batch's last event, and a path no event of the listener's types holds is refused at save as any other."""
-    ended = {
-        **WRITTEN,
-        "id": 9,
-        "type": "execution.ended",
-        "alias": None,
-        "execution": {"id": "x1", "status": "failed"},
-    }
     written = _context([WRITTEN])
     assert render({"a": "{{ object.alias }}", "t": "at {{ object.alias }}"}, written) == {
         "a": "cells/1",
         "t": "at cells/1",
     }
-    context = _context([WRITTEN, ended])
-    assert render("{{ execution.status }}", context) == "failed"
-    assert render({"a": "{{ object.alias }}", "e": "{{ event.object.alias }}"}, context) == {"a": None, "e": None}
+    context = _context([WRITTEN, ENDED])
+    assert render({"s": "{{ execution.status }}", "w": "{{ execution.workflow }}"}, context) == {
+        "s": "failed",
+        "w": "w",
+    }
+    # An envelope leaves out what its event does not have: the last event about no alias fails the batch
+    # (`invocation_error`), as `{{ event.alias }}` does; its pointer says `alias: null`.
+    for path in ("object.alias", "event.object.alias", "event.alias"):
+        with pytest.raises(TemplateError):
+            render("{{ " + path + " }}", context)
+    assert render("{{ batch.messages.1.alias }}", context) is None
     assert needs_envelopes("{{ object.alias }}") and needs_envelopes("{{ execution.status }}")
     assert why_no_hole("object.alias", ["object.**"]) is None
     assert why_no_hole("execution.status", ["execution.ended"]) is None

@@ -16,7 +16,9 @@
  * export async function summarize(run: RunInput): Promise<void> {
  *   const session = new RunSession(run);
  *   for (const message of await session.batchMessages()) {
- *     const meta = await session.readObject(message.alias);
+ *     if (message.alias !== null) {
+ *       const meta = await session.readObject(message.alias);
+ *     }
  *   }
  *   await session.writeObject("views/status", { type: "status", ok: true });
  * }
