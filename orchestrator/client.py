@@ -74,9 +74,15 @@ class _HttpTransport:
         """The batches of a connection listener on the session, as they come (the `data` of each `batch`
         message), until the server lets the stream go with another (`shutdown`: it is stopping; `closed`: a
         reader too slow)."""
-        async with self._http.stream(
+        # Sent and closed by hand, not in `httpx.AsyncClient.stream`'s context manager: a reader that leaves the
+        # loop early leaves this generator to the event loop's finalizer, which closes every open generator at once,
+        # and that context manager's own generator, closed by the finalizer and by this one's exit together, was
+        # "already running" (a RuntimeError said at the end of every `asyncio.run`).
+        request = self._http.build_request(
             "GET", f"/v1/sessions/{session_id}/stream", params=params, timeout=httpx.Timeout(30, read=None)
-        ) as response:
+        )
+        response = await self._http.send(request, stream=True)
+        try:
             if response.status_code != 200:
                 await response.aread()
                 reply = (
@@ -98,6 +104,8 @@ class _HttpTransport:
                         return
                     yield json.loads("\n".join(data))
                     data, event = [], "message"
+        finally:
+            await response.aclose()
 
 
 class Client:

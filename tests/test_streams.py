@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import socket
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -334,3 +335,27 @@ async def test_a_reader_that_stops_reading_is_let_go_rather_than_buffered_for(
         assert received.count(b"event: batch") < 600, "it stopped sending to a reader that stopped reading"
     finally:
         reader.close()
+
+
+async def test_a_python_client_that_leaves_its_stream_early_closes_it_cleanly(api: tuple[str, Platform]) -> None:
+    """The README's `async for batch in client.stream(...): break`, in a program of its own: it ends with nothing
+    said on stderr (the event loop's finalizer closing httpx's stream context manager beside this one's exit said
+    `aclose(): asynchronous generator is already running` at the end of every `asyncio.run`)."""
+    url, platform = api
+    sid = await session(platform)
+    await write(platform, sid, "a/1")
+    program = (
+        "import asyncio, sys\n"
+        "from orchestrator.client import Client\n"
+        "async def main() -> None:\n"
+        "    async with Client.http(sys.argv[1]) as client:\n"
+        "        async for batch in client.stream(sys.argv[2], after=0):\n"
+        "            print(batch['count'])\n"
+        "            break\n"
+        "asyncio.run(main())\n"
+    )
+    done = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", program, url, sid, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(done.communicate(), 60)
+    assert (done.returncode, out.decode().split(), err.decode()) == (0, ["1"], "")
