@@ -1,8 +1,9 @@
 """One command over HTTP with the standard library only: what `orchestrator call` sends when the API is a URL
 away, so a call loads no HTTP client, no pydantic and no asyncio (about 0.1 s instead of 0.7 s of imports).
 
-Owns where the API is by default (`ORCHESTRATOR_HTTP_HOST`, `ORCHESTRATOR_HTTP_PORT`,
-`ORCHESTRATOR_API_TOKEN`, read as `Settings` reads them: names in any case, the same defaults) and the one
+Owns where the API is by default (`ORCHESTRATOR_HTTP_HOST`, `ORCHESTRATOR_HTTP_PORT`, else where the running
+`orchestrator dev` said it is, `ORCHESTRATOR_API_TOKEN`, read as `Settings` reads them: names in any case, the
+same defaults) and the one
 POST. The reply is the API's JSON as it is; anything else that answers is reported as an `internal_error`
 reply, as the Python client's HTTP transport reports it. A transport failure raises `Unreachable`.
 """
@@ -13,6 +14,7 @@ import http.client
 import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,6 +25,9 @@ from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble
 TIMEOUT_SECONDS = 30.0
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8700
+# As the settings' `data_dir`; the file in it where `orchestrator dev` remembers its ports and its API's address.
+DEFAULT_DATA_DIR = ".orchestrator"
+PORTS_FILE = "ports.json"
 
 
 class Unreachable(Exception):
@@ -46,16 +51,33 @@ def _setting(environ: Mapping[str, str], name: str) -> str | None:
     return found[-1] if found else None
 
 
+def remembered_api(data_dir: str | Path) -> str | None:
+    """The API's base URL the `orchestrator dev` running on `data_dir` said it serves (`ports.json`'s `api`), or
+    None: no dev ran there, or it stopped."""
+    try:
+        found = json.loads((Path(data_dir) / PORTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    api = found.get("api") if isinstance(found, dict) else None
+    return api if isinstance(api, str) and api.startswith("http") else None
+
+
 def door_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
-    """The API's base URL and bearer token as the settings name them (token None when unset or empty)."""
+    """The API's base URL and bearer token as the settings name them (token None when unset or empty). With no host
+    or port set, the API of the `orchestrator dev` running on the data folder (`ORCHESTRATOR_DATA_DIR`, else
+    `.orchestrator`), wherever `--http-port` put it; else the default port."""
     environ = os.environ if environ is None else environ
-    host = _setting(environ, "http_host") or DEFAULT_HOST
-    port_text = _setting(environ, "http_port")
+    token = _setting(environ, "api_token") or None
+    host_text, port_text = _setting(environ, "http_host"), _setting(environ, "http_port")
+    if host_text is None and port_text is None:
+        running = remembered_api(_setting(environ, "data_dir") or DEFAULT_DATA_DIR)
+        if running is not None:
+            return running, token
     try:
         port = DEFAULT_PORT if port_text is None else int(port_text.strip())
     except ValueError:
         raise BadSetting(f"ORCHESTRATOR_HTTP_PORT: {port_text!r} is not a port number") from None
-    return api_url(host, port), _setting(environ, "api_token") or None
+    return api_url(host_text or DEFAULT_HOST, port), token
 
 
 def encoded_body(body: Any) -> bytes | dict[str, Any]:

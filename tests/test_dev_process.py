@@ -104,6 +104,15 @@ async def test_dev_serves_an_app_then_stops_everything_on_sigint(tmp_path: Path)
             messages = [i["message"] for i in items]
         assert messages == ["hi", "Hello! You said: hi"], "".join(seen)
 
+        # The command line finds this API on its data folder, on whatever port `--http-port` gave it.
+        shell = {k: v for k, v in os.environ.items() if not k.upper().startswith("ORCHESTRATOR_")}
+        shell["ORCHESTRATOR_DATA_DIR"] = str(tmp_path / "data")
+        found = await asyncio.create_subprocess_exec(
+            CLI, "status", "--session", session_id, "--json", env=shell, stdout=asyncio.subprocess.PIPE
+        )
+        out, _ = await asyncio.wait_for(found.communicate(), START_SECONDS)
+        assert found.returncode == 0 and json.loads(out)["session_id"] == session_id, out
+
         # Ten clients hold the session's stream open, as ten dashboards would.
         streams = StreamClients(f"http://127.0.0.1:{port}", session_id, STREAMS)
         await streams.open()
@@ -118,6 +127,7 @@ async def test_dev_serves_an_app_then_stops_everything_on_sigint(tmp_path: Path)
     assert process.returncode == 0, output
     assert "Stopped." in output
     assert took < SHUTDOWN_BOUND_SECONDS, f"stopping took {took:.1f} s\n{output}"
+    assert "api" not in json.loads((tmp_path / "data" / "ports.json").read_text()), "a stopped API is not pointed to"
     # Every client was told, and its stream ended cleanly (no error on the reader's side).
     for received in await streams.received():
         assert "event: shutdown" in received, received

@@ -51,14 +51,14 @@ async def test_call_local_reaches_the_running_devs_temporal_and_says_plainly_whe
         with socket.socket() as other:
             other.bind(("127.0.0.1", 0))
             other.listen()
-            remember(data, other.getsockname()[1], other.getsockname()[1] + 1)
+            remember(data, temporal=other.getsockname()[1], temporal_ui=other.getsockname()[1] + 1)
             listed = await asyncio.to_thread(call, tmp_path, {"command": "list_listeners"})
             assert listed == {"status": "success", "listeners": []}, listed
 
         server = await TemporalDevServer(data / "temporal", ui=False).start()
         try:
             assert server.port is not None
-            remember(data, server.port, server.port + 1)
+            remember(data, temporal=server.port, temporal_ui=server.port + 1)
             made = await asyncio.to_thread(call, tmp_path, schedule)
             assert made["status"] == "success", made
         finally:

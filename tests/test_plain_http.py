@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from orchestrator.client import api_url
 from orchestrator.config import Settings, reveal
+from orchestrator.dev.inspect import settings_api_url
 from orchestrator.dev.runtime import serve_api
 from orchestrator.door.api import create_app
 from orchestrator.plain_http import BadSetting, Unreachable, door_from_env, post_command
@@ -27,6 +28,7 @@ from orchestrator.platform import Platform
 CLI = str(Path(sys.executable).parent / "orchestrator")
 
 
+@pytest.mark.parametrize("running", [None, "http://127.0.0.1:8811"])
 @pytest.mark.parametrize(
     "environ",
     [
@@ -37,16 +39,25 @@ CLI = str(Path(sys.executable).parent / "orchestrator")
         {"ORCHESTRATOR_API_TOKEN": ""},
     ],
 )
-def test_the_door_is_where_the_settings_say(environ: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_door_is_where_the_settings_say(
+    environ: dict[str, str], running: str | None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The settings' host and port; with neither set, the API of the `orchestrator dev` running on the data folder
+    (`ports.json`'s `api`, wherever `--http-port` put it); the fast `call` and the other commands alike."""
     for key in [k for k in os.environ if k.lower().startswith("orchestrator_")]:
         monkeypatch.delenv(key)
+    environ = {**environ, "ORCHESTRATOR_DATA_DIR": str(tmp_path)}
+    if running is not None:
+        (tmp_path / "ports.json").write_text(json.dumps({"temporal": 7233, "api": running}))
     for key, value in environ.items():
         monkeypatch.setenv(key, value)
     settings = Settings()
 
     url, token = door_from_env(environ)
 
-    assert url == api_url(settings.http_host, settings.http_port)
+    named = {"http_host", "http_port"} & settings.model_fields_set
+    assert url == (running if running and not named else api_url(settings.http_host, settings.http_port))
+    assert url == settings_api_url(settings), "the fast call and the commands agree"
     assert token == (reveal(settings.api_token) or None)
 
 

@@ -27,6 +27,7 @@ from orchestrator.config import Settings, reveal
 from orchestrator.core.backoff import retry_delay
 from orchestrator.core.declaration import DEFAULT_RETRY_DELAY_SECONDS
 from orchestrator.core.errors import CommandError
+from orchestrator.plain_http import remembered_api
 
 # `orchestrator events` pages with the largest page the command allows, so a backlog drains in few calls.
 EVENTS_PAGE = 1000
@@ -390,6 +391,16 @@ async def _pages(
 # The door
 
 
+def settings_api_url(settings: Settings) -> str:
+    """The API the settings name (`http_host`, `http_port`), else the one the `orchestrator dev` running on
+    `data_dir` serves, wherever `--http-port` put it (as `plain_http.door_from_env` finds it), else the default."""
+    if not {"http_host", "http_port"} & settings.model_fields_set:
+        running = remembered_api(settings.data_dir)
+        if running is not None:
+            return running
+    return api_url(settings.http_host, settings.http_port)
+
+
 @contextlib.asynccontextmanager
 async def command_client(
     settings: Settings, *, url: str | None = None, token: str | None = None, local: bool = False
@@ -404,10 +415,7 @@ async def command_client(
         DatabaseUnreachable: `local`, and the database does not answer.
     """
     if not local:
-        async with Client.http(
-            url or api_url(settings.http_host, settings.http_port),
-            token=token or reveal(settings.api_token),
-        ) as c:
+        async with Client.http(url or settings_api_url(settings), token=token or reveal(settings.api_token)) as c:
             yield c
         return
     # Imported here: the platform, its store and Temporal are needed only in-process.

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.config import Settings
+from orchestrator.plain_http import PORTS_FILE
 
 TEMPORAL_DEFAULT_PORT = 7233
 TEMPORAL_HOST = "127.0.0.1"
-PORTS_FILE = "ports.json"
 
 
 class PortTaken(Exception):
@@ -67,11 +67,18 @@ def _remembered(data_dir: Path) -> dict[str, int]:
     return {k: v for k, v in found.items() if isinstance(v, int)} if isinstance(found, dict) else {}
 
 
-def remember(data_dir: Path, temporal: int, temporal_ui: int) -> None:
-    """The embedded Temporal's ports, for the data folder's next start."""
+def remember(data_dir: Path, **ports: int | str | None) -> None:
+    """The embedded Temporal's ports, for the data folder's next start (`temporal`, `temporal_ui`), and the API's
+    base URL while it serves (`api`, which `orchestrator call`, `status` and `events` go to: None once stopped);
+    what is not given is kept."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    ports = {"temporal": temporal, "temporal_ui": temporal_ui}
-    (data_dir / PORTS_FILE).write_text(json.dumps(ports, indent=2) + "\n", encoding="utf-8")
+    try:
+        kept = json.loads((data_dir / PORTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        kept = {}
+    kept = {**(kept if isinstance(kept, dict) else {}), **ports}
+    kept = {k: v for k, v in kept.items() if v is not None}
+    (data_dir / PORTS_FILE).write_text(json.dumps(kept, indent=2) + "\n", encoding="utf-8")
 
 
 def _wished(name: str, wish: int, remembered: dict[str, int], avoid: set[int]) -> int:
@@ -113,7 +120,7 @@ def plan_ports(settings: Settings, data_dir: Path) -> DevPorts:
         ui = _wished("temporal_ui", settings.temporal_ui_port, remembered, {http, temporal})
     if taken:
         raise PortTaken("; ".join(taken))
-    remember(data_dir, temporal, ui)
+    remember(data_dir, temporal=temporal, temporal_ui=ui)
     return DevPorts(http, temporal, ui, demanded)
 
 

@@ -493,7 +493,7 @@ async def run_dev(
                 if (server.port, server.ui_port) != (ports.temporal, ports.temporal_ui):
                     # Another start took a port between the plan and the bind: the ones it moved to, remembered.
                     assert server.port is not None and server.ui_port is not None
-                    remember(data_dir, server.port, server.ui_port)
+                    remember(data_dir, temporal=server.port, temporal_ui=server.ui_port)
                 stack.push_async_callback(server.stop)
                 temporal_address, ui_url = server.address, server.ui_url
                 kept.append(("temporal", server))
@@ -523,6 +523,10 @@ async def run_dev(
             readiness: list[asyncio.Task[None]] = []
 
             def ready(url: str | None) -> None:
+                if url is not None:
+                    # Where `orchestrator call`, `status` and `events` find this API, whatever port it took.
+                    remember(data_dir, api=url)
+                    stack.callback(remember, data_dir, api=None)
                 endpoints = Endpoints(database_url, temporal_address, settings.temporal_namespace, ui_url, url)
                 for line in describe(endpoints, settings):
                     announce(line)
