@@ -36,7 +36,9 @@ class SaveEventType(Request):
     command: Literal["save_event_type"]
     name: Annotated[Any, SchemaOf(TypeName), Field(description="the type's name, dotted (`ticket.escalated`)")] = None
     schema_: Annotated[Any, SchemaOf(dict[str, Any])] = Field(
-        default=None, alias="schema", description="a JSON Schema for the events' `data`"
+        default=None,
+        alias="schema",
+        description="a JSON Schema for the events' `data` (a JSON object: a `type` must take `object`)",
     )
     allow: Annotated[Any, SchemaOf(list[str] | None)] = Field(
         default=None, description="the scopes that may emit it from outside; none: whoever may write to the session"
@@ -206,7 +208,7 @@ async def emit_event(platform: CommandContext, req: EmitEvent) -> dict[str, Any]
     one = Emitted(type=req.type, data=req.data, idempotency_key=req.idempotency_key)
     rows = await checked(platform, [one], "")
     with TRACER.start_as_current_span("emit_event", attributes={"orchestrator.session": req.session_id}):
-        [event_id] = await platform.store.emit(req.session_id, rows, source={"client": req.client})
+        [event_id] = await platform.store.emit(req.session_id, rows, source={"client": req.client}, field=None)
     return {"event_id": event_id}
 
 

@@ -24,6 +24,7 @@ from referencing.jsonschema import DRAFT202012, specification_with
 
 from orchestrator.core.fast_schemas import fast_check
 from orchestrator.core.scopes import emitting_scope
+from orchestrator.core.validation import FieldProblem
 
 if TYPE_CHECKING:
     from referencing._core import Resolver  # what `Registry.resolver` answers (not exported by name)
@@ -58,6 +59,10 @@ def check_schema(schema: Any) -> dict[str, Any]:
     except SchemaError as err:
         where = ".".join(str(p) for p in err.path)
         raise ValueError(f"not a valid JSON Schema{f' at {where}' if where else ''}: {err.message}") from None
+    kinds = schema.get("type")
+    if kinds is not None and "object" not in ([kinds] if isinstance(kinds, str) else kinds):
+        # An event's data is a JSON object (`emit_event.data`): a type that takes none could never be emitted.
+        raise FieldProblem("type", "an event's data is a JSON object: the schema's type must take 'object'")
     _check_references(schema)
     return schema
 

@@ -28,8 +28,9 @@ def _clean(source: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (source or {}).items() if v is not None}
 
 
-def _refused(err: asyncpg.RaiseError, session_id: str, field: str) -> CommandError:
-    """The command error of a bulk write's first refused item (`orchestrator: <index> <outcome> <rev>`)."""
+def _refused(err: asyncpg.RaiseError, session_id: str, field: str | None) -> CommandError:
+    """The command error of a bulk write's first refused item (`orchestrator: <index> <outcome> <rev>`); `field`
+    None for a command of one item, whose fields are its own (`emit_event`'s `idempotency_key`)."""
     _, _, detail = str(err).partition("orchestrator: ")
     parts = detail.split()
     index = parts[0] if parts else "0"
@@ -38,11 +39,14 @@ def _refused(err: asyncpg.RaiseError, session_id: str, field: str) -> CommandErr
     if outcome in _REFUSALS:
         code, message = _REFUSALS[outcome]
         return CommandError(code, message.format(session=session_id))  # type: ignore[arg-type]
+    item = f"{field}.{index}." if field is not None else ""
     if outcome == "rev_conflict":
-        return CommandError("rev_conflict", f"{field}.{index}.if_rev: the stored rev is {rev}")
+        return CommandError("rev_conflict", f"{item}if_rev: the stored rev is {rev}")
     if outcome == "key_reused":
-        return CommandError("invalid_request", f"{field}.{index}.{KEY_REUSED}")
-    return CommandError("internal_error", f"{field}.{index}: refused ({outcome})")
+        return CommandError("invalid_request", f"{item}{KEY_REUSED}")
+    return CommandError(
+        "internal_error", f"{item.rstrip('.')}: refused ({outcome})" if item else f"refused ({outcome})"
+    )
 
 
 class AppEvents:
@@ -131,9 +135,11 @@ class AppEvents:
         *,
         source: dict[str, Any] | None = None,
         depth: int = 0,
+        field: str | None = "events",
     ) -> list[int]:
         """Append the application's events (each `{type, data, client?, key?}`, already checked), in order, in
-        one transaction; answer their ids (a key seen before answers the first event's)."""
+        one transaction; answer their ids (a key seen before answers the first event's). `field`: where a refusal
+        names them (None: one event, named by its own fields)."""
         try:
             rows = await self.pool.fetch(
                 "SELECT o_event FROM orchestrator.orchestrator_emit($1, $2::text::jsonb, $3, $4, $5, $6)",
@@ -146,7 +152,7 @@ class AppEvents:
                 current_cause(),
             )
         except asyncpg.RaiseError as err:
-            raise _refused(err, session_id, "events") from None
+            raise _refused(err, session_id, field) from None
         return [int(r["o_event"]) for r in rows]
 
     async def write_objects(

@@ -58,6 +58,19 @@ async def test_a_declared_type_is_kept_and_its_events_carry_their_data_whole(pla
         platform, "emit_event", session_id=sid, type="ticket.escalated", data={"priority": 2}, idempotency_key="k1"
     )
     assert again["event_id"] == twice["event_id"]
+    # A key the session holds for another write is refused, named as this command's own field.
+    await ok(platform, "write_object", session_id=sid, alias="q/1", value={"type": "x"}, idempotency_key="k-w")
+    reused = await refused(
+        platform,
+        "invalid_request",
+        "idempotency_key: this key names another write",
+        "emit_event",
+        session_id=sid,
+        type="ticket.escalated",
+        data={"priority": 1},
+        idempotency_key="k-w",
+    )
+    assert reused["message"].startswith("idempotency_key: "), reused
 
 
 async def test_an_undeclared_type_or_data_outside_its_schema_is_refused_and_nothing_is_written(
@@ -385,3 +398,12 @@ async def test_a_type_only_a_cancel_on_names_is_not_deleted_from_under_it(platfo
     await ok(platform, "save_listener", listener=watched)
     reply = await refused(platform, "invalid_request", "name", "delete_event_type", name="order.cancelled")
     assert "'fulfil' (cancel_on.0.types.0)" in reply["message"], reply
+
+
+async def test_a_schema_that_takes_no_object_is_refused_naming_its_type(platform: Platform) -> None:
+    """An event's data is a JSON object: a type whose schema takes none could never be emitted (SPEC 12, 15)."""
+    for kinds in ("string", ["array", "null"]):
+        reply = await refused(platform, "invalid_request", None, "save_event_type", name="t.x", schema={"type": kinds})
+        assert reply["message"] == "schema.type: an event's data is a JSON object: the schema's type must take 'object'"
+    assert (await platform.command({"command": "get_event_type", "name": "t.x"}))["error"] == "not_found"
+    await ok(platform, "save_event_type", name="t.x", schema={"type": ["object", "null"]})
