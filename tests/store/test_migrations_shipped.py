@@ -43,6 +43,7 @@ SHIPPED = {
     "0031_listeners_notify_gone.sql": "5bcc1b599903bd3b",
     "0032_lane_queue_ranges.sql": "49d7632b171a05cf",
     "0033_captured_staged.sql": "274892af5f9eedd7",
+    "0034_run_writes_fenced.sql": "6af590661430908f",
 }
 
 
