@@ -4,7 +4,8 @@ A run gets one argument, `RunInput` (its session, listener, batch and rendered i
 it and turns each read or write into the `orchestrator.session` activity, so the workflow stays
 deterministic and every write is durable, attributed to the run (`source.listener`, `source.execution`,
 `depth`) and idempotent: its key is the batch's run, the call's place among the run's calls and a hash of
-its arguments, so a retried activity or a retried batch rewrites what it wrote instead of writing twice.
+its arguments, so a retried activity or a retried batch that makes the same write again is answered what the
+first made (its rev and event, even when the object has changed since) instead of writing twice.
 
     @workflow.defn(name="orchestrator")
     class Orchestrator:

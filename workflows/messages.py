@@ -167,7 +167,7 @@ class RunInput(BaseModel):
     batch: BatchInfo
     input: Any = None
     execution_id: str | None = None
-    # The batch's run, the same across its retries: what makes a retried batch's writes rewrite, not repeat.
+    # The batch's run, the same across its retries: a retried batch's same write is answered, not made twice.
     run_key: str | None = None
     depth: int = 0
     # A schedule's firing: which schedule, and when it was due (`{alias, due_at}`); None for a listener's run.
