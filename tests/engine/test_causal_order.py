@@ -99,3 +99,62 @@ async def test_a_runs_writes_follow_its_start_and_precede_its_end_in_the_stream(
         assert len(writes) == 2, (execution, seen)
         assert started < min(writes), f"{execution}: its writes {writes} come before its start {started}"
         assert max(writes) < ended, f"{execution}: its writes {writes} come after its end {ended}"
+
+
+@workflow.defn(name="writes_many_at_once")
+class WritesManyAtOnce:
+    """Writes forty objects at once, then sleeps: a stop lands while its writes are in flight."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        session = RunSession(run)
+        await asyncio.gather(*(session.write_object(f"many/{n}", {"type": "out"}) for n in range(40)))
+        await workflow.sleep(600)
+
+
+@pytest.fixture
+async def many_engine(platform: Platform, temporal_env: WorkflowEnvironment) -> AsyncIterator[Engine]:
+    platform.settings = platform.settings.model_copy(
+        update={"search_attributes": not temporal_env.supports_time_skipping}
+    )
+    async with running_engine(platform, temporal_env.client, workflows=[WritesManyAtOnce]) as engine:
+        yield engine
+
+
+@pytest.mark.parametrize("mode", ["cancel", "terminate"])
+async def test_a_run_stopped_while_its_writes_are_in_flight_ends_after_every_write_it_made(
+    many_engine: Engine, mode: str
+) -> None:
+    """Its end is recorded as soon as Temporal ends it; its activities still in flight write after that unless
+    refused (0034_run_writes_fenced.sql): what it wrote comes before its `execution.ended`, whatever it managed."""
+    engine = many_engine
+    listener = recorder_listener("many", action={"type": "workflow", "workflow": "writes_many_at_once"})
+    await engine.command("save_listener", listener=listener)
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias="missions/go", value={"type": "m"})
+
+    async def events() -> list[dict[str, Any]]:
+        return list((await engine.command("list_session_events", session_id=sid, limit=1000))["events"])
+
+    async def writing() -> str | None:
+        return next(
+            (e["source"]["execution"] for e in await events() if (e.get("alias") or "").startswith("many/")), None
+        )
+
+    await eventually(writing, within=60, what="the run's first write")
+    execution = await writing()
+    await engine.command("stop_execution", session_id=sid, execution_id=execution, mode=mode)
+
+    async def ended() -> bool:
+        return any(e["type"] == "execution.ended" for e in await events())
+
+    await eventually(ended, within=60, what="the stopped run's end")
+    await asyncio.sleep(3)  # what was in flight in the worker has done what it could
+    stream = await events()
+    [end] = [e["id"] for e in stream if e["type"] == "execution.ended"]
+    writes = [
+        e["id"]
+        for e in stream
+        if (e.get("source") or {}).get("execution") == execution and e["type"] == "object.written"
+    ]
+    assert writes and max(writes) < end, f"writes {writes} against the end {end}"
