@@ -68,10 +68,7 @@ def _parser() -> argparse.ArgumentParser:
         help="show this help, or with COMMAND its arguments, reply and errors",
     )
     call.set_defaults(usage=call.format_help)
-    call.add_argument(
-        "--url",
-        help=URL_HELP,
-    )
+    call.add_argument("--url", help=URL_HELP)
     call.add_argument("--token", help="bearer token (default: ORCHESTRATOR_API_TOKEN)")
     call.add_argument(
         "--local", action="store_true", help="run in this process against ORCHESTRATOR_DATABASE_URL, no API"
@@ -126,10 +123,7 @@ def _parser() -> argparse.ArgumentParser:
         description="An MCP server over stdio (or streamable HTTP at http://HOST:PORT/mcp with --http) that calls"
         " the platform's HTTP API as the key of ORCHESTRATOR_API_TOKEN (or --token); docs/mcp.md.",
     )
-    mcp.add_argument(
-        "--url",
-        help=URL_HELP,
-    )
+    mcp.add_argument("--url", help=URL_HELP)
     mcp.add_argument("--token", help="the key it calls the platform as (default: ORCHESTRATOR_API_TOKEN)")
     mcp.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT instead of stdio")
     mcp.add_argument(
@@ -199,10 +193,7 @@ def _here(tool: str) -> str:
 
 def _add_door_arguments(parser: argparse.ArgumentParser) -> None:
     door = parser.add_mutually_exclusive_group()
-    door.add_argument(
-        "--url",
-        help=URL_HELP,
-    )
+    door.add_argument("--url", help=URL_HELP)
     door.add_argument(
         "--local", action="store_true", help="run in this process against ORCHESTRATOR_DATABASE_URL, no API"
     )

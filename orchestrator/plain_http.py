@@ -51,33 +51,37 @@ def _setting(environ: Mapping[str, str], name: str) -> str | None:
     return found[-1] if found else None
 
 
-def remembered_api(data_dir: str | Path) -> str | None:
-    """The API's base URL the `orchestrator dev` running on `data_dir` said it serves (`ports.json`'s `api`), or
-    None: no dev ran there, or it stopped."""
+def read_ports(data_dir: str | Path) -> dict[str, Any]:
+    """What `orchestrator dev` remembers in the data folder (`ports.json`): its Temporal's ports, and its API's base
+    URL while it serves (`api`); empty when there is nothing to read."""
     try:
         found = json.loads((Path(data_dir) / PORTS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    api = found.get("api") if isinstance(found, dict) else None
-    return api if isinstance(api, str) and api.startswith("http") else None
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def default_api(host: str | None, port: int | None, data_dir: str | Path) -> str:
+    """Where the API is when no URL is given: `host` and `port` when either is set, else the API of the `orchestrator
+    dev` running on `data_dir` (wherever `--http-port` put it), else the default port."""
+    if host is None and port is None:
+        running = read_ports(data_dir).get("api")
+        if isinstance(running, str) and running.startswith("http"):
+            return running
+    return api_url(DEFAULT_HOST if host is None else host, DEFAULT_PORT if port is None else port)
 
 
 def door_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
-    """The API's base URL and bearer token as the settings name them (token None when unset or empty). With no host
-    or port set, the API of the `orchestrator dev` running on the data folder (`ORCHESTRATOR_DATA_DIR`, else
-    `.orchestrator`), wherever `--http-port` put it; else the default port."""
+    """The API's base URL (`default_api`, the data folder `ORCHESTRATOR_DATA_DIR` else `.orchestrator`) and bearer
+    token as the settings name them (token None when unset or empty)."""
     environ = os.environ if environ is None else environ
-    token = _setting(environ, "api_token") or None
-    host_text, port_text = _setting(environ, "http_host"), _setting(environ, "http_port")
-    if host_text is None and port_text is None:
-        running = remembered_api(_setting(environ, "data_dir") or DEFAULT_DATA_DIR)
-        if running is not None:
-            return running, token
+    port_text = _setting(environ, "http_port")
     try:
-        port = DEFAULT_PORT if port_text is None else int(port_text.strip())
+        port = None if port_text is None else int(port_text.strip())
     except ValueError:
         raise BadSetting(f"ORCHESTRATOR_HTTP_PORT: {port_text!r} is not a port number") from None
-    return api_url(host_text or DEFAULT_HOST, port), token
+    url = default_api(_setting(environ, "http_host"), port, _setting(environ, "data_dir") or DEFAULT_DATA_DIR)
+    return url, _setting(environ, "api_token") or None
 
 
 def encoded_body(body: Any) -> bytes | dict[str, Any]:

@@ -22,12 +22,12 @@ from typing import Any
 
 import httpx
 
-from orchestrator.client import Client, api_url
+from orchestrator.client import Client
 from orchestrator.config import Settings, reveal
 from orchestrator.core.backoff import retry_delay
 from orchestrator.core.declaration import DEFAULT_RETRY_DELAY_SECONDS
 from orchestrator.core.errors import CommandError
-from orchestrator.plain_http import remembered_api
+from orchestrator.plain_http import default_api
 
 # `orchestrator events` pages with the largest page the command allows, so a backlog drains in few calls.
 EVENTS_PAGE = 1000
@@ -392,13 +392,13 @@ async def _pages(
 
 
 def settings_api_url(settings: Settings) -> str:
-    """The API the settings name (`http_host`, `http_port`), else the one the `orchestrator dev` running on
-    `data_dir` serves, wherever `--http-port` put it (as `plain_http.door_from_env` finds it), else the default."""
-    if not {"http_host", "http_port"} & settings.model_fields_set:
-        running = remembered_api(settings.data_dir)
-        if running is not None:
-            return running
-    return api_url(settings.http_host, settings.http_port)
+    """The API the settings name, by the rule `orchestrator call` reads them with (`plain_http.default_api`)."""
+    named = settings.model_fields_set
+    return default_api(
+        settings.http_host if "http_host" in named else None,
+        settings.http_port if "http_port" in named else None,
+        settings.data_dir,
+    )
 
 
 @contextlib.asynccontextmanager

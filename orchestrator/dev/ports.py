@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from orchestrator.config import Settings
-from orchestrator.plain_http import PORTS_FILE
+from orchestrator.plain_http import PORTS_FILE, read_ports
 
 TEMPORAL_DEFAULT_PORT = 7233
 TEMPORAL_HOST = "127.0.0.1"
@@ -60,11 +60,7 @@ def _free_port(host: str, avoid: set[int]) -> int:
 
 
 def _remembered(data_dir: Path) -> dict[str, int]:
-    try:
-        found = json.loads((data_dir / PORTS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {k: v for k, v in found.items() if isinstance(v, int)} if isinstance(found, dict) else {}
+    return {k: v for k, v in read_ports(data_dir).items() if isinstance(v, int)}
 
 
 def remember(data_dir: Path, **ports: int | str | None) -> None:
@@ -72,12 +68,7 @@ def remember(data_dir: Path, **ports: int | str | None) -> None:
     base URL while it serves (`api`, which `orchestrator call`, `status` and `events` go to: None once stopped);
     what is not given is kept."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        kept = json.loads((data_dir / PORTS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        kept = {}
-    kept = {**(kept if isinstance(kept, dict) else {}), **ports}
-    kept = {k: v for k, v in kept.items() if v is not None}
+    kept = {k: v for k, v in {**read_ports(data_dir), **ports}.items() if v is not None}
     (data_dir / PORTS_FILE).write_text(json.dumps(kept, indent=2) + "\n", encoding="utf-8")
 
 

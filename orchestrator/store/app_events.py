@@ -39,14 +39,13 @@ def _refused(err: asyncpg.RaiseError, session_id: str, field: str | None) -> Com
     if outcome in _REFUSALS:
         code, message = _REFUSALS[outcome]
         return CommandError(code, message.format(session=session_id))  # type: ignore[arg-type]
-    item = f"{field}.{index}." if field is not None else ""
+    # The item's place (`events.2`) before its field's name; a command of one item names its own fields.
+    place = f"{field}.{index}" if field is not None else None
     if outcome == "rev_conflict":
-        return CommandError("rev_conflict", f"{item}if_rev: the stored rev is {rev}")
+        return CommandError("rev_conflict", ".".join(filter(None, (place, f"if_rev: the stored rev is {rev}"))))
     if outcome == "key_reused":
-        return CommandError("invalid_request", f"{item}{KEY_REUSED}")
-    return CommandError(
-        "internal_error", f"{item.rstrip('.')}: refused ({outcome})" if item else f"refused ({outcome})"
-    )
+        return CommandError("invalid_request", ".".join(filter(None, (place, KEY_REUSED))))
+    return CommandError("internal_error", f"{place}: refused ({outcome})" if place else f"refused ({outcome})")
 
 
 class AppEvents:
