@@ -189,3 +189,26 @@ async def test_a_later_condition_routed_does_not_win_over_an_earlier_one_committ
     await write(platform, other, "first/3")
     answered = await platform.store.open_wait(two_conditions(other, "exe:early", settled=False))
     assert (answered["matched"], answered["event_ids"]) == (0, [early])
+
+
+async def test_waits_of_one_run_open_at_once_never_take_the_same_event(platform: Platform) -> None:
+    """Two waits of a run in place together (`asyncio.gather`), one event for both: the wait put in place first takes
+    it, the other the next one (docs/waits.md: a later wait never takes what an earlier one took). Another run's wait
+    hears the same event as its own."""
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    last = await write(platform, sid, "before/0")
+    await routed(platform, sid)
+    for seq in (1, 2):
+        assert (await platform.store.open_wait(wait(sid, "exe:g", seq=seq, after=last)))["state"] == "open"
+    assert (await platform.store.open_wait(wait(sid, "exe:h", after=last)))["state"] == "open"
+
+    async def round_through(start: int, through: int) -> dict[tuple[str, int], list[int]]:
+        answers = await platform.store.pool.fetchval(
+            "SELECT orchestrator.orchestrator_answer_waits($1, $2, $3)", sid, start, through
+        )
+        return {(a["execution_id"], a["seq"]): a["event_ids"] for a in answers or []}
+
+    first = await write(platform, sid, "replies/1")
+    assert await round_through(last, first) == {("exe:g", 1): [first], ("exe:h", 1): [first]}
+    second = await write(platform, sid, "replies/2")
+    assert await round_through(first, second) == {("exe:g", 2): [second]}
