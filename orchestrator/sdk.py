@@ -29,7 +29,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 
 from orchestrator.workflows.messages import WAIT_SIGNAL, BatchInfo, RunInput
 
@@ -116,6 +116,10 @@ class RunSession:
                 retry_policy=CALL_RETRY,
             )
         except ActivityError as err:
+            if is_cancelled_exception(err):
+                # The run (or the task that made the call) was cancelled while the call ran: its cancellation, as
+                # it gets it anywhere else, so a clean-up written for `asyncio.CancelledError` runs (docs/waits.md).
+                raise asyncio.CancelledError(str(err)) from err
             cause = err.cause
             if isinstance(cause, ApplicationError) and cause.type:
                 raise SessionError(cause.type, cause.message) from None

@@ -14,8 +14,9 @@ from temporalio import activity, workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from orchestrator.activities.session import SessionCall
 from orchestrator.platform import Platform
-from tests.engine.harness import Engine, eventually, new_session, running_engine
+from tests.engine.harness import Engine, eventually, new_session, replacing, running_engine
 
 pytestmark = pytest.mark.both_servers
 
@@ -52,6 +53,35 @@ class Render:
             raise
 
 
+@workflow.defn(name="cleans_up")
+class CleansUp:
+    """Cancelled while a call to its session runs, it cleans up as docs/waits.md shows: on `asyncio.CancelledError`."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        session = RunSession(run)
+        try:
+            await session.read_object(SLOW_READ)
+        except asyncio.CancelledError:
+            await session.write_object(f"cleaned/{run.batch.lane}", {"type": "cleaned"})
+            raise
+
+
+SLOW_READ = "slow/read"
+
+
+def slow_reads(real: Callable[..., Any]) -> Callable[..., Any]:
+    """The session's activity, whose read of `SLOW_READ` takes long enough for the run to be cancelled in it."""
+
+    @activity.defn(name="orchestrator.session")
+    async def session_call(call: SessionCall) -> Any:
+        if call.op == "read_object" and call.args.get("alias") == SLOW_READ:
+            await asyncio.sleep(4)
+        return await real(call)
+
+    return session_call
+
+
 @activity.defn(name="test.render")
 async def slow_render() -> None:
     """A render in an activity: long enough to be cancelled in, short enough not to hold the worker's shutdown."""
@@ -85,9 +115,9 @@ async def render_engine(platform: Platform, temporal_env: WorkflowEnvironment) -
     )
 
     def wrap(activities: list[Callable[..., Any]]) -> list[Callable[..., Any]]:
-        return [slow_render, *activities]
+        return [slow_render, *replacing("orchestrator.session", slow_reads)(activities)]
 
-    async with running_engine(platform, temporal_env.client, workflows=[Render], wrap=wrap) as engine:
+    async with running_engine(platform, temporal_env.client, workflows=[Render, CleansUp], wrap=wrap) as engine:
         yield engine
 
 
@@ -261,3 +291,36 @@ async def test_a_failed_runs_error_is_bounded_its_type_as_its_message(render_eng
     error = end["execution"]["error"]
     assert end["execution"]["status"] == "failed" and error["type"] == "T" * 200, error["type"][:20]
     assert 0 < len(error["message"]) <= 2000
+
+
+async def test_a_run_cancelled_while_its_session_call_runs_gets_asyncio_cancellation_and_cleans_up(
+    render_engine: Engine,
+) -> None:
+    """docs/waits.md: the run gets `asyncio.CancelledError` and may clean up, wherever the cancellation finds it: in a
+    call to its session too (Temporal says so there with an `ActivityError`, which a clean-up for the cancellation
+    never caught). By `cancel_on` and by a graceful `stop_execution` alike."""
+    engine = render_engine
+    await engine.command("save_listener", listener=render(action={"type": "workflow", "workflow": "cleans_up"}))
+    sid = await new_session(engine)
+    for doc in ("docs/c", "docs/s"):
+        await engine.command("write_object", session_id=sid, alias=doc, value={"type": "doc"})
+
+    async def both_running() -> bool:
+        runs = await executions(engine, sid)
+        return len(runs) == 2 and all(r["status"] == "running" for r in runs.values())
+
+    await eventually(both_running, what="both runs")
+    await asyncio.sleep(1.0)  # each in its slow read
+    await engine.command("delete_object", session_id=sid, alias="docs/c")
+    runs = await executions(engine, sid)
+    await engine.command("stop_execution", session_id=sid, execution_id=runs["docs/s"]["id"], reason="bye")
+
+    async def both_ended() -> bool:
+        return all(r["status"] != "running" for r in (await executions(engine, sid)).values())
+
+    await eventually(both_ended, what="both runs to end")
+    runs = await executions(engine, sid)
+    assert (runs["docs/c"]["status"], runs["docs/s"]["status"]) == ("cancelled", "stopped")
+    for doc in ("docs/c", "docs/s"):
+        cleaned = await engine.command("read_object", session_id=sid, alias=f"cleaned/{doc}")
+        assert cleaned["object"] is not None, f"{doc}'s clean-up ran"
