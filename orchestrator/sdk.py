@@ -280,7 +280,9 @@ class RunSession:
             "wait_open",
             seq=seq,
             run_id=run_id,
-            conditions=list(conditions),
+            # A list as given; anything else goes as it is, for the door to refuse naming `conditions` (a string
+            # made a list would be refused as its characters).
+            conditions=list(conditions) if isinstance(conditions, list | tuple) else conditions,
             timeout_seconds=timeout_seconds,
             after=after,
             max_events=max_events,

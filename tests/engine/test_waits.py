@@ -60,7 +60,7 @@ class Conversation:
         for _ in range(int(options.get("waits", 1))):
             try:
                 answer = await session.wait_for_event(
-                    [replies, resolved],
+                    options["raw_conditions"] if "raw_conditions" in options else [replies, resolved],
                     timeout_seconds=float(options.get("timeout", 60)),
                     after=options.get("after"),
                     max_events=int(options.get("max_events", 1)),
@@ -232,6 +232,24 @@ async def waits_of(engine: Engine, sid: str) -> list[dict[str, Any]]:
             sid,
         )
     return [dict(r) for r in rows]
+
+
+@pytest.mark.parametrize(
+    ("conditions", "said"),
+    [("thread.item_posted", "conditions: must be a list"), (None, "conditions: is required")],
+)
+async def test_conditions_that_are_no_list_are_refused_naming_the_field(
+    heard_engine: tuple[Engine, Heard], conditions: Any, said: str
+) -> None:
+    """Not a list of conditions: refused as `invalid_request` naming `conditions` (a string was taken for the list of
+    its characters, and None failed the run with a `TypeError`)."""
+    engine, heard = heard_engine
+    sid = await new_session(engine)
+    await engine.command("save_listener", listener=conversation(raw_conditions=conditions))
+    await post(engine, sid, "chats/raw", "x")
+    [[refused, code, message]] = await answers(heard, "chats/raw")
+    assert (refused, code) == ("refused", "invalid_request")
+    assert message.startswith(said), message
 
 
 @pytest.mark.parametrize(
