@@ -586,6 +586,8 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
     is made) answers `stopping`: whoever makes its start tells it the stop then, and it ends `stopped`. A run asked
     to stop ends `stopped` however it ends, and is not repeated."""
     from orchestrator.core.run_checks import Running, Unknown
+    from orchestrator.lanes.driver import log as driver_log
+    from orchestrator.lanes.driver import say_run_end
     from orchestrator.lanes.executions import TemporalRuns
     from orchestrator.lanes.nudges import nudge_lanes
     from orchestrator.store.lane_store import Ending
@@ -640,6 +642,16 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
             keyed=tag is not None and tag.key_slots is not None,
             key_max=(tag.key_slots or 0) if tag is not None else 0,
         )
+    )
+    say_run_end(
+        driver_log,
+        req.session_id,
+        found["listener"],
+        found["lane"],
+        req.execution_id,
+        "stopped",
+        reason,
+        ended.recorded,
     )
     # The lanes its slot went to step now, as after any run's end.
     await nudge_lanes(platform.temporal, platform.settings, ended.drive)

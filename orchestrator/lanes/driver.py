@@ -142,6 +142,24 @@ def key_max(decl: ListenerDeclaration | None, settings: Settings) -> int:
     return effective_max_parallel(decl.concurrency, settings.limits)
 
 
+def say_run_end(
+    logger: logging.Logger,
+    session_id: str,
+    listener: str | None,
+    lane: str | None,
+    execution_id: str,
+    status: str,
+    error: str | None,
+    recorded: bool,
+) -> None:
+    """The log's record of a run's end, as recorded (what `orchestrator dev` prints a line of, `dev/log.py`): said
+    by whoever records it, the run's own report, the sweep or a stop that terminates it. A second report of the
+    same end is no activity of its own."""
+    fields = log_fields(session_id, listener, lane, execution=execution_id, error=error)
+    activity = {"activity": "run_end"} if recorded else {}
+    logger.info("run %s", status, extra={**fields, "status": status, **activity})
+
+
 @dataclass(frozen=True)
 class Observed:
     """Where a driver says what it did: the platform's metrics, traces and log (a simulation says nothing)."""
@@ -588,7 +606,6 @@ class LaneDriver:
         """Record a run's end (once), hold its slot for its repeat or release it, and drive the lanes it frees
         a slot for (its own, when more waits in it; the one a freed key slot goes to). Whether this recorded it
         (False: it was recorded before). `at`: the run's own time at its end, when it reports it."""
-        fields = log_fields(tag.session_id, tag.listener, tag.lane, execution=tag.execution_id, error=error)
         own = None
         if tag.listener is not None and tag.lane is not None:
             own = LaneAddress(
@@ -631,9 +648,16 @@ class LaneDriver:
             )
         )
         crossing("run_end.recorded")
-        # A second report of the same end (the run's own, the sweep's) is no activity of its own.
-        activity = {"activity": "run_end"} if ended.recorded else {}
-        self.observed.log.info("run %s", status, extra={**fields, "status": status, **activity})
+        say_run_end(
+            self.observed.log,
+            tag.session_id,
+            tag.listener,
+            tag.lane,
+            tag.execution_id,
+            ended.status or status,
+            ended.error if ended.recorded else error,
+            ended.recorded,
+        )
         if own is None:
             return ended.recorded
         if decision is not None and decision.repeat_in is not None and not ended.stopped:

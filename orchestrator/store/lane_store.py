@@ -103,6 +103,9 @@ class Ended:
     snapshot: LaneSnapshot | None = None
     # A stop asked of the run made its end `stopped`, whatever it reported: no repeat, whatever was decided.
     stopped: bool = False
+    # What the end recorded (a stop or a `cancel_on` decides over what the run reported); None: not recorded here.
+    status: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)

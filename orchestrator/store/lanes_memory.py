@@ -790,9 +790,8 @@ class MemoryLaneStore:
                 drive = self._released(run, lane, ending.keyed, ending.key_max)
                 if ending.gave_up:
                     self._listener_failed(ending.execution_id, lane.listener, lane.lane, execution.depth)
-        if not drive:
-            return Ended(True, drive)
-        return Ended(True, drive, await self.snapshot(drive[0], ending.fetch_for(drive[0])))
+        snapshot = await self.snapshot(drive[0], ending.fetch_for(drive[0])) if drive else None
+        return Ended(True, drive, snapshot, status=execution.status, error=execution.error)
 
     async def stop_repeat(self, session_id: str, execution_id: str, key_max: int) -> tuple[LaneAddress, ...] | None:
         execution = self.executions.get(execution_id)

@@ -399,7 +399,14 @@ class PgLaneStore:
         if first is not None and data is not None:
             complete = ending.fetch_for(first) > 0
             snapshot = snapshot_of(first.session_id, first.listener, first.lane, data, complete=complete)
-        return Ended(bool(answer["recorded"]), drive, snapshot, stopped=bool(answer.get("stopped")))
+        return Ended(
+            bool(answer["recorded"]),
+            drive,
+            snapshot,
+            stopped=bool(answer.get("stopped")),
+            status=answer.get("status"),
+            error=answer.get("error"),
+        )
 
     async def stop_repeat(self, session_id: str, execution_id: str, key_max: int) -> tuple[LaneAddress, ...] | None:
         answer = await self.pool.fetchval(

@@ -11,6 +11,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from orchestrator.crossings import Died, dies_at, inject
+from orchestrator.dev.log import activity_lines
 from orchestrator.engine import wait_answers
 from orchestrator.lanes.executions import TemporalRuns
 from orchestrator.workflows.messages import RunTag
@@ -215,3 +216,35 @@ async def test_a_graceful_stop_after_a_terminate_asked_before_the_start_does_not
 
     await eventually(terminated, what="Temporal to close the run TERMINATED")
     assert all(r.ended is None for r in engine.log.runs), "terminated: none of its clean-up ran"
+
+
+async def test_the_dev_lines_say_a_stopped_runs_end_as_recorded_whether_it_cleaned_up_or_was_terminated(
+    engine: Engine,
+) -> None:
+    """`orchestrator dev` prints one line per run's end with its status as recorded: a run let clean up reports its
+    cancellation and is recorded `stopped` (the line said `cancelled`); a terminated one reports nothing, and its
+    stop records its end (no line was printed)."""
+    await engine.command("save_listener", listener=recorder_listener(batch={"window_seconds": 0.1}, action=SLOW))
+    sessions = [await new_session(engine), await new_session(engine)]
+    for sid in sessions:
+        await write_many(engine, sid, ["missions/slow"])
+
+    async def started() -> bool:
+        return len(engine.log.runs) >= 2
+
+    await eventually(started, what="both slow runs")
+    lines: list[str] = []
+    by_session = {str(r.input["session_id"]): str(r.input["execution_id"]) for r in engine.log.runs}
+    graceful, terminated = (by_session[sid] for sid in sessions)
+    with activity_lines(lines.append):
+        await engine.command("stop_execution", session_id=sessions[0], execution_id=graceful, reason="let go")
+        await engine.command("stop_execution", session_id=sessions[1], execution_id=terminated, mode="terminate")
+
+        async def both_said() -> bool:
+            return all(any(f"run {run}" in line for line in lines) for run in (graceful, terminated))
+
+        await eventually(both_said, what="a line for each run's end")
+    [said_graceful] = [line for line in lines if f"run {graceful}" in line]
+    [said_terminated] = [line for line in lines if f"run {terminated}" in line]
+    assert " stopped" in said_graceful and "error: let go" in said_graceful, said_graceful
+    assert " stopped" in said_terminated and "stopped by stop_execution" in said_terminated, said_terminated

@@ -60,7 +60,7 @@ class Conversation:
         for _ in range(int(options.get("waits", 1))):
             try:
                 answer = await session.wait_for_event(
-                    options["raw_conditions"] if "raw_conditions" in options else [replies, resolved],
+                    options.get("raw_conditions", [replies, resolved]),
                     timeout_seconds=float(options.get("timeout", 60)),
                     after=options.get("after"),
                     max_events=int(options.get("max_events", 1)),

@@ -9,7 +9,8 @@
 -- (`cause.event`); any other cancellation is a stop (`stop_execution` letting it clean up, a row with its reason;
 -- Temporal's cancel from outside, none) and ends `stopped`, as the data model's statuses say, its reason as its
 -- error. A run asked to stop ends `stopped` whatever it reports, and is not repeated. A `stopped` or `cancelled`
--- end's `execution.error` is `{type: status, message}` too. Its waits still open are abandoned.
+-- end's `execution.error` is `{type: status, message}` too. Its waits still open are abandoned. A recorded end
+-- answers the status and error recorded, which a stop or a `cancel_on` may have decided over what was reported.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_run_end(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_execution text := p ->> 'execution_id';
@@ -87,7 +88,7 @@ BEGIN
         END IF;
     END IF;
     PERFORM orchestrator.orchestrator_close_drained(v_session);
-    RETURN jsonb_build_object('recorded', true, 'drive', v_drive,
+    RETURN jsonb_build_object('recorded', true, 'drive', v_drive, 'status', x.status, 'error', x.error,
         'stopped', x.status = 'stopped' AND p ->> 'status' NOT IN ('cancelled', 'stopped'));
 END
 $$;

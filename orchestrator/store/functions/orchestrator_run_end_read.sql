@@ -10,6 +10,8 @@ BEGIN
     RETURN json_build_object(
         'recorded', v_end -> 'recorded',
         'stopped', v_end -> 'stopped',
+        'status', v_end -> 'status',
+        'error', v_end -> 'error',
         'drive', v_end -> 'drive',
         'snapshot', CASE WHEN d IS NOT NULL THEN orchestrator.orchestrator_lane_snapshot(
             d ->> 'session_id', d ->> 'listener', d ->> 'lane',
