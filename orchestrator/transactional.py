@@ -34,7 +34,7 @@ class _Asyncpg(Protocol):
 
 
 def _event(type_: str, data: Mapping[str, Any], key: str | None, client: str | None) -> dict[str, Any]:
-    event: dict[str, Any] = {"type": type_, "data": dict(data)}
+    event: dict[str, Any] = {"type": type_, "data": data}
     if key is not None:
         event["key"] = key
     if client is not None:
@@ -57,6 +57,12 @@ def _checked(events: Sequence[Mapping[str, Any]], schemas: Mapping[str, Any]) ->
             raise CommandError(
                 "invalid_request", f"events.{index}.{unknown[0]}: not a field of an event {EMITTED_FIELDS}"
             )
+        data = event.get("data")
+        if "data" in event and not isinstance(data, Mapping):
+            # As the SQL function refuses it, before anything reads it as a mapping.
+            raise CommandError(
+                "invalid_request", f"events.{index}.data: an object is required ({type(data).__name__} given)"
+            )
         schema = schemas.get(str(event.get("type")))
         if schema is None:
             continue
@@ -64,7 +70,7 @@ def _checked(events: Sequence[Mapping[str, Any]], schemas: Mapping[str, Any]) ->
         problems = data_check(schema)(event.get("data"), f"events.{index}.data")
         if problems:
             raise CommandError("invalid_request", "; ".join(problems))
-    return json.dumps(list(events), separators=(",", ":"))
+    return json.dumps([{**e, "data": dict(e["data"])} if "data" in e else e for e in events], separators=(",", ":"))
 
 
 def _names(events: Sequence[Mapping[str, Any]]) -> str:

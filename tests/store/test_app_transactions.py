@@ -70,6 +70,12 @@ async def test_an_emit_that_cannot_be_is_refused_naming_the_field_and_aborts_not
     sid = await _session(platform)
     with pytest.raises(CommandError, match=r"events\.0\.data\.priority"):
         await emit(app, sid, "ticket.escalated", {"priority": "high"})
+    # Data that is no object, named as the SQL function names it (a TypeError or ValueError before).
+    for data in ([1], "x", None):
+        with pytest.raises(CommandError, match=r"events\.0\.data: an object is required"):
+            await emit(app, sid, "ticket.escalated", data)  # type: ignore[arg-type]
+        with pytest.raises(CommandError, match=r"events\.0\.data: an object is required"):
+            await emit_events(app, sid, [{"type": "ticket.escalated", "data": data}])
     with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.1\.type: \"ticket\.closed\" is not"):
         await emit_events(
             app, sid, [{"type": "ticket.escalated", "data": {"priority": 1}}, {"type": "ticket.closed", "data": {}}]
