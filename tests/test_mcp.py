@@ -112,6 +112,9 @@ async def test_an_admin_key_lists_every_command_saves_a_listener_writes_and_has_
         assert failed and missing["error"] == "not_found"
         failed, refused = await call(client, "write_object", session_id=sid, alias="missions/2")
         assert failed and refused["error"] == "invalid_request" and refused["message"].startswith("value")
+        # An argument named `command` is a field no command has: refused as any unknown one (it was dropped).
+        failed, named = await call(client, "read_object", session_id=sid, alias="missions/1", command="delete_session")
+        assert failed and named["error"] == "invalid_request" and named["message"] == "command: is not known", named
 
         failed, found = await call(client, SEARCH_DOCS, query="why a lane waits")
         assert not failed and found["sections"][0]["page"] == "listeners.md"

@@ -129,6 +129,9 @@ class McpDoor:
                 return _refused("not_found", str(err))
         if params.name not in COMMANDS:
             return _refused("not_found", f"name: no tool {params.name!r}")
+        if "command" in arguments:
+            # The tool's name is the command: an argument of that name is a field no command has, as the door says.
+            return _refused("invalid_request", "command: is not known")
         reply = await self._command({**arguments, "command": params.name})
         return _text(reply, error=reply.get("status") != "success")
 
