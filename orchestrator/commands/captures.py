@@ -11,7 +11,7 @@ from orchestrator.commands.fields import SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import check_type_name
-from orchestrator.store.captures import CAPTURED_SCHEMA
+from orchestrator.store.captures import declared_by_a_capture
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -88,7 +88,7 @@ async def capture_table(platform: CommandContext, req: CaptureTable) -> dict[str
     # Types a capture declared (of this table, before, or of one dropped since) are a capture's to take again;
     # a type declared otherwise is not.
     declared = (await platform.store.event_schemas()).get(f"{req.type_prefix}.created")
-    if declared is not None and declared != CAPTURED_SCHEMA:
+    if declared is not None and not declared_by_a_capture(declared):
         raise CommandError(
             "invalid_request",
             f"type_prefix: {req.type_prefix}.created is already a declared event type; choose another prefix",

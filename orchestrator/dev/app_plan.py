@@ -27,7 +27,7 @@ from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule, 
 from orchestrator.core.validation import field_errors_message
 from orchestrator.lanes.registry import NOT_REGISTERED
 from orchestrator.platform import Platform
-from orchestrator.store.captures import CAPTURED_KINDS, CAPTURED_SCHEMA
+from orchestrator.store.captures import CAPTURED_KINDS, captured_schema
 
 
 class InvalidApp(Exception):
@@ -189,7 +189,7 @@ async def declarations(
             continue
         types.append(_event_type(event_type.model_dump(by_alias=True)))
     captures = await _captures(platform, app, problems, tables_to_come)
-    captured = {f"{c['type_prefix']}.{kind}": CAPTURED_SCHEMA for c in captures for kind in CAPTURED_KINDS}
+    captured = {f"{c['type_prefix']}.{kind}": captured_schema(kind) for c in captures for kind in CAPTURED_KINDS}
     schemas = {**await platform.store.event_schemas(), **captured, **{t["name"]: t["schema"] for t in types}}
     listeners: list[dict[str, Any]] = []
     for n, body in enumerate(app.listeners):

@@ -17,18 +17,38 @@ from orchestrator.store.postgres import PostgresStore
 
 CAPTURED_KINDS = ("created", "updated", "deleted")
 
-# The shape every captured event's data has: the row's primary key, the row as JSON (less the columns left out),
-# and on an update the columns whose value changed and those now null.
-CAPTURED_SCHEMA: dict[str, Any] = {
+# The shape of each kind of captured event's data: the row's primary key and the row as JSON (less the columns left
+# out), and on an update the columns whose value changed and those now null; nothing else, so a path no event of
+# the kind can have is refused at save (`data.changed` of a `.created`). The row's columns are not listed: a table
+# may gain one after its capture, and its events carry it.
+_ROW: dict[str, Any] = {"_id": {}, "doc": {"type": "object"}}
+_CHANGES: dict[str, Any] = {
+    "changed": {"type": "array", "items": {"type": "string"}},
+    "removed": {"type": "array", "items": {"type": "string"}},
+}
+
+
+def captured_schema(kind: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {**_ROW, **(_CHANGES if kind == "updated" else {})},
+        "required": ["_id", "doc"],
+        "additionalProperties": False,
+    }
+
+
+# What captures declared for all three kinds before each had its own: a type of it is a capture's too.
+EARLIER_CAPTURED_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "_id": {},
-        "doc": {"type": "object"},
-        "changed": {"type": "array", "items": {"type": "string"}},
-        "removed": {"type": "array", "items": {"type": "string"}},
-    },
+    "properties": {**_ROW, **_CHANGES},
     "required": ["_id", "doc"],
 }
+
+
+def declared_by_a_capture(schema: Any) -> bool:
+    """Whether a `.created` type of this schema was declared by a capture (so a capture may take it again)."""
+    return schema in (captured_schema("created"), EARLIER_CAPTURED_SCHEMA)
+
 
 _COLUMNS = "table_name, type_prefix, id_column, session_column, session_id, exclude, saved_at"
 # A captured table as it is named now (`k` its pg_class row, `n` its schema's): `schema.table` always, where
@@ -78,7 +98,7 @@ class Captures(PostgresStore):
                 " ON CONFLICT (name) DO UPDATE SET schema = EXCLUDED.schema, description = EXCLUDED.description,"
                 " saved_at = clock_timestamp()",
                 [
-                    (f"{prefix}.{kind}", CAPTURED_SCHEMA, f"a row of {row['table_name']} {kind}")
+                    (f"{prefix}.{kind}", captured_schema(kind), f"a row of {row['table_name']} {kind}")
                     for kind in CAPTURED_KINDS
                 ],
             )

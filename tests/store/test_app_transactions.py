@@ -464,3 +464,54 @@ async def test_emit_over_what_it_cannot_use_says_what_to_call_instead() -> None:
 
     with pytest.raises(TypeError, match="emit_sa, emit_events_sa"):
         await emit(Sync(), "ses_1", "ticket.escalated", {"priority": 1})
+
+
+async def test_a_path_no_captured_event_of_its_kind_has_is_refused_at_save(
+    platform: Platform, app: asyncpg.Connection
+) -> None:
+    """SPEC 2: a path that can never resolve for the listener's types is refused at save. `changed` and `removed` are
+    an update's alone, and a captured event's data holds nothing beside `_id`, `doc` and those; the row's own columns
+    (under `doc`) are not held to the table as it is now, which may gain a column its events then carry."""
+    await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_column="session")
+
+    def listener(types: list[str], path: str) -> dict[str, Any]:
+        where = [{"path": path, "op": "exists"}]
+        return {
+            "name": "watch",
+            "filter": {"types": types, "where": where},
+            "action": {"type": "workflow", "workflow": "w"},
+        }
+
+    for types, path in (
+        (["ticket.created"], "data.changed"),
+        (["ticket.deleted"], "data.removed"),
+        (["ticket.updated"], "data.nope"),
+    ):
+        await refused(
+            platform, "invalid_request", "listener.filter.where.0.path", "save_listener", listener=listener(types, path)
+        )
+    for types, path in (
+        (["ticket.updated"], "data.changed"),
+        (["ticket.created", "ticket.updated"], "data.removed"),
+        (["ticket.created"], "data.doc.a_column_to_come"),
+        (["ticket.deleted"], "data._id"),
+    ):
+        await ok(platform, "save_listener", listener=listener(types, path))
+
+    # A capture made before each kind had its own schema (one for the three) is a capture's to take again.
+    earlier = {
+        "type": "object",
+        "required": ["_id", "doc"],
+        "properties": {
+            "_id": {},
+            "doc": {"type": "object"},
+            "changed": {"type": "array", "items": {"type": "string"}},
+            "removed": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    await platform.store.pool.execute(
+        "UPDATE orchestrator.event_types SET schema = $1 WHERE name LIKE 'ticket.%'", earlier
+    )
+    await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_column="session")
+    created = await ok(platform, "get_event_type", name="ticket.created")
+    assert "changed" not in created["event_type"]["schema"]["properties"], created
