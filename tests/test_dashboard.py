@@ -125,6 +125,20 @@ async def test_the_dashboard_shows_lanes_and_the_live_stream_and_links_to_execut
     )
     assert await asyncio.to_thread(browser.execute_script, "return window.notReloaded;") == 1, "never reloaded"
 
+    # A schedule's cron is shown with its zone: its next firings beside it are UTC.
+    await engine.command(
+        "create_schedule",
+        session_id=sid,
+        alias="mornings",
+        repeat={"type": "recurring_cron", "cron_expression": "0 9 * * *", "timezone": "Asia/Kolkata"},
+        invocation_target_type="object",
+        target={"alias": "ops/morning", "value": {"type": "text", "text": "tick"}},
+    )
+    await until(
+        lambda: "0 9 * * * (Asia/Kolkata)" in browser.find_element(By.ID, "schedules").text,
+        "the schedule with its zone",
+    )
+
     execution = await until(lambda: _click_first_execution(browser), "an execution's link, followed")
     assert execution.startswith(f"exe:{sid}:orchestrate:")
     await until(lambda: len(browser.window_handles) > 1, "the execution opened in the Temporal UI")

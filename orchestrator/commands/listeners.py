@@ -98,7 +98,8 @@ async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[
     "save_listener",
     SaveListener,
     reply="`listener` {name, version, effective_at}; `warnings` when its workflow is one no worker has said it runs,"
-    " or its throttle lets more batches start a minute than the deployment's `listener_fires_per_minute`",
+    " its throttle lets more batches start a minute than the deployment's `listener_fires_per_minute`, or its"
+    " `max_parallel` is above the deployment's `listener_parallel_runs` (lowered to it)",
     example={
         "command": "save_listener",
         "listener": {
@@ -119,15 +120,38 @@ async def save_listener(platform: CommandContext, req: SaveListener) -> dict[str
     body = declaration.model_dump(mode="json", exclude_unset=True)
     saved = await platform.store.save_listener(declaration.name, body, limits.activation_delay_seconds)
     reply: dict[str, Any] = {"listener": saved}
-    warnings = [
-        unregistered_workflow(
-            declaration, await platform.store.registered_workflows(FRESH_SECONDS), platform.settings.task_queue
-        ),
-        throttle_past_fires(declaration, limits),
-    ]
-    if any(warnings):
-        reply["warnings"] = [w for w in warnings if w is not None]
+    registered = await platform.store.registered_workflows(FRESH_SECONDS)
+    warnings = listener_warnings(declaration, registered, platform.settings.task_queue, limits)
+    if warnings:
+        reply["warnings"] = warnings
     return reply
+
+
+def listener_warnings(
+    declaration: ListenerDeclaration, registered: list[str], task_queue: str, limits: Limits
+) -> list[str]:
+    """What a save says of a listener it keeps, and its session's view says again: a workflow no worker runs, a
+    throttle past the fires per minute, more runs at once than the deployment lets a listener have."""
+    said = (
+        unregistered_workflow(declaration, registered, task_queue),
+        throttle_past_fires(declaration, limits),
+        parallel_past_limit(declaration, limits),
+    )
+    return [w for w in said if w is not None]
+
+
+def parallel_past_limit(declaration: ListenerDeclaration, limits: Limits) -> str | None:
+    """What to say of a `max_parallel` above the deployment's `listener_parallel_runs`, which lowers it (None:
+    nothing)."""
+    concurrency = declaration.concurrency
+    if concurrency.mode not in ("keyed", "parallel") or concurrency.max_parallel <= limits.listener_parallel_runs:
+        return None
+    at_once = "keys" if concurrency.mode == "keyed" else "runs"
+    return (
+        f"listener.concurrency.max_parallel: {concurrency.max_parallel} is above the deployment's"
+        f" listener_parallel_runs ({limits.listener_parallel_runs}): at most {limits.listener_parallel_runs}"
+        f" {at_once} at once"
+    )
 
 
 def throttle_past_fires(declaration: ListenerDeclaration, limits: Limits) -> str | None:

@@ -23,7 +23,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from orchestrator.commands.fields import ListenerName, SessionId, check_payload
-from orchestrator.commands.listeners import throttle_past_fires, unregistered_workflow
+from orchestrator.commands.listeners import listener_warnings
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import (
     DEFAULT_CANCEL_GRACE_SECONDS,
@@ -459,14 +459,7 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
                 "lanes": shown,
                 "recent_outcomes": await store.recent_outcomes(req.session_id, name),
                 "counts": counts.get(name, {}),
-                "warnings": [
-                    w
-                    for w in (
-                        unregistered_workflow(decl, registered, platform.settings.task_queue),
-                        throttle_past_fires(decl, limits),
-                    )
-                    if w
-                ],
+                "warnings": listener_warnings(decl, registered, platform.settings.task_queue, limits),
             }
         )
     return {"listeners": answer}

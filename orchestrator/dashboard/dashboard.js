@@ -115,7 +115,9 @@ async function renderSession() {
   const rows = await Promise.all(schedules.map(async (s) => {
     let next = "";
     try { next = ((await inSession("get_schedule", { alias: s.alias })).schedule.next_invocations || []).slice(0, 3).join(", "); } catch (err) { next = String(err.message || err); }
-    const repeat = s.repeat.type === "interval" ? `every ${s.repeat.every_seconds} s` : (s.repeat.cron_expression || s.repeat.invocation_time);
+    // A cron or a one-time wall clock means nothing without its zone (the next firings beside it are UTC).
+    const zone = s.repeat.timezone ? ` (${s.repeat.timezone})` : "";
+    const repeat = s.repeat.type === "interval" ? `every ${s.repeat.every_seconds} s` : `${s.repeat.cron_expression || s.repeat.invocation_time}${zone}`;
     return node("tr", {}, node("td", { text: s.alias }), node("td", { text: repeat }),
       node("td", { text: s.target.alias || s.target.workflow || "" }), node("td", { text: next }));
   }));

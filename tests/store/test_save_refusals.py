@@ -90,3 +90,26 @@ async def test_a_throttle_past_the_deployments_fires_per_minute_is_saved_with_a_
     sid = (await ok(platform, "open_session"))["session"]["id"]
     [shown] = (await ok(platform, "list_session_listeners", session_id=sid))["listeners"]
     assert shown["warnings"] == [warning], shown
+
+
+@pytest.mark.parametrize(("mode", "at_once"), [("parallel", "runs"), ("keyed", "keys")])
+async def test_a_max_parallel_past_the_deployments_limit_is_saved_with_a_warning_its_view_repeats(
+    platform: Platform, mode: str, at_once: str
+) -> None:
+    """Lowered to `listener_parallel_runs` (16 here), not refused: the save says so, and the session's view of the
+    listener (what the dashboard shows) says it again, where both showed the number declared alone."""
+    await platform.store.register_workflows(["recorder"])
+    concurrency = {"mode": mode, "max_parallel": 40, **({"key": "alias"} if mode == "keyed" else {})}
+    reply = await ok(platform, "save_listener", listener={**body(["object.written"]), "concurrency": concurrency})
+    (warning,) = reply["warnings"]
+    limit = platform.settings.limits.listener_parallel_runs
+    assert warning == (
+        f"listener.concurrency.max_parallel: 40 is above the deployment's listener_parallel_runs ({limit}):"
+        f" at most {limit} {at_once} at once"
+    )
+    sid = (await ok(platform, "open_session"))["session"]["id"]
+    [shown] = (await ok(platform, "list_session_listeners", session_id=sid))["listeners"]
+    assert shown["warnings"] == [warning], shown
+    within = {**concurrency, "max_parallel": limit}
+    again = await ok(platform, "save_listener", listener={**body(["object.written"]), "concurrency": within})
+    assert "warnings" not in again, again
