@@ -12,10 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, GetJsonSchemaHandler, ValidationError, model_validator
+from pydantic import (
+    Field,
+    GetJsonSchemaHandler,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 from temporalio.service import RPCError, RPCStatusCode
@@ -150,10 +158,26 @@ class CreateSchedule(Request):
     # A run setting its timer again replaces it.
     replace: bool = Field(default=False, description="replace a schedule already at the alias instead of refusing")
 
-    @model_validator(mode="before")
+    # Whether the body came in the seed's flat form: its refusals name the fields as it gave them.
+    _flat_form: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _flat(cls, data: Any) -> Any:
-        return nested_form(data)
+    def _flat(cls, data: Any, handler: ModelWrapValidatorHandler[CreateSchedule]) -> CreateSchedule:
+        made = handler(nested_form(data))
+        made._flat_form = isinstance(data, dict) and isinstance(data.get("repeat"), str)
+        return made
+
+    def definition(self) -> ScheduleDefinition:
+        """The schedule the body defines; raises CommandError naming the field as the body named it."""
+        try:
+            return parse_schedule({name: getattr(self, name) for name in BODY_FIELDS}, now=datetime.now(UTC))
+        except CommandError as err:
+            if not self._flat_form:
+                raise
+            # `repeat` a string and its fields beside it: `repeat.every_seconds` is `every_seconds` there.
+            said = re.sub(rf"(^|; )repeat\.({'|'.join(FLAT_REPEAT_FIELDS)})\b", r"\1\2", err.message)
+            raise CommandError(err.code, re.sub(r"(^|; )repeat\.type\b", r"\1repeat", said)) from None
 
     # What the seed's flat form names beside the fields: in the schema, read by `nested_form` before validation.
     flat_fields: ClassVar[tuple[str, ...]] = (*FLAT_REPEAT_FIELDS, "invocation_target")
@@ -235,7 +259,7 @@ def schedule_owns(settings: Settings) -> list[str] | None:
 
 def written_alias(req: CreateSchedule) -> str | None:
     """The alias a schedule's firings write (None: it starts a workflow); raises CommandError on a bad body."""
-    definition = parse_schedule({name: getattr(req, name) for name in BODY_FIELDS}, now=datetime.now(UTC))
+    definition = req.definition()
     return definition.object_target().alias if definition.invocation_target_type == "object" else None
 
 
@@ -302,8 +326,7 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
 async def make_schedule(platform: CommandContext, req: CreateSchedule, depth: int = 0) -> dict[str, Any]:
     """`create_schedule`; `depth`: a run's timer's, the depth its firings' writes carry (the run's writes')."""
     await _open_session(platform, req.session_id)
-    body = {name: getattr(req, name) for name in BODY_FIELDS}
-    definition = parse_schedule(body, now=datetime.now(UTC))
+    definition = req.definition()
     _check_target(platform, definition)
     clock_of(platform)
     sid = schedule_id(req.session_id, req.alias)

@@ -48,6 +48,11 @@ async def test_bad_schedules_are_refused_naming_the_field_and_nothing_is_created
         ),
         (bad(target=None), "invalid_request", "target: is required"),
         (bad(repeat={"type": "interval"}), "invalid_request", "repeat.every_seconds: is required"),
+        # The seed's flat form (`repeat` a string, its fields beside it) is told of them as it named them.
+        (bad(repeat="interval"), "invalid_request", "every_seconds: is required"),
+        (bad(repeat="interval", every_seconds=0), "invalid_request", "every_seconds: must be at least 1"),
+        (bad(repeat="recurring_cron"), "invalid_request", "cron_expression: is required"),
+        (bad(repeat="one_time", invocation_time="soon"), "invalid_request", "invocation_time: 'soon' is not"),
         # A cron that names no day that comes: it would never fire (Temporal takes it, and waits for ever).
         *(
             (
