@@ -15,7 +15,7 @@ arguments and no others. `tests/client/test_client_signatures.py` holds every me
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Any, Protocol, Self
 
@@ -70,10 +70,12 @@ class _HttpTransport:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def stream(self, session_id: str, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self, session_id: str, params: dict[str, str], on_trimmed: Callable[[dict[str, int]], None] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """The batches of a connection listener on the session, as they come (the `data` of each `batch`
         message), until the server lets the stream go with another (`shutdown`: it is stopping; `closed`: a
-        reader too slow)."""
+        reader too slow). A `trimmed` message goes to `on_trimmed`."""
         # Sent and closed by hand, not in `httpx.AsyncClient.stream`'s context manager: a reader that leaves the
         # loop early leaves this generator to the event loop's finalizer, which closes every open generator at once,
         # and that context manager's own generator, closed by the finalizer and by this one's exit together, was
@@ -98,6 +100,8 @@ class _HttpTransport:
                     event = line[7:]
                 elif line == "" and data:
                     if event == "trimmed":  # retention deleted some of what was asked for; the rest follows
+                        if on_trimmed is not None:
+                            on_trimmed(json.loads("\n".join(data)))
                         data, event = [], "message"
                         continue
                     if event != "batch":
@@ -152,10 +156,12 @@ class Client:
         filter: dict[str, Any] | None = None,
         batch: dict[str, Any] | None = None,
         client: str | None = None,
+        on_trimmed: Callable[[dict[str, int]], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """A connection listener on the session (HTTP only): each batch as `{first_id, last_id, count, events}`.
         It ends when the server lets it go (stopping, or a reader too slow): follow again from the last batch's
-        `last_id`, as a browser's `EventSource` reconnects.
+        `last_id`, as a browser's `EventSource` reconnects. `on_trimmed` is told `{after, first_id}` when retention
+        deleted some of what was asked for (the stream goes on from `first_id`).
 
         Raises:
             CommandError: the stream was refused (bad parameters, an unknown session).
@@ -169,7 +175,7 @@ class Client:
             query["after"] = str(after)
         if client is not None:
             query["client"] = client
-        async for data in self._transport.stream(session_id, query):
+        async for data in self._transport.stream(session_id, query, on_trimmed):
             yield data
 
     async def aclose(self) -> None:

@@ -330,7 +330,8 @@ async def tail_events(
     Following survives the API going away (a restart, a deploy) and its answering `unavailable` (its database or
     Temporal out of reach): with `reconnect` it asks again, on a backoff,
     from the last id it emitted, so nothing is printed twice or skipped; `on_gap` hears when the API is lost
-    and when it is back. Returns the last id emitted (or `after`). Paging by id never skips a late commit:
+    and when it is back, and when retention deleted events after the position (the stream goes on past them).
+    Returns the last id emitted (or `after`). Paging by id never skips a late commit:
     within a session ids are drawn in commit order (see docs/architecture.md, "The stream").
 
     Raises:
@@ -341,7 +342,7 @@ async def tail_events(
     failures = 0
     while True:
         try:
-            async for last_id, events in _pages(client, session_id, position, types, follow, poll_seconds):
+            async for last_id, events in _pages(client, session_id, position, types, follow, poll_seconds, on_gap):
                 if failures and on_gap is not None:
                     on_gap(f"reconnected; following from event {position}")
                 for event in events:
@@ -368,11 +369,20 @@ async def _pages(
     types: list[str] | None,
     follow: bool,
     poll_seconds: float,
+    on_gap: Callable[[str], None] | None = None,
 ) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
     """`(last_id, events)` after `position`: the history page by page, then (with `follow`) each batch of the
-    stream until the server ends it. The caller keeps the position, so a connection lost midway loses nothing."""
+    stream until the server ends it. The caller keeps the position, so a connection lost midway loses nothing.
+    A read past retention is told to `on_gap` (deleted history is not history that never was)."""
+
+    def trimmed(after: int, first_id: int) -> None:
+        if on_gap is not None:
+            on_gap(f"retention deleted the events after {after} up to {first_id - 1}; the stream starts at {first_id}")
+
     while True:
         reply = await client.list_session_events(session_id, after=position, limit=EVENTS_PAGE, types=types)
+        if "first_id" in reply:
+            trimmed(position, int(reply["first_id"]))
         position = int(reply["last_id"])
         yield position, reply["events"]
         if len(reply["events"]) < EVENTS_PAGE:
@@ -382,7 +392,8 @@ async def _pages(
     try:
         # Caught up: follow as a connection listener (woken by the commit), not by asking again.
         flt = {"types": types} if types else None
-        async for batch in client.stream(session_id, after=position, filter=flt):
+        told = lambda notice: trimmed(int(notice["after"]), int(notice["first_id"]))  # noqa: E731
+        async for batch in client.stream(session_id, after=position, filter=flt, on_trimmed=told):
             yield int(batch["last_id"]), batch["events"]
     except NotImplementedError:
         await asyncio.sleep(poll_seconds)  # in-process: no stream, so poll

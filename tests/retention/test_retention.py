@@ -11,6 +11,8 @@ import httpx
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
+from orchestrator.client import Client
+from orchestrator.dev.inspect import tail_events
 from orchestrator.dev.runtime import serve_api
 from orchestrator.door.api import create_app
 from tests.engine.harness import Engine, eventually, recorder_listener, routed, write_many
@@ -138,6 +140,23 @@ async def test_reads_past_retention_say_where_the_stream_starts_and_refuse_delet
             "event: trimmed",
             "data: " + json.dumps({"after": old[0], "first_id": page["first_id"]}),
         ]
+        # The Python client tells it (`on_trimmed`), and so does `orchestrator events`: deleted history is not
+        # history that never was (both said nothing).
+        client = Client.http(url)
+        told: list[dict[str, int]] = []
+        async for batch in client.stream(sid, after=old[0], on_trimmed=told.append):
+            assert batch["first_id"] == page["first_id"]
+            break
+        assert told == [{"after": old[0], "first_id": page["first_id"]}]
+        gaps: list[str] = []
+        emitted: list[dict[str, Any]] = []
+        await tail_events(client, sid, emitted.append, after=old[0], on_gap=gaps.append)
+        assert [e["id"] for e in emitted] == kept
+        assert gaps == [
+            f"retention deleted the events after {old[0]} up to {page['first_id'] - 1};"
+            f" the stream starts at {page['first_id']}"
+        ]
+        await client.aclose()
 
     refusals = {
         "explain_event": {"event_id": old[0]},
