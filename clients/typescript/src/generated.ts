@@ -1148,7 +1148,7 @@ export abstract class GeneratedCommands {
   /**
    * `save_listener`: Validate the body and store it as the listener's next version, in effect after the activation delay. A type no event can have is refused; a workflow no worker has registered lately is saved with a warning (workers may deploy after their listeners), and its batches answer `invocation_error` until one does; so is a throttle that lets more batches start a minute than `listener_fires_per_minute`, past which they are dropped.
    *
-   * Reply: `listener` {name, version, effective_at}; `warnings` when its workflow is one no worker has said it runs, or its throttle lets more batches start a minute than the deployment's `listener_fires_per_minute`
+   * Reply: `listener` {name, version, effective_at}; `warnings` when its workflow is one no worker has said it runs, its throttle lets more batches start a minute than the deployment's `listener_fires_per_minute`, or its `max_parallel` is above the deployment's `listener_parallel_runs` (lowered to it)
    * Errors: `invalid_request`.
    */
   saveListener(listener: SaveListenerArgs["listener"]): Promise<Reply> {
