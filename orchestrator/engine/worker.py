@@ -31,7 +31,7 @@ from temporalio.converter import (
     WorkflowSerializationContext,
 )
 from temporalio.service import TLSConfig
-from temporalio.worker import Worker, WorkflowInstance, WorkflowInstanceDetails
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkflowInstance, WorkflowInstanceDetails
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from orchestrator.app_loader import UserApp
@@ -57,6 +57,14 @@ PASSTHROUGH_MODULES = (
 
 # Threads for the user's synchronous activities; async activities run on the event loop and need none.
 SYNC_ACTIVITY_THREADS = 8
+# Workflow task polls in flight at once, and how many of them may poll the task queue's shared side (a ratio of
+# them; the rest poll the worker's own sticky queue). Every new lane workflow's first task comes through the shared
+# side (a run's first comes with its start, eagerly), and with the SDK's five at 0.2 a single poll served it: a lane
+# started by a nudge waited 0.5 to 0.9 s for its first task at the p50 at 20 one-event batches a second, and each
+# event's commit to its run started took 0.9 to 1 s where 10 at 1.0 took 0.15 (`bench.batch_cost`'s open loop;
+# docs/scaling.md, "A lane's first task"). A poll waiting costs the server a held request, no work.
+WORKFLOW_TASK_POLLS = 10
+SHARED_POLL_RATIO = 1.0
 
 
 async def connect_temporal(address: str, namespace: str, settings: Settings | None = None) -> Client:
@@ -131,6 +139,8 @@ def build_worker(
             QuietOutages(),
         ],
         graceful_shutdown_timeout=timedelta(seconds=settings.worker_graceful_shutdown_seconds),
+        workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(maximum=WORKFLOW_TASK_POLLS),
+        nonsticky_to_sticky_poll_ratio=SHARED_POLL_RATIO,
     )
 
 
