@@ -276,17 +276,23 @@ class RunSession:
         answers.waits += 1
         seq = answers.waits
         run_id = workflow.info().run_id
-        opened: dict[str, Any] = await self._call(
-            "wait_open",
-            seq=seq,
-            run_id=run_id,
-            # A list as given; anything else goes as it is, for the door to refuse naming `conditions` (a string
-            # made a list would be refused as its characters).
-            conditions=list(conditions) if isinstance(conditions, list | tuple) else conditions,
-            timeout_seconds=timeout_seconds,
-            after=after,
-            max_events=max_events,
-        )
+        try:
+            opened: dict[str, Any] = await self._call(
+                "wait_open",
+                seq=seq,
+                run_id=run_id,
+                # A list as given; anything else goes as it is, for the door to refuse naming `conditions` (a
+                # string made a list would be refused as its characters).
+                conditions=list(conditions) if isinstance(conditions, list | tuple) else conditions,
+                timeout_seconds=timeout_seconds,
+                after=after,
+                max_events=max_events,
+            )
+        except asyncio.CancelledError:
+            # Given up while being put in place (a timeout of the caller's own): closed as below, so a wait its
+            # call put in place meanwhile takes nothing for nobody.
+            await self._call("wait_close", counted=False, seq=seq, run_id=run_id, given_up=True)
+            raise
         if opened["state"] in ("answered", "abandoned"):
             return await self._heard(opened)
         try:

@@ -212,3 +212,20 @@ async def test_waits_of_one_run_open_at_once_never_take_the_same_event(platform:
     assert await round_through(last, first) == {("exe:g", 1): [first], ("exe:h", 1): [first]}
     second = await write(platform, sid, "replies/2")
     assert await round_through(first, second) == {("exe:g", 2): [second]}
+
+
+async def test_a_wait_given_up_before_its_call_put_it_in_place_takes_nothing_when_the_call_comes(
+    platform: Platform,
+) -> None:
+    """Its caller was cancelled while the call that puts it in place was still in flight (a timeout of its own): the
+    give-up comes first and leaves the wait given up, so the late call finds it so and takes nothing for nobody."""
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    await record_run(platform, sid, "exe:late")
+    given_up = await platform.store.close_wait("exe:late", "r1", 1, given_up=True)
+    assert given_up is not None and given_up["state"] == "abandoned"
+    reply = await write(platform, sid, "replies/1")
+    await routed(platform, sid)
+    late = await platform.store.open_wait(wait(sid, "exe:late", seq=1))
+    assert (late["state"], late["event_ids"]) == ("abandoned", []), late
+    following = await platform.store.open_wait(wait(sid, "exe:late", seq=2))
+    assert (following["state"], following["event_ids"]) == ("answered", [reply]), "the run's next wait has it"
