@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -38,6 +38,9 @@ __all__ = ["BatchInfo", "RunInput", "RunSession", "SessionError"]
 CALL_TIMEOUT = timedelta(seconds=30)
 # How many events of a heavy answer one call reads.
 ANSWER_PAGE = 100
+# The change by which a session call cancelled under the run raises `asyncio.CancelledError` (before it, Temporal's
+# `ActivityError`): a run whose history was made before it replays as it ran.
+CANCELLED_CALLS = "orchestrator.cancelled-session-calls"
 CALL_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
 
 
@@ -75,6 +78,14 @@ def _answers() -> _Answers:
     answers = _Answers()
     workflow.set_signal_handler(WAIT_SIGNAL, answers.take)
     return answers
+
+
+def sent_conditions(conditions: Any) -> Any:
+    """A wait's conditions as the call sends them: any sequence of them as a list; a string, a mapping or what is no
+    sequence as it is, for the door to refuse naming `conditions` (a string made a list is its characters)."""
+    if isinstance(conditions, str | bytes | Mapping) or not isinstance(conditions, Iterable):
+        return conditions
+    return list(conditions)
 
 
 class RunSession:
@@ -116,7 +127,7 @@ class RunSession:
                 retry_policy=CALL_RETRY,
             )
         except ActivityError as err:
-            if is_cancelled_exception(err):
+            if is_cancelled_exception(err) and workflow.patched(CANCELLED_CALLS):
                 # The run (or the task that made the call) was cancelled while the call ran: its cancellation, as
                 # it gets it anywhere else, so a clean-up written for `asyncio.CancelledError` runs (docs/waits.md).
                 raise asyncio.CancelledError(str(err)) from err
@@ -281,9 +292,7 @@ class RunSession:
                 "wait_open",
                 seq=seq,
                 run_id=run_id,
-                # A list as given; anything else goes as it is, for the door to refuse naming `conditions` (a
-                # string made a list would be refused as its characters).
-                conditions=list(conditions) if isinstance(conditions, list | tuple) else conditions,
+                conditions=sent_conditions(conditions),
                 timeout_seconds=timeout_seconds,
                 after=after,
                 max_events=max_events,
@@ -291,7 +300,7 @@ class RunSession:
         except asyncio.CancelledError:
             # Given up while being put in place (a timeout of the caller's own): closed as below, so a wait its
             # call put in place meanwhile takes nothing for nobody.
-            await self._call("wait_close", counted=False, seq=seq, run_id=run_id, given_up=True)
+            await self._given_up(seq, run_id)
             raise
         if opened["state"] in ("answered", "abandoned"):
             return await self._heard(opened)
@@ -303,9 +312,18 @@ class RunSession:
         except asyncio.CancelledError:
             # The wait's caller gave up on it (its task cancelled, or the run's): closed, so what comes later is not
             # taken for nobody, and an answer that came meanwhile is left for the run's next wait.
-            await self._call("wait_close", counted=False, seq=seq, run_id=run_id, given_up=True)
+            await self._given_up(seq, run_id)
             raise
         return await self._heard(answers.by_seq[seq])
+
+    async def _given_up(self, seq: int, run_id: str) -> None:
+        """Close a wait its caller gave up on. A run the platform has no record of (a workflow it did not start)
+        has no wait to close: its cancellation goes on, not a `not_found` in its place."""
+        try:
+            await self._call("wait_close", counted=False, seq=seq, run_id=run_id, given_up=True)
+        except SessionError as err:
+            if err.code != "not_found":
+                raise
 
     async def _heard(self, answer: dict[str, Any]) -> dict[str, Any]:
         """A wait's answer as `wait_for_event` gives it: the events whole, read by id when they were too heavy to

@@ -46,9 +46,10 @@ def _event(type_: str, data: Mapping[str, Any], key: str | None, client: str | N
 EMITTED_FIELDS = ("type", "data", "key", "idempotency_key", "client")
 
 
-def _checked(events: Sequence[Mapping[str, Any]], schemas: Mapping[str, Any]) -> str:
+def _checked(given: Sequence[Mapping[str, Any]], schemas: Mapping[str, Any]) -> str:
     """The events as the SQL function takes them (JSON text), once each one's data fits its type's schema;
     an undeclared type is left to the function, which names it."""
+    events = _as_dicts(given)
     if not events:
         raise CommandError("invalid_request", "events: at least one is required")
     for index, event in enumerate(events):
@@ -57,12 +58,6 @@ def _checked(events: Sequence[Mapping[str, Any]], schemas: Mapping[str, Any]) ->
             raise CommandError(
                 "invalid_request", f"events.{index}.{unknown[0]}: not a field of an event {EMITTED_FIELDS}"
             )
-        data = event.get("data")
-        if "data" in event and not isinstance(data, Mapping):
-            # As the SQL function refuses it, before anything reads it as a mapping.
-            raise CommandError(
-                "invalid_request", f"events.{index}.data: an object is required ({type(data).__name__} given)"
-            )
         schema = schemas.get(str(event.get("type")))
         if schema is None:
             continue
@@ -70,7 +65,22 @@ def _checked(events: Sequence[Mapping[str, Any]], schemas: Mapping[str, Any]) ->
         problems = data_check(schema)(event.get("data"), f"events.{index}.data")
         if problems:
             raise CommandError("invalid_request", "; ".join(problems))
-    return json.dumps([{**e, "data": dict(e["data"])} if "data" in e else e for e in events], separators=(",", ":"))
+    return json.dumps(events, separators=(",", ":"))
+
+
+def _as_dicts(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each event and its data as plain dicts (what the schema check and JSON read), data that is no mapping refused
+    as the SQL function refuses it, before anything reads it as one."""
+    plain: list[dict[str, Any]] = []
+    for index, event in enumerate(events):
+        copy = dict(event)
+        if "data" in copy:
+            if not isinstance(copy["data"], Mapping):
+                given = type(copy["data"]).__name__
+                raise CommandError("invalid_request", f"events.{index}.data: an object is required ({given} given)")
+            copy["data"] = dict(copy["data"])
+        plain.append(copy)
+    return plain
 
 
 def _names(events: Sequence[Mapping[str, Any]]) -> str:

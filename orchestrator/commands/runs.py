@@ -636,14 +636,15 @@ async def stop_execution(platform: CommandContext, req: StopExecution) -> dict[s
             key_max=(tag.key_slots or 0) if tag is not None else 0,
         )
     )
+    # As recorded: a `cancel_on` that answered first (the run in its grace) made it `cancelled`.
     say_run_end(
         driver_log,
         req.session_id,
         found["listener"],
         found["lane"],
         req.execution_id,
-        "stopped",
-        reason,
+        ended.status or "stopped",
+        ended.error if ended.recorded else reason,
         ended.recorded,
     )
     # The lanes its slot went to step now, as after any run's end.

@@ -11,6 +11,8 @@ import asyncio
 import json
 import random
 from collections.abc import AsyncIterator
+from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import asyncpg
@@ -18,8 +20,11 @@ import pytest
 
 from orchestrator.core.errors import CommandError
 from orchestrator.platform import Platform
+from orchestrator.store.captures import captured_schema
 from orchestrator.transactional import emit, emit_events, emit_events_sa_async, emit_sa, emit_sa_async
 from tests.store.helpers import all_events, ok, refused
+
+MIGRATIONS = Path(__file__).parents[2] / "orchestrator" / "store" / "migrations"
 
 TICKET = {
     "name": "ticket.escalated",
@@ -70,6 +75,9 @@ async def test_an_emit_that_cannot_be_is_refused_naming_the_field_and_aborts_not
     sid = await _session(platform)
     with pytest.raises(CommandError, match=r"events\.0\.data\.priority"):
         await emit(app, sid, "ticket.escalated", {"priority": "high"})
+    # A mapping of any kind is an object, as before.
+    proxied = await emit(app, sid, "ticket.escalated", MappingProxyType({"priority": 1}))
+    assert [e["id"] for e in await all_events(platform, sid)] == [proxied]
     # Data that is no object, named as the SQL function names it (a TypeError or ValueError before).
     for data in ([1], "x", None):
         with pytest.raises(CommandError, match=r"events\.0\.data: an object is required"):
@@ -89,7 +97,7 @@ async def test_an_emit_that_cannot_be_is_refused_naming_the_field_and_aborts_not
     other = await _session(platform)
     with pytest.raises(asyncpg.InvalidParameterValueError, match=r"events\.0\.data: an object is required"):
         await app.fetchval("SELECT orchestrator.emit($1, 'ticket.escalated', '[1]')", other)
-    assert await all_events(platform, sid) == [] and await all_events(platform, other) == []
+    assert [e["id"] for e in await all_events(platform, sid)] == [proxied] and await all_events(platform, other) == []
     # A key the session holds for another kind of event is no retry of this one.
     third = await _session(platform)
     await ok(platform, "save_event_type", name="ticket.noted", schema={"type": "object"})
@@ -509,9 +517,21 @@ async def test_a_path_no_captured_event_of_its_kind_has_is_refused_at_save(
             "removed": {"type": "array", "items": {"type": "string"}},
         },
     }
-    await platform.store.pool.execute(
-        "UPDATE orchestrator.event_types SET schema = $1 WHERE name LIKE 'ticket.%'", earlier
-    )
+    earlier_capture = "UPDATE orchestrator.event_types SET schema = $1 WHERE name LIKE 'ticket.%'"
+    await platform.store.pool.execute(earlier_capture, earlier)
     await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_column="session")
     created = await ok(platform, "get_event_type", name="ticket.created")
     assert "changed" not in created["event_type"]["schema"]["properties"], created
+    # Its migration gives a capture made before, not captured again, the schemas a capture now declares.
+    await platform.store.pool.execute(earlier_capture, earlier)
+    await platform.store.pool.execute((MIGRATIONS / "0035_captured_kinds_closed.sql").read_text())
+    for kind in ("created", "updated", "deleted"):
+        declared = await ok(platform, "get_event_type", name=f"ticket.{kind}")
+        assert declared["event_type"]["schema"] == captured_schema(kind), (kind, declared)
+    await refused(
+        platform,
+        "invalid_request",
+        "listener.filter.where.0.path",
+        "save_listener",
+        listener=listener(["ticket.created"], "data.changed"),
+    )

@@ -44,6 +44,7 @@ SHIPPED = {
     "0032_lane_queue_ranges.sql": "49d7632b171a05cf",
     "0033_captured_staged.sql": "274892af5f9eedd7",
     "0034_run_writes_fenced.sql": "6af590661430908f",
+    "0035_captured_kinds_closed.sql": "702cef484f8f4b96",
 }
 
 

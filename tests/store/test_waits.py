@@ -229,3 +229,27 @@ async def test_a_wait_given_up_before_its_call_put_it_in_place_takes_nothing_whe
     assert (late["state"], late["event_ids"]) == ("abandoned", []), late
     following = await platform.store.open_wait(wait(sid, "exe:late", seq=2))
     assert (following["state"], following["event_ids"]) == ("answered", [reply]), "the run's next wait has it"
+
+
+async def test_a_wait_closed_while_a_round_answers_it_leaves_the_event_to_the_runs_next_wait(
+    platform: Platform,
+) -> None:
+    """The round read the run's first wait open and took the event for it, while its timeout was closing it: the
+    close wins, the first wait took nothing, so the run's second wait takes the event (it was kept from both)."""
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    last = await write(platform, sid, "before/0")
+    await routed(platform, sid)
+    for seq in (1, 2):
+        assert (await platform.store.open_wait(wait(sid, "exe:k", seq=seq, after=last)))["state"] == "open"
+    reply = await write(platform, sid, "replies/1")
+    pool = platform.store.pool
+    async with pool.acquire() as closer, closer.transaction():
+        closed = await closer.fetchval("SELECT orchestrator.orchestrator_wait_close('exe:k', 'r1', 1)")
+        assert closed["state"] == "timed_out"
+        answering = asyncio.create_task(
+            pool.fetchval("SELECT orchestrator.orchestrator_answer_waits($1, $2, $3)", sid, last, reply)
+        )
+        await asyncio.sleep(0.5)  # the round reads the first wait open and waits for its row
+        assert not answering.done()
+    answers = await answering
+    assert [(a["seq"], a["event_ids"]) for a in answers or []] == [(2, [reply])]

@@ -64,12 +64,14 @@ BEGIN
         END IF;
         -- A condition whose events an earlier wait took holds no more: the next declared may.
         CONTINUE WHEN cardinality(v_ids) = 0;
-        v_done := v_answer.wait_id;
         v_ids := v_ids[1:v_answer.max_events];
-        IF v_answer.kind = 'wait' THEN
-            v_taken := v_taken || v_ids;
-        END IF;
+        -- Recorded, or the wait was closed meanwhile (its timeout, a give-up): then it took nothing, and a later
+        -- wait of the run may take what it would have.
         IF orchestrator.orchestrator_wait_answered(v_answer.wait_id, v_answer.cond, v_ids, false, false) THEN
+            v_done := v_answer.wait_id;
+            IF v_answer.kind = 'wait' THEN
+                v_taken := v_taken || v_ids;
+            END IF;
             v_answers := v_answers || (
                 SELECT jsonb_build_object('wait_id', w.id, 'session_id', w.session_id,
                                           'execution_id', w.execution_id, 'run_id', w.run_id,
