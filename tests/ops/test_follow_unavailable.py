@@ -28,7 +28,9 @@ class Flaky:
         page = [e for e in self.events if e["id"] > after]
         return {"events": page, "last_id": page[-1]["id"] if page else after}
 
-    async def stream(self, session_id: str, *, after: int, filter: Any) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self, session_id: str, *, after: int, filter: Any, on_trimmed: Any = None
+    ) -> AsyncIterator[dict[str, Any]]:
         raise NotImplementedError
         yield {}  # pragma: no cover - makes this a generator
 
