@@ -57,14 +57,16 @@ PASSTHROUGH_MODULES = (
 
 # Threads for the user's synchronous activities; async activities run on the event loop and need none.
 SYNC_ACTIVITY_THREADS = 8
-# Workflow task polls in flight at once, and how many of them may poll the task queue's shared side (a ratio of
-# them; the rest poll the worker's own sticky queue). Every new lane workflow's first task comes through the shared
-# side (a run's first comes with its start, eagerly), and with the SDK's five at 0.2 a single poll served it: a lane
-# started by a nudge waited 0.5 to 0.9 s for its first task at the p50 at 20 one-event batches a second, and each
-# event's commit to its run started took 0.9 to 1 s where 10 at 1.0 took 0.15 (`bench.batch_cost`'s open loop;
-# docs/scaling.md, "A lane's first task"). A poll waiting costs the server a held request, no work.
-WORKFLOW_TASK_POLLS = 10
-SHARED_POLL_RATIO = 1.0
+# Workflow task polls in flight at once, and the share of them on the task queue's shared side (the rest poll the
+# worker's own sticky queue, where every later task of a workflow it holds goes). Every new lane workflow's first
+# task comes through the shared side (a run's first comes with its start, eagerly), and the SDK's five at 0.2 left
+# one poll there: a lane started by a nudge waited 0.5 to 0.9 s for its first task at the p50 at 20 one-event
+# batches a second, and each event's commit to its run started took 0.3 to 1 s. Twelve at 0.7 (eight shared, four
+# sticky, as the SDK's default keeps): 23 ms and 0.12 s, and a waited-for reply reaches its run in 23 ms at the
+# p50 beside 1,000 events/s (ten all shared but one: 34 ms, 0.2 s, 32 ms). docs/scaling.md, "A lane's first task".
+# A poll waiting costs the server a held request, no work.
+WORKFLOW_TASK_POLLS = 12
+SHARED_POLL_RATIO = 0.7
 
 
 async def connect_temporal(address: str, namespace: str, settings: Settings | None = None) -> Client:
