@@ -352,8 +352,11 @@ class MemoryLaneStore:
         versions = self.listeners.get(name)
         if not versions:
             return None
+        # None in effect yet: a life saved again after a deletion, its lanes holding only the deleted life's events.
         in_effect = [v for v in versions if v[1] <= now]
-        version, _, body = max(in_effect or versions, key=lambda v: v[0])
+        if not in_effect:
+            return None
+        version, _, body = max(in_effect, key=lambda v: v[0])
         return ListenerNow(
             version=version,
             declaration=ListenerDeclaration.model_validate(body),

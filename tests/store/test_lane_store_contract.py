@@ -726,12 +726,12 @@ async def test_a_listener_saved_again_after_its_deletion_goes_on_from_its_last_v
     assert [(v["name"], v["version"]) for v in await world.versions()] == [("l", 3)]
 
 
-async def test_a_listener_saved_again_after_its_deletion_judges_what_waits_by_its_new_version_before_it_takes_effect(
+async def test_what_a_deleted_listener_left_waiting_is_consumed_while_it_is_saved_again_and_not_yet_in_effect(
     world: World,
 ) -> None:
-    """Its versions from before the deletion take no event again: while the version saved after it waits out its
-    activation delay, a lane's batch is judged by that version (the newest saved, as when none is in effect yet),
-    never by the deleted one's body."""
+    """Its versions from before the deletion take no event again, and the version saved after it acts only once it
+    takes effect (SPEC 3): what waits in a lane meanwhile is the deleted life's, consumed with no run and no outcome
+    as `delete_listener` says (it was run by the new version, before its activation delay had passed)."""
     await world.save_listener(listener())
     sid = await world.open_session()
     await world.write(sid, "a/1")
@@ -739,9 +739,9 @@ async def test_a_listener_saved_again_after_its_deletion_judges_what_waits_by_it
     await world.delete_listener("l")
     assert await world.save_listener(listener(action={"type": "workflow", "workflow": "w2"}), delay_seconds=60) == 2
     snap = await snapshot(world, address(sid))
-    assert snap.listener is not None and snap.listener.version == 2
+    assert snap.listener is None, "no version in effect: as deleted"
     decision = step(snap, snap.now, LIMITS)
-    assert isinstance(decision, Take) and decision.plan is not None and decision.plan.workflow == "w2"
+    assert isinstance(decision, Take) and decision.verdict == CONSUME and decision.plan is None
 
 
 # -- the verbs of a step's other moves, of the sweep, and of a run of no lane -----------------------------------

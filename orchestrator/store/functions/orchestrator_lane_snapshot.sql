@@ -3,9 +3,9 @@
 -- a replay's are read by reference, as compact rows under the listener version in effect now
 -- (`orchestrator_queued`, 0008_by_reference.sql); `p_fetch` 0 reads none of them: enough to know whether the
 -- lane waits, and for what. The fires of the last minute come from `orchestrator_fires_lately`. The listener as
--- declared now is of its current life: the version in effect, or the newest saved when none is yet, among those
--- that still have their rules, so a listener saved again after its deletion never judges what waits by the
--- deleted body during its activation delay. The listener's throttle (0028_listener_throttle.sql): the key of the
+-- declared now is the newest version in effect of its current life (those that still have their rules); none in
+-- effect reads as deleted: a listener saved again after its deletion routes nothing before its new version takes
+-- effect, so what its lanes hold then is the deleted life's, consumed with no run, never judged by the new body. The listener's throttle (0028_listener_throttle.sql): the key of the
 -- lane's oldest waiting event, when each key among the events read (that one, the waiting ones read, a repeat's
 -- batch's, a replay's) that has started `runs` batches lets the next go (`core/throttles.free_at`), and for a
 -- throttle by a path, the key of each waiting event read and of each of a replay's, in their order (the store's
@@ -34,8 +34,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    -- The newest version in effect (one saved during the activation delay acts once it takes effect), or
-    -- the newest saved when none is yet (its events cannot have been routed before it was).
+    -- The newest version in effect (one saved during the activation delay acts once it takes effect).
     SELECT jsonb_build_object(
         'version', v.version, 'body', v.body,
         'switched_off', EXISTS (SELECT 1 FROM orchestrator.listener_switches w
@@ -47,8 +46,8 @@ BEGIN
     -- Of the listener's current life: a deletion took its versions' rules (0025). Chosen among the rules' narrow
     -- rows, then joined to its body: a join of every version to its rule took a snapshot of a listener saved 200
     -- times from 0.65 to 1.7 ms; this way, 0.4.
-    CROSS JOIN LATERAL (SELECT lr.version FROM orchestrator.listener_rules lr WHERE lr.name = n.name
-                        ORDER BY lr.effective_at <= v_now DESC, lr.version DESC LIMIT 1) c
+    CROSS JOIN LATERAL (SELECT lr.version FROM orchestrator.listener_rules lr
+                        WHERE lr.name = n.name AND lr.effective_at <= v_now ORDER BY lr.version DESC LIMIT 1) c
     JOIN orchestrator.listener_versions v ON v.name = n.name AND v.version = c.version
     WHERE n.name = p_listener AND n.deleted_at IS NULL;
     IF v_listener IS NOT NULL THEN
