@@ -145,6 +145,32 @@ async def test_an_app_that_stops_declaring_a_type_a_listener_still_names_is_refu
     assert (await platform.command({"command": "list_event_types"}))["event_types"] == []
 
 
+async def test_an_apps_new_schema_is_held_to_the_listeners_it_would_leave_never_firing(platform: Platform) -> None:
+    """As `save_event_type` refuses it: a schema the app narrows is refused while another's listener reads what it no
+    longer holds, naming it; the app's own listener changed in the same plan is held to the new schema alone, so
+    the type and its listener change together."""
+    closed = {"type": "object", "properties": {"delay": {"type": "integer"}}, "additionalProperties": False}
+    reads = [{"path": "data.delay", "op": "gt", "value": 1}]
+    own = {**listener("own", types=["shipment.delayed"]), "filter": {"types": ["shipment.delayed"], "where": reads}}
+    typed = {**SHIPPED, "schema": closed}
+    await apply(platform, app(own, types=(typed,)), lambda _: None)
+    narrowed = {**SHIPPED, "schema": {**closed, "properties": {"hours": {"type": "integer"}}}}
+    moved = {**own, "filter": {"types": ["shipment.delayed"], "where": [{**reads[0], "path": "data.hours"}]}}
+    by_hand = {**own, "name": "by-hand"}
+    await platform.command({"command": "save_listener", "listener": by_hand})
+
+    with pytest.raises(InvalidApp) as refused:
+        await apply(platform, app(moved, types=(narrowed,)), lambda _: None)
+    assert "listener 'by-hand' (listener.filter.where.0.path:" in str(refused.value), str(refused.value)
+    kept = (await platform.command({"command": "get_event_type", "name": "shipment.delayed"}))["event_type"]
+    assert kept["schema"] == closed, "nothing was applied"
+
+    await platform.command({"command": "delete_listener", "name": "by-hand"})
+    await apply(platform, app(moved, types=(narrowed,)), lambda _: None)
+    kept = (await platform.command({"command": "get_event_type", "name": "shipment.delayed"}))["event_type"]
+    assert kept["schema"] == narrowed["schema"]
+
+
 async def test_an_app_that_declares_a_name_twice_is_refused_naming_the_second(platform: Platform) -> None:
     schedule = {
         "session_alias": "ops",

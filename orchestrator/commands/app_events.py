@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from orchestrator.commands.fields import BULK, ClientId, IdempotencyKey, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.declaration import stranded_by
+from orchestrator.core.declaration import stranded_by, stranded_by_schemas
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import DataCheck, EventTypeDeclaration, data_check
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
@@ -95,12 +95,24 @@ class EmitEvents(Request):
 )
 async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[str, Any]:
     """Declare an event type of the application's own, or replace its declaration: every `emit_event` of it is
-    checked against `schema` (a JSON Schema for its `data`)."""
+    checked against `schema` (a JSON Schema for its `data`). A new schema that would leave a saved listener reading
+    a path no event of its types has (it could never fire) is refused, naming each; change or delete them first."""
     body = {"name": req.name, "schema": req.schema_, "allow": req.allow, "description": req.description}
     try:
         declared = EventTypeDeclaration.model_validate({k: v for k, v in body.items() if v is not None})
     except pydantic.ValidationError as err:
         raise CommandError("invalid_request", field_errors_message(err, "")) from None
+    schemas = await platform.store.event_schemas()
+    if declared.name in schemas:
+        listeners = {found["name"]: found["body"] for found in await platform.store.list_listeners()}
+        after = {**schemas, declared.name: declared.schema_}
+        stranded = stranded_by_schemas(listeners, platform.settings.limits, schemas, after)
+        if stranded:
+            raise CommandError(
+                "invalid_request",
+                f"schema: listener {', '.join(stranded)} would then read a path no event of its types has (it could"
+                " never fire); change or delete those listeners first",
+            )
     saved = await platform.store.save_event_type(declared.name, declared.schema_, declared.allow, declared.description)
     return {"event_type": saved}
 

@@ -592,6 +592,25 @@ def stranded_by(body: Mapping[str, Any], before: Collection[str], after: Collect
     return [(f"{where}.{n}", types[n]) for where, types in groups for n in stranded_globs(types, before, after)]
 
 
+def stranded_by_schemas(
+    listeners: Mapping[str, Mapping[str, Any]], limits: Limits, before: Mapping[str, Any], after: Mapping[str, Any]
+) -> list[str]:
+    """The stored listeners (by name) that the change of event type schemas from `before` to `after` would leave
+    reading a path no event of their types has (they could never fire), each with what its save would then say. One
+    its save refuses already (saved before a check it fails) is not the change's."""
+    stranded = []
+    for name, body in sorted(listeners.items()):
+        try:
+            parse_declaration(dict(body), limits, before)
+        except CommandError:
+            continue
+        try:
+            parse_declaration(dict(body), limits, after)
+        except CommandError as err:
+            stranded.append(f"{name!r} ({err.message})")
+    return stranded
+
+
 def unknown_types(types: Sequence[str] | None, event_types: Mapping[str, Any] | None) -> list[str]:
     """The type globs of a filter that no event type can ever match, neither the platform's nor one the
     application declared (a typo, or a type not declared yet), each with the closest known name."""

@@ -19,7 +19,7 @@ from orchestrator.app_loader import UserApp, workflow_names
 from orchestrator.commands.captures import CaptureTable, qualified
 from orchestrator.commands.fields import Alias
 from orchestrator.commands.schedules import BODY_FIELDS, CreateSchedule
-from orchestrator.core.declaration import parse_declaration, stranded_by
+from orchestrator.core.declaration import parse_declaration, stranded_by, stranded_by_schemas
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import EventTypeDeclaration
 from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan, schedule_of
@@ -235,6 +235,7 @@ async def plan_of(platform: Platform, app: UserApp, *, tables_to_come: list[str]
     steps = plan(app.declarer, declared, held)
     refused = [past[s.name] for s in steps if s.kind == "schedule" and s.action in ("add", "change") and s.name in past]
     refused += await _stranded(platform, declared, held, steps)
+    refused += await _stranded_by_schemas(platform, declared, held, steps)
     if refused:
         raise InvalidApp(f"app {app.name}: " + "; ".join(refused))
     return steps
@@ -268,6 +269,29 @@ async def _stranded(
     return problems
 
 
+async def _stranded_by_schemas(
+    platform: Platform,
+    declared: Mapping[Kind, Sequence[Mapping[str, Any]]],
+    held: Mapping[Kind, Mapping[str, Held]],
+    steps: Sequence[Step],
+) -> list[str]:
+    """What the app's new schemas would leave another's listener (one the app does not declare, and does not
+    remove) reading a path no event of its types has, as `save_event_type` refuses it; the app's own listeners are
+    held to its schemas already (`declarations`)."""
+    before = await platform.store.event_schemas()
+    after = {**before, **{t["name"]: t["schema"] for t in declared["event_type"]}}
+    after.update(
+        {f"{c['type_prefix']}.{kind}": captured_schema(kind) for c in declared["capture"] for kind in CAPTURED_KINDS}
+    )
+    ours = {str(body["name"]) for body in declared["listener"]}
+    ours |= {s.name for s in steps if s.kind == "listener" and s.action == "remove"}
+    others = {name: found.body for name, found in held["listener"].items() if name not in ours}
+    return [
+        f"event_types: the app's schemas would leave listener {stranded} never firing: change or delete it first"
+        for stranded in stranded_by_schemas(others, platform.settings.limits, before, after)
+    ]
+
+
 async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None]) -> Applied:
     """Apply the app's plan, announcing each change; answers when its listeners take effect."""
     steps = await plan_of(platform, app)
@@ -276,7 +300,13 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
         if step.action in ("add", "change"):
             assert step.body is not None
             if step.kind == "event_type":
-                reply = await platform.command({**step.body, "command": "save_event_type"})
+                # Saved as the plan checked it, against the app's listeners as they will be, not as they are
+                # (`save_event_type` would hold a new schema to the listener versions it replaces).
+                body = step.body
+                saved = await platform.store.save_event_type(
+                    body["name"], body["schema"], body.get("allow"), body.get("description")
+                )
+                reply: dict[str, Any] = {"status": "success", "event_type": saved}
             elif step.kind == "capture":
                 reply = await platform.command({**step.body, "command": "capture_table"})
             elif step.kind == "schedule":

@@ -407,3 +407,28 @@ async def test_a_schema_that_takes_no_object_is_refused_naming_its_type(platform
         assert reply["message"] == "schema.type: an event's data is a JSON object: the schema's type must take 'object'"
     assert (await platform.command({"command": "get_event_type", "name": "t.x"}))["error"] == "not_found"
     await ok(platform, "save_event_type", name="t.x", schema={"type": ["object", "null"]})
+
+
+async def test_a_schema_that_would_leave_a_saved_listener_reading_a_path_it_never_holds_is_refused(
+    platform: Platform,
+) -> None:
+    """SPEC 12 and 15: a path the schema can never hold is refused at save, and a save refuses what can never fire;
+    so is a type's new schema that would leave a saved listener so (it was saved, and the listener never fired)."""
+    closed = {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False}
+    await ok(platform, "save_event_type", name="order.placed", schema=closed)
+    watch = {
+        "name": "big_orders",
+        "filter": {"types": ["order.placed"], "where": [{"path": "data.a", "op": "gt", "value": 1}]},
+        "action": {"type": "workflow", "workflow": "w"},
+    }
+    await ok(platform, "save_listener", listener=watch)
+    narrowed = {**closed, "properties": {"b": {"type": "integer"}}}
+    reply = await refused(
+        platform, "invalid_request", "schema", "save_event_type", name="order.placed", schema=narrowed
+    )
+    assert reply["message"].startswith("schema: listener 'big_orders' (listener.filter.where.0.path:"), reply
+    assert (await ok(platform, "get_event_type", name="order.placed"))["event_type"]["schema"] == closed
+    # A schema that still holds the path, or one the listener no longer reads, is saved.
+    await ok(platform, "save_event_type", name="order.placed", schema={**closed, "properties": {"a": {}, "b": {}}})
+    await ok(platform, "delete_listener", name="big_orders")
+    await ok(platform, "save_event_type", name="order.placed", schema=narrowed)
