@@ -234,7 +234,10 @@ def test_orchestrator_plan_prints_the_plan_and_refuses_an_invalid_app(fresh_db: 
     env = {**os.environ, "ORCHESTRATOR_DATABASE_URL": fresh_db}
     shown = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.splitlines() == ["add     listener p"]
+    # A workflow neither the app nor any worker runs: said now, as the start would say it (the plan said nothing).
+    added, warned = shown.stdout.splitlines()
+    assert added == "add     listener p"
+    assert warned.startswith("warning listener p: listener.action.workflow: no worker has registered 'w'"), warned
     module.write_text(module.read_text().replace("'types'", "'typez'"))
     refused = subprocess.run([CLI, "plan", "--app", str(module)], env=env, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
@@ -358,7 +361,7 @@ async def test_orchestrator_plan_reads_the_database_of_the_dev_running_in_dot_or
     try:
         shown = await asyncio.to_thread(plan)
         assert shown.returncode == 0, shown.stderr
-        assert shown.stdout.splitlines() == ["add     listener p"]
+        assert shown.stdout.splitlines()[0] == "add     listener p"
         # So do the in-process doors of `call`, `status`, `events` and `keys` (`--local`).
         called = await asyncio.to_thread(local, "call", '{"command": "list_listeners"}')
         assert (called.returncode, json.loads(called.stdout)) == (0, {"status": "success", "listeners": []}), called
@@ -369,7 +372,7 @@ async def test_orchestrator_plan_reads_the_database_of_the_dev_running_in_dot_or
     elsewhere = await start_postgres(tmp_path / "elsewhere")
     try:
         shown = await asyncio.to_thread(plan, "--data-dir", "elsewhere")
-        assert shown.stdout.splitlines() == ["add     listener p"], shown.stderr
+        assert shown.stdout.splitlines()[0] == "add     listener p", shown.stderr
     finally:
         await elsewhere.stop()
 

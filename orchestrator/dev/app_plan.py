@@ -18,14 +18,15 @@ import pydantic
 from orchestrator.app_loader import UserApp, workflow_names
 from orchestrator.commands.captures import CaptureTable, qualified
 from orchestrator.commands.fields import Alias
+from orchestrator.commands.listeners import listener_warnings
 from orchestrator.commands.schedules import BODY_FIELDS, CreateSchedule
-from orchestrator.core.declaration import parse_declaration, stranded_by, stranded_by_schemas
+from orchestrator.core.declaration import ListenerDeclaration, parse_declaration, stranded_by, stranded_by_schemas
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import EventTypeDeclaration
 from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan, schedule_of
 from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule, refuse_past
 from orchestrator.core.validation import field_errors_message
-from orchestrator.lanes.registry import NOT_REGISTERED
+from orchestrator.lanes.registry import FRESH_SECONDS, NOT_REGISTERED
 from orchestrator.platform import Platform
 from orchestrator.store.captures import CAPTURED_KINDS, captured_schema
 
@@ -346,6 +347,23 @@ async def _remove(platform: Platform, step: Step) -> None:
             raise
 
 
+async def plan_warnings(platform: Platform, app: UserApp, steps: Sequence[Step]) -> list[str]:
+    """What applying the plan would warn of, as its saves will (`listener_warnings`), but that no worker has the
+    app's own workflow yet, which its worker registers as it starts: `orchestrator plan` says it beforehand."""
+    registered = await platform.store.registered_workflows(FRESH_SECONDS)
+    said = []
+    for step in steps:
+        if step.kind != "listener" or step.action not in ("add", "change") or step.body is None:
+            continue
+        declaration = ListenerDeclaration.model_validate(step.body)
+        for warning in listener_warnings(
+            declaration, registered, platform.settings.task_queue, platform.settings.limits
+        ):
+            if not _no_news(app, step, warning):
+                said.append(f"warning {step.kind} {step.name}: {warning}")
+    return said
+
+
 def _no_news(app: UserApp, step: Step, warning: str) -> bool:
     """Whether a warning says only that no worker has registered a workflow of the app's own (a listener's, or a
     schedule's): its worker registers it as it starts, and the plan is applied before the worker runs."""
@@ -378,4 +396,4 @@ def _done(reply: dict[str, Any]) -> None:
         raise CommandError.of_reply(reply)
 
 
-__all__ = ["Applied", "InvalidApp", "apply", "declarations", "plan_of"]
+__all__ = ["Applied", "InvalidApp", "apply", "declarations", "plan_of", "plan_warnings"]

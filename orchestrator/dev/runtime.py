@@ -319,6 +319,7 @@ async def plan_app(settings: Settings, spec: str) -> ShownPlan:
     tables_to_come: list[str] | None = [] if app.migrate is not None else None
     try:
         steps = await app_plan.plan_of(platform, app, tables_to_come=tables_to_come)
+        warnings = await app_plan.plan_warnings(platform, app, steps)
     except app_plan.InvalidApp as err:
         raise ConfigurationError(str(err)) from None
     finally:
@@ -328,6 +329,7 @@ async def plan_app(settings: Settings, spec: str) -> ShownPlan:
         " (plan does not run migrate)"
         for table in tables_to_come or []
     ]
+    notes += warnings
     return ShownPlan([step.line() for step in changes(steps)], notes)
 
 
