@@ -744,6 +744,25 @@ async def test_what_a_deleted_listener_left_waiting_is_consumed_while_it_is_save
     assert isinstance(decision, Take) and decision.verdict == CONSUME and decision.plan is None
 
 
+async def test_a_deleted_listeners_repeat_due_while_it_is_saved_again_and_not_yet_in_effect_is_consumed(
+    world: World,
+) -> None:
+    """A failed run's repeat is the deleted life's too: due while the version saved after the deletion waits out its
+    activation delay, it is consumed with no run, as its waiting events are."""
+    await world.save_listener(listener(retry={"attempts": 1, "delay_seconds": 0}))
+    sid = await world.open_session()
+    await world.write(sid, "a/1")
+    await route_all(world, sid)
+    snap, decision, recorded = await take(world, address(sid))
+    await finish(world, snap, decision, recorded)
+    assert (await end(world, sid, decision.execution_id, "failed", repeat_in=0.0)).recorded
+    await world.delete_listener("l")
+    await world.save_listener(listener(action={"type": "workflow", "workflow": "w2"}), delay_seconds=60)
+    held = await snapshot(world, address(sid))
+    repeat = step(held, held.now, LIMITS)
+    assert isinstance(repeat, Take) and repeat.kind == "repeat" and repeat.verdict == CONSUME and repeat.plan is None
+
+
 # -- the verbs of a step's other moves, of the sweep, and of a run of no lane -----------------------------------
 
 
