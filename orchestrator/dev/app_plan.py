@@ -169,6 +169,11 @@ def _declared_twice(app: UserApp) -> list[str]:
     return problems
 
 
+def _captured_schemas(captures: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The event types the captures declare, each kind's schema by name."""
+    return {f"{c['type_prefix']}.{kind}": captured_schema(kind) for c in captures for kind in CAPTURED_KINDS}
+
+
 async def declarations(
     platform: Platform,
     app: UserApp,
@@ -190,7 +195,7 @@ async def declarations(
             continue
         types.append(_event_type(event_type.model_dump(by_alias=True)))
     captures = await _captures(platform, app, problems, tables_to_come)
-    captured = {f"{c['type_prefix']}.{kind}": captured_schema(kind) for c in captures for kind in CAPTURED_KINDS}
+    captured = _captured_schemas(captures)
     schemas = {**await platform.store.event_schemas(), **captured, **{t["name"]: t["schema"] for t in types}}
     listeners: list[dict[str, Any]] = []
     for n, body in enumerate(app.listeners):
@@ -281,9 +286,7 @@ async def _stranded_by_schemas(
     held to its schemas already (`declarations`)."""
     before = await platform.store.event_schemas()
     after = {**before, **{t["name"]: t["schema"] for t in declared["event_type"]}}
-    after.update(
-        {f"{c['type_prefix']}.{kind}": captured_schema(kind) for c in declared["capture"] for kind in CAPTURED_KINDS}
-    )
+    after.update(_captured_schemas(declared["capture"]))
     ours = {str(body["name"]) for body in declared["listener"]}
     ours |= {s.name for s in steps if s.kind == "listener" and s.action == "remove"}
     others = {name: found.body for name, found in held["listener"].items() if name not in ours}
