@@ -73,14 +73,15 @@ class ScheduleActivities(PlatformActivities):
         definition = ScheduleDefinition.model_validate({k: row[k] for k in ScheduleDefinition.model_fields if k in row})
         scheduled_at = firing.scheduled_at or datetime.now(UTC)
         # What the firing writes or starts was caused by the schedule, at the time it was due.
-        with caused_by(schedule_cause(firing.alias, scheduled_at.astimezone(UTC).isoformat())):
+        cause = schedule_cause(firing.alias, scheduled_at.astimezone(UTC).isoformat(), row.get("set_by"))
+        with caused_by(cause):
             # A run's timer: the depth of that run's writes, which the firing's write, or its run's batch, has (0: a
             # schedule of the door's).
             depth = int(row.get("depth") or 0)
             if definition.invocation_target_type == "object":
                 result = await self._write(firing, definition.object_target(), scheduled_at, depth)
             else:
-                result = await self._start(firing, definition.workflow_target(), scheduled_at, depth)
+                result = await self._start(firing, definition.workflow_target(), scheduled_at, cause, depth)
         crossing("schedule.performed")
         await self.store.record_schedule_run(
             firing.session_id,
@@ -122,7 +123,7 @@ class ScheduleActivities(PlatformActivities):
         return ScheduleRunResult(status="success", event_id=event_id)
 
     async def _start(
-        self, firing: ScheduleFiring, target: WorkflowTarget, scheduled_at: datetime, depth: int
+        self, firing: ScheduleFiring, target: WorkflowTarget, scheduled_at: datetime, cause: dict[str, Any], depth: int
     ) -> ScheduleRunResult:
         session_id = firing.session_id
         try:
@@ -145,7 +146,7 @@ class ScheduleActivities(PlatformActivities):
             input=target.input,
             execution_id=execution_id,
             depth=depth,
-            scheduled={"alias": firing.alias, "due_at": scheduled_at.astimezone(UTC).isoformat()},
+            scheduled=cause["schedule"],
         )
         # A retried firing whose run already ran finds it under its id: started once.
         tag = RunTag(execution_id=execution_id, session_id=session_id, workflow=target.workflow, depth=depth)

@@ -295,7 +295,7 @@ class SessionActivities(PlatformActivities):
             # Its firings write for the run: within what the listener owns, as the run's own writes are.
             written = written_alias(request)
             await self._check_owns(call, written, "target.alias" if written is not None else "target")
-            return (await make_schedule(self, request, depth))["schedule"]
+            return (await make_schedule(self, request, depth, call.execution_id))["schedule"]
         if call.op == "unschedule":
             ref = ScheduleRef(
                 command="delete_schedule", session_id=session, alias=validate_alias(str(args.get("alias")))

@@ -76,6 +76,10 @@ def run_cause(execution_id: str, batch: dict[str, Any] | None) -> dict[str, Any]
     return cause
 
 
-def schedule_cause(alias: str, due_at: str) -> dict[str, Any]:
-    """A schedule's firing: which schedule, and when it was due."""
-    return {"schedule": {"alias": alias, "due_at": due_at}}
+def schedule_cause(alias: str, due_at: str, set_by: str | None = None) -> dict[str, Any]:
+    """A schedule's firing: which schedule, when it was due, and for a timer a run set, that run's execution (so a
+    chain of causes goes on through it)."""
+    schedule = {"alias": alias, "due_at": due_at}
+    if set_by is not None:
+        schedule["set_by"] = set_by
+    return {"schedule": schedule}

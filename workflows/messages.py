@@ -170,7 +170,8 @@ class RunInput(BaseModel):
     # The batch's run, the same across its retries: a retried batch's same write is answered, not made twice.
     run_key: str | None = None
     depth: int = 0
-    # A schedule's firing: which schedule, and when it was due (`{alias, due_at}`); None for a listener's run.
+    # A schedule's firing: which schedule, when it was due and for a run's timer the run that set it (`{alias,
+    # due_at, set_by?}`); None for a listener's run.
     scheduled: dict[str, Any] | None = None
     # A run started on a task queue its action names: the platform's, where `orchestrator.session` (and
     # `orchestrator.run_ended`) are served by name to a run of any language. None: the run's own queue is it.

@@ -119,27 +119,30 @@ def _named(envelope: dict[str, Any]) -> dict[str, Any]:
 async def what_caused(platform: CommandContext, session_id: str, envelope: dict[str, Any]) -> list[dict[str, Any]]:
     """The chain back from an event, nearest first: the run and the batch that wrote it, that batch's first
     event, and so on to the outside request, a schedule's firing, a lane's silence or the application's own
-    transaction."""
-    store, chain, current = platform.store, [], envelope
-    # Each step back is to a shallower event: an event of depth d is d steps from what began it.
-    for _ in range(int(envelope.get("depth") or 0) + 1):
-        cause = current.get("cause") or {}
+    transaction; a firing of a timer a run set goes on through that run."""
+    store, chain, cause = platform.store, [], envelope.get("cause") or {}
+    # Each step back is to an earlier event or run, and the chain's events are shallower each step: a bound made
+    # of the event's depth stops even records that loop.
+    for _ in range(2 * int(envelope.get("depth") or 0) + 4):
         ended = next((k for k in ("request", "schedule", "idle", "transaction") if k in cause), None)
+        execution = cause.get("execution")
         if ended is not None:
             chain.append({ended: cause[ended]})
-            return chain
-        batch = cause.get("batch")
-        if "execution" in cause:
-            run = await store.execution_record(str(cause["execution"]))
-            chain.append(
-                {"run": {"execution_id": cause["execution"], **({"workflow": run["workflow"]} if run else {})}}
-            )
-            run_cause = (run or {}).get("cause") or {}
-            if "batch" not in run_cause:
-                # A run started from outside (`start_execution`) or by a schedule: what started it is the end.
-                chain.extend({k: v} for k, v in run_cause.items() if k in ("request", "schedule"))
+            execution = (cause.get("schedule") or {}).get("set_by")  # a run's timer: on through the run
+            if execution is None:
                 return chain
-            batch = run_cause["batch"]
+        batch = cause.get("batch")
+        if execution is not None:
+            run = await store.execution_record(str(execution))
+            chain.append({"run": {"execution_id": execution, **({"workflow": run["workflow"]} if run else {})}})
+            cause = (run or {}).get("cause") or {}
+            if "batch" not in cause:
+                # A run started from outside (`start_execution`) or by a schedule: on with what started it.
+                cause = {k: v for k, v in cause.items() if k in ("request", "schedule")}
+                if cause:
+                    continue
+                return chain
+            batch = cause["batch"]
         if batch is None:
             return chain
         chain.append({"batch": batch})
@@ -149,6 +152,7 @@ async def what_caused(platform: CommandContext, session_id: str, envelope: dict[
             return chain
         current = first.envelope()
         chain.append({"event": _named(current)})
+        cause = current.get("cause") or {}
     return chain
 
 

@@ -323,14 +323,17 @@ async def create_schedule(platform: CommandContext, req: CreateSchedule) -> dict
     return await make_schedule(platform, req)
 
 
-async def make_schedule(platform: CommandContext, req: CreateSchedule, depth: int = 0) -> dict[str, Any]:
-    """`create_schedule`; `depth`: a run's timer's, the depth its firings' writes carry (the run's writes')."""
+async def make_schedule(
+    platform: CommandContext, req: CreateSchedule, depth: int = 0, set_by: str | None = None
+) -> dict[str, Any]:
+    """`create_schedule`; for a run's timer, `depth` its firings' writes carry (the run's writes') and `set_by`
+    the run's execution."""
     await _open_session(platform, req.session_id)
     definition = req.definition()
     _check_target(platform, definition)
     clock_of(platform)
     sid = schedule_id(req.session_id, req.alias)
-    stored = _stored(definition, depth)
+    stored = _stored(definition, depth, set_by)
     row, version = await platform.store.put_schedule(req.session_id, req.alias, sid, stored, req.enabled, req.replace)
     crossing("schedule.written")
     try:
@@ -346,11 +349,16 @@ async def make_schedule(platform: CommandContext, req: CreateSchedule, depth: in
     return await _warnings(platform, definition, {"schedule": row})
 
 
-def _stored(definition: ScheduleDefinition, depth: int) -> dict[str, Any]:
+def _stored(definition: ScheduleDefinition, depth: int, set_by: str | None) -> dict[str, Any]:
     """A schedule's row body: its definition, and for a timer a run set, the depth of that run's writes, which its
-    firings' writes carry (so a run that sets a timer waking its own listener is a chain the limit stops)."""
+    firings' writes carry (so a run that sets a timer waking its own listener is a chain the limit stops), and
+    the run (`set_by`, its execution), which its firings' causes name."""
     stored = definition.model_dump(mode="json")
-    return {**stored, "depth": depth} if depth else stored
+    if depth:
+        stored["depth"] = depth
+    if set_by is not None:
+        stored["set_by"] = set_by
+    return stored
 
 
 # How often a make goes again from the row as written since (others setting the same schedule at once).
@@ -422,7 +430,7 @@ async def update_schedule(platform: CommandContext, req: UpdateSchedule) -> dict
         await clock_of(platform).change(row, schedule_timing(definition), enabled)
     except RPCError as err:
         raise _refused(err) from None
-    stored = _stored(definition, int(row.get("depth") or 0))
+    stored = _stored(definition, int(row.get("depth") or 0), row.get("set_by"))
     updated = await platform.store.update_schedule(req.session_id, req.alias, stored, enabled)
     return await _warnings(platform, definition, {"schedule": updated})
 

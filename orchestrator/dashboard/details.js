@@ -77,7 +77,7 @@ function causeStep(step) {
   if (step.run) return node("li", {}, "run ", executionLink(step.run.execution_id, true), ` ${step.run.workflow || ""} `, runState(runs.get(step.run.execution_id)));
   if (step.batch) return node("li", { text: `batch of ${step.batch.listener}, lane ${step.batch.lane}, events ${step.batch.first_id}..${step.batch.last_id}, retry ${step.batch.retry}` });
   if (step.request) return node("li", { text: `the outside request ${step.request.id || ""}${step.request.key ? ` by key ${step.request.key}` : ""}` });
-  if (step.schedule) return node("li", { text: `the schedule ${step.schedule.alias || brief(step.schedule)}${step.schedule.due_at ? `, due ${step.schedule.due_at}` : ""}` });
+  if (step.schedule) return node("li", { text: `${step.schedule.set_by ? "the timer the run below set," : "the schedule"} ${step.schedule.alias || brief(step.schedule)}${step.schedule.due_at ? `, due ${step.schedule.due_at}` : ""}` });
   if (step.idle) return node("li", { text: `a lane's silence: ${brief(step.idle)}` });
   return node("li", { text: brief(step) });
 }
@@ -88,7 +88,7 @@ function causedTree(nodes) {
     node("span", { text: `batch of ${n.batch.listener}, lane ${n.batch.lane}, events ${n.batch.first_id}..${n.batch.last_id}, retry ${n.batch.retry}` }),
     n.runs.length ? node("div", {}, "run ", ...n.runs.flatMap((id) => [executionLink(id, true), " ", runState(runs.get(id)), " "])) : "",
     n.wrote.length ? node("ul", {}, ...n.wrote.map((w) => node("li", {},
-      "wrote ", opener(`event ${w.event.id}`, "event", w.event.id), ` ${w.event.type} ${w.event.alias || ""}`,
+      "wrote ", opener(`event ${w.event.id}`, "event", w.event.id), ` ${w.event.type} ${w.event.alias || ""} ${who(w.event.actor)}`,
       w.caused && w.caused.length ? causedTree(w.caused) : ""))) : "",
     n.truncated ? node("div", { class: "muted", text: "(more, not shown)" }) : "")));
 }

@@ -195,13 +195,16 @@ class LaneViews:
         batch: Mapping[str, Any] | None = None,
         limit: int = 50,
     ) -> list[Event]:
-        """The events a run wrote (by its execution id), or a listener's batch (`batch`: its listener, lane, first
-        and last id, retry and replay, as `batches_of_event` answers them; its retries and replays take the same
-        events and are batches of their own)."""
+        """The events a run wrote (by its execution id: with what its timers' firings wrote, and the runs they
+        started), or a listener's batch (`batch`: its listener, lane, first and last id, retry and replay, as
+        `batches_of_event` answers them; its retries and replays take the same events and are batches of their
+        own)."""
         if execution_id is not None:
             rows = await self.pool.fetch(
                 f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1"
-                " AND cause ? 'execution' AND cause ->> 'execution' = $2 ORDER BY id LIMIT $3",
+                " AND (cause ->> 'execution' = $2 OR cause -> 'schedule' ->> 'set_by' = $2"
+                " OR cause ->> 'execution' IN (SELECT x.id FROM orchestrator.executions x WHERE x.session_id = $1"
+                " AND x.cause -> 'schedule' ->> 'set_by' = $2)) ORDER BY id LIMIT $3",
                 session_id,
                 execution_id,
                 limit,

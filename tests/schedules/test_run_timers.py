@@ -127,13 +127,24 @@ async def test_a_run_sets_replaces_and_unsets_its_timers_and_a_firing_names_its_
     assert reminder["cause"]["schedule"]["alias"] == "remind"
     assert reminder["cause"]["schedule"]["due_at"]
     assert reminder["actor"] == {"schedule": "remind"}, "a firing's actor is its schedule"
+    assert reminder["cause"]["schedule"]["set_by"] == schedules[0]["set_by"], "a firing names the run that set it"
     back = (await engine.command("explain_event", session_id=sid, event_id=reminder["id"]))["caused_by"]
-    assert [next(iter(step)) for step in back] == ["schedule"]
+    assert [next(iter(step)) for step in back] == ["schedule", "run", "batch", "event", "request"], back
+    assert back[1]["run"] == {"execution_id": schedules[0]["set_by"], "workflow": "snoozer"}, back
+    assert back[3]["event"]["alias"] == "snooze/1", "back through the run's timer to what woke the run"
+    [start] = [
+        e
+        for e in (await engine.command("list_session_events", session_id=sid, types=["object.written"]))["events"]
+        if e["alias"] == "snooze/1"
+    ]
+    [took] = (await engine.command("explain_event", session_id=sid, event_id=start["id"]))["caused"]
+    assert took["runs"] == [schedules[0]["set_by"]]
+    assert reminder["id"] in [w["event"]["id"] for w in took["wrote"]], "what the run's timer wrote, the run caused"
 
 
-async def chain_of_timers(engine: Engine, workflow: str, place: str) -> list[int]:
-    """A listener on `place/*` whose run is `workflow`, woken once: the depths of its `place/tick` writes once its
-    chain was stopped at the depth limit (a batch `skipped` for `depth`)."""
+async def chain_of_timers(engine: Engine, workflow: str, place: str) -> tuple[str, list[dict[str, Any]]]:
+    """A listener on `place/*` whose run is `workflow`, woken once: its session and its `place/tick` writes once
+    its chain was stopped at the depth limit (a batch `skipped` for `depth`)."""
     listener = recorder_listener(
         workflow,
         filter={"types": ["object.written"], "aliases": [f"{place}/*"]},
@@ -151,7 +162,7 @@ async def chain_of_timers(engine: Engine, workflow: str, place: str) -> list[int
     limit = engine.platform.settings.limits.listener_chain_depth
     await eventually(stopped, within=30 + 10 * limit, what=f"the chain of {workflow}'s timers to reach the limit")
     written = (await engine.command("list_session_events", session_id=sid, types=["object.written"]))["events"]
-    return [e["depth"] for e in written if e["alias"] == f"{place}/tick"]
+    return sid, [e for e in written if e["alias"] == f"{place}/tick"]
 
 
 async def test_a_timer_a_run_sets_to_wake_its_own_listener_is_a_chain_the_depth_limit_ends(
@@ -160,8 +171,9 @@ async def test_a_timer_a_run_sets_to_wake_its_own_listener_is_a_chain_the_depth_
     """SPEC 4, bounded: a run's timer writes at the depth of the run's own writes, so a listener whose runs set
     timers that wake it again stops at `listener_chain_depth` (its firings wrote at depth 0 and looped for ever)."""
     limit = platform.settings.limits.listener_chain_depth
-    ticks = await chain_of_timers(engine, "looper", "loop")
-    assert ticks == list(range(1, limit + 1)), "each firing one deeper than the run that set it, none past the limit"
+    _, ticks = await chain_of_timers(engine, "looper", "loop")
+    depths = [e["depth"] for e in ticks]
+    assert depths == list(range(1, limit + 1)), "each firing one deeper than the run that set it, none past the limit"
 
 
 async def test_a_timer_a_run_sets_to_start_a_run_that_wakes_its_listener_is_a_chain_the_depth_limit_ends(
@@ -170,8 +182,22 @@ async def test_a_timer_a_run_sets_to_start_a_run_that_wakes_its_listener_is_a_ch
     """The same through a timer that starts a workflow: the run it starts is as deep as the run that set it would
     have written, and its writes one deeper, so the chain ends at the limit (it wrote at depth 1 every time)."""
     limit = platform.settings.limits.listener_chain_depth
-    ticks = await chain_of_timers(engine, "relooper", "reloop")
-    assert ticks == list(range(2, limit + 1, 2)), "each run's write two deeper than the last, none past the limit"
+    _, ticks = await chain_of_timers(engine, "relooper", "reloop")
+    depths = [e["depth"] for e in ticks]
+    assert depths == list(range(2, limit + 1, 2)), "each run's write two deeper than the last, none past the limit"
+
+
+async def test_a_chain_of_timers_runs_set_is_explained_back_to_the_outside_request(engine: Engine) -> None:
+    """SPEC 12: what caused an event goes back through each timer a run set, and the run its firing started, to
+    the outside request that began it (it stopped at the first schedule)."""
+    sid, ticks = await chain_of_timers(engine, "relooper", "reloop")
+    deepest = max(ticks, key=lambda e: e["depth"])
+    back = (await engine.command("explain_event", session_id=sid, event_id=deepest["id"]))["caused_by"]
+    kinds = [next(iter(step)) for step in back]
+    assert kinds[-3:] == ["batch", "event", "request"], back
+    assert kinds[:3] == ["run", "schedule", "run"], "the tick's run, the timer that started it, the run that set it"
+    assert kinds.count("schedule") == deepest["depth"] // 2, back
+    assert [s["event"]["alias"] for s in back if "event" in s][-1] == "reloop/start", back
 
 
 async def test_a_timer_whose_firings_would_write_outside_what_the_listener_owns_is_refused(engine: Engine) -> None:

@@ -87,7 +87,7 @@ export interface RunInput<Input = unknown> {
   /** The batch's run, the same across its retries. */
   run_key?: string | null;
   depth: number;
-  /** A schedule's firing: `{alias, due_at}`. */
+  /** A schedule's firing: `{alias, due_at}`, and `set_by` (the run's execution) for a timer a run set. */
   scheduled?: Record<string, unknown> | null;
   /** The platform's task queue, where `orchestrator.session` and `orchestrator.run_ended` are served. */
   platform_task_queue?: string | null;
