@@ -22,7 +22,7 @@ from orchestrator.commands.events import refuse_trimmed
 from orchestrator.commands.fields import EventId, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
-from orchestrator.core.routing import routing_decision, versions_by_name
+from orchestrator.core.routing import in_effect, routing_decision, versions_by_name
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -53,9 +53,15 @@ async def explain(platform: CommandContext, session_id: str, event_id: int) -> d
     routed = await store.routed_position(session_id)
     disabled = await store.disabled_listeners(session_id)
     paused = await store.paused_listeners(session_id)
+    # A listener deleted since (and saved again or not) lost its rules with the deletion (0025): what its batches
+    # took says what routing did.
+    took = {b["listener"]: b["lane"] for b in reversed(await store.batches_of_event(session_id, event_id))}
     answer: list[dict[str, Any]] = []
-    for name in sorted(versions):
-        found = routing_decision(name, versions[name], envelope, event.created_at)
+    for name in sorted(versions.keys() | took.keys()):
+        if name in took and (name not in versions or in_effect(versions[name], event.created_at) is None):
+            found: dict[str, Any] = {"matched": True, "lane": took[name], "deleted_since": True}
+        else:
+            found = routing_decision(name, versions[name], envelope, event.created_at)
         found["listener"] = name
         if name in disabled:
             found["switched_off"] = True
@@ -190,7 +196,8 @@ async def what_it_caused(
     reply="`event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, queued?, batch? (the"
     " newest that took it: {first_id, last_id, retry, replay, state}), run? (its execution id), outcome? {status,"
     " reason, execution_id, message}, receipt? (its receipt's event id), batches? (every one that took it),"
-    " taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered),"
+    " taken_by_wait?, deleted_since? (taken by a listener, or a life of one, deleted since)}], `waits`"
+    " [{execution_id, wait, kind, condition}] (the runs' waits it answered),"
     " `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)",
     errors=("not_found", "past_retention"),
     example={"command": "explain_event", "session_id": "ses_...", "event_id": 2},

@@ -56,6 +56,32 @@ async def test_explain_event_says_per_listener_what_matched_and_what_became_of_i
     assert (mine["matched"], mine["reason"]) == (False, "filter") or mine["reason"] == "self_wake"
 
 
+async def test_explain_event_says_what_a_listener_deleted_since_did_with_the_event(engine: Engine) -> None:
+    """A deleted listener's rules go with it: explain says what its batches took (it left the listener out once
+    deleted, and said `activation: no version had taken effect` once saved again)."""
+    await engine.command("save_listener", listener=recorder_listener())
+    sid = await new_session(engine)
+    written = await engine.command("write_object", session_id=sid, alias="missions/1", value={"type": "m"})
+    await ran(engine, 1)
+
+    async def fate() -> dict[str, Any]:
+        reply = await engine.command("explain_event", session_id=sid, event_id=written["event_id"])
+        return next(i for i in reply["listeners"] if i["listener"] == "orchestrate")
+
+    async def succeeded() -> bool:
+        return ((await fate()).get("outcome") or {}).get("status") == "success"
+
+    await eventually(succeeded, what="the batch's outcome")
+    before = await fate()
+    await engine.command("delete_listener", name="orchestrate")
+    gone = await fate()
+    assert gone["deleted_since"] is True and gone["matched"] is True and gone["lane"] == "_", gone
+    assert gone["batches"] == before["batches"] and gone["run"] == before["run"], "what it did is still said"
+    await engine.command("save_listener", listener=recorder_listener())
+    again = await fate()
+    assert again["deleted_since"] is True and again["batches"] == before["batches"], again
+
+
 async def test_explain_event_follows_a_chain_as_deep_as_listeners_go_back_to_the_request_and_forward(
     engine: Engine,
 ) -> None:

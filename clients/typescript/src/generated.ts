@@ -868,7 +868,7 @@ export abstract class GeneratedCommands {
   /**
    * `explain_event`: What became of an event, listener by listener (matched or why not, its lane, batch, run, outcome and receipt), which runs' waits it answered (a wait that took it kept it from its run's own listener's lanes, or a `cancel_on` it cancelled a run by), what caused it and what it caused.
    *
-   * Reply: `event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, queued?, batch? (the newest that took it: {first_id, last_id, retry, replay, state}), run? (its execution id), outcome? {status, reason, execution_id, message}, receipt? (its receipt's event id), batches? (every one that took it), taken_by_wait?}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered), `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)
+   * Reply: `event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, queued?, batch? (the newest that took it: {first_id, last_id, retry, replay, state}), run? (its execution id), outcome? {status, reason, execution_id, message}, receipt? (its receipt's event id), batches? (every one that took it), taken_by_wait?, deleted_since? (taken by a listener, or a life of one, deleted since)}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered), `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)
    * Errors: `invalid_request`, `not_found`, `past_retention`.
    */
   explainEvent(sessionId: ExplainEventArgs["session_id"], eventId: ExplainEventArgs["event_id"]): Promise<Reply> {
