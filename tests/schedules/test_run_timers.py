@@ -180,17 +180,13 @@ async def test_a_timer_a_run_sets_to_start_a_run_that_wakes_its_listener_is_a_ch
     engine: Engine, platform: Platform
 ) -> None:
     """The same through a timer that starts a workflow: the run it starts is as deep as the run that set it would
-    have written, and its writes one deeper, so the chain ends at the limit (it wrote at depth 1 every time)."""
+    have written, and its writes one deeper, so the chain ends at the limit (it wrote at depth 1 every time).
+    SPEC 12: what caused the last write goes back through each timer a run set, and the run its firing started, to
+    the outside request that began it (it stopped at the first schedule)."""
     limit = platform.settings.limits.listener_chain_depth
-    _, ticks = await chain_of_timers(engine, "relooper", "reloop")
+    sid, ticks = await chain_of_timers(engine, "relooper", "reloop")
     depths = [e["depth"] for e in ticks]
     assert depths == list(range(2, limit + 1, 2)), "each run's write two deeper than the last, none past the limit"
-
-
-async def test_a_chain_of_timers_runs_set_is_explained_back_to_the_outside_request(engine: Engine) -> None:
-    """SPEC 12: what caused an event goes back through each timer a run set, and the run its firing started, to
-    the outside request that began it (it stopped at the first schedule)."""
-    sid, ticks = await chain_of_timers(engine, "relooper", "reloop")
     deepest = max(ticks, key=lambda e: e["depth"])
     back = (await engine.command("explain_event", session_id=sid, event_id=deepest["id"]))["caused_by"]
     kinds = [next(iter(step)) for step in back]
