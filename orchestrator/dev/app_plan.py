@@ -240,26 +240,28 @@ async def plan_of(platform: Platform, app: UserApp, *, tables_to_come: list[str]
             held["schedule"][name] = Held(found, owners.get(("schedule", name)))
     steps = plan(app.declarer, declared, held)
     refused = [past[s.name] for s in steps if s.kind == "schedule" and s.action in ("add", "change") and s.name in past]
-    refused += await _stranded(platform, declared, held, steps)
-    refused += await _stranded_by_schemas(platform, declared, held, steps)
+    schemas = await platform.store.event_schemas()
+    refused += _stranded(schemas, declared, held, steps)
+    refused += _stranded_by_schemas(platform, schemas, declared, held, steps)
     if refused:
         raise InvalidApp(f"app {app.name}: " + "; ".join(refused))
     return steps
 
 
-async def _stranded(
-    platform: Platform,
+def _stranded(
+    before_app: Mapping[str, Any],
     declared: Mapping[Kind, Sequence[Mapping[str, Any]]],
     held: Mapping[Kind, Mapping[str, Held]],
     steps: Sequence[Step],
 ) -> list[str]:
     """What the plan's removal of event types would leave matching no type, as `delete_event_type` refuses it: a
-    listener (the app's, another's or a person's) whose filter names a type the app no longer declares."""
+    listener (the app's, another's or a person's) whose filter names a type the app no longer declares
+    (`before_app`: the types' schemas as the platform holds them)."""
     removed = {s.name for s in steps if s.kind == "event_type" and s.action == "remove"}
     if not removed:
         return []
     captured = {f"{c['type_prefix']}.{kind}" for c in declared["capture"] for kind in CAPTURED_KINDS}
-    before = {*await platform.store.event_schemas(), *captured, *(t["name"] for t in declared["event_type"])}
+    before = {*before_app, *captured, *(t["name"] for t in declared["event_type"])}
     after = before - removed
     gone = {s.name for s in steps if s.kind == "listener" and s.action == "remove"}
     listeners = {name: found.body for name, found in held["listener"].items() if name not in gone}
@@ -275,16 +277,16 @@ async def _stranded(
     return problems
 
 
-async def _stranded_by_schemas(
+def _stranded_by_schemas(
     platform: Platform,
+    before: Mapping[str, Any],
     declared: Mapping[Kind, Sequence[Mapping[str, Any]]],
     held: Mapping[Kind, Mapping[str, Held]],
     steps: Sequence[Step],
 ) -> list[str]:
     """What the app's new schemas would leave another's listener (one the app does not declare, and does not
-    remove) reading a path no event of its types has, as `save_event_type` refuses it; the app's own listeners are
-    held to its schemas already (`declarations`)."""
-    before = await platform.store.event_schemas()
+    remove) reading a path no event of its types has, as `save_event_type` refuses it (`before`: the schemas as the
+    platform holds them); the app's own listeners are held to its schemas already (`declarations`)."""
     after = {**before, **{t["name"]: t["schema"] for t in declared["event_type"]}}
     after.update(_captured_schemas(declared["capture"]))
     ours = {str(body["name"]) for body in declared["listener"]}
