@@ -367,6 +367,7 @@ class LaneDriver:
             "batch", context=parent, links=links, attributes=attributes
         ) as span:
             acted = await self._act(snap, take)
+            acted_at = datetime.now(UTC)
             if acted.status is not None:
                 span.set_attribute("orchestrator.outcome", acted.status)
             outcome = None
@@ -420,10 +421,16 @@ class LaneDriver:
             drive.outcomes.append(outcome)
             if finished.outcome_new:
                 self.observed.metrics.outcomes.add(1, {"listener": outcome.listener, "status": outcome.status})
-        if take.retry == 0 and take.kind == "batch":
+        # Counted by the finish that marked the batch done: an attempt of the lane's step that outlived its timeout
+        # may act on the same batch and finish it again.
+        if take.retry == 0 and take.kind == "batch" and finished.done_new:
             self.observed.metrics.batches_cut.add(1, {"listener": address.listener})
             self.observed.metrics.lane_pending.add(-len(take.consumed), {"listener": address.listener})
-        if take.retry > 0:
+        if take.retry == 0 and acted.started and finished.done_new:
+            commits = [q.committed for q in take.entries]
+            first = datetime.fromtimestamp(min(commits), UTC) if commits else None
+            self.observed.metrics.run_started(address.listener, first, acted_at)
+        if take.retry > 0 and finished.done_new:
             # Its wait is over, whether it started or a guard stopped it.
             self.observed.metrics.retries_waiting.add(-1, {"listener": address.listener})
         # `activity` and its fields are what `orchestrator dev` prints a line of (`dev/log.py`).
@@ -592,10 +599,6 @@ class LaneDriver:
             )
         await self.starter.start(tag, run_input, priority)
         crossing("run.started")
-        if take.retry == 0:
-            commits = [q.committed for q in take.entries]
-            first = datetime.fromtimestamp(min(commits), UTC) if commits else None
-            self.observed.metrics.run_started(address.listener, first, datetime.now(UTC))
         return Acted("success", None, take.execution_id, started=True)
 
     # -- a run's end -----------------------------------------------------------------------------------------

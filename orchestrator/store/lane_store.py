@@ -65,6 +65,8 @@ class Finished:
     snapshot: LaneSnapshot | None
     granted: tuple[LaneAddress, ...] = ()
     outcome_new: bool = False
+    # This finish marked the batch done (another attempt of the lane's step may finish it again): counted once.
+    done_new: bool = False
     # A stop asked of the batch's run before its start was made (noted told here: its teller is the finisher).
     stop: StopAsked | None = None
 

@@ -731,6 +731,7 @@ class MemoryLaneStore:
         if finishing.started and execution is not None:
             self._started(execution)
         batch = self.batches.get(finishing.batch_id)
+        done = batch is not None and batch.state == "claimed"
         if batch is not None:
             if batch.retry == 0 and batch.replay == 0:
                 # The lane's own batch takes its queue rows once finished (0016's `orchestrator_batch_take_queue`).
@@ -759,7 +760,7 @@ class MemoryLaneStore:
             self.receipts.setdefault(finishing.receipt["key"], finishing.receipt)
         if finishing.failed_execution is not None:
             self._listener_failed(finishing.failed_execution, lane.listener, lane.lane, take.depth + 1)
-        return Finished(await self.snapshot(lane.address, finishing.fetch), granted, new)
+        return Finished(await self.snapshot(lane.address, finishing.fetch), granted, new, done)
 
     async def end_run(self, ending: Ending) -> Ended:
         execution = self.executions.get(ending.execution_id)

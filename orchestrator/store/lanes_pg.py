@@ -325,6 +325,7 @@ class PgLaneStore:
             else snapshot_of(address.session_id, address.listener, address.lane, data, complete=finishing.fetch > 0),
             granted=tuple(_address(a) for a in answer["granted"]),
             outcome_new=bool(answer.get("outcome_new")),
+            done_new=bool(answer.get("done_new")),
             stop=None if stop is None else stop_of(stop["grace_seconds"], stop["reason"]),
         )
 

@@ -958,16 +958,18 @@ async def test_a_failed_runs_repeat_is_reopened_at_its_own_attempt(world: World)
 
 
 async def test_a_batch_finished_again_records_its_outcome_once_and_its_start_once(world: World) -> None:
-    """A driver that dies after a batch's finish leaves it to be finished again (the step after a crash): its
-    outcome and its `execution.started` are recorded once."""
+    """A driver that dies after a batch's finish leaves it to be finished again (the step after a crash, or an
+    attempt that outlived its timeout): its outcome and its `execution.started` are recorded once, and only the
+    first finish says it marked the batch done (what the driver's counters count by)."""
     await world.save_listener(listener())
     sid = await world.open_session()
     await world.write(sid, "a/1")
     await route_all(world, sid)
     snap, decision, recorded = await take(world, address(sid))
-    assert (await finishing(world, snap, decision, recorded)).outcome_new
+    first = await finishing(world, snap, decision, recorded)
+    assert first.outcome_new and first.done_new
     again = await finishing(world, snap, decision, recorded)
-    assert not again.outcome_new and again.snapshot is not None and again.snapshot.claimed is None
+    assert not again.outcome_new and not again.done_new and again.snapshot is not None and again.snapshot.claimed is None
     held = await world.held()
     assert list(held.outcomes.values()) == ["success"]
     assert [e.execution_id for e in held.events.values() if e.type == "execution.started"] == [decision.execution_id]

@@ -16,6 +16,7 @@ DECLARE
     v_inserted bigint;
     v_released text;
     v_stop jsonb;
+    v_done boolean;
 BEGIN
     -- The session's row first: locked where this appends an event (before the keys' lock, see
     -- orchestrator_keys_lock, and the execution's row, see orchestrator_execution_started), else shared.
@@ -39,6 +40,9 @@ BEGIN
     END IF;
     PERFORM orchestrator.orchestrator_batch_take_queue((p ->> 'batch_id')::bigint);
     UPDATE orchestrator.batches SET state = 'done' WHERE id = (p ->> 'batch_id')::bigint AND state = 'claimed';
+    -- Whether this finish was the batch's first (an attempt of the lane's step that outlived its timeout may
+    -- finish the same batch again): what counts a batch once.
+    v_done := FOUND;
     IF (p ->> 'release')::boolean THEN
         -- No run took the slot held for it (its start was refused): the lane is free for what it left behind.
         WITH gone AS (DELETE FROM orchestrator.lane_runs WHERE run_key = p ->> 'run_key'
@@ -86,6 +90,7 @@ BEGIN
     RETURN jsonb_build_object(
         'granted', v_granted,
         'outcome_new', v_inserted IS NOT NULL,
+        'done_new', v_done,
         'stop', v_stop,
         'snapshot', orchestrator.orchestrator_lane_snapshot(v_session, v_listener, p ->> 'lane',
             (p ->> 'fetch')::integer));
