@@ -4,6 +4,8 @@ what never matched and why); and the command's checks on a real store."""
 
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -72,6 +74,34 @@ async def test_a_serial_window_cuts_at_its_close_and_the_next_opens_with_the_nex
     assert cut(found) == [("_", [1, 2, 3], 1.0), ("_", [4, 5], 3.0), ("_", [6], 6.0)]
     assert all(b["status"] == "success" for b in found.batches)
     assert found.events == 6 and found.matched == 6
+
+
+async def test_the_events_of_one_transaction_arrive_together() -> None:
+    """Routed together once their transaction commits, as the router reads them (each was a batch of its own
+    with no window, where the engine cut one)."""
+    events = stream((0, "m/a"), (0.00001, "m/b"), (0.00002, "m/c"), (3.0, "m/a"), (3.00001, "m/b"))
+    in_two = [replace(e, tx="t1" if e.id <= 3 else "t2") for e in events]
+    assert cut(await run(in_two, body(batch={"window_seconds": 0}))) == [("_", [1, 2, 3], 0.0), ("_", [4, 5], 3.0)]
+    alone = cut(await run(events, body(batch={"window_seconds": 0})))
+    assert [ids for _, ids, _ in alone] == [[1], [2], [3], [4], [5]], "events of no known transaction, each at its time"
+
+
+async def test_a_simulated_batch_logs_nothing_whatever_turns_the_processs_loggers_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`orchestrator dev` printed simulated batches as fired: uvicorn's `dictConfig` (existing loggers kept) turns
+    every logger of the tree on again, a disabled one too, as this does."""
+    loggers = [found for found in logging.Logger.manager.loggerDict.values() if isinstance(found, logging.Logger)]
+    were = [found.disabled for found in loggers]
+    try:
+        for found in loggers:
+            found.disabled = False
+        with caplog.at_level(logging.DEBUG):
+            await run(stream((0, "m/a"), (2.0, "m/b")), body(batch={"window_seconds": 0}))
+    finally:
+        for found, was in zip(loggers, were, strict=True):
+            found.disabled = was
+    assert [r.getMessage() for r in caplog.records if getattr(r, "activity", None)] == []
 
 
 async def test_max_events_leaves_the_rest_to_a_window_of_its_own() -> None:

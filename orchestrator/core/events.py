@@ -172,10 +172,12 @@ def actor_of(source: Mapping[str, Any], cause: Mapping[str, Any] | None) -> dict
 
 @dataclass(frozen=True)
 class Committed:
-    """An event as the router reads it: its JSON form and when it committed."""
+    """An event as the router reads it: its JSON form and when it committed; `tx` names its transaction where the
+    reader knows it (the events of one commit become visible, and are routed, together)."""
 
     envelope: dict[str, Any]
     created_at: datetime
+    tx: str | None = None
 
     @property
     def id(self) -> int:

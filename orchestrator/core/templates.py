@@ -75,6 +75,16 @@ def never_an_object(path: str) -> bool:
     return not below and (CONTEXT_FIELDS.get(root, {}).get(field) is False or path in _LISTS)
 
 
+# The fields of the context that always hold a number.
+_NUMBERS = ("batch.first_id", "batch.last_id", "batch.count", "batch.retry", "listener.version")
+
+
+def never_text(path: str) -> bool:
+    """Whether a hole's path names what is never a string, nor null, in any batch: one of the context's numbers
+    or lists."""
+    return path in _NUMBERS or path in _LISTS
+
+
 def _in_context(path: str) -> str:
     """The context's path a hole's path stands for: a path into an event in the seed's spellings, as `where` takes
     them (`event.object.alias`, `batch.events.0.object.alias`, and at the root `object.alias`, `execution.status`,

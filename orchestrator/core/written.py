@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from orchestrator.core.errors import ErrorCode
-from orchestrator.core.templates import holes, never_an_object, whole_hole
+from orchestrator.core.templates import holes, never_an_object, never_text, whole_hole
 from orchestrator.core.validation import FieldProblem, field_errors_message
 
 
@@ -128,6 +128,15 @@ def never_written(field: str, template: Any, *, item: bool, max_bytes: int) -> l
         return []
     if not isinstance(template, dict):
         return []
+    # A field that takes text, filled whole by a hole that is never text (`"type": "{{ batch.count }}"`).
+    texts = ["id", "type", "role"] if item else ["type"]
+    if item and template.get("type") not in (None, "json") and not holes(template.get("type")):
+        texts.append("message")  # only a json item's message may be any JSON value
+    problems = [
+        f"{field}.{key}: must render to a string; {path!r} never is"
+        for key in texts
+        if isinstance(template.get(key), str) and (path := whole_hole(template[key])) is not None and never_text(path)
+    ]
     # A key is never rendered: one an item does not have is refused whatever its value renders to.
     fields = ThreadItem.model_fields if item else None
     literal = {
@@ -142,5 +151,7 @@ def never_written(field: str, template: Any, *, item: bool, max_bytes: int) -> l
             OBJECT_VALUE.validate_python(literal)
             parts = [] if holes(template) else [(field, template)]
     except pydantic.ValidationError as err:
-        return [field_errors_message(err, field)]
-    return [problem[1] for name, value in parts if (problem := payload_problem(name, value, max_bytes)) is not None]
+        return [*problems, field_errors_message(err, field)]
+    return problems + [
+        problem[1] for name, value in parts if (problem := payload_problem(name, value, max_bytes)) is not None
+    ]

@@ -2,7 +2,8 @@
 
 Owns the replay of a stream through the engine's own parts on a clock of its own: the in-memory lane store
 (held to PostgreSQL's contract by one suite), whose routing round matches by the router's rules
-(`core.routing`), and the lane driver with its pure step. Each event arrives at its commit time and each lane
+(`core.routing`), and the lane driver with its pure step. Each event arrives at its commit time (the events of
+one transaction together) and each lane
 steps when its step said it would. A run starts nowhere and ends `run_seconds` after its start (0: at once); a
 write action writes nothing; a lane's `idle` timer is not simulated. So the batches are the engine's own, for
 runs that take that long.
@@ -41,8 +42,9 @@ UNMATCHED_NAMED = 100
 # A lane whose step says "now" again right after stepping looks again a microsecond later, not in a loop.
 TICK = 1e-6
 
-_SILENT = logging.getLogger("orchestrator.lanes.simulation.driver")
-_SILENT.disabled = True
+# Outside the logging tree (no `getLogger`), so no configuration of the process's logging reaches it: uvicorn's
+# `dictConfig` turned a disabled logger of the tree on again, and `orchestrator dev` printed simulated batches.
+_SILENT = logging.Logger("orchestrator.lanes.simulation.driver", logging.CRITICAL + 1)
 # A simulated batch is no batch of the platform's: it counts in no metric, traces nothing, logs nothing.
 UNOBSERVED = Observed(Metrics(NoOpMeter("orchestrator")), trace.NoOpTracer(), _SILENT)
 
@@ -136,13 +138,15 @@ async def simulate(
         store.load(session_id, event.envelope, event.created_at.timestamp())
     runs, wakes = _Runs(clock, run_seconds), _Wakes(clock)
     # Time skips here: nothing is waited out on a wall clock.
-    driver = LaneDriver(store, settings.model_copy(update={"temporal_time_skipping": True}), runs, _Writes(), wakes)
+    timing = settings.model_copy(update={"temporal_time_skipping": True})
+    driver = LaneDriver(store, timing, runs, _Writes(), wakes, observed=UNOBSERVED)
     declared = Declared(**lane_timing(declaration))
     unmatched: Counter[str] = Counter()
     named: list[dict[str, Any]] = []
     matched = arrived = 0
+    arrivals = _arrivals(stream)
     for _ in range(MAX_STEPS):
-        next_event = stream[arrived].created_at.timestamp() if arrived < len(stream) else math.inf
+        next_event = arrivals[arrived] if arrived < len(stream) else math.inf
         next_end = runs.ends[0][0] if runs.ends else math.inf
         next_wake = min(wakes.at.values(), default=math.inf)
         t = min(next_event, next_end, next_wake)
@@ -154,7 +158,7 @@ async def simulate(
             await driver.end(tag, "completed", None)
         elif next_event <= t:
             first = arrived
-            while arrived < len(stream) and stream[arrived].created_at.timestamp() <= clock.t:
+            while arrived < len(stream) and arrivals[arrived] <= clock.t:
                 arrived += 1
             now = stream[first:arrived]
             for event in now:
@@ -180,6 +184,16 @@ async def simulate(
             if news.due_in is not None:
                 wakes.wake(address, clock.t + max(news.due_in, TICK))
     return Simulated(_batches(store), len(stream), matched, unmatched, named)
+
+
+def _arrivals(stream: Sequence[Committed]) -> list[float]:
+    """When each event reaches the router: with the last of its transaction's events (they commit, and are
+    routed, together; ids are in commit order, so they are consecutive), else at its own time."""
+    found = [event.created_at.timestamp() for event in stream]
+    for n in range(len(stream) - 2, -1, -1):
+        if stream[n].tx is not None and stream[n].tx == stream[n + 1].tx:
+            found[n] = max(found[n], found[n + 1])
+    return found
 
 
 def _batches(store: MemoryLaneStore) -> list[dict[str, Any]]:

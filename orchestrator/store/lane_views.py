@@ -200,11 +200,15 @@ class LaneViews:
         `batches_of_event` answers them; its retries and replays take the same events and are batches of their
         own)."""
         if execution_id is not None:
+            # Each part by its index: the run's and its timers' runs' writes (`events_caused_by_run`), its timers'
+            # firings (`events_caused_by_timer`).
             rows = await self.pool.fetch(
                 f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1"
-                " AND (cause ->> 'execution' = $2 OR cause -> 'schedule' ->> 'set_by' = $2"
-                " OR cause ->> 'execution' IN (SELECT x.id FROM orchestrator.executions x WHERE x.session_id = $1"
-                " AND x.cause -> 'schedule' ->> 'set_by' = $2)) ORDER BY id LIMIT $3",
+                " AND cause ? 'execution' AND cause ->> 'execution' = ANY (array_append(ARRAY(SELECT x.id FROM"
+                "   orchestrator.executions x WHERE x.session_id = $1 AND x.cause -> 'schedule' ->> 'set_by' = $2),"
+                "   $2))"
+                f" UNION SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1"
+                " AND cause -> 'schedule' ? 'set_by' AND cause -> 'schedule' ->> 'set_by' = $2 ORDER BY id LIMIT $3",
                 session_id,
                 execution_id,
                 limit,

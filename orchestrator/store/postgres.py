@@ -417,14 +417,14 @@ class PostgresStore:
         await self.get_session(session_id)
         await self.settle_captured(session_id)
         rows = await self.pool.fetch(
-            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE e.session_id = $1"
-            " AND e.id > $2 AND ($3::bigint IS NULL OR e.id < $3) ORDER BY e.id LIMIT $4",
+            f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE}, e.xmin::text AS tx FROM orchestrator.events e"
+            " WHERE e.session_id = $1 AND e.id > $2 AND ($3::bigint IS NULL OR e.id < $3) ORDER BY e.id LIMIT $4",
             session_id,
             after,
             before,
             limit,
         )
-        return [Committed(envelope_of(dict(r)), r["created_at"]) for r in rows]
+        return [Committed(envelope_of(dict(r)), r["created_at"], r["tx"]) for r in rows]
 
     # -- objects -------------------------------------------------------------------------------------
 

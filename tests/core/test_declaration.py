@@ -395,6 +395,13 @@ BIG = "x" * 1001
             "listener.action.item.id: must be a string",
         ),
         ("item", "{{ batch.count }}", "listener.action.item: must render to a JSON object; 'batch.count' is never"),
+        # A field that takes text, filled whole by a number or a list of the batch's.
+        ("item", {"type": "text", "message": "{{ batch.count }}"}, "item.message: must render to a string; 'batch.co"),
+        ("item", {"type": "text", "message": "{{batch.events}}"}, "item.message: must render to a string; 'batch.ev"),
+        ("item", {"type": "text", "role": "{{ batch.count }}"}, "item.role: must render to a string; 'batch.count'"),
+        ("item", {"type": "{{ batch.retry }}"}, "listener.action.item.type: must render to a string; 'batch.retry'"),
+        ("item", {"type": "text", "id": "{{ listener.version }}"}, "item.id: must render to a string; 'listener.ver"),
+        ("value", {"type": "{{ batch.count }}"}, "listener.action.value.type: must render to a string; 'batch.count'"),
         ("item", {"type": "text", "message": BIG}, "listener.action.item.message: 1001 bytes is over the payload"),
         ("item", {"type": "json", "metadata": {"big": BIG}}, "listener.action.item.metadata: 1011 bytes is over"),
     ],
@@ -422,6 +429,10 @@ def test_a_write_every_batch_would_fail_is_refused_at_save_as_the_write_would_re
         ("item", {"type": "text", "message": "{{ batch.count }} new", "metadata": {"ids": "{{ batch.messages }}"}}),
         ("item", {"type": "text", "message": "{{ event.data.doc }}"}),
         ("item", {"type": "text", "id": "{{ batch.lane }}-{{ batch.first_id }}"}),
+        ("item", {"type": "{{ event.data.kind }}", "message": "{{ batch.count }}"}),
+        ("item", {"type": "json", "message": "{{ batch.events }}", "role": "{{ listener.name }}"}),
+        ("item", {"type": "text", "message": "{{ batch.count }} new", "role": "{{ event.data.kind }}"}),
+        ("value", {"type": "{{ batch.lane }}"}),
         ("item", "{{ event.data.doc }}"),
     ],
 )
@@ -443,7 +454,7 @@ def test_a_whole_template_or_a_templated_alias_is_checked_once_rendered() -> Non
     [
         {"type": "workflow", "workflow": "w"},
         {"type": "object", "alias": "views/all", "value": {"type": "all"}},
-        {"type": "thread_item", "alias": "ops/digest", "item": {"type": "text", "message": "{{ batch.count }}"}},
+        {"type": "thread_item", "alias": "ops/digest", "item": {"type": "text", "message": "{{ batch.count }} new"}},
     ],
 )
 def test_a_throttle_is_accepted_on_every_action(action: dict[str, Any]) -> None:

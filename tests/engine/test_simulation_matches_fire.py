@@ -65,3 +65,28 @@ async def test_a_simulation_cuts_the_batches_the_engine_cut(engine: Engine) -> N
         assert all(b["status"] == "success" for b in simulated["batches"])
     keyed = await engine.command("simulate_listener", session_id=sid, listener=listener("keyed", BODIES["keyed"]))
     assert {b["lane"] for b in keyed["batches"]} == {"m/a", "m/b", "m/c"}
+
+
+async def test_a_simulation_cuts_one_batch_of_what_one_transaction_wrote_as_the_engine_does(engine: Engine) -> None:
+    """The events of one commit reach the router together: a listener with no window takes them as one batch, and
+    so does its simulation (it cut a batch of each, microseconds apart)."""
+    now = listener("now", {"batch": {"window_seconds": 0}})
+    await engine.command("save_listener", listener=now)
+    sid = await new_session(engine)
+    written = []
+    for aliases in (["m/a", "m/b", "m/c"], ["m/a", "m/b"]):
+        objects = [{"alias": alias, "value": {"type": "m"}} for alias in aliases]
+        written.append((await engine.command("write_objects", session_id=sid, objects=objects))["event_ids"])
+        await asyncio.sleep(1.0)
+
+    async def fired() -> list[list[int]]:
+        outcomes = await lane_outcomes(engine, sid, "now")
+        return sorted(sorted(o["event_ids"]) for o in outcomes if o["status"] == "success")
+
+    async def all_fired() -> bool:
+        return sorted(i for ids in await fired() for i in ids) == sorted(i for ids in written for i in ids)
+
+    await eventually(all_fired, within=30, what="the listener to fire every write")
+    assert await fired() == written, "one batch a transaction"
+    simulated = await engine.command("simulate_listener", session_id=sid, listener=now)
+    assert [b["event_ids"] for b in simulated["batches"]] == written

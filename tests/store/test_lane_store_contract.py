@@ -969,7 +969,8 @@ async def test_a_batch_finished_again_records_its_outcome_once_and_its_start_onc
     first = await finishing(world, snap, decision, recorded)
     assert first.outcome_new and first.done_new
     again = await finishing(world, snap, decision, recorded)
-    assert not again.outcome_new and not again.done_new and again.snapshot is not None and again.snapshot.claimed is None
+    assert not again.outcome_new and not again.done_new
+    assert again.snapshot is not None and again.snapshot.claimed is None
     held = await world.held()
     assert list(held.outcomes.values()) == ["success"]
     assert [e.execution_id for e in held.events.values() if e.type == "execution.started"] == [decision.execution_id]
