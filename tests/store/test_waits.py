@@ -253,3 +253,30 @@ async def test_a_wait_closed_while_a_round_answers_it_leaves_the_event_to_the_ru
         assert not answering.done()
     answers = await answering
     assert [(a["seq"], a["event_ids"]) for a in answers or []] == [(2, [reply])]
+
+
+async def test_a_wait_leaves_what_a_lane_of_its_runs_listener_fired_while_no_wait_was_open(platform: Platform) -> None:
+    """docs/waits.md: an event that comes while the run has no wait open goes to the lanes, and the run's next wait
+    takes it unless the lane fired it first. Another key's lane of the run's listener fired it (its own run took
+    it): the run's wait leaves it (it took it too, one event reaching two actions of one listener); a wait of a run
+    of another listener still hears it."""
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    fired, waiting = await write(platform, sid, "replies/y"), await write(platform, sid, "replies/z")
+    await routed(platform, sid)
+    lane = await platform.store.pool.fetchval(
+        "INSERT INTO orchestrator.lanes (session_id, listener, lane, workflow_id, routed_through, fired_through)"
+        " VALUES ($1, 'chat', 'replies/y', 'w', $2, $2) RETURNING id",
+        sid,
+        fired,
+    )
+    await platform.store.pool.execute(
+        "INSERT INTO orchestrator.batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids,"
+        " state, counted) VALUES ($1, $2, 'chat', $3, $3, ARRAY[$3::bigint], ARRAY[$3::bigint], 'done', true)",
+        lane,
+        sid,
+        fired,
+    )
+    own = await platform.store.open_wait({**wait(sid, "exe:x"), "listener": "chat", "lane": "replies/x"})
+    assert (own["state"], own["event_ids"]) == ("answered", [waiting]), own
+    other = await platform.store.open_wait({**wait(sid, "exe:o"), "listener": "other", "lane": "_"})
+    assert (other["state"], other["event_ids"]) == ("answered", [fired, waiting]), other

@@ -72,7 +72,10 @@ BEGIN
         FROM jsonb_array_elements(p -> 'compiled') WITH ORDINALITY AS c(v, n);
 
     -- The look back: what the log holds already after the wait's position. A wait leaves out what it may not hear
-    -- for who wrote it (`orchestrator_wait_hears_from`) and what the run's earlier waits took.
+    -- for who wrote it (`orchestrator_wait_hears_from`), what the run's earlier waits took, and what a lane of the
+    -- run's own listener fired already (another key's, while this run had no wait open): an event goes to one
+    -- of the listener's actions, the lane's run or this one. The session's lock, held, keeps a lane's record
+    -- (which shares it) from coming between this read and the answer.
     WITH held AS (
         SELECT k.cond, e.id AS event_id
         FROM orchestrator.events e
@@ -83,6 +86,10 @@ BEGIN
                    SELECT 1 FROM orchestrator.run_waits x
                    WHERE x.execution_id = v_execution AND x.kind = 'wait' AND x.state = 'answered'
                      AND e.id = ANY (x.event_ids)))
+          AND (w.kind <> 'wait' OR w.listener IS NULL OR NOT EXISTS (
+                   SELECT 1 FROM orchestrator.batches b
+                   WHERE b.session_id = v_session AND b.last_id >= e.id AND b.first_id <= e.id
+                     AND b.listener = w.listener AND e.id = ANY (b.event_ids)))
           AND orchestrator.orchestrator_condition_takes(e, k, w.lane)),
     won AS (SELECT min(h.cond) AS cond FROM held h)
     SELECT won.cond, (array_agg(h.event_id ORDER BY h.event_id))[1:w.max_events]
