@@ -11,6 +11,7 @@ import asyncio
 import json
 import random
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -66,6 +67,28 @@ async def test_an_emit_commits_with_the_change_and_rolls_back_with_it(
     assert first == again
     [event] = await all_events(platform, sid)
     assert (event["id"], event["type"], event["data"]) == (first, "ticket.escalated", {"priority": 1})
+
+
+async def test_an_emit_takes_its_commits_time_not_its_calls(platform: Platform, app: asyncpg.Connection) -> None:
+    """SPEC 2: an event's `created_at` is its commit's time, and routing judges it by the listener in effect then.
+    An emit in a transaction left open took the call's time: a listener that took effect before the commit never
+    got its event. An event an idempotency key answers again keeps its own commit's time."""
+    await ok(platform, "save_event_type", **TICKET)
+    sid = await _session(platform)
+    first = await emit(app, sid, "ticket.escalated", {"priority": 1}, idempotency_key="k1")
+    kept = {e["id"]: e["created_at"] for e in await all_events(platform, sid)}
+    async with app.transaction():
+        again = await emit(app, sid, "ticket.escalated", {"priority": 1}, idempotency_key="k1")
+        [new, newer] = await emit_events(
+            app, sid, [{"type": "ticket.escalated", "data": {"priority": n}} for n in (2, 3)]
+        )
+        await asyncio.sleep(1.0)
+        last_call = await app.fetchval("SELECT clock_timestamp()")
+    committed = await app.fetchval("SELECT clock_timestamp()")
+    assert again == first
+    found = {e["id"]: datetime.fromisoformat(e["created_at"]) for e in await all_events(platform, sid)}
+    assert found[first] == datetime.fromisoformat(kept[first]), "an event answered again keeps its time"
+    assert last_call < found[new] <= found[newer] < committed, (last_call, found, committed)
 
 
 async def test_an_emit_that_cannot_be_is_refused_naming_the_field_and_aborts_nothing_it_was_not_asked_to(
