@@ -38,7 +38,8 @@ class SaveEventType(Request):
     schema_: Annotated[Any, SchemaOf(dict[str, Any])] = Field(
         default=None,
         alias="schema",
-        description="a JSON Schema for the events' `data` (a JSON object: a `type` must take `object`)",
+        description="a JSON Schema for the events' `data` (a JSON object: a `type` must take `object`); its"
+        " patterns are matched in linear time (RE2: no backreferences or lookaround)",
     )
     allow: Annotated[Any, SchemaOf(list[str] | None)] = Field(
         default=None, description="the scopes that may emit it from outside; none: whoever may write to the session"

@@ -23,6 +23,7 @@ from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012, specification_with
 
 from orchestrator.core.fast_schemas import fast_check
+from orchestrator.core.linear_patterns import refused_patterns, search
 from orchestrator.core.scopes import emitting_scope
 from orchestrator.core.validation import FieldProblem
 
@@ -59,6 +60,8 @@ def check_schema(schema: Any) -> dict[str, Any]:
     except SchemaError as err:
         where = ".".join(str(p) for p in err.path)
         raise ValueError(f"not a valid JSON Schema{f' at {where}' if where else ''}: {err.message}") from None
+    for where, why in refused_patterns(schema):
+        raise FieldProblem(where, why)
     kinds = schema.get("type")
     if kinds is not None and "object" not in ([kinds] if isinstance(kinds, str) else kinds):
         # An event's data is a JSON object (`emit_event.data`): a type that takes none could never be emitted.
@@ -226,7 +229,7 @@ def can_hold(schema: Any, path: Sequence[str]) -> bool:
         if head in properties:
             return can_hold(properties[head], rest)
         for pattern, sub in schema.get("patternProperties", {}).items():
-            if re.search(pattern, head):
+            if search(pattern, head):
                 return can_hold(sub, rest)
         additional = schema.get("additionalProperties", True)
         if additional is not False and ("object" in kinds or not kinds):

@@ -563,7 +563,7 @@ export interface RevokeApiKeyArgs {
 export interface SaveEventTypeArgs {
   /** the type's name, dotted (`ticket.escalated`) */
   name: string;
-  /** a JSON Schema for the events' `data` (a JSON object: a `type` must take `object`) */
+  /** a JSON Schema for the events' `data` (a JSON object: a `type` must take `object`); its patterns are matched in linear time (RE2: no backreferences or lookaround) */
   schema: {
     [key: string]: unknown;
   };
