@@ -4,6 +4,7 @@ what never matched and why); and the command's checks on a real store."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -102,6 +103,28 @@ async def test_a_simulated_batch_logs_nothing_whatever_turns_the_processs_logger
         for found, was in zip(loggers, were, strict=True):
             found.disabled = was
     assert [r.getMessage() for r in caplog.records if getattr(r, "activity", None)] == []
+
+
+async def test_a_simulation_lets_the_processs_other_work_run_meanwhile() -> None:
+    """Ten seconds of a read-only key's simulation held every other request of the API, `/healthz` too: its
+    in-memory store never waits, so nothing else ran until it ended."""
+    ticks = 0
+
+    async def other_work() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    beside = asyncio.ensure_future(other_work())
+    try:
+        events = stream(*((n * 0.5, f"m/{n % 7}") for n in range(400)))
+        found = await run(events, body(batch={"window_seconds": 0, "max_events": 1}))
+        during = ticks
+    finally:
+        beside.cancel()
+    assert len(found.batches) == 400
+    assert during >= 10, f"the other work ran {during} times during the simulation"
 
 
 async def test_max_events_leaves_the_rest_to_a_window_of_its_own() -> None:

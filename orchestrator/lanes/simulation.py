@@ -11,6 +11,7 @@ runs that take that long.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 import math
@@ -41,6 +42,9 @@ MAX_STEPS = 200_000
 UNMATCHED_NAMED = 100
 # A lane whose step says "now" again right after stepping looks again a microsecond later, not in a loop.
 TICK = 1e-6
+# How many steps between yields to the event loop: a simulation is seconds of work, and the process's other
+# requests (`/healthz` among them) waited for all of it.
+YIELD_EVERY = 64
 
 # Outside the logging tree (no `getLogger`), so no configuration of the process's logging reaches it: uvicorn's
 # `dictConfig` turned a disabled logger of the tree on again, and `orchestrator dev` printed simulated batches.
@@ -145,7 +149,9 @@ async def simulate(
     named: list[dict[str, Any]] = []
     matched = arrived = 0
     arrivals = _arrivals(stream)
-    for _ in range(MAX_STEPS):
+    for step in range(MAX_STEPS):
+        if step % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
         next_event = arrivals[arrived] if arrived < len(stream) else math.inf
         next_end = runs.ends[0][0] if runs.ends else math.inf
         next_wake = min(wakes.at.values(), default=math.inf)
