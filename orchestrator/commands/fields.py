@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -29,12 +29,15 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from orchestrator.core.errors import CommandError
+from orchestrator.core.errors import KEY_REUSED, CommandError
 from orchestrator.core.globs import ALIAS_RE, MAX_ALIAS_CHARS, validate_alias
 from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 from orchestrator.core.validation import field_errors_message
 from orchestrator.core.written import payload_problem
+
+if TYPE_CHECKING:
+    from orchestrator.commands.context import CommandContext
 
 
 @dataclass(frozen=True)
@@ -132,3 +135,11 @@ def check_payload(field: str, value: Any, max_bytes: int, *, in_body: bool = Tru
     problem = payload_problem(field, value, max_bytes)
     if problem is not None:
         raise CommandError(*problem)
+
+
+async def refuse_the_other_forms_key(platform: CommandContext, session_id: str, key: str | None, *, bulk: bool) -> None:
+    """A request's key that the other form of its write already used (`write_object` and `write_objects`,
+    `post_thread_item` and `post_thread_items`) names another write, and is refused as any such key is: the bulk
+    form keys its writes `<key>:<index>`, so neither form found the other's write as its own, and it wrote again."""
+    if key is not None and await platform.store.idempotency_key_held(session_id, key if bulk else f"{key}:0"):
+        raise CommandError("invalid_request", KEY_REUSED)

@@ -15,6 +15,7 @@ from orchestrator.commands.fields import (
     Rev,
     SessionId,
     check_payload,
+    refuse_the_other_forms_key,
 )
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
@@ -91,6 +92,7 @@ async def write_object(platform: CommandContext, req: WriteObject) -> dict[str, 
     """Replace the value at `alias` and raise its `rev` by one, with an `object.written` event in the same
     transaction; `if_rev` refuses the write when the stored rev differs (0: only when there is none)."""
     check_payload("value", req.value, platform.settings.limits.max_payload_bytes)
+    await refuse_the_other_forms_key(platform, req.session_id, req.idempotency_key, bulk=False)
     # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
     attributes = {"orchestrator.session": req.session_id, "orchestrator.alias": req.alias}
     with TRACER.start_as_current_span("write_object", attributes=attributes) as span:
@@ -136,6 +138,7 @@ async def write_objects(platform: CommandContext, req: WriteObjects) -> dict[str
         )
     for index, obj in enumerate(req.objects):
         check_payload(f"objects.{index}.value", obj.value, limits.max_payload_bytes)
+    await refuse_the_other_forms_key(platform, req.session_id, req.idempotency_key, bulk=True)
     rows = [
         {
             "alias": obj.alias,

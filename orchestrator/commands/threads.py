@@ -6,7 +6,16 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from orchestrator.commands.fields import BULK, Alias, ClientId, IdempotencyKey, Limit, SessionId, check_payload
+from orchestrator.commands.fields import (
+    BULK,
+    Alias,
+    ClientId,
+    IdempotencyKey,
+    Limit,
+    SessionId,
+    check_payload,
+    refuse_the_other_forms_key,
+)
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
@@ -71,6 +80,7 @@ async def post_thread_item(platform: CommandContext, req: PostThreadItem) -> dic
     post (items never change)."""
     limit = platform.settings.limits.max_payload_bytes
     check_item(req.item, limit)
+    await refuse_the_other_forms_key(platform, req.session_id, req.idempotency_key, bulk=False)
     # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
     attributes = {"orchestrator.session": req.session_id, "orchestrator.alias": req.alias}
     with TRACER.start_as_current_span("post_thread_item", attributes=attributes) as span:
@@ -117,6 +127,7 @@ async def post_thread_items(platform: CommandContext, req: PostThreadItems) -> d
         check_item(item, limits.max_payload_bytes, f"items.{index}")
         key = None if req.idempotency_key is None else f"{req.idempotency_key}:{index}"
         rows.append(thread_item_row(item.model_dump(exclude_none=True), key))
+    await refuse_the_other_forms_key(platform, req.session_id, req.idempotency_key, bulk=True)
     attributes: dict[str, str | int] = {"orchestrator.session": req.session_id, "orchestrator.items": len(rows)}
     with TRACER.start_as_current_span("post_thread_items", attributes=attributes):
         posted = await platform.store.post_thread_items(req.session_id, req.alias, rows, source={"client": req.client})

@@ -302,6 +302,16 @@ class PostgresStore:
             status = await conn.fetchval("SELECT status FROM orchestrator.sessions WHERE id = $1", session_id)
             raise CommandError("session_not_open", f"session_id: session {session_id!r} is {status}")
 
+    async def idempotency_key_held(self, session_id: str, key: str) -> bool:
+        """Whether an event of the session was written under `key`."""
+        return bool(
+            await self.pool.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM orchestrator.events WHERE session_id = $1 AND idempotency_key = $2)",
+                session_id,
+                key,
+            )
+        )
+
     @staticmethod
     async def _replayed(conn: Connection, session_id: str, key: str | None) -> Event | None:
         if key is None:

@@ -141,6 +141,38 @@ async def test_a_key_the_session_holds_for_another_write_is_refused_and_writes_n
     assert (again["event_id"], again["object"]) == (first["event_id"], first["object"]), "a retry still answers"
 
 
+async def test_a_key_given_to_the_other_form_of_a_write_is_refused_and_writes_nothing(platform: Platform) -> None:
+    """The single and the bulk form of a write with one key are two writes, not a retry: the bulk form keys its
+    writes `<key>:<index>`, so each form missed the other's and wrote again (a rev 2, a second item)."""
+    sid = await _session(platform)
+    item, value = {"type": "text", "role": "user", "message": "hi"}, {"type": "x"}
+    firsts: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        (
+            {"command": "write_object", "alias": "j/z", "value": value, "idempotency_key": "K1"},
+            {"command": "write_objects", "objects": [{"alias": "j/z", "value": value}], "idempotency_key": "K1"},
+        ),
+        (
+            {"command": "write_objects", "objects": [{"alias": "j/a", "value": value}], "idempotency_key": "K2"},
+            {"command": "write_object", "alias": "j/a", "value": value, "idempotency_key": "K2"},
+        ),
+        (
+            {"command": "post_thread_item", "alias": "j/t", "item": item, "idempotency_key": "K3"},
+            {"command": "post_thread_items", "alias": "j/t", "items": [item], "idempotency_key": "K3"},
+        ),
+        (
+            {"command": "post_thread_items", "alias": "j/u", "items": [item], "idempotency_key": "K4"},
+            {"command": "post_thread_item", "alias": "j/u", "item": item, "idempotency_key": "K4"},
+        ),
+    ]
+    for first, other in firsts:
+        await ok(platform, session_id=sid, **first)
+        before = await all_events(platform, sid)
+        await refused(platform, "invalid_request", "idempotency_key", session_id=sid, **other)
+        assert await all_events(platform, sid) == before, f"{other['command']} after {first['command']} wrote"
+        again = await ok(platform, session_id=sid, **first)
+        assert await all_events(platform, sid) == before, f"a retry of {again} wrote again"
+
+
 async def test_objects_are_scoped_to_their_session(platform: Platform) -> None:
     one, two = await _session(platform), await _session(platform)
     await ok(platform, "write_object", session_id=one, alias="a", value={"type": "t"})
