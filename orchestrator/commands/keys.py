@@ -31,8 +31,8 @@ MAX_REQUESTS_PER_SECOND = 1_000_000.0
 def _key_name(value: str) -> str:
     if not KEY_NAME.fullmatch(value):
         raise ValueError("must be 1 to 64 letters, digits and '_', '.', '@', '-', starting with a letter or digit")
-    if value in RESERVED_NAMES:
-        raise ValueError(f"{value!r} is reserved ({', '.join(sorted(RESERVED_NAMES))})")
+    if value.lower() in RESERVED_NAMES:  # `Anonymous` would read as the open API's actor
+        raise ValueError(f"{value!r} is reserved ({', '.join(sorted(RESERVED_NAMES))}, in any case)")
     return value
 
 
