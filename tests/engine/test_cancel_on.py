@@ -84,8 +84,12 @@ def slow_reads(real: Callable[..., Any]) -> Callable[..., Any]:
 
 @activity.defn(name="test.render")
 async def slow_render() -> None:
-    """A render in an activity: long enough to be cancelled in, short enough not to hold the worker's shutdown."""
-    await asyncio.sleep(4)
+    """A render in an activity, until it is cancelled (heartbeats carry the cancellation to it, and a worker's
+    shutdown cancels it): a fixed 4 s ended before a loaded machine delivered the cancellation, and the run
+    completed."""
+    for _ in range(60):
+        activity.heartbeat()
+        await asyncio.sleep(0.5)
 
 
 def render(**overrides: Any) -> dict[str, Any]:
