@@ -17,7 +17,7 @@ from orchestrator.commands.fields import BULK, ClientId, IdempotencyKey, SchemaO
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import stranded_by, stranded_by_schemas
 from orchestrator.core.errors import CommandError
-from orchestrator.core.event_types import DataCheck, EventTypeDeclaration, data_check
+from orchestrator.core.event_types import HELD, DataCheck, EventTypeDeclaration, data_check
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 from orchestrator.core.validation import field_errors_message
 from orchestrator.telemetry import TRACER
@@ -99,11 +99,12 @@ async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[
     checked against `schema` (a JSON Schema for its `data`). A new schema that would leave a saved listener reading
     a path no event of its types has (it could never fire) is refused, naming each; change or delete them first."""
     body = {"name": req.name, "schema": req.schema_, "allow": req.allow, "description": req.description}
+    schemas = await platform.store.event_schemas()
+    held = {HELD: schemas.get(req.name)} if isinstance(req.name, str) else None
     try:
-        declared = EventTypeDeclaration.model_validate({k: v for k, v in body.items() if v is not None})
+        declared = EventTypeDeclaration.model_validate({k: v for k, v in body.items() if v is not None}, context=held)
     except pydantic.ValidationError as err:
         raise CommandError("invalid_request", field_errors_message(err, "")) from None
-    schemas = await platform.store.event_schemas()
     if declared.name in schemas:
         listeners = {found["name"]: found["body"] for found in await platform.store.list_listeners()}
         after = {**schemas, declared.name: declared.schema_}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from jsonschema import Draft202012Validator, SchemaError
 from jsonschema.validators import validator_for
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from referencing import Registry, Resource, Specification
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT202012, specification_with
@@ -46,9 +46,10 @@ def check_type_name(name: str) -> str:
     return name
 
 
-def check_schema(schema: Any) -> dict[str, Any]:
+def check_schema(schema: Any, *, held: bool = False) -> dict[str, Any]:
     """A JSON Schema (an object), valid for the draft it names (2020-12 when it names none), whose references
-    all lead somewhere inside it and never back to where they began without a step into the value."""
+    all lead somewhere inside it and never back to where they began without a step into the value, and whose
+    patterns RE2 matches (`held`: the type holds this schema already, saved before that rule: kept as it is)."""
     if not isinstance(schema, dict):
         raise ValueError("must be a JSON Schema object")
     if not isinstance(schema.get("$schema", ""), str):
@@ -60,7 +61,7 @@ def check_schema(schema: Any) -> dict[str, Any]:
     except SchemaError as err:
         where = ".".join(str(p) for p in err.path)
         raise ValueError(f"not a valid JSON Schema{f' at {where}' if where else ''}: {err.message}") from None
-    for where, why in refused_patterns(schema):
+    for where, why in () if held else refused_patterns(schema):
         raise FieldProblem(where, why)
     kinds = schema.get("type")
     if kinds is not None and "object" not in ([kinds] if isinstance(kinds, str) else kinds):
@@ -142,6 +143,10 @@ def _refuse_cycles(same_value: dict[int, list[tuple[Any, Resolver[Any]]]]) -> No
                 stack.append((target, iter(same_value[target])))
 
 
+# The validation context's key for the schema a type holds now (`EventTypeDeclaration`).
+HELD = "held_schema"
+
+
 class EventTypeDeclaration(BaseModel):
     """A `save_event_type` body."""
 
@@ -161,8 +166,9 @@ class EventTypeDeclaration(BaseModel):
 
     @field_validator("schema_")
     @classmethod
-    def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return check_schema(value)
+    def _schema(cls, value: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        # `held`, in the context: the schema the type holds now (`HELD`), which is kept as it is.
+        return check_schema(value, held=value == (info.context or {}).get(HELD))
 
 
 # What is wrong with `data` under a schema, each named by its path from `field` (empty: it fits).

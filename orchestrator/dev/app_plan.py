@@ -22,7 +22,7 @@ from orchestrator.commands.listeners import listener_warnings
 from orchestrator.commands.schedules import BODY_FIELDS, CreateSchedule
 from orchestrator.core.declaration import ListenerDeclaration, parse_declaration, stranded_by, stranded_by_schemas
 from orchestrator.core.errors import CommandError
-from orchestrator.core.event_types import EventTypeDeclaration
+from orchestrator.core.event_types import HELD, EventTypeDeclaration
 from orchestrator.core.plan import Held, Kind, Step, changes, declared_name, plan, schedule_of
 from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule, refuse_past
 from orchestrator.core.validation import field_errors_message
@@ -187,16 +187,19 @@ async def declarations(
     time has gone by (`_schedules`)."""
     problems: list[str] = []
     types: list[dict[str, Any]] = []
+    held = await platform.store.event_schemas()
     for n, body in enumerate(app.event_types):
         try:
-            event_type = EventTypeDeclaration.model_validate(body)
+            name = body.get("name") if isinstance(body, Mapping) else None
+            context = {HELD: held.get(name)} if isinstance(name, str) else None
+            event_type = EventTypeDeclaration.model_validate(body, context=context)
         except pydantic.ValidationError as err:
             problems.append(field_errors_message(err, f"event_types.{n}"))
             continue
         types.append(_event_type(event_type.model_dump(by_alias=True)))
     captures = await _captures(platform, app, problems, tables_to_come)
     captured = _captured_schemas(captures)
-    schemas = {**await platform.store.event_schemas(), **captured, **{t["name"]: t["schema"] for t in types}}
+    schemas = {**held, **captured, **{t["name"]: t["schema"] for t in types}}
     listeners: list[dict[str, Any]] = []
     for n, body in enumerate(app.listeners):
         try:

@@ -200,15 +200,16 @@ class LaneViews:
         `batches_of_event` answers them; its retries and replays take the same events and are batches of their
         own)."""
         if execution_id is not None:
-            # Each part by its index: the run's and its timers' runs' writes (`events_caused_by_run`), its timers'
-            # firings (`events_caused_by_timer`).
+            # The run's and its timers' runs' writes by their index (`events_caused_by_run`); its timers' firings
+            # among the session's events after the run's start (what a run set fires after it started).
             rows = await self.pool.fetch(
                 f"SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1"
                 " AND cause ? 'execution' AND cause ->> 'execution' = ANY (array_append(ARRAY(SELECT x.id FROM"
                 "   orchestrator.executions x WHERE x.session_id = $1 AND x.cause -> 'schedule' ->> 'set_by' = $2),"
                 "   $2))"
                 f" UNION SELECT {EVENT_COLUMNS}, {WHOLE_MESSAGE} FROM orchestrator.events e WHERE session_id = $1"
-                " AND cause -> 'schedule' ? 'set_by' AND cause -> 'schedule' ->> 'set_by' = $2 ORDER BY id LIMIT $3",
+                " AND id > coalesce((SELECT x.started_event_id FROM orchestrator.executions x WHERE x.id = $2), 0)"
+                " AND cause -> 'schedule' ->> 'set_by' = $2 ORDER BY id LIMIT $3",
                 session_id,
                 execution_id,
                 limit,

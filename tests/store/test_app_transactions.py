@@ -91,6 +91,32 @@ async def test_an_emit_takes_its_commits_time_not_its_calls(platform: Platform, 
     assert last_call < found[new] <= found[newer] < committed, (last_call, found, committed)
 
 
+async def test_a_commits_time_stamps_its_own_events_only_savepoints_and_all(
+    platform: Platform, app: asyncpg.Connection, fresh_db: str
+) -> None:
+    """Another transaction's captured change, appended under this one's lock, keeps its own commit's time; an emit
+    made in a savepoint is stamped with the rest of its transaction (its rows carry the savepoint's id)."""
+    await ok(platform, "save_event_type", **TICKET)
+    await ok(platform, "capture_table", table="tickets", type_prefix="ticket", session_column="session")
+    sid = await _session(platform)
+    other = await asyncpg.connect(fresh_db)
+    try:
+        async with app.transaction():
+            async with app.transaction():  # a savepoint, released
+                first = await emit(app, sid, "ticket.escalated", {"priority": 1})
+            await other.execute("INSERT INTO tickets (id, session, priority) VALUES (1, $1, 1)", sid)
+            await asyncio.sleep(0.5)
+            second = await emit(app, sid, "ticket.escalated", {"priority": 2})  # its lock appends the capture
+            await asyncio.sleep(0.5)
+            last_call = await app.fetchval("SELECT clock_timestamp()")
+    finally:
+        await other.close()
+    found = {e["id"]: (e["type"], datetime.fromisoformat(e["created_at"])) for e in await all_events(platform, sid)}
+    [captured] = [at for kind, at in found.values() if kind == "ticket.created"]
+    assert captured < last_call, "the capture keeps a time of its own, not the emitting transaction's commit"
+    assert last_call < found[first][1] <= found[second][1], found
+
+
 async def test_an_emit_that_cannot_be_is_refused_naming_the_field_and_aborts_nothing_it_was_not_asked_to(
     platform: Platform, app: asyncpg.Connection
 ) -> None:

@@ -45,8 +45,7 @@ SHIPPED = {
     "0033_captured_staged.sql": "274892af5f9eedd7",
     "0034_run_writes_fenced.sql": "6af590661430908f",
     "0035_captured_kinds_closed.sql": "702cef484f8f4b96",
-    "0036_timer_firings_indexed.sql": "c496aba189c337a8",
-    "0037_emits_stamped_at_commit.sql": "dc443cf1bf615a03",
+    "0036_emits_stamped_at_commit.sql": "8617aa37bb8a9231",
 }
 
 

@@ -6,7 +6,8 @@ DECLARE
     v_lock text;
     v_bad record;
     v_reused bigint;
-    v_first bigint;
+    v_before bigint;
+    v_after bigint;
 BEGIN
     IF p_events IS NULL OR jsonb_typeof(p_events) <> 'array' OR jsonb_array_length(p_events) = 0 THEN
         RAISE EXCEPTION 'events: a non-empty JSON array of {type, data} is required' USING ERRCODE = '22023';
@@ -35,9 +36,6 @@ BEGIN
         RAISE EXCEPTION 'events.%.type: % is not a declared event type', v_bad.i, v_bad.x -> 'type'
             USING ERRCODE = '22023';
     END IF;
-    -- Where this transaction's events in the session begin, read under the session's row lock (taken again
-    -- below): at the commit they take its time (`orchestrator_emits_stamp`, 0037), not this call's.
-    SELECT s.last_event_id + 1 INTO v_first FROM orchestrator.sessions s WHERE s.id = p_session FOR NO KEY UPDATE;
     -- The lock appends what captured changes staged first, this transaction's own among them: a captured change
     -- earlier in the transaction comes first in the stream, as it came first in the transaction.
     v_lock := orchestrator.orchestrator_lock_session(p_session);
@@ -53,9 +51,19 @@ BEGIN
         RAISE EXCEPTION 'events.%.key: this key names another kind of event (the session''s, or one given before '
             'it in this call)', v_reused USING ERRCODE = '22023';
     END IF;
-    INSERT INTO orchestrator.emits_unstamped (session_id, first_id) VALUES (p_session, v_first)
-        ON CONFLICT (session_id) DO NOTHING;
+    -- The session's last id past what the lock appended (other transactions' captured changes, which keep their
+    -- commits' times): the ids after it this call appends.
+    SELECT s.last_event_id INTO v_before FROM orchestrator.sessions s WHERE s.id = p_session;
     RETURN QUERY SELECT e.o_event FROM orchestrator.orchestrator_emit(p_session, p_events, '{}', 0, NULL,
         orchestrator.orchestrator_transaction_cause()) e;
+    SELECT s.last_event_id INTO v_after FROM orchestrator.sessions s WHERE s.id = p_session;
+    IF v_after > v_before THEN
+        -- Noted for the commit, which gives them its time (`orchestrator_emits_stamp`, 0036), not this call's: a
+        -- key answered again names an event of its own commit, appended by none.
+        DELETE FROM orchestrator.emits_unstamped WHERE session_id = p_session AND tx <> pg_current_xact_id();
+        INSERT INTO orchestrator.emits_unstamped AS u (session_id, ids)
+            VALUES (p_session, int8multirange(int8range(v_before + 1, v_after, '[]')))
+            ON CONFLICT (session_id) DO UPDATE SET ids = u.ids + EXCLUDED.ids;
+    END IF;
 END
 $$;
