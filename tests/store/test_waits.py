@@ -269,14 +269,58 @@ async def test_a_wait_leaves_what_a_lane_of_its_runs_listener_fired_while_no_wai
         sid,
         fired,
     )
+    for run_key, event_id in (("chat:y:run", fired), ("chat:x:run", waiting)):
+        await platform.store.pool.execute(
+            "INSERT INTO orchestrator.batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids,"
+            " state, counted, run_key) VALUES ($1, $2, 'chat', $3, $3, ARRAY[$3::bigint], ARRAY[$3::bigint], 'done',"
+            " true, $4)",
+            lane,
+            sid,
+            event_id,
+            run_key,
+        )
     await platform.store.pool.execute(
-        "INSERT INTO orchestrator.batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids,"
-        " state, counted) VALUES ($1, $2, 'chat', $3, $3, ARRAY[$3::bigint], ARRAY[$3::bigint], 'done', true)",
-        lane,
+        "INSERT INTO orchestrator.executions (id, session_id, workflow, status, run_key) VALUES ('exe:x', $1, 'w',"
+        " 'running', 'chat:x:run')",
         sid,
-        fired,
     )
     own = await platform.store.open_wait({**wait(sid, "exe:x"), "listener": "chat", "lane": "replies/x"})
-    assert (own["state"], own["event_ids"]) == ("answered", [waiting]), own
+    assert (own["state"], own["event_ids"]) == ("answered", [waiting]), "its own batch's event it may hear again"
     other = await platform.store.open_wait({**wait(sid, "exe:o"), "listener": "other", "lane": "_"})
     assert (other["state"], other["event_ids"]) == ("answered", [fired, waiting]), other
+
+
+async def test_a_lane_recording_its_batch_as_a_wait_looks_back_is_waited_for(platform: Platform) -> None:
+    """A lane's record in flight (its lane row locked, its batch not committed) when a run's wait looks back: the
+    look back waits for it and leaves the event its batch took (it read before the batch was there and took the
+    event too, the lane's run taking it as well)."""
+    sid = (await platform.command({"command": "open_session"}))["session"]["id"]
+    event_id = await write(platform, sid, "replies/y")
+    await routed(platform, sid)
+    lane = await platform.store.pool.fetchval(
+        "INSERT INTO orchestrator.lanes (session_id, listener, lane, workflow_id, routed_through)"
+        " VALUES ($1, 'chat', 'replies/y', 'w', $2) RETURNING id",
+        sid,
+        event_id,
+    )
+    await platform.store.pool.execute(
+        "INSERT INTO orchestrator.lane_queue (lane_id, first_id, last_id) VALUES ($1, $2, $2)", lane, event_id
+    )
+    async with platform.store.pool.acquire() as recording, recording.transaction():
+        await recording.execute(
+            "UPDATE orchestrator.lanes SET seq = seq + 1, fired_through = $2 WHERE id = $1", lane, event_id
+        )
+        await recording.execute(
+            "INSERT INTO orchestrator.batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids,"
+            " counted, run_key) VALUES ($1, $2, 'chat', $3, $3, ARRAY[$3::bigint], ARRAY[$3::bigint], true, 'y-run')",
+            lane,
+            sid,
+            event_id,
+        )
+        opening = asyncio.ensure_future(
+            platform.store.open_wait({**wait(sid, "exe:x"), "listener": "chat", "lane": "replies/x"})
+        )
+        await asyncio.sleep(0.5)
+        assert not opening.done(), "the look back waits for the record in flight"
+    opened = await opening
+    assert (opened["state"], opened["event_ids"]) == ("open", []), opened

@@ -23,6 +23,7 @@ DECLARE
     v_routed bigint;
     v_matched integer;
     v_ids bigint[];
+    v_run_key text;
 BEGIN
     SELECT * INTO w FROM orchestrator.run_waits WHERE execution_id = v_execution AND run_id = v_run AND seq = v_seq;
     IF FOUND THEN
@@ -71,11 +72,21 @@ BEGIN
                (c.v ->> 'key_segments')::integer
         FROM jsonb_array_elements(p -> 'compiled') WITH ORDINALITY AS c(v, n);
 
+    -- The lanes of the run's listener holding events the look back may take, locked as a lane's record locks
+    -- one: a record in flight commits first (and the look back sees its batch), or comes after the answer (and
+    -- finds the lane moved on, `orchestrator_wait_answered`). The session's lock alone does not keep it out: a
+    -- record only shares the session's row.
+    IF w.kind = 'wait' AND w.listener IS NOT NULL THEN
+        PERFORM 1 FROM orchestrator.lanes l
+            WHERE l.session_id = v_session AND l.listener = w.listener
+              AND EXISTS (SELECT 1 FROM orchestrator.lane_queue q WHERE q.lane_id = l.id AND q.last_id > w.after_id)
+            ORDER BY l.lane COLLATE "C" FOR SHARE;
+        SELECT x.run_key INTO v_run_key FROM orchestrator.executions x WHERE x.id = v_execution;
+    END IF;
     -- The look back: what the log holds already after the wait's position. A wait leaves out what it may not hear
-    -- for who wrote it (`orchestrator_wait_hears_from`), what the run's earlier waits took, and what a lane of the
-    -- run's own listener fired already (another key's, while this run had no wait open): an event goes to one
-    -- of the listener's actions, the lane's run or this one. The session's lock, held, keeps a lane's record
-    -- (which shares it) from coming between this read and the answer.
+    -- for who wrote it (`orchestrator_wait_hears_from`), what the run's earlier waits took, and what another run's
+    -- batch of the run's own listener took already (another key's lane fired it while this run had no wait open):
+    -- an event goes to one of the listener's actions, that run or this one.
     WITH held AS (
         SELECT k.cond, e.id AS event_id
         FROM orchestrator.events e
@@ -89,7 +100,8 @@ BEGIN
           AND (w.kind <> 'wait' OR w.listener IS NULL OR NOT EXISTS (
                    SELECT 1 FROM orchestrator.batches b
                    WHERE b.session_id = v_session AND b.last_id >= e.id AND b.first_id <= e.id
-                     AND b.listener = w.listener AND e.id = ANY (b.event_ids)))
+                     AND b.listener = w.listener AND e.id = ANY (b.event_ids)
+                     AND b.run_key IS DISTINCT FROM v_run_key))
           AND orchestrator.orchestrator_condition_takes(e, k, w.lane)),
     won AS (SELECT min(h.cond) AS cond FROM held h)
     SELECT won.cond, (array_agg(h.event_id ORDER BY h.event_id))[1:w.max_events]
