@@ -255,6 +255,19 @@ async def test_a_wait_closed_while_a_round_answers_it_leaves_the_event_to_the_ru
     assert [(a["seq"], a["event_ids"]) for a in answers or []] == [(2, [reply])]
 
 
+async def chat_lane(platform: Platform, sid: str, through: int, *, fired: bool) -> int:
+    """The lane `replies/y` of a listener `chat`, routed through `through` (and fired through it, `fired`)."""
+    return int(
+        await platform.store.pool.fetchval(
+            "INSERT INTO orchestrator.lanes (session_id, listener, lane, workflow_id, routed_through, fired_through)"
+            " VALUES ($1, 'chat', 'replies/y', 'w', $2, $3) RETURNING id",
+            sid,
+            through,
+            through if fired else 0,
+        )
+    )
+
+
 async def test_a_wait_leaves_what_a_lane_of_its_runs_listener_fired_while_no_wait_was_open(platform: Platform) -> None:
     """docs/waits.md: an event that comes while the run has no wait open goes to the lanes, and the run's next wait
     takes it unless the lane fired it first. Another key's lane of the run's listener fired it (its own run took
@@ -263,12 +276,7 @@ async def test_a_wait_leaves_what_a_lane_of_its_runs_listener_fired_while_no_wai
     sid = (await platform.command({"command": "open_session"}))["session"]["id"]
     fired, waiting = await write(platform, sid, "replies/y"), await write(platform, sid, "replies/z")
     await routed(platform, sid)
-    lane = await platform.store.pool.fetchval(
-        "INSERT INTO orchestrator.lanes (session_id, listener, lane, workflow_id, routed_through, fired_through)"
-        " VALUES ($1, 'chat', 'replies/y', 'w', $2, $2) RETURNING id",
-        sid,
-        fired,
-    )
+    lane = await chat_lane(platform, sid, fired, fired=True)
     for run_key, event_id in (("chat:y:run", fired), ("chat:x:run", waiting)):
         await platform.store.pool.execute(
             "INSERT INTO orchestrator.batches (lane_id, session_id, listener, first_id, last_id, event_ids, entry_ids,"
@@ -297,12 +305,7 @@ async def test_a_lane_recording_its_batch_as_a_wait_looks_back_is_waited_for(pla
     sid = (await platform.command({"command": "open_session"}))["session"]["id"]
     event_id = await write(platform, sid, "replies/y")
     await routed(platform, sid)
-    lane = await platform.store.pool.fetchval(
-        "INSERT INTO orchestrator.lanes (session_id, listener, lane, workflow_id, routed_through)"
-        " VALUES ($1, 'chat', 'replies/y', 'w', $2) RETURNING id",
-        sid,
-        event_id,
-    )
+    lane = await chat_lane(platform, sid, event_id, fired=False)
     await platform.store.pool.execute(
         "INSERT INTO orchestrator.lane_queue (lane_id, first_id, last_id) VALUES ($1, $2, $2)", lane, event_id
     )
