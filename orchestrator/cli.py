@@ -247,7 +247,10 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
     try:
         asyncio.run(run())
     except CommandError as err:
-        _print_reply(err.reply())
+        if args.subcommand == "events":  # its stdout is the events': the refusal goes with its notices
+            print(f"orchestrator events: {err.code}: {err.message}", file=sys.stderr, flush=True)
+        else:
+            _print_reply(err.reply())
         return _exit_for(err.reply())
     except misconfigured as err:
         print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)

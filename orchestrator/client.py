@@ -71,11 +71,16 @@ class _HttpTransport:
         await self._http.aclose()
 
     async def stream(
-        self, session_id: str, params: dict[str, str], on_trimmed: Callable[[dict[str, int]], None] | None = None
+        self,
+        session_id: str,
+        params: dict[str, str],
+        on_trimmed: Callable[[dict[str, int]], None] | None = None,
+        on_closed: Callable[[dict[str, Any]], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """The batches of a connection listener on the session, as they come (the `data` of each `batch`
-        message), until the server lets the stream go with another (`shutdown`: it is stopping; `closed`: a
-        reader too slow). A `trimmed` message goes to `on_trimmed`."""
+        message), until the server lets the stream go with another (`shutdown`: it is stopping; `closed`: its
+        key revoked, its session deleted, ..., whose message goes to `on_closed`). A `trimmed` message goes to
+        `on_trimmed`."""
         # Sent and closed by hand, not in `httpx.AsyncClient.stream`'s context manager: a reader that leaves the
         # loop early leaves this generator to the event loop's finalizer, which closes every open generator at once,
         # and that context manager's own generator, closed by the finalizer and by this one's exit together, was
@@ -105,6 +110,8 @@ class _HttpTransport:
                         data, event = [], "message"
                         continue
                     if event != "batch":
+                        if event == "closed" and on_closed is not None:
+                            on_closed(json.loads("\n".join(data)))
                         return
                     yield json.loads("\n".join(data))
                     data, event = [], "message"
@@ -157,11 +164,13 @@ class Client:
         batch: dict[str, Any] | None = None,
         client: str | None = None,
         on_trimmed: Callable[[dict[str, int]], None] | None = None,
+        on_closed: Callable[[dict[str, Any]], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """A connection listener on the session (HTTP only): each batch as `{first_id, last_id, count, events}`.
         It ends when the server lets it go (stopping, or a reader too slow): follow again from the last batch's
         `last_id`, as a browser's `EventSource` reconnects. `on_trimmed` is told `{after, first_id}` when retention
-        deleted some of what was asked for (the stream goes on from `first_id`).
+        deleted some of what was asked for (the stream goes on from `first_id`); `on_closed` is told the `closed`
+        message's `{reason}` when the server closed the stream for good (its key revoked, its session deleted).
 
         Raises:
             CommandError: the stream was refused (bad parameters, an unknown session).
@@ -175,7 +184,7 @@ class Client:
             query["after"] = str(after)
         if client is not None:
             query["client"] = client
-        async for data in self._transport.stream(session_id, query, on_trimmed):
+        async for data in self._transport.stream(session_id, query, on_trimmed, on_closed):
             yield data
 
     async def aclose(self) -> None:

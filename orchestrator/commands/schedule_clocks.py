@@ -147,7 +147,8 @@ class TemporalSchedules:
             described = await self.client.get_schedule_handle(row["schedule_id"]).describe()
         except RPCError:
             return {"next_invocations": []}
-        times = described.info.next_action_times[:NEXT_INVOCATIONS]
+        # A paused schedule fires at none (Temporal keeps answering the times it had when it was paused).
+        times = described.info.next_action_times[:NEXT_INVOCATIONS] if row["enabled"] else []
         return {
             "next_invocations": [t.astimezone(UTC).isoformat() for t in times],
             "invocations": described.info.num_actions,

@@ -113,8 +113,10 @@ async function renderSession() {
       e.batch ? `..${e.batch.last_id} retry ${e.batch.retry}` : ""),
     node("td", {}, clock(e.started_at)))));
   const rows = await Promise.all(schedules.map(async (s) => {
-    let next = "";
-    try { next = ((await inSession("get_schedule", { alias: s.alias })).schedule.next_invocations || []).slice(0, 3).join(", "); } catch (err) { next = String(err.message || err); }
+    let next = "paused";  // a paused schedule fires at no time
+    if (s.enabled !== false) {
+      try { next = ((await inSession("get_schedule", { alias: s.alias })).schedule.next_invocations || []).slice(0, 3).join(", "); } catch (err) { next = String(err.message || err); }
+    }
     // A cron or a one-time wall clock means nothing without its zone (the next firings beside it are UTC).
     const zone = s.repeat.timezone ? ` (${s.repeat.timezone})` : "";
     const repeat = s.repeat.type === "interval" ? `every ${s.repeat.every_seconds} s` : `${s.repeat.cron_expression || s.repeat.invocation_time}${zone}`;

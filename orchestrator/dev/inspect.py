@@ -393,7 +393,12 @@ async def _pages(
         # Caught up: follow as a connection listener (woken by the commit), not by asking again.
         flt = {"types": types} if types else None
         told = lambda notice: trimmed(int(notice["after"]), int(notice["first_id"]))  # noqa: E731
-        async for batch in client.stream(session_id, after=position, filter=flt, on_trimmed=told):
+
+        def closed(notice: dict[str, Any]) -> None:
+            if on_gap is not None:
+                on_gap(f"the API closed the stream: {notice.get('reason', notice)}")
+
+        async for batch in client.stream(session_id, after=position, filter=flt, on_trimmed=told, on_closed=closed):
             yield int(batch["last_id"]), batch["events"]
     except NotImplementedError:
         await asyncio.sleep(poll_seconds)  # in-process: no stream, so poll

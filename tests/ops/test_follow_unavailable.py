@@ -29,7 +29,7 @@ class Flaky:
         return {"events": page, "last_id": page[-1]["id"] if page else after}
 
     async def stream(
-        self, session_id: str, *, after: int, filter: Any, on_trimmed: Any = None
+        self, session_id: str, *, after: int, filter: Any, on_trimmed: Any = None, on_closed: Any = None
     ) -> AsyncIterator[dict[str, Any]]:
         raise NotImplementedError
         yield {}  # pragma: no cover - makes this a generator

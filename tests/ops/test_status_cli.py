@@ -208,6 +208,38 @@ async def test_events_follow_tails_new_events_until_interrupted(workload: Worklo
     assert process.returncode == 130
 
 
+async def test_events_follow_says_why_it_ends_when_its_key_is_revoked(workload: Workload, api: str) -> None:
+    """The stream's `closed` message and the refusal that follows go to stderr (it exited 1 saying nothing)."""
+    made = await workload.engine.command("create_api_key", name="follower", scopes=["read:**", "listen:**"])
+    process = await asyncio.create_subprocess_exec(
+        ORCHESTRATOR,
+        "events",
+        "--session",
+        workload.session_id,
+        "--follow",
+        "--url",
+        api,
+        "--token",
+        made["key"]["secret"],
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=child_env(),
+    )
+    assert process.stdout is not None
+    try:
+        await asyncio.wait_for(process.stdout.readline(), 20)  # following
+        await asyncio.sleep(1.0)  # past the history, on the stream
+        await workload.engine.command("revoke_api_key", name="follower")
+        _, err = await asyncio.wait_for(process.communicate(), 20)
+    finally:
+        if process.returncode is None:
+            process.kill()
+    assert process.returncode == 1, err
+    said = err.decode()
+    assert "the API closed the stream: the key that opened the stream was revoked" in said, said
+    assert "orchestrator events: unauthorized: " in said, said
+
+
 # Long enough for a CLI to start, read 400 events and block on a pipe nobody reads, on a slow, busy machine.
 FULL_PIPE_SECONDS = 8.0
 # A SIGINT this soon after the start may land before the interpreter has run a line of the command.

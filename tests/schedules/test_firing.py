@@ -123,6 +123,8 @@ async def test_a_disabled_schedule_does_not_fire_until_enabled(engine: Engine) -
     await asyncio.sleep(2.5)
     assert await runs_of(engine, sid, "clock") == []
     assert await clock_writes(engine, sid) == []
+    paused = (await engine.command("get_schedule", session_id=sid, alias="clock"))["schedule"]
+    assert paused["next_invocations"] == [], "a paused schedule fires at no time (it said times gone by)"
     updated = await engine.command("update_schedule", session_id=sid, alias="clock", enabled=True)
     assert updated["schedule"]["enabled"] is True
     assert updated["schedule"]["repeat"] == every(1), "an update keeps what it does not name"
@@ -131,10 +133,13 @@ async def test_a_disabled_schedule_does_not_fire_until_enabled(engine: Engine) -
         return len(await runs_of(engine, sid, "clock")) >= 1
 
     await eventually(fired, within=10, what="a firing after enabling")
+    assert (await engine.command("get_schedule", session_id=sid, alias="clock"))["schedule"]["next_invocations"]
     await engine.command("update_schedule", session_id=sid, alias="clock", enabled=False)
     settled = len(await clock_writes(engine, sid))
     await asyncio.sleep(2)
     assert len(await clock_writes(engine, sid)) <= settled + 1, "disabled again: at most one firing under way"
+    again = (await engine.command("get_schedule", session_id=sid, alias="clock"))["schedule"]
+    assert again["next_invocations"] == [], again
 
 
 async def test_workflow_targets_start_a_run_in_the_session_and_failures_are_recorded(engine: Engine) -> None:
