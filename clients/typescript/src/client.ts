@@ -60,6 +60,8 @@ export interface StreamOptions {
   signal?: AbortSignal;
   /** Told when retention deleted some of what was asked for: `{after, first_id}`; the stream goes on from there. */
   onTrimmed?: (trimmed: { after: number; first_id: number }) => void;
+  /** Told why, when the server closed the stream for good (its key revoked, its session deleted): `{reason}`. */
+  onClosed?: (closed: { reason: string }) => void;
 }
 
 /**
@@ -229,6 +231,7 @@ export class Client extends GeneratedCommands {
               } else if (message.event === "trimmed") {
                 options.onTrimmed?.(JSON.parse(message.data) as { after: number; first_id: number });
               } else if (message.event === "closed") {
+                options.onClosed?.(JSON.parse(message.data) as { reason: string });
                 ended = "closed";
                 break reading;
               } else if (message.event === "shutdown") {

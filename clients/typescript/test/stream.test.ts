@@ -116,3 +116,20 @@ test("bad parameters are refused with the platform's code", async () => {
   const stream = api.stream(session.id, { filter: { types: ["no**glob[" as string] } });
   await assert.rejects(stream.next(), InvalidRequestError);
 });
+
+test("a stream the server closes for good says why and ends", { timeout: 30_000 }, async () => {
+  const api = client();
+  const { session } = await api.openSession();
+  const said: string[] = [];
+  const stream = api.stream(session.id, { onClosed: (closed) => said.push(closed.reason) });
+  const ended = (async () => {
+    for await (const _ of stream) {
+      // no batch is written
+    }
+  })();
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await api.deleteSession(session.id);
+  await ended;
+  assert.equal(said.length, 1);
+  assert.match(said[0], /deleted/);
+});
