@@ -172,23 +172,23 @@ async def test_events_prints_the_stream_in_order_and_filters_by_type(workload: W
     assert all("object.written" in line for line in lines)
 
 
-async def test_events_follow_tails_new_events_until_interrupted(workload: Workload, api: str) -> None:
-    process = await asyncio.create_subprocess_exec(
+async def following(session_id: str, *args: str) -> asyncio.subprocess.Process:
+    """`orchestrator events --session ID --follow ARGS...`, its output piped."""
+    return await asyncio.create_subprocess_exec(
         ORCHESTRATOR,
         "events",
         "--session",
-        workload.session_id,
+        session_id,
         "--follow",
-        "--types",
-        "object.written",
-        "--url",
-        api,
-        "--token",
-        TOKEN,
+        *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=child_env(),
     )
+
+
+async def test_events_follow_tails_new_events_until_interrupted(workload: Workload, api: str) -> None:
+    process = await following(workload.session_id, "--types", "object.written", "--url", api, "--token", TOKEN)
     assert process.stdout is not None
     try:
         seen = [await asyncio.wait_for(process.stdout.readline(), 20) for _ in workload.event_ids]
@@ -211,20 +211,7 @@ async def test_events_follow_tails_new_events_until_interrupted(workload: Worklo
 async def test_events_follow_says_why_it_ends_when_its_key_is_revoked(workload: Workload, api: str) -> None:
     """The stream's `closed` message and the refusal that follows go to stderr (it exited 1 saying nothing)."""
     made = await workload.engine.command("create_api_key", name="follower", scopes=["read:**", "listen:**"])
-    process = await asyncio.create_subprocess_exec(
-        ORCHESTRATOR,
-        "events",
-        "--session",
-        workload.session_id,
-        "--follow",
-        "--url",
-        api,
-        "--token",
-        made["key"]["secret"],
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=child_env(),
-    )
+    process = await following(workload.session_id, "--url", api, "--token", made["key"]["secret"])
     assert process.stdout is not None
     try:
         await asyncio.wait_for(process.stdout.readline(), 20)  # following
