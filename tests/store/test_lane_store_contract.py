@@ -135,9 +135,10 @@ async def finishing(
     )
 
 
-async def one_run(world: World) -> tuple[str, Any]:
-    """A session with one event in the listener's lane, its batch taken and its run started: (session, take)."""
-    await world.save_listener(listener())
+async def one_run(world: World, **declared: Any) -> tuple[str, Any]:
+    """A session with one event in the lane of a listener (`declared`: its body's fields beside the defaults), its
+    batch taken and its run started: (session, take)."""
+    await world.save_listener(listener(**declared))
     sid = await world.open_session()
     await world.write(sid, "a/1")
     await route_all(world, sid)
@@ -749,12 +750,7 @@ async def test_a_deleted_listeners_repeat_due_while_it_is_saved_again_and_not_ye
 ) -> None:
     """A failed run's repeat is the deleted life's too: due while the version saved after the deletion waits out its
     activation delay, it is consumed with no run, as its waiting events are."""
-    await world.save_listener(listener(retry={"attempts": 1, "delay_seconds": 0}))
-    sid = await world.open_session()
-    await world.write(sid, "a/1")
-    await route_all(world, sid)
-    snap, decision, recorded = await take(world, address(sid))
-    await finish(world, snap, decision, recorded)
+    sid, decision = await one_run(world, retry={"attempts": 1, "delay_seconds": 0})
     assert (await end(world, sid, decision.execution_id, "failed", repeat_in=0.0)).recorded
     await world.delete_listener("l")
     await world.save_listener(listener(action={"type": "workflow", "workflow": "w2"}), delay_seconds=60)
@@ -937,12 +933,7 @@ async def test_a_run_temporal_does_not_know_is_reopened_its_finished_batch_claim
 
 
 async def test_a_failed_runs_repeat_is_reopened_at_its_own_attempt(world: World) -> None:
-    await world.save_listener(listener(retry={"attempts": 1, "delay_seconds": 30}))
-    sid = await world.open_session()
-    await world.write(sid, "a/1")
-    await route_all(world, sid)
-    snap, decision, recorded = await take(world, address(sid))
-    await finish(world, snap, decision, recorded)
+    sid, decision = await one_run(world, retry={"attempts": 1, "delay_seconds": 30})
     await end(world, sid, decision.execution_id, "failed", repeat_in=30.0)
     await world.advance(31.0)
     held = await snapshot(world, address(sid))
