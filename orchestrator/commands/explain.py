@@ -55,7 +55,8 @@ async def explain(platform: CommandContext, session_id: str, event_id: int) -> d
     paused = await store.paused_listeners(session_id)
     # A listener deleted since (and saved again or not) lost its rules with the deletion (0025): what its batches
     # took says what routing did.
-    took = {b["listener"]: b["lane"] for b in reversed(await store.batches_of_event(session_id, event_id))}
+    batches = await store.batches_of_event(session_id, event_id)
+    took = {b["listener"]: b["lane"] for b in reversed(batches)}
     answer: list[dict[str, Any]] = []
     for name in sorted(versions.keys() | took.keys()):
         if name in took and (name not in versions or in_effect(versions[name], event.created_at) is None):
@@ -93,7 +94,7 @@ async def explain(platform: CommandContext, session_id: str, event_id: int) -> d
         ],
         "caused_by": await what_caused(platform, session_id, envelope),
         "caused": [
-            *await what_it_caused(platform, session_id, event_id, [CAUSED_EVENTS]),
+            *await what_it_caused(platform, session_id, event_id, [CAUSED_EVENTS], batches),
             *await runs_it_ended(platform, session_id, event_id, waits),
         ],
     }
@@ -163,12 +164,17 @@ async def what_caused(platform: CommandContext, session_id: str, envelope: dict[
 
 
 async def what_it_caused(
-    platform: CommandContext, session_id: str, event_id: int, budget: list[int]
+    platform: CommandContext,
+    session_id: str,
+    event_id: int,
+    budget: list[int],
+    batches: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """The batches that took the event, the runs they started, and what those and the batch's own action wrote,
-    each with what it caused in turn (`budget`: how many more events may be named)."""
+    """The batches that took the event (`batches`, when the caller read them already), the runs they started, and
+    what those and the batch's own action wrote, each with what it caused in turn (`budget`: how many more events
+    may be named)."""
     store, found = platform.store, []
-    for batch in await store.batches_of_event(session_id, event_id):
+    for batch in batches if batches is not None else await store.batches_of_event(session_id, event_id):
         node: dict[str, Any] = {
             "batch": {k: batch[k] for k in ("listener", "lane", "first_id", "last_id", "retry", "replay")},
             "runs": list(batch["executions"]),

@@ -177,17 +177,17 @@ def _captured_schemas(captures: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 async def declarations(
     platform: Platform,
     app: UserApp,
+    held: Mapping[str, Any],
     *,
     tables_to_come: list[str] | None = None,
     past: dict[str, str] | None = None,
 ) -> dict[Kind, list[dict[str, Any]]]:
-    """The app's event types and listeners as the platform would keep them; raises InvalidApp naming every bad
-    field when any is refused. With `tables_to_come`, a captured table that is not there yet is listed in it
-    instead of refused (a plan shown before the app's `migrate` has run). `past` receives the schedules whose
-    time has gone by (`_schedules`)."""
+    """The app's event types and listeners as the platform would keep them (`held`: the types' schemas as the
+    platform holds them); raises InvalidApp naming every bad field when any is refused. With `tables_to_come`, a
+    captured table that is not there yet is listed in it instead of refused (a plan shown before the app's
+    `migrate` has run). `past` receives the schedules whose time has gone by (`_schedules`)."""
     problems: list[str] = []
     types: list[dict[str, Any]] = []
-    held = await platform.store.event_schemas()
     for n, body in enumerate(app.event_types):
         try:
             name = body.get("name") if isinstance(body, Mapping) else None
@@ -218,7 +218,8 @@ async def declarations(
 async def plan_of(platform: Platform, app: UserApp, *, tables_to_come: list[str] | None = None) -> list[Step]:
     """What applying the app's declarations would do (`tables_to_come`: as `declarations` takes it)."""
     past: dict[str, str] = {}
-    declared = await declarations(platform, app, tables_to_come=tables_to_come, past=past)
+    schemas = await platform.store.event_schemas()
+    declared = await declarations(platform, app, schemas, tables_to_come=tables_to_come, past=past)
     owners = await platform.store.declared_by()
     held: dict[Kind, dict[str, Held]] = {
         "event_type": {
@@ -243,7 +244,6 @@ async def plan_of(platform: Platform, app: UserApp, *, tables_to_come: list[str]
             held["schedule"][name] = Held(found, owners.get(("schedule", name)))
     steps = plan(app.declarer, declared, held)
     refused = [past[s.name] for s in steps if s.kind == "schedule" and s.action in ("add", "change") and s.name in past]
-    schemas = await platform.store.event_schemas()
     refused += _stranded(schemas, declared, held, steps)
     refused += _stranded_by_schemas(platform, schemas, declared, held, steps)
     if refused:

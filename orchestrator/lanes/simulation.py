@@ -3,10 +3,9 @@
 Owns the replay of a stream through the engine's own parts on a clock of its own: the in-memory lane store
 (held to PostgreSQL's contract by one suite), whose routing round matches by the router's rules
 (`core.routing`), and the lane driver with its pure step. Each event arrives at its commit time (the events of
-one transaction together) and each lane
-steps when its step said it would. A run starts nowhere and ends `run_seconds` after its start (0: at once); a
-write action writes nothing; a lane's `idle` timer is not simulated. So the batches are the engine's own, for
-runs that take that long.
+one transaction together) and each lane steps when its step said it would. A run starts nowhere and ends
+`run_seconds` after its start (0: at once); a write action writes nothing; a lane's `idle` timer is not
+simulated. So the batches are the engine's own, for runs that take that long.
 """
 
 from __future__ import annotations
