@@ -10,14 +10,16 @@ mirrors the reply's error code (`auth.STATUS_BY_ERROR`); the body is always the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -62,6 +64,10 @@ def _request_id(request: Request) -> str | None:
     if given and len(given) <= 128 and given.isprintable() and " " not in given:
         return given
     return None
+
+
+# How long `/readyz` waits for the store's answer before it says the API is not ready.
+READY_SECONDS = 5.0
 
 
 class _TooLarge(Exception):
@@ -146,6 +152,10 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             return rate_limited(wait)
         try:
             raw = await read_body(request)
+        except ClientDisconnect:
+            # The caller left before its body was whole: nobody to answer, and no fault of the platform's.
+            log.debug("%s %s: the client left mid-body", request.method, request.url.path)
+            return Response(status_code=400)
         except _TooLarge:
             return JSONResponse(
                 error_reply("limit_exceeded", f"body: larger than the limit of {max_bytes} bytes"),
@@ -225,9 +235,17 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
     async def healthz(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
+    probe: asyncio.Future[dict[str, Any]] | None = None
+
     async def readyz(request: Request) -> Response:
-        # A cheap read through the whole command path proves the store answers.
-        reply = await platform.command({"command": "list_listeners"})
+        # A cheap read through the whole command path proves the store answers; one that does not answer in time
+        # (a database that keeps its connections and answers nothing) is not ready either. Not cancelled when
+        # late: a cancelled read waits on that database to give its connection back. One at a time, shared.
+        nonlocal probe
+        if probe is None or probe.done():
+            probe = asyncio.ensure_future(platform.command({"command": "list_listeners"}))
+        done, _ = await asyncio.wait({probe}, timeout=READY_SECONDS)
+        reply = probe.result() if done else unavailable().reply()
         if reply.get("status") == "success":
             return JSONResponse({"status": "ready"})
         return JSONResponse({"status": "unavailable", "error": reply.get("error")}, status_code=503)

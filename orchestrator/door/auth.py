@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -76,6 +77,32 @@ def rate_limited(wait_seconds: float) -> JSONResponse:
     return reply_response({**reply, "retry_after": seconds})
 
 
+# The names a request to a server listening on this machine alone may give as its `Host`.
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _loopback(host: str) -> bool:
+    return host in LOOPBACK_NAMES or host.endswith(".localhost") or host.startswith("127.")
+
+
+def from_elsewhere(request: Request) -> JSONResponse | None:
+    """The refusal of a request the open API must not trust though it asks no credentials: one a browser sends
+    for a page of another origin (a form or `text/plain` POST needs no preflight, so such a page could write), or,
+    on a server listening on this machine alone, one that names another host (a page whose name was pointed here,
+    DNS rebinding). A bearer token, which no page of another origin holds, is never refused so."""
+    origin = request.headers.get("origin")
+    # Host to host: a proxy in front may speak TLS to the page and plain HTTP here.
+    elsewhere = origin is not None and urlsplit(origin).netloc != request.headers.get("host", "")
+    if elsewhere or request.headers.get("sec-fetch-site") == "cross-site":
+        message = f"origin: {origin or 'another site'} is not this API's; a page elsewhere needs a key to call it"
+        return JSONResponse(error_reply("access_denied", message), status_code=403)
+    server = request.scope.get("server")
+    if server and _loopback(str(server[0])) and not _loopback(request.url.hostname or ""):
+        message = f"host: {request.url.hostname!r} is not this machine's name; the API listens on {server[0]} only"
+        return JSONResponse(error_reply("invalid_request", message), status_code=421)
+    return None
+
+
 def remember(request: Request, principal: Principal) -> Principal:
     request.scope[KEY_IN_SCOPE] = principal.name
     return principal
@@ -94,7 +121,8 @@ async def who(
     a browser session's request without its CSRF token."""
     anyone = await gate.open_principal()
     if anyone is not None:
-        return remember(request, anyone)
+        refused = from_elsewhere(request)
+        return refused if refused is not None else remember(request, anyone)
     header = request.headers.get("authorization")
     params = request.query_params
     if header is None and query_token and "access_token" in params:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from orchestrator.commands.access import Caller, authorize_stream
@@ -32,7 +32,10 @@ async def _json_body(request: Request) -> dict[str, Any] | Response:
     """The body as a JSON object; a form a page on another origin could post (not JSON) is refused."""
     if not request.headers.get("content-type", "").startswith("application/json"):
         return JSONResponse(error_reply("invalid_request", "content-type: must be application/json"), 400)
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except ClientDisconnect:
+        return Response(status_code=400)  # the caller left mid-body: nobody to answer
     try:
         body = json.loads(raw) if len(raw) <= MAX_BODY else None
     except ValueError:

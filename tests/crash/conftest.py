@@ -154,6 +154,21 @@ class RestartablePostgres:
             with contextlib.suppress(psutil.Error):
                 postmaster.wait(10)
 
+    def _processes(self) -> list[psutil.Process]:
+        postmaster = psutil.Process(int((self.data_dir / "postmaster.pid").read_text().split()[0]))
+        return [postmaster, *postmaster.children(recursive=True)]
+
+    def freeze(self) -> None:
+        """SIGSTOP the postmaster and every backend: connections stay open and nothing answers, as a database
+        server that hangs (a full disk, a stalled volume)."""
+        for process in self._processes():
+            process.suspend()
+
+    def thaw(self) -> None:
+        for process in self._processes():
+            with contextlib.suppress(psutil.Error):
+                process.resume()
+
     async def start_again(self) -> None:
         await self.server.start_again()
 

@@ -136,3 +136,26 @@ async def test_events_follow_started_while_the_database_is_away_waits_and_prints
                 await follower.wait()
     finally:
         await platform.close()
+
+
+async def test_a_door_whose_database_hangs_is_not_ready(private_postgres: RestartablePostgres) -> None:
+    """A database that keeps its connections and answers nothing (every process stopped): `/readyz` answers 503
+    in its own time rather than waiting with the database, and 200 once it answers again."""
+    settings = Settings()
+    platform = await Platform.connect(settings, private_postgres.url)
+    try:
+        async with (
+            serve_api(create_app(platform, settings), "127.0.0.1", 0) as url,
+            httpx.AsyncClient(base_url=url, timeout=60) as http,
+        ):
+            assert (await http.get("/readyz")).status_code == 200
+            private_postgres.freeze()
+            try:
+                hung = await http.get("/readyz")
+            finally:
+                private_postgres.thaw()
+            assert hung.status_code == 503, hung.text
+            assert hung.json() == {"status": "unavailable", "error": "unavailable"}
+            assert (await http.get("/readyz")).status_code == 200
+    finally:
+        await platform.close()

@@ -4,6 +4,8 @@ unless told otherwise, reads no more than `max_request_bytes`, and never hands a
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -142,3 +144,83 @@ def test_secret_settings_never_show_in_a_printed_or_dumped_settings(monkeypatch:
     for shown in (repr(settings), str(settings), settings.model_dump_json()):
         assert TOKEN not in shown
     assert settings.api_token is not None and settings.api_token.get_secret_value() == TOKEN
+
+
+@pytest.fixture
+async def open_api(platform: Platform, settings: Settings) -> AsyncIterator[str]:
+    """The API as a first start leaves it: no token, no key, so nobody needs credentials."""
+    async with serve_api(create_app(platform, settings), "127.0.0.1", 0) as url:
+        yield url
+
+
+async def _sessions(http: httpx.AsyncClient) -> int:
+    return len((await http.post("/v1/commands", json={"command": "list_sessions"})).json()["sessions"])
+
+
+async def test_the_open_api_refuses_what_a_page_of_another_origin_sends(open_api: str) -> None:
+    """A page elsewhere may POST `text/plain` to any address with no preflight: while the API asks no credentials,
+    such a request (its browser says where it comes from) is refused and writes nothing."""
+    async with httpx.AsyncClient(base_url=open_api) as http:
+        before = await _sessions(http)
+        body = json.dumps({"command": "open_session"})
+        for headers in (
+            {"Origin": "https://attacker.example", "Content-Type": "text/plain"},
+            {"Origin": "null", "Content-Type": "text/plain"},
+            {"Sec-Fetch-Site": "cross-site", "Content-Type": "text/plain"},
+        ):
+            refused = await http.post("/v1/commands", content=body, headers=headers)
+            assert refused.status_code == 403, refused.text
+            assert refused.json()["error"] == "access_denied"
+            assert refused.json()["message"].startswith("origin: ")
+        assert await _sessions(http) == before
+        # The API's own pages (the dashboard) send their own origin, and pass.
+        own = await http.post("/v1/commands", content=body, headers={"Origin": open_api})
+        assert own.status_code == 200, own.text
+        assert await _sessions(http) == before + 1
+
+
+async def test_a_token_is_not_refused_for_its_origin(guarded: str) -> None:
+    """A bearer token is no page's to send by itself: a closed API answers it whatever the origin."""
+    headers = {"Authorization": f"Bearer {TOKEN}", "Origin": "https://app.example"}
+    async with httpx.AsyncClient(base_url=guarded, headers=headers) as http:
+        assert (await http.post("/v1/commands", json={"command": "list_sessions"})).status_code == 200
+
+
+async def test_the_open_api_on_loopback_refuses_another_hosts_name(open_api: str) -> None:
+    """A page whose name was pointed at 127.0.0.1 (DNS rebinding) is its own origin there: its requests name its
+    host, which a server listening on loopback alone refuses while the API asks no credentials."""
+    async with httpx.AsyncClient(base_url=open_api) as http:
+        before = await _sessions(http)
+        port = open_api.rsplit(":", 1)[1]
+        refused = await http.post(
+            "/v1/commands", json={"command": "open_session"}, headers={"Host": f"rebound.example:{port}"}
+        )
+        assert refused.status_code == 421, refused.text
+        assert refused.json()["message"].startswith("host: 'rebound.example'")
+        assert await _sessions(http) == before
+        for name in ("localhost", "127.0.0.1"):
+            ok = await http.post("/v1/commands", json={"command": "list_sessions"}, headers={"Host": f"{name}:{port}"})
+            assert ok.status_code == 200, ok.text
+
+
+async def test_a_client_that_leaves_mid_body_is_no_error_of_the_platform(
+    open_api: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A body cut off by its client (it promised more bytes and closed) is answered to nobody and logged as no
+    failure: an error and a traceback a request would let anyone fill the log that says the platform failed."""
+    caplog.set_level(logging.INFO)
+    host, port = open_api.removeprefix("http://").split(":")
+    for _ in range(3):
+        _, writer = await asyncio.open_connection(host, int(port))
+        writer.write(
+            b"POST /v1/commands HTTP/1.1\r\nHost: " + f"{host}:{port}".encode() + b"\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + b'{"command": "open_'
+        )
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+    async with httpx.AsyncClient(base_url=open_api) as http:
+        await asyncio.sleep(0.3)
+        assert (await http.post("/v1/commands", json={"command": "list_sessions"})).status_code == 200
+    failures = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not failures, [r.getMessage() for r in failures]
