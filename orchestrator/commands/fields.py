@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -29,15 +29,12 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from orchestrator.core.errors import KEY_REUSED, CommandError
+from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import ALIAS_RE, MAX_ALIAS_CHARS, validate_alias
 from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 from orchestrator.core.validation import field_errors_message
 from orchestrator.core.written import payload_problem
-
-if TYPE_CHECKING:
-    from orchestrator.commands.context import CommandContext
 
 
 @dataclass(frozen=True)
@@ -105,6 +102,12 @@ Rev = Annotated[int, Field(ge=0, le=MAX_INTEGER)]
 # What the schemas say of a bulk write's list (`emit_events`, `write_objects`, `post_thread_items`); each command
 # checks the deployment's `max_writes_per_request`, itself within MAX_WRITES_PER_REQUEST.
 BULK = f"at most the deployment's max_writes_per_request (1,000 unless set; never over {MAX_WRITES_PER_REQUEST:,})"
+# What a bulk write's `idempotency_key` means (`write_objects`, `post_thread_items`): one key for the request.
+BULK_KEY = (
+    "the request's key, its writes keyed `<key>:<index>`: a retry with the same key answers the first request's result"
+    " instead of writing again; a request with a write the first did not make, or the key of another write of the"
+    " session (the single form's too), is refused"
+)
 ListenerName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
@@ -135,11 +138,3 @@ def check_payload(field: str, value: Any, max_bytes: int, *, in_body: bool = Tru
     problem = payload_problem(field, value, max_bytes)
     if problem is not None:
         raise CommandError(*problem)
-
-
-async def refuse_the_other_forms_key(platform: CommandContext, session_id: str, key: str | None, *, bulk: bool) -> None:
-    """A request's key that the other form of its write already used (`write_object` and `write_objects`,
-    `post_thread_item` and `post_thread_items`) names another write, and is refused as any such key is: the bulk
-    form keys its writes `<key>:<index>`, so neither form found the other's write as its own, and it wrote again."""
-    if key is not None and await platform.store.idempotency_key_held(session_id, key if bulk else f"{key}:0"):
-        raise CommandError("invalid_request", KEY_REUSED)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.commands.fields import (
     BULK,
+    BULK_KEY,
     Alias,
     AliasPrefix,
     ClientId,
@@ -15,7 +16,6 @@ from orchestrator.commands.fields import (
     Rev,
     SessionId,
     check_payload,
-    refuse_the_other_forms_key,
 )
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
@@ -57,8 +57,7 @@ class WriteObjects(Request):
     session_id: SessionId
     objects: Annotated[list[ObjectWrite], Field(min_length=1, max_length=MAX_WRITES_PER_REQUEST, description=BULK)]
     client: ClientId | None = None
-    # A retried request with the same key finds the first one's writes (each object's is the key and its index).
-    idempotency_key: IdempotencyKey | None = None
+    idempotency_key: IdempotencyKey | None = Field(default=None, description=BULK_KEY)
 
 
 class ObjectRef(Request):
@@ -92,7 +91,6 @@ async def write_object(platform: CommandContext, req: WriteObject) -> dict[str, 
     """Replace the value at `alias` and raise its `rev` by one, with an `object.written` event in the same
     transaction; `if_rev` refuses the write when the stored rev differs (0: only when there is none)."""
     check_payload("value", req.value, platform.settings.limits.max_payload_bytes)
-    await refuse_the_other_forms_key(platform, req.session_id, req.idempotency_key, bulk=False)
     # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
     attributes = {"orchestrator.session": req.session_id, "orchestrator.alias": req.alias}
     with TRACER.start_as_current_span("write_object", attributes=attributes) as span:
@@ -138,19 +136,12 @@ async def write_objects(platform: CommandContext, req: WriteObjects) -> dict[str
         )
     for index, obj in enumerate(req.objects):
         check_payload(f"objects.{index}.value", obj.value, limits.max_payload_bytes)
-    await refuse_the_other_forms_key(platform, req.session_id, req.idempotency_key, bulk=True)
-    rows = [
-        {
-            "alias": obj.alias,
-            "value": obj.value,
-            "if_rev": obj.if_rev,
-            "key": None if req.idempotency_key is None else f"{req.idempotency_key}:{index}",
-        }
-        for index, obj in enumerate(req.objects)
-    ]
+    rows = [{"alias": obj.alias, "value": obj.value, "if_rev": obj.if_rev} for obj in req.objects]
     attributes: dict[str, str | int] = {"orchestrator.session": req.session_id, "orchestrator.objects": len(rows)}
     with TRACER.start_as_current_span("write_objects", attributes=attributes):
-        written = await platform.store.write_objects(req.session_id, rows, source={"client": req.client})
+        written = await platform.store.write_objects(
+            req.session_id, rows, source={"client": req.client}, idempotency_key=req.idempotency_key
+        )
     return {"objects": [obj for obj, _ in written], "event_ids": [event_id for _, event_id in written]}
 
 

@@ -8,13 +8,13 @@ from pydantic import Field
 
 from orchestrator.commands.fields import (
     BULK,
+    BULK_KEY,
     Alias,
     ClientId,
     IdempotencyKey,
     Limit,
     SessionId,
     check_payload,
-    refuse_the_other_forms_key,
 )
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.errors import CommandError
@@ -50,8 +50,7 @@ class PostThreadItems(Request):
     alias: Alias
     items: Annotated[list[ThreadItem], Field(min_length=1, max_length=MAX_WRITES_PER_REQUEST, description=BULK)]
     client: ClientId | None = None
-    # A retried request with the same key finds the first one's posts (each item's is the key and its index).
-    idempotency_key: IdempotencyKey | None = None
+    idempotency_key: IdempotencyKey | None = Field(default=None, description=BULK_KEY)
 
 
 class ListThreadItems(Request):
@@ -80,7 +79,6 @@ async def post_thread_item(platform: CommandContext, req: PostThreadItem) -> dic
     post (items never change)."""
     limit = platform.settings.limits.max_payload_bytes
     check_item(req.item, limit)
-    await refuse_the_other_forms_key(platform, req.session_id, req.idempotency_key, bulk=False)
     # Under the caller's span when there is one, else a new trace: the event keeps this span's traceparent.
     attributes = {"orchestrator.session": req.session_id, "orchestrator.alias": req.alias}
     with TRACER.start_as_current_span("post_thread_item", attributes=attributes) as span:
@@ -125,12 +123,12 @@ async def post_thread_items(platform: CommandContext, req: PostThreadItems) -> d
     rows = []
     for index, item in enumerate(req.items):
         check_item(item, limits.max_payload_bytes, f"items.{index}")
-        key = None if req.idempotency_key is None else f"{req.idempotency_key}:{index}"
-        rows.append(thread_item_row(item.model_dump(exclude_none=True), key))
-    await refuse_the_other_forms_key(platform, req.session_id, req.idempotency_key, bulk=True)
+        rows.append(thread_item_row(item.model_dump(exclude_none=True)))
     attributes: dict[str, str | int] = {"orchestrator.session": req.session_id, "orchestrator.items": len(rows)}
     with TRACER.start_as_current_span("post_thread_items", attributes=attributes):
-        posted = await platform.store.post_thread_items(req.session_id, req.alias, rows, source={"client": req.client})
+        posted = await platform.store.post_thread_items(
+            req.session_id, req.alias, rows, source={"client": req.client}, idempotency_key=req.idempotency_key
+        )
     return {"items": [{"id": item_id} for item_id, _ in posted], "event_ids": [event_id for _, event_id in posted]}
 
 

@@ -1,9 +1,10 @@
 """The application's own events and many writes in one request: event types, emits, bulk writes.
 
 Owns the statements of `save_event_type` and its reads, `emit_event(s)` (one statement, the session's lock
-held once for all), `write_objects` and `post_thread_items` (one statement each, all or none). A bulk write
-the database refuses part of raises `orchestrator: <index> <outcome> <rev>` from its SQL function, which is
-answered as the command error naming that item.
+held once for all), `write_objects` and `post_thread_items` (one statement each, all or none, their request's key
+checked there under the session's lock). A bulk write the database refuses part of raises `orchestrator: <index>
+<outcome> <rev>` from its SQL function, which is answered as the command error naming that item (or, for a bulk
+write's key, the request's `idempotency_key`).
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ def _clean(source: dict[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (source or {}).items() if v is not None}
 
 
-def _refused(err: asyncpg.RaiseError, session_id: str, field: str | None) -> CommandError:
+def _refused(err: asyncpg.RaiseError, session_id: str, field: str | None, *, request_key: bool = False) -> CommandError:
     """The command error of a bulk write's first refused item (`orchestrator: <index> <outcome> <rev>`); `field`
-    None for a command of one item, whose fields are its own (`emit_event`'s `idempotency_key`)."""
+    None for a command of one item, whose fields are its own (`emit_event`'s `idempotency_key`). `request_key`:
+    the key is the request's, not its items' (`write_objects`, `post_thread_items`), and a refusal names it."""
     _, _, detail = str(err).partition("orchestrator: ")
     parts = detail.split()
     index = parts[0] if parts else "0"
@@ -44,7 +46,7 @@ def _refused(err: asyncpg.RaiseError, session_id: str, field: str | None) -> Com
     if outcome == "rev_conflict":
         return CommandError("rev_conflict", ".".join(filter(None, (place, f"if_rev: the stored rev is {rev}"))))
     if outcome == "key_reused":
-        return CommandError("invalid_request", ".".join(filter(None, (place, KEY_REUSED))))
+        return CommandError("invalid_request", ".".join(filter(None, (None if request_key else place, KEY_REUSED))))
     return CommandError("internal_error", f"{place}: refused ({outcome})" if place else f"refused ({outcome})")
 
 
@@ -161,20 +163,23 @@ class AppEvents:
         *,
         source: dict[str, Any] | None = None,
         depth: int = 0,
+        idempotency_key: str | None = None,
     ) -> list[tuple[dict[str, Any], int]]:
-        """Write each `{alias, value, if_rev?, key?}` as `write_object` would, all or none, in one statement."""
+        """Write each `{alias, value, if_rev?}` as `write_object` would, all or none, in one statement; the request's
+        `idempotency_key` keys them `<key>:<index>`, and a retry answers the first request's writes."""
         try:
             rows = await self.pool.fetch(
-                "SELECT o_rev, o_event FROM orchestrator.orchestrator_write_objects($1, $2::jsonb, $3, $4, $5, $6)",
+                "SELECT o_rev, o_event FROM orchestrator.orchestrator_write_objects($1, $2::jsonb, $3, $4, $5, $6, $7)",
                 session_id,
                 list(objects),
+                idempotency_key,
                 _clean(source),
                 depth,
                 current_traceparent(),
                 current_cause(),
             )
         except asyncpg.RaiseError as err:
-            raise _refused(err, session_id, "objects") from None
+            raise _refused(err, session_id, "objects", request_key=True) from None
         return [
             ({"alias": o["alias"], "rev": int(r["o_rev"])}, int(r["o_event"]))
             for o, r in zip(objects, rows, strict=True)
@@ -188,23 +193,26 @@ class AppEvents:
         *,
         source: dict[str, Any] | None = None,
         depth: int = 0,
+        idempotency_key: str | None = None,
     ) -> list[tuple[str, int]]:
         """Post each item (already checked, with its `id`, `preview` and text or JSON message) as
-        `post_thread_item` would, all or none, in one statement; answer each item's id and event id."""
+        `post_thread_item` would, all or none, in one statement, keyed as `write_objects` keys its writes; answer
+        each item's id and event id."""
         try:
             rows = await self.pool.fetch(
                 "SELECT o_item, o_event FROM orchestrator.orchestrator_post_thread_items($1, $2, $3::jsonb, $4, $5,"
-                " $6, $7)",
+                " $6, $7, $8)",
                 session_id,
                 alias,
                 list(items),
+                idempotency_key,
                 _clean(source),
                 depth,
                 current_traceparent(),
                 current_cause(),
             )
         except asyncpg.RaiseError as err:
-            raise _refused(err, session_id, "items") from None
+            raise _refused(err, session_id, "items", request_key=True) from None
         return [(str(r["o_item"]), int(r["o_event"])) for r in rows]
 
 

@@ -112,9 +112,9 @@ def event_from_row(row: asyncpg.Record) -> Event:
     )
 
 
-def thread_item_row(item: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+def thread_item_row(item: dict[str, Any]) -> dict[str, Any]:
     """An item as `orchestrator_post_thread_items` takes it: its id (one made when it has none), its message as
-    text or as JSON (a `json` item's may be any JSON value), the event's preview of it, and its key."""
+    text or as JSON (a `json` item's may be any JSON value), and the event's preview of it."""
     message = item.get("message")
     text = message if isinstance(message, str) or message is None else None
     return {
@@ -125,7 +125,6 @@ def thread_item_row(item: dict[str, Any], key: str | None = None) -> dict[str, A
         "message_json": None if text is not None or message is None else message,
         "preview": preview(message),
         "metadata": item.get("metadata"),
-        "key": key,
     }
 
 
@@ -301,16 +300,6 @@ class PostgresStore:
         if require_open and lock != "ok":
             status = await conn.fetchval("SELECT status FROM orchestrator.sessions WHERE id = $1", session_id)
             raise CommandError("session_not_open", f"session_id: session {session_id!r} is {status}")
-
-    async def idempotency_key_held(self, session_id: str, key: str) -> bool:
-        """Whether an event of the session was written under `key`."""
-        return bool(
-            await self.pool.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM orchestrator.events WHERE session_id = $1 AND idempotency_key = $2)",
-                session_id,
-                key,
-            )
-        )
 
     @staticmethod
     async def _replayed(conn: Connection, session_id: str, key: str | None) -> Event | None:

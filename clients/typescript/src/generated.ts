@@ -503,6 +503,7 @@ export interface PostThreadItemsArgs {
   /** at most the deployment's max_writes_per_request (1,000 unless set; never over 10,000) */
   items: Array<ThreadItem>;
   client?: string | null;
+  /** the request's key, its writes keyed `<key>:<index>`: a retry with the same key answers the first request's result instead of writing again; a request with a write the first did not make, or the key of another write of the session (the single form's too), is refused */
   idempotency_key?: string | null;
 }
 
@@ -689,6 +690,7 @@ export interface WriteObjectsArgs {
   /** at most the deployment's max_writes_per_request (1,000 unless set; never over 10,000) */
   objects: Array<ObjectWrite>;
   client?: string | null;
+  /** the request's key, its writes keyed `<key>:<index>`: a retry with the same key answers the first request's result instead of writing again; a request with a write the first did not make, or the key of another write of the session (the single form's too), is refused */
   idempotency_key?: string | null;
 }
 

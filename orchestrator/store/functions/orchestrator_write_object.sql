@@ -1,6 +1,6 @@
 -- The two hot writes (this and `orchestrator_post_thread_item`), one statement each, so a session's lock is
--- held for one statement. Each answers an outcome (ok, replayed, not_found, session_not_open, rev_conflict), the
--- rev or item id, and the event id.
+-- held for one statement. Each answers an outcome (ok, replayed, not_found, session_not_open, rev_conflict,
+-- key_reused), the rev or item id, and the event id.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_write_object(
     p_session text, p_alias text, p_value jsonb, p_if_rev integer, p_source jsonb, p_depth integer, p_key text,
     p_traceparent text, p_cause jsonb
@@ -12,6 +12,10 @@ DECLARE
 BEGIN
     IF v_lock <> 'ok' THEN
         RETURN QUERY SELECT v_lock, NULL::integer, NULL::bigint;
+        RETURN;
+    END IF;
+    IF orchestrator.orchestrator_request_key(p_session, p_key, false) = 'key_reused' THEN
+        RETURN QUERY SELECT 'key_reused'::text, NULL::integer, NULL::bigint;
         RETURN;
     END IF;
     SELECT * INTO r FROM orchestrator.orchestrator_object_row(p_session, p_alias, p_value, p_if_rev, p_source, p_depth,
