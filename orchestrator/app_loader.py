@@ -33,7 +33,7 @@ class UserApp:
     `event_types` (each a `save_event_type` body), `captures` (each a `capture_table` body) and `schedules` (each a
     `create_schedule` body naming its session by `session_alias`); and `migrate`, a
     callable taking the platform's database URL (sync or async) that makes the app's own tables before its
-    declarations are planned."""
+    declarations are planned. Beside them, `app_name` (`owner`) and `take_over`."""
 
     name: str
     workflows: list[type] = field(default_factory=list)
@@ -46,11 +46,20 @@ class UserApp:
     # Who declared what the app declares, on the platform (`app_declarations`): its `app_name` when it sets one,
     # else its module's name (two projects' files both named `app.py` are one app unless one names itself).
     owner: str | None = None
+    # The names of declarations another app holds that this one takes over (`take_over`), as its plan's refusal
+    # names them: a plan refuses to take another app's otherwise.
+    take_over: frozenset[str] = frozenset()
 
     @property
     def declarer(self) -> str:
         """The name the platform records the app's declarations under (what its next plan may remove)."""
         return self.owner or self.name
+
+    @property
+    def title(self) -> str:
+        """The app as its lines and refusals name it: by the name that owns its declarations, its module beside
+        it when that differs (`shop (shopapp)`)."""
+        return self.name if self.declarer == self.name else f"{self.declarer} ({self.name})"
 
 
 def workflow_names(workflows: Sequence[type]) -> list[str]:
@@ -82,6 +91,7 @@ def load_app(spec: str) -> UserApp:
         schedules=_bodies(spec, module, "schedules"),
         migrate=_migrate(spec, module),
         owner=_owner(spec, module),
+        take_over=_take_over(spec, module),
     )
 
 
@@ -91,6 +101,14 @@ def _owner(spec: str, module: ModuleType) -> str | None:
     if declared is not None and (not isinstance(declared, str) or not declared.strip() or len(declared) > 200):
         raise AppLoadError(f"app {spec!r}: `app_name` must be a non-empty string of at most 200 characters")
     return declared
+
+
+def _take_over(spec: str, module: ModuleType) -> frozenset[str]:
+    """The declarations the app takes over from another app (`UserApp.take_over`), by name."""
+    names = _as_list(spec, module, "take_over")
+    if not all(isinstance(name, str) and name for name in names):
+        raise AppLoadError(f"app {spec!r}: `take_over` must be a list of declarations' names (strings)")
+    return frozenset(names)
 
 
 def _import(spec: str) -> ModuleType:

@@ -20,6 +20,7 @@ from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import HELD, DataCheck, EventTypeDeclaration, data_check
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 from orchestrator.core.validation import field_errors_message
+from orchestrator.store.app_events import CAPTURED_SCHEMA, captured_refusal
 from orchestrator.telemetry import TRACER
 
 if TYPE_CHECKING:
@@ -96,7 +97,8 @@ class EmitEvents(Request):
 )
 async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[str, Any]:
     """Declare an event type of the application's own, or replace its declaration: every `emit_event` of it is
-    checked against `schema` (a JSON Schema for its `data`). A new schema that would leave a saved listener reading
+    checked against `schema` (a JSON Schema for its `data`). A type a capture declares is the capture's, refused
+    while the capture lasts. A new schema that would leave a saved listener reading
     a path no event of its types has (it could never fire) is refused, naming each; change or delete them first."""
     body = {"name": req.name, "schema": req.schema_, "allow": req.allow, "description": req.description}
     schemas = await platform.store.event_schemas()
@@ -105,6 +107,9 @@ async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[
         declared = EventTypeDeclaration.model_validate({k: v for k, v in body.items() if v is not None}, context=held)
     except pydantic.ValidationError as err:
         raise CommandError("invalid_request", field_errors_message(err, "")) from None
+    table = await platform.store.capture_of_type(declared.name)
+    if table is not None:
+        raise CommandError("invalid_request", captured_refusal(declared.name, table, CAPTURED_SCHEMA))
     if declared.name in schemas:
         listeners = {found["name"]: found["body"] for found in await platform.store.list_listeners()}
         after = {**schemas, declared.name: declared.schema_}
@@ -145,12 +150,10 @@ async def delete_event_type(platform: CommandContext, req: EventTypeRef) -> dict
     schemas = await platform.store.event_schemas()
     if req.name not in schemas:
         raise CommandError("not_found", f"name: no event type {req.name!r}")
-    for capture in await platform.store.list_captures():
-        if req.name in capture["types"]:
-            raise CommandError(
-                "invalid_request",
-                f"name: {req.name!r} is a type of the capture of {capture['table']}: uncapture_table it first",
-            )
+    # The store refuses it too (an app's plan deletes through it); said here before the listeners it strands.
+    table = await platform.store.capture_of_type(req.name)
+    if table is not None:
+        raise CommandError("invalid_request", captured_refusal(req.name, table, "uncapture_table it first"))
     remaining = [name for name in schemas if name != req.name]
     stranded = []
     for listener in await platform.store.list_listeners():

@@ -4,7 +4,9 @@ Owns the comparison of what an app module declares (its event types, captured ta
 command's body) with
 what the platform holds and which app declared each (`app_declarations`): a name the app declares and the
 platform lacks is added; one whose body differs is changed; one this app declared before and no longer does is
-removed. What another app, or a person through the commands, declared is never removed by this one. Pure:
+removed, except an event type a capture declares, which is restored (its capture's again). What another app, or a
+person through the commands, declared is never removed by this one; a declaration a person saved is adopted by the
+app that declares its name (`was`: the caller refuses another app's unless the app takes it over). Pure:
 `orchestrator plan` prints it, and `dev` and `worker --app` apply it at start.
 """
 
@@ -18,7 +20,8 @@ Kind = Literal["event_type", "capture", "listener", "schedule"]
 # Added and changed in this order (a capture declares types, a listener may name them, a schedule's firing
 # wakes listeners); removed in reverse.
 KINDS: tuple[Kind, ...] = ("event_type", "capture", "listener", "schedule")
-Action = Literal["add", "change", "remove", "keep"]
+# `restore`: an event type the app declared and no longer does, handed back to the capture that declares it.
+Action = Literal["add", "change", "remove", "keep", "restore"]
 
 
 @dataclass(frozen=True)
@@ -26,14 +29,15 @@ class Step:
     kind: Kind
     name: str
     action: Action
-    # The body to save (add, change); None for a removal or a name kept as it is.
+    # The body to save (add, change, restore); None for a removal or a name kept as it is.
     body: Mapping[str, Any] | None = None
-    # Who declared it before, when that was another app or nobody's app (a change adopts it).
+    # Who declared it before, when that was another app or nobody's app (a change or a keep adopts it).
     was: str | None = None
 
     def line(self) -> str:
         adopted = f" (was {self.was}'s)" if self.action == "change" and self.was else ""
-        return f"{self.action:<7} {self.kind.replace('_', ' ')} {self.name}{adopted}"
+        restored = " (its capture's again)" if self.action == "restore" else ""
+        return f"{self.action:<7} {self.kind.replace('_', ' ')} {self.name}{adopted}{restored}"
 
 
 @dataclass(frozen=True)
@@ -65,9 +69,13 @@ def plan(
     app: str,
     declared: Mapping[Kind, Sequence[Mapping[str, Any]]],
     held: Mapping[Kind, Mapping[str, Held]],
+    captured: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Step]:
     """The steps that bring the platform to `app`'s declarations: event types first, then captures (listeners may
-    name the types of either), removals in the reverse order, each kind by name."""
+    name the types of either), removals in the reverse order, each kind by name. `captured`: the event types the
+    captures declare once the plan is applied, each its capture's body; one the app stops declaring is restored
+    to it, never removed (its capture goes on writing its events)."""
+    captured = captured or {}
     steps: list[Step] = []
     for kind in KINDS:
         found = held.get(kind, {})
@@ -78,12 +86,14 @@ def plan(
             current = found.get(name)
             if current is None:
                 steps.append(Step(kind, name, "add", body))
-            elif dict(current.body) != dict(body):
-                steps.append(Step(kind, name, "change", body, None if current.app == app else current.app or "nobody"))
             else:
-                steps.append(Step(kind, name, "keep"))
+                was = None if current.app == app else current.app or "nobody"
+                action: Action = "change" if dict(current.body) != dict(body) else "keep"
+                steps.append(Step(kind, name, action, body if action == "change" else None, was))
         gone = sorted(name for name, current in found.items() if current.app == app and name not in names)
-        steps += [Step(kind, name, "remove") for name in gone]
+        for name in gone:
+            own = captured.get(name) if kind == "event_type" else None
+            steps.append(Step(kind, name, "remove") if own is None else Step(kind, name, "restore", own))
     removals = [s for s in steps if s.action == "remove"]
     kept = [s for s in steps if s.action != "remove"]
     return kept + sorted(removals, key=lambda s: (-KINDS.index(s.kind), s.name))

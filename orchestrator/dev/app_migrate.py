@@ -49,22 +49,22 @@ async def run_migrate(platform: Platform, app: UserApp, announce: Callable[[str]
     key = LOCK_PREFIX + _where(migrate, app.name)
     try:
         if not await lock.fetchval("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", key):
-            announce(f"migrate      {app.name}: waiting for another process's migrate of it to end")
+            announce(f"migrate      {app.title}: waiting for another process's migrate of it to end")
             await lock.execute("SELECT pg_advisory_lock(hashtextextended($1, 0))", key)
-        announce(f"migrate      {app.name}: running")
+        announce(f"migrate      {app.title}: running")
         try:
             await _call(migrate, url)
         except SystemExit as err:
             # A migration tool's command line called in-process (Alembic's `main`, a click command) exits: 0 is
             # its success, anything else its failure.
             if err.code not in (0, None):
-                raise MigrateFailed(f"app {app.name}: migrate: exited with {err.code}") from err
+                raise MigrateFailed(f"app {app.title}: migrate: exited with {err.code}") from err
         except Exception as err:
-            raise MigrateFailed(f"app {app.name}: migrate: {type(err).__name__}: {err}") from err
+            raise MigrateFailed(f"app {app.title}: migrate: {type(err).__name__}: {err}") from err
     finally:
         await lock.close()  # the lock goes with its session
     took = time.monotonic() - began
-    announce(f"migrate      {app.name}: done in {took:.1f} s")
+    announce(f"migrate      {app.title}: done in {took:.1f} s")
     return took
 
 

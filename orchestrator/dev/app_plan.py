@@ -2,7 +2,9 @@
 
 Owns reading an app's event types, captured tables and listeners into the bodies the platform keeps, refusing
 the whole app when any of them is invalid (every problem named by its field, nothing applied: a start never goes
-on over an older version), and applying the plan through the commands, recording which app declares what.
+on over an older version), and applying the plan through the commands, recording which app declares what. A
+capture's event types are the capture's: an app neither declares them nor removes them while the capture lasts,
+and what another app declares is not taken unless the app says so (`take_over`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from orchestrator.core.schedule_spec import ScheduleDefinition, parse_schedule, 
 from orchestrator.core.validation import field_errors_message
 from orchestrator.lanes.registry import FRESH_SECONDS, NOT_REGISTERED
 from orchestrator.platform import Platform
+from orchestrator.store.app_events import CAPTURED_SCHEMA
 from orchestrator.store.captures import CAPTURED_KINDS, captured_schema
 
 
@@ -211,7 +214,7 @@ async def declarations(
     problems.extend(_declared_twice(app))
     schedules = _schedules(app, problems, past if past is not None else {})
     if problems:
-        raise InvalidApp(f"app {app.name}: " + "; ".join(problems))
+        raise InvalidApp(f"app {app.title}: " + "; ".join(problems))
     return {"event_type": types, "capture": captures, "listener": listeners, "schedule": schedules}
 
 
@@ -242,13 +245,83 @@ async def plan_of(platform: Platform, app: UserApp, *, tables_to_come: list[str]
         found = await _held_schedule(platform, name)
         if found is not None:
             held["schedule"][name] = Held(found, owners.get(("schedule", name)))
-    steps = plan(app.declarer, declared, held)
+    captured = _captured_after(app, declared, held)
+    steps = plan(app.declarer, declared, held, {name: body for name, (body, _) in captured.items()})
     refused = [past[s.name] for s in steps if s.kind == "schedule" and s.action in ("add", "change") and s.name in past]
+    refused += _captured_declared(declared, captured)
+    refused += _taken(app, declared, steps)
     refused += _stranded(schemas, declared, held, steps)
     refused += _stranded_by_schemas(platform, schemas, declared, held, steps)
     if refused:
-        raise InvalidApp(f"app {app.name}: " + "; ".join(refused))
+        raise InvalidApp(f"app {app.title}: " + "; ".join(refused))
     return steps
+
+
+# Each kind's list in an app module, and the field that names a declaration of it.
+_FIELDS: dict[Kind, tuple[str, str]] = {
+    "event_type": ("event_types", "name"),
+    "capture": ("captures", "table"),
+    "listener": ("listeners", "name"),
+    "schedule": ("schedules", "alias"),
+}
+
+
+def _captured_after(
+    app: UserApp, declared: Mapping[Kind, Sequence[Mapping[str, Any]]], held: Mapping[Kind, Mapping[str, Held]]
+) -> dict[str, tuple[dict[str, Any], str]]:
+    """The event types the captures declare once the plan is applied (the app's, and those held that it does not
+    remove), each as its capture declares it (its schema and description), beside where that capture is named
+    (`captures.N` for the app's)."""
+    captures = {
+        table: (found.body, f"the capture of {table}")
+        for table, found in held.get("capture", {}).items()
+        if found.app != app.declarer
+    }
+    captures.update(
+        {c["table"]: (c, f"the capture of {c['table']} (captures.{n})") for n, c in enumerate(declared["capture"])}
+    )
+    return {
+        f"{body['type_prefix']}.{kind}": (
+            {
+                "name": f"{body['type_prefix']}.{kind}",
+                "schema": captured_schema(kind),
+                "allow": None,
+                "description": f"a row of {table} {kind}",
+            },
+            where,
+        )
+        for table, (body, where) in captures.items()
+        for kind in CAPTURED_KINDS
+    }
+
+
+def _captured_declared(
+    declared: Mapping[Kind, Sequence[Mapping[str, Any]]], captured: Mapping[str, tuple[dict[str, Any], str]]
+) -> list[str]:
+    """The app's event types that a capture declares: its types are the capture's, their schemas what its events
+    hold (`save_event_type` refuses them the same way), so an app neither declares nor refines one."""
+    return [
+        f"event_types.{n}.name: {t['name']!r} is a type of {captured[t['name']][1]}: {CAPTURED_SCHEMA}"
+        for n, t in enumerate(declared["event_type"])
+        if t["name"] in captured
+    ]
+
+
+def _taken(app: UserApp, declared: Mapping[Kind, Sequence[Mapping[str, Any]]], steps: Sequence[Step]) -> list[str]:
+    """What the app declares that another app holds: refused unless the app takes it over (`take_over`), so two
+    apps never trade a declaration back and forth, each start taking it from the other. A person's (nobody's
+    app's) is adopted."""
+    problems = []
+    for step in steps:
+        if step.was is None or step.was == "nobody" or step.name in app.take_over:
+            continue
+        listed, field = _FIELDS[step.kind]
+        n = next(i for i, body in enumerate(declared[step.kind]) if declared_name(step.kind, body) == step.name)
+        problems.append(
+            f"{listed}.{n}.{field}: {step.kind.replace('_', ' ')} {step.name!r} is app {step.was!r}'s: remove it from"
+            f" that app first, or take it over with `take_over = [{step.name!r}]` in this app"
+        )
+    return problems
 
 
 def _stranded(
@@ -292,6 +365,7 @@ def _stranded_by_schemas(
     platform holds them); the app's own listeners are held to its schemas already (`declarations`)."""
     after = {**before, **{t["name"]: t["schema"] for t in declared["event_type"]}}
     after.update(_captured_schemas(declared["capture"]))
+    after.update({s.name: s.body["schema"] for s in steps if s.action == "restore" and s.body is not None})
     ours = {str(body["name"]) for body in declared["listener"]}
     ours |= {s.name for s in steps if s.kind == "listener" and s.action == "remove"}
     others = {name: found.body for name, found in held["listener"].items() if name not in ours}
@@ -306,7 +380,7 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
     steps = await plan_of(platform, app)
     effective: datetime | None = None
     for step in steps:
-        if step.action in ("add", "change"):
+        if step.action in ("add", "change", "restore"):
             assert step.body is not None
             if step.kind == "event_type":
                 # Saved as the plan checked it, against the app's listeners as they will be, not as they are
@@ -323,7 +397,7 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
             else:
                 reply = await platform.command({"command": "save_listener", "listener": dict(step.body)})
             if reply.get("status") != "success":
-                raise InvalidApp(f"app {app.name}: {step.kind} {step.name}: {json.dumps(reply)}")
+                raise InvalidApp(f"app {app.title}: {step.kind} {step.name}: {json.dumps(reply)}")
             if step.kind == "listener":
                 at = datetime.fromisoformat(reply["listener"]["effective_at"])
                 effective = at if effective is None else max(effective, at)
@@ -332,7 +406,9 @@ async def apply(platform: Platform, app: UserApp, announce: Callable[[str], None
                     announce(f"warning      {step.kind} {step.name}: {warning}")
         elif step.action == "remove":
             await _remove(platform, step)
-        await platform.store.declare(step.kind, step.name, None if step.action == "remove" else app.declarer)
+        # A restored type is its capture's again, as a capture's types are: no app's.
+        owner = None if step.action in ("remove", "restore") else app.declarer
+        await platform.store.declare(step.kind, step.name, owner)
     for step in changes(steps):
         announce(f"plan         {step.line()}")
     return Applied(steps, effective)

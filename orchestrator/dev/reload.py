@@ -173,7 +173,7 @@ class ReloadingEngine:
                 self.app = app
                 tasks = self._start_new()
                 if tasks:
-                    self.announce(f"reload       the worker runs {app.name} again, on its new code")
+                    self.announce(f"reload       the worker runs {app.title} again, on its new code")
                     await self.restarted(app)
         finally:
             for task in tasks:

@@ -520,7 +520,7 @@ async def run_dev(
                         (app.listeners, "listener"),
                     )
                 )
-                announce(f"app          {app.name}: {counts}")
+                announce(f"app          {app.title}: {counts}")
                 effective = await migrate_and_apply(platform, app, announce)
             readiness: list[asyncio.Task[None]] = []
 
@@ -647,7 +647,7 @@ async def run_worker(
                     announce(f"health       {url}/healthz")
 
                 def ready(url: str | None) -> None:
-                    announce(f"worker       {temporal_address} task queue {settings.task_queue}, app {app.name}")
+                    announce(f"worker       {temporal_address} task queue {settings.task_queue}, app {app.title}")
                     announce("Ready. Press Ctrl-C to stop.")
 
                 await _run_worker_and_api(

@@ -50,6 +50,24 @@ def _refused(err: asyncpg.RaiseError, session_id: str, field: str | None, *, req
     return CommandError("internal_error", f"{place}: refused ({outcome})" if place else f"refused ({outcome})")
 
 
+# The captured table (named as `list_captures` names it) whose capture declares the type $1: a capture of a table
+# that exists (a dropped table's trigger went with it). Its kinds are `CAPTURED_KINDS` (store/captures.py).
+_CAPTURE_OF_TYPE = (
+    "SELECT quote_ident(n.nspname) || '.' || quote_ident(k.relname) FROM orchestrator.captures c"
+    " JOIN pg_class k ON k.oid = c.table_oid JOIN pg_namespace n ON n.oid = k.relnamespace"
+    " WHERE $1::text IN (c.type_prefix || '.created', c.type_prefix || '.updated', c.type_prefix || '.deleted')"
+)
+
+
+# What to do instead of declaring a captured type otherwise (`save_event_type`, an app's `event_types`).
+CAPTURED_SCHEMA = "its schema is the capture's (it says what the captured events hold); declare a type of another name"
+
+
+def captured_refusal(name: str, table: str, then: str) -> str:
+    """Why a type a capture declares is not to be deleted or declared otherwise (`then`: what to do instead)."""
+    return f"name: {name!r} is a type of the capture of {table}: {then}"
+
+
 class AppEvents:
     """Mixed into the store, which provides `pool`."""
 
@@ -87,16 +105,28 @@ class AppEvents:
 
     async def delete_event_type(self, name: str) -> dict[str, Any]:
         """An event type no longer declared, as it was, and whichever app declared it no longer does: its events
-        stay in the streams."""
-        row = await self.pool.fetchrow(
-            "WITH gone AS (DELETE FROM orchestrator.app_declarations WHERE kind = 'event_type' AND name = $1)"
-            " DELETE FROM orchestrator.event_types WHERE name = $1 RETURNING name, schema, allow, description,"
-            " saved_at",
-            name,
-        )
+        stay in the streams. A type a capture declares is refused while the capture lasts (its trigger goes on
+        writing events of it), whoever asks: the command, or an app's plan."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            # The capture's row locked against its ending meanwhile; a capture made meanwhile takes the type's
+            # row, which the delete waits for, and then declares it again.
+            table = await conn.fetchval(_CAPTURE_OF_TYPE + " FOR SHARE OF c", name)
+            if table is not None:
+                raise CommandError("invalid_request", captured_refusal(name, table, "uncapture_table it first"))
+            row = await conn.fetchrow(
+                "WITH gone AS (DELETE FROM orchestrator.app_declarations WHERE kind = 'event_type' AND name = $1)"
+                " DELETE FROM orchestrator.event_types WHERE name = $1 RETURNING name, schema, allow, description,"
+                " saved_at",
+                name,
+            )
         if row is None:
             raise CommandError("not_found", f"name: no event type {name!r}")
         return _event_type(row)
+
+    async def capture_of_type(self, name: str) -> str | None:
+        """The table whose capture declares the event type `name` (`schema.table`), while it lasts; None: none."""
+        table: str | None = await self.pool.fetchval(_CAPTURE_OF_TYPE, name)
+        return table
 
     async def declared_by(self) -> dict[tuple[str, str], str]:
         """Which app declared each listener and event type, by (kind, name)."""

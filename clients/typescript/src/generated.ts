@@ -1138,7 +1138,7 @@ export abstract class GeneratedCommands {
   }
 
   /**
-   * `save_event_type`: Declare an event type of the application's own, or replace its declaration: every `emit_event` of it is checked against `schema` (a JSON Schema for its `data`). A new schema that would leave a saved listener reading a path no event of its types has (it could never fire) is refused, naming each; change or delete them first.
+   * `save_event_type`: Declare an event type of the application's own, or replace its declaration: every `emit_event` of it is checked against `schema` (a JSON Schema for its `data`). A type a capture declares is the capture's, refused while the capture lasts. A new schema that would leave a saved listener reading a path no event of its types has (it could never fire) is refused, naming each; change or delete them first.
    *
    * Reply: `event_type` {name, schema, allow, description, ...}
    * Errors: `invalid_request`.
