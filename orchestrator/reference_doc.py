@@ -71,7 +71,16 @@ def _errors_table() -> list[str]:
     lines = ["## Errors", "", "| code | HTTP status | when |", "| --- | --- | --- |"]
     for code, status in STATUS_BY_ERROR.items():
         lines.append(f"| `{code}` | {status} | {ERROR_MEANINGS.get(code, '')} |")
-    return [*lines, ""]
+    return [*lines, "", *FRAMING.splitlines(), ""]
+
+
+FRAMING = """\
+The HTTP framing answers some statuses of its own, in the same envelope: 405 `invalid_request` for a method a
+path does not take (its `Allow` header lists those it does), 413 `limit_exceeded` for a body over
+`max_request_bytes`, 403 `access_denied` and 421 `invalid_request` for what the open API refuses from elsewhere
+(docs/security.md). A request that is not HTTP at all is answered by the server with a plain-text 400 before any
+of this. `GET /readyz` answers 503 when the database does not answer within 5 s, a database that hangs as one
+that is down."""
 
 
 def _grouped() -> list[tuple[str, list[CommandReference]]]:

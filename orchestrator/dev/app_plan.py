@@ -320,6 +320,7 @@ def _taken(app: UserApp, declared: Mapping[Kind, Sequence[Mapping[str, Any]]], s
         problems.append(
             f"{listed}.{n}.{field}: {step.kind.replace('_', ' ')} {step.name!r} is app {step.was!r}'s: remove it from"
             f" that app first, or take it over with `take_over = [{step.name!r}]` in this app"
+            + ("" if app.owner else f" (an app with no `app_name` is named by its module, here {app.name!r})")
         )
     return problems
 
