@@ -412,6 +412,13 @@ class LaneDriver:
                 await tell_stop(self.starter, take.execution_id, finished.stop)
             except Exception:
                 self.observed.log.warning("could not tell run %s its stop", take.execution_id, exc_info=True)
+        elif acted.started and finished.cancel:
+            # Its cancel watch heard its event before the run was on Temporal: cancelled now (a death here leaves it
+            # to its grace, which the router's poll holds it to from the note told).
+            try:
+                await self.starter.cancel(take.execution_id)
+            except Exception:
+                self.observed.log.warning("could not cancel run %s", take.execution_id, exc_info=True)
         if acted.started and (finished.snapshot is None or finished.snapshot.session_status == "deleting"):
             # Its session's deletion began after the batch's record and ended the session's runs before this one
             # started: the run has no session left to act in.

@@ -69,6 +69,8 @@ class Finished:
     done_new: bool = False
     # A stop asked of the batch's run before its start was made (noted told here: its teller is the finisher).
     stop: StopAsked | None = None
+    # Its cancel watch was answered before its start (noted told here: the finisher cancels the run).
+    cancel: bool = False
 
 
 @dataclass(frozen=True)

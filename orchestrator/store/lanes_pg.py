@@ -327,6 +327,7 @@ class PgLaneStore:
             outcome_new=bool(answer.get("outcome_new")),
             done_new=bool(answer.get("done_new")),
             stop=None if stop is None else stop_of(stop["grace_seconds"], stop["reason"]),
+            cancel=bool(answer.get("cancel")),
         )
 
     async def hold(self, snap: LaneSnapshot, until: float) -> None:

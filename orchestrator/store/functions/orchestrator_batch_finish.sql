@@ -4,7 +4,8 @@
 -- (`orchestrator_batch_take_queue`), not at its record (0016: the record is on the path from a run's end to the
 -- next run's start). Answers the lanes a freed key slot went to, and the lane's next snapshot (one round trip
 -- for the end of a batch and the start of the next step); and for a run started, a stop asked of it before its
--- start was made (`stop_execution` found nothing on Temporal), noted told: the finisher tells it.
+-- start was made (`stop_execution` found nothing on Temporal), or its cancel watch's answer, noted told: the
+-- finisher tells it.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_batch_finish(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_lane bigint := (p ->> 'lane_id')::bigint;
@@ -17,6 +18,7 @@ DECLARE
     v_released text;
     v_stop jsonb;
     v_done boolean;
+    v_cancel boolean := false;
 BEGIN
     -- The session's row first: locked where this appends an event (before the keys' lock, see
     -- orchestrator_keys_lock, and the execution's row, see orchestrator_execution_started), else shared.
@@ -37,6 +39,13 @@ BEGIN
         UPDATE orchestrator.run_waits SET told_at = clock_timestamp()
             WHERE execution_id = p ->> 'execution_id' AND run_id = '' AND seq = -1 AND told_at IS NULL
             RETURNING jsonb_build_object('grace_seconds', grace_seconds, 'reason', reason) INTO v_stop;
+        -- Its cancel watch (wait 0) answered before its start, by an event the look back found as it was put in
+        -- place or by a round the run was not on Temporal for: told by the finisher too, not 5 s later by the
+        -- router's poll of what was left untold.
+        UPDATE orchestrator.run_waits SET told_at = clock_timestamp()
+            WHERE execution_id = p ->> 'execution_id' AND run_id = '' AND seq = 0 AND kind = 'cancel'
+              AND state = 'answered' AND told_at IS NULL;
+        v_cancel := FOUND;
     END IF;
     PERFORM orchestrator.orchestrator_batch_take_queue((p ->> 'batch_id')::bigint);
     UPDATE orchestrator.batches SET state = 'done' WHERE id = (p ->> 'batch_id')::bigint AND state = 'claimed';
@@ -92,6 +101,7 @@ BEGIN
         'outcome_new', v_inserted IS NOT NULL,
         'done_new', v_done,
         'stop', v_stop,
+        'cancel', v_cancel,
         'snapshot', orchestrator.orchestrator_lane_snapshot(v_session, v_listener, p ->> 'lane',
             (p ->> 'fetch')::integer));
 END
