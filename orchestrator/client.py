@@ -167,10 +167,12 @@ class Client:
         on_closed: Callable[[dict[str, Any]], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
         """A connection listener on the session (HTTP only): each batch as `{first_id, last_id, count, events}`.
-        It ends when the server lets it go (stopping, or a reader too slow): follow again from the last batch's
-        `last_id`, as a browser's `EventSource` reconnects. `on_trimmed` is told `{after, first_id}` when retention
-        deleted some of what was asked for (the stream goes on from `first_id`); `on_closed` is told the `closed`
-        message's `{reason}` when the server closed the stream for good (its key revoked, its session deleted).
+        It ends when the server lets it go (stopping, a reader too slow), and raises `httpx.TransportError` when
+        the connection drops, partway through a batch included (a batch is yielded only whole): follow again from
+        the last batch's `last_id`, as a browser's `EventSource` reconnects. `on_trimmed` is told
+        `{after, first_id}` when retention deleted some of what was asked for (the stream goes on from
+        `first_id`); `on_closed` is told the `closed` message's `{reason}` when the server closed the stream for
+        good (its key revoked, its session deleted).
 
         Raises:
             CommandError: the stream was refused (bad parameters, an unknown session).

@@ -1,8 +1,9 @@
 """Reading a session's stream: `list_session_events`, and where the stream now starts once retention trimmed it.
 
-A read from before what the session keeps answers from the oldest event kept and says where the whole stream
-now starts (`first_id`); explain, replay and redeliver on deleted history answer `past_retention`
-(`refuse_trimmed`) rather than a partial answer.
+A read from before what retention reached answers from the oldest event kept and says where the whole stream
+now starts (`first_id`): the oldest event the session still holds, which lies below what retention reached when
+a lane still waits on it, so no reply holds an event before its own `first_id`. Explain, replay and redeliver
+on deleted history answer `past_retention` (`refuse_trimmed`) rather than a partial answer.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ async def list_session_events(platform: CommandContext, req: ListSessionEvents) 
 
 async def where_it_starts(platform: CommandContext, session_id: str, after: int) -> dict[str, int]:
     """`{"first_id": N}` for a read from `after` when retention deleted events after it (the stream now starts at
-    N), else nothing: every read of the stream says it the same way."""
+    N, the oldest event the session holds), else nothing: every read of the stream says it the same way."""
     trimmed, first = await platform.store.stream_start(session_id)
     return {"first_id": first} if after < trimmed else {}
 
@@ -76,9 +77,11 @@ async def refuse_trimmed(platform: CommandContext, session_id: str, event_id: in
 
 
 def past_retention(field: str, session_id: str, trimmed: int, first: int) -> CommandError:
-    """The refusal of a read from before where the session's stream now starts (SPEC 14), naming `field`."""
+    """The refusal of a read of what retention deleted, naming `field`: how far it reached, and where the session's
+    stream now starts (its oldest event, below that reach when a lane still waits on it)."""
+    kept = " but those a lane still waits on" if first <= trimmed else ""
     return CommandError(
         "past_retention",
-        f"{field}: retention deleted the events of session {session_id!r} up to {trimmed};"
+        f"{field}: retention deleted the events of session {session_id!r} up to {trimmed}{kept};"
         f" its stream now starts at {first}",
     )

@@ -53,15 +53,16 @@ SessionId = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 class _SessionOf(BaseModel):
-    model_config = ConfigDict(strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     session_id: SessionId
 
 
 def session_id_of(given: Mapping[str, Any]) -> str:
     """The `session_id` a door takes outside a command (a stream's path, a ticket's body), refused as a command's
-    would be (`json_trouble`, then the field's type), naming the field: a NUL must not reach the store."""
-    value = {"session_id": given["session_id"]} if "session_id" in given else {}
+    would be (`json_trouble`, then the field's type, and a field it does not know), naming the field: a NUL must
+    not reach the store."""
+    value = dict(given)
     trouble = json_trouble(value, MAX_JSON_DEPTH)
     if trouble is not None:
         raise CommandError("invalid_request", trouble)

@@ -376,8 +376,13 @@ async def _pages(
     A read past retention is told to `on_gap` (deleted history is not history that never was)."""
 
     def trimmed(after: int, first_id: int) -> None:
-        if on_gap is not None:
-            on_gap(f"retention deleted the events after {after} up to {first_id - 1}; the stream starts at {first_id}")
+        if on_gap is None:
+            return
+        if first_id > after + 1:
+            deleted = f"the events after {after} up to {first_id - 1}"
+        else:  # what a lane still waits on is kept from before where retention reached
+            deleted = f"events after {after} but those a lane still waits on"
+        on_gap(f"retention deleted {deleted}; the stream starts at {first_id}")
 
     while True:
         reply = await client.list_session_events(session_id, after=position, limit=EVENTS_PAGE, types=types)

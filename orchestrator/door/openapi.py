@@ -210,9 +210,11 @@ def _stream_path() -> dict[str, Any]:
             "summary": "A connection listener: the session's matching events as Server-Sent Events",
             "description": "One `event: batch` message per batch (its data a `StreamBatch`, its id the batch's last "
             "event id); `event: trimmed` ({after, first_id}) when retention deleted what was asked for; "
-            "`event: closed` (a reader too slow, a key revoked, the session deleted) and `event: shutdown` "
-            "(the server stops; {reason, last_id}) end it. Needs a `listen:` scope on the session. Any other "
-            "query parameter is refused with 400.",
+            "`event: closed` (a key revoked, the session deleted; a reader too slow, when its connection has "
+            "room left for the message, else its connection just ends, often partway through a message) and "
+            "`event: shutdown` (the server stops; {reason, last_id}) end it. A connection that ends partway "
+            "through a message did not deliver it: reconnect with the last whole message's id. Needs a "
+            "`listen:` scope on the session. Any other query parameter is refused with 400.",
             "security": [{"bearer": []}, {"streamTicket": []}, {"streamAccessToken": []}],
             "parameters": [
                 {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}},
@@ -263,6 +265,7 @@ def _ticket_path() -> dict[str, Any]:
         "type": "object",
         "required": ["session_id"],
         "properties": {"session_id": {"type": "string", "minLength": 1, "maxLength": 64}},
+        "additionalProperties": False,
     }
     reply = {
         "type": "object",

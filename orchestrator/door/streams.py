@@ -5,11 +5,14 @@ API process, `StreamHub`, on the wake-up shards of the sessions it streams), rea
 after the client's position, and sending each
 batch (`orchestrator.core.connection_listener` decides what and when) as one SSE message, with a comment
 every 15 s while nothing is due. It starts no run and no lane workflow, and holds nothing but the client's
-waiting events: a reader too slow to take a message within `SLOW_READER_SECONDS` is sent a last message
-(`event: closed`) and disconnected rather than buffered for; a stream whose session is deleted (each read of the
-stream says so) ends with `event: closed` too. When the process stops (`StreamHub.shutdown`) every stream is sent
-`event: shutdown` and ended, so a stream never holds a stopping server up and an `EventSource` reconnects (to
-another replica, or to this one once it is back) after `RECONNECT_MS`.
+waiting events: a reader too slow to take a message within `SLOW_READER_SECONDS` is disconnected rather than
+buffered for, after a last message (`event: closed`) that reaches it only if its connection has room left (one
+that stopped reading has none, and sees its connection end, perhaps partway through a message, which is a
+dropped connection: it reconnects from its last whole message and loses nothing); a stream whose session is
+deleted (each read of the stream says so) ends with `event: closed` too. When the process stops
+(`StreamHub.shutdown`) every stream is sent `event: shutdown` and ended, so a stream never holds a stopping
+server up and an `EventSource` reconnects (to another replica, or to this one once it is back) after
+`RECONNECT_MS`.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ class RetentionRecords(PostgresStore):
         return {"event_seconds": None, "closed_session_seconds": None} if row is None else dict(row)
 
     async def stream_start(self, session_id: str) -> tuple[int, int]:
-        """How far the session's stream was trimmed (0: never), and where it starts now: the first event it keeps
-        past that, or the id after the trim when it keeps none."""
+        """How far the session's stream was trimmed (0: never), and where it starts now: the oldest event it keeps
+        (below the trim when a lane still waits on it), or the id after the trim when it keeps none."""
         found = await self.pool.fetchval("SELECT orchestrator.orchestrator_stream_start($1)", session_id)
         if found is None:
             return 0, 1

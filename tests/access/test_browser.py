@@ -172,3 +172,22 @@ async def test_a_session_id_no_session_can_have_is_refused_a_ticket_and_a_stream
         if session_id == "\x00":
             stream = await http.get(f"/v1/sessions/%00/stream?access_token={secret}")
             assert (stream.status_code, stream.json()) == (400, refusal), stream.text
+
+
+async def test_a_ticket_request_with_a_field_it_does_not_know_is_refused_as_a_command_is(api: Api) -> None:
+    """A field the body does not know is refused, naming it, as `/v1/commands` refuses one, and no ticket is made;
+    the document forbids it too."""
+    secret = await api.key("listener", ["listen:**"])
+    sid = (await api.admin.open_session(alias="asked"))["session"]["id"]
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        csrf = await sign_in(http, secret)
+        headers = {"x-csrf-token": csrf}
+        command = await http.post("/v1/commands", json={**LIST, "x": 1}, headers=headers)
+        ticket = await http.post("/v1/stream-tickets", json={"session_id": sid, "x": 1}, headers=headers)
+        refusal = {"status": "error", "error": "invalid_request", "message": "x: is not known"}
+        assert (command.status_code, command.json()) == (400, refusal), command.text
+        assert (ticket.status_code, ticket.json()) == (400, refusal), ticket.text
+        assert "ticket" not in ticket.json()
+        document = (await http.get("/v1/openapi.json")).json()
+    body = document["paths"]["/v1/stream-tickets"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["additionalProperties"] is False, body

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import httpx
@@ -72,7 +73,9 @@ async def test_a_closed_session_past_its_retention_goes_with_every_row_and_its_r
     assert (await engine.command("list_session_events", session_id=kept))["events"]
 
 
-async def test_an_open_sessions_old_events_go_but_never_one_a_paused_lane_waits_on(engine: Engine) -> None:
+async def paused_past_retention(engine: Engine) -> tuple[str, list[int], int, list[int]]:
+    """A session whose paused listener `held` waits on one event (`held`) between others that ran (`old`, then
+    `later`), all past the session's retention and one retention round run: `(session, old, held, later)`."""
     pool = engine.platform.store.pool
     await engine.command("save_listener", listener=recorder_listener())
     held_filter = {"types": ["object.**"], "aliases": ["held/**"]}
@@ -89,13 +92,16 @@ async def test_an_open_sessions_old_events_go_but_never_one_a_paused_lane_waits_
         sid,
     )
     assert [r["event_id"] for r in queued] == [held], "the queue holds what waits, no more"
-
     await asyncio.sleep(PAST_SECONDS)
     assert await retention_round(engine) > 0
-    kept, page = await event_ids(engine, sid)
+    return sid, old, held, later
+
+
+async def test_an_open_sessions_old_events_go_but_never_one_a_paused_lane_waits_on(engine: Engine) -> None:
+    pool = engine.platform.store.pool
+    sid, old, held, later = await paused_past_retention(engine)
+    kept, _ = await event_ids(engine, sid)
     assert held in kept and not set(old + later) & set(kept)
-    # What the paused lane waits on is kept below where the whole stream now starts.
-    assert kept[0] == held and page["first_id"] > later[-1]
     assert "events" in await rows_of_session(pool, sid, {"lane_id": [], "batch_id": [], "event_id": [held]})
 
     # Resumed, the lane takes it; then it goes as the others did.
@@ -106,6 +112,32 @@ async def test_an_open_sessions_old_events_go_but_never_one_a_paused_lane_waits_
     await engine.platform.store.trim_session(sid, 100, retention.event_seconds, retention.closed_session_seconds)
     kept, _ = await event_ids(engine, sid)
     assert held not in kept
+
+
+async def test_a_stream_that_keeps_an_event_a_lane_waits_on_starts_at_it_in_every_read(engine: Engine) -> None:
+    """`first_id` is the oldest event the session holds: a reply never holds an event before its own `first_id`,
+    and a refusal of deleted history says the stream starts where a read finds its first event (both named a
+    start past the kept event, which is no event of the session when it keeps nothing later)."""
+    sid, old, held, later = await paused_past_retention(engine)
+    kept, page = await event_ids(engine, sid, after=0)
+    assert kept[0] == held and page["first_id"] == held, page
+    simulated = await engine.command("simulate_listener", session_id=sid, listener=recorder_listener(), after=0)
+    assert simulated["first_id"] == held, simulated
+    refused = await reply(engine, "explain_event", session_id=sid, event_id=old[0])
+    assert refused["error"] == "past_retention", refused
+    said = rf"event_id: retention deleted the events of session {re.escape(repr(sid))} up to (\d+) but those a lane"
+    assert (found := re.fullmatch(said + f" still waits on; its stream now starts at {held}", refused["message"]))
+    assert int(found[1]) >= later[-1]
+    # `orchestrator events` says so on stderr, and prints what is kept: from before the kept event, and from it.
+    gaps: list[str] = []
+    emitted: list[dict[str, Any]] = []
+    await tail_events(Client.local(engine.platform), sid, emitted.append, after=old[0], on_gap=gaps.append)
+    await tail_events(Client.local(engine.platform), sid, emitted.append, after=held, on_gap=gaps.append)
+    assert [e["id"] for e in emitted] == kept + kept[1:]
+    assert gaps == [
+        f"retention deleted the events after {old[0]} up to {held - 1}; the stream starts at {held}",
+        f"retention deleted events after {held} but those a lane still waits on; the stream starts at {held}",
+    ]
 
 
 async def test_reads_past_retention_say_where_the_stream_starts_and_refuse_deleted_history(engine: Engine) -> None:

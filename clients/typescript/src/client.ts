@@ -60,7 +60,10 @@ export interface StreamOptions {
   signal?: AbortSignal;
   /** Told when retention deleted some of what was asked for: `{after, first_id}`; the stream goes on from there. */
   onTrimmed?: (trimmed: { after: number; first_id: number }) => void;
-  /** Told why, when the server closed the stream for good (its key revoked, its session deleted): `{reason}`. */
+  /**
+   * Told why, when the server closed the stream for good (its key revoked, its session deleted, a reader too slow
+   * whose connection still had room for the message): `{reason}`.
+   */
   onClosed?: (closed: { reason: string }) => void;
 }
 
@@ -162,8 +165,9 @@ export class Client extends GeneratedCommands {
 
   /**
    * A connection listener on the session (`GET /v1/sessions/{id}/stream`): each batch as it comes. A dropped
-   * connection, a silent one or a stopping server is connected again after the last batch (`Last-Event-ID`), so
-   * nothing is lost; a stream the server closes (`event: closed`: a reader too slow, a revoked key) ends the
+   * connection (one broken partway through a batch included), a silent one or a stopping server is connected
+   * again after the last whole batch (`Last-Event-ID`), so nothing is lost; a stream the server closes
+   * (`event: closed`: a revoked key, a deleted session, a reader too slow when the message reaches it) ends the
    * iteration, as does `signal` or leaving the loop. A stream opened without `after` starts at the session's end
    * as the server found it, and one dropped before its first batch resumes from there (the server's opening `id`).
    *
@@ -220,7 +224,9 @@ export class Client extends GeneratedCommands {
             if (chunk === undefined) break; // ended, or silent too long: connect again
             failures = 0;
             const messages = parser.feed(decoder.decode(chunk, { stream: true }));
-            // The id the stream opened at (an id without data, which is no message) is where a reconnect resumes.
+            // The parser's id moves only when a message ends, so a connection broken partway through a batch
+            // resumes after the last whole one; the id the stream opened at (an id without data, which is no
+            // message) is where a reconnect resumes before the first batch.
             if (parser.lastEventId) position = parser.lastEventId;
             for (const message of messages) {
               if (message.retry !== undefined) delay = message.retry;

@@ -1,7 +1,9 @@
 /**
  * Server-Sent Events read off a byte stream, as the HTML standard parses them: lines end in CRLF, LF or CR; a
  * line starting with `:` is a comment (the platform's heartbeats); `data:` lines join with newlines; a blank line
- * ends a message. `id:` sets the last event id even on a message with no data, which dispatches nothing.
+ * ends a message. An `id:` takes effect when its message ends (the standard's "last event ID buffer"): a
+ * connection broken partway through a message leaves `lastEventId` at the last whole one, so a reconnect never
+ * resumes after a message that was not delivered. A message with an id and no data sets it and dispatches nothing.
  */
 
 export interface SseMessage {
@@ -21,10 +23,14 @@ export class SseParser {
   private event = "";
   private retry: number | undefined;
   private sawCR = false;
-  lastEventId = "";
+  // The `id:` of the message being read, which becomes `lastEventId` at its blank line.
+  private pendingId: string;
+  /** The last event id as of the last message ended: where a reconnect resumes (`Last-Event-ID`). */
+  lastEventId: string;
 
   constructor(lastEventId = "") {
     this.lastEventId = lastEventId;
+    this.pendingId = lastEventId;
   }
 
   feed(chunk: string): SseMessage[] {
@@ -57,6 +63,7 @@ export class SseParser {
 
   private line(line: string): SseMessage | undefined {
     if (line === "") {
+      this.lastEventId = this.pendingId;
       const data = this.data;
       const event = this.event || "message";
       const retry = this.retry;
@@ -73,7 +80,7 @@ export class SseParser {
     if (value.startsWith(" ")) value = value.slice(1);
     if (field === "data") this.data.push(value);
     else if (field === "event") this.event = value;
-    else if (field === "id" && !value.includes("\0")) this.lastEventId = value;
+    else if (field === "id" && !value.includes("\0")) this.pendingId = value;
     else if (field === "retry" && /^\d+$/.test(value)) this.retry = Number(value);
     return undefined;
   }

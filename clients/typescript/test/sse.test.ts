@@ -34,3 +34,16 @@ test("an id with no data sets the last event id and dispatches nothing", () => {
   assert.equal(parser.lastEventId, "9");
   assert.equal(parser.feed("data: x\n\n")[0].lastEventId, "9");
 });
+
+test("an id takes effect when its message ends: a message cut short leaves the last event id at the last whole one", () => {
+  const parser = new SseParser("3");
+  assert.deepEqual(parser.feed(": stream open\nid: 10\n\n"), []);
+  assert.equal(parser.lastEventId, "10");
+  // A batch's id and half its data, and the connection breaks: the batch was not delivered, so a reconnect
+  // resumes after 10, not after 11.
+  assert.deepEqual(parser.feed('id: 11\nevent: batch\ndata: {"first_id": 11, "la'), []);
+  assert.equal(parser.lastEventId, "10");
+  const [batch] = parser.feed('st_id": 11}\n\n');
+  assert.equal(batch.lastEventId, "11");
+  assert.equal(parser.lastEventId, "11");
+});

@@ -69,6 +69,62 @@ test("a dropped connection is resumed after the last batch, with Last-Event-ID",
   assert.ok(Number(asked[1]) >= ids[0] && Number(asked[1]) < ids[3], "the second asked from the last batch it had");
 });
 
+test("a connection broken partway through a batch resumes before that batch, which comes whole", { timeout: 30_000 }, async () => {
+  const api = client();
+  const { session } = await api.openSession();
+  const start = await api.writeObject(session.id, "notes/0", { type: "note" });
+  const asked: Array<string | null> = [];
+  let cut!: () => void;
+  const wasCut = new Promise<void>((done) => (cut = done));
+  // The first stream passes its opening message, then the first batch's `id:` line and part of its data, and
+  // breaks: a big batch arrives in many chunks, and a proxy or the network may drop the connection between two.
+  const breaking: typeof fetch = async (input, init) => {
+    const response = await fetch(input, init);
+    if (!String(input).includes("/stream")) return response;
+    asked.push(new Headers(init?.headers).get("last-event-id"));
+    if (asked.length > 1 || response.body === null) return response;
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let seen = "";
+    const broken = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const { done, value } = await reader.read();
+        if (done) return controller.close();
+        const before = seen.length;
+        seen += decoder.decode(value, { stream: true });
+        const batch = seen.indexOf("event: batch");
+        const data = batch === -1 ? -1 : seen.indexOf("data: ", batch);
+        if (data === -1 || seen.length < data + 12) {
+          controller.enqueue(new TextEncoder().encode(seen.slice(before)));
+          return;
+        }
+        controller.enqueue(new TextEncoder().encode(seen.slice(before, data + 12)));
+        await reader.cancel();
+        controller.close();
+        cut();
+      },
+    });
+    return new Response(broken, { status: response.status, headers: response.headers });
+  };
+  const resuming = new Client(api.url, { token: process.env.ORCHESTRATOR_API_TOKEN, fetch: breaking });
+  let last = Infinity;
+  const taken: number[] = [];
+  const taking = (async () => {
+    for await (const batch of resuming.stream(session.id, { after: start.event_id })) {
+      taken.push(...batch.events.map((e) => e.id as number));
+      if (taken[taken.length - 1] >= last) break;
+    }
+  })();
+  const ids: number[] = [];
+  for (const n of [1, 2]) ids.push((await api.writeObject(session.id, `notes/${n}`, { type: "note" })).event_id);
+  await wasCut;
+  last = (await api.writeObject(session.id, "notes/3", { type: "note" })).event_id;
+  ids.push(last);
+  await taking;
+  assert.deepEqual(taken, ids, "every event once: the batch broken off came again, whole");
+  assert.equal(asked[1], String(start.event_id), "the reconnect asked from the last whole message, not the broken one");
+});
+
 test("a stream opened at the session's end and dropped before its first batch resumes where it opened", { timeout: 30_000 }, async () => {
   const api = client();
   const { session } = await api.openSession();
