@@ -49,13 +49,13 @@ def parse_scope(text: str) -> Scope:
             " write:<session-glob>[:<alias-glob>] or emit:<type-glob>[:<session-glob>]"
         )
     if kind in ("read", "listen"):
-        return Scope(text, "read" if kind == "read" else "listen", session=_glob(rest, "alias", text))
+        return Scope(text, "read" if kind == "read" else "listen", session=_glob(rest, "session", text))
     if kind == "write":
         session, narrowed, alias = rest.partition(":")
         return Scope(
             text,
             "write",
-            session=_glob(session, "alias", text),
+            session=_glob(session, "session", text),
             alias=_glob(_named(alias, "alias glob", text), "alias", text) if narrowed else None,
         )
     if kind == "emit":
@@ -64,7 +64,7 @@ def parse_scope(text: str) -> Scope:
             text,
             "emit",
             types=_glob(types, "type", text),
-            session=_glob(_named(session, "session glob", text), "alias", text) if narrowed else None,
+            session=_glob(_named(session, "session glob", text), "session", text) if narrowed else None,
         )
     raise ValueError(f"{text!r}: unknown kind {kind!r} (admin, listeners, read, listen, write, emit)")
 
@@ -77,11 +77,16 @@ def _named(part: str, what: str, text: str) -> str:
     return part
 
 
-def _glob(pattern: str, kind: Literal["alias", "type"], text: str) -> str:
+def _glob(pattern: str, kind: Literal["session", "alias", "type"], text: str) -> str:
+    """`pattern` checked as a glob of its kind (a session glob is an alias glob over sessions' aliases, and its
+    refusal says which part it is)."""
     try:
-        (compile_alias_glob if kind == "alias" else compile_type_glob)(pattern)
+        (compile_type_glob if kind == "type" else compile_alias_glob)(pattern)
     except ValueError as err:
-        raise ValueError(f"{text!r}: {err}") from None
+        said = str(err)
+        if kind == "session" and said.startswith("alias glob"):
+            said = "session glob" + said.removeprefix("alias glob")
+        raise ValueError(f"{text!r}: {said}") from None
     return pattern
 
 

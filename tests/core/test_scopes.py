@@ -99,3 +99,17 @@ def test_an_allow_holds_only_scopes_that_can_emit() -> None:
 def test_a_stored_scope_an_earlier_release_took_and_this_one_refuses_grants_nothing() -> None:
     grant = Grant.of(["write:acme/**:", "read:acme/**"])
     assert [s.text for s in grant.scopes] == ["read:acme/**"]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("emit:chat.*:acme/**:x", "session glob 'acme/**:x'"),
+        ("read:a**b", "session glob 'a**b'"),
+        ("write:acme/**:x**y", "alias glob 'x**y'"),
+    ],
+)
+def test_a_bad_glob_in_a_scope_is_named_by_the_part_it_is(text: str, said: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        parse_scope(text)
+    assert f"{text!r}: {said}: " in str(refused.value)
