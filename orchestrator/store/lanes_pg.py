@@ -322,12 +322,13 @@ class PgLaneStore:
         return Finished(
             snapshot=None
             if data is None
-            else snapshot_of(address.session_id, address.listener, address.lane, data, complete=finishing.fetch > 0),
+            else snapshot_of(address.session_id, address.listener, address.lane, data, complete=bool(finishing.fetch)),
             granted=tuple(_address(a) for a in answer["granted"]),
             outcome_new=bool(answer.get("outcome_new")),
             done_new=bool(answer.get("done_new")),
             stop=None if stop is None else stop_of(stop["grace_seconds"], stop["reason"]),
             cancel=bool(answer.get("cancel")),
+            session_status=answer.get("session_status"),
         )
 
     async def hold(self, snap: LaneSnapshot, until: float) -> None:
