@@ -223,3 +223,32 @@ def test_a_setting_spelled_wrong_stops_the_command_naming_its_variable() -> None
     assert "Traceback" not in done.stderr
     assert "ORCHESTRATOR_LIMITS__MAX_EVENTS_PER_BATCH: Input should be less than or equal to 1000" in done.stderr
     assert "ORCHESTRATOR_RUN_CHECK_SECONDS:" in done.stderr and "'soon'" in done.stderr
+
+
+@pytest.mark.parametrize("number", ["1e15", "1000000000000000.0"])
+@pytest.mark.parametrize(
+    ("request_", "said"),
+    [
+        (
+            {"command": "write_object", "alias": "a/b", "value": {"type": "t", "x": "NUMBERS"}},
+            "value: 323018 bytes is over the payload limit of 262144",
+        ),
+        (
+            {"command": "post_thread_item", "alias": "b/t", "item": {"type": "json", "message": {"x": "NUMBERS"}}},
+            "item.message: 323007 bytes is over the payload limit of 262144",
+        ),
+    ],
+)
+async def test_a_payload_past_the_limit_is_refused_however_its_numbers_are_spelled(
+    door: tuple[str, str], platform: Platform, request_: dict[str, Any], said: str, number: str
+) -> None:
+    """`1e15` is 4 bytes of a body and 18 as stored (`1000000000000000.0`): 17,000 of them, an 85 KB body, were
+    let by unweighed (a value was taken to weigh at most 3 times its text) and stored at 323 KB."""
+    url, session = door
+    body = json.dumps({**request_, "session_id": session}).replace('"NUMBERS"', "[" + ",".join([number] * 17_000) + "]")
+    async with httpx.AsyncClient(base_url=url) as http:
+        response = await http.post("/v1/commands", content=body.encode())
+
+    assert response.status_code == 422, response.text
+    assert response.json()["message"] == said, response.text
+    assert (await platform.command({"command": "list_session_events", "session_id": session}))["events"] == []

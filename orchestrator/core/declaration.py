@@ -235,7 +235,7 @@ def placeless(flt: ListenerFilter) -> list[str]:
     """`aliases` on types none of whose events has a place, as `field: why`: nothing would pass the filter."""
     if flt.aliases is None or flt.types is None:
         return []
-    if any(compile_type_glob(glob).match(t) for glob in flt.types for t in PLACED_TYPES):
+    if any(compile_type_glob(glob).matches(t) for glob in flt.types for t in PLACED_TYPES):
         return []
     return [
         f"filter.aliases: no event of types {flt.types} is at an alias (only {', '.join(PLACED_TYPES)} are), so"
@@ -574,7 +574,7 @@ def batch_in_effect(batch: BatchSpec, limits: Limits) -> BatchSpec:
 def dead_globs(types: Sequence[str] | None, event_types: Collection[str] | None) -> list[int]:
     """Where in a filter's `types` a glob matches no event type, neither the platform's nor one of `event_types`."""
     known = [*EVENT_FIELDS, *(event_types or ())]
-    return [n for n, glob in enumerate(types or ()) if not any(compile_type_glob(glob).match(t) for t in known)]
+    return [n for n, glob in enumerate(types or ()) if not any(compile_type_glob(glob).matches(t) for t in known)]
 
 
 def stranded_globs(types: Sequence[str] | None, before: Collection[str], after: Collection[str]) -> list[int]:
@@ -638,7 +638,7 @@ def _close_glob(glob: str, known: Sequence[str]) -> list[str]:
         seen = sorted({name.split(".")[place] for name in known if len(name.split(".")) > place})
         near.append((difflib.get_close_matches(part, seen, n=1, cutoff=0.6) or [part])[0])
     guess = ".".join(near)
-    return [guess] if guess != glob and any(compile_type_glob(guess).match(name) for name in known) else []
+    return [guess] if guess != glob and any(compile_type_glob(guess).matches(name) for name in known) else []
 
 
 def unresolvable_paths(

@@ -104,7 +104,7 @@ def why_unresolvable(
     declared = declared or {}
 
     def wanted(name: str) -> bool:
-        return types is None or any(compile_type_glob(g).match(name) for g in types)
+        return types is None or any(compile_type_glob(g).matches(name) for g in types)
 
     matched = [t for t in EVENT_FIELDS if wanted(t)]
     apps = [t for t in declared if wanted(t)]

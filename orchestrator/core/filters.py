@@ -88,13 +88,13 @@ def mismatch(flt: ListenerFilter, envelope: dict[str, Any]) -> str | None:
     """Which part of the filter the envelope fails, said as the field at fault (None: it passes)."""
     if flt.types is not None:
         event_type = envelope.get("type")
-        if not isinstance(event_type, str) or not any(compile_type_glob(g).match(event_type) for g in flt.types):
+        if not isinstance(event_type, str) or not any(compile_type_glob(g).matches(event_type) for g in flt.types):
             return f"filter.types: {event_type!r} is not among {flt.types}"
     if flt.aliases is not None:
         places = aliases_of(envelope)
         if not places:
             return "filter.aliases: the event has no alias"
-        if not any(compile_alias_glob(glob).match(place) for glob in flt.aliases for place in places):
+        if not any(compile_alias_glob(glob).matches(place) for glob in flt.aliases for place in places):
             shown = repr(places[0]) if len(places) == 1 else f"none of {places}"
             return f"filter.aliases: {shown} is not under {flt.aliases}"
     for index, item in enumerate(flt.where):

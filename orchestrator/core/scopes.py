@@ -94,7 +94,7 @@ def session_in(glob: str | None, session_alias: str | None) -> bool:
     """Whether a session (by its alias; None: it has none) is under a scope's session glob (None: every one)."""
     if glob is None or glob == EVERY:
         return True
-    return session_alias is not None and compile_alias_glob(glob).match(session_alias) is not None
+    return session_alias is not None and compile_alias_glob(glob).matches(session_alias)
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class Grant:
 
     def writes_alias(self, session_alias: str | None, alias: str) -> bool:
         return self.admin or any(
-            session_in(s.session, session_alias) and (s.alias is None or compile_alias_glob(s.alias).match(alias))
+            session_in(s.session, session_alias) and (s.alias is None or compile_alias_glob(s.alias).matches(alias))
             for s in self._of("write")
         )
 
@@ -165,7 +165,7 @@ class Grant:
             if allow is not None and scope.text not in allow:
                 continue
             if scope.kind == "emit":
-                if session_in(scope.session, session_alias) and compile_type_glob(str(scope.types)).match(event_type):
+                if session_in(scope.session, session_alias) and compile_type_glob(str(scope.types)).matches(event_type):
                     return True
             elif _whole(scope) and session_in(scope.session, session_alias):
                 return True

@@ -96,13 +96,43 @@ def test_a_value_json_has_no_form_for_is_named() -> None:
     assert json_trouble({"v": {"when": [1, {1, 2}]}}, MAX_JSON_DEPTH) == "v.when.1: a set is no JSON value"
 
 
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200))
-def test_a_value_of_a_body_whose_thrice_fits_the_limit_fits_it(text: str) -> None:
-    raw = json.dumps({"v": {"s": text}}, ensure_ascii=False).encode()
-    limit = 3 * len(raw)
-    with decoded_from(len(raw)):
-        check_payload("v", {"s": text}, limit)  # skipped
-    check_payload("v", {"s": text}, limit)  # weighed: must agree
+# Numbers as a body may spell them: an exponent, either case, a sign on either; `1e15` grows the most as stored.
+NUMBER_TOKENS = st.builds(
+    "{}{}{}{}{}".format,
+    st.sampled_from(["", "-"]),
+    st.sampled_from(["0", "1", "9", "12", "1.5", "0.25"]),
+    st.sampled_from(["e", "E"]),
+    st.sampled_from(["", "+", "-"]),
+    st.integers(0, 20).map(str),
+)
+STRING_TOKENS = st.builds(
+    json.dumps, st.text(alphabet=st.characters(codec="utf-8"), max_size=20), ensure_ascii=st.booleans()
+)
+
+
+def _refusal(value: Any, limit: int, body: int | None) -> str | None:
+    try:
+        with decoded_from(body):
+            check_payload("v", value, limit)
+    except CommandError as err:
+        return err.code
+    return None
+
+
+@given(st.lists(st.one_of(NUMBER_TOKENS, STRING_TOKENS), max_size=30), st.floats(1, 6))
+def test_a_value_of_a_body_is_refused_as_it_would_be_weighed(tokens: list[str], times: float) -> None:
+    """Skipping the weighing for a value of a small body never lets by what the weighing refuses."""
+    raw = ("[" + ",".join(tokens) + "]").encode()
+    value = json.loads(raw)
+    limit = int(times * len(raw))
+    assert _refusal(value, limit, len(raw)) == _refusal(value, limit, None), raw
+
+
+def test_a_number_in_exponent_form_is_weighed_as_stored() -> None:
+    """`1e15`, 4 bytes, is stored as `1000000000000000.0`, 18: a limit of 3 times the body is no bound for it."""
+    raw = ("[" + ",".join(["1e15"] * 100) + "]").encode()
+    assert _refusal(json.loads(raw), 3 * len(raw), len(raw)) == "limit_exceeded"
+    assert _refusal(json.loads(raw), 19 * 100 + 1, len(raw)) is None
 
 
 def test_a_value_too_large_is_refused_when_its_body_is_not_known_to_fit() -> None:

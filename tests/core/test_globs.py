@@ -8,7 +8,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.core.globs import compile_alias_glob, compile_type_glob, validate_alias, validate_glob
+from orchestrator.core.globs import (
+    compile_alias_glob,
+    compile_type_glob,
+    validate_alias,
+    validate_glob,
+    varying_wildcards,
+)
 
 
 @pytest.mark.parametrize(
@@ -35,7 +41,7 @@ from orchestrator.core.globs import compile_alias_glob, compile_type_glob, valid
     ],
 )
 def test_type_globs(pattern: str, name: str, expected: bool) -> None:
-    assert bool(compile_type_glob(pattern).match(name)) is expected
+    assert compile_type_glob(pattern).matches(name) is expected
 
 
 @pytest.mark.parametrize(
@@ -54,11 +60,11 @@ def test_type_globs(pattern: str, name: str, expected: bool) -> None:
     ],
 )
 def test_alias_globs(pattern: str, alias: str, expected: bool) -> None:
-    assert bool(compile_alias_glob(pattern).match(alias)) is expected
+    assert compile_alias_glob(pattern).matches(alias) is expected
 
 
 def test_dot_is_literal_in_alias_globs() -> None:
-    assert not compile_alias_glob("a.b").match("axb")
+    assert not compile_alias_glob("a.b").matches("axb")
 
 
 @pytest.mark.parametrize(
@@ -77,6 +83,8 @@ def test_dot_is_literal_in_alias_globs() -> None:
         ("a?", "alias", "not allowed"),
         ("a/../b", "alias", r"'\.\.' segment"),
         ("./**", "alias", r"'\.\.' segment"),
+        ("a/" * 128 + "b", "alias", "at most 256"),
+        ("a." * 128 + "b", "type", "at most 256"),
     ],
 )
 def test_bad_globs_are_refused_with_the_reason(pattern: str, kind: str, problem: str) -> None:
@@ -125,12 +133,56 @@ def _reference(pattern: list[str], name: list[str]) -> bool:
     return bool(name) and fnmatchcase(name[0], head) and _reference(rest, name[1:])
 
 
-_pattern_segments = st.sampled_from(["a", "b", "*", "**", "a*", "*b"])
-_name_segments = st.sampled_from(["a", "b", "ab", "ba", "c"])
+_pattern_segments = st.sampled_from(["a", "b", "*", "**", "a*", "*b", "*a*", "a*b*"])
+_name_segments = st.sampled_from(["a", "b", "ab", "ba", "c", "aab"])
 
 
-@given(st.lists(_pattern_segments, min_size=1, max_size=5), st.lists(_name_segments, min_size=1, max_size=6))
+# Both engines: a glob with at most one varying wildcard is matched by Python's, any other by RE2.
+@given(st.lists(_pattern_segments, min_size=1, max_size=7), st.lists(_name_segments, min_size=1, max_size=8))
 def test_glob_matching_agrees_with_a_reference(pattern: list[str], name: list[str]) -> None:
     expected = _reference(pattern, name)
-    assert bool(compile_type_glob(".".join(pattern)).match(".".join(name))) is expected
-    assert bool(compile_alias_glob("/".join(pattern)).match("/".join(name))) is expected
+    assert compile_type_glob(".".join(pattern)).matches(".".join(name)) is expected
+    assert compile_alias_glob("/".join(pattern)).matches("/".join(name)) is expected
+
+
+# The longest names (an alias of 256 characters: 128 one-letter segments; a segment of 255), and globs made to
+# backtrack over them, each failing only at its end: Python's engine took hours (six `**`: 11 s at 50 segments).
+_DEEPEST = "/".join(["a"] * 128)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("pattern", "alias"),
+    [
+        ("**/a/**/a/**/a/**/a/**/a/**/a/**/b", _DEEPEST),
+        ("/".join(["**", "a"] * 51) + "/b", _DEEPEST),  # 256 characters, the most a glob has
+        ("*a" * 127 + "b", "a" * 255),
+        ("/".join(["*a*"] * 63 + ["b*"]), "/".join(["a"] * 64)),
+        # An `a` and ten segments after it: a DFA remembers where each `a` was (2^10 states), within its budget.
+        ("**/a/" + "/".join(["*"] * 10) + "/b*", _DEEPEST),
+        ("**/*a*a*a*a*a/**/*a*a*a*a*a/**/b", "/".join(["a" * 15] * 15 + ["a"])),
+    ],
+)
+def test_a_glob_made_to_backtrack_answers_at_once(pattern: str, alias: str) -> None:
+    glob = compile_alias_glob(pattern)
+    assert not glob.matches(alias)
+    # RE2's DFA within its memory budget: one that could not start answered no match to everything.
+    assert compile_alias_glob(pattern[: pattern.rindex("b")] + "a").matches(alias), "the same glob ending in `a`"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "varying"),
+    [
+        ("chats/*", 0),
+        ("a/*/b/*", 0),
+        ("docs/**", 1),
+        ("tenants/*/docs/**", 1),
+        ("chat-*", 1),
+        ("a/**/b/**", 2),
+        ("**/x-*", 2),
+        ("a*b*", 2),
+    ],
+)
+def test_only_a_glob_with_two_varying_wildcards_leaves_pythons_engine(pattern: str, varying: int) -> None:
+    """A whole `*` segment takes exactly one segment, so the common globs keep the faster engine."""
+    assert varying_wildcards(pattern, "/") == varying
