@@ -16,6 +16,10 @@ APP = '''"""The app: the listeners it declares and the workflows its runs start 
 from activities import compose_reply
 from workflows import Greeter
 
+# Who owns what this app declares on the platform: the plan of another app never takes it, and another folder's
+# `app.py` is another app.
+app_name = "__NAME__"
+
 workflows = [Greeter]
 activities = [compose_reply]
 
@@ -115,7 +119,7 @@ def write_starter(folder: Path) -> list[Path]:
         raise StarterExists(f"{folder} already exists and is not an empty folder")
     folder.mkdir(parents=True, exist_ok=True)
     files = {
-        "app.py": APP,
+        "app.py": APP.replace("__NAME__", folder.resolve().name),
         "workflows.py": WORKFLOWS,
         "activities.py": ACTIVITIES,
         "test_app.py": TEST,

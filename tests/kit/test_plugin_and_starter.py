@@ -79,6 +79,8 @@ def test_a_new_app_passes_its_own_test(tmp_path: Path) -> None:
         "workflows.py",
     ]
     assert ".orchestrator/" in (folder / ".gitignore").read_text().splitlines(), "dev's data stays out of git"
+    # Named by its folder: another folder's `app.py` is another app, whose plan never takes this one's listeners.
+    assert 'app_name = "hello"' in (folder / "app.py").read_text(encoding="utf-8").splitlines()
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert readme.splitlines()[0] == "# hello"
     assert "pytest" in made.stdout
