@@ -195,6 +195,24 @@ async def test_an_app_takes_another_apps_declaration_only_when_it_says_so(platfo
         _app_file(tmp_path, "badapp", "take_over = [3]\n" + BIG_ORDERS % 1)
 
 
+async def test_an_app_under_another_name_of_its_own_is_no_other_app(platform: Platform, tmp_path: Path) -> None:
+    """The same module loaded by another import path (a dotted name, then its file), and an app that names itself
+    (`app_name`) after it went by its module: its own declarations, taken back with no refusal."""
+    body = {
+        "name": "big-orders",
+        "filter": {"types": ["object.written"]},
+        "batch": {"window_seconds": 1},
+        "action": {"type": "object", "alias": "big", "value": {"type": "seen"}},
+    }
+    dotted = UserApp(name="shop.app", listeners=[body])
+    await _start(platform, dotted)
+    by_file = _app_file(tmp_path, "app", BIG_ORDERS % 1)
+    assert await lines(platform, by_file) == []
+    await _start(platform, by_file)
+    named = _app_file(tmp_path, "app", "app_name = 'shop'\n" + BIG_ORDERS % 2)
+    assert await lines(platform, named) == ["change  listener big-orders (was app's)"]
+
+
 def test_orchestrator_plan_names_the_app_by_its_app_name_beside_its_module(fresh_db: str, tmp_path: Path) -> None:
     """The refusal names the app as it owns its declarations (`was shop's`), its module beside it."""
     module = tmp_path / "shopapp.py"

@@ -307,13 +307,20 @@ def _captured_declared(
     ]
 
 
+def _same_app(was: str, app: UserApp) -> bool:
+    """Whether the owner `was` is this app under the name it had: its module's, before it set `app_name`, or its
+    module's under another import path (`examples.missions.app`, then the file `examples/missions/app.py`)."""
+    module = app.name
+    return was == module or was.endswith(f".{module}") or module.endswith(f".{was}")
+
+
 def _taken(app: UserApp, declared: Mapping[Kind, Sequence[Mapping[str, Any]]], steps: Sequence[Step]) -> list[str]:
     """What the app declares that another app holds: refused unless the app takes it over (`take_over`), so two
     apps never trade a declaration back and forth, each start taking it from the other. A person's (nobody's
     app's) is adopted."""
     problems = []
     for step in steps:
-        if step.was is None or step.was == "nobody" or step.name in app.take_over:
+        if step.was is None or step.was == "nobody" or step.name in app.take_over or _same_app(step.was, app):
             continue
         listed, field = _FIELDS[step.kind]
         n = next(i for i, body in enumerate(declared[step.kind]) if declared_name(step.kind, body) == step.name)

@@ -10,6 +10,7 @@ decided later, per command (`commands.access`); the status codes mirror the repl
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -77,19 +78,29 @@ def rate_limited(wait_seconds: float) -> JSONResponse:
     return reply_response({**reply, "retry_after": seconds})
 
 
-# The names a request to a server listening on this machine alone may give as its `Host`.
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+def _loopback_address(host: str) -> bool:
+    """Whether `host` is an IP address of this machine's loopback (an IPv4 one mapped into IPv6 too: a dual-stack
+    socket's); a name is not, whatever it starts with (`127.attacker.example`)."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
 
 
-def _loopback(host: str) -> bool:
-    return host in LOOPBACK_NAMES or host.endswith(".localhost") or host.startswith("127.")
+def _loopback_name(host: str) -> bool:
+    """Whether a request's `Host` names this machine's loopback: `localhost` (and RFC 6761's `*.localhost`) or a
+    loopback address."""
+    host = host.lower().rstrip(".")
+    return host == "localhost" or host.endswith(".localhost") or _loopback_address(host)
 
 
 def from_elsewhere(request: Request) -> JSONResponse | None:
     """The refusal of a request the open API must not trust though it asks no credentials: one a browser sends
     for a page of another origin (a form or `text/plain` POST needs no preflight, so such a page could write), or,
     on a server listening on this machine alone, one that names another host (a page whose name was pointed here,
-    DNS rebinding). A bearer token, which no page of another origin holds, is never refused so."""
+    DNS rebinding). Only the open API asks this: a closed one reads credentials, which no such page holds."""
     origin = request.headers.get("origin")
     # Host to host: a proxy in front may speak TLS to the page and plain HTTP here.
     elsewhere = origin is not None and urlsplit(origin).netloc != request.headers.get("host", "")
@@ -97,7 +108,7 @@ def from_elsewhere(request: Request) -> JSONResponse | None:
         message = f"origin: {origin or 'another site'} is not this API's; a page elsewhere needs a key to call it"
         return JSONResponse(error_reply("access_denied", message), status_code=403)
     server = request.scope.get("server")
-    if server and _loopback(str(server[0])) and not _loopback(request.url.hostname or ""):
+    if server and _loopback_address(str(server[0])) and not _loopback_name(request.url.hostname or ""):
         message = f"host: {request.url.hostname!r} is not this machine's name; the API listens on {server[0]} only"
         return JSONResponse(error_reply("invalid_request", message), status_code=421)
     return None

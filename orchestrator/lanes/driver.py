@@ -391,7 +391,8 @@ class LaneDriver:
                     at=datetime.now(UTC),
                 )
             decl = snap.listener.declaration if snap.listener is not None else None
-            slot_taken = acted.started and decl is not None and decl.concurrency.mode == "keyed"
+            # Not a batch whose run ran already (its slot is gone, and the lane may take its next batch now).
+            slot_taken = acted.started and not take.ran and decl is not None and decl.concurrency.mode == "keyed"
             finished = await self.lanes.finish(
                 Finishing(
                     snap=snap,

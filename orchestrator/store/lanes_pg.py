@@ -300,6 +300,9 @@ class PgLaneStore:
             "depth": take.depth + 1,
             "failed_execution": finishing.failed_execution,
             "fetch": finishing.fetch,
+            # This finisher cancels a run its cancel watch heard before its start (one of the release before did
+            # not: its runs' answers are left to the router's poll).
+            "tells_cancel": True,
             "outcome": None
             if outcome is None
             else {
@@ -319,16 +322,22 @@ class PgLaneStore:
         answer = await self.pool.fetchval("SELECT orchestrator.orchestrator_batch_finish($1::jsonb)", body)
         data = answer.get("snapshot")
         stop = answer.get("stop")
-        return Finished(
-            snapshot=None
+        snapshot = (
+            None
             if data is None
-            else snapshot_of(address.session_id, address.listener, address.lane, data, complete=bool(finishing.fetch)),
+            else snapshot_of(address.session_id, address.listener, address.lane, data, complete=bool(finishing.fetch))
+        )
+        # The release before this one's function, live again while an older process of a rolling upgrade applies
+        # its files, answers no status: its snapshot says it, which it always reads.
+        status: str | None = answer.get("session_status", snapshot.session_status if snapshot else None)
+        return Finished(
+            snapshot=snapshot,
             granted=tuple(_address(a) for a in answer["granted"]),
             outcome_new=bool(answer.get("outcome_new")),
             done_new=bool(answer.get("done_new")),
             stop=None if stop is None else stop_of(stop["grace_seconds"], stop["reason"]),
             cancel=bool(answer.get("cancel")),
-            session_status=answer.get("session_status"),
+            session_status=status,
         )
 
     async def hold(self, snap: LaneSnapshot, until: float) -> None:

@@ -10,6 +10,7 @@ after every step and once settled (see `crossing_world`). A failing seed is name
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from tests.lane_worlds import LaneWorld, PgWorld, world_settings
 # Forty a block: about one schedule in eight meets the sweep's `DriveLane`, and a block of thirty met it once, which
 # a change of the draws a schedule makes (a step more or less) moved out of the block.
 SCHEDULES = 160
+FUNCTIONS = Path(__file__).parents[2] / "orchestrator" / "store" / "functions"
 # About three quarters of a second a schedule on PostgreSQL (thirty times the twin's).
 PG_SCHEDULES = 40
 # The crossings every run of schedules dies at, and what its sweeps meet.
@@ -92,4 +94,31 @@ def test_a_run_started_after_its_sessions_deletion_ended_its_runs_is_stopped(ope
         assert world.temporal.runs, "the run started"
         assert all(run.closed == "stopped" for run in world.temporal.runs.values()), world.temporal.runs
     finally:
+        world.close()
+
+
+def test_a_finish_of_the_release_before_stops_no_run(databases: Databases) -> None:
+    """A rolling upgrade: a process of the release before, started after this one, applies its own batch finish,
+    which answers no session status. The driver reads the status from the snapshot that finish always answers, as
+    that release did, and stops no run for a session it takes for gone."""
+    shipped = (FUNCTIONS / "orchestrator_batch_finish.sql").read_text(encoding="utf-8")
+    before = (Path(__file__).parent / "release_before" / "orchestrator_batch_finish.sql").read_text(encoding="utf-8")
+    world = World(0, on_postgres(databases))
+    while world.writes_objects:  # a world whose listener starts runs
+        world.close()
+        world = World(world.seed + 1, on_postgres(databases))
+    stores = world.stores
+    assert isinstance(stores, PgWorld)
+    try:
+        world.faults.on = False
+        world.run(stores.pool.execute(before))
+        world.write()
+        world.run(world._route())
+        world.clock_runs_on(5.0)
+        for workflow_id in list(world.clocks):
+            world.run(world._fire(workflow_id))
+        assert world.temporal.runs, "the run started"
+        assert all(run.closed is None for run in world.temporal.runs.values()), world.temporal.runs
+    finally:
+        world.run(stores.pool.execute(shipped))
         world.close()

@@ -178,3 +178,26 @@ async def test_objects_are_scoped_to_their_session(platform: Platform) -> None:
     await ok(platform, "write_object", session_id=one, alias="a", value={"type": "t"})
     await refused(platform, "not_found", "alias", "read_object", session_id=two, alias="a")
     assert await all_events(platform, two) == []
+
+
+async def test_a_bulk_write_of_the_release_before_is_written_once_through_its_signature(platform: Platform) -> None:
+    """An API process of the release before, beside this one's during a rolling upgrade, calls the bulk write by
+    its earlier signature, each item keyed `<key>:<index>`: written, and its retry answered, not written again."""
+    sid = await _session(platform)
+    items = [{"alias": f"old/{n}", "value": {"type": "t"}, "key": f"k1:{n}"} for n in range(2)]
+    call = "SELECT o_rev, o_event FROM orchestrator.orchestrator_write_objects($1, $2::jsonb, $3, $4, $5, $6)"
+    first = await platform.store.pool.fetch(call, sid, items, {}, 0, None, None)
+    again = await platform.store.pool.fetch(call, sid, items, {}, 0, None, None)
+    assert [tuple(r) for r in again] == [tuple(r) for r in first]
+    assert [e["alias"] for e in await all_events(platform, sid)] == ["old/0", "old/1"]
+    # The request's key, as this release's single write sees it: the other form's.
+    reply = await platform.command(
+        {
+            "command": "write_object",
+            "session_id": sid,
+            "alias": "old/0",
+            "value": {"type": "t"},
+            "idempotency_key": "k1",
+        }
+    )
+    assert reply["status"] == "error" and reply["message"].startswith("idempotency_key: "), reply

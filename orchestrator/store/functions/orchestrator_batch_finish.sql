@@ -43,10 +43,12 @@ BEGIN
         -- Its cancel watch (wait 0) answered before its start, by an event the look back found as it was put in
         -- place or by a round the run was not on Temporal for: told by the finisher too, not 5 s later by the
         -- router's poll of what was left untold.
-        UPDATE orchestrator.run_waits SET told_at = clock_timestamp()
-            WHERE execution_id = p ->> 'execution_id' AND run_id = '' AND seq = 0 AND kind = 'cancel'
-              AND state = 'answered' AND told_at IS NULL;
-        v_cancel := FOUND;
+        IF (p ->> 'tells_cancel')::boolean THEN
+            UPDATE orchestrator.run_waits SET told_at = clock_timestamp()
+                WHERE execution_id = p ->> 'execution_id' AND run_id = '' AND seq = 0 AND kind = 'cancel'
+                  AND state = 'answered' AND told_at IS NULL;
+            v_cancel := FOUND;
+        END IF;
     END IF;
     PERFORM orchestrator.orchestrator_batch_take_queue((p ->> 'batch_id')::bigint);
     UPDATE orchestrator.batches SET state = 'done' WHERE id = (p ->> 'batch_id')::bigint AND state = 'claimed';

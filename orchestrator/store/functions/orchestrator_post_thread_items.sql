@@ -1,7 +1,5 @@
 -- Many items of one request in one statement and one transaction, all or none, the session locked once and its
 -- `last_event_id` moved once (`orchestrator_write_objects`' twin, its request's key too).
--- The signature before `p_key` (each item carried its key) is dropped: `CREATE OR REPLACE` cannot change it.
-DROP FUNCTION IF EXISTS orchestrator.orchestrator_post_thread_items(text, text, jsonb, jsonb, integer, text, jsonb);
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_post_thread_items(
     p_session text, p_alias text, p_items jsonb, p_key text, p_source jsonb, p_depth integer, p_traceparent text,
     p_cause jsonb
@@ -42,4 +40,14 @@ BEGIN
     END LOOP;
     UPDATE orchestrator.sessions SET last_event_id = v_last WHERE id = p_session AND last_event_id < v_last;
 END
+$$;
+
+-- The signature before `p_key`, kept for the processes of the release before that run beside this one during a
+-- rolling upgrade: their items carry their keys, `<key>:<index>` each, whose first gives the request's key back.
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_post_thread_items(
+    p_session text, p_alias text, p_items jsonb, p_source jsonb, p_depth integer, p_traceparent text, p_cause jsonb
+) RETURNS TABLE (o_item text, o_event bigint)
+LANGUAGE sql AS $$
+    SELECT * FROM orchestrator.orchestrator_post_thread_items(
+        p_session, p_alias, p_items, left(p_items -> 0 ->> 'key', -2), p_source, p_depth, p_traceparent, p_cause)
 $$;

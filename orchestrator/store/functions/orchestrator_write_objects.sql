@@ -2,8 +2,6 @@
 -- its `last_event_id` moved once. The first that cannot be written raises `orchestrator: <index> <outcome>
 -- <rev>` and nothing is kept. The request's key keys its writes `<key>:<index>`: a request is a retry of the
 -- first with its key only when every write it gives is one of the first's (a retry with a write more wrote it).
--- The signature before `p_key` (each item carried its key) is dropped: `CREATE OR REPLACE` cannot change it.
-DROP FUNCTION IF EXISTS orchestrator.orchestrator_write_objects(text, jsonb, jsonb, integer, text, jsonb);
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_write_objects(
     p_session text, p_items jsonb, p_key text, p_source jsonb, p_depth integer, p_traceparent text, p_cause jsonb
 ) RETURNS TABLE (o_rev integer, o_event bigint)
@@ -42,4 +40,14 @@ BEGIN
     END LOOP;
     UPDATE orchestrator.sessions SET last_event_id = v_last WHERE id = p_session AND last_event_id < v_last;
 END
+$$;
+
+-- The signature before `p_key`, kept for the processes of the release before that run beside this one during a
+-- rolling upgrade: their items carry their keys, `<key>:<index>` each, whose first gives the request's key back.
+CREATE OR REPLACE FUNCTION orchestrator.orchestrator_write_objects(
+    p_session text, p_items jsonb, p_source jsonb, p_depth integer, p_traceparent text, p_cause jsonb
+) RETURNS TABLE (o_rev integer, o_event bigint)
+LANGUAGE sql AS $$
+    SELECT * FROM orchestrator.orchestrator_write_objects(
+        p_session, p_items, left(p_items -> 0 ->> 'key', -2), p_source, p_depth, p_traceparent, p_cause)
 $$;
