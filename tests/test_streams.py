@@ -307,7 +307,8 @@ async def test_a_reader_that_stops_reading_is_let_go_rather_than_buffered_for(
     host, port = urlsplit(url).hostname, urlsplit(url).port
     reader = socket.create_connection((host, port))
     reader.sendall(
-        f"GET /v1/sessions/{sid}/stream?batch=%7B%22max_events%22%3A1%7D HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        f"GET /v1/sessions/{sid}/stream?batch=%7B%22max_events%22%3A1%7D HTTP/1.1\r\n"
+        f"Host: {host}:{port}\r\n\r\n".encode()
     )
     try:
         # The stream is open (and listening) before the writes: with no router here to catch up, a write made

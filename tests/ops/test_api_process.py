@@ -70,7 +70,9 @@ async def test_the_api_ends_open_streams_and_stops_within_its_bound_on_sigterm(
         followed = asyncio.create_task(_batches(client, session_id))
         # A client that asks for the whole stream and never reads a byte of it.
         stalled.connect(("127.0.0.1", port))
-        stalled.sendall(f"GET /v1/sessions/{session_id}/stream?after=0 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        stalled.sendall(
+            f"GET /v1/sessions/{session_id}/stream?after=0 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+        )
         await asyncio.sleep(0.5)
     finally:
         process.send_signal(signal.SIGTERM)
