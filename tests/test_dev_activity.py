@@ -189,7 +189,7 @@ async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_r
         # A change to the app's activity: the worker starts again on the new code.
         source = app / "activities.py"
         source.write_text(source.read_text().replace("Hello! You said:", "Hello again! You said:"))
-        await until("reload       the worker runs app again, on its new code")
+        await until("reload       the worker runs hello (app) again, on its new code")
         await until("Ready.")
         await say(session_id, "chats/2")
         await until("  run    greet  lane chats/2")
@@ -200,7 +200,7 @@ async def test_dev_says_ready_once_the_app_is_live_logs_each_batch_and_run_and_r
         source.write_text(good + "\ndef broken(:\n")
         await until("reload       the app does not load")
         source.write_text(good)
-        await until("reload       the worker runs app again, on its new code")
+        await until("reload       the worker runs hello (app) again, on its new code")
         await say(session_id, "chats/3")
         await until("  run    greet  lane chats/3")
         kept = await call({"command": "list_thread_items", "session_id": session_id, "alias": "chats/3"})
