@@ -356,9 +356,6 @@ class LaneDriver:
         return read if read is not None else await self.lanes.snapshot(address)
 
     async def _act_and_finish(self, snap: LaneSnapshot, take: Take, batch_id: int, drive: Drive) -> LaneSnapshot | None:
-        """Act on the batch and finish it; answers the lane as the finish left it, None when it is gone, or when
-        the run started took a keyed lane's one slot: nothing moves there before that run's end, which drives it,
-        so the finish reads nothing and the drive waits for the slot (a serial lane is read, for its read ahead)."""
         address = snap.address
         fields = log_fields(address.session_id, address.listener, address.lane, take.consumed)
         parent, links = parent_and_links(q.traceparent for q in take.entries)
@@ -391,8 +388,6 @@ class LaneDriver:
                     at=datetime.now(UTC),
                 )
             decl = snap.listener.declaration if snap.listener is not None else None
-            # Not a batch whose run ran already (its slot is gone, and the lane may take its next batch now).
-            slot_taken = acted.started and not take.ran and decl is not None and decl.concurrency.mode == "keyed"
             finished = await self.lanes.finish(
                 Finishing(
                     snap=snap,
@@ -407,7 +402,6 @@ class LaneDriver:
                     key_max=key_max(decl, self.settings),
                     receipt=self._receipt(snap, take, outcome),
                     failed_execution=self._failure_before(take, acted),
-                    fetch=None if slot_taken else 0,
                 )
             )
         crossing("batch.finished")
@@ -425,7 +419,7 @@ class LaneDriver:
                 await self.starter.cancel(take.execution_id)
             except Exception:
                 self.observed.log.warning("could not cancel run %s", take.execution_id, exc_info=True)
-        if acted.started and finished.session_status in (None, "deleting"):
+        if acted.started and (finished.snapshot is None or finished.snapshot.session_status == "deleting"):
             # Its session's deletion began after the batch's record and ended the session's runs before this one
             # started: the run has no session left to act in.
             await self.starter.stop(take.execution_id, SESSION_DELETED)
@@ -459,8 +453,6 @@ class LaneDriver:
         elif acted.message:
             batch_fields["reason"] = acted.message
         self.observed.log.info("batch %s", acted.status or "consumed", extra=batch_fields)
-        if slot_taken and finished.session_status is not None:
-            drive.wait = Wait("slot_held", None)
         return finished.snapshot
 
     def _receipt(self, snap: LaneSnapshot, take: Take, outcome: Outcome | None) -> dict[str, Any] | None:

@@ -56,9 +56,8 @@ class Finishing:
     receipt: dict[str, Any] | None = None
     # A repeat stopped by a guard: the failure before it stands as the last one (`listener.failed`).
     failed_execution: str | None = None
-    # How many waiting events the answered snapshot reads (0: none, which says whether the lane waits); None:
-    # no snapshot (a run started in a lane that holds one at a time: nothing moves there before its end).
-    fetch: int | None = 0
+    # How many waiting events the answered snapshot reads (0: none, which says whether the lane waits).
+    fetch: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,8 +71,6 @@ class Finished:
     stop: StopAsked | None = None
     # Its cancel watch was answered before its start (noted told here: the finisher cancels the run).
     cancel: bool = False
-    # The session's status after the finish (None: it is gone).
-    session_status: str | None = None
 
 
 @dataclass(frozen=True)

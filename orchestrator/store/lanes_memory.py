@@ -760,9 +760,7 @@ class MemoryLaneStore:
             self.receipts.setdefault(finishing.receipt["key"], finishing.receipt)
         if finishing.failed_execution is not None:
             self._listener_failed(finishing.failed_execution, lane.listener, lane.lane, take.depth + 1)
-        snapshot = None if finishing.fetch is None else await self.snapshot(lane.address, finishing.fetch)
-        status = self.sessions.get(lane.session_id, {}).get("status")
-        return Finished(snapshot, granted, new, done, session_status=status)
+        return Finished(await self.snapshot(lane.address, finishing.fetch), granted, new, done)
 
     async def end_run(self, ending: Ending) -> Ended:
         execution = self.executions.get(ending.execution_id)

@@ -322,22 +322,15 @@ class PgLaneStore:
         answer = await self.pool.fetchval("SELECT orchestrator.orchestrator_batch_finish($1::jsonb)", body)
         data = answer.get("snapshot")
         stop = answer.get("stop")
-        snapshot = (
-            None
-            if data is None
-            else snapshot_of(address.session_id, address.listener, address.lane, data, complete=bool(finishing.fetch))
-        )
-        # The release before this one's function, live again while an older process of a rolling upgrade applies
-        # its files, answers no status: its snapshot says it, which it always reads.
-        status: str | None = answer.get("session_status", snapshot.session_status if snapshot else None)
         return Finished(
-            snapshot=snapshot,
+            snapshot=None
+            if data is None
+            else snapshot_of(address.session_id, address.listener, address.lane, data, complete=finishing.fetch > 0),
             granted=tuple(_address(a) for a in answer["granted"]),
             outcome_new=bool(answer.get("outcome_new")),
             done_new=bool(answer.get("done_new")),
             stop=None if stop is None else stop_of(stop["grace_seconds"], stop["reason"]),
             cancel=bool(answer.get("cancel")),
-            session_status=status,
         )
 
     async def hold(self, snap: LaneSnapshot, until: float) -> None:

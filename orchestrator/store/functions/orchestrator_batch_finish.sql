@@ -2,11 +2,10 @@
 -- slot handed on); the run's `execution.started`; the outcome (once per batch) and its count; the receipt;
 -- and `listener.failed` for a repeat stopped by a guard. A lane's own batch takes its queue rows here
 -- (`orchestrator_batch_take_queue`), not at its record (0016: the record is on the path from a run's end to the
--- next run's start). Answers the lanes a freed key slot went to, the session's status, and the lane's next
--- snapshot (one round trip for the end of a batch and the start of the next step; none when `fetch` is null: a
--- run that took its lane's one slot leaves nothing to step before its end); and for a run started, a stop asked
--- of it before its start was made (`stop_execution` found nothing on Temporal), or its cancel watch's answer,
--- noted told: the finisher tells it.
+-- next run's start). Answers the lanes a freed key slot went to, and the lane's next snapshot (one round trip
+-- for the end of a batch and the start of the next step); and for a run started, a stop asked of it before its
+-- start was made (`stop_execution` found nothing on Temporal), or its cancel watch's answer, noted told: the
+-- finisher tells it.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_batch_finish(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_lane bigint := (p ->> 'lane_id')::bigint;
@@ -105,8 +104,7 @@ BEGIN
         'done_new', v_done,
         'stop', v_stop,
         'cancel', v_cancel,
-        'session_status', (SELECT s.status FROM orchestrator.sessions s WHERE s.id = v_session),
-        'snapshot', CASE WHEN p ->> 'fetch' IS NOT NULL THEN orchestrator.orchestrator_lane_snapshot(v_session,
-            v_listener, p ->> 'lane', (p ->> 'fetch')::integer) END);
+        'snapshot', orchestrator.orchestrator_lane_snapshot(v_session, v_listener, p ->> 'lane',
+            (p ->> 'fetch')::integer));
 END
 $$;
