@@ -165,6 +165,14 @@ class SessionActivities(PlatformActivities):
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
             raise CommandError("invalid_request", "seq: the wait's number among the run's, from 1")
         spec = parse_wait(args, await self.store.event_schemas())
+        if spec.after is not None:
+            # A position no event of the log holds yet never counts from anything: a caller's mistake, said now
+            # rather than a wait that can only time out.
+            end = await self.store.session_end(call.session_id)
+            if spec.after > end:
+                raise CommandError(
+                    "invalid_request", f"after: {spec.after} is past the session's last event ({end})"
+                )
         after = spec.after
         if after is None and call.batch is not None and call.batch.get("last_id"):
             after = int(call.batch["last_id"])

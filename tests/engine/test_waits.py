@@ -295,6 +295,17 @@ async def test_a_wait_from_a_position_retention_has_deleted_past_is_refused_sayi
     assert message.startswith(f"after: retention deleted the events of session {sid!r} up to {old[-1]}"), message
 
 
+async def test_a_wait_from_a_position_past_the_logs_end_is_refused(heard_engine: tuple[Engine, Heard]) -> None:
+    """A position no event holds yet counts from nothing: refused naming `after`, not a wait that can only time out."""
+    engine, heard = heard_engine
+    sid = await new_session(engine)
+    await engine.command("save_listener", listener=conversation(after=10**9))
+    await post(engine, sid, "chats/ahead", "hello")
+    [[refused, code, message]] = await answers(heard, "chats/ahead")
+    assert (refused, code) == ("refused", "invalid_request")
+    assert message.startswith("after: 1000000000 is past the session's last event ("), message
+
+
 async def test_a_wait_whose_condition_needs_a_value_among_none_is_answered_by_its_other_condition(
     heard_engine: tuple[Engine, Heard],
 ) -> None:
