@@ -74,14 +74,15 @@ def apply_patch(
     kept = {(e["from"], e["to"], e.get("type")): dict(e) for e in edges}
     # A removed node takes its edges with it.
     kept = {k: e for k, e in kept.items() if k[0] in after and k[1] in after}
+    before = set(kept)
     for edge in patch.edges.remove:
-        if kept.pop(edge.key(), None) is not None:
-            changed.update((edge.from_, edge.to))
+        kept.pop(edge.key(), None)
     for index, edge in enumerate(patch.edges.add):
         for end, node_id in (("from", edge.from_), ("to", edge.to)):
             if node_id not in after:
                 raise ValueError(f"patch.edges.add.{index}.{end}: no node {node_id!r}")
-        if edge.key() not in kept:
-            kept[edge.key()] = edge.body()
-            changed.update((edge.from_, edge.to))
+        kept.setdefault(edge.key(), edge.body())
+    # An edge removed and added again by one patch is no change (an edge is its ends and type, nothing more).
+    for from_, to, _ in before.symmetric_difference(kept):
+        changed.update((from_, to))
     return after, sorted(kept.values(), key=lambda e: (e["from"], e["to"], e.get("type") or "")), sorted(changed)

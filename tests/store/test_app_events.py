@@ -324,6 +324,30 @@ async def test_update_graph_is_guarded_by_if_rev_and_names_the_nodes_it_changed(
     assert [e["id"] for e in changed] == [first["event_id"], second["event_id"]]
 
 
+async def test_an_edge_removed_and_added_by_one_patch_is_no_change(platform: Platform) -> None:
+    """An edge is its ends and its type: one patch removing and adding it leaves the graph as it was, so no rev and
+    no `graph.changed`; a removal of one edge and an addition of another beside it names only their nodes."""
+    sid = await _session(platform)
+    nodes = {"a": {"type": "t"}, "b": {"type": "t"}, "c": {"type": "t"}}
+    first = await ok(platform, "update_graph", session_id=sid, patch={"nodes": nodes, "edges": {"add": [AB]}})
+    same = await ok(platform, "update_graph", session_id=sid, patch={"edges": {"add": [AB], "remove": [AB]}})
+    assert same["graph"] == {"rev": first["graph"]["rev"], "changed": []} and same["event_id"] is None
+    moved = await ok(
+        platform,
+        "update_graph",
+        session_id=sid,
+        patch={"edges": {"remove": [AB], "add": [AB, {"from": "b", "to": "c"}]}},
+    )
+    assert moved["graph"]["changed"] == ["b", "c"]
+    assert [e["graph"] for e in await all_events(platform, sid) if e["type"] == "graph.changed"] == [
+        ["a", "b", "c"],
+        ["b", "c"],
+    ]
+
+
+AB = {"from": "a", "to": "b"}
+
+
 async def test_every_write_records_the_request_that_caused_it(platform: Platform) -> None:
     await ok(platform, "save_event_type", **TICKET)
     sid = await _session(platform)
