@@ -17,6 +17,7 @@ from orchestrator.commands.fields import EventId, Position, SessionId
 from orchestrator.commands.listeners import ListenerBody
 from orchestrator.commands.registry import Request, command
 from orchestrator.core.declaration import parse_declaration
+from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Committed
 from orchestrator.lanes.simulation import simulate
 
@@ -70,6 +71,9 @@ async def simulate_listener(platform: CommandContext, req: SimulateListener) -> 
     declaration = parse_declaration(req.listener, limits, await platform.store.event_schemas())
     await platform.store.get_session(req.session_id)
     after = req.after or 0
+    if req.before is not None and req.before <= after:
+        # A range that ends before it starts is a mistake to say, as `redeliver`'s is.
+        raise CommandError("invalid_request", f"before: must be after `after` ({after})")
     stream: list[Committed] = []
     while len(stream) < SIMULATED_EVENTS + 1:
         page = await platform.store.routed_events(

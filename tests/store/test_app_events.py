@@ -456,3 +456,15 @@ async def test_a_schema_that_would_leave_a_saved_listener_reading_a_path_it_neve
     await ok(platform, "save_event_type", name="order.placed", schema={**closed, "properties": {"a": {}, "b": {}}})
     await ok(platform, "delete_listener", name="big_orders")
     await ok(platform, "save_event_type", name="order.placed", schema=narrowed)
+
+
+async def test_a_simulation_of_a_range_that_ends_before_it_starts_is_refused(platform: Platform) -> None:
+    """As `redeliver`'s is: `before` at or below `after` holds no event, and was answered as a stream with none."""
+    sid = await _session(platform)
+    listener = {"name": "x", "filter": {"types": ["object.written"]}, "action": {"type": "workflow", "workflow": "w"}}
+    for before in (3, 5):
+        await refused(
+            platform, "invalid_request", "before", "simulate_listener", session_id=sid, listener=listener, after=5,
+            before=before,
+        )  # fmt: skip
+    await ok(platform, "simulate_listener", session_id=sid, listener=listener, after=5, before=6)
