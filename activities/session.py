@@ -170,9 +170,7 @@ class SessionActivities(PlatformActivities):
             # rather than a wait that can only time out.
             end = await self.store.session_end(call.session_id)
             if spec.after > end:
-                raise CommandError(
-                    "invalid_request", f"after: {spec.after} is past the session's last event ({end})"
-                )
+                raise CommandError("invalid_request", f"after: {spec.after} is past the session's last event ({end})")
         after = spec.after
         if after is None and call.batch is not None and call.batch.get("last_id"):
             after = int(call.batch["last_id"])
