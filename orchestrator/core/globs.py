@@ -64,28 +64,30 @@ def validate_alias(alias: str) -> str:
     return alias
 
 
-def validate_glob(pattern: str, kind: GlobKind) -> str:
-    """Return `pattern` if it is a valid glob of `kind`; otherwise raise ValueError naming the problem."""
+def validate_glob(pattern: str, kind: GlobKind, name: str | None = None) -> str:
+    """Return `pattern` if it is a valid glob of `kind`; otherwise raise ValueError naming the problem, and the
+    glob by `name` (`session glob`: an alias glob over sessions' aliases; by default `<kind> glob`)."""
     sep = _SEPARATOR[kind]
+    name = name or f"{kind} glob"
     if not pattern:
-        raise ValueError(f"{kind} glob must not be empty")
+        raise ValueError(f"{name} must not be empty")
     if any(ch.isspace() for ch in pattern):
-        raise ValueError(f"{kind} glob {pattern!r} must not contain whitespace")
+        raise ValueError(f"{name} {pattern!r} must not contain whitespace")
     if len(pattern) > MAX_GLOB_CHARS:
-        raise ValueError(f"{kind} glob must be at most {MAX_GLOB_CHARS} characters")
+        raise ValueError(f"{name} must be at most {MAX_GLOB_CHARS} characters")
     if pattern.startswith(sep) or pattern.endswith(sep):
-        raise ValueError(f"{kind} glob {pattern!r} must not start or end with {sep!r}")
+        raise ValueError(f"{name} {pattern!r} must not start or end with {sep!r}")
     for segment in pattern.split(sep):
         if not segment:
-            raise ValueError(f"{kind} glob {pattern!r} has an empty segment ({sep + sep!r})")
+            raise ValueError(f"{name} {pattern!r} has an empty segment ({sep + sep!r})")
         if "***" in segment:
-            raise ValueError(f"{kind} glob {pattern!r} has '***'; use '*' or '**'")
+            raise ValueError(f"{name} {pattern!r} has '***'; use '*' or '**'")
         if "**" in segment and segment != "**":
-            raise ValueError(f"{kind} glob {pattern!r}: '**' must be a whole segment")
+            raise ValueError(f"{name} {pattern!r}: '**' must be a whole segment")
         if not _SEGMENT_CHARS[kind].fullmatch(segment):
-            raise ValueError(f"{kind} glob {pattern!r} has a character not allowed in a {kind}")
+            raise ValueError(f"{name} {pattern!r} has a character not allowed in a {kind}")
         if kind == "alias" and segment in _DOT_SEGMENTS:
-            raise ValueError(f"alias glob {pattern!r} has a '.' or '..' segment, which no alias has")
+            raise ValueError(f"{name} {pattern!r} has a '.' or '..' segment, which no alias has")
     return pattern
 
 

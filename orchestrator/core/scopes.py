@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from orchestrator.core.globs import compile_alias_glob, compile_type_glob
+from orchestrator.core.globs import compile_alias_glob, compile_type_glob, validate_glob
 
 ScopeKind = Literal["admin", "listeners", "read", "listen", "write", "emit"]
 MAX_SCOPE_CHARS = 300
@@ -81,12 +81,9 @@ def _glob(pattern: str, kind: Literal["session", "alias", "type"], text: str) ->
     """`pattern` checked as a glob of its kind (a session glob is an alias glob over sessions' aliases, and its
     refusal says which part it is)."""
     try:
-        (compile_type_glob if kind == "type" else compile_alias_glob)(pattern)
+        validate_glob(pattern, "type" if kind == "type" else "alias", f"{kind} glob")
     except ValueError as err:
-        said = str(err)
-        if kind == "session" and said.startswith("alias glob"):
-            said = "session glob" + said.removeprefix("alias glob")
-        raise ValueError(f"{text!r}: {said}") from None
+        raise ValueError(f"{text!r}: {err}") from None
     return pattern
 
 
