@@ -31,7 +31,7 @@ from orchestrator.core.validation import field_errors_message
 from orchestrator.lanes.registry import FRESH_SECONDS, NOT_REGISTERED
 from orchestrator.platform import Platform
 from orchestrator.store.app_events import CAPTURED_SCHEMA
-from orchestrator.store.captures import CAPTURED_KINDS, captured_schema
+from orchestrator.store.captures import captured_types
 
 
 class InvalidApp(Exception):
@@ -174,7 +174,7 @@ def _declared_twice(app: UserApp) -> list[str]:
 
 def _captured_schemas(captures: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The event types the captures declare, each kind's schema by name."""
-    return {f"{c['type_prefix']}.{kind}": captured_schema(kind) for c in captures for kind in CAPTURED_KINDS}
+    return {t["name"]: t["schema"] for c in captures for t in captured_types(c["type_prefix"], c["table"])}
 
 
 async def declarations(
@@ -281,17 +281,9 @@ def _captured_after(
         {c["table"]: (c, f"the capture of {c['table']} (captures.{n})") for n, c in enumerate(declared["capture"])}
     )
     return {
-        f"{body['type_prefix']}.{kind}": (
-            {
-                "name": f"{body['type_prefix']}.{kind}",
-                "schema": captured_schema(kind),
-                "allow": None,
-                "description": f"a row of {table} {kind}",
-            },
-            where,
-        )
+        t["name"]: ({**t, "allow": None}, where)
         for table, (body, where) in captures.items()
-        for kind in CAPTURED_KINDS
+        for t in captured_types(body["type_prefix"], table)
     }
 
 
@@ -344,7 +336,7 @@ def _stranded(
     removed = {s.name for s in steps if s.kind == "event_type" and s.action == "remove"}
     if not removed:
         return []
-    captured = {f"{c['type_prefix']}.{kind}" for c in declared["capture"] for kind in CAPTURED_KINDS}
+    captured = set(_captured_schemas(declared["capture"]))
     before = {*before_app, *captured, *(t["name"] for t in declared["event_type"])}
     after = before - removed
     gone = {s.name for s in steps if s.kind == "listener" and s.action == "remove"}

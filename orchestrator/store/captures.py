@@ -37,6 +37,14 @@ def captured_schema(kind: str) -> dict[str, Any]:
     }
 
 
+def captured_types(prefix: str, table: str) -> list[dict[str, Any]]:
+    """The event types a capture of `table` declares under `prefix`: each kind's name, schema and description."""
+    return [
+        {"name": f"{prefix}.{kind}", "schema": captured_schema(kind), "description": f"a row of {table} {kind}"}
+        for kind in CAPTURED_KINDS
+    ]
+
+
 # What captures declared for all three kinds before each had its own: a type of it is a capture's too.
 EARLIER_CAPTURED_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -97,10 +105,7 @@ class Captures(PostgresStore):
                 "INSERT INTO orchestrator.event_types (name, schema, description) VALUES ($1, $2, $3)"
                 " ON CONFLICT (name) DO UPDATE SET schema = EXCLUDED.schema, description = EXCLUDED.description,"
                 " saved_at = clock_timestamp()",
-                [
-                    (f"{prefix}.{kind}", captured_schema(kind), f"a row of {row['table_name']} {kind}")
-                    for kind in CAPTURED_KINDS
-                ],
+                [(t["name"], t["schema"], t["description"]) for t in captured_types(prefix, row["table_name"])],
             )
             return _capture(row)
 
