@@ -314,10 +314,6 @@ class Take:
     def entry_ids(self) -> tuple[int, ...]:
         return tuple(q.id for q in self.entries)
 
-    @property
-    def starts_run(self) -> bool:
-        return self.plan is not None
-
 
 @dataclass(frozen=True)
 class Finish:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction
+from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.filters import listener_accepts
 from orchestrator.core.lane_snapshot import ACT, CONSUME, LaneSnapshot, Queued, Stop, Verdict
 from orchestrator.core.limits import Limits, executions_refusal
@@ -62,7 +62,3 @@ def batch_verdict(
         if snap.running_executions >= limits.executions_per_session:
             return Stop("refused", None, executions_refusal(snap.running_executions))
     return ACT
-
-
-def starts_run(decl: ListenerDeclaration) -> bool:
-    return isinstance(decl.action, WorkflowAction)

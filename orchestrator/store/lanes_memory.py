@@ -171,7 +171,6 @@ class MemBatch:
     run_key: str | None
     created_at: float
     state: str = "claimed"
-    released_at: float | None = None
     throttle_keys: tuple[str, ...] = ()
 
     def record(self) -> BatchRecord:
@@ -666,8 +665,6 @@ class MemoryLaneStore:
             gone = self.runs.pop(take.run_key, None)
             if gone is not None:
                 self.released[gone.run_key] += 1
-                if gone.batch_id in self.batches:
-                    self.batches[gone.batch_id].released_at = now
         granted: tuple[LaneAddress, ...] = ()
         if take.key_slot == "give_back":
             granted = self._key_slot_freed(lane, key_max, self._waiting(lane))
@@ -744,8 +741,6 @@ class MemoryLaneStore:
             if run is not None and run.execution_id == take.execution_id:
                 del self.runs[take.run_key]
                 self.released[run.run_key] += 1
-                if run.batch_id in self.batches:
-                    self.batches[run.batch_id].released_at = self.now()
                 if take.plan is not None and take.plan.keyed:
                     granted = self._key_slot_freed(lane, finishing.key_max, self._waiting(lane))
             if execution is not None and execution.status == "running" and execution.started_event_id is None:
@@ -812,7 +807,6 @@ class MemoryLaneStore:
         """A run's slot let go (`orchestrator_run_released`): the lanes to drive now."""
         del self.runs[run.run_key]
         self.released[run.run_key] += 1
-        self.batches[run.batch_id].released_at = self.now()
         waiting = self._waiting(lane) or any(r[0] == lane.id for r in self.replays.values())
         if keyed:
             return self._key_slot_freed(lane, key_max, waiting)

@@ -30,13 +30,6 @@ class RetentionRecords(PostgresStore):
             raise CommandError("not_found", f"session_id: no session {session_id!r}")
         return dict(row)
 
-    async def session_retention(self, session_id: str) -> dict[str, float | None]:
-        row = await self.pool.fetchrow(
-            "SELECT event_seconds, closed_session_seconds FROM orchestrator.session_retention WHERE session_id = $1",
-            session_id,
-        )
-        return {"event_seconds": None, "closed_session_seconds": None} if row is None else dict(row)
-
     async def stream_start(self, session_id: str) -> tuple[int, int]:
         """How far the session's stream was trimmed (0: never), and where it starts now: the oldest event it keeps
         (below the trim when a lane still waits on it), or the id after the trim when it keeps none."""
