@@ -54,6 +54,14 @@ class Settings(BaseSettings):
     access_log: bool = False
     max_request_bytes: int = 1024 * 1024
     database_pool_size: int = 10
+    # The HTTP door answers a command `unavailable` when it is not done within this long, whatever the database
+    # does (one that keeps its connections and answers nothing held a command for as long as it did), and lets it
+    # go behind the answer: cancelled, its connections closed if the database takes no cancel either. The commands
+    # whose work grows with their input (`core/command_deadlines.LONG`: a purge, bulk writes, DDL on an
+    # application's table, a replay of history) have `long_command_deadline_seconds`; a stream is never cut, its
+    # opening has this one. Both below the clients' own 30 s, so a client hears the door's answer. 0: no deadline.
+    command_deadline_seconds: float = Field(default=10.0, ge=0)
+    long_command_deadline_seconds: float = Field(default=25.0, ge=0)
     # On SIGTERM the worker stops polling and gives in-flight activities this long to finish before
     # cancelling them (Temporal retries a cancelled activity elsewhere); the deploy files set it below the
     # pod's termination grace period. 0 cancels them at once.

@@ -80,7 +80,9 @@ path does not take (its `Allow` header lists those it does), 413 `limit_exceeded
 `max_request_bytes`, 403 `access_denied` and 421 `invalid_request` for what the open API refuses from elsewhere
 (docs/security.md). A request that is not HTTP at all is answered by the server with a plain-text 400 before any
 of this. `GET /readyz` answers 503 when the database does not answer within 5 s, a database that hangs as one
-that is down."""
+that is down. A command not done within the door's deadline (`ORCHESTRATOR_COMMAND_DEADLINE_SECONDS`, 10 s; 25 s
+for a purge, a bulk write, a table's capture and a replay of history) answers 503 `unavailable`, its message saying
+whether a write may still commit and whether a retry is safe (docs/decisions.md, "A command's deadline")."""
 
 
 def _grouped() -> list[tuple[str, list[CommandReference]]]:

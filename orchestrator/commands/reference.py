@@ -47,9 +47,10 @@ ERROR_MEANINGS = {
     "past_retention": "the history asked about was there, and retention has deleted it",
     "rate_limited": "over the key's request rate or the session's write rate; `Retry-After` says when to come back",
     "unavailable": (
-        "the database or Temporal is out of reach for now (stopped, restarting, a pooler down; the message names"
-        " which); `Retry-After` says when to try again. A write whose connection broke at its commit may have been"
-        " made: retried with its `idempotency_key`, it is not made twice"
+        "the database or Temporal is out of reach for now (stopped, restarting, a pooler down, or no answer within"
+        " the door's deadline; the message names which); `Retry-After` says when to try again. A write whose"
+        " connection broke at its commit, or cut at the deadline, may have been made (the message says so):"
+        " retried with its `idempotency_key`, it is not made twice"
     ),
     "internal_error": "the platform failed; the message says no more, the logs do",
 }

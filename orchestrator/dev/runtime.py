@@ -184,6 +184,9 @@ class ApiServer:
         hub = getattr(getattr(self.app, "state", None), "stream_hub", None)
         if hub is not None:
             await hub.close()
+        deadlines = getattr(getattr(self.app, "state", None), "deadlines", None)
+        if deadlines is not None:
+            await deadlines.close()
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

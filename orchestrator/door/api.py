@@ -5,7 +5,8 @@ Owns the HTTP framing only (body size, JSON parsing, who calls, status codes); e
 `Platform.command`, so HTTP answers the same JSON as the Python client and the command line. Who calls is
 `auth.who` (a key, the bootstrap token, a browser session, a stream ticket), a key's request rate the gate's
 (`orchestrator.door.gate`), and what the caller may do each command's decision (`commands.access`). The status code
-mirrors the reply's error code (`auth.STATUS_BY_ERROR`); the body is always the reply.
+mirrors the reply's error code (`auth.STATUS_BY_ERROR`); the body is always the reply, within the request's
+deadline whatever the database does (`deadlines.py`).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from orchestrator.causes import request_id
 from orchestrator.commands.access import Caller, authorize_stream
 from orchestrator.commands.fields import session_id_of
 from orchestrator.commands.reference import schema_index
-from orchestrator.commands.registry import unknown_command
+from orchestrator.commands.registry import COMMANDS, unknown_command
 from orchestrator.config import Settings
+from orchestrator.core.access import Principal
+from orchestrator.core.command_deadlines import deadline_of, key_state, not_answered
 from orchestrator.core.connection_listener import parse_stream, unknown_stream_params
 from orchestrator.core.errors import CommandError, unavailable
 from orchestrator.core.json_checks import MAX_JSON_DEPTH, not_json
@@ -45,6 +48,7 @@ from orchestrator.door.auth import (
     who,
 )
 from orchestrator.door.browser import BrowserRoutes
+from orchestrator.door.deadlines import Deadlines, Missed
 from orchestrator.door.gate import Gate
 from orchestrator.door.openapi import openapi_document
 from orchestrator.door.streams import EventStream, StreamHub, start_position
@@ -126,11 +130,32 @@ async def http_error(request: Request, err: Exception) -> Response:
     return JSONResponse(reply, status_code=err.status_code, headers=err.headers)
 
 
+def late_reply(platform: Platform, request: Request, missed: Missed, body: Any) -> Response:
+    """The answer to a request not done within its deadline (`missed`): `unavailable`, saying whether what the
+    command (the body's; none: the door's look before one) writes may still be made, and whether a retry is safe.
+    Said in the log as the platform says the database away (`Platform.database_away`: once, not at every request)."""
+    name = body.get("command") if isinstance(body, dict) else None
+    spec = COMMANDS.get(name) if isinstance(name, str) else None
+    takes_key = spec is not None and ("idempotency_key" in spec.model.model_fields or name == "emit_events")
+    platform.database_away(f"{request.method} {request.url.path}: no answer within {missed.seconds:g} s")
+    refusal = not_answered(
+        name if spec is not None else None,
+        missed.seconds,
+        reached=missed.reached,
+        on_database=missed.on_database,
+        key=key_state(takes_key, body if isinstance(body, dict) else {}),
+    )
+    return reply_response(refusal.reply())
+
+
 def create_app(platform: Platform, settings: Settings) -> Starlette:
-    """The ASGI app serving `platform` under the keys, token and size limit of `settings`."""
+    """The ASGI app serving `platform` under the keys, token, size limit and deadlines of `settings`."""
     max_bytes = settings.max_request_bytes
     gate = Gate(lambda: platform.store, settings)
     browser = BrowserRoutes(platform, settings, gate)
+    deadlines = Deadlines()
+    # The door's look before a command (who calls, its rate) and a stream's opening: a few reads.
+    look_seconds = deadline_of(None, settings.command_deadline_seconds, settings.long_command_deadline_seconds)
 
     async def read_body(request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -143,13 +168,20 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
                 raise _TooLarge
         return bytes(body)
 
-    async def commands(request: Request) -> Response:
+    async def look(request: Request) -> Principal | Response:
+        """Who calls, and whether its key may make one more request now (else the answer that says why not)."""
         principal = await who(request, gate, cookie=True)
         if isinstance(principal, Response):
             return principal
         wait = await gate.take_request(principal)
-        if wait is not None:
-            return rate_limited(wait)
+        return principal if wait is None else rate_limited(wait)
+
+    async def commands(request: Request) -> Response:
+        principal = await deadlines.run(look(request), look_seconds)
+        if isinstance(principal, Missed):
+            return late_reply(platform, request, principal, None)
+        if isinstance(principal, Response):
+            return principal
         try:
             raw = await read_body(request)
         except ClientDisconnect:
@@ -171,10 +203,18 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         except RecursionError:
             message = f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels"
             return JSONResponse(error_reply("invalid_request", message), status_code=400)
+        name = body.get("command") if isinstance(body, dict) else None
+        seconds = deadline_of(
+            name if isinstance(name, str) else None,
+            settings.command_deadline_seconds,
+            settings.long_command_deadline_seconds,
+        )
         # A caller's W3C `traceparent` makes its trace the parent of what this command writes; its
         # `X-Request-Id` names the request as the cause of what it writes.
         with continuing(request.headers.get("traceparent")), request_id(_request_id(request)):
-            reply = await platform.command(body, Caller(principal, gate), raw)
+            reply = await deadlines.run(platform.command(body, Caller(principal, gate), raw), seconds)
+        if isinstance(reply, Missed):
+            return late_reply(platform, request, reply, body)
         if reply.get("status") == "success" and body.get("command") == "create_api_key":
             gate.key_made()
         return reply_response(reply)
@@ -182,6 +222,12 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
     hub = StreamHub(lambda: platform.direct_url)
 
     async def stream(request: Request) -> Response:
+        # The opening's reads within the deadline; the stream itself is never cut (it ends with its client, or
+        # with the server's stop).
+        opened = await deadlines.run(open_stream(request), look_seconds)
+        return late_reply(platform, request, opened, None) if isinstance(opened, Missed) else opened
+
+    async def open_stream(request: Request) -> Response:
         session_id = request.path_params["session_id"]
         principal = await who(request, gate, query_token=True, ticket_for=session_id)
         if isinstance(principal, Response):
@@ -274,6 +320,8 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             **{kind: database_away(platform) for kind in DATABASE_UNAVAILABLE},
         },
     )
-    # Closed by the server that serves the app (`orchestrator.dev.runtime.ApiServer`).
+    # Closed by the server that serves the app (`orchestrator.dev.runtime.ApiServer`), as the work let go past its
+    # deadline is waited for.
     app.state.stream_hub = hub
+    app.state.deadlines = deadlines
     return app

@@ -31,6 +31,7 @@ from orchestrator.core.globs import compile_alias_glob, compile_type_glob
 from orchestrator.core.schema_names import in_schema
 from orchestrator.store import json_codec
 from orchestrator.store.connection import Connection, quiet_pool_outages
+from orchestrator.store.held_connections import note_lent
 from orchestrator.store.listener_rules import compile_missing_rules, save_rule
 from orchestrator.store.migrate import migrate
 from orchestrator.telemetry import current_traceparent
@@ -166,6 +167,9 @@ class PostgresStore:
             min_size=1,
             max_size=pool_size,
             init=_init_connection,
+            # Each connection lent is noted for the work that borrows it, when that work may be cut loose from a
+            # database that stops answering (`held_connections`: the HTTP door's commands).
+            setup=note_lent,
             connection_class=connection,
             statement_cache_size=statement_cache_size,
         )
