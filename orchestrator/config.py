@@ -46,8 +46,9 @@ class Settings(BaseSettings):
     task_queue: str = "orchestrator"
     data_dir: Path = Path(".orchestrator")
     http_host: str = "127.0.0.1"
-    http_port: int = 8700
-    temporal_ui_port: int = 8233
+    # 0 lets the API take a free port (`orchestrator dev` prints it).
+    http_port: int = Field(default=8700, ge=0, le=65535)
+    temporal_ui_port: int = Field(default=8233, ge=0, le=65535)
     # The bootstrap admin key (docs/security.md); unset with no key created, the API is open.
     api_token: SecretStr | None = None
     # One line per HTTP request on the `orchestrator.access` logger (never a secret: `orchestrator.door.access_log`).
