@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import sys
 import textwrap
@@ -189,7 +190,9 @@ def _new(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for path in written:
         _announce(f"wrote        {path}")
-    _announce(f"Next: cd {args.name} && {_here('pytest')}, then {_here('orchestrator')} dev --app app.py")
+    # Quoted as a shell reads it, so the line can be pasted whatever the folder's name holds (a space, a quote).
+    folder = shlex.quote(str(args.name))
+    _announce(f"Next: cd {folder} && {_here('pytest')}, then {_here('orchestrator')} dev --app app.py")
     return EXIT_SUCCESS
 
 
