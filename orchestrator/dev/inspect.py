@@ -169,8 +169,18 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
     return {"session_id": session_id, "listeners": view}
 
 
+def shown(value: Any) -> str:
+    """`value` as text on one line of a terminal: a control character the platform stored as written (a line end
+    in a role or a lane's key, an escape sequence in a client id) is written escaped, as `\\n` or `\\x1b`,
+    so one event stays one line and nothing stored can move the cursor or recolour the screen."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _cell(value: Any) -> str:
-    return "-" if value is None or value == "" else str(value)
+    return "-" if value is None or value == "" else shown(value)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
@@ -210,7 +220,7 @@ def format_status(status: dict[str, Any]) -> str:
             lines += _table(["lane", "pending", "in flight", "runs"], rows)
             for lane in listener["lanes"]:
                 if lane["waiting"]:
-                    lines.append(f"  lane {lane['lane'] or '(one lane)'} waits: {lane['waiting']}")
+                    lines.append(shown(f"  lane {lane['lane'] or '(one lane)'} waits: {lane['waiting']}"))
             if not all(lane["live"] for lane in listener["lanes"]):
                 lines.append("  (? = the API did not say the lane's runs)")
         if listener.get("waiting_runs"):
@@ -290,7 +300,8 @@ def format_event(event: dict[str, Any]) -> str:
         parts.append(f"client {source['client']}")
     if event.get("depth"):
         parts.append(f"depth {event['depth']}")
-    return "  ".join(parts)
+    # What a writer chose (an item's role, a client id, a lane's key) is shown, never obeyed by the terminal.
+    return shown("  ".join(parts))
 
 
 def format_keys(keys: list[dict[str, Any]]) -> str:
