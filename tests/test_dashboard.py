@@ -678,3 +678,20 @@ async def test_the_dashboard_writes_as_the_signed_in_key_and_only_what_it_may(
 
     events = (await platform.command({"command": "list_session_events", "session_id": sid}))["events"]
     assert [(e["alias"], e["actor"]) for e in events] == [("missions/9", {"key": "editor"})]
+
+
+async def test_a_platform_with_no_session_says_so_and_shows_the_first_one_opened(
+    dashboard: tuple[Engine, str], browser: WebDriver
+) -> None:
+    """Connected to a platform that holds no session, the page says there is none yet, not `connecting…` for
+    ever; the first session opened shows without a reload."""
+    engine, url = dashboard
+    await asyncio.to_thread(browser.get, f"{url}/")
+
+    said = await until(lambda: "no session yet" in (t := browser.find_element(By.ID, "connection").text) and t, "none")
+    assert "open_session" in said
+    assert not _visible(browser, "session")
+
+    sid = str((await engine.command("open_session", alias="first"))["session"]["id"])
+    await until(lambda: "first" in browser.find_element(By.ID, "session-title").text, "the first session shown")
+    assert f"session={sid}" in browser.current_url
