@@ -88,3 +88,28 @@ def test_an_api_port_out_of_range_in_the_environment_is_named(argv: list[str], t
 
     assert shown.returncode == 2, shown
     assert "ORCHESTRATOR_HTTP_PORT" in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "ORCHESTRATOR_DATABASE_POOL_SIZE=0",
+        "ORCHESTRATOR_MAX_REQUEST_BYTES=-1",
+        "ORCHESTRATOR_RUN_CHECK_SECONDS=-5",
+        "ORCHESTRATOR_LANE_IDLE_EXIT_SECONDS=0",
+        "ORCHESTRATOR_LANE_HISTORY_LIMIT=0",
+        "ORCHESTRATOR_WORKER_GRACEFUL_SHUTDOWN_SECONDS=-1",
+    ],
+)
+def test_a_setting_that_cannot_be_is_named_before_anything_connects(setting: str, tmp_path: Path) -> None:
+    """`call --local` with a pool of no connection ended in asyncpg's traceback; each of these is refused at
+    start, naming its variable (exit 2)."""
+    name, value = setting.split("=")
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    env |= {name: value, "ORCHESTRATOR_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
+    shown = subprocess.run(
+        [CLI, "call", "--local", '{"command": "list_listeners"}'], capture_output=True, text=True, timeout=60, env=env
+    )
+
+    assert shown.returncode == 2, shown
+    assert name in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
