@@ -27,6 +27,7 @@ from orchestrator.config import Settings, reveal
 from orchestrator.core.backoff import retry_delay
 from orchestrator.core.declaration import DEFAULT_RETRY_DELAY_SECONDS
 from orchestrator.core.errors import CommandError
+from orchestrator.dev.log import shown
 from orchestrator.plain_http import default_api
 
 # `orchestrator events` pages with the largest page the command allows, so a backlog drains in few calls.
@@ -167,16 +168,6 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
             }
         )
     return {"session_id": session_id, "listeners": view}
-
-
-def shown(value: Any) -> str:
-    """`value` as text on one line of a terminal: a control character the platform stored as written (a line end
-    in a role or a lane's key, an escape sequence in a client id) is written escaped, as `\\n` or `\\x1b`,
-    so one event stays one line and nothing stored can move the cursor or recolour the screen."""
-    text = str(value)
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _cell(value: Any) -> str:
