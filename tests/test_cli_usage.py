@@ -113,3 +113,21 @@ def test_a_setting_that_cannot_be_is_named_before_anything_connects(setting: str
 
     assert shown.returncode == 2, shown
     assert name in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
+
+
+def test_a_data_folder_that_cannot_be_made_is_bad_usage_naming_the_flag(tmp_path: Path) -> None:
+    """`dev --data-dir` on a file (or where nothing can be made) said only `[Errno 17] File exists: ...`, exit 1."""
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    shown = subprocess.run(
+        [CLI, "dev", "--data-dir", str(taken), "--http-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+    )
+
+    assert shown.returncode == 2, shown
+    assert "--data-dir" in shown.stderr and str(taken) in shown.stderr, shown.stderr
