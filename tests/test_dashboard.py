@@ -695,3 +695,21 @@ async def test_a_platform_with_no_session_says_so_and_shows_the_first_one_opened
     sid = str((await engine.command("open_session", alias="first"))["session"]["id"])
     await until(lambda: "first" in browser.find_element(By.ID, "session-title").text, "the first session shown")
     assert f"session={sid}" in browser.current_url
+
+
+async def test_an_address_naming_an_id_no_session_can_have_says_so_and_stops_asking(
+    dashboard: tuple[Engine, str], browser: WebDriver
+) -> None:
+    """An id past what a session id can be (a paste with more to it) is refused as `invalid_request` naming
+    `session_id`, not `not_found`: the page showed an empty session saying `stream reconnecting…` and asked again
+    every 2 s for ever."""
+    _, url = dashboard
+    await asyncio.to_thread(browser.get, f"{url}/?session={'ses_' + 'x' * 70}")
+
+    said = await until(
+        lambda: "no session ses_x" in (t := browser.find_element(By.ID, "connection").text) and t, "told so"
+    )
+    assert "session_id" in said
+    await asyncio.sleep(3)  # a refresh or a stream's retry would say something else by now
+    assert "no session ses_x" in await asyncio.to_thread(lambda: browser.find_element(By.ID, "connection").text)
+    assert not _visible(browser, "session")

@@ -178,6 +178,12 @@ async function learnEventTypes() {
   el("emit-none").hidden = types.length > 0;
 }
 
+// A refusal that says the address names no session: none by that id, or an id no session can have (a paste with
+// more to it), which the platform refuses naming `session_id` before it looks.
+function noSuchSession(err) {
+  return err.code === "not_found" || (err.code === "invalid_request" && String(err.message).startsWith("invalid_request: session_id:"));
+}
+
 // `visit`: a session the user chose, a step Back returns from; the page's own choice replaces the address.
 async function select(sid, visit = false) {
   if (signedOut) return;
@@ -200,7 +206,7 @@ async function select(sid, visit = false) {
     restart(sid, known ? await newestFrom(sid, last, RECENT_EVENTS) : null);
     await Promise.all([refreshSession(), learnThreads(sid, last), learnEventTypes()]);
   } catch (err) {
-    if (err.code !== "not_found" || sid !== state.current) throw err;
+    if (!noSuchSession(err) || sid !== state.current) throw err;
     missing.add(sid);
     stop();
     state.current = null;
