@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import sys
 import textwrap
@@ -36,6 +37,18 @@ EXIT_BROKEN_PIPE = 141
 
 # Where the commands that call the API go when `--url` is not given (`plain_http.door_from_env`).
 URL_HELP = "the API's base URL (default: HTTP_HOST:HTTP_PORT when set, else the dev running on the data folder)"
+
+
+def _port(text: str) -> int:
+    """A port number on the command line (0 where a server may pick a free one): anything else is refused by
+    argparse, naming the flag, before anything starts."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535)")
+    return port
 
 
 def _announce(line: str) -> None:
@@ -125,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     mcp.add_argument("--url", help=URL_HELP)
     mcp.add_argument("--token", help="the key it calls the platform as (default: ORCHESTRATOR_API_TOKEN)")
-    mcp.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT instead of stdio")
+    mcp.add_argument("--http", type=_port, metavar="PORT", help="serve streamable HTTP on PORT instead of stdio")
     mcp.add_argument(
         "--host",
         default="127.0.0.1",
@@ -135,19 +148,19 @@ def _parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("dev", help="run the whole platform: embedded servers, worker and HTTP API")
     dev.add_argument("--app", help="the app module or .py file (default: examples.missions.app when present)")
     dev.add_argument("--data-dir", type=Path, help="where the embedded servers keep state (default: .orchestrator)")
-    dev.add_argument("--http-port", type=int, help="the HTTP API's port (default: 8700)")
+    dev.add_argument("--http-port", type=_port, help="the HTTP API's port (default: 8700)")
     dev.add_argument("--quiet", action="store_true", help="print no line per batch and per run's end")
     dev.add_argument("--reload", action="store_true", help="start the worker again when the app's files change")
 
     worker = sub.add_parser("worker", help="run the worker alone against external servers")
     worker.add_argument("--app", required=True, help="the app module or .py file")
     worker.add_argument(
-        "--health-port", type=int, metavar="N", help="serve GET /healthz on HTTP_HOST:N (for liveness probes)"
+        "--health-port", type=_port, metavar="N", help="serve GET /healthz on HTTP_HOST:N (for liveness probes)"
     )
 
     api = sub.add_parser("api", help="run the HTTP API alone against external servers")
     api.add_argument("--host", help="the interface to listen on (default: 127.0.0.1)")
-    api.add_argument("--http-port", type=int, help="the port (default: 8700)")
+    api.add_argument("--http-port", type=_port, help="the port (default: 8700)")
 
     plan = sub.add_parser(
         "plan", help="print what starting a worker with the app would add, change and remove (applies nothing)"
@@ -177,7 +190,9 @@ def _new(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     for path in written:
         _announce(f"wrote        {path}")
-    _announce(f"Next: cd {args.name} && {_here('pytest')}, then {_here('orchestrator')} dev --app app.py")
+    # Quoted as a shell reads it, so the line can be pasted whatever the folder's name holds (a space, a quote).
+    folder = shlex.quote(str(args.name))
+    _announce(f"Next: cd {folder} && {_here('pytest')}, then {_here('orchestrator')} dev --app app.py")
     return EXIT_SUCCESS
 
 
@@ -430,6 +445,14 @@ def _main(argv: list[str] | None) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    if getattr(args, "url", None):
+        from orchestrator.plain_http import BadSetting, checked_url
+
+        try:
+            checked_url(args.url, "--url")
+        except BadSetting as err:
+            print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
+            return EXIT_USAGE
     if args.subcommand == "call":
         if args.help is not None:
             # `call write_object --help` asks about the command named where the JSON would be.

@@ -46,14 +46,15 @@ class Settings(BaseSettings):
     task_queue: str = "orchestrator"
     data_dir: Path = Path(".orchestrator")
     http_host: str = "127.0.0.1"
-    http_port: int = 8700
-    temporal_ui_port: int = 8233
+    # 0 lets the API take a free port (`orchestrator dev` prints it).
+    http_port: int = Field(default=8700, ge=0, le=65535)
+    temporal_ui_port: int = Field(default=8233, ge=0, le=65535)
     # The bootstrap admin key (docs/security.md); unset with no key created, the API is open.
     api_token: SecretStr | None = None
     # One line per HTTP request on the `orchestrator.access` logger (never a secret: `orchestrator.door.access_log`).
     access_log: bool = False
-    max_request_bytes: int = 1024 * 1024
-    database_pool_size: int = 10
+    max_request_bytes: int = Field(default=1024 * 1024, ge=1)
+    database_pool_size: int = Field(default=10, ge=1)
     # The HTTP door answers a command `unavailable` when it is not done within this long, whatever the database
     # does (one that keeps its connections and answers nothing held a command for as long as it did), and lets it
     # go behind the answer: cancelled, its connections closed if the database takes no cancel either. The commands
@@ -65,7 +66,7 @@ class Settings(BaseSettings):
     # On SIGTERM the worker stops polling and gives in-flight activities this long to finish before
     # cancelling them (Temporal retries a cancelled activity elsewhere); the deploy files set it below the
     # pod's termination grace period. 0 cancels them at once.
-    worker_graceful_shutdown_seconds: float = 0.0
+    worker_graceful_shutdown_seconds: float = Field(default=0.0, ge=0)
     # On SIGINT or SIGTERM a process stops within this long whatever its clients do: the API stops accepting,
     # ends every open stream with a last message (`event: shutdown`), finishes the requests in flight, and
     # cancels what is still running once this has passed.
@@ -76,9 +77,9 @@ class Settings(BaseSettings):
     # and real clusters have them registered; the time-skipping test server does not).
     search_attributes: bool = True
     # A lane continues as new after this many history events (Temporal's hard limit is 51,200).
-    lane_history_limit: int = 2_500
+    lane_history_limit: int = Field(default=2_500, ge=1, le=51_200)
     # A lane with nothing waiting and no repeat due for this long completes; the next nudge starts it again.
-    lane_idle_exit_seconds: float = 300.0
+    lane_idle_exit_seconds: float = Field(default=300.0, gt=0)
     # The Temporal server skips time (the time-skipping test server, as `orchestrator.testing` runs it): its
     # timers are exact, and a lane's time leads the database's clock by what it skipped.
     temporal_time_skipping: bool = False
@@ -91,7 +92,7 @@ class Settings(BaseSettings):
     temporal_ui_url: str | None = None
     # A run whose record says `running` this long is looked up in Temporal by the router's sweep, and again
     # as often: a run terminated from outside never reports its end, and this is how long it may hold its slot.
-    run_check_seconds: float = 45.0
+    run_check_seconds: float = Field(default=45.0, gt=0)
     limits: Limits = Field(default_factory=Limits)
     # What the platform keeps, and for how long (`ORCHESTRATOR_RETENTION__EVENT_SECONDS`, ...).
     retention: Retention = Field(default_factory=Retention)

@@ -28,6 +28,7 @@ DEFAULT_PORT = 8700
 # As the settings' `data_dir`; the file in it where `orchestrator dev` remembers its ports and its API's address.
 DEFAULT_DATA_DIR = ".orchestrator"
 PORTS_FILE = "ports.json"
+MAX_PORT = 65535
 
 
 class Unreachable(Exception):
@@ -80,8 +81,23 @@ def door_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, str | 
         port = None if port_text is None else int(port_text.strip())
     except ValueError:
         raise BadSetting(f"ORCHESTRATOR_HTTP_PORT: {port_text!r} is not a port number") from None
+    if port is not None and not 0 <= port <= MAX_PORT:
+        raise BadSetting(f"ORCHESTRATOR_HTTP_PORT: {port} is not a port number (0 to {MAX_PORT})")
     url = default_api(_setting(environ, "http_host"), port, _setting(environ, "data_dir") or DEFAULT_DATA_DIR)
     return url, _setting(environ, "api_token") or None
+
+
+def checked_url(url: str, named: str) -> str:
+    """`url` when it can name an API (http or https, a host, a port in range); else `BadSetting` naming where it
+    was given (`--url`): a URL no retry can reach is bad usage, not an API out of reach for now."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (read for its check: a port out of range or not a number raises)
+    except ValueError as err:
+        raise BadSetting(f"{named}: {url!r} is not a URL ({err})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BadSetting(f"{named}: {url!r} is not an http:// or https:// URL with a host")
+    return url
 
 
 def encoded_body(body: Any) -> bytes | dict[str, Any]:

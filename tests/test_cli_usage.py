@@ -1,8 +1,10 @@
-"""`orchestrator --help` names every subcommand in its usage line, as argparse registered them."""
+"""`orchestrator --help` names every subcommand in its usage line, as argparse registered them; bad usage (a key
+beside `--local`, a URL or a port that cannot be) exits 2 naming what is at fault, before anything starts."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +42,92 @@ def test_a_key_or_url_beside_local_is_refused_not_ignored(argv: list[str]) -> No
 
     assert shown.returncode == 2, shown
     assert "--local runs in this process" in shown.stderr and shown.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["call", "--url", "http://127.0.0.1:99999", '{"command": "list_listeners"}'], "--url"),
+        (["call", "--url", "127.0.0.1:8700", '{"command": "list_listeners"}'], "--url"),
+        (["status", "--url", "http://127.0.0.1:99999", "--session", "ses_1"], "--url"),
+        (["events", "--url", "http://127.0.0.1:port", "--session", "ses_1"], "--url"),
+        (["keys", "list", "--url", "http://[::1"], "--url"),
+        (["dev", "--http-port", "99999"], "--http-port"),
+        (["api", "--http-port", "-1"], "--http-port"),
+        (["worker", "--app", "app", "--health-port", "65536"], "--health-port"),
+        (["mcp", "--http", "70000"], "--http"),
+    ],
+)
+def test_a_url_or_port_that_cannot_be_is_bad_usage_naming_its_flag(argv: list[str], named: str, tmp_path: Path) -> None:
+    """Exit 2 with the flag named, never a traceback, nor 3 (which says: the API is away, try again later)."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    shown = subprocess.run(
+        [CLI, *argv, *(["--data-dir", str(tmp_path)] if argv[0] == "dev" else [])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**env, "ORCHESTRATOR_DATA_DIR": str(tmp_path)},
+    )
+
+    assert shown.returncode == 2, shown
+    assert named in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
+    assert shown.stdout == ""
+
+
+@pytest.mark.parametrize("argv", [["call", '{"command": "list_listeners"}'], ["status", "--session", "ses_1"]])
+def test_an_api_port_out_of_range_in_the_environment_is_named(argv: list[str], tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    shown = subprocess.run(
+        [CLI, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "ORCHESTRATOR_HTTP_PORT": "99999", "ORCHESTRATOR_DATA_DIR": str(tmp_path)},
+    )
+
+    assert shown.returncode == 2, shown
+    assert "ORCHESTRATOR_HTTP_PORT" in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "ORCHESTRATOR_DATABASE_POOL_SIZE=0",
+        "ORCHESTRATOR_MAX_REQUEST_BYTES=-1",
+        "ORCHESTRATOR_RUN_CHECK_SECONDS=-5",
+        "ORCHESTRATOR_LANE_IDLE_EXIT_SECONDS=0",
+        "ORCHESTRATOR_LANE_HISTORY_LIMIT=0",
+        "ORCHESTRATOR_WORKER_GRACEFUL_SHUTDOWN_SECONDS=-1",
+    ],
+)
+def test_a_setting_that_cannot_be_is_named_before_anything_connects(setting: str, tmp_path: Path) -> None:
+    """`call --local` with a pool of no connection ended in asyncpg's traceback; each of these is refused at
+    start, naming its variable (exit 2)."""
+    name, value = setting.split("=")
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    env |= {name: value, "ORCHESTRATOR_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"}
+    shown = subprocess.run(
+        [CLI, "call", "--local", '{"command": "list_listeners"}'], capture_output=True, text=True, timeout=60, env=env
+    )
+
+    assert shown.returncode == 2, shown
+    assert name in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
+
+
+def test_a_data_folder_that_cannot_be_made_is_bad_usage_naming_the_flag(tmp_path: Path) -> None:
+    """`dev --data-dir` on a file (or where nothing can be made) said only `[Errno 17] File exists: ...`, exit 1."""
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    shown = subprocess.run(
+        [CLI, "dev", "--data-dir", str(taken), "--http-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+    )
+
+    assert shown.returncode == 2, shown
+    assert "--data-dir" in shown.stderr and str(taken) in shown.stderr, shown.stderr

@@ -678,3 +678,75 @@ async def test_the_dashboard_writes_as_the_signed_in_key_and_only_what_it_may(
 
     events = (await platform.command({"command": "list_session_events", "session_id": sid}))["events"]
     assert [(e["alias"], e["actor"]) for e in events] == [("missions/9", {"key": "editor"})]
+
+
+async def test_a_platform_with_no_session_says_so_and_shows_the_first_one_opened(
+    dashboard: tuple[Engine, str], browser: WebDriver
+) -> None:
+    """Connected to a platform that holds no session, the page says there is none yet, not `connecting…` for
+    ever; the first session opened shows without a reload."""
+    engine, url = dashboard
+    await asyncio.to_thread(browser.get, f"{url}/")
+
+    said = await until(lambda: "no session yet" in (t := browser.find_element(By.ID, "connection").text) and t, "none")
+    assert "open_session" in said
+    assert not _visible(browser, "session")
+
+    sid = str((await engine.command("open_session", alias="first"))["session"]["id"])
+    await until(lambda: "first" in browser.find_element(By.ID, "session-title").text, "the first session shown")
+    assert f"session={sid}" in browser.current_url
+
+
+async def test_an_address_naming_an_id_no_session_can_have_says_so_and_stops_asking(
+    dashboard: tuple[Engine, str], browser: WebDriver
+) -> None:
+    """An id past what a session id can be (a paste with more to it) is refused as `invalid_request` naming
+    `session_id`, not `not_found`: the page showed an empty session saying `stream reconnecting…` and asked again
+    every 2 s for ever."""
+    _, url = dashboard
+    await asyncio.to_thread(browser.get, f"{url}/?session={'ses_' + 'x' * 70}")
+
+    said = await until(
+        lambda: "no session ses_x" in (t := browser.find_element(By.ID, "connection").text) and t, "told so"
+    )
+    assert "session_id" in said
+    await asyncio.sleep(3)  # a refresh or a stream's retry would say something else by now
+    assert "no session ses_x" in await asyncio.to_thread(lambda: browser.find_element(By.ID, "connection").text)
+    assert not _visible(browser, "session")
+
+
+async def test_a_keyed_listener_of_many_lanes_lists_a_screenful_and_counts_the_rest(
+    dashboard: tuple[Engine, str], browser: WebDriver
+) -> None:
+    """A lane per key: a card listed every lane, 400 idle ones 11,000 pixels tall, pushing the rest of the page
+    away. It lists those with something to say first, twenty in all, and counts the others."""
+    engine, url = dashboard
+    per_key = {
+        "name": "per-key",
+        "filter": {"types": ["object.written"], "aliases": ["k/*"]},
+        "concurrency": {"mode": "keyed", "key": "alias"},
+        "batch": {"window_seconds": 0},
+        "action": {"type": "object", "alias": "out/last", "value": {"type": "t"}},
+    }
+    await engine.command("save_listener", listener=per_key)
+    sid = str((await engine.command("open_session", alias="keys"))["session"]["id"])
+    for n in range(30):
+        await engine.command("write_object", session_id=sid, alias=f"k/{n}", value={"type": "t"})
+
+    async def all_done() -> bool:
+        [listener] = [
+            item
+            for item in (await engine.command("list_session_listeners", session_id=sid))["listeners"]
+            if item["name"] == "per-key"
+        ]
+        return len(listener["lanes"]) == 30 and not any(lane["pending"] for lane in listener["lanes"])
+
+    await eventually(all_done, what="thirty lanes, each done")
+    await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+
+    said = await until(lambda: _text(browser, '[data-listener="per-key"] .more-lanes'), "the lanes not listed counted")
+    assert said == "10 more lanes, idle"
+    assert (
+        len(await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, '[data-listener="per-key"] [data-lane]'))
+        == 20
+    )

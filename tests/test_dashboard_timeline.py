@@ -162,3 +162,31 @@ def _attribute(browser: WebDriver, css: str, name: str) -> Any:
         "const n = document.querySelector(arguments[0]); return n && n.getAttribute(arguments[1]);", css, name
     )
     return int(value) if name.startswith("data-") and value is not None else value
+
+
+dashboard = test_dashboard.dashboard
+
+
+async def test_the_pace_of_a_session_longer_than_the_page_reads_back_is_its_newest_events(
+    dashboard: tuple[Engine, str], browser: WebDriver
+) -> None:
+    """A session that holds more than the page reads back when it opens (5,000 events) is drawn from its newest
+    events, none hatched as skipped: the oldest read and the rest skipped would leave the last minutes blank."""
+    engine, url = dashboard
+    sid = str((await engine.command("open_session", alias="long"))["session"]["id"])
+    for n in range(6):
+        objects = [{"alias": f"notes/{n}/{i}", "value": {"type": "note"}} for i in range(1000)]
+        await engine.command("write_objects", session_id=sid, objects=objects)
+        if n == 0:
+            await asyncio.sleep(1.5)  # the oldest page a second and more before the newest five
+
+    await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+    counted = await until(
+        lambda: _attribute(browser, "#rates-events svg.rate", "data-counted"), "the session's events counted"
+    )
+
+    assert int(counted) == 5000
+    skipped = await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, "#rates-events rect.not-read")
+    assert skipped == [], "nothing was written faster than the page reads"
+    note = await asyncio.to_thread(lambda: browser.find_element(By.ID, "rates-events").text)
+    assert "held more than the page reads back" in note

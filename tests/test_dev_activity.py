@@ -69,6 +69,23 @@ def test_a_runs_error_is_one_line_and_an_unknown_start_has_no_duration() -> None
     assert line.endswith("  run    l  lane _  failed  run exe:9  error: Traceback line 1 ValueError: no")
 
 
+def test_a_lane_key_or_an_error_with_a_line_end_or_an_escape_stays_one_line_shown_not_obeyed() -> None:
+    """A keyed lane's key is the text an event held at the key's path: a line end in it printed a forged line
+    after the batch's, and an escape sequence reached the terminal as written."""
+    lines: list[str] = []
+    forged = "ok\n11:00:00  batch  other  lane x  1 event (1-1)  success\x1b[2J"
+    handler = ActivityLines(lines.append)
+    handler.handle(record("b", activity="batch", status="success", events=1, session="s", listener="l", lane=forged))
+    handler.handle(
+        record("e", activity="run_end", status="failed", listener="l", lane=forged, execution="x", error="\x1b[31mno")
+    )
+
+    assert len(lines) == 2
+    assert all("\x1b" not in line and "\n" not in line for line in lines), lines
+    assert "lane ok\\n11:00:00  batch  other" in lines[0] and "\\x1b[2J" in lines[0]
+    assert lines[1].endswith("error: \\x1b[31mno")
+
+
 class Kept(logging.Handler):
     def __init__(self) -> None:
         super().__init__()

@@ -85,7 +85,9 @@ def validate_glob(pattern: str, kind: GlobKind, name: str | None = None) -> str:
         if "**" in segment and segment != "**":
             raise ValueError(f"{name} {pattern!r}: '**' must be a whole segment")
         if not _SEGMENT_CHARS[kind].fullmatch(segment):
-            raise ValueError(f"{name} {pattern!r} has a character not allowed in a {kind}")
+            raise ValueError(
+                f"{name} {pattern!r} has a character not allowed in {'an' if kind == 'alias' else 'a'} {kind}"
+            )
         if kind == "alias" and segment in _DOT_SEGMENTS:
             raise ValueError(f"{name} {pattern!r} has a '.' or '..' segment, which no alias has")
     return pattern

@@ -9,6 +9,7 @@ import { wire, hooks } from "./actions.js";
 import { knowRuns, openThread } from "./details.js";
 import { clock, el, node, opener, show } from "./dom.js";
 import { executionLink, listenerCard, runState } from "./listeners.js";
+import { newestFrom } from "./newest.js";
 import { drawRates, readEvents, samplePending } from "./rates.js";
 import { drawRuns } from "./runs_timeline.js";
 import { lastShown, restart, stop, streaming, whenBatch } from "./stream.js";
@@ -159,36 +160,11 @@ function renderThreads() {
   show(el("threads"), [...threads].sort().map((alias) => node("li", { "data-thread": alias }, opener(alias, "thread", alias))));
 }
 
-// Where to read the session's `wanted` newest events from (of `types`, when given; `wanted` at most a page of
-// 1,000): event ids are drawn for all sessions from one sequence, so a span of ids holds fewer of this session's
-// events the busier the others are. The span back from `last` doubles until it holds as many, then the place
-// where the newest `wanted` start is found between the last two spans by halving: a few small reads, however
-// many events the session holds.
-async function newestFrom(last, wanted, types) {
-  const only = types ? { types } : {};
-  const holds = async (after) =>
-    (await inSession("list_session_events", { after, limit: wanted, ...only })).events.length >= wanted;
-  let fewer = last;
-  let after = Math.max(0, last - wanted);
-  for (let span = wanted; !(await holds(after)); ) {
-    if (after === 0) return 0;
-    fewer = after;
-    span *= 2;
-    after = Math.max(0, last - span);
-  }
-  while (fewer - after > 1) {
-    const middle = Math.floor((after + fewer) / 2);
-    if (await holds(middle)) after = middle;
-    else fewer = middle;
-  }
-  return after;
-}
-
 // Thread aliases, from the newest events of the session: there is no command that lists threads, so the page
 // learns them from `thread.item_posted` events (and the stream); any other opens by its alias.
 async function learnThreads(sid, last) {
   const types = ["thread.item_posted"];
-  const after = await newestFrom(last, THREADS_LOOKBACK, types);
+  const after = await newestFrom(sid, last, THREADS_LOOKBACK, types);
   const { events } = await inSession("list_session_events", { after, limit: 1000, types });
   if (sid !== state.current) return;
   for (const e of events) threads.add(e.alias);
@@ -200,6 +176,12 @@ async function learnEventTypes() {
   const select = el("emit-form").type;
   show(select, types.map((t) => node("option", { value: t.name, text: t.name })));
   el("emit-none").hidden = types.length > 0;
+}
+
+// A refusal that says the address names no session: none by that id, or an id no session can have (a paste with
+// more to it), which the platform refuses naming `session_id` before it looks.
+function noSuchSession(err) {
+  return err.code === "not_found" || (err.code === "invalid_request" && String(err.message).startsWith("invalid_request: session_id:"));
 }
 
 // `visit`: a session the user chose, a step Back returns from; the page's own choice replaces the address.
@@ -221,10 +203,10 @@ async function select(sid, visit = false) {
   // A session that is not among the listed ones is followed from its end; one that is not there at all says so.
   const last = known ? known.last_event_id || 0 : 0;
   try {
-    restart(sid, known ? await newestFrom(last, RECENT_EVENTS) : null);
+    restart(sid, known ? await newestFrom(sid, last, RECENT_EVENTS) : null);
     await Promise.all([refreshSession(), learnThreads(sid, last), learnEventTypes()]);
   } catch (err) {
-    if (err.code !== "not_found" || sid !== state.current) throw err;
+    if (!noSuchSession(err) || sid !== state.current) throw err;
     missing.add(sid);
     stop();
     state.current = null;
@@ -232,6 +214,10 @@ async function select(sid, visit = false) {
     el("connection").textContent = `no session ${sid}: ${err.message}`;
   }
 }
+
+// What the page says while the platform holds no session it may show (none opened yet, or none the key reads):
+// it is connected, and the first one opened shows without a reload.
+const NO_SESSION = "no session yet: open one (open_session) and it shows here";
 
 // The session the page opens on: the one asked for, else the newest open one, else the newest of all.
 function firstSession() {
@@ -249,6 +235,7 @@ async function tick() {
     if (!state.current) {
       const first = firstSession();
       if (first) await select(first);
+      else if (!sessions.length && !missing.size) el("connection").textContent = NO_SESSION;
     } else {
       // Without a live stream (a key that may not listen) nothing says the objects changed: read them each time.
       if (!streaming()) objectsStale = true;

@@ -102,14 +102,30 @@ function outcomeRow(listener, o, runs) {
     node("td", {}, actButton("replay", "replay", { listener, batch: o.first_id })));
 }
 
+// The most lanes a card lists: a keyed listener may have a lane per chat, hundreds of them, most idle at any time.
+// Those with something to say come first (waiting, running, with events pending), then idle ones; the rest are
+// counted in a last row (`orchestrator status` and `list_session_listeners` list every one).
+const LANES_SHOWN = 20;
+
+function laneRows(all) {
+  const idle = (lane) => why(lane) === "idle" && !lane.pending;
+  const ordered = [...all.filter((lane) => !idle(lane)), ...all.filter(idle)];
+  const rows = ordered.slice(0, LANES_SHOWN).map((lane) => node("tr", { "data-lane": lane.lane },
+    node("td", { text: lane.lane }), node("td", { class: "pending", text: String(lane.pending) }),
+    node("td", { text: String(lane.in_flight) }), node("td", { class: "lane-why", text: why(lane) })));
+  const rest = ordered.slice(LANES_SHOWN);
+  if (rest.length) {
+    const resting = rest.filter(idle).length;
+    const said = `${rest.length} more lane${rest.length === 1 ? "" : "s"}${resting === rest.length ? ", idle" : `, ${resting} of them idle`}`;
+    rows.push(node("tr", { class: "more-lanes" }, node("td", { colspan: 4, class: "muted", text: said })));
+  }
+  return rows;
+}
+
 export function listenerCard(l, body, runs) {
   const lanes = node("table", { class: "lanes" },
-    node("tr", {}, ...["lane", "pending", "in flight", "why it waits"].map((h) => node("th", { text: h }))));
-  for (const lane of l.lanes) {
-    lanes.append(node("tr", { "data-lane": lane.lane },
-      node("td", { text: lane.lane }), node("td", { class: "pending", text: String(lane.pending) }),
-      node("td", { text: String(lane.in_flight) }), node("td", { class: "lane-why", text: why(lane) })));
-  }
+    node("tr", {}, ...["lane", "pending", "in flight", "why it waits"].map((h) => node("th", { text: h }))),
+    ...laneRows(l.lanes));
   const outcomes = node("table", { class: "outcomes" },
     node("tr", {}, ...["at", "outcome", "lane", "events", "retry", "run", ""].map((h) => node("th", { text: h }))));
   for (const o of l.recent_outcomes.slice(0, 10)) outcomes.append(outcomeRow(l.name, o, runs));

@@ -1,14 +1,16 @@
 // The session's pace over the last hour: its events per second, and each lane's pending count.
 // Events are read by id (`list_session_events`) as they come: each refresh reads only what is new since the
 // last, a few pages at most, and keeps one count per second of the hour, never the events. Ids are drawn from one
-// sequence for every session, so no count is inferred from them. When the page opens it reads the session from its
-// start, at most LOOKBACK_PAGES pages (a longer session's curve starts where the page opened, the rest skipped); a
-// session writing faster than a refresh reads is skipped ahead to its end, and the part not read is drawn hatched.
+// sequence for every session, so no count is inferred from them. When the page opens it reads back the session's
+// newest events, about LOOKBACK_PAGES pages of them (a longer session's curve starts at the oldest read, and says
+// so); a session writing faster than a refresh reads is skipped ahead to its end, and the part not read is drawn
+// hatched.
 // Pending is no record's: it is sampled from `list_session_listeners` at each refresh (at most once a second,
 // the LANES_KEPT fullest lanes), so its curve starts when the page opened.
 
 import { command } from "./api.js";
 import { el, node, show } from "./dom.js";
+import { newestFrom } from "./newest.js";
 import { roundStep, scale, svg, timeAxis, timeOfDay, tooltip } from "./svg.js";
 
 const HOUR = 3600e3;
@@ -66,7 +68,8 @@ function count(e) {
   const t = Date.parse(e.created_at);
   const second = Math.floor(t / 1000) * 1000;
   r.counts.set(second, (r.counts.get(second) || 0) + 1);
-  if (r.from === null) r.from = t;
+  // The oldest second counted, as the counts are kept: its own count is inside the curve, not cut off before it.
+  if (r.from === null) r.from = second;
   if (r.gaps.length && r.gaps[r.gaps.length - 1][1] === null) r.gaps[r.gaps.length - 1][1] = t;
   r.newest = Math.max(r.newest, t);
 }
@@ -77,20 +80,28 @@ export async function readEvents(sid, end) {
   const mine = forSession(sid);
   if (end === null || end === undefined) return;
   const opening = mine.read === null;
-  if (opening) mine.read = 0;
   try {
+    // Opening: the newest page's start, and a start LOOKBACK_PAGES times as far back, at the same pace (ids are
+    // not evenly spread, so the pages read from there may stop short of the newest page: then it is read as well).
+    const newest = opening ? await newestFrom(sid, end, PAGE) : null;
+    if (opening) mine.read = newest === 0 ? 0 : Math.max(0, end - LOOKBACK_PAGES * (end - newest));
+    if (r !== mine) return;
+    const from = mine.read;
     let behind = true;
-    for (let page = 0; page < (opening ? LOOKBACK_PAGES : PAGES_PER_REFRESH); page += 1) {
-      const reply = await command({ command: "list_session_events", session_id: sid, after: mine.read, limit: PAGE });
-      if (r !== mine) return;
-      for (const e of reply.events) count(e);
-      mine.read = reply.last_id;
-      if (reply.events.length < PAGE) {
-        behind = false;
-        break;
+    for (let page = 0; behind && page < (opening ? LOOKBACK_PAGES : PAGES_PER_REFRESH); page += 1) {
+      behind = !(await readPage(sid, mine));
+    }
+    if (r !== mine) return;
+    if (opening) {
+      mine.whole = from === 0 && !behind;
+      if (behind && mine.read < newest) {
+        // The newest page, past where the pages read from there stopped: the part between is not read.
+        mine.gaps.push([mine.newest, null]);
+        mine.read = newest;
+        behind = !(await readPage(sid, mine));
+        if (r !== mine) return;
       }
     }
-    if (opening) mine.whole = !behind;
     if (behind && mine.read < end) {
       // More than a refresh reads: skip to the session's end, and say what was not read.
       mine.gaps.push([mine.newest, null]);
@@ -104,6 +115,16 @@ export async function readEvents(sid, end) {
   const since = now() - HOUR;
   for (const second of mine.counts.keys()) if (second < since) mine.counts.delete(second);
   mine.gaps = mine.gaps.filter(([, to]) => to === null || to >= since);
+}
+
+// One page after what was read, counted; whether it reached the session's end (a short page), or the page moved
+// to another session meanwhile.
+async function readPage(sid, mine) {
+  const reply = await command({ command: "list_session_events", session_id: sid, after: mine.read, limit: PAGE });
+  if (r !== mine) return true;
+  for (const e of reply.events) count(e);
+  mine.read = reply.last_id;
+  return reply.events.length < PAGE;
 }
 
 // Keeps what `list_session_listeners` says each lane has pending now (the fullest LANES_KEPT, and the total).

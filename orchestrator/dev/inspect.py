@@ -27,6 +27,7 @@ from orchestrator.config import Settings, reveal
 from orchestrator.core.backoff import retry_delay
 from orchestrator.core.declaration import DEFAULT_RETRY_DELAY_SECONDS
 from orchestrator.core.errors import CommandError
+from orchestrator.dev.log import shown
 from orchestrator.plain_http import default_api
 
 # `orchestrator events` pages with the largest page the command allows, so a backlog drains in few calls.
@@ -170,7 +171,7 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
 
 
 def _cell(value: Any) -> str:
-    return "-" if value is None or value == "" else str(value)
+    return "-" if value is None or value == "" else shown(value)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> list[str]:
@@ -210,7 +211,7 @@ def format_status(status: dict[str, Any]) -> str:
             lines += _table(["lane", "pending", "in flight", "runs"], rows)
             for lane in listener["lanes"]:
                 if lane["waiting"]:
-                    lines.append(f"  lane {lane['lane'] or '(one lane)'} waits: {lane['waiting']}")
+                    lines.append(shown(f"  lane {lane['lane'] or '(one lane)'} waits: {lane['waiting']}"))
             if not all(lane["live"] for lane in listener["lanes"]):
                 lines.append("  (? = the API did not say the lane's runs)")
         if listener.get("waiting_runs"):
@@ -290,7 +291,8 @@ def format_event(event: dict[str, Any]) -> str:
         parts.append(f"client {source['client']}")
     if event.get("depth"):
         parts.append(f"depth {event['depth']}")
-    return "  ".join(parts)
+    # What a writer chose (an item's role, a client id, a lane's key) is shown, never obeyed by the terminal.
+    return shown("  ".join(parts))
 
 
 def format_keys(keys: list[dict[str, Any]]) -> str:

@@ -2,7 +2,9 @@
 
 Owns reading the lane driver's own log records (`batch` and `run_end`, with their fields) and writing them
 as terminal lines: the time, the listener, the lane, the batch's events, its outcome and the run it
-started; a run's end with its status, how long it ran and its error. The driver logs them at INFO whatever
+started; a run's end with its status, how long it ran and its error; and `shown`, how text that writers chose (a
+lane's key, an item's role, an error) is put on a terminal line, its control characters escaped, which `status`
+and `events` use too. The driver logs them at INFO whatever
 runs it; this handler is attached only under `orchestrator dev` (not with `--quiet`), and the process's
 other handlers keep showing warnings only. A run that started before this process did ends without a
 duration.
@@ -15,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
 # The lane driver's logger, whose `batch` and `run_end` records these lines are made of.
 DRIVER_LOGGER = "orchestrator.lanes.driver"
@@ -34,10 +37,11 @@ class ActivityLines(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             kind = getattr(record, "activity", None)
+            # A lane's key and a run's error are what writers chose: shown, never obeyed by the terminal.
             if kind == "batch":
-                self.write(self._batch(record))
+                self.write(shown(self._batch(record)))
             elif kind == "run_end":
-                self.write(self._run_end(record))
+                self.write(shown(self._run_end(record)))
         except Exception:
             self.handleError(record)
 
@@ -80,6 +84,16 @@ class ActivityLines(logging.Handler):
         if error:
             parts.append(f"error: {' '.join(str(error).split())[:ERROR_CHARS]}")
         return "  ".join(parts)
+
+
+def shown(value: Any) -> str:
+    """`value` as text on one line of a terminal: a control character the platform stored as written (a line end
+    in a role or a lane's key, an escape sequence in a client id) is written escaped, as `\\n` or `\\x1b`,
+    so one event stays one line and nothing stored can move the cursor or recolour the screen."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _clock(record: logging.LogRecord) -> str:

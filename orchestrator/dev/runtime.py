@@ -471,6 +471,10 @@ async def run_dev(
         ports = plan_ports(settings, data_dir)
     except PortTaken as err:
         raise ConfigurationError(str(err)) from None
+    except OSError as err:  # the ports are free: the data folder is the first thing written
+        raise ConfigurationError(
+            f"--data-dir (ORCHESTRATOR_DATA_DIR): cannot write the data folder {data_dir}: {err.strerror or err}"
+        ) from None
     lines = contextlib.nullcontext() if quiet else activity_lines(announce)
     with _stop_on_signals(stop), lines:
         async with contextlib.AsyncExitStack() as stack:

@@ -9,6 +9,7 @@ its own.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 APP = '''"""The app: the listeners it declares and the workflows its runs start (`orchestrator dev --app app.py`)."""
@@ -18,7 +19,7 @@ from workflows import Greeter
 
 # Who owns what this app declares on the platform: the plan of another app never takes it, and another folder's
 # `app.py` is another app.
-app_name = "__NAME__"
+app_name = __NAME__
 
 workflows = [Greeter]
 activities = [compose_reply]
@@ -119,7 +120,8 @@ def write_starter(folder: Path) -> list[Path]:
         raise StarterExists(f"{folder} already exists and is not an empty folder")
     folder.mkdir(parents=True, exist_ok=True)
     files = {
-        "app.py": APP.replace("__NAME__", folder.resolve().name),
+        # A Python string literal whatever the folder's name holds (a quote, a backslash).
+        "app.py": APP.replace("__NAME__", json.dumps(folder.resolve().name)),
         "workflows.py": WORKFLOWS,
         "activities.py": ACTIVITIES,
         "test_app.py": TEST,

@@ -4,9 +4,11 @@ folder holding only the app and the test, and a starter app whose own test passe
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -108,3 +110,18 @@ def test_new_writes_nothing_over_a_folder_that_holds_something(tmp_path: Path) -
     assert "already exists" in made.stderr
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["app.py"]
     assert (tmp_path / "taken" / "app.py").read_text(encoding="utf-8") == "mine\n"
+
+
+@pytest.mark.timeout(60)
+def test_a_new_app_in_a_folder_whose_name_holds_a_quote_or_a_space_is_python_and_its_next_line_pastes(
+    tmp_path: Path,
+) -> None:
+    name = 'my "first" app'
+    made = subprocess.run([CLI, "new", name], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+
+    tree = ast.parse((tmp_path / name / "app.py").read_text(encoding="utf-8"))
+    [named] = [n.value for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "app_name"]
+    assert ast.literal_eval(named) == name
+    [next_line] = [line for line in made.stdout.splitlines() if line.startswith("Next: ")]
+    assert shlex.split(next_line.removeprefix("Next: "))[:3] == ["cd", name, "&&"]
