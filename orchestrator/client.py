@@ -220,6 +220,9 @@ class Client:
     async def list_sessions(self, *, status: str | None = None, limit: int | None = None) -> dict[str, Any]:
         return await self._call("list_sessions", status=status, limit=limit)
 
+    async def get_session(self, session_id: str) -> dict[str, Any]:
+        return await self._call("get_session", session_id=session_id)
+
     async def close_session(self, session_id: str, *, drain: bool | None = None) -> dict[str, Any]:
         return await self._call("close_session", session_id=session_id, drain=drain)
 

@@ -750,3 +750,22 @@ async def test_a_keyed_listener_of_many_lanes_lists_a_screenful_and_counts_the_r
         len(await asyncio.to_thread(browser.find_elements, By.CSS_SELECTOR, '[data-listener="per-key"] [data-lane]'))
         == 20
     )
+
+
+async def test_a_session_older_than_the_listed_ones_shows_its_alias_and_its_last_events(
+    dashboard: tuple[Engine, str], browser: WebDriver
+) -> None:
+    """The list holds the newest 50 sessions; an older one opened by its address is read by its id
+    (`get_session`): it showed no alias in its title and an empty stream, the page knowing a session's alias and
+    end only from that list."""
+    engine, url = dashboard
+    sid = str((await engine.command("open_session", alias="the-old-one"))["session"]["id"])
+    await engine.command("write_object", session_id=sid, alias="notes/kept", value={"type": "t"})
+    for n in range(51):
+        await engine.command("open_session", alias=f"newer/{n}")
+    listed = (await engine.command("list_sessions", limit=50))["sessions"]
+    assert sid not in {s["id"] for s in listed}
+
+    await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+    await until(lambda: "the-old-one" in browser.find_element(By.ID, "session-title").text, "its alias in the title")
+    await until(lambda: "notes/kept" in browser.find_element(By.ID, "stream").text, "its last event in the stream")

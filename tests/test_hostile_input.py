@@ -40,6 +40,7 @@ VALID: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "open_session": ({"alias": "s", "retention": {"event_seconds": 60.0, "closed_session_seconds": 60.0}}, ()),
     "delete_session": ({"session_id": SESSION}, ("session_id",)),
     "list_sessions": ({"status": "open", "limit": 10}, ()),
+    "get_session": ({"session_id": SESSION}, ("session_id",)),
     "close_session": ({"session_id": SESSION}, ("session_id",)),
     "reopen_session": ({"session_id": SESSION}, ("session_id",)),
     "write_object": ({"session_id": SESSION, "alias": "a/b", "value": {"type": "t"}}, ("session_id", "alias", "value")),

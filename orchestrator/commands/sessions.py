@@ -38,6 +38,11 @@ class SessionRef(Request):
     session_id: SessionId
 
 
+class GetSession(Request):
+    command: Literal["get_session"]
+    session_id: SessionId
+
+
 class ListSessions(Request):
     command: Literal["list_sessions"]
     status: Literal["open", "closed"] | None = Field(default=None, description="only the sessions with this status")
@@ -112,6 +117,19 @@ async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str
     grant = current_principal().grant
     aliases = None if grant.admin else grant.read_globs()
     return {"sessions": await platform.store.list_sessions(req.status, req.limit, aliases)}
+
+
+@command(
+    "get_session",
+    GetSession,
+    reply="`session` {id, alias, status, created_at, closed_at, last_event_id, draining}, as `list_sessions` tells each",
+    errors=("not_found",),
+    example={"command": "get_session", "session_id": "ses_..."},
+)
+async def get_session(platform: CommandContext, req: GetSession) -> dict[str, Any]:
+    """One session by its id, as `list_sessions` tells each (which holds only the newest): its alias, status and
+    where its stream stands."""
+    return {"session": await platform.store.describe_session(req.session_id)}
 
 
 @command(

@@ -35,6 +35,7 @@ NEEDS: dict[str, Need] = {
     "revoke_api_key": "admin",
     "open_session": "open_session",
     "list_sessions": "list_sessions",
+    "get_session": "read",
     "close_session": "write_session",
     "reopen_session": "write_session",
     "delete_session": "write_session",

@@ -12,7 +12,7 @@ import { executionLink, listenerCard, runState } from "./listeners.js";
 import { newestFrom } from "./newest.js";
 import { drawRates, readEvents, samplePending } from "./rates.js";
 import { drawRuns } from "./runs_timeline.js";
-import { lastShown, restart, stop, streaming, whenBatch } from "./stream.js";
+import { restart, stop, streaming, whenBatch } from "./stream.js";
 
 const REFRESH_MS = 2000;
 // How many of the newest events the stream shows at once when a session opens.
@@ -86,16 +86,22 @@ function refreshSession() {
   return refreshing;
 }
 
+// A session as the list tells it; one the list does not hold (older than its newest 50) asked for by its id.
+async function sessionOf(sid) {
+  return sessions.find((s) => s.id === sid) || (await command({ command: "get_session", session_id: sid })).session;
+}
+
 async function renderSession() {
   if (!state.current) return;
   const sid = state.current;
-  const known = sessions.find((s) => s.id === sid);
+  const known = await sessionOf(sid);
+  if (sid !== state.current || signedOut) return;
   const [{ listeners }, declared, executions, { schedules }] = await Promise.all([
     inSession("list_session_listeners"),
     command({ command: "list_listeners" }),
     readRuns(),
     inSession("list_schedules"),
-    readEvents(sid, known ? known.last_event_id : lastShown()),
+    readEvents(sid, known.last_event_id),
   ]);
   if (sid !== state.current || signedOut) return;
   samplePending(sid, listeners);
@@ -188,9 +194,8 @@ function noSuchSession(err) {
 async function select(sid, visit = false) {
   if (signedOut) return;
   state.current = sid;
-  const known = sessions.find((s) => s.id === sid);
   el("session").hidden = false;
-  el("session-title").textContent = `Session ${known && known.alias ? `${known.alias} (${sid})` : sid}`;
+  el("session-title").textContent = `Session ${sid}`;
   for (const item of el("sessions").children) item.classList.toggle("selected", item.dataset.session === sid);
   if (new URLSearchParams(location.search).get("session") !== sid) {
     history[visit ? "pushState" : "replaceState"](null, "", `?session=${encodeURIComponent(sid)}`);
@@ -200,10 +205,13 @@ async function select(sid, visit = false) {
   renderThreads();
   el("timeline").replaceChildren();
   el("runs-timeline").replaceChildren();
-  // A session that is not among the listed ones is followed from its end; one that is not there at all says so.
-  const last = known ? known.last_event_id || 0 : 0;
+  // A session that is not there at all says so.
   try {
-    restart(sid, known ? await newestFrom(sid, last, RECENT_EVENTS) : null);
+    const known = await sessionOf(sid);
+    if (sid !== state.current) return;
+    if (known.alias) el("session-title").textContent = `Session ${known.alias} (${sid})`;
+    const last = known.last_event_id || 0;
+    restart(sid, await newestFrom(sid, last, RECENT_EVENTS));
     await Promise.all([refreshSession(), learnThreads(sid, last), learnEventTypes()]);
   } catch (err) {
     if (!noSuchSession(err) || sid !== state.current) throw err;

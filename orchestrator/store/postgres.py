@@ -240,25 +240,23 @@ class PostgresStore:
             # The core's compiled globs are plain enough for PostgreSQL's regular expressions (see list_events).
             patterns = [compile_alias_glob(a).pattern for a in aliases]
         rows = await self.pool.fetch(
-            "SELECT id, alias, status, created_at, closed_at, last_event_id, drain_through IS NOT NULL AS draining"
-            " FROM orchestrator.sessions WHERE status <> 'deleting' AND ($1::text IS NULL OR status = $1)"
-            " AND ($3::text[] IS NULL OR alias ~ ANY($3)) ORDER BY created_at DESC, id LIMIT $2",
+            f"SELECT {_SESSION_SUMMARY} FROM orchestrator.sessions WHERE status <> 'deleting'"
+            " AND ($1::text IS NULL OR status = $1) AND ($3::text[] IS NULL OR alias ~ ANY($3))"
+            " ORDER BY created_at DESC, id LIMIT $2",
             status,
             limit,
             patterns,
         )
-        return [
-            {
-                "id": r["id"],
-                "alias": r["alias"],
-                "status": r["status"],
-                "created_at": _iso(r["created_at"]),
-                "closed_at": _iso(r["closed_at"]) if r["closed_at"] else None,
-                "last_event_id": r["last_event_id"],
-                "draining": r["draining"] and r["status"] == "open",
-            }
-            for r in rows
-        ]
+        return [_session_summary(r) for r in rows]
+
+    async def describe_session(self, session_id: str) -> dict[str, Any]:
+        """One session as `list_sessions` tells each: where its stream stands, when it closed."""
+        row = await self.pool.fetchrow(
+            f"SELECT {_SESSION_SUMMARY} FROM orchestrator.sessions WHERE id = $1 AND status <> 'deleting'", session_id
+        )
+        if row is None:
+            raise CommandError("not_found", f"session_id: no session {session_id!r}")
+        return _session_summary(row)
 
     async def drain_session(self, session_id: str) -> dict[str, Any]:
         """Ask an open session to close once what is pending now has fired and its runs have ended."""
@@ -724,3 +722,19 @@ def _listener_json(row: asyncpg.Record) -> dict[str, Any]:
         out["body"] = row["body"]
         out["saved_at"] = _iso(row["saved_at"])
     return out
+
+
+# A session as the lists tell it (`list_sessions`, `get_session`).
+_SESSION_SUMMARY = "id, alias, status, created_at, closed_at, last_event_id, drain_through IS NOT NULL AS draining"
+
+
+def _session_summary(r: Any) -> dict[str, Any]:
+    return {
+        "id": r["id"],
+        "alias": r["alias"],
+        "status": r["status"],
+        "created_at": _iso(r["created_at"]),
+        "closed_at": _iso(r["closed_at"]) if r["closed_at"] else None,
+        "last_event_id": r["last_event_id"],
+        "draining": r["draining"] and r["status"] == "open",
+    }

@@ -47,7 +47,7 @@ async def ran(running: Running, listener: str, count: int) -> None:
     await eventually(done, within=30, what=f"{count} runs of {listener}")
 
 
-@covers("open_session", "list_sessions", "close_session", "reopen_session", "delete_session")
+@covers("open_session", "list_sessions", "get_session", "close_session", "reopen_session", "delete_session")
 async def test_a_session_is_opened_closed_reopened_and_deleted(client: NotingClient) -> None:
     session = (await client.open_session(alias="desk"))["session"]
     assert (session["alias"], session["status"]) == ("desk", "open")
@@ -58,8 +58,10 @@ async def test_a_session_is_opened_closed_reopened_and_deleted(client: NotingCli
     with pytest.raises(CommandError) as refused:
         await client.write_object(sid, "notes/1", {"type": "note"})
     assert refused.value.code == "session_not_open"
-    assert [s["id"] for s in (await client.list_sessions(status="closed"))["sessions"]] == [sid]
+    [listed] = (await client.list_sessions(status="closed"))["sessions"]
+    assert listed["id"] == sid
     assert (await client.list_sessions(status="open"))["sessions"] == []
+    assert (await client.get_session(sid))["session"] == listed, "one session told as the list tells each"
 
     assert (await client.reopen_session(sid))["session"]["status"] == "open"
     await client.write_object(sid, "notes/1", {"type": "note"})
@@ -68,6 +70,9 @@ async def test_a_session_is_opened_closed_reopened_and_deleted(client: NotingCli
     assert (await client.delete_session(sid))["session"] == {"id": sid, "status": "deleted"}
     with pytest.raises(CommandError) as gone:
         await client.read_object(sid, "notes/1")
+    assert gone.value.code == "not_found"
+    with pytest.raises(CommandError) as gone:
+        await client.get_session(sid)
     assert gone.value.code == "not_found"
     assert (await client.list_sessions())["sessions"] == []
 

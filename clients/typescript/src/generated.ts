@@ -385,6 +385,11 @@ export interface GetScheduleArgs {
   alias: string;
 }
 
+/** The arguments of `get_session`. */
+export interface GetSessionArgs {
+  session_id: string;
+}
+
 /** The arguments of `list_api_keys`. */
 export interface ListApiKeysArgs {}
 
@@ -711,6 +716,7 @@ export interface CommandArgs {
   get_event_type: GetEventTypeArgs;
   get_listener: GetListenerArgs;
   get_schedule: GetScheduleArgs;
+  get_session: GetSessionArgs;
   list_api_keys: ListApiKeysArgs;
   list_captures: ListCapturesArgs;
   list_event_types: ListEventTypesArgs;
@@ -905,6 +911,16 @@ export abstract class GeneratedCommands {
    */
   getSchedule(sessionId: GetScheduleArgs["session_id"], alias: GetScheduleArgs["alias"]): Promise<Reply> {
     return this.call("get_schedule", { session_id: sessionId, alias });
+  }
+
+  /**
+   * `get_session`: One session by its id, as `list_sessions` tells each (which holds only the newest): its alias, status and where its stream stands.
+   *
+   * Reply: `session` {id, alias, status, created_at, closed_at, last_event_id, draining}, as `list_sessions` tells each
+   * Errors: `invalid_request`, `not_found`.
+   */
+  getSession(sessionId: GetSessionArgs["session_id"]): Promise<Reply> {
+    return this.call("get_session", { session_id: sessionId });
   }
 
   /**
