@@ -122,7 +122,8 @@ async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str
 @command(
     "get_session",
     GetSession,
-    reply="`session` {id, alias, status, created_at, closed_at, last_event_id, draining}, as `list_sessions` tells each",
+    reply="`session` {id, alias, status, created_at, closed_at, last_event_id, draining}, as `list_sessions` tells"
+    " each",
     errors=("not_found",),
     example={"command": "get_session", "session_id": "ses_..."},
 )
