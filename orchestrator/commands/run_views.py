@@ -14,6 +14,9 @@ from pydantic import Field
 
 from orchestrator.commands.replies import Reply, Shape
 
+# How a run stands, as its record says (the executions table holds no other).
+ExecutionStatus = Literal["running", "completed", "failed", "stopped", "cancelled"]
+
 
 class RunInFlight(Shape):
     """A run holding one of a lane's slots, or its repeat waiting out its delay."""
@@ -126,7 +129,7 @@ class ExecutionView(Shape):
     workflow: str
     listener: str | None
     lane: str | None
-    status: str
+    status: ExecutionStatus
     batch: dict[str, Any] | None = Field(description="the batch that started it")
     error: str | None
     started_at: datetime
@@ -152,7 +155,7 @@ class StartExecutionReply(Reply):
 
 class StopView(Shape):
     id: str
-    status: str = Field(
+    status: Literal["stopping"] | ExecutionStatus = Field(
         description="`stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had ended already"
     )
     repeat: Literal["stopped"] | None = Field(default=None, description="it had failed and its repeat was called off")

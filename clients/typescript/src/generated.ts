@@ -286,7 +286,7 @@ export interface ExecutionView {
   workflow: string;
   listener: string | null;
   lane: string | null;
-  status: string;
+  status: "running" | "completed" | "failed" | "stopped" | "cancelled";
   /** the batch that started it */
   batch: {
     [key: string]: unknown;
@@ -799,7 +799,7 @@ export interface StartedRun {
 export interface StopView {
   id: string;
   /** `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had ended already */
-  status: string;
+  status: "stopping" | "running" | "completed" | "failed" | "stopped" | "cancelled";
   /** it had failed and its repeat was called off */
   repeat?: "stopped" | null;
 }
