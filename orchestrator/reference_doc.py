@@ -54,6 +54,13 @@ validate a body with them). `orchestrator call --help COMMAND` prints a command'
 The whole HTTP surface is described by an OpenAPI 3.1 document generated from the same registry,
 [`GET /v1/openapi.json`](#openapi) (no token needed either), for a client generator or an API explorer.
 
+What each command answers (**Reply**) is read off its reply model, the one the OpenAPI document and the
+TypeScript client's types are generated from: `{...}` holds an object's fields and `[{...}]` a list's, a `?`
+marks a field answered only sometimes (left out, or null, when not), and a field's meaning follows it in
+parentheses. Besides these, a reply holds `status`, `"success"`. A reply holds only the fields its model names
+(the test suite checks every reply it gets against its model); a later release may add some, so a client should
+ignore those it does not know.
+
 The example under each command is a body the test suite sends through `POST /v1/commands`
 (`tests/docs/test_commands_examples.py`), which must answer `success`. Each runs on a platform of its own, where
 `ses_...` is a session (alias `support`) whose stream begins with event 1, the object `tickets/42/meta` written,
@@ -101,11 +108,14 @@ OPENAPI = """\
 `GET /v1/openapi.json` answers an OpenAPI 3.1 document of the HTTP door, built from the registry this page is:
 `POST /v1/commands` takes a `oneOf` of every command's body with a discriminator on `command` (each body is the
 command's JSON Schema, its `description` the summary above, `x-orchestrator-reply` and `x-orchestrator-errors`
-what it answers), with one named example per command (the examples on this page) and an error reply per HTTP
-status; then the session streams (`GET /v1/sessions/{session_id}/stream`, Server-Sent Events, `filter` and
-`batch` as JSON query parameters), `POST /v1/stream-tickets`, the schemas, the health probes and the
-credentials (a bearer token; a browser's cookie; a stream's ticket). A command added to the registry is in it
-without another edit. docs/decisions.md says why one path with a union rather than a path per command.
+what it answers), with one named example per command (the examples on this page); it answers `CommandReply`, an
+`anyOf` of every command's reply model (each a component, `OpenSessionReply`, ..., which a body names in
+`x-orchestrator-reply-schema`: a reply does not name its command, and some commands answer the same fields, so
+one reply may fit several), or an error reply per HTTP status; then the session streams (`GET
+/v1/sessions/{session_id}/stream`, Server-Sent Events, `filter` and `batch` as JSON query parameters), `POST
+/v1/stream-tickets`, the schemas, the health probes and the credentials (a bearer token; a browser's cookie; a
+stream's ticket). A command added to the registry is in it without another edit. docs/decisions.md says why one
+path with a union rather than a path per command.
 """
 
 

@@ -1,13 +1,14 @@
 """The TypeScript client's types and typed methods, generated from the commands' JSON Schemas: `make docs`, or
 `python -m orchestrator.typescript_types [PATH]` (`--check` exits 1 when the file is not what it would write).
 
-Owns turning `schema_index()` (what `GET /v1/schema` serves) into `clients/typescript/src/generated.ts`: a
-type for every shape a command takes (`$defs`), an `...Args` interface per command, the error codes, and one
-method per command on `GeneratedCommands`, which the client extends. A method takes its arguments in the order
-the Python client takes them (`orchestrator.client.Client`: the session's id first, then what the command acts
-on and the body it carries, positionally; everything else in one options object named as the command's fields),
-so the two clients are called one way and cannot drift apart: a command the Python client has no method for
-stops the generation. A test compares the file with what this writes.
+Owns turning `schema_index()` (what `GET /v1/schema` serves) and the commands' reply schemas (`reply_schema`)
+into `clients/typescript/src/generated.ts`: a type for every shape a command takes or answers (`$defs`), an
+`...Args` interface per command, an interface per reply model (`OpenSessionReply`) and `CommandReplies`, the
+error codes, and one method per command on `GeneratedCommands`, which the client extends, answering its reply.
+A method takes its arguments in the order the Python client takes them (`orchestrator.client.Client`: the
+session's id first, then what the command acts on and the body it carries, positionally; everything else in one
+options object named as the command's fields), so the two clients are called one way and cannot drift apart: a
+command the Python client has no method for stops the generation. A test compares the file with what this writes.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.client import Client
-from orchestrator.commands.reference import reference, schema_index
+from orchestrator.commands.reference import reference, reply_schema, schema_index
 from orchestrator.core.errors import ErrorCode
 
 DEFAULT_PATH = Path("clients/typescript/src/generated.ts")
@@ -126,10 +127,10 @@ def _declaration(name: str, schema: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def _shapes(index: dict[str, Any]) -> dict[str, Any]:
-    """Every `$defs` shape of every schema, by name; one name is one shape everywhere."""
+def _shapes(schemas: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every `$defs` shape of these schemas, by name; one name is one shape everywhere."""
     shapes: dict[str, Any] = {}
-    for schema in [index["listener"], *index["commands"].values()]:
+    for schema in schemas:
         for name, shape in schema.get("$defs", {}).items():
             if shapes.setdefault(name, shape) != shape:
                 raise ValueError(f"two shapes are named {name!r}: the generated types would confuse them")
@@ -155,7 +156,12 @@ def _signature(name: str, properties: dict[str, Any]) -> tuple[list[str], list[s
     return positional, keywords
 
 
-def _method(name: str, schema: dict[str, Any]) -> list[str]:
+def _replies(names: list[str]) -> dict[str, dict[str, Any]]:
+    """Each command's reply schema, by command."""
+    return {name: reply_schema(name) for name in names}
+
+
+def _method(name: str, schema: dict[str, Any], reply_type: str) -> list[str]:
     properties: dict[str, Any] = schema["properties"]
     required = set(schema.get("required", ()))
     positional, keywords = _signature(name, properties)
@@ -179,12 +185,14 @@ def _method(name: str, schema: dict[str, Any]) -> list[str]:
     ]
     sent = f"{{ {', '.join(body)} }}" if body else "{}"
     call = f"this.call({json.dumps(name)}, {sent})"
-    return [*doc, f"  {camel(name)}({', '.join(params)}): Promise<Reply> {{", f"    return {call};", "  }", ""]
+    signature = f"  {camel(name)}({', '.join(params)}): Promise<{reply_type}> {{"
+    return [*doc, signature, f"    return {call};", "  }", ""]
 
 
 def render() -> str:
     index = schema_index()
     commands: dict[str, Any] = index["commands"]
+    replies = _replies(list(commands))
     lines = [HEADER]
     codes = [json.dumps(code) for code in typing.get_args(ErrorCode)]
     lines += [
@@ -192,12 +200,13 @@ def render() -> str:
         f"export type ErrorCode = {' | '.join(codes)};",
         f"export const ERROR_CODES: readonly ErrorCode[] = [{', '.join(codes)}];",
         "",
-        "/** A success reply: `status` and what the command answers (each command's reply is in its method's doc).",
-        " * Replies have no schema of their own: their fields are `any`, read as the method's doc says. */",
+        "/** Any command's success reply, as `command()` answers it: each typed method answers its command's own",
+        " * (`CommandReplies`). */",
         'export type Reply = { status: "success"; [key: string]: any };',
         "",
     ]
-    for name, shape in sorted(_shapes(index).items()):
+    shapes = _shapes([index["listener"], *commands.values(), *replies.values()])
+    for name, shape in sorted(shapes.items()):
         lines += _declaration(name, shape)
     lines += ["/** A listener body, as `save_listener` takes it (docs/listeners.md). */"]
     lines += ["export type Listener = ListenerDeclaration;", ""]
@@ -213,15 +222,25 @@ def render() -> str:
     lines.append("export interface CommandArgs {")
     lines += [f"  {name}: {pascal(name)}Args;" for name in commands]
     lines += ["}", "", "export type CommandName = keyof CommandArgs;", ""]
+    for title, schema in {schema["title"]: schema for schema in replies.values()}.items():
+        if title in shapes:
+            raise ValueError(f"a reply and a shape are named {title!r}: the generated types would confuse them")
+        lines += _declaration(title, {k: v for k, v in schema.items() if k not in ("$defs", "$schema", "title")})
+    lines.append("/** Every command's success reply, by its name. */")
+    lines.append("export interface CommandReplies {")
+    lines += [f"  {name}: {replies[name]['title']};" for name in commands]
+    lines += ["}", ""]
     lines.append("/** A command's body: its name and its arguments. */")
     lines.append("export type CommandBody = { [K in CommandName]: { command: K } & CommandArgs[K] }[CommandName];")
     lines.append("")
     lines.append("/** One typed method per command; the client supplies `call`, which sends the command. */")
     lines.append("export abstract class GeneratedCommands {")
-    lines.append("  protected abstract call(command: CommandName, args: object): Promise<Reply>;")
+    lines.append(
+        "  protected abstract call<K extends CommandName>(command: K, args: object): Promise<CommandReplies[K]>;"
+    )
     lines.append("")
     for name, schema in commands.items():
-        lines += _method(name, schema)
+        lines += _method(name, schema, replies[name]["title"])
     lines[-1] = "}"
     return "\n".join(lines) + "\n"
 

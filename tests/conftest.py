@@ -7,9 +7,13 @@ server has (visibility, search attributes, schedules) and always get it through 
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -19,6 +23,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from orchestrator.client import Client
+from orchestrator.commands.replies import CHECK_REPLIES_ENV, MISMATCHES_ENV
 from orchestrator.config import Settings
 from orchestrator.core.limits import Limits
 from orchestrator.dev.embedded import SEARCH_ATTRIBUTES, EmbeddedPostgres, start_postgres, wheel_binary
@@ -50,7 +55,40 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("temporal_env", ["time-skipping", "dev"], indirect=True)
 
 
+def _worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _check_replies(config: pytest.Config) -> None:
+    """Every success reply a command answers in the suite is checked against its command's reply model, here and in
+    the platforms tests start as processes of their own (they inherit the environment): a mismatch fails the
+    command, and is noted in one file for the whole run (named before xdist's workers start, so they share it),
+    which fails the run at its end however the test that met it took the command's `internal_error`."""
+    os.environ.setdefault(CHECK_REPLIES_ENV, "1")
+    if not _worker(config):
+        noted = os.environ.setdefault(
+            MISMATCHES_ENV, str(Path(tempfile.gettempdir()) / f"orchestrator-replies-{os.getpid()}.log")
+        )
+        Path(noted).unlink(missing_ok=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when a command answered a reply its model does not describe, anywhere in it."""
+    noted = Path(os.environ.get(MISMATCHES_ENV, ""))
+    if _worker(session.config) or not noted.is_file():
+        return
+    problems = [json.loads(line) for line in noted.read_text(encoding="utf-8").splitlines() if line]
+    if problems:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.section("replies that do not fit their command's model", red=True)
+            for problem in problems:
+                reporter.write_line(problem)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _check_replies(config)
     # A workflow that exits with a signal or update handler still running loses that work; fail the test.
     config.addinivalue_line("filterwarnings", "error::temporalio.workflow.UnfinishedUpdateHandlersWarning")
     config.addinivalue_line("filterwarnings", "error::temporalio.workflow.UnfinishedSignalHandlersWarning")

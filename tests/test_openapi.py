@@ -16,8 +16,9 @@ from pydantic import Field, SecretStr
 from starlette.routing import Route
 
 from orchestrator.commands.context import CommandContext
-from orchestrator.commands.reference import command_schema
+from orchestrator.commands.reference import command_schema, reference, reply_schema
 from orchestrator.commands.registry import COMMANDS, Request, command
+from orchestrator.commands.replies import Reply, Shape
 from orchestrator.config import Settings
 from orchestrator.dev.runtime import serve_api
 from orchestrator.door.api import create_app
@@ -81,7 +82,11 @@ def test_every_command_is_a_body_of_the_commands_path_with_its_reply_errors_and_
     for name, spec in COMMANDS.items():
         body = document["components"]["schemas"][name]
         assert body["properties"]["command"]["const"] == name
-        assert body["x-orchestrator-reply"] == spec.reply
+        assert body["x-orchestrator-reply"] == reference(name).reply
+        reply = body["x-orchestrator-reply-schema"]
+        assert reply == f"#/components/schemas/{spec.reply.__name__}", name
+        assert spec.reply.__name__ == reply_schema(name)["title"]
+        assert {"$ref": reply} in document["components"]["schemas"]["CommandReply"]["anyOf"]
         assert body["x-orchestrator-errors"] == ["invalid_request", *spec.errors]
         # Its own schema's arguments, and its example one of the bodies (exactly one, by `command`).
         assert set(body["properties"]) == set(command_schema(name)["properties"]), name
@@ -185,6 +190,14 @@ class Throwaway(Request):
     level: int = Field(ge=1, le=3, description="how loud the probe is")
 
 
+class Probe(Shape):
+    level: int
+
+
+class ThrowawayReply(Reply):
+    probe: Probe
+
+
 @contextlib.contextmanager
 def registered_throwaway() -> Iterator[str]:
     """A command registered by a test alone, gone afterwards."""
@@ -192,7 +205,7 @@ def registered_throwaway() -> Iterator[str]:
     @command(
         "throwaway_probe",
         Throwaway,
-        reply="`probe` {level}",
+        reply=ThrowawayReply,
         errors=("not_found",),
         example={"command": "throwaway_probe", "level": 2},
     )
@@ -228,7 +241,12 @@ async def test_a_command_added_to_the_registry_appears_in_the_document_and_leave
         assert examples[throwaway]["value"] == {"command": "throwaway_probe", "level": 2}
         assert throwaway in document["paths"]["/v1/schema/{name}"]["get"]["parameters"][0]["schema"]["enum"]
 
-    assert "throwaway_probe" not in (await served(guarded_api))["components"]["schemas"]
+        assert document["components"]["schemas"]["ThrowawayReply"]["properties"]["probe"] == {
+            "$ref": "#/components/schemas/Probe"
+        }
+
+    left = (await served(guarded_api))["components"]["schemas"]
+    assert "throwaway_probe" not in left and "ThrowawayReply" not in left
 
 
 def _walk(node: Any) -> Iterator[Any]:
@@ -251,6 +269,30 @@ def test_every_reference_and_discriminator_mapping_points_at_a_component() -> No
     assert targets
     for target in targets:
         assert target.startswith("#/components/schemas/") and target.split("/")[-1] in components, target
+
+
+async def test_replies_the_door_answers_validate_against_the_documented_response_and_their_own(
+    guarded_api: str,
+) -> None:
+    document = await served(guarded_api)
+    documented = document["paths"]["/v1/commands"]["post"]["responses"]["200"]["content"]["application/json"]
+    token = {"Authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(base_url=guarded_api, headers=token) as http:
+        opened = (await http.post("/v1/commands", json={"command": "open_session", "alias": "a/1"})).json()
+        sid = opened["session"]["id"]
+        bodies = [
+            {"command": "write_object", "session_id": sid, "alias": "t/1", "value": {"type": "t"}},
+            {"command": "read_object", "session_id": sid, "alias": "t/1"},
+            {"command": "list_session_events", "session_id": sid},
+            {"command": "whoami"},
+        ]
+        answered = [(body["command"], await http.post("/v1/commands", json=body)) for body in bodies]
+    for name, response in [("open_session", None), *answered]:
+        reply = opened if response is None else response.json()
+        assert reply["status"] == "success", reply
+        jsonschema.validate(reply, {**documented["schema"], "components": document["components"]})
+        own = document["components"]["schemas"][name]["x-orchestrator-reply-schema"].rsplit("/", 1)[-1]
+        jsonschema.validate(reply, body_schema(document, own))
 
 
 async def test_refusals_the_door_answers_validate_against_the_documented_response(

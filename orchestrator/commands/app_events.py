@@ -8,6 +8,7 @@ takes up to `max_writes_per_request` events in one transaction, all or none.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import pydantic
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from orchestrator.commands.fields import BULK, ClientId, IdempotencyKey, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.replies import Reply, Shape
 from orchestrator.core.declaration import stranded_by, stranded_by_schemas
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import HELD, DataCheck, EventTypeDeclaration, data_check
@@ -84,10 +86,40 @@ class EmitEvents(Request):
     client: ClientId | None = None
 
 
+class EventTypeView(Shape):
+    """A declared event type."""
+
+    name: str
+    schema_: dict[str, Any] = Field(alias="schema", description="the JSON Schema of its events' `data`")
+    allow: list[str] | None = Field(default=None, description="the scopes that may emit it from outside")
+    description: str | None = None
+    saved_at: datetime
+
+
+class EventTypeReply(Reply):
+    event_type: EventTypeView
+
+
+class DeletedEventTypeReply(EventTypeReply):
+    """The type as it was."""
+
+
+class ListEventTypesReply(Reply):
+    event_types: list[EventTypeView]
+
+
+class EmitEventReply(Reply):
+    event_id: int
+
+
+class EmitEventsReply(Reply):
+    event_ids: list[int] = Field(description="in the order given")
+
+
 @command(
     "save_event_type",
     SaveEventType,
-    reply="`event_type` {name, schema, allow, description, ...}",
+    reply=EventTypeReply,
     example={
         "command": "save_event_type",
         "name": "ticket.closed",
@@ -127,7 +159,7 @@ async def save_event_type(platform: CommandContext, req: SaveEventType) -> dict[
 @command(
     "get_event_type",
     EventTypeRef,
-    reply="`event_type` {name, schema, allow, description, ...}",
+    reply=EventTypeReply,
     errors=("not_found",),
     example={"command": "get_event_type", "name": "ticket.escalated"},
 )
@@ -139,7 +171,7 @@ async def get_event_type(platform: CommandContext, req: EventTypeRef) -> dict[st
 @command(
     "delete_event_type",
     EventTypeRef,
-    reply="`event_type` {name, schema, allow, description, ...}, as it was",
+    reply=DeletedEventTypeReply,
     errors=("not_found",),
     example={"command": "delete_event_type", "name": "ticket.escalated"},
 )
@@ -169,7 +201,7 @@ async def delete_event_type(platform: CommandContext, req: EventTypeRef) -> dict
     return {"event_type": await platform.store.delete_event_type(req.name)}
 
 
-@command("list_event_types", ListEventTypes, reply="`event_types` [...]", example={"command": "list_event_types"})
+@command("list_event_types", ListEventTypes, reply=ListEventTypesReply, example={"command": "list_event_types"})
 async def list_event_types(platform: CommandContext, req: ListEventTypes) -> dict[str, Any]:
     """Every declared event type."""
     return {"event_types": await platform.store.list_event_types()}
@@ -210,7 +242,7 @@ async def checked(platform: CommandContext, events: list[Emitted], field: str) -
 @command(
     "emit_event",
     EmitEvent,
-    reply="`event_id`",
+    reply=EmitEventReply,
     errors=("not_found", "session_not_open", "limit_exceeded"),
     example={
         "command": "emit_event",
@@ -232,7 +264,7 @@ async def emit_event(platform: CommandContext, req: EmitEvent) -> dict[str, Any]
 @command(
     "emit_events",
     EmitEvents,
-    reply="`event_ids`",
+    reply=EmitEventsReply,
     errors=("not_found", "session_not_open", "limit_exceeded"),
     example={
         "command": "emit_events",

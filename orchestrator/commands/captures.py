@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
 from orchestrator.commands.fields import SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.replies import Reply, Shape
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import check_type_name
 from orchestrator.store.captures import declared_by_a_capture
@@ -56,10 +58,35 @@ class ListCaptures(Request):
     command: Literal["list_captures"]
 
 
+class CaptureView(Shape):
+    """A captured table."""
+
+    table: str = Field(description="`schema.table`")
+    type_prefix: str
+    id_column: str
+    session_column: str | None = Field(default=None, description="the column that names each row's session")
+    session_id: str | None = Field(default=None, description="the one session every row's events go to")
+    exclude: list[str] = Field(description="the columns left out of its events")
+    types: list[str] = Field(description="the event types it declares")
+    saved_at: datetime
+
+
+class CaptureReply(Reply):
+    capture: CaptureView
+
+
+class UncaptureTableReply(CaptureReply):
+    """The capture as it was."""
+
+
+class ListCapturesReply(Reply):
+    captures: list[CaptureView]
+
+
 @command(
     "capture_table",
     CaptureTable,
-    reply="`capture` {table, type_prefix, id_column, session_column | session_id, exclude, types}",
+    reply=CaptureReply,
     errors=("not_found",),
     example={
         "command": "capture_table",
@@ -102,7 +129,7 @@ async def capture_table(platform: CommandContext, req: CaptureTable) -> dict[str
 @command(
     "uncapture_table",
     TableRef,
-    reply="`capture`, as it was",
+    reply=UncaptureTableReply,
     errors=("not_found",),
     example={"command": "uncapture_table", "table": "tickets"},
 )
@@ -111,7 +138,7 @@ async def uncapture_table(platform: CommandContext, req: TableRef) -> dict[str, 
     return {"capture": await platform.store.uncapture_table(qualified(req.table))}
 
 
-@command("list_captures", ListCaptures, reply="`captures` [...]", example={"command": "list_captures"})
+@command("list_captures", ListCaptures, reply=ListCapturesReply, example={"command": "list_captures"})
 async def list_captures(platform: CommandContext, req: ListCaptures) -> dict[str, Any]:
     """Every captured table."""
     return {"captures": await platform.store.list_captures()}

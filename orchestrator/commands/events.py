@@ -14,6 +14,7 @@ from pydantic import AfterValidator, Field
 
 from orchestrator.commands.fields import EventId, Limit, Position, SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.replies import EventEnvelope, Reply
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import validate_glob
 
@@ -36,10 +37,20 @@ class ListSessionEvents(Request):
     )
 
 
+# What every read of the stream says when retention deleted events after its `after` (`where_it_starts`).
+FIRST_ID = "when retention deleted events after `after`: where the stream now starts, its oldest event"
+
+
+class ListSessionEventsReply(Reply):
+    events: list[EventEnvelope] = Field(description="by id")
+    last_id: int = Field(description="where to continue: the last id answered, or `after` if none")
+    first_id: int | None = Field(default=None, description=FIRST_ID)
+
+
 @command(
     "list_session_events",
     ListSessionEvents,
-    reply="`events` [envelopes, by id], `last_id`; `first_id` when retention deleted events after `after`",
+    reply=ListSessionEventsReply,
     errors=("not_found",),
     example={
         "command": "list_session_events",

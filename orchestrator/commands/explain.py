@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field
 
 from orchestrator.commands.events import refuse_trimmed
+from orchestrator.commands.explanation import Explanation
 from orchestrator.commands.fields import EventId, SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.replies import Reply
 from orchestrator.core.errors import CommandError
 from orchestrator.core.routing import in_effect, routing_decision, versions_by_name
 
@@ -37,6 +39,10 @@ class ExplainEvent(Request):
     command: Literal["explain_event"]
     session_id: SessionId
     event_id: EventId = Field(description="the event's id in the session's stream")
+
+
+class ExplainEventReply(Explanation, Reply):
+    """What became of the event."""
 
 
 async def explain(platform: CommandContext, session_id: str, event_id: int) -> dict[str, Any]:
@@ -199,12 +205,7 @@ async def what_it_caused(
 @command(
     "explain_event",
     ExplainEvent,
-    reply="`event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, queued?, batch? (the"
-    " newest that took it: {first_id, last_id, retry, replay, state}), run? (its execution id), outcome? {status,"
-    " reason, execution_id, message}, receipt? (its receipt's event id), batches? (every one that took it),"
-    " taken_by_wait?, deleted_since? (taken by a listener, or a life of one, deleted since)}], `waits`"
-    " [{execution_id, wait, kind, condition}] (the runs' waits it answered),"
-    " `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)",
+    reply=ExplainEventReply,
     errors=("not_found", "past_retention"),
     example={"command": "explain_event", "session_id": "ses_...", "event_id": 2},
 )

@@ -8,7 +8,8 @@ from pydantic import Field
 
 from orchestrator.commands.fields import ClientId, IdempotencyKey, Rev, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
-from orchestrator.core.graphs import MAX_PATCH_NODES, GraphPatch, NodeId
+from orchestrator.commands.replies import Reply, Shape
+from orchestrator.core.graphs import MAX_PATCH_NODES, Edge, GraphPatch, NodeId
 
 if TYPE_CHECKING:
     from orchestrator.commands.context import CommandContext
@@ -33,10 +34,30 @@ class ReadGraph(Request):
     )
 
 
+class GraphChange(Shape):
+    rev: int = Field(description="the graph's rev after the update")
+    changed: list[str] = Field(description="the nodes whose edges or values it changed")
+
+
+class UpdateGraphReply(Reply):
+    graph: GraphChange
+    event_id: int | None = Field(description="its `graph.changed` event; null when it changed nothing")
+
+
+class GraphView(Shape):
+    rev: int
+    nodes: dict[str, dict[str, Any]] = Field(description="each node's value, by its id")
+    edges: list[Edge]
+
+
+class ReadGraphReply(Reply):
+    graph: GraphView
+
+
 @command(
     "update_graph",
     UpdateGraph,
-    reply="`graph` {rev, ...}, `event_id` (its `graph.changed` event)",
+    reply=UpdateGraphReply,
     errors=("not_found", "session_not_open", "rev_conflict", "limit_exceeded"),
     example={
         "command": "update_graph",
@@ -70,7 +91,7 @@ async def update_graph(platform: CommandContext, req: UpdateGraph) -> dict[str, 
 @command(
     "read_graph",
     ReadGraph,
-    reply="`graph` {rev, nodes, edges}",
+    reply=ReadGraphReply,
     errors=("not_found",),
     example={"command": "read_graph", "session_id": "ses_...", "nodes": ["missions/7"]},
 )

@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, StringConstraints, field_validator
 
 from orchestrator.commands.access import current_principal
 from orchestrator.commands.registry import COMMANDS, Request, command
+from orchestrator.commands.replies import Reply, Shape
 from orchestrator.core.access import may_call
 from orchestrator.core.errors import CommandError
 from orchestrator.core.key_secrets import KEY_NAME, RESERVED_NAMES, digest, key_secret
@@ -87,11 +88,51 @@ class RevokeApiKey(Request):
     name: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(description="the key's name")
 
 
+class KeyView(Shape):
+    """A key, never its secret."""
+
+    name: str
+    id: str
+    scopes: list[str]
+    requests_per_second: float | None = Field(description="its request rate; null: not limited")
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    state: Literal["active", "revoked", "expired"]
+
+
+class NewKey(KeyView):
+    secret: str = Field(description="shown this once: only a digest is kept")
+
+
+class CreateApiKeyReply(Reply):
+    key: NewKey
+    warnings: list[str] | None = Field(default=None, description="with the first key: the API is no longer open")
+
+
+class ListApiKeysReply(Reply):
+    keys: list[KeyView]
+
+
+class RevokeApiKeyReply(Reply):
+    key: KeyView
+
+
+class CallingKey(Shape):
+    name: str = Field(description="the key's name; `bootstrap`, `anonymous` or `local` for the doors' own callers")
+    scopes: list[str]
+    requests_per_second: float | None = Field(description="its request rate; null: not limited")
+
+
+class WhoamiReply(Reply):
+    key: CallingKey
+    commands: list[str] = Field(description="the commands its scopes may call, by name")
+
+
 @command(
     "create_api_key",
     CreateApiKey,
-    reply="`key` {name, id, scopes, requests_per_second, created_at, expires_at, revoked_at, state, secret"
-    " (shown this once)}",
+    reply=CreateApiKeyReply,
     example={
         "command": "create_api_key",
         "name": "ci",
@@ -134,7 +175,7 @@ def first_key_warning(name: str, admin: bool) -> str:
 @command(
     "list_api_keys",
     ListApiKeys,
-    reply="`keys` [{name, id, scopes, requests_per_second, created_at, expires_at, revoked_at, state}]",
+    reply=ListApiKeysReply,
     example={"command": "list_api_keys"},
 )
 async def list_api_keys(platform: CommandContext, req: ListApiKeys) -> dict[str, Any]:
@@ -146,7 +187,7 @@ async def list_api_keys(platform: CommandContext, req: ListApiKeys) -> dict[str,
 @command(
     "revoke_api_key",
     RevokeApiKey,
-    reply="`key` {name, id, scopes, ..., revoked_at, state}",
+    reply=RevokeApiKeyReply,
     errors=("not_found",),
     example={"command": "revoke_api_key", "name": "ci"},
 )
@@ -159,7 +200,7 @@ async def revoke_api_key(platform: CommandContext, req: RevokeApiKey) -> dict[st
 @command(
     "whoami",
     Whoami,
-    reply="`key` {name, scopes, requests_per_second}, `commands` [the commands its scopes may call, by name]",
+    reply=WhoamiReply,
     example={"command": "whoami"},
 )
 async def whoami(platform: CommandContext, req: Whoami) -> dict[str, Any]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import pydantic
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from orchestrator.commands.fields import ListenerName, SchemaOf, SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.replies import Reply, Shape
 from orchestrator.core.declaration import ListenerDeclaration, WorkflowAction, parse_declaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.limits import Limits
@@ -53,10 +55,80 @@ class PauseListener(Request):
     session_id: SessionId | None = Field(default=None, description="in this session only; without it, in every one")
 
 
+class SavedListener(Shape):
+    """A listener's version, as a save answers it."""
+
+    name: str
+    version: int
+    effective_at: datetime
+
+
+class StoredListener(SavedListener):
+    """A listener's version and its body as saved."""
+
+    saved_at: datetime
+    body: dict[str, Any] = Field(description="the listener body as saved (docs/listeners.md)")
+
+
+class ShownListener(StoredListener):
+    """A listener as `get_listener` answers it: its version, its body as saved, and beside them the body's own
+    fields (`filter`, `action`, ...) with the defaults it left out filled in."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+WARNINGS = (
+    "when its workflow is one no worker has said it runs, its throttle lets more batches start a minute than the"
+    " deployment's `listener_fires_per_minute`, or its `max_parallel` is above the deployment's"
+    " `listener_parallel_runs` (lowered to it)"
+)
+
+
+class SaveListenerReply(Reply):
+    listener: SavedListener
+    warnings: list[str] | None = Field(default=None, description=WARNINGS)
+
+
+class GetListenerReply(Reply):
+    listener: ShownListener
+
+
+class DeleteListenerReply(Reply):
+    """The listener as it was."""
+
+    listener: StoredListener
+
+
+class ListListenersReply(Reply):
+    listeners: list[ShownListener] = Field(description="by name")
+
+
+class SwitchListenerReply(Reply):
+    enabled: bool
+
+
+class PausedListener(Shape):
+    name: str
+    session_id: str | None = Field(description="the session it is paused or resumed in; null: every session")
+    paused: bool
+
+
+class PauseListenerReply(Reply):
+    listener: PausedListener
+
+
+class ResumeListenerReply(Reply):
+    """Without `session_id` it lifts the listener's pauses in single sessions too; with one it is refused while
+    the listener is paused in every session."""
+
+    listener: PausedListener
+    lanes_resumed: int = Field(description="how many lanes that held events it nudged")
+
+
 @command(
     "pause_listener",
     PauseListener,
-    reply="`listener` {name, session_id, paused: true}",
+    reply=PauseListenerReply,
     errors=("not_found",),
     example={"command": "pause_listener", "name": "respond", "session_id": "ses_..."},
 )
@@ -72,9 +144,7 @@ async def pause_listener(platform: CommandContext, req: PauseListener) -> dict[s
 @command(
     "resume_listener",
     PauseListener,
-    reply="`listener` {name, session_id, paused: false}, `lanes_resumed`; without `session_id` it lifts the"
-    " listener's pauses in single sessions too, and with one it is refused while the listener is paused in every"
-    " session",
+    reply=ResumeListenerReply,
     errors=("not_found",),
     example={"command": "resume_listener", "name": "respond", "session_id": "ses_..."},
 )
@@ -97,9 +167,7 @@ async def resume_listener(platform: CommandContext, req: PauseListener) -> dict[
 @command(
     "save_listener",
     SaveListener,
-    reply="`listener` {name, version, effective_at}; `warnings` when its workflow is one no worker has said it runs,"
-    " its throttle lets more batches start a minute than the deployment's `listener_fires_per_minute`, or its"
-    " `max_parallel` is above the deployment's `listener_parallel_runs` (lowered to it)",
+    reply=SaveListenerReply,
     example={
         "command": "save_listener",
         "listener": {
@@ -187,8 +255,7 @@ def unregistered_workflow(declaration: ListenerDeclaration, registered: list[str
 @command(
     "get_listener",
     ListenerRef,
-    reply="`listener` {name, version, effective_at, saved_at, body, and the body's own fields beside (`filter`,"
-    " `action`, ...), the defaults it left out filled in}",
+    reply=GetListenerReply,
     errors=("not_found",),
     example={"command": "get_listener", "name": "respond"},
 )
@@ -212,7 +279,7 @@ def shown(found: dict[str, Any]) -> dict[str, Any]:
 @command(
     "delete_listener",
     ListenerRef,
-    reply="`listener` {name, version, effective_at, saved_at, body}, as it was",
+    reply=DeleteListenerReply,
     errors=("not_found",),
     example={"command": "delete_listener", "name": "respond"},
 )
@@ -224,8 +291,7 @@ async def delete_listener(platform: CommandContext, req: ListenerRef) -> dict[st
 @command(
     "list_listeners",
     ListListeners,
-    reply="`listeners` [{name, version, effective_at, saved_at, body, and the body's fields beside, defaults filled"
-    " in}], by name",
+    reply=ListListenersReply,
     example={"command": "list_listeners"},
 )
 async def list_listeners(platform: CommandContext, req: ListListeners) -> dict[str, Any]:
@@ -236,7 +302,7 @@ async def list_listeners(platform: CommandContext, req: ListListeners) -> dict[s
 @command(
     "switch_listener",
     SwitchListener,
-    reply="`enabled`",
+    reply=SwitchListenerReply,
     errors=("not_found",),
     example={"command": "switch_listener", "session_id": "ses_...", "name": "respond", "enabled": False},
 )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.commands.explanation import Explanation
 from orchestrator.commands.fields import (
     BULK,
     BULK_KEY,
@@ -18,6 +20,7 @@ from orchestrator.commands.fields import (
     check_payload,
 )
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.replies import Reply, Shape
 from orchestrator.core.errors import CommandError
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 from orchestrator.core.written import ObjectValue
@@ -73,10 +76,56 @@ class ListObjects(Request):
     prefix: AliasPrefix | None = Field(default=None, description="only the aliases that start with this")
 
 
+class ObjectRevision(Shape):
+    """An object as a write left it."""
+
+    alias: str
+    rev: int
+
+
+class ObjectView(Shape):
+    """An object: its value and rev."""
+
+    alias: str
+    value: dict[str, Any]
+    rev: int
+    updated_at: datetime
+
+
+class WriteObjectReply(Reply):
+    object: ObjectRevision
+    event_id: int = Field(description="its `object.written` event")
+    explain: Explanation | None = Field(default=None, description="with `explain`: as `explain_event` answers")
+
+
+class WriteObjectsReply(Reply):
+    objects: list[ObjectRevision] = Field(description="in the order given")
+    event_ids: list[int]
+
+
+class ReadObjectReply(Reply):
+    object: ObjectView
+
+
+class DeletedObject(Shape):
+    alias: str
+    rev: int | None
+    deleted: bool | None = Field(default=None, description="true; left out when a retry's key answers the first delete")
+
+
+class DeleteObjectReply(Reply):
+    object: DeletedObject
+    event_id: int = Field(description="its `object.deleted` event")
+
+
+class ListObjectsReply(Reply):
+    objects: list[ObjectView] = Field(description="by alias")
+
+
 @command(
     "write_object",
     WriteObject,
-    reply="`object` {alias, rev}, `event_id`; with `explain`, also `explain` (as `explain_event` answers)",
+    reply=WriteObjectReply,
     errors=("not_found", "session_not_open", "rev_conflict", "limit_exceeded"),
     example={
         "command": "write_object",
@@ -114,7 +163,7 @@ async def write_object(platform: CommandContext, req: WriteObject) -> dict[str, 
 @command(
     "write_objects",
     WriteObjects,
-    reply="`objects` [{alias, rev}], `event_ids`",
+    reply=WriteObjectsReply,
     errors=("not_found", "session_not_open", "rev_conflict", "limit_exceeded"),
     example={
         "command": "write_objects",
@@ -148,7 +197,7 @@ async def write_objects(platform: CommandContext, req: WriteObjects) -> dict[str
 @command(
     "read_object",
     ObjectRef,
-    reply="`object` {alias, value, rev, updated_at}",
+    reply=ReadObjectReply,
     errors=("not_found",),
     example={"command": "read_object", "session_id": "ses_...", "alias": "tickets/42/meta"},
 )
@@ -160,7 +209,7 @@ async def read_object(platform: CommandContext, req: ObjectRef) -> dict[str, Any
 @command(
     "delete_object",
     ObjectRef,
-    reply="`object` {alias, rev, deleted}, `event_id` (its `object.deleted` event)",
+    reply=DeleteObjectReply,
     errors=("not_found", "session_not_open"),
     example={"command": "delete_object", "session_id": "ses_...", "alias": "tickets/42/meta"},
 )
@@ -173,7 +222,7 @@ async def delete_object(platform: CommandContext, req: ObjectRef) -> dict[str, A
 @command(
     "list_objects",
     ListObjects,
-    reply="`objects` [{alias, value, rev, updated_at}], by alias",
+    reply=ListObjectsReply,
     errors=("not_found",),
     example={"command": "list_objects", "session_id": "ses_...", "prefix": "tickets/"},
 )

@@ -4,7 +4,9 @@ each command's arguments (type, default, bounds, meaning), summary, reply and er
 Owns turning the pydantic models into what people and editors read; `docs/commands.md`, `GET /v1/schema` and
 `orchestrator call --help` all come from here (the markdown and the terminal text are `reference_text`'s),
 so the reference cannot drift from what the commands validate. An argument's meaning is its field's
-`description`, else the shared one for its name below.
+`description`, else the shared one for its name below. What a command answers is read off its reply model the
+same way (`reply_schema`, and `reply_line` for the line the reference shows), so it cannot drift from what the
+suite checks each reply against (`replies.py`).
 """
 
 from __future__ import annotations
@@ -161,6 +163,68 @@ def listener_schema() -> dict[str, Any]:
     }
 
 
+def reply_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one command's success reply, titled with its model's name."""
+    model = COMMANDS[name].reply
+    return {"$schema": JSON_SCHEMA_DIALECT, "title": model.__name__, **_without_titles(model.model_json_schema())}
+
+
+# How deep the reference's line of a reply names nested fields; deeper objects show as `{...}`.
+REPLY_LINE_DEPTH = 2
+
+
+def reply_line(schema: dict[str, Any]) -> str:
+    """A reply's fields in a line, from its schema: `` `object` {alias, rev}, `event_id` (its event), `explain`? ``
+    (`?`: answered only sometimes; a value in parentheses: the field's description), then the model's own
+    description."""
+    defs: dict[str, Any] = schema.get("$defs", {})
+    words = _fields_words(schema, defs, 0)
+    note = " ".join(str(schema.get("description", "")).split()).rstrip(".")
+    return f"{words}. {note}" if note else words
+
+
+def _fields_words(schema: dict[str, Any], defs: dict[str, Any], depth: int) -> str:
+    required = set(schema.get("required", ()))
+    words = []
+    for name, field in schema.get("properties", {}).items():
+        if depth == 0 and name == "status":
+            continue
+        shown = f"`{name}`" if depth == 0 else name
+        mark = "" if name in required else "?"
+        meaning = " ".join(str(field.get("description", "")).split())
+        words.append(f"{shown}{mark}{_shape_words(field, defs, depth)}{f' ({meaning})' if meaning else ''}")
+    if schema.get("additionalProperties") is True:
+        words.append("...")
+    return ", ".join(words)
+
+
+def _resolved(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with its `$ref` followed and a null it admits left out (`X | None`)."""
+    options = [option for option in schema.get("anyOf", ()) if option.get("type") != "null"]
+    if len(options) == 1:
+        schema = options[0]
+    name = _ref_name(schema)
+    if name is None:
+        return schema
+    found: dict[str, Any] = defs.get(name, {})
+    return found
+
+
+def _shape_words(field: dict[str, Any], defs: dict[str, Any], depth: int) -> str:
+    """What a field holds, when it is more than a value: ` {a, b}`, ` [{a, b}]`, `: value` for a constant."""
+    shape = _resolved(field, defs)
+    if "const" in shape:
+        return f": {json.dumps(shape['const'])}"
+    if shape.get("type") == "array":
+        inner = _shape_words(shape.get("items", {}), defs, depth)
+        return f" [{inner.strip()}]" if inner.startswith(" {") else ""
+    if "properties" not in shape:
+        return ""
+    if depth + 1 >= REPLY_LINE_DEPTH:
+        return " {...}"
+    return f" {{{_fields_words(shape, defs, depth + 1)}}}"
+
+
 @functools.cache
 def schema_index() -> dict[str, Any]:
     """Every schema at once: `GET /v1/schema` (built once: the registry is fixed once imported). Not to be
@@ -314,4 +378,5 @@ def reference(name: str) -> CommandReference:
     arguments = tuple(a for a in arguments_of(raw, defs) if a.name != "command")
     group = spec.handler.__module__.rsplit(".", 1)[-1]
     errors = ("invalid_request", *spec.errors)
-    return CommandReference(name, summary_of(spec), arguments, _shapes(raw), spec.reply, errors, group, spec.example)
+    reply = reply_line(reply_schema(name))
+    return CommandReference(name, summary_of(spec), arguments, _shapes(raw), reply, errors, group, spec.example)

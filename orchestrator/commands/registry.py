@@ -1,9 +1,10 @@
 """The command registry: a name, the pydantic model that validates its arguments, and its handler.
 
 Owns how a raw JSON command becomes a validated request and a reply. Handlers live in modules named for
-what they act on (sessions, objects, threads, listeners, events) and register themselves here, with what
-their reply holds and the errors they answer besides `invalid_request`: the reference (`docs/commands.md`,
-`GET /v1/schema`, `orchestrator call --help`) is generated from this registry (`reference.py`).
+what they act on (sessions, objects, threads, listeners, events) and register themselves here, with the model
+of their success reply (`replies.py`) and the errors they answer besides `invalid_request`: the reference
+(`docs/commands.md`, `GET /v1/schema`, `orchestrator call --help`), the OpenAPI document and the TypeScript
+client's types are generated from this registry (`reference.py`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from orchestrator.causes import caused_by, request_cause
 from orchestrator.commands.access import LOCAL, Caller, authorize, calling
 from orchestrator.commands.fields import decoded_from
+from orchestrator.commands.replies import Reply, check_reply, checking_replies
 from orchestrator.core.errors import CommandError, ErrorCode
 from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble, may_hold_trouble
 from orchestrator.core.validation import field_errors_message
@@ -42,8 +44,9 @@ Handler = Callable[["CommandContext", Any], Awaitable[dict[str, Any]]]
 class CommandSpec:
     model: type[Request]
     handler: Handler
-    # What a success reply holds, in a line (`session {id, alias, status}`), for the reference.
-    reply: str = ""
+    # What a success reply holds: the reference's line (`session {id, alias, status}`), its JSON Schema, and the
+    # TypeScript method's type are read off it.
+    reply: type[Reply]
     # The error codes it answers besides `invalid_request` (which every command answers), for the reference.
     errors: tuple[ErrorCode, ...] = ()
     # A body of the command, as the reference shows it (`ses_...` stands for a session's id); the test suite
@@ -58,12 +61,13 @@ def command(
     name: str,
     model: type[R],
     *,
-    reply: str = "",
+    reply: type[Reply],
     errors: tuple[ErrorCode, ...] = (),
     example: dict[str, Any] | None = None,
 ) -> Callable[[Callable[[CommandContext, R], Awaitable[dict[str, Any]]]], Handler]:
-    """Register the decorated handler for `name`, its arguments validated by `model`; `reply`, `errors` and
-    `example` (and the handler's docstring) are what the reference says of it."""
+    """Register the decorated handler for `name`, its arguments validated by `model` and its success reply
+    described by `reply`; `reply`, `errors` and `example` (and the handler's docstring) are what the reference
+    says of it."""
 
     def register(handler: Callable[[CommandContext, R], Awaitable[dict[str, Any]]]) -> Handler:
         COMMANDS[name] = CommandSpec(model, handler, reply, errors, example)
@@ -110,5 +114,7 @@ async def dispatch(
     key = caller.principal.name if caller is not None else LOCAL
     cause = request_cause(client if isinstance(client, str) else None, key)
     with caused_by(cause), calling(caller), decoded_from(None if raw is None else len(raw)):
-        reply = await spec.handler(platform, request)
-    return {"status": "success", **reply}
+        reply = {"status": "success", **await spec.handler(platform, request)}
+    if checking_replies():
+        check_reply(name, spec.reply, reply)
+    return reply

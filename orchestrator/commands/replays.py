@@ -17,6 +17,7 @@ from pydantic import Field
 from orchestrator.commands.events import refuse_trimmed
 from orchestrator.commands.fields import ClientId, EventId, ListenerName, Position, SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.replies import Reply, Shape
 from orchestrator.core.batch_cuts import Grouped, cut_all
 from orchestrator.core.declaration import ListenerDeclaration
 from orchestrator.core.distinct import distinct_value
@@ -64,11 +65,45 @@ async def _open_listener(platform: CommandContext, session_id: str, name: str) -
     return ListenerDeclaration.model_validate(listener["body"])
 
 
+class BatchReplay(Shape):
+    listener: str
+    lane: str
+    replay_of: int = Field(description="the first event id of the batch replayed")
+
+
+class ReplayedBatch(BatchReplay):
+    """The new batch, queued."""
+
+    event_ids: list[int]
+
+
+class ReplayBatchReply(Reply):
+    batch: ReplayedBatch
+    replay: BatchReplay = Field(description="the same, without `event_ids`")
+    event_id: int = Field(description="its `listener.replayed` event")
+
+
+class RedeliveredBatch(Shape):
+    lane: str
+    event_ids: list[int]
+
+
+class Redelivered(Shape):
+    listener: str
+    events: int = Field(description="how many events it handed over")
+    batches: int = Field(description="how many batches")
+
+
+class RedeliverReply(Reply):
+    batches: list[RedeliveredBatch] = Field(description="the new batches, queued, in lane order")
+    redelivered: Redelivered
+    event_id: int = Field(description="its `listener.redelivered` event")
+
+
 @command(
     "replay_batch",
     ReplayBatch,
-    reply="`batch` {listener, lane, replay_of, event_ids} (the new batch, queued), `replay` (the same, without"
-    " `event_ids`), `event_id` (its `listener.replayed` event)",
+    reply=ReplayBatchReply,
     errors=("not_found", "session_not_open", "past_retention"),
     example={"command": "replay_batch", "session_id": "ses_...", "listener": "respond", "batch": 2},
 )
@@ -102,8 +137,7 @@ async def replay_batch(platform: CommandContext, req: ReplayBatch) -> dict[str, 
 @command(
     "redeliver",
     Redeliver,
-    reply="`batches` [{lane, event_ids}] (the new batches, queued, in lane order), `redelivered` {listener, events,"
-    " batches (how many)}, `event_id` (its `listener.redelivered` event)",
+    reply=RedeliverReply,
     errors=("not_found", "session_not_open", "limit_exceeded", "past_retention"),
     example={"command": "redeliver", "session_id": "ses_...", "listener": "respond", "after": 0, "through": 2},
 )

@@ -25,6 +25,12 @@ from temporalio.service import RPCError
 from orchestrator.commands.fields import ListenerName, SessionId, check_payload
 from orchestrator.commands.listeners import listener_warnings
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.run_views import (
+    ListExecutionsReply,
+    ListSessionListenersReply,
+    StartExecutionReply,
+    StopExecutionReply,
+)
 from orchestrator.core.declaration import (
     DEFAULT_CANCEL_GRACE_SECONDS,
     MAX_CANCEL_GRACE_SECONDS,
@@ -412,8 +418,7 @@ def _lane(row: dict[str, Any], waiting: dict[str, Any] | None) -> dict[str, Any]
 @command(
     "list_session_listeners",
     SessionListeners,
-    reply="`listeners` [{name, version, enabled, paused, effective_at, lanes [{lane, pending, in_flight,"
-    " runs_in_flight, waiting, ...}], recent_outcomes, counts, warnings}]",
+    reply=ListSessionListenersReply,
     errors=("not_found",),
     example={"command": "list_session_listeners", "session_id": "ses_..."},
 )
@@ -468,9 +473,7 @@ async def list_session_listeners(platform: CommandContext, req: SessionListeners
 @command(
     "list_executions",
     ListExecutions,
-    reply="`executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at, actor, waiting?,"
-    " cause? (a run `cancel_on` cancelled: {event})}],"
-    " oldest first unless `newest_first`; `more`: whether runs past `limit` match",
+    reply=ListExecutionsReply,
     errors=("not_found",),
     example={"command": "list_executions", "session_id": "ses_...", "listener": "respond"},
 )
@@ -492,7 +495,7 @@ async def list_executions(platform: CommandContext, req: ListExecutions) -> dict
 @command(
     "start_execution",
     StartExecution,
-    reply="`execution` {id, workflow}",
+    reply=StartExecutionReply,
     errors=("not_found", "session_not_open", "limit_exceeded"),
     example={
         "command": "start_execution",
@@ -563,8 +566,7 @@ async def start_execution(platform: CommandContext, req: StartExecution) -> dict
 @command(
     "stop_execution",
     StopExecution,
-    reply="`execution` {id, status, repeat?}: `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had"
-    " ended already; `repeat` `stopped` when it had failed and its repeat was called off",
+    reply=StopExecutionReply,
     errors=("not_found",),
     example={"command": "stop_execution", "session_id": "ses_...", "execution_id": "exe:ses_...:respond:chats/7:2.0"},
 )

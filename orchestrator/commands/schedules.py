@@ -31,6 +31,13 @@ from temporalio.service import RPCError, RPCStatusCode
 from orchestrator.commands.fields import Alias, Limit, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
 from orchestrator.commands.schedule_clocks import clock_of
+from orchestrator.commands.schedule_views import (
+    DeleteScheduleReply,
+    GetScheduleReply,
+    ListScheduleRunsReply,
+    ListSchedulesReply,
+    ScheduleReply,
+)
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import owned
 from orchestrator.core.schedule_spec import (
@@ -304,8 +311,7 @@ async def _open_session(platform: CommandContext, session_id: str) -> None:
 @command(
     "create_schedule",
     CreateSchedule,
-    reply="`schedule` {alias, schedule_id, repeat, target, enabled, ...}; `warnings` when its workflow is one no"
-    " worker has said it runs",
+    reply=ScheduleReply,
     errors=("not_found", "session_not_open", "access_denied", "limit_exceeded"),
     example={
         "command": "create_schedule",
@@ -407,8 +413,7 @@ async def make_unmade_schedules(platform: CommandContext, older_than_seconds: fl
 @command(
     "update_schedule",
     UpdateSchedule,
-    reply="`schedule` {alias, schedule_id, repeat, target, enabled, ...}; `warnings` when its workflow is one no"
-    " worker has said it runs",
+    reply=ScheduleReply,
     errors=("not_found", "access_denied", "limit_exceeded"),
     example={
         "command": "update_schedule",
@@ -438,7 +443,7 @@ async def update_schedule(platform: CommandContext, req: UpdateSchedule) -> dict
 @command(
     "get_schedule",
     ScheduleRef,
-    reply="`schedule` {alias, schedule_id, repeat, target, enabled, ..., next_invocations, invocations}",
+    reply=GetScheduleReply,
     errors=("not_found",),
     example={"command": "get_schedule", "session_id": "ses_...", "alias": "ops/clock"},
 )
@@ -453,7 +458,7 @@ async def get_schedule(platform: CommandContext, req: ScheduleRef) -> dict[str, 
 @command(
     "list_schedules",
     ListSchedules,
-    reply="`schedules` [...]",
+    reply=ListSchedulesReply,
     errors=("not_found",),
     example={"command": "list_schedules", "session_id": "ses_..."},
 )
@@ -466,7 +471,7 @@ async def list_schedules(platform: CommandContext, req: ListSchedules) -> dict[s
 @command(
     "delete_schedule",
     ScheduleRef,
-    reply="`schedule`, as it was",
+    reply=DeleteScheduleReply,
     errors=("not_found",),
     example={"command": "delete_schedule", "session_id": "ses_...", "alias": "ops/clock"},
 )
@@ -480,7 +485,7 @@ async def delete_schedule(platform: CommandContext, req: ScheduleRef) -> dict[st
 @command(
     "list_schedule_runs",
     ListScheduleRuns,
-    reply="`runs` [{scheduled_at, status, message?, event_id?, execution_id?, created_at}], oldest first",
+    reply=ListScheduleRunsReply,
     errors=("not_found",),
     example={"command": "list_schedule_runs", "session_id": "ses_...", "alias": "ops/clock", "limit": 20},
 )

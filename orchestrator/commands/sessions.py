@@ -3,6 +3,7 @@ delete (the session and everything of it, its Temporal side included: `orchestra
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
@@ -10,6 +11,7 @@ from pydantic import Field
 from orchestrator.commands.access import current_principal
 from orchestrator.commands.fields import Alias, Limit, SessionId
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.replies import Reply, Shape
 from orchestrator.core.retention import SessionRetention
 from orchestrator.lanes.retention import Retention
 
@@ -57,11 +59,55 @@ class CloseSession(Request):
     drain: bool = Field(default=False, description="close once what is pending now has fired and its runs have ended")
 
 
+class SessionView(Shape):
+    """A session."""
+
+    id: str
+    alias: str | None
+    status: Literal["open", "closed"]
+    draining: bool | None = Field(default=None, description="true while it closes once its pending work ends")
+    drains_through: int | None = Field(default=None, description="while it drains: the last event id it waits for")
+
+
+class SessionReply(Reply):
+    session: SessionView
+
+
+class OpenSessionReply(SessionReply):
+    retention: SessionRetention | None = Field(default=None, description="with `retention`: the session's own")
+
+
+class DeletedSession(Shape):
+    id: str
+    status: Literal["deleted"]
+
+
+class DeleteSessionReply(Reply):
+    session: DeletedSession
+    complete: bool = Field(description="false: the workers finish it")
+    rows_deleted: int
+
+
+class ListedSession(Shape):
+    """A session, and where its stream stands."""
+
+    id: str
+    alias: str | None
+    status: Literal["open", "closed"]
+    created_at: datetime
+    closed_at: datetime | None
+    last_event_id: int
+    draining: bool
+
+
+class ListSessionsReply(Reply):
+    sessions: list[ListedSession] = Field(description="the newest first")
+
+
 @command(
     "open_session",
     OpenSession,
-    reply="`session` {id, alias, status}, and `draining: true` with `drains_through` for one closing once its"
-    " pending work ends; with `retention`, also `retention` (the session's own)",
+    reply=OpenSessionReply,
     example={"command": "open_session", "alias": "support/7", "retention": {"event_seconds": 2592000}},
 )
 async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, Any]:
@@ -77,7 +123,7 @@ async def open_session(platform: CommandContext, req: OpenSession) -> dict[str, 
 @command(
     "delete_session",
     DeleteSession,
-    reply="`session` {id, status: deleted}, `complete` (false: the workers finish it), `rows_deleted`",
+    reply=DeleteSessionReply,
     errors=("not_found",),
     example={"command": "delete_session", "session_id": "ses_..."},
 )
@@ -92,8 +138,7 @@ async def delete_session(platform: CommandContext, req: DeleteSession) -> dict[s
 @command(
     "close_session",
     CloseSession,
-    reply="`session` {id, alias, status}; while a drain waits, also `draining: true` and `drains_through`"
-    " (the last event id it waits for)",
+    reply=SessionReply,
     errors=("not_found",),
     example={"command": "close_session", "session_id": "ses_...", "drain": True},
 )
@@ -108,7 +153,7 @@ async def close_session(platform: CommandContext, req: CloseSession) -> dict[str
 @command(
     "list_sessions",
     ListSessions,
-    reply="`sessions` [{id, alias, status, created_at, closed_at, last_event_id, draining}]",
+    reply=ListSessionsReply,
     example={"command": "list_sessions", "status": "open", "limit": 20},
 )
 async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str, Any]:
@@ -136,7 +181,7 @@ async def get_session(platform: CommandContext, req: GetSession) -> dict[str, An
 @command(
     "reopen_session",
     SessionRef,
-    reply="`session` {id, alias, status}",
+    reply=SessionReply,
     errors=("not_found",),
     example={"command": "reopen_session", "session_id": "ses_..."},
 )

@@ -8,14 +8,16 @@ is cut there and the reply says so (`through`, `truncated`).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from orchestrator.commands.events import where_it_starts
+from orchestrator.commands.events import FIRST_ID, where_it_starts
 from orchestrator.commands.fields import EventId, Position, SessionId
 from orchestrator.commands.listeners import ListenerBody
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.replies import Reply, Shape
 from orchestrator.core.declaration import parse_declaration
 from orchestrator.core.errors import CommandError
 from orchestrator.core.events import Committed
@@ -41,12 +43,41 @@ class SimulateListener(Request):
     )
 
 
+class SimulatedBatch(Shape):
+    """A batch the body would have cut, with its outcome as `list_session_listeners` would show it."""
+
+    lane: str
+    first_id: int
+    last_id: int
+    event_ids: list[int]
+    count: int = Field(description="its entries (`distinct_by` keeps the newest per value)")
+    fires_at: datetime
+    status: str = Field(description="its outcome's status; `consumed` when it would have had none")
+    reason: str | None = None
+    message: str | None = None
+
+
+class UnmatchedEvent(Shape):
+    event_id: int
+    reason: str
+    message: str
+
+
+class SimulateListenerReply(Reply):
+    batches: list[SimulatedBatch] = Field(description="in the order they would have been cut")
+    events: int = Field(description="how many events it read")
+    matched: int = Field(description="how many of them matched")
+    unmatched: dict[str, int] = Field(description="how many did not match, by reason")
+    unmatched_events: list[UnmatchedEvent] = Field(description="some of those, each with why")
+    through: int = Field(description="the last event id it read")
+    truncated: bool = Field(description="whether it stopped before the end of the range")
+    first_id: int | None = Field(default=None, description=FIRST_ID)
+
+
 @command(
     "simulate_listener",
     SimulateListener,
-    reply="`batches` [{lane, first_id, last_id, event_ids, count, fires_at, status, reason?, message?}], `events`,"
-    " `matched`, `unmatched` (why, by reason), `unmatched_events`, `through`, `truncated`; `first_id` when"
-    " retention deleted events after `after`",
+    reply=SimulateListenerReply,
     errors=("not_found",),
     example={
         "command": "simulate_listener",

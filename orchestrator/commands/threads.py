@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
+from orchestrator.commands.explanation import Explanation
 from orchestrator.commands.fields import (
     BULK,
     BULK_KEY,
@@ -17,7 +19,9 @@ from orchestrator.commands.fields import (
     check_payload,
 )
 from orchestrator.commands.registry import Request, command
+from orchestrator.commands.replies import Reply, Shape
 from orchestrator.core.errors import CommandError
+from orchestrator.core.events import EventSource
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
 from orchestrator.core.written import ThreadItem, item_payloads
 from orchestrator.store.postgres import thread_item_row
@@ -61,10 +65,47 @@ class ListThreadItems(Request):
     limit: Limit = Field(default=100, description="the most items answered")
 
 
+class PostedItem(Shape):
+    id: str
+    alias: str
+
+
+class PostThreadItemReply(Reply):
+    item: PostedItem
+    event_id: int = Field(description="its `thread.item_posted` event")
+    explain: Explanation | None = Field(default=None, description="with `explain`: as `explain_event` answers")
+
+
+class PostedItemId(Shape):
+    id: str
+
+
+class PostThreadItemsReply(Reply):
+    items: list[PostedItemId] = Field(description="in the order given")
+    event_ids: list[int]
+
+
+class ListedItem(Shape):
+    """A thread item, whole."""
+
+    id: str
+    type: str
+    role: str | None
+    message: JsonValue
+    metadata: dict[str, Any] | None = None
+    source: EventSource
+    event_id: int
+    created_at: datetime
+
+
+class ListThreadItemsReply(Reply):
+    items: list[ListedItem] = Field(description="oldest first")
+
+
 @command(
     "post_thread_item",
     PostThreadItem,
-    reply="`item` {id, alias}, `event_id`; with `explain`, also `explain` (as `explain_event` answers)",
+    reply=PostThreadItemReply,
     errors=("not_found", "session_not_open", "limit_exceeded"),
     example={
         "command": "post_thread_item",
@@ -101,7 +142,7 @@ async def post_thread_item(platform: CommandContext, req: PostThreadItem) -> dic
 @command(
     "post_thread_items",
     PostThreadItems,
-    reply="`items` [{id}], `event_ids`",
+    reply=PostThreadItemsReply,
     errors=("not_found", "session_not_open", "limit_exceeded"),
     example={
         "command": "post_thread_items",
@@ -135,7 +176,7 @@ async def post_thread_items(platform: CommandContext, req: PostThreadItems) -> d
 @command(
     "list_thread_items",
     ListThreadItems,
-    reply="`items` [{id, type, role, message, metadata?, source, event_id, created_at}], oldest first",
+    reply=ListThreadItemsReply,
     errors=("not_found",),
     example={"command": "list_thread_items", "session_id": "ses_...", "alias": "chats/7", "limit": 50},
 )

@@ -2,12 +2,16 @@
 
 Owns the document's layout. `POST /v1/commands` takes a `oneOf` of every command's body (the registry's JSON
 Schemas, `commands.reference`) with a discriminator on `command`, one named example per command, and answers
-a success envelope or an error reply per status (`auth.STATUS_BY_ERROR`); each body carries what its command
-answers and the errors it has besides (`x-orchestrator-reply`, `x-orchestrator-errors`). One path cannot be
-described once per body in OpenAPI, and a path per command would be a path the server does not have
-(docs/decisions.md). The schemas' `$defs` are lifted into `components/schemas`, where tools look for them. The
-streams, stream tickets, schemas, health probes and the bearer scheme are described here by hand, beside the
-routes in `api.py`. Built again only when the registry changes, so a command registered anywhere shows.
+one of the commands' replies (each command's reply model, a component named for it) or an error reply per status
+(`auth.STATUS_BY_ERROR`); each body names its reply's component and the errors it has besides
+(`x-orchestrator-reply-schema`, `x-orchestrator-errors`, and the reply in a line, `x-orchestrator-reply`). The
+replies are an `anyOf`, not a `oneOf`: a reply does not name its command, and some commands answer the same
+fields (`close_session` and `reopen_session`; `open_session` too, unless it was given a retention), so one reply
+may fit several; the request's `command` says which it is. One path cannot be described once per body in
+OpenAPI, and a path per command would be a path the server does not have (docs/decisions.md). The schemas'
+`$defs` are lifted into `components/schemas`, where tools look for them. The streams, stream tickets, schemas,
+health probes and the bearer scheme are described here by hand, beside the routes in `api.py`. Built again only
+when the registry changes, so a command registered anywhere shows.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from orchestrator.commands.reference import (
     command_schema,
     listener_schema,
     reference,
+    reply_schema,
 )
 from orchestrator.commands.registry import COMMANDS
 from orchestrator.core.connection_listener import STREAM_PARAMS
@@ -155,14 +160,16 @@ def _errors(statuses: tuple[int, ...] | None = None) -> dict[str, Any]:
 
 
 def _command_bodies(schemas: LiftedSchemas) -> dict[str, Any]:
-    """Each command's body among the components, and the request body of `POST /v1/commands`."""
+    """Each command's body and reply among the components, and the request body of `POST /v1/commands`."""
     mapping: dict[str, str] = {}
     examples: dict[str, Any] = {}
     for name in sorted(COMMANDS):
         ref = reference(name)
         body = schemas.lift(name, command_schema(name))
-        body["description"] = f"{ref.summary}\n\nReply: {ref.reply or '`status` success'}."
+        reply = _reply(schemas, name)
+        body["description"] = f"{ref.summary}\n\nReply: {ref.reply}."
         body["x-orchestrator-reply"] = ref.reply
+        body["x-orchestrator-reply-schema"] = REF + reply
         body["x-orchestrator-errors"] = list(ref.errors)
         schemas.add(name, body)
         mapping[name] = REF + name
@@ -181,6 +188,21 @@ def _command_bodies(schemas: LiftedSchemas) -> dict[str, Any]:
     }
 
 
+def _reply(schemas: LiftedSchemas, name: str) -> str:
+    """`name`'s reply among the components (once for the commands that share its model): its component's name."""
+    schema = reply_schema(name)
+    title: str = schema["title"]
+    if title not in schemas.found:
+        schemas.add(title, schemas.lift(title, schema))
+    return title
+
+
+def _replies() -> dict[str, Any]:
+    """The success reply of `POST /v1/commands`: any command's (`anyOf`: see above)."""
+    titles = sorted({reply_schema(name)["title"] for name in COMMANDS})
+    return {"anyOf": [{"$ref": REF + title} for title in titles]}
+
+
 def _commands_path(request: dict[str, Any]) -> dict[str, Any]:
     return {
         "post": {
@@ -193,8 +215,8 @@ def _commands_path(request: dict[str, Any]) -> dict[str, Any]:
             "requestBody": request,
             "responses": {
                 "200": {
-                    "description": "the command's reply (what each command answers: its body's `x-orchestrator-reply`)",
-                    "content": _json({"$ref": REF + "CommandSuccess"}),
+                    "description": "the command's reply: its body's `x-orchestrator-reply-schema`",
+                    "content": _json({"$ref": REF + "CommandReply"}),
                 },
                 **_errors(),
             },
@@ -341,13 +363,6 @@ def _reads_paths() -> dict[str, Any]:
 
 
 SHAPES: dict[str, Any] = {
-    "CommandSuccess": {
-        "type": "object",
-        "required": ["status"],
-        "properties": {"status": {"const": "success"}},
-        "additionalProperties": True,
-        "description": "a command's success reply: `status` and what the command answers",
-    },
     "ErrorReply": {
         "type": "object",
         "required": ["status", "error", "message"],
@@ -411,6 +426,7 @@ def _build() -> dict[str, Any]:
     listener = schemas.lift("listener", listener_schema())
     schemas.found.setdefault("ListenerDeclaration", listener)
     request = _command_bodies(schemas)
+    schemas.add("CommandReply", {"description": "a command's success reply", **_replies()})
     for name, shape in SHAPES.items():
         schemas.add(name, copy.deepcopy(shape))
     return {

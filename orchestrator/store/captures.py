@@ -67,9 +67,11 @@ _TABLE_NAME = "quote_ident(n.nspname) || '.' || quote_ident(k.relname)"
 def _capture(row: asyncpg.Record) -> dict[str, Any]:
     found = {k: row[k] for k in ("table_name", "type_prefix", "id_column", "session_column", "session_id")}
     found = {k: v for k, v in found.items() if v is not None}
+    # Taken out before the rest is spread: `table` is its name in a reply.
+    table = found.pop("table_name")
     return {
         **found,
-        "table": found.pop("table_name"),
+        "table": table,
         "exclude": list(row["exclude"]),
         "types": [f"{row['type_prefix']}.{kind}" for kind in CAPTURED_KINDS],
         "saved_at": row["saved_at"].isoformat(),

@@ -11,7 +11,15 @@
  */
 
 import { CommandError, TransportError, commandError } from "./errors";
-import { BatchSpec, CommandBody, CommandName, GeneratedCommands, ListenerFilter, Reply } from "./generated";
+import {
+  BatchSpec,
+  CommandBody,
+  CommandName,
+  CommandReplies,
+  GeneratedCommands,
+  ListenerFilter,
+  Reply,
+} from "./generated";
 import { SseParser } from "./sse";
 
 export const DEFAULT_TIMEOUT_MS = 30_000;
@@ -146,7 +154,7 @@ export class Client extends GeneratedCommands {
     return { reply: answer, status: response.status };
   }
 
-  protected async call(name: CommandName, args: object): Promise<Reply> {
+  protected async call<K extends CommandName>(name: K, args: object): Promise<CommandReplies[K]> {
     const given = args as { session_id?: unknown; alias?: unknown };
     if (typeof given.session_id === "string" && typeof given.alias === "string") {
       refuseTheOldOrder(name, given.session_id, given.alias);
@@ -160,7 +168,8 @@ export class Client extends GeneratedCommands {
     if (reply.status !== "success") {
       throw commandError(reply as Parameters<typeof commandError>[0], status);
     }
-    return reply as Reply;
+    // The platform's suite checks every reply against its command's model, which these types are generated from.
+    return reply as unknown as CommandReplies[K];
   }
 
   /**

@@ -6,9 +6,32 @@
 export type ErrorCode = "invalid_request" | "not_found" | "past_retention" | "session_not_open" | "rev_conflict" | "limit_exceeded" | "access_denied" | "unauthorized" | "rate_limited" | "unavailable" | "internal_error";
 export const ERROR_CODES: readonly ErrorCode[] = ["invalid_request", "not_found", "past_retention", "session_not_open", "rev_conflict", "limit_exceeded", "access_denied", "unauthorized", "rate_limited", "unavailable", "internal_error"];
 
-/** A success reply: `status` and what the command answers (each command's reply is in its method's doc).
- * Replies have no schema of their own: their fields are `any`, read as the method's doc says. */
+/** Any command's success reply, as `command()` answers it: each typed method answers its command's own
+ * (`CommandReplies`). */
 export type Reply = { status: "success"; [key: string]: any };
+
+/** A batch that took the event: its verdict, run, outcome and receipt. */
+export interface BatchFate {
+  first_id: number;
+  last_id: number;
+  retry: number;
+  replay: number;
+  state: string;
+  taken_at: string;
+  /** whether the event is an entry of the batch (`distinct_by` may have replaced it) */
+  entry: boolean;
+  consumed_without_run: boolean;
+  outcome: OutcomeBrief | null;
+  receipt_event_id: number | null;
+  execution_id?: string | null;
+}
+
+export interface BatchReplay {
+  listener: string;
+  lane: string;
+  /** the first event id of the batch replayed */
+  replay_of: number;
+}
 
 export interface BatchSpec {
   window_seconds?: number;
@@ -18,6 +41,23 @@ export interface BatchSpec {
   max_wait_seconds?: number | null;
 }
 
+/** A batch, by its events and attempt. */
+export interface BatchState {
+  first_id: number;
+  last_id: number;
+  retry: number;
+  replay: number;
+  state: string;
+}
+
+export interface CallingKey {
+  /** the key's name; `bootstrap`, `anonymous` or `local` for the doors' own callers */
+  name: string;
+  scopes: Array<string>;
+  /** its request rate; null: not limited */
+  requests_per_second: number | null;
+}
+
 /** An event that cancels the listener's running runs in its session: those whose lane key equals the event's value at `key` (no key: every running run of the listener in the session), if it committed after the run's batch. The run gets Temporal's cancellation and `grace_seconds` to clean up, then is terminated. Its types are required (SPEC 17: `[{types, where?, key?}]`): a cancellation on any event is too easy to write by mistake. */
 export interface CancelOn {
   types: Array<string>;
@@ -25,6 +65,69 @@ export interface CancelOn {
   where?: Array<WhereCondition | WhereAny | WhereNot>;
   key?: string | null;
   grace_seconds?: number;
+}
+
+export interface CancelledBy {
+  /** the event that cancelled it */
+  event: number;
+}
+
+/** A captured table. */
+export interface CaptureView {
+  /** `schema.table` */
+  table: string;
+  type_prefix: string;
+  id_column: string;
+  /** the column that names each row's session */
+  session_column?: string | null;
+  /** the one session every row's events go to */
+  session_id?: string | null;
+  /** the columns left out of its events */
+  exclude: Array<string>;
+  /** the event types it declares */
+  types: Array<string>;
+  saved_at: string;
+}
+
+/** One step back from an event: one of its fields. */
+export interface CauseStep {
+  request?: {
+    [key: string]: unknown;
+  } | null;
+  schedule?: {
+    [key: string]: unknown;
+  } | null;
+  idle?: {
+    [key: string]: unknown;
+  } | null;
+  transaction?: {
+    [key: string]: unknown;
+  } | null;
+  run?: RunStep | null;
+  batch?: {
+    [key: string]: unknown;
+  } | null;
+  event?: NamedEvent | null;
+}
+
+/** A batch that took the event (its runs, and what they and its action wrote), or a run it cancelled. */
+export interface CausedNode {
+  batch?: CausingBatch | null;
+  runs?: Array<string> | null;
+  cancelled?: RunRef | null;
+  /** cancelled, and still cleaning up */
+  cancelling?: RunRef | null;
+  wrote: Array<WroteStep>;
+  truncated?: boolean | null;
+}
+
+export interface CausingBatch {
+  listener: string;
+  lane: string;
+  first_id: number;
+  last_id: number;
+  retry: number;
+  replay: number;
 }
 
 export interface Concurrency {
@@ -40,6 +143,49 @@ export interface CronRepeat {
   cron_expression: string;
   /** an IANA time zone (`Europe/Paris`) */
   timezone?: string;
+}
+
+export interface DeletedObject {
+  alias: string;
+  rev: number | null;
+  /** true; left out when a retry's key answers the first delete */
+  deleted?: boolean | null;
+}
+
+export interface DeletedSession {
+  id: string;
+  status: "deleted";
+}
+
+/** A schedule, with when it fires next. */
+export interface DescribedSchedule {
+  session_id: string;
+  alias: string;
+  /** its Temporal Schedule's id */
+  schedule_id: string;
+  repeat: CronRepeat | IntervalRepeat | OneTimeRepeat;
+  start_date: string | null;
+  end_date: string | null;
+  invocation_target_type: "object" | "workflow";
+  /** the object it writes (`alias`, `value`) or the workflow it starts */
+  target: {
+    [key: string]: unknown;
+  };
+  /** the seed's names for the target, as given */
+  origin: {
+    [key: string]: unknown;
+  } | null;
+  /** a run's timer: the depth its firings' writes carry */
+  depth?: number | null;
+  /** a run's timer: the run that set it */
+  set_by?: string | null;
+  enabled: boolean;
+  created_at: string;
+  updated_at: string;
+  /** its next firings (none while it is disabled) */
+  next_invocations: Array<string>;
+  /** how often it has fired, when Temporal keeps it */
+  invocations?: number | null;
 }
 
 export interface Edge {
@@ -70,6 +216,121 @@ export interface Emitted {
   idempotency_key?: string | null;
 }
 
+/** An event's envelope (docs/listeners.md, the paths an event offers). */
+export interface EventEnvelope {
+  id: number;
+  session_id: string;
+  type: string;
+  alias?: string | null;
+  /** a thread item's event: the item, a preview of its message */
+  item?: EventItem | null;
+  /** a run's event: the run */
+  execution?: EventExecution | null;
+  source: EventSource;
+  depth: number;
+  created_at: string;
+  /** what the event's type carries */
+  data?: {
+    [key: string]: unknown;
+  } | null;
+  /** what caused it */
+  cause?: {
+    [key: string]: unknown;
+  } | null;
+  /** `graph.changed`: the nodes the update changed */
+  graph?: Array<string> | null;
+  /** who did it */
+  actor?: {
+    [key: string]: unknown;
+  } | null;
+}
+
+export interface EventExecution {
+  id: string;
+  workflow: string;
+  status: string;
+  error?: {
+    [key: string]: unknown;
+  } | null;
+}
+
+export interface EventItem {
+  id: string;
+  type: string;
+  role?: string | null;
+  message?: JsonValue;
+}
+
+export interface EventSource {
+  client?: string | null;
+  listener?: string | null;
+  execution?: string | null;
+}
+
+/** A declared event type. */
+export interface EventTypeView {
+  name: string;
+  /** the JSON Schema of its events' `data` */
+  schema: {
+    [key: string]: unknown;
+  };
+  /** the scopes that may emit it from outside */
+  allow?: Array<string> | null;
+  description?: string | null;
+  saved_at: string;
+}
+
+/** A run. */
+export interface ExecutionView {
+  id: string;
+  workflow: string;
+  listener: string | null;
+  lane: string | null;
+  status: "running" | "completed" | "failed" | "stopped" | "cancelled";
+  /** the batch that started it */
+  batch: {
+    [key: string]: unknown;
+  } | null;
+  error: string | null;
+  started_at: string;
+  ended_at: string | null;
+  /** who started it */
+  actor: {
+    [key: string]: unknown;
+  } | null;
+  /** a run that waits for events: on what */
+  waiting?: OpenWait | null;
+  /** a run `cancel_on` cancelled */
+  cause?: CancelledBy | null;
+}
+
+/** What became of an event: the router's decision listener by listener, and what followed. */
+export interface Explanation {
+  event: EventEnvelope;
+  /** whether the router has taken the event yet */
+  routed: boolean;
+  listeners: Array<ListenerFate>;
+  /** the runs' waits it answered */
+  waits: Array<WaitTaken>;
+  /** what caused it, nearest first */
+  caused_by: Array<CauseStep>;
+  /** the batches that took it, and the runs a `cancel_on` cancelled for it */
+  caused: Array<CausedNode>;
+}
+
+export interface FireTrouble {
+  since: string;
+  failures: number;
+  error: string | null;
+}
+
+export interface GraphChange {
+  /** the graph's rev after the update */
+  rev: number;
+  /** the nodes whose edges or values it changed */
+  changed: Array<string>;
+}
+
 export interface GraphPatch {
   /** by node id: its new value (an object with a `type`), or null */
   nodes?: {
@@ -79,6 +340,17 @@ export interface GraphPatch {
   };
   /** edges to add and to remove */
   edges?: EdgePatch;
+}
+
+export interface GraphView {
+  rev: number;
+  /** each node's value, by its id */
+  nodes: {
+    [key: string]: {
+      [key: string]: unknown;
+    };
+  };
+  edges: Array<Edge>;
 }
 
 export interface IdleSpec {
@@ -94,6 +366,84 @@ export interface IntervalRepeat {
 }
 
 export type JsonValue = unknown;
+
+/** A key, never its secret. */
+export interface KeyView {
+  name: string;
+  id: string;
+  scopes: Array<string>;
+  /** its request rate; null: not limited */
+  requests_per_second: number | null;
+  created_at: string;
+  expires_at: string | null;
+  revoked_at: string | null;
+  state: "active" | "revoked" | "expired";
+}
+
+/** A lane: what waits (pending), the runs holding its slots, its batches, and why it waits. */
+export interface LaneView {
+  lane: string;
+  workflow_id: string;
+  pending: number;
+  in_flight: number;
+  runs_in_flight: Array<RunInFlight>;
+  waiting_for_slot: boolean;
+  routed_through: number;
+  fired_through: number;
+  batches: number;
+  last_batch_first_id: number | null;
+  last_batch_last_id: number | null;
+  waiting: LaneWaiting | null;
+  /** its fire keeps failing */
+  trouble?: FireTrouble | null;
+}
+
+/** Why a lane does not step now, by the lane step's own rule; `text` says it in words. */
+export interface LaneWaiting {
+  /** `fire_failing`, `retry_waiting`, `paused`, `run_failing`, `slot_held`, `throttled`, `queued_for_key_slot`, `debouncing` or `window_open` */
+  reason: string;
+  text: string;
+  until?: string | null;
+  since?: string | null;
+  /** the run that holds the slot, or whose repeat waits */
+  run?: string | null;
+  failures?: number | null;
+  /** `run_failing`: its workflow task's attempts */
+  attempts?: number | null;
+  error?: string | null;
+  /** `queued_for_key_slot`: its place in the queue */
+  place?: number | null;
+  limit?: "throttle" | "listener_fires_per_minute" | null;
+  /** the listener's `throttle`, as declared */
+  throttle?: {
+    [key: string]: unknown;
+  } | null;
+}
+
+/** A thread item, whole. */
+export interface ListedItem {
+  id: string;
+  type: string;
+  role: string | null;
+  message: JsonValue;
+  metadata?: {
+    [key: string]: unknown;
+  } | null;
+  source: EventSource;
+  event_id: number;
+  created_at: string;
+}
+
+/** A session, and where its stream stands. */
+export interface ListedSession {
+  id: string;
+  alias: string | null;
+  status: "open" | "closed";
+  created_at: string;
+  closed_at: string | null;
+  last_event_id: number;
+  draining: boolean;
+}
 
 export interface ListenerDeclaration {
   name: string;
@@ -111,16 +461,79 @@ export interface ListenerDeclaration {
   throttle?: ThrottleSpec | null;
 }
 
+/** One listener's part in an event: matched or why not, and then its lane, batch, run, outcome and receipt. */
+export interface ListenerFate {
+  listener: string;
+  matched: boolean;
+  /** why it did not match */
+  reason?: string | null;
+  message?: string | null;
+  /** the listener's version that matched */
+  version?: number | null;
+  lane?: string | null;
+  /** taken by a listener, or a life of one, deleted since */
+  deleted_since?: boolean | null;
+  switched_off?: boolean | null;
+  paused?: boolean | null;
+  /** false: the router has not taken the event yet */
+  routed?: boolean | null;
+  queued?: boolean | null;
+  queued_at?: string | null;
+  lane_workflow?: string | null;
+  /** queued, and in no batch yet */
+  waiting?: boolean | null;
+  /** every batch that took it */
+  batches?: Array<BatchFate> | null;
+  /** the newest batch that took it */
+  batch?: BatchState | null;
+  /** its run's execution id */
+  run?: string | null;
+  outcome?: OutcomeBrief | null;
+  /** its receipt's event id */
+  receipt?: number | null;
+  taken_by_wait?: TakenByWait | null;
+}
+
 export interface ListenerFilter {
   types?: Array<string> | null;
   aliases?: Array<string> | null;
   where?: Array<WhereCondition | WhereAny | WhereNot>;
 }
 
+/** An event as a chain of causes names it: what it is, and who did it. */
+export interface NamedEvent {
+  id: number;
+  type: string;
+  alias?: string | null;
+  actor?: {
+    [key: string]: unknown;
+  } | null;
+}
+
+export interface NewKey {
+  name: string;
+  id: string;
+  scopes: Array<string>;
+  /** its request rate; null: not limited */
+  requests_per_second: number | null;
+  created_at: string;
+  expires_at: string | null;
+  revoked_at: string | null;
+  state: "active" | "revoked" | "expired";
+  /** shown this once: only a digest is kept */
+  secret: string;
+}
+
 export interface ObjectAction {
   type: "object";
   alias: string;
   value: unknown;
+}
+
+/** An object as a write left it. */
+export interface ObjectRevision {
+  alias: string;
+  rev: number;
 }
 
 export interface ObjectTarget {
@@ -130,6 +543,16 @@ export interface ObjectTarget {
   value: {
     [key: string]: unknown;
   };
+}
+
+/** An object: its value and rev. */
+export interface ObjectView {
+  alias: string;
+  value: {
+    [key: string]: unknown;
+  };
+  rev: number;
+  updated_at: string;
 }
 
 /** One object of `write_objects`. */
@@ -153,8 +576,85 @@ export interface OneTimeRepeat {
   invocation_time: string;
 }
 
+/** A run's open wait (`wait_for_event`). */
+export interface OpenWait {
+  /** its number in the run */
+  seq: number;
+  conditions: Array<{
+    [key: string]: unknown;
+  }>;
+  /** the position in the stream it counts from */
+  after: number;
+  max_events: number;
+  deadline: string;
+}
+
+/** A batch's outcome. */
+export interface OutcomeBrief {
+  status: string;
+  reason: string | null;
+  execution_id: string | null;
+  message: string | null;
+}
+
+/** A batch's outcome, as recorded. */
+export interface OutcomeRecord {
+  status: string;
+  reason?: string | null;
+  listener: string;
+  lane: string;
+  first_id: number;
+  last_id: number;
+  event_ids: Array<number>;
+  retry: number;
+  replay: number;
+  execution_id?: string | null;
+  message?: string | null;
+  created_at: string;
+  /** the same moment, as a lane's outcomes say it */
+  at: string;
+}
+
+export interface PausedListener {
+  name: string;
+  /** the session it is paused or resumed in; null: every session */
+  session_id: string | null;
+  paused: boolean;
+}
+
+export interface PostedItem {
+  id: string;
+  alias: string;
+}
+
+export interface PostedItemId {
+  id: string;
+}
+
 export interface ReceiptSpec {
   alias: string;
+}
+
+export interface Redelivered {
+  listener: string;
+  /** how many events it handed over */
+  events: number;
+  /** how many batches */
+  batches: number;
+}
+
+export interface RedeliveredBatch {
+  lane: string;
+  event_ids: Array<number>;
+}
+
+/** The new batch, queued. */
+export interface ReplayedBatch {
+  listener: string;
+  lane: string;
+  /** the first event id of the batch replayed */
+  replay_of: number;
+  event_ids: Array<number>;
 }
 
 export interface RetrySpec {
@@ -162,10 +662,163 @@ export interface RetrySpec {
   delay_seconds?: number;
 }
 
+/** A run holding one of a lane's slots, or its repeat waiting out its delay. */
+export interface RunInFlight {
+  run_key: string;
+  execution_id: string | null;
+  retry: number;
+  state: "running" | "waiting";
+  /** a repeat: when it starts */
+  due_at: string | null;
+  since: string | null;
+}
+
+export interface RunRef {
+  execution_id: string;
+}
+
+export interface RunStep {
+  execution_id: string;
+  workflow?: string | null;
+}
+
+/** A listener's version, as a save answers it. */
+export interface SavedListener {
+  name: string;
+  version: number;
+  effective_at: string;
+}
+
+/** One firing of a schedule. */
+export interface ScheduleRun {
+  scheduled_at: string;
+  status: string;
+  message?: string | null;
+  /** the event it wrote */
+  event_id?: number | null;
+  /** the run it started */
+  execution_id?: string | null;
+  created_at: string;
+}
+
+/** A schedule: where it is, its definition as stored, and whether it fires. */
+export interface ScheduleView {
+  session_id: string;
+  alias: string;
+  /** its Temporal Schedule's id */
+  schedule_id: string;
+  repeat: CronRepeat | IntervalRepeat | OneTimeRepeat;
+  start_date: string | null;
+  end_date: string | null;
+  invocation_target_type: "object" | "workflow";
+  /** the object it writes (`alias`, `value`) or the workflow it starts */
+  target: {
+    [key: string]: unknown;
+  };
+  /** the seed's names for the target, as given */
+  origin: {
+    [key: string]: unknown;
+  } | null;
+  /** a run's timer: the depth its firings' writes carry */
+  depth?: number | null;
+  /** a run's timer: the run that set it */
+  set_by?: string | null;
+  enabled: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+/** A listener as it stands in the session. */
+export interface SessionListener {
+  name: string;
+  version: number;
+  enabled: boolean;
+  paused: boolean;
+  effective_at: string;
+  lanes: Array<LaneView>;
+  /** the newest first */
+  recent_outcomes: Array<OutcomeRecord>;
+  /** its outcomes by status */
+  counts: {
+    [key: string]: number;
+  };
+  warnings: Array<string>;
+}
+
 /** A session's own retention (`open_session`'s `retention`); what it leaves out is the deployment's. */
 export interface SessionRetention {
   event_seconds?: number | null;
   closed_session_seconds?: number | null;
+}
+
+/** A session. */
+export interface SessionView {
+  id: string;
+  alias: string | null;
+  status: "open" | "closed";
+  /** true while it closes once its pending work ends */
+  draining?: boolean | null;
+  /** while it drains: the last event id it waits for */
+  drains_through?: number | null;
+}
+
+/** A listener as `get_listener` answers it: its version, its body as saved, and beside them the body's own fields (`filter`, `action`, ...) with the defaults it left out filled in. */
+export interface ShownListener {
+  name: string;
+  version: number;
+  effective_at: string;
+  saved_at: string;
+  /** the listener body as saved (docs/listeners.md) */
+  body: {
+    [key: string]: unknown;
+  };
+  [key: string]: unknown;
+}
+
+/** A batch the body would have cut, with its outcome as `list_session_listeners` would show it. */
+export interface SimulatedBatch {
+  lane: string;
+  first_id: number;
+  last_id: number;
+  event_ids: Array<number>;
+  /** its entries (`distinct_by` keeps the newest per value) */
+  count: number;
+  fires_at: string;
+  /** its outcome's status; `consumed` when it would have had none */
+  status: string;
+  reason?: string | null;
+  message?: string | null;
+}
+
+export interface StartedRun {
+  /** the run's execution id */
+  id: string;
+  workflow: string;
+}
+
+export interface StopView {
+  id: string;
+  /** `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had ended already */
+  status: "stopping" | "running" | "completed" | "failed" | "stopped" | "cancelled";
+  /** it had failed and its repeat was called off */
+  repeat?: "stopped" | null;
+}
+
+/** A listener's version and its body as saved. */
+export interface StoredListener {
+  name: string;
+  version: number;
+  effective_at: string;
+  saved_at: string;
+  /** the listener body as saved (docs/listeners.md) */
+  body: {
+    [key: string]: unknown;
+  };
+}
+
+export interface TakenByWait {
+  execution_id: string;
+  wait: number;
 }
 
 /** A thread item, as posted by hand or by a listener's `thread_item` action. A `json` item's message may be any JSON value (the seed's agent inbox posts its failures as one); every other type's message is text. */
@@ -197,6 +850,20 @@ export interface ThrottleSpec {
   key?: string | null;
 }
 
+export interface UnmatchedEvent {
+  event_id: number;
+  reason: string;
+  message: string;
+}
+
+export interface WaitTaken {
+  execution_id: string;
+  wait: number;
+  kind: string;
+  /** the index of the condition it matched */
+  condition: number | null;
+}
+
 /** Holds when one of its conditions (or groups) holds. */
 export interface WhereAny {
   any: Array<WhereCondition | WhereAny | WhereNot>;
@@ -226,6 +893,12 @@ export interface WorkflowTarget {
   workflow: string;
   /** its input */
   input?: unknown;
+}
+
+export interface WroteStep {
+  event: NamedEvent;
+  /** what that event caused in turn */
+  caused?: Array<CausedNode> | null;
 }
 
 /** A listener body, as `save_listener` takes it (docs/listeners.md). */
@@ -756,100 +1429,474 @@ export interface CommandArgs {
 
 export type CommandName = keyof CommandArgs;
 
+export interface CaptureReply {
+  status: "success";
+  capture: CaptureView;
+}
+
+export interface SessionReply {
+  status: "success";
+  session: SessionView;
+}
+
+export interface CreateApiKeyReply {
+  status: "success";
+  key: NewKey;
+  /** with the first key: the API is no longer open */
+  warnings?: Array<string> | null;
+}
+
+export interface ScheduleReply {
+  status: "success";
+  schedule: ScheduleView;
+  /** when it starts a workflow no worker has said it runs (its firings fail until one does) */
+  warnings?: Array<string> | null;
+}
+
+/** The type as it was. */
+export interface DeletedEventTypeReply {
+  status: "success";
+  event_type: EventTypeView;
+}
+
+/** The listener as it was. */
+export interface DeleteListenerReply {
+  status: "success";
+  listener: StoredListener;
+}
+
+export interface DeleteObjectReply {
+  status: "success";
+  object: DeletedObject;
+  /** its `object.deleted` event */
+  event_id: number;
+}
+
+/** The schedule as it was. */
+export interface DeleteScheduleReply {
+  status: "success";
+  schedule: ScheduleView;
+}
+
+export interface DeleteSessionReply {
+  status: "success";
+  session: DeletedSession;
+  /** false: the workers finish it */
+  complete: boolean;
+  rows_deleted: number;
+}
+
+export interface EmitEventReply {
+  status: "success";
+  event_id: number;
+}
+
+export interface EmitEventsReply {
+  status: "success";
+  /** in the order given */
+  event_ids: Array<number>;
+}
+
+/** What became of the event. */
+export interface ExplainEventReply {
+  status: "success";
+  event: EventEnvelope;
+  /** whether the router has taken the event yet */
+  routed: boolean;
+  listeners: Array<ListenerFate>;
+  /** the runs' waits it answered */
+  waits: Array<WaitTaken>;
+  /** what caused it, nearest first */
+  caused_by: Array<CauseStep>;
+  /** the batches that took it, and the runs a `cancel_on` cancelled for it */
+  caused: Array<CausedNode>;
+}
+
+export interface EventTypeReply {
+  status: "success";
+  event_type: EventTypeView;
+}
+
+export interface GetListenerReply {
+  status: "success";
+  listener: ShownListener;
+}
+
+export interface GetScheduleReply {
+  status: "success";
+  schedule: DescribedSchedule;
+}
+
+export interface ListApiKeysReply {
+  status: "success";
+  keys: Array<KeyView>;
+}
+
+export interface ListCapturesReply {
+  status: "success";
+  captures: Array<CaptureView>;
+}
+
+export interface ListEventTypesReply {
+  status: "success";
+  event_types: Array<EventTypeView>;
+}
+
+export interface ListExecutionsReply {
+  status: "success";
+  /** oldest first unless `newest_first` */
+  executions: Array<ExecutionView>;
+  /** whether runs past `limit` match */
+  more: boolean;
+}
+
+export interface ListListenersReply {
+  status: "success";
+  /** by name */
+  listeners: Array<ShownListener>;
+}
+
+export interface ListObjectsReply {
+  status: "success";
+  /** by alias */
+  objects: Array<ObjectView>;
+}
+
+export interface ListScheduleRunsReply {
+  status: "success";
+  /** oldest first */
+  runs: Array<ScheduleRun>;
+}
+
+export interface ListSchedulesReply {
+  status: "success";
+  schedules: Array<ScheduleView>;
+}
+
+export interface ListSessionEventsReply {
+  status: "success";
+  /** by id */
+  events: Array<EventEnvelope>;
+  /** where to continue: the last id answered, or `after` if none */
+  last_id: number;
+  /** when retention deleted events after `after`: where the stream now starts, its oldest event */
+  first_id?: number | null;
+}
+
+export interface ListSessionListenersReply {
+  status: "success";
+  listeners: Array<SessionListener>;
+}
+
+export interface ListSessionsReply {
+  status: "success";
+  /** the newest first */
+  sessions: Array<ListedSession>;
+}
+
+export interface ListThreadItemsReply {
+  status: "success";
+  /** oldest first */
+  items: Array<ListedItem>;
+}
+
+export interface OpenSessionReply {
+  status: "success";
+  session: SessionView;
+  /** with `retention`: the session's own */
+  retention?: SessionRetention | null;
+}
+
+export interface PauseListenerReply {
+  status: "success";
+  listener: PausedListener;
+}
+
+export interface PostThreadItemReply {
+  status: "success";
+  item: PostedItem;
+  /** its `thread.item_posted` event */
+  event_id: number;
+  /** with `explain`: as `explain_event` answers */
+  explain?: Explanation | null;
+}
+
+export interface PostThreadItemsReply {
+  status: "success";
+  /** in the order given */
+  items: Array<PostedItemId>;
+  event_ids: Array<number>;
+}
+
+export interface ReadGraphReply {
+  status: "success";
+  graph: GraphView;
+}
+
+export interface ReadObjectReply {
+  status: "success";
+  object: ObjectView;
+}
+
+export interface RedeliverReply {
+  status: "success";
+  /** the new batches, queued, in lane order */
+  batches: Array<RedeliveredBatch>;
+  redelivered: Redelivered;
+  /** its `listener.redelivered` event */
+  event_id: number;
+}
+
+export interface ReplayBatchReply {
+  status: "success";
+  batch: ReplayedBatch;
+  /** the same, without `event_ids` */
+  replay: BatchReplay;
+  /** its `listener.replayed` event */
+  event_id: number;
+}
+
+/** Without `session_id` it lifts the listener's pauses in single sessions too; with one it is refused while the listener is paused in every session. */
+export interface ResumeListenerReply {
+  status: "success";
+  listener: PausedListener;
+  /** how many lanes that held events it nudged */
+  lanes_resumed: number;
+}
+
+export interface RevokeApiKeyReply {
+  status: "success";
+  key: KeyView;
+}
+
+export interface SaveListenerReply {
+  status: "success";
+  listener: SavedListener;
+  /** when its workflow is one no worker has said it runs, its throttle lets more batches start a minute than the deployment's `listener_fires_per_minute`, or its `max_parallel` is above the deployment's `listener_parallel_runs` (lowered to it) */
+  warnings?: Array<string> | null;
+}
+
+export interface SimulateListenerReply {
+  status: "success";
+  /** in the order they would have been cut */
+  batches: Array<SimulatedBatch>;
+  /** how many events it read */
+  events: number;
+  /** how many of them matched */
+  matched: number;
+  /** how many did not match, by reason */
+  unmatched: {
+    [key: string]: number;
+  };
+  /** some of those, each with why */
+  unmatched_events: Array<UnmatchedEvent>;
+  /** the last event id it read */
+  through: number;
+  /** whether it stopped before the end of the range */
+  truncated: boolean;
+  /** when retention deleted events after `after`: where the stream now starts, its oldest event */
+  first_id?: number | null;
+}
+
+export interface StartExecutionReply {
+  status: "success";
+  execution: StartedRun;
+}
+
+export interface StopExecutionReply {
+  status: "success";
+  execution: StopView;
+}
+
+export interface SwitchListenerReply {
+  status: "success";
+  enabled: boolean;
+}
+
+/** The capture as it was. */
+export interface UncaptureTableReply {
+  status: "success";
+  capture: CaptureView;
+}
+
+export interface UpdateGraphReply {
+  status: "success";
+  graph: GraphChange;
+  /** its `graph.changed` event; null when it changed nothing */
+  event_id: number | null;
+}
+
+export interface WhoamiReply {
+  status: "success";
+  key: CallingKey;
+  /** the commands its scopes may call, by name */
+  commands: Array<string>;
+}
+
+export interface WriteObjectReply {
+  status: "success";
+  object: ObjectRevision;
+  /** its `object.written` event */
+  event_id: number;
+  /** with `explain`: as `explain_event` answers */
+  explain?: Explanation | null;
+}
+
+export interface WriteObjectsReply {
+  status: "success";
+  /** in the order given */
+  objects: Array<ObjectRevision>;
+  event_ids: Array<number>;
+}
+
+/** Every command's success reply, by its name. */
+export interface CommandReplies {
+  capture_table: CaptureReply;
+  close_session: SessionReply;
+  create_api_key: CreateApiKeyReply;
+  create_schedule: ScheduleReply;
+  delete_event_type: DeletedEventTypeReply;
+  delete_listener: DeleteListenerReply;
+  delete_object: DeleteObjectReply;
+  delete_schedule: DeleteScheduleReply;
+  delete_session: DeleteSessionReply;
+  emit_event: EmitEventReply;
+  emit_events: EmitEventsReply;
+  explain_event: ExplainEventReply;
+  get_event_type: EventTypeReply;
+  get_listener: GetListenerReply;
+  get_schedule: GetScheduleReply;
+  list_api_keys: ListApiKeysReply;
+  list_captures: ListCapturesReply;
+  list_event_types: ListEventTypesReply;
+  list_executions: ListExecutionsReply;
+  list_listeners: ListListenersReply;
+  list_objects: ListObjectsReply;
+  list_schedule_runs: ListScheduleRunsReply;
+  list_schedules: ListSchedulesReply;
+  list_session_events: ListSessionEventsReply;
+  list_session_listeners: ListSessionListenersReply;
+  list_sessions: ListSessionsReply;
+  list_thread_items: ListThreadItemsReply;
+  open_session: OpenSessionReply;
+  pause_listener: PauseListenerReply;
+  post_thread_item: PostThreadItemReply;
+  post_thread_items: PostThreadItemsReply;
+  read_graph: ReadGraphReply;
+  read_object: ReadObjectReply;
+  redeliver: RedeliverReply;
+  reopen_session: SessionReply;
+  replay_batch: ReplayBatchReply;
+  resume_listener: ResumeListenerReply;
+  revoke_api_key: RevokeApiKeyReply;
+  save_event_type: EventTypeReply;
+  save_listener: SaveListenerReply;
+  simulate_listener: SimulateListenerReply;
+  start_execution: StartExecutionReply;
+  stop_execution: StopExecutionReply;
+  switch_listener: SwitchListenerReply;
+  uncapture_table: UncaptureTableReply;
+  update_graph: UpdateGraphReply;
+  update_schedule: ScheduleReply;
+  whoami: WhoamiReply;
+  write_object: WriteObjectReply;
+  write_objects: WriteObjectsReply;
+}
+
 /** A command's body: its name and its arguments. */
 export type CommandBody = { [K in CommandName]: { command: K } & CommandArgs[K] }[CommandName];
 
 /** One typed method per command; the client supplies `call`, which sends the command. */
 export abstract class GeneratedCommands {
-  protected abstract call(command: CommandName, args: object): Promise<Reply>;
+  protected abstract call<K extends CommandName>(command: K, args: object): Promise<CommandReplies[K]>;
 
   /**
    * `capture_table`: Make the table's changes events, in the commit of each change: `<type_prefix>.created`, `.updated` and `.deleted` with `{_id, doc}` (and `changed`, `removed` on an update), declared as event types. Capturing a captured table again replaces its capture.
    *
-   * Reply: `capture` {table, type_prefix, id_column, session_column | session_id, exclude, types}
+   * Reply: `capture` {table (`schema.table`), type_prefix, id_column, session_column? (the column that names each row's session), session_id? (the one session every row's events go to), exclude (the columns left out of its events), types (the event types it declares), saved_at}
    * Errors: `invalid_request`, `not_found`.
    */
-  captureTable(table: CaptureTableArgs["table"], options: Pick<CaptureTableArgs, "type_prefix" | "session_column" | "session_id" | "exclude">): Promise<Reply> {
+  captureTable(table: CaptureTableArgs["table"], options: Pick<CaptureTableArgs, "type_prefix" | "session_column" | "session_id" | "exclude">): Promise<CaptureReply> {
     return this.call("capture_table", { table, ...options });
   }
 
   /**
    * `close_session`: Close a session: at once (pending batches are then skipped as `session_not_open`), or with `drain: true` once what is pending now has fired and its runs have ended.
    *
-   * Reply: `session` {id, alias, status}; while a drain waits, also `draining: true` and `drains_through` (the last event id it waits for)
+   * Reply: `session` {id, alias, status, draining? (true while it closes once its pending work ends), drains_through? (while it drains: the last event id it waits for)}
    * Errors: `invalid_request`, `not_found`.
    */
-  closeSession(sessionId: CloseSessionArgs["session_id"], options: Pick<CloseSessionArgs, "drain"> = {}): Promise<Reply> {
+  closeSession(sessionId: CloseSessionArgs["session_id"], options: Pick<CloseSessionArgs, "drain"> = {}): Promise<SessionReply> {
     return this.call("close_session", { session_id: sessionId, ...options });
   }
 
   /**
    * `create_api_key`: A new key with its scopes; the reply holds its secret, which is never shown again (only a digest is kept).
    *
-   * Reply: `key` {name, id, scopes, requests_per_second, created_at, expires_at, revoked_at, state, secret (shown this once)}
+   * Reply: `key` {name, id, scopes, requests_per_second (its request rate; null: not limited), created_at, expires_at, revoked_at, state, secret (shown this once: only a digest is kept)}, `warnings`? (with the first key: the API is no longer open)
    * Errors: `invalid_request`.
    */
-  createApiKey(name: CreateApiKeyArgs["name"], scopes: CreateApiKeyArgs["scopes"], options: Pick<CreateApiKeyArgs, "requests_per_second" | "expires_at"> = {}): Promise<Reply> {
+  createApiKey(name: CreateApiKeyArgs["name"], scopes: CreateApiKeyArgs["scopes"], options: Pick<CreateApiKeyArgs, "requests_per_second" | "expires_at"> = {}): Promise<CreateApiKeyReply> {
     return this.call("create_api_key", { name, scopes, ...options });
   }
 
   /**
    * `create_schedule`: Create a schedule at an alias, backed by a Temporal Schedule: on each firing it writes an object or starts a workflow in the session. The seed's flat body (`repeat` a string, `cron_expression`, `timezone`, `invocation_target`) is accepted too.
    *
-   * Reply: `schedule` {alias, schedule_id, repeat, target, enabled, ...}; `warnings` when its workflow is one no worker has said it runs
+   * Reply: `schedule` {session_id, alias, schedule_id (its Temporal Schedule's id), repeat, start_date, end_date, invocation_target_type, target (the object it writes (`alias`, `value`) or the workflow it starts), origin (the seed's names for the target, as given), depth? (a run's timer: the depth its firings' writes carry), set_by? (a run's timer: the run that set it), enabled, created_at, updated_at}, `warnings`? (when it starts a workflow no worker has said it runs (its firings fail until one does))
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `access_denied`, `limit_exceeded`.
    */
-  createSchedule(sessionId: CreateScheduleArgs["session_id"], alias: CreateScheduleArgs["alias"], options: Pick<CreateScheduleArgs, "repeat" | "invocation_target_type" | "target" | "start_date" | "end_date" | "origin" | "enabled" | "replace" | "cron_expression" | "timezone" | "every_seconds" | "invocation_time" | "invocation_target">): Promise<Reply> {
+  createSchedule(sessionId: CreateScheduleArgs["session_id"], alias: CreateScheduleArgs["alias"], options: Pick<CreateScheduleArgs, "repeat" | "invocation_target_type" | "target" | "start_date" | "end_date" | "origin" | "enabled" | "replace" | "cron_expression" | "timezone" | "every_seconds" | "invocation_time" | "invocation_target">): Promise<ScheduleReply> {
     return this.call("create_schedule", { session_id: sessionId, alias, ...options });
   }
 
   /**
    * `delete_event_type`: Delete a declared event type: its events already in the streams stay; new ones of it are refused. Refused while a listener's `filter.types` would then match no type at all (it could never fire again): the reply names each such listener; change or delete them first.
    *
-   * Reply: `event_type` {name, schema, allow, description, ...}, as it was
+   * Reply: `event_type` {name, schema (the JSON Schema of its events' `data`), allow? (the scopes that may emit it from outside), description?, saved_at}. The type as it was
    * Errors: `invalid_request`, `not_found`.
    */
-  deleteEventType(name: DeleteEventTypeArgs["name"]): Promise<Reply> {
+  deleteEventType(name: DeleteEventTypeArgs["name"]): Promise<DeletedEventTypeReply> {
     return this.call("delete_event_type", { name });
   }
 
   /**
    * `delete_listener`: Delete a listener: no batch is cut for it any more (what it did stays recorded).
    *
-   * Reply: `listener` {name, version, effective_at, saved_at, body}, as it was
+   * Reply: `listener` {name, version, effective_at, saved_at, body (the listener body as saved (docs/listeners.md))}. The listener as it was
    * Errors: `invalid_request`, `not_found`.
    */
-  deleteListener(name: DeleteListenerArgs["name"]): Promise<Reply> {
+  deleteListener(name: DeleteListenerArgs["name"]): Promise<DeleteListenerReply> {
     return this.call("delete_listener", { name });
   }
 
   /**
    * `delete_object`: Delete an object, with an `object.deleted` event.
    *
-   * Reply: `object` {alias, rev, deleted}, `event_id` (its `object.deleted` event)
+   * Reply: `object` {alias, rev, deleted? (true; left out when a retry's key answers the first delete)}, `event_id` (its `object.deleted` event)
    * Errors: `invalid_request`, `not_found`, `session_not_open`.
    */
-  deleteObject(sessionId: DeleteObjectArgs["session_id"], alias: DeleteObjectArgs["alias"], options: Pick<DeleteObjectArgs, "client"> = {}): Promise<Reply> {
+  deleteObject(sessionId: DeleteObjectArgs["session_id"], alias: DeleteObjectArgs["alias"], options: Pick<DeleteObjectArgs, "client"> = {}): Promise<DeleteObjectReply> {
     return this.call("delete_object", { session_id: sessionId, alias, ...options });
   }
 
   /**
    * `delete_schedule`: Delete a schedule (and its Temporal Schedule).
    *
-   * Reply: `schedule`, as it was
+   * Reply: `schedule` {session_id, alias, schedule_id (its Temporal Schedule's id), repeat, start_date, end_date, invocation_target_type, target (the object it writes (`alias`, `value`) or the workflow it starts), origin (the seed's names for the target, as given), depth? (a run's timer: the depth its firings' writes carry), set_by? (a run's timer: the run that set it), enabled, created_at, updated_at}. The schedule as it was
    * Errors: `invalid_request`, `not_found`.
    */
-  deleteSchedule(sessionId: DeleteScheduleArgs["session_id"], alias: DeleteScheduleArgs["alias"]): Promise<Reply> {
+  deleteSchedule(sessionId: DeleteScheduleArgs["session_id"], alias: DeleteScheduleArgs["alias"]): Promise<DeleteScheduleReply> {
     return this.call("delete_schedule", { session_id: sessionId, alias });
   }
 
   /**
    * `delete_session`: Delete a session and everything of it: not_found from the start; its workflows ended, the captures of tables into it alone ended (in the transaction that marks it), and its rows deleted before the answer, unless that takes longer than a few seconds (`complete` false: the workers finish it) or this door has no Temporal.
    *
-   * Reply: `session` {id, status: deleted}, `complete` (false: the workers finish it), `rows_deleted`
+   * Reply: `session` {id, status: "deleted"}, `complete` (false: the workers finish it), `rows_deleted`
    * Errors: `invalid_request`, `not_found`.
    */
-  deleteSession(sessionId: DeleteSessionArgs["session_id"]): Promise<Reply> {
+  deleteSession(sessionId: DeleteSessionArgs["session_id"]): Promise<DeleteSessionReply> {
     return this.call("delete_session", { session_id: sessionId });
   }
 
@@ -859,57 +1906,57 @@ export abstract class GeneratedCommands {
    * Reply: `event_id`
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`.
    */
-  emitEvent(sessionId: EmitEventArgs["session_id"], type: EmitEventArgs["type"], data: EmitEventArgs["data"], options: Pick<EmitEventArgs, "client" | "idempotency_key"> = {}): Promise<Reply> {
+  emitEvent(sessionId: EmitEventArgs["session_id"], type: EmitEventArgs["type"], data: EmitEventArgs["data"], options: Pick<EmitEventArgs, "client" | "idempotency_key"> = {}): Promise<EmitEventReply> {
     return this.call("emit_event", { session_id: sessionId, type, data, ...options });
   }
 
   /**
    * `emit_events`: Append many events of declared types in one transaction, all or none; the first refused is named.
    *
-   * Reply: `event_ids`
+   * Reply: `event_ids` (in the order given)
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`.
    */
-  emitEvents(sessionId: EmitEventsArgs["session_id"], events: EmitEventsArgs["events"], options: Pick<EmitEventsArgs, "client"> = {}): Promise<Reply> {
+  emitEvents(sessionId: EmitEventsArgs["session_id"], events: EmitEventsArgs["events"], options: Pick<EmitEventsArgs, "client"> = {}): Promise<EmitEventsReply> {
     return this.call("emit_events", { session_id: sessionId, events, ...options });
   }
 
   /**
    * `explain_event`: What became of an event, listener by listener (matched or why not, its lane, batch, run, outcome and receipt), which runs' waits it answered (a wait that took it kept it from its run's own listener's lanes, or a `cancel_on` it cancelled a run by), what caused it and what it caused.
    *
-   * Reply: `event`, `routed`, `listeners` [{listener, matched, reason?, message?, lane?, queued?, batch? (the newest that took it: {first_id, last_id, retry, replay, state}), run? (its execution id), outcome? {status, reason, execution_id, message}, receipt? (its receipt's event id), batches? (every one that took it), taken_by_wait?, deleted_since? (taken by a listener, or a life of one, deleted since)}], `waits` [{execution_id, wait, kind, condition}] (the runs' waits it answered), `caused_by`, `caused` (the batches that took it, and the runs a `cancel_on` cancelled for it)
+   * Reply: `event` {id, session_id, type, alias?, item? {...} (a thread item's event: the item, a preview of its message), execution? {...} (a run's event: the run), source {...}, depth, created_at, data? (what the event's type carries), cause? (what caused it), graph? (`graph.changed`: the nodes the update changed), actor? (who did it)}, `routed` (whether the router has taken the event yet), `listeners` [{listener, matched, reason? (why it did not match), message?, version? (the listener's version that matched), lane?, deleted_since? (taken by a listener, or a life of one, deleted since), switched_off?, paused?, routed? (false: the router has not taken the event yet), queued?, queued_at?, lane_workflow?, waiting? (queued, and in no batch yet), batches? [{...}] (every batch that took it), batch? {...} (the newest batch that took it), run? (its run's execution id), outcome? {...}, receipt? (its receipt's event id), taken_by_wait? {...}}], `waits` [{execution_id, wait, kind, condition (the index of the condition it matched)}] (the runs' waits it answered), `caused_by` [{request?, schedule?, idle?, transaction?, run? {...}, batch?, event? {...}}] (what caused it, nearest first), `caused` [{batch? {...}, runs?, cancelled? {...}, cancelling? {...} (cancelled, and still cleaning up), wrote [{...}], truncated?}] (the batches that took it, and the runs a `cancel_on` cancelled for it). What became of the event
    * Errors: `invalid_request`, `not_found`, `past_retention`.
    */
-  explainEvent(sessionId: ExplainEventArgs["session_id"], eventId: ExplainEventArgs["event_id"]): Promise<Reply> {
+  explainEvent(sessionId: ExplainEventArgs["session_id"], eventId: ExplainEventArgs["event_id"]): Promise<ExplainEventReply> {
     return this.call("explain_event", { session_id: sessionId, event_id: eventId });
   }
 
   /**
    * `get_event_type`: A declared event type.
    *
-   * Reply: `event_type` {name, schema, allow, description, ...}
+   * Reply: `event_type` {name, schema (the JSON Schema of its events' `data`), allow? (the scopes that may emit it from outside), description?, saved_at}
    * Errors: `invalid_request`, `not_found`.
    */
-  getEventType(name: GetEventTypeArgs["name"]): Promise<Reply> {
+  getEventType(name: GetEventTypeArgs["name"]): Promise<EventTypeReply> {
     return this.call("get_event_type", { name });
   }
 
   /**
    * `get_listener`: A listener's version in effect: its body as saved, and when it took effect. The body's fields are also beside the version's, with the defaults it left out (`listener.retry.delay_seconds` 30).
    *
-   * Reply: `listener` {name, version, effective_at, saved_at, body, and the body's own fields beside (`filter`, `action`, ...), the defaults it left out filled in}
+   * Reply: `listener` {name, version, effective_at, saved_at, body (the listener body as saved (docs/listeners.md)), ...}
    * Errors: `invalid_request`, `not_found`.
    */
-  getListener(name: GetListenerArgs["name"]): Promise<Reply> {
+  getListener(name: GetListenerArgs["name"]): Promise<GetListenerReply> {
     return this.call("get_listener", { name });
   }
 
   /**
    * `get_schedule`: A schedule, with its next invocation times and how often it has fired.
    *
-   * Reply: `schedule` {alias, schedule_id, repeat, target, enabled, ..., next_invocations, invocations}
+   * Reply: `schedule` {session_id, alias, schedule_id (its Temporal Schedule's id), repeat, start_date, end_date, invocation_target_type, target (the object it writes (`alias`, `value`) or the workflow it starts), origin (the seed's names for the target, as given), depth? (a run's timer: the depth its firings' writes carry), set_by? (a run's timer: the run that set it), enabled, created_at, updated_at, next_invocations (its next firings (none while it is disabled)), invocations? (how often it has fired, when Temporal keeps it)}
    * Errors: `invalid_request`, `not_found`.
    */
-  getSchedule(sessionId: GetScheduleArgs["session_id"], alias: GetScheduleArgs["alias"]): Promise<Reply> {
+  getSchedule(sessionId: GetScheduleArgs["session_id"], alias: GetScheduleArgs["alias"]): Promise<GetScheduleReply> {
     return this.call("get_schedule", { session_id: sessionId, alias });
   }
 
@@ -926,170 +1973,170 @@ export abstract class GeneratedCommands {
   /**
    * `list_api_keys`: Every key ever created, revoked and expired ones too (their names stay taken), never a secret.
    *
-   * Reply: `keys` [{name, id, scopes, requests_per_second, created_at, expires_at, revoked_at, state}]
+   * Reply: `keys` [{name, id, scopes, requests_per_second (its request rate; null: not limited), created_at, expires_at, revoked_at, state}]
    * Errors: `invalid_request`.
    */
-  listApiKeys(): Promise<Reply> {
+  listApiKeys(): Promise<ListApiKeysReply> {
     return this.call("list_api_keys", {});
   }
 
   /**
    * `list_captures`: Every captured table.
    *
-   * Reply: `captures` [...]
+   * Reply: `captures` [{table (`schema.table`), type_prefix, id_column, session_column? (the column that names each row's session), session_id? (the one session every row's events go to), exclude (the columns left out of its events), types (the event types it declares), saved_at}]
    * Errors: `invalid_request`.
    */
-  listCaptures(): Promise<Reply> {
+  listCaptures(): Promise<ListCapturesReply> {
     return this.call("list_captures", {});
   }
 
   /**
    * `list_event_types`: Every declared event type.
    *
-   * Reply: `event_types` [...]
+   * Reply: `event_types` [{name, schema (the JSON Schema of its events' `data`), allow? (the scopes that may emit it from outside), description?, saved_at}]
    * Errors: `invalid_request`.
    */
-  listEventTypes(): Promise<Reply> {
+  listEventTypes(): Promise<ListEventTypesReply> {
     return this.call("list_event_types", {});
   }
 
   /**
    * `list_executions`: The session's runs, oldest first (or the newest first): a listener's (with the batch that started it) and those started by hand, at most `limit`, `more` saying whether others match. A run that waits for events says on what (`waiting`: its wait's number, conditions, position and deadline).
    *
-   * Reply: `executions` [{id, workflow, listener, lane, status, batch, error, started_at, ended_at, actor, waiting?, cause? (a run `cancel_on` cancelled: {event})}], oldest first unless `newest_first`; `more`: whether runs past `limit` match
+   * Reply: `executions` [{id, workflow, listener, lane, status, batch (the batch that started it), error, started_at, ended_at, actor (who started it), waiting? {...} (a run that waits for events: on what), cause? {...} (a run `cancel_on` cancelled)}] (oldest first unless `newest_first`), `more` (whether runs past `limit` match)
    * Errors: `invalid_request`, `not_found`.
    */
-  listExecutions(sessionId: ListExecutionsArgs["session_id"], options: Pick<ListExecutionsArgs, "listener" | "status" | "newest_first" | "limit"> = {}): Promise<Reply> {
+  listExecutions(sessionId: ListExecutionsArgs["session_id"], options: Pick<ListExecutionsArgs, "listener" | "status" | "newest_first" | "limit"> = {}): Promise<ListExecutionsReply> {
     return this.call("list_executions", { session_id: sessionId, ...options });
   }
 
   /**
    * `list_listeners`: Every listener declared and not deleted, by name, each as `get_listener` answers it.
    *
-   * Reply: `listeners` [{name, version, effective_at, saved_at, body, and the body's fields beside, defaults filled in}], by name
+   * Reply: `listeners` [{name, version, effective_at, saved_at, body (the listener body as saved (docs/listeners.md)), ...}] (by name)
    * Errors: `invalid_request`.
    */
-  listListeners(): Promise<Reply> {
+  listListeners(): Promise<ListListenersReply> {
     return this.call("list_listeners", {});
   }
 
   /**
    * `list_objects`: The session's objects, values included, by alias; with `prefix`, only the aliases that start with it.
    *
-   * Reply: `objects` [{alias, value, rev, updated_at}], by alias
+   * Reply: `objects` [{alias, value, rev, updated_at}] (by alias)
    * Errors: `invalid_request`, `not_found`.
    */
-  listObjects(sessionId: ListObjectsArgs["session_id"], options: Pick<ListObjectsArgs, "prefix"> = {}): Promise<Reply> {
+  listObjects(sessionId: ListObjectsArgs["session_id"], options: Pick<ListObjectsArgs, "prefix"> = {}): Promise<ListObjectsReply> {
     return this.call("list_objects", { session_id: sessionId, ...options });
   }
 
   /**
    * `list_schedule_runs`: A schedule's most recent firings, oldest first.
    *
-   * Reply: `runs` [{scheduled_at, status, message?, event_id?, execution_id?, created_at}], oldest first
+   * Reply: `runs` [{scheduled_at, status, message?, event_id? (the event it wrote), execution_id? (the run it started), created_at}] (oldest first)
    * Errors: `invalid_request`, `not_found`.
    */
-  listScheduleRuns(sessionId: ListScheduleRunsArgs["session_id"], alias: ListScheduleRunsArgs["alias"], options: Pick<ListScheduleRunsArgs, "limit"> = {}): Promise<Reply> {
+  listScheduleRuns(sessionId: ListScheduleRunsArgs["session_id"], alias: ListScheduleRunsArgs["alias"], options: Pick<ListScheduleRunsArgs, "limit"> = {}): Promise<ListScheduleRunsReply> {
     return this.call("list_schedule_runs", { session_id: sessionId, alias, ...options });
   }
 
   /**
    * `list_schedules`: The session's schedules.
    *
-   * Reply: `schedules` [...]
+   * Reply: `schedules` [{session_id, alias, schedule_id (its Temporal Schedule's id), repeat, start_date, end_date, invocation_target_type, target (the object it writes (`alias`, `value`) or the workflow it starts), origin (the seed's names for the target, as given), depth? (a run's timer: the depth its firings' writes carry), set_by? (a run's timer: the run that set it), enabled, created_at, updated_at}]
    * Errors: `invalid_request`, `not_found`.
    */
-  listSchedules(sessionId: ListSchedulesArgs["session_id"]): Promise<Reply> {
+  listSchedules(sessionId: ListSchedulesArgs["session_id"]): Promise<ListSchedulesReply> {
     return this.call("list_schedules", { session_id: sessionId });
   }
 
   /**
    * `list_session_events`: Page the stream by id. `last_id` is where to continue: the last id answered, or `after` if none.
    *
-   * Reply: `events` [envelopes, by id], `last_id`; `first_id` when retention deleted events after `after`
+   * Reply: `events` [{id, session_id, type, alias?, item? {...} (a thread item's event: the item, a preview of its message), execution? {...} (a run's event: the run), source {...}, depth, created_at, data? (what the event's type carries), cause? (what caused it), graph? (`graph.changed`: the nodes the update changed), actor? (who did it)}] (by id), `last_id` (where to continue: the last id answered, or `after` if none), `first_id`? (when retention deleted events after `after`: where the stream now starts, its oldest event)
    * Errors: `invalid_request`, `not_found`.
    */
-  listSessionEvents(sessionId: ListSessionEventsArgs["session_id"], options: Pick<ListSessionEventsArgs, "after" | "before" | "limit" | "types"> = {}): Promise<Reply> {
+  listSessionEvents(sessionId: ListSessionEventsArgs["session_id"], options: Pick<ListSessionEventsArgs, "after" | "before" | "limit" | "types"> = {}): Promise<ListSessionEventsReply> {
     return this.call("list_session_events", { session_id: sessionId, ...options });
   }
 
   /**
    * `list_session_listeners`: Each listener as it stands in the session: switched on or off, paused, its lanes (what waits, the runs holding slots, why each lane waits), its recent outcomes and its counts by status.
    *
-   * Reply: `listeners` [{name, version, enabled, paused, effective_at, lanes [{lane, pending, in_flight, runs_in_flight, waiting, ...}], recent_outcomes, counts, warnings}]
+   * Reply: `listeners` [{name, version, enabled, paused, effective_at, lanes [{...}], recent_outcomes [{...}] (the newest first), counts (its outcomes by status), warnings}]
    * Errors: `invalid_request`, `not_found`.
    */
-  listSessionListeners(sessionId: ListSessionListenersArgs["session_id"]): Promise<Reply> {
+  listSessionListeners(sessionId: ListSessionListenersArgs["session_id"]): Promise<ListSessionListenersReply> {
     return this.call("list_session_listeners", { session_id: sessionId });
   }
 
   /**
    * `list_sessions`: The newest sessions first (a dashboard's list), with where each one's stream stands: those the caller's key reads.
    *
-   * Reply: `sessions` [{id, alias, status, created_at, closed_at, last_event_id, draining}]
+   * Reply: `sessions` [{id, alias, status, created_at, closed_at, last_event_id, draining}] (the newest first)
    * Errors: `invalid_request`.
    */
-  listSessions(options: Pick<ListSessionsArgs, "status" | "limit"> = {}): Promise<Reply> {
+  listSessions(options: Pick<ListSessionsArgs, "status" | "limit"> = {}): Promise<ListSessionsReply> {
     return this.call("list_sessions", { ...options });
   }
 
   /**
    * `list_thread_items`: A thread's items, oldest first; with `after` (an item id), those posted after it.
    *
-   * Reply: `items` [{id, type, role, message, metadata?, source, event_id, created_at}], oldest first
+   * Reply: `items` [{id, type, role, message, metadata?, source {...}, event_id, created_at}] (oldest first)
    * Errors: `invalid_request`, `not_found`.
    */
-  listThreadItems(sessionId: ListThreadItemsArgs["session_id"], alias: ListThreadItemsArgs["alias"], options: Pick<ListThreadItemsArgs, "after" | "limit"> = {}): Promise<Reply> {
+  listThreadItems(sessionId: ListThreadItemsArgs["session_id"], alias: ListThreadItemsArgs["alias"], options: Pick<ListThreadItemsArgs, "after" | "limit"> = {}): Promise<ListThreadItemsReply> {
     return this.call("list_thread_items", { session_id: sessionId, alias, ...options });
   }
 
   /**
    * `open_session`: Open a session; an alias already in use answers that session (opening is idempotent by alias). A `retention` given is the session's own from then on (also for a session opened before).
    *
-   * Reply: `session` {id, alias, status}, and `draining: true` with `drains_through` for one closing once its pending work ends; with `retention`, also `retention` (the session's own)
+   * Reply: `session` {id, alias, status, draining? (true while it closes once its pending work ends), drains_through? (while it drains: the last event id it waits for)}, `retention`? {event_seconds?, closed_session_seconds?} (with `retention`: the session's own)
    * Errors: `invalid_request`.
    */
-  openSession(options: Pick<OpenSessionArgs, "alias" | "retention"> = {}): Promise<Reply> {
+  openSession(options: Pick<OpenSessionArgs, "alias" | "retention"> = {}): Promise<OpenSessionReply> {
     return this.call("open_session", { ...options });
   }
 
   /**
    * `pause_listener`: Stop firing, keep routing: the listener's events wait in its lanes (pending), and nothing is lost.
    *
-   * Reply: `listener` {name, session_id, paused: true}
+   * Reply: `listener` {name, session_id (the session it is paused or resumed in; null: every session), paused}
    * Errors: `invalid_request`, `not_found`.
    */
-  pauseListener(name: PauseListenerArgs["name"], options: Pick<PauseListenerArgs, "session_id"> = {}): Promise<Reply> {
+  pauseListener(name: PauseListenerArgs["name"], options: Pick<PauseListenerArgs, "session_id"> = {}): Promise<PauseListenerReply> {
     return this.call("pause_listener", { name, ...options });
   }
 
   /**
    * `post_thread_item`: Append an item to a thread, with a `thread.item_posted` event; an item id already there answers the first post (items never change).
    *
-   * Reply: `item` {id, alias}, `event_id`; with `explain`, also `explain` (as `explain_event` answers)
+   * Reply: `item` {id, alias}, `event_id` (its `thread.item_posted` event), `explain`? {event {...}, routed (whether the router has taken the event yet), listeners [{...}], waits [{...}] (the runs' waits it answered), caused_by [{...}] (what caused it, nearest first), caused [{...}] (the batches that took it, and the runs a `cancel_on` cancelled for it)} (with `explain`: as `explain_event` answers)
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`.
    */
-  postThreadItem(sessionId: PostThreadItemArgs["session_id"], alias: PostThreadItemArgs["alias"], item: PostThreadItemArgs["item"], options: Pick<PostThreadItemArgs, "client" | "idempotency_key" | "explain"> = {}): Promise<Reply> {
+  postThreadItem(sessionId: PostThreadItemArgs["session_id"], alias: PostThreadItemArgs["alias"], item: PostThreadItemArgs["item"], options: Pick<PostThreadItemArgs, "client" | "idempotency_key" | "explain"> = {}): Promise<PostThreadItemReply> {
     return this.call("post_thread_item", { session_id: sessionId, alias, item, ...options });
   }
 
   /**
    * `post_thread_items`: Many items on one thread in one transaction, all or none.
    *
-   * Reply: `items` [{id}], `event_ids`
+   * Reply: `items` [{id}] (in the order given), `event_ids`
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`.
    */
-  postThreadItems(sessionId: PostThreadItemsArgs["session_id"], alias: PostThreadItemsArgs["alias"], items: PostThreadItemsArgs["items"], options: Pick<PostThreadItemsArgs, "client" | "idempotency_key"> = {}): Promise<Reply> {
+  postThreadItems(sessionId: PostThreadItemsArgs["session_id"], alias: PostThreadItemsArgs["alias"], items: PostThreadItemsArgs["items"], options: Pick<PostThreadItemsArgs, "client" | "idempotency_key"> = {}): Promise<PostThreadItemsReply> {
     return this.call("post_thread_items", { session_id: sessionId, alias, items, ...options });
   }
 
   /**
    * `read_graph`: The session's graph with its rev; with `nodes`, only those nodes and the edges that touch them.
    *
-   * Reply: `graph` {rev, nodes, edges}
+   * Reply: `graph` {rev, nodes (each node's value, by its id), edges [{...}]}
    * Errors: `invalid_request`, `not_found`.
    */
-  readGraph(sessionId: ReadGraphArgs["session_id"], options: Pick<ReadGraphArgs, "nodes"> = {}): Promise<Reply> {
+  readGraph(sessionId: ReadGraphArgs["session_id"], options: Pick<ReadGraphArgs, "nodes"> = {}): Promise<ReadGraphReply> {
     return this.call("read_graph", { session_id: sessionId, ...options });
   }
 
@@ -1099,107 +2146,107 @@ export abstract class GeneratedCommands {
    * Reply: `object` {alias, value, rev, updated_at}
    * Errors: `invalid_request`, `not_found`.
    */
-  readObject(sessionId: ReadObjectArgs["session_id"], alias: ReadObjectArgs["alias"], options: Pick<ReadObjectArgs, "client"> = {}): Promise<Reply> {
+  readObject(sessionId: ReadObjectArgs["session_id"], alias: ReadObjectArgs["alias"], options: Pick<ReadObjectArgs, "client"> = {}): Promise<ReadObjectReply> {
     return this.call("read_object", { session_id: sessionId, alias, ...options });
   }
 
   /**
    * `redeliver`: Hand the events after `after` through `through` to one listener again, in its lanes by its key and cut as a lane cuts its own: at most `max_events` entries a batch, those `distinct_by` leaves.
    *
-   * Reply: `batches` [{lane, event_ids}] (the new batches, queued, in lane order), `redelivered` {listener, events, batches (how many)}, `event_id` (its `listener.redelivered` event)
+   * Reply: `batches` [{lane, event_ids}] (the new batches, queued, in lane order), `redelivered` {listener, events (how many events it handed over), batches (how many batches)}, `event_id` (its `listener.redelivered` event)
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`, `past_retention`.
    */
-  redeliver(sessionId: RedeliverArgs["session_id"], listener: RedeliverArgs["listener"], options: Pick<RedeliverArgs, "after" | "through" | "client">): Promise<Reply> {
+  redeliver(sessionId: RedeliverArgs["session_id"], listener: RedeliverArgs["listener"], options: Pick<RedeliverArgs, "after" | "through" | "client">): Promise<RedeliverReply> {
     return this.call("redeliver", { session_id: sessionId, listener, ...options });
   }
 
   /**
    * `reopen_session`: Open a closed session again: it takes writes again, and its listeners fire on what comes next.
    *
-   * Reply: `session` {id, alias, status}
+   * Reply: `session` {id, alias, status, draining? (true while it closes once its pending work ends), drains_through? (while it drains: the last event id it waits for)}
    * Errors: `invalid_request`, `not_found`.
    */
-  reopenSession(sessionId: ReopenSessionArgs["session_id"]): Promise<Reply> {
+  reopenSession(sessionId: ReopenSessionArgs["session_id"]): Promise<SessionReply> {
     return this.call("reopen_session", { session_id: sessionId });
   }
 
   /**
    * `replay_batch`: Run a past batch again with all of its events, as a batch of its own (its own outcome, receipt and run, `batch.replay_of` its first event id).
    *
-   * Reply: `batch` {listener, lane, replay_of, event_ids} (the new batch, queued), `replay` (the same, without `event_ids`), `event_id` (its `listener.replayed` event)
+   * Reply: `batch` {listener, lane, replay_of (the first event id of the batch replayed), event_ids}, `replay` {listener, lane, replay_of (the first event id of the batch replayed)} (the same, without `event_ids`), `event_id` (its `listener.replayed` event)
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `past_retention`.
    */
-  replayBatch(sessionId: ReplayBatchArgs["session_id"], listener: ReplayBatchArgs["listener"], options: Pick<ReplayBatchArgs, "batch" | "client">): Promise<Reply> {
+  replayBatch(sessionId: ReplayBatchArgs["session_id"], listener: ReplayBatchArgs["listener"], options: Pick<ReplayBatchArgs, "batch" | "client">): Promise<ReplayBatchReply> {
     return this.call("replay_batch", { session_id: sessionId, listener, ...options });
   }
 
   /**
    * `resume_listener`: Fire what waited, as batches by the usual rules: the lanes that hold events are nudged.
    *
-   * Reply: `listener` {name, session_id, paused: false}, `lanes_resumed`; without `session_id` it lifts the listener's pauses in single sessions too, and with one it is refused while the listener is paused in every session
+   * Reply: `listener` {name, session_id (the session it is paused or resumed in; null: every session), paused}, `lanes_resumed` (how many lanes that held events it nudged). Without `session_id` it lifts the listener's pauses in single sessions too; with one it is refused while the listener is paused in every session
    * Errors: `invalid_request`, `not_found`.
    */
-  resumeListener(name: ResumeListenerArgs["name"], options: Pick<ResumeListenerArgs, "session_id"> = {}): Promise<Reply> {
+  resumeListener(name: ResumeListenerArgs["name"], options: Pick<ResumeListenerArgs, "session_id"> = {}): Promise<ResumeListenerReply> {
     return this.call("resume_listener", { name, ...options });
   }
 
   /**
    * `revoke_api_key`: Revoke a key: every API replica refuses it within a second (`orchestrator.door.gate`), its browser sessions and stream tickets at once.
    *
-   * Reply: `key` {name, id, scopes, ..., revoked_at, state}
+   * Reply: `key` {name, id, scopes, requests_per_second (its request rate; null: not limited), created_at, expires_at, revoked_at, state}
    * Errors: `invalid_request`, `not_found`.
    */
-  revokeApiKey(name: RevokeApiKeyArgs["name"]): Promise<Reply> {
+  revokeApiKey(name: RevokeApiKeyArgs["name"]): Promise<RevokeApiKeyReply> {
     return this.call("revoke_api_key", { name });
   }
 
   /**
    * `save_event_type`: Declare an event type of the application's own, or replace its declaration: every `emit_event` of it is checked against `schema` (a JSON Schema for its `data`). A type a capture declares is the capture's, refused while the capture lasts. A new schema that would leave a saved listener reading a path no event of its types has (it could never fire) is refused, naming each; change or delete them first.
    *
-   * Reply: `event_type` {name, schema, allow, description, ...}
+   * Reply: `event_type` {name, schema (the JSON Schema of its events' `data`), allow? (the scopes that may emit it from outside), description?, saved_at}
    * Errors: `invalid_request`.
    */
-  saveEventType(name: SaveEventTypeArgs["name"], schema: SaveEventTypeArgs["schema"], options: Pick<SaveEventTypeArgs, "allow" | "description"> = {}): Promise<Reply> {
+  saveEventType(name: SaveEventTypeArgs["name"], schema: SaveEventTypeArgs["schema"], options: Pick<SaveEventTypeArgs, "allow" | "description"> = {}): Promise<EventTypeReply> {
     return this.call("save_event_type", { name, schema, ...options });
   }
 
   /**
    * `save_listener`: Validate the body and store it as the listener's next version, in effect after the activation delay. A type no event can have is refused; a workflow no worker has registered lately is saved with a warning (workers may deploy after their listeners), and its batches answer `invocation_error` until one does; so is a throttle that lets more batches start a minute than `listener_fires_per_minute`, past which they are dropped.
    *
-   * Reply: `listener` {name, version, effective_at}; `warnings` when its workflow is one no worker has said it runs, its throttle lets more batches start a minute than the deployment's `listener_fires_per_minute`, or its `max_parallel` is above the deployment's `listener_parallel_runs` (lowered to it)
+   * Reply: `listener` {name, version, effective_at}, `warnings`? (when its workflow is one no worker has said it runs, its throttle lets more batches start a minute than the deployment's `listener_fires_per_minute`, or its `max_parallel` is above the deployment's `listener_parallel_runs` (lowered to it))
    * Errors: `invalid_request`.
    */
-  saveListener(listener: SaveListenerArgs["listener"]): Promise<Reply> {
+  saveListener(listener: SaveListenerArgs["listener"]): Promise<SaveListenerReply> {
     return this.call("save_listener", { listener });
   }
 
   /**
    * `simulate_listener`: The batches the body would have cut from the session's stream: lanes, event ids, when each fires, its outcome (a throttle's refusal, a depth's skip), and what never matched and why.
    *
-   * Reply: `batches` [{lane, first_id, last_id, event_ids, count, fires_at, status, reason?, message?}], `events`, `matched`, `unmatched` (why, by reason), `unmatched_events`, `through`, `truncated`; `first_id` when retention deleted events after `after`
+   * Reply: `batches` [{lane, first_id, last_id, event_ids, count (its entries (`distinct_by` keeps the newest per value)), fires_at, status (its outcome's status; `consumed` when it would have had none), reason?, message?}] (in the order they would have been cut), `events` (how many events it read), `matched` (how many of them matched), `unmatched` (how many did not match, by reason), `unmatched_events` [{event_id, reason, message}] (some of those, each with why), `through` (the last event id it read), `truncated` (whether it stopped before the end of the range), `first_id`? (when retention deleted events after `after`: where the stream now starts, its oldest event)
    * Errors: `invalid_request`, `not_found`.
    */
-  simulateListener(sessionId: SimulateListenerArgs["session_id"], listener: SimulateListenerArgs["listener"], options: Pick<SimulateListenerArgs, "after" | "before" | "run_seconds"> = {}): Promise<Reply> {
+  simulateListener(sessionId: SimulateListenerArgs["session_id"], listener: SimulateListenerArgs["listener"], options: Pick<SimulateListenerArgs, "after" | "before" | "run_seconds"> = {}): Promise<SimulateListenerReply> {
     return this.call("simulate_listener", { session_id: sessionId, listener, ...options });
   }
 
   /**
    * `start_execution`: Start a registered workflow in a session; its start and end are events like a listener's runs. A workflow no worker has registered lately is refused (`not_found`). The run is recorded before Temporal is asked: when Temporal is out of reach it is answered all the same, and starts, by the id answered, once Temporal answers (the workers' run sweep, within `run_check_seconds`); a retry would start a second run.
    *
-   * Reply: `execution` {id, workflow}
+   * Reply: `execution` {id (the run's execution id), workflow}
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `limit_exceeded`.
    */
-  startExecution(sessionId: StartExecutionArgs["session_id"], workflow: StartExecutionArgs["workflow"], options: Pick<StartExecutionArgs, "input" | "task_queue"> = {}): Promise<Reply> {
+  startExecution(sessionId: StartExecutionArgs["session_id"], workflow: StartExecutionArgs["workflow"], options: Pick<StartExecutionArgs, "input" | "task_queue"> = {}): Promise<StartExecutionReply> {
     return this.call("start_execution", { session_id: sessionId, workflow, ...options });
   }
 
   /**
    * `stop_execution`: Stop a run. By default it is cancelled: the run gets Temporal's cancellation and may clean up, and is terminated if it still runs after `grace_seconds`; it ends `stopped`, with the reason as its error. With `mode` `terminate` it is ended at once, with no clean-up. Either way its batch's slot follows as for a run stopped from outside (freed, handed on; a stopped run is not repeated). A run that had ended already answers how it ended, and nothing changes, but for a failed run whose repeat waits out its delay: the repeat is called off (the slot held for it freed and handed on, no `listener.failed`), and the answer says `repeat` `stopped`. A run recorded and not on Temporal yet (a run is recorded before its start is made) answers `stopping`: whoever makes its start tells it the stop then, and it ends `stopped`. A run asked to stop ends `stopped` however it ends, and is not repeated.
    *
-   * Reply: `execution` {id, status, repeat?}: `stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had ended already; `repeat` `stopped` when it had failed and its repeat was called off
+   * Reply: `execution` {id, status (`stopping` (it cleans up, then ends `stopped`), `stopped`, or how it had ended already), repeat?: "stopped" (it had failed and its repeat was called off)}
    * Errors: `invalid_request`, `not_found`.
    */
-  stopExecution(sessionId: StopExecutionArgs["session_id"], executionId: StopExecutionArgs["execution_id"], options: Pick<StopExecutionArgs, "mode" | "reason" | "grace_seconds" | "terminate"> = {}): Promise<Reply> {
+  stopExecution(sessionId: StopExecutionArgs["session_id"], executionId: StopExecutionArgs["execution_id"], options: Pick<StopExecutionArgs, "mode" | "reason" | "grace_seconds" | "terminate"> = {}): Promise<StopExecutionReply> {
     return this.call("stop_execution", { session_id: sessionId, execution_id: executionId, ...options });
   }
 
@@ -1209,67 +2256,67 @@ export abstract class GeneratedCommands {
    * Reply: `enabled`
    * Errors: `invalid_request`, `not_found`.
    */
-  switchListener(sessionId: SwitchListenerArgs["session_id"], name: SwitchListenerArgs["name"], options: Pick<SwitchListenerArgs, "enabled">): Promise<Reply> {
+  switchListener(sessionId: SwitchListenerArgs["session_id"], name: SwitchListenerArgs["name"], options: Pick<SwitchListenerArgs, "enabled">): Promise<SwitchListenerReply> {
     return this.call("switch_listener", { session_id: sessionId, name, ...options });
   }
 
   /**
    * `uncapture_table`: End a table's capture: its trigger goes; its event types and the events already written stay.
    *
-   * Reply: `capture`, as it was
+   * Reply: `capture` {table (`schema.table`), type_prefix, id_column, session_column? (the column that names each row's session), session_id? (the one session every row's events go to), exclude (the columns left out of its events), types (the event types it declares), saved_at}. The capture as it was
    * Errors: `invalid_request`, `not_found`.
    */
-  uncaptureTable(table: UncaptureTableArgs["table"]): Promise<Reply> {
+  uncaptureTable(table: UncaptureTableArgs["table"]): Promise<UncaptureTableReply> {
     return this.call("uncapture_table", { table });
   }
 
   /**
    * `update_graph`: Apply a patch to the session's graph, all or none, guarded by `if_rev`, with one `graph.changed` event naming the nodes it changed.
    *
-   * Reply: `graph` {rev, ...}, `event_id` (its `graph.changed` event)
+   * Reply: `graph` {rev (the graph's rev after the update), changed (the nodes whose edges or values it changed)}, `event_id` (its `graph.changed` event; null when it changed nothing)
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `rev_conflict`, `limit_exceeded`.
    */
-  updateGraph(sessionId: UpdateGraphArgs["session_id"], patch: UpdateGraphArgs["patch"], options: Pick<UpdateGraphArgs, "if_rev" | "client" | "idempotency_key"> = {}): Promise<Reply> {
+  updateGraph(sessionId: UpdateGraphArgs["session_id"], patch: UpdateGraphArgs["patch"], options: Pick<UpdateGraphArgs, "if_rev" | "client" | "idempotency_key"> = {}): Promise<UpdateGraphReply> {
     return this.call("update_graph", { session_id: sessionId, patch, ...options });
   }
 
   /**
    * `update_schedule`: Change a schedule: the fields given replace the stored ones, the rest are kept.
    *
-   * Reply: `schedule` {alias, schedule_id, repeat, target, enabled, ...}; `warnings` when its workflow is one no worker has said it runs
+   * Reply: `schedule` {session_id, alias, schedule_id (its Temporal Schedule's id), repeat, start_date, end_date, invocation_target_type, target (the object it writes (`alias`, `value`) or the workflow it starts), origin (the seed's names for the target, as given), depth? (a run's timer: the depth its firings' writes carry), set_by? (a run's timer: the run that set it), enabled, created_at, updated_at}, `warnings`? (when it starts a workflow no worker has said it runs (its firings fail until one does))
    * Errors: `invalid_request`, `not_found`, `access_denied`, `limit_exceeded`.
    */
-  updateSchedule(sessionId: UpdateScheduleArgs["session_id"], alias: UpdateScheduleArgs["alias"], options: Pick<UpdateScheduleArgs, "repeat" | "invocation_target_type" | "target" | "start_date" | "end_date" | "enabled"> = {}): Promise<Reply> {
+  updateSchedule(sessionId: UpdateScheduleArgs["session_id"], alias: UpdateScheduleArgs["alias"], options: Pick<UpdateScheduleArgs, "repeat" | "invocation_target_type" | "target" | "start_date" | "end_date" | "enabled"> = {}): Promise<ScheduleReply> {
     return this.call("update_schedule", { session_id: sessionId, alias, ...options });
   }
 
   /**
    * `whoami`: The key that calls: its name, scopes and request rate, and the commands its scopes may call somewhere, a dry judgement made before any session is named (one listed may still be refused on a session, an alias or an event type outside its scopes; one not listed is refused everywhere). Any key may ask. The bootstrap token answers `bootstrap`, an open API (no token, no key) `anonymous`, the in-process door `local`: each an admin.
    *
-   * Reply: `key` {name, scopes, requests_per_second}, `commands` [the commands its scopes may call, by name]
+   * Reply: `key` {name (the key's name; `bootstrap`, `anonymous` or `local` for the doors' own callers), scopes, requests_per_second (its request rate; null: not limited)}, `commands` (the commands its scopes may call, by name)
    * Errors: `invalid_request`.
    */
-  whoami(): Promise<Reply> {
+  whoami(): Promise<WhoamiReply> {
     return this.call("whoami", {});
   }
 
   /**
    * `write_object`: Replace the value at `alias` and raise its `rev` by one, with an `object.written` event in the same transaction; `if_rev` refuses the write when the stored rev differs (0: only when there is none).
    *
-   * Reply: `object` {alias, rev}, `event_id`; with `explain`, also `explain` (as `explain_event` answers)
+   * Reply: `object` {alias, rev}, `event_id` (its `object.written` event), `explain`? {event {...}, routed (whether the router has taken the event yet), listeners [{...}], waits [{...}] (the runs' waits it answered), caused_by [{...}] (what caused it, nearest first), caused [{...}] (the batches that took it, and the runs a `cancel_on` cancelled for it)} (with `explain`: as `explain_event` answers)
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `rev_conflict`, `limit_exceeded`.
    */
-  writeObject(sessionId: WriteObjectArgs["session_id"], alias: WriteObjectArgs["alias"], value: WriteObjectArgs["value"], options: Pick<WriteObjectArgs, "if_rev" | "client" | "idempotency_key" | "explain"> = {}): Promise<Reply> {
+  writeObject(sessionId: WriteObjectArgs["session_id"], alias: WriteObjectArgs["alias"], value: WriteObjectArgs["value"], options: Pick<WriteObjectArgs, "if_rev" | "client" | "idempotency_key" | "explain"> = {}): Promise<WriteObjectReply> {
     return this.call("write_object", { session_id: sessionId, alias, value, ...options });
   }
 
   /**
    * `write_objects`: Many objects in one transaction, all or none: the first one refused is named, and nothing is written.
    *
-   * Reply: `objects` [{alias, rev}], `event_ids`
+   * Reply: `objects` [{alias, rev}] (in the order given), `event_ids`
    * Errors: `invalid_request`, `not_found`, `session_not_open`, `rev_conflict`, `limit_exceeded`.
    */
-  writeObjects(sessionId: WriteObjectsArgs["session_id"], objects: WriteObjectsArgs["objects"], options: Pick<WriteObjectsArgs, "client" | "idempotency_key"> = {}): Promise<Reply> {
+  writeObjects(sessionId: WriteObjectsArgs["session_id"], objects: WriteObjectsArgs["objects"], options: Pick<WriteObjectsArgs, "client" | "idempotency_key"> = {}): Promise<WriteObjectsReply> {
     return this.call("write_objects", { session_id: sessionId, objects, ...options });
   }
 }

@@ -37,7 +37,7 @@ test("objects: written, read, listed, refused on a stale if_rev with the platfor
   const read = await api.readObject(session.id, "tickets/1/meta");
   assert.deepEqual(read.object.value, { type: "ticket", title: "fixed" });
   const listed = await api.listObjects(session.id, { prefix: "tickets/" });
-  assert.deepEqual(listed.objects.map((o: { alias: string }) => o.alias), ["tickets/1/meta"]);
+  assert.deepEqual(listed.objects.map((o) => o.alias), ["tickets/1/meta"]);
   await assert.rejects(
     api.writeObject(session.id, "tickets/1/meta", { type: "ticket" }, { if_rev: 1 }),
     (err: unknown) => err instanceof RevConflictError && err.code === "rev_conflict" && err.status === 409,
@@ -61,7 +61,7 @@ test("threads, the application's events, the stream's history and an event expla
     (err: unknown) => err instanceof InvalidRequestError && err.message.startsWith("data"),
   );
   const events = await api.listSessionEvents(session.id, { types: [type] });
-  assert.deepEqual(events.events.map((e: { id: number }) => e.id), [emitted.event_id]);
+  assert.deepEqual(events.events.map((e) => e.id), [emitted.event_id]);
   const explained = await api.explainEvent(session.id, emitted.event_id);
   assert.equal(explained.status, "success");
   await api.deleteEventType(type);

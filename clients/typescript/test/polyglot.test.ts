@@ -64,8 +64,9 @@ test("orders in, the TypeScript workflow's summary out, its run and outcome list
   assert.equal(run.workflow, "summarizeOrders");
   assert.equal(run.error, null, "the run reported its own end");
   const { listeners } = await api.listSessionListeners(session.id);
-  const listener = listeners.find((l: { name: string }) => l.name === "order_summary");
+  const listener = listeners.find((l) => l.name === "order_summary");
+  assert.ok(listener, "the listener is in the session");
   t.diagnostic(`list_session_listeners order_summary: counts ${JSON.stringify(listener.counts)}, outcomes ${JSON.stringify(listener.recent_outcomes)}`);
-  assert.deepEqual(listener.recent_outcomes.map((o: { status: string }) => o.status), ["success"]);
+  assert.deepEqual(listener.recent_outcomes.map((o) => o.status), ["success"]);
   assert.deepEqual(listener.warnings, []);
 });

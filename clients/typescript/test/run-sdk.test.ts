@@ -36,7 +36,7 @@ after(async () => {
 async function failedAndRepeated(api: ReturnType<typeof client>, sessionId: string, name: string): Promise<any[]> {
   const runs = await eventually(async () => {
     const { executions } = await api.listExecutions(sessionId, { listener: name });
-    return executions.length === 2 && executions.every((e: { status: string }) => e.status !== "running") && executions;
+    return executions.length === 2 && executions.every((e) => e.status !== "running") && executions;
   }, "the failed run and its repeat, ended", 60_000);
   return [...runs].sort((a: any, b: any) => a.batch.retry - b.batch.retry);
 }
@@ -56,7 +56,7 @@ test("a run on a queue of its own reads and writes its session, once across a re
     const { session } = await api.openSession();
     const wrote = await api.writeObject(session.id, "in/1", { type: "in" });
     const byRetry = await failedAndRepeated(api, session.id, name);
-    assert.deepEqual(byRetry.map((r: { status: string }) => r.status), ["failed", "completed"]);
+    assert.deepEqual(byRetry.map((r) => r.status), ["failed", "completed"]);
     assert.match(byRetry[0].error, /asked to fail its first attempt/, "the failed run reported its error");
     assert.equal(byRetry[1].error, null, "the repeat reported its own end (the sweep would say it did not)");
     const summary = (await api.readObject(session.id, "out/summary")).object;
@@ -76,7 +76,7 @@ test("a run on a queue of its own reads and writes its session, once across a re
       platform_task_queue: process.env.ORCHESTRATOR_TASK_QUEUE || "orchestrator",
     });
     const { events } = await api.listSessionEvents(session.id, { types: ["object.written"] });
-    const own = events.filter((e: { alias: string }) => e.alias === "out/summary");
+    const own = events.filter((e) => e.alias === "out/summary");
     assert.equal(own.length, 1);
     assert.equal(own[0].source.listener, name, "its write is the run's: it never wakes its own listener");
     assert.equal(own[0].depth, 1);
@@ -160,7 +160,7 @@ test("a run whose code throws a plain error ends failed, and its listener's retr
     const { session } = await api.openSession();
     await api.writeObject(session.id, "in/1", { type: "in" });
     const byRetry = await failedAndRepeated(api, session.id, name);
-    assert.deepEqual(byRetry.map((r: { status: string }) => r.status), ["failed", "completed"]);
+    assert.deepEqual(byRetry.map((r) => r.status), ["failed", "completed"]);
     assert.match(byRetry[0].error, /boom: a bug in the run's own code/);
   } finally {
     await api.deleteListener(name);
