@@ -104,6 +104,10 @@ class ListSessionsReply(Reply):
     sessions: list[ListedSession] = Field(description="the newest first")
 
 
+class GetSessionReply(Reply):
+    session: ListedSession = Field(description="as `list_sessions` tells each")
+
+
 @command(
     "open_session",
     OpenSession,
@@ -167,8 +171,7 @@ async def list_sessions(platform: CommandContext, req: ListSessions) -> dict[str
 @command(
     "get_session",
     GetSession,
-    reply="`session` {id, alias, status, created_at, closed_at, last_event_id, draining}, as `list_sessions` tells"
-    " each",
+    reply=GetSessionReply,
     errors=("not_found",),
     example={"command": "get_session", "session_id": "ses_..."},
 )

@@ -22,6 +22,7 @@ READS: frozenset[str] = frozenset(
         "get_event_type",
         "get_listener",
         "get_schedule",
+        "get_session",
         "list_api_keys",
         "list_captures",
         "list_event_types",

@@ -1527,6 +1527,12 @@ export interface GetScheduleReply {
   schedule: DescribedSchedule;
 }
 
+export interface GetSessionReply {
+  status: "success";
+  /** as `list_sessions` tells each */
+  session: ListedSession;
+}
+
 export interface ListApiKeysReply {
   status: "success";
   keys: Array<KeyView>;
@@ -1766,6 +1772,7 @@ export interface CommandReplies {
   get_event_type: EventTypeReply;
   get_listener: GetListenerReply;
   get_schedule: GetScheduleReply;
+  get_session: GetSessionReply;
   list_api_keys: ListApiKeysReply;
   list_captures: ListCapturesReply;
   list_event_types: ListEventTypesReply;
@@ -1963,10 +1970,10 @@ export abstract class GeneratedCommands {
   /**
    * `get_session`: One session by its id, as `list_sessions` tells each (which holds only the newest): its alias, status and where its stream stands.
    *
-   * Reply: `session` {id, alias, status, created_at, closed_at, last_event_id, draining}, as `list_sessions` tells each
+   * Reply: `session` {id, alias, status, created_at, closed_at, last_event_id, draining} (as `list_sessions` tells each)
    * Errors: `invalid_request`, `not_found`.
    */
-  getSession(sessionId: GetSessionArgs["session_id"]): Promise<Reply> {
+  getSession(sessionId: GetSessionArgs["session_id"]): Promise<GetSessionReply> {
     return this.call("get_session", { session_id: sessionId });
   }
 
