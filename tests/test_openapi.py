@@ -295,6 +295,20 @@ async def test_replies_the_door_answers_validate_against_the_documented_response
         jsonschema.validate(reply, body_schema(document, own))
 
 
+def test_a_reply_with_a_field_a_later_release_adds_still_fits_its_documented_schema() -> None:
+    """The reply models are closed for the suite's check; the document is open, or a client that checks replies
+    against it would refuse the next release's (its bodies stay closed: a body's unknown field is refused)."""
+    document = openapi_document()
+    reply = {"status": "success", "session": {"id": "ses_1", "alias": None, "status": "open", "new": 1}, "more": 2}
+    jsonschema.validate(reply, body_schema(document, "SessionReply"))
+    schedule = {"type": "recurring_cron", "cron_expression": "0 * * * *", "timezone": "UTC", "later": True}
+    later = {"status": "success", "schedule": {"alias": "a", "repeat": schedule}}
+    fits = jsonschema.Draft202012Validator(body_schema(document, "ScheduleReply"))
+    assert not [e for e in fits.iter_errors(later) if "later" in e.message], "a shape a body shares is open here"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"command": "read_object", "session_id": "s", "alias": "a", "x": 1}, body_schema(document))
+
+
 async def test_refusals_the_door_answers_validate_against_the_documented_response(
     guarded_api: str, platform: Platform
 ) -> None:

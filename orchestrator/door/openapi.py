@@ -166,7 +166,7 @@ def _command_bodies(schemas: LiftedSchemas) -> dict[str, Any]:
     for name in sorted(COMMANDS):
         ref = reference(name)
         body = schemas.lift(name, command_schema(name))
-        reply = _reply(schemas, name)
+        reply = reply_schema(name)["title"]
         body["description"] = f"{ref.summary}\n\nReply: {ref.reply}."
         body["x-orchestrator-reply"] = ref.reply
         body["x-orchestrator-reply-schema"] = REF + reply
@@ -175,6 +175,9 @@ def _command_bodies(schemas: LiftedSchemas) -> dict[str, Any]:
         mapping[name] = REF + name
         if ref.example is not None:
             examples[name] = {"summary": ref.summary.split(". ")[0].rstrip("."), "value": ref.example}
+    # The replies after every body: a shape both hold keeps its name for the body's (closed) form.
+    for name in sorted(COMMANDS):
+        _reply(schemas, name)
     schemas.add(
         "Command",
         {
@@ -188,13 +191,32 @@ def _command_bodies(schemas: LiftedSchemas) -> dict[str, Any]:
     }
 
 
-def _reply(schemas: LiftedSchemas, name: str) -> str:
-    """`name`'s reply among the components (once for the commands that share its model): its component's name."""
-    schema = reply_schema(name)
+def _reply(schemas: LiftedSchemas, name: str) -> None:
+    """`name`'s reply among the components, once for the commands that share its model.
+    Open where the model is closed (`_opened`): a shape a request shares, closed there, is the replies' own
+    (`Reply.CronRepeat`), one for every reply that holds it."""
+    schema = _opened(reply_schema(name))
     title: str = schema["title"]
     if title not in schemas.found:
-        schemas.add(title, schemas.lift(title, schema))
-    return title
+        schemas.add(title, schemas.lift("Reply", schema))
+
+
+def _opened(schema: Any, *, in_mapping: bool = False) -> Any:
+    """`schema` without `additionalProperties: false` at any level. A reply model is closed so that the test suite
+    finds a field a command answers and does not name (`commands/replies.py`); a client that checks a reply against
+    this document must still take a field a later release adds. (The TypeScript types stay closed: a type takes
+    what it does not name at run time, and a misspelt field does not compile.)"""
+    if isinstance(schema, list):
+        return [_opened(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if in_mapping:  # `properties` or `$defs`: keys are names, not keywords
+        return {key: _opened(value) for key, value in schema.items()}
+    return {
+        key: _opened(value, in_mapping=key in ("properties", "$defs"))
+        for key, value in schema.items()
+        if not (key == "additionalProperties" and value is False)
+    }
 
 
 def _replies() -> dict[str, Any]:
