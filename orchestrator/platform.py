@@ -50,6 +50,8 @@ class Platform:
         self.direct_url = direct_url or database_url
         # The database away for commands: said when it goes, once a minute and when it is back, not a request.
         self._database_outage = Outage()
+        # Commands past the door's deadline while not on the database (on Temporal, between statements): the same.
+        self._late_commands = Outage()
 
     @classmethod
     async def connect(cls, settings: Settings, database_url: str, temporal: Any | None = None) -> Platform:
@@ -91,6 +93,21 @@ class Platform:
         if (lasted := self._database_outage.ended(time.monotonic(), began, OUTAGE_QUIET_SECONDS)) is not None:
             log.warning("commands reach the database again, after %.0f s", lasted)
         return reply
+
+    def command_late(self, why: str) -> None:
+        """A command answered `unavailable` at the door's deadline while it was not on the database (on Temporal,
+        or between statements): said as `database_away` says the database away, once a minute while it lasts, and
+        not as the database away."""
+        lasted = self._late_commands.failed(time.monotonic())
+        if lasted == 0.0:
+            log.warning("commands answer unavailable: past the door's deadline, not on the database (%s)", why)
+        elif lasted is not None:
+            log.warning(
+                "commands still answer unavailable past the door's deadline, for %.0f s (%d so far) (%s)",
+                lasted,
+                self._late_commands.failures,
+                why,
+            )
 
     def database_away(self, why: str) -> None:
         """A command, or the door's look before one, answered `unavailable` for the database: said when it

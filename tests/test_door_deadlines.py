@@ -9,6 +9,7 @@ import time
 import pytest
 
 from orchestrator.door.deadlines import Deadlines, Missed
+from orchestrator.store.held_connections import note_lent
 
 
 async def test_work_done_in_time_answers_as_it_would() -> None:
@@ -45,3 +46,34 @@ async def test_work_past_its_deadline_is_answered_then_and_cancelled_behind_the_
         await cancelled.wait()
         await deadlines.close()
     assert deadlines.unfinished == 0
+
+
+class _Lent:
+    """A connection as the pool lends it, open."""
+
+    def is_closed(self) -> bool:
+        return False
+
+    def terminate(self) -> None:
+        raise AssertionError("a connection of work that ended whole is not closed")
+
+
+async def test_work_on_the_database_past_its_deadline_is_left_as_long_again_to_end_whole() -> None:
+    """A command of several steps on a slow database (not a gone one) ends whole behind the answer, not cut between
+    two of its steps (a replay asked of some lanes and not recorded)."""
+    steps: list[str] = []
+
+    async def two_steps() -> str:
+        await note_lent(_Lent())  # as the pool's setup notes a connection lent to this work
+        steps.append("first")
+        await asyncio.sleep(0.3)
+        steps.append("second")
+        return "done"
+
+    deadlines = Deadlines()
+    missed = await deadlines.run(two_steps(), 0.2)
+    assert missed == Missed(0.2, reached=True, on_database=True)
+    async with asyncio.timeout(5):
+        while deadlines.unfinished:
+            await asyncio.sleep(0.05)
+    assert steps == ["first", "second"], "it ended whole"

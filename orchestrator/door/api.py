@@ -133,11 +133,16 @@ async def http_error(request: Request, err: Exception) -> Response:
 def late_reply(platform: Platform, request: Request, missed: Missed, body: Any) -> Response:
     """The answer to a request not done within its deadline (`missed`): `unavailable`, saying whether what the
     command (the body's; none: the door's look before one) writes may still be made, and whether a retry is safe.
-    Said in the log as the platform says the database away (`Platform.database_away`: once, not at every request)."""
+    Said in the log as the platform says the database away (`Platform.database_away`: once, not at every request),
+    or, when the command was not on the database then, as a command late (`Platform.command_late`)."""
     name = body.get("command") if isinstance(body, dict) else None
     spec = COMMANDS.get(name) if isinstance(name, str) else None
     takes_key = spec is not None and ("idempotency_key" in spec.model.model_fields or name == "emit_events")
-    platform.database_away(f"{request.method} {request.url.path}: no answer within {missed.seconds:g} s")
+    why = f"{request.method} {request.url.path}: no answer within {missed.seconds:g} s"
+    if missed.on_database:
+        platform.database_away(why)
+    else:
+        platform.command_late(why)  # on Temporal, or between statements: the database is not said away
     refusal = not_answered(
         name if spec is not None else None,
         missed.seconds,

@@ -2,11 +2,14 @@
 
 Owns the wait and the cut. The work (the door's look at who calls, a command) runs as a task of its own while the
 request waits for it at most its deadline; past that the request is answered at once (`Missed`, which the door turns
-into `unavailable`: `core/command_deadlines.not_answered`) and the work is let go behind the answer: cancelled, which
-on a database that answers stops its statement within a round trip, then, if it is still not done
-`CANCEL_GRACE_SECONDS` later, its connections closed (`store/held_connections`): on a database that answers nothing
-the cancel itself is never answered, and the pool would hold the connection, and the work, until it was. How long
-each command may take is `core/command_deadlines.deadline_of`'s.
+into `unavailable`: `core/command_deadlines.not_answered`) and the work is let go behind the answer. Work that has
+taken a connection is left to end for as long again (on a database that is slow, not gone, a command of several
+steps then ends whole, not cut between two of them; one that took none has written nothing and is cut at once), then
+cancelled, which on a database that answers stops its statement within a round trip,
+then, if it is still not done `CANCEL_GRACE_SECONDS` later, its connections closed (`store/held_connections`): on a
+database that answers nothing the cancel itself is never answered, and the pool would hold the connection, and the
+work, until it was. At shutdown what is still let go is cut at once. How long each command may take is
+`core/command_deadlines.deadline_of`'s.
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ class Deadlines:
 
     def __init__(self) -> None:
         self._letting_go: set[asyncio.Task[None]] = set()
-        # The work let go that has not ended yet.
-        self._let_go: set[asyncio.Task[Any]] = set()
+        # The work let go that has not ended yet, and the connections each took.
+        self._let_go: dict[asyncio.Task[Any], HeldConnections] = {}
 
     @property
     def unfinished(self) -> int:
@@ -61,29 +64,42 @@ class Deadlines:
         try:
             done, _ = await asyncio.wait({task}, timeout=seconds)
         except asyncio.CancelledError:
-            self._let_go_of(task, held)  # the request itself was cancelled (a stop past its bound): so is its work
+            # The request itself was cancelled (a stop past its bound): so is its work, at once.
+            self._let_go_of(task, held, 0.0)
             raise
         if done:
             return task.result()
         missed = Missed(seconds, held.reached, held.holds_one() or not held.reached)
-        self._let_go_of(task, held)
+        # Work that took no connection yet wrote nothing: cut at once. Work that did is left as long again to end.
+        self._let_go_of(task, held, seconds if held.reached else 0.0)
         return missed
 
-    def _let_go_of(self, task: asyncio.Task[Any], held: HeldConnections) -> None:
-        self._let_go.add(task)
-        task.add_done_callback(self._let_go.discard)
-        letting_go = asyncio.ensure_future(_end(task, held))
+    def _let_go_of(self, task: asyncio.Task[Any], held: HeldConnections, left: float) -> None:
+        self._let_go[task] = held
+        task.add_done_callback(lambda done: self._let_go.pop(done, None))
+        letting_go = asyncio.ensure_future(_end(task, held, left))
         self._letting_go.add(letting_go)
         letting_go.add_done_callback(self._letting_go.discard)
 
     async def close(self) -> None:
-        """Wait for the work let go to end (each within twice the grace, its connections closed by then)."""
+        """At shutdown: cut the work still let go at once (cancelled, its connections closed: a stop has no time to
+        give it), and wait for it to end."""
+        for task, held in list(self._let_go.items()):
+            task.cancel()
+            held.terminate()
         if self._letting_go:
             await asyncio.wait(set(self._letting_go))
 
 
-async def _end(task: asyncio.Task[Any], held: HeldConnections) -> None:
-    """Cancel `task`; close its connections if it has not ended within the grace."""
+async def _end(task: asyncio.Task[Any], held: HeldConnections, left: float) -> None:
+    """Leave `task` `left` seconds to end whole, then cancel it; close its connections if it has not ended within
+    the grace."""
+    if left > 0:
+        await asyncio.wait({task}, timeout=left)
+        if task.done():
+            if not task.cancelled():
+                task.exception()  # seen: its result was answered as missed already
+            return
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
     if not done:
