@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -88,12 +89,22 @@ class ActivityLines(logging.Handler):
 
 def shown(value: Any) -> str:
     """`value` as text on one line of a terminal: a control character the platform stored as written (a line end
-    in a role or a lane's key, an escape sequence in a client id) is written escaped, as `\\n` or `\\x1b`,
-    so one event stays one line and nothing stored can move the cursor or recolour the screen."""
+    in a role or a lane's key, an escape sequence in a client id, a line or paragraph separator, a bidirectional
+    override that would show the line reversed) is written escaped, as `\\n` or `\\x1b`, so one event stays one
+    line and nothing stored can move the cursor, recolour the screen or reorder what is read. What only joins or
+    shapes characters (an emoji's zero-width joiner) is left as written."""
     text = str(value)
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return "".join(repr(c)[1:-1] if _steers(c) else c for c in text)
+
+
+# Bidirectional embeddings, overrides and isolates: what makes a terminal show a line in another order than stored.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _steers(c: str) -> bool:
+    return unicodedata.category(c) in ("Cc", "Zl", "Zp") or c in _BIDI_CONTROLS
 
 
 def _clock(record: logging.LogRecord) -> str:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from orchestrator.dev.inspect import format_status
+from orchestrator.dev.log import shown
 from orchestrator.platform import Platform
 from tests.ops.conftest import child_env
 
@@ -62,3 +63,11 @@ def test_status_writes_a_lane_key_on_its_own_row() -> None:
     assert "\x1b" not in text
     assert not any(line.startswith("999999") for line in text.splitlines()), text
     assert sum("forged.event" in line for line in text.splitlines()) == 3, text
+
+
+def test_what_steers_a_terminal_is_escaped_and_what_only_joins_characters_is_not() -> None:
+    assert shown("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
+    assert shown("paid \u202egnp.exe") == "paid \\u202egnp.exe", "a bidirectional override would reverse the line"
+    assert shown("a\u2028b") == "a\\u2028b"
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    assert shown(f"role {family}") == f"role {family}", "an emoji's zero-width joiners stay"
