@@ -81,7 +81,8 @@ async def test_an_admin_key_lists_every_command_saves_a_listener_writes_and_has_
         assert write.annotations is not None and write.annotations.read_only_hint is False
         explain = tools["explain_event"]
         assert explain.description is not None and explain.description.startswith(LEADS["explain_event"])
-        assert "Reply: `event`, `routed`, `listeners`" in explain.description
+        reply = explain.description.split("Reply: ", 1)[1]
+        assert reply.startswith("`event` {") and "`routed`" in reply and "`listeners`" in reply, reply
         assert explain.annotations is not None and explain.annotations.read_only_hint is True
 
         failed, saved = await call(client, "save_listener", listener=recorder_listener(batch={"window_seconds": 0.2}))

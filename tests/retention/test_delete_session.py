@@ -26,6 +26,7 @@ ITEM = {"type": "text", "role": "user", "message": "hi"}
 ON_DELETED: dict[str, dict[str, Any]] = {
     "close_session": {},
     "reopen_session": {},
+    "get_session": {},
     "delete_session": {},
     "switch_listener": {"name": "sleeper", "enabled": False},
     "pause_listener": {"name": "sleeper"},
