@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,19 +92,25 @@ class CommandReference:
     example: dict[str, Any] | None = None
 
 
-def _without_titles(schema: Any, *, in_mapping: bool = False) -> Any:
-    """`schema` without pydantic's generated `title`s ("Session Id"): noise beside the names themselves."""
+def schema_without(schema: Any, drop: Callable[[str, Any], bool], *, in_mapping: bool = False) -> Any:
+    """`schema` without the keywords `drop` names (by keyword and value), at every level; a name in `properties` or
+    `$defs` is a name, not a keyword, and stays."""
     if isinstance(schema, list):
-        return [_without_titles(item) for item in schema]
+        return [schema_without(item, drop) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    if in_mapping:  # `properties` or `$defs`: keys are names, not keywords
-        return {key: _without_titles(value) for key, value in schema.items()}
+    if in_mapping:
+        return {key: schema_without(value, drop) for key, value in schema.items()}
     return {
-        key: _without_titles(value, in_mapping=key in ("properties", "$defs"))
+        key: schema_without(value, drop, in_mapping=key in ("properties", "$defs"))
         for key, value in schema.items()
-        if not (key == "title" and isinstance(value, str))
+        if not drop(key, value)
     }
+
+
+def _without_titles(schema: Any) -> Any:
+    """`schema` without pydantic's generated `title`s ("Session Id"): noise beside the names themselves."""
+    return schema_without(schema, lambda key, value: key == "title" and isinstance(value, str))
 
 
 def summary_of(spec: CommandSpec) -> str:

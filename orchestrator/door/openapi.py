@@ -27,6 +27,7 @@ from orchestrator.commands.reference import (
     listener_schema,
     reference,
     reply_schema,
+    schema_without,
 )
 from orchestrator.commands.registry import COMMANDS
 from orchestrator.core.connection_listener import STREAM_PARAMS
@@ -201,22 +202,12 @@ def _reply(schemas: LiftedSchemas, name: str) -> None:
         schemas.add(title, schemas.lift("Reply", schema))
 
 
-def _opened(schema: Any, *, in_mapping: bool = False) -> Any:
+def _opened(schema: Any) -> Any:
     """`schema` without `additionalProperties: false` at any level. A reply model is closed so that the test suite
     finds a field a command answers and does not name (`commands/replies.py`); a client that checks a reply against
     this document must still take a field a later release adds. (The TypeScript types stay closed: a type takes
     what it does not name at run time, and a misspelt field does not compile.)"""
-    if isinstance(schema, list):
-        return [_opened(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    if in_mapping:  # `properties` or `$defs`: keys are names, not keywords
-        return {key: _opened(value) for key, value in schema.items()}
-    return {
-        key: _opened(value, in_mapping=key in ("properties", "$defs"))
-        for key, value in schema.items()
-        if not (key == "additionalProperties" and value is False)
-    }
+    return schema_without(schema, lambda key, value: key == "additionalProperties" and value is False)
 
 
 def _replies() -> dict[str, Any]:
