@@ -33,6 +33,14 @@ from tests.engine.harness import eventually, recorder_listener, running_engine
 CLI = str(Path(sys.executable).parent / "orchestrator")
 TOKEN = "mcp-bootstrap-t0ken"
 DOCS_TOOLS = {SEARCH_DOCS, READ_DOC}
+MCP_DOC = (Path(__file__).parent.parent / "docs" / "mcp.md").read_text()
+
+
+def _listed_in_the_docs(lead: str) -> set[str]:
+    """The tools docs/mcp.md's transcript lists after `<- {lead}:`, over its lines."""
+    at = MCP_DOC.index(f"<- {lead}: ") + len(f"<- {lead}: ")
+    listed = MCP_DOC[at : MCP_DOC.index("\n->", at)]
+    return {name.strip() for name in listed.replace("\n", " ").split(",")}
 
 
 @pytest.fixture
@@ -72,6 +80,7 @@ async def test_an_admin_key_lists_every_command_saves_a_listener_writes_and_has_
     async with stdio(served, TOKEN) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert set(tools) == set(COMMANDS) | DOCS_TOOLS
+        assert f"<- {len(tools)} tools: capture_table" in MCP_DOC, "docs/mcp.md's transcript counts them"
 
         write = tools["write_object"]
         assert "command" not in write.input_schema["properties"]
@@ -148,6 +157,7 @@ async def test_a_key_without_write_scopes_sees_no_tool_that_writes_and_a_write_i
 
     commands = set(tools) - DOCS_TOOLS
     assert commands == set(me["commands"])
+    assert _listed_in_the_docs(f"{len(tools)} tools") == set(tools), "docs/mcp.md's transcript for a read:** key"
     assert {"read_object", "list_session_events", "explain_event", "simulate_listener", "whoami"} <= commands
     for name in ("write_object", "post_thread_item", "save_listener", "open_session", "emit_event", "create_api_key"):
         assert name not in tools, name
