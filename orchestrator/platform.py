@@ -96,31 +96,22 @@ class Platform:
 
     def command_late(self, why: str) -> None:
         """A command answered `unavailable` at the door's deadline while it was not on the database (on Temporal,
-        or between statements): said as `database_away` says the database away, once a minute while it lasts, and
-        not as the database away."""
-        lasted = self._late_commands.failed(time.monotonic())
-        if lasted == 0.0:
-            log.warning("commands answer unavailable: past the door's deadline, not on the database (%s)", why)
-        elif lasted is not None:
-            log.warning(
-                "commands still answer unavailable past the door's deadline, for %.0f s (%d so far) (%s)",
-                lasted,
-                self._late_commands.failures,
-                why,
-            )
+        or between statements): said as `database_away` says the database away, and not as the database away."""
+        _say_unavailable(self._late_commands, "past the door's deadline, not on the database", why)
 
     def database_away(self, why: str) -> None:
         """A command, or the door's look before one, answered `unavailable` for the database: said when it
         starts and once a minute while it lasts (with how many were), not at every request (a busy door's outage
         of seconds was a thousand lines); the access log, when on, has each request."""
-        lasted = self._database_outage.failed(time.monotonic())
-        if lasted == 0.0:
-            log.warning("commands answer unavailable: the database is out of reach (%s)", why)
-        elif lasted is not None:
-            answered = self._database_outage.failures
-            log.warning(
-                "commands still answer unavailable, for %.0f s (%d so far): the database is out of reach (%s)",
-                lasted,
-                answered,
-                why,
-            )
+        _say_unavailable(self._database_outage, "the database is out of reach", why)
+
+
+def _say_unavailable(outage: Outage, reason: str, why: str) -> None:
+    """Commands answering `unavailable` for `reason`: said when it starts and once a minute while it lasts."""
+    lasted = outage.failed(time.monotonic())
+    if lasted == 0.0:
+        log.warning("commands answer unavailable: %s (%s)", reason, why)
+    elif lasted is not None:
+        log.warning(
+            "commands still answer unavailable, for %.0f s (%d so far): %s (%s)", lasted, outage.failures, reason, why
+        )

@@ -77,6 +77,7 @@ class Deadlines:
     def _let_go_of(self, task: asyncio.Task[Any], held: HeldConnections, left: float) -> None:
         self._let_go[task] = held
         task.add_done_callback(lambda done: self._let_go.pop(done, None))
+        task.add_done_callback(_seen)
         letting_go = asyncio.ensure_future(_end(task, held, left))
         self._letting_go.add(letting_go)
         letting_go.add_done_callback(self._letting_go.discard)
@@ -96,24 +97,25 @@ async def _end(task: asyncio.Task[Any], held: HeldConnections, left: float) -> N
     the grace."""
     if left > 0:
         await asyncio.wait({task}, timeout=left)
-        if task.done():
-            if not task.cancelled():
-                task.exception()  # seen: its result was answered as missed already
-            return
+    if task.done():
+        return
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
-    if not done:
-        closed = held.terminate()
-        # A line each would be a line a request while the database hangs: its outage is said once (`late_reply`).
-        log.debug(
-            "a command past its deadline did not end within %.0f s of its cancel: %d of its connections closed",
-            CANCEL_GRACE_SECONDS,
-            closed,
-        )
-        done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
     if done:
-        if not task.cancelled():
-            task.exception()  # seen: what it ended with is the database's trouble, already answered
-    else:
+        return
+    closed = held.terminate()
+    # A line each would be a line a request while the database hangs: its outage is said once (`late_reply`).
+    log.debug(
+        "a command past its deadline did not end within %.0f s of its cancel: %d of its connections closed",
+        CANCEL_GRACE_SECONDS,
+        closed,
+    )
+    done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
+    if not done:
         log.warning("a command past its deadline still runs after its connections were closed")
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+
+def _seen(task: asyncio.Task[Any]) -> None:
+    """What work let go ended with is taken: its lateness (or the database's trouble) was answered already."""
+    if not task.cancelled():
+        task.exception()
