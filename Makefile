@@ -20,11 +20,13 @@ check: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# docs/commands.md and the TypeScript client's types from the command registry (a test fails when either is out
+# docs/commands.md, the TypeScript client's types and the Python client's reply types from the command registry (a test
+# fails when one is out
 # of date).
 docs: $(STAMP)
 	$(BIN)/python -m orchestrator.reference_doc
 	$(BIN)/python -m orchestrator.typescript_types
+	$(BIN)/python -m orchestrator.python_types
 
 setup: $(STAMP)
 

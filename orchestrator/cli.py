@@ -18,6 +18,7 @@ import shlex
 import signal
 import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -239,7 +240,7 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
 
     misconfigured, away = _door_errors(args)
 
-    def emit(event: dict[str, Any]) -> None:
+    def emit(event: Mapping[str, Any]) -> None:
         print(json.dumps(event, ensure_ascii=False) if args.json else format_event(event), flush=True)
 
     async def run() -> None:

@@ -15,14 +15,64 @@ arguments and no others. `tests/client/test_client_signatures.py` holds every me
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, TypeVar, cast
 
 import httpx
 
 from orchestrator.core.errors import CommandError
 from orchestrator.plain_http import api_url, command_reply, encoded_body
+from orchestrator.reply_types import (
+    CaptureReply,
+    CreateApiKeyReply,
+    DeletedEventTypeReply,
+    DeleteListenerReply,
+    DeleteObjectReply,
+    DeleteScheduleReply,
+    DeleteSessionReply,
+    EmitEventReply,
+    EmitEventsReply,
+    EventTypeReply,
+    ExplainEventReply,
+    GetListenerReply,
+    GetScheduleReply,
+    GetSessionReply,
+    ListApiKeysReply,
+    ListCapturesReply,
+    ListEventTypesReply,
+    ListExecutionsReply,
+    ListListenersReply,
+    ListObjectsReply,
+    ListScheduleRunsReply,
+    ListSchedulesReply,
+    ListSessionEventsReply,
+    ListSessionListenersReply,
+    ListSessionsReply,
+    ListThreadItemsReply,
+    OpenSessionReply,
+    PauseListenerReply,
+    PostThreadItemReply,
+    PostThreadItemsReply,
+    ReadGraphReply,
+    ReadObjectReply,
+    RedeliverReply,
+    ReplayBatchReply,
+    ResumeListenerReply,
+    RevokeApiKeyReply,
+    SaveListenerReply,
+    ScheduleReply,
+    SessionReply,
+    SimulateListenerReply,
+    StartExecutionReply,
+    StopExecutionReply,
+    SwitchListenerReply,
+    UncaptureTableReply,
+    UpdateGraphReply,
+    WhoamiReply,
+    WriteObjectReply,
+    WriteObjectsReply,
+)
 
 __all__ = ["Client", "Commands", "api_url"]
 
@@ -30,6 +80,8 @@ DEFAULT_TIMEOUT_SECONDS = 30.0
 # How every session's id starts (the store draws them as `ses_<hex>`); aliases are what an application names.
 SESSION_ID_PREFIX = "ses_"
 JSON_CONTENT = {"Content-Type": "application/json"}
+# A command's reply type (orchestrator/reply_types.py).
+R = TypeVar("R", bound=Mapping[str, object])
 
 
 class Commands(Protocol):
@@ -200,7 +252,7 @@ class Client:
     ) -> None:
         await self.aclose()
 
-    async def _call(self, name: str, /, **arguments: Any) -> dict[str, Any]:
+    async def _call(self, reply_type: type[R], name: str, /, **arguments: Any) -> R:
         session_id, alias = arguments.get("session_id"), arguments.get("alias")
         if isinstance(session_id, str) and isinstance(alias, str):
             _refuse_the_old_order(name, session_id, alias)
@@ -208,46 +260,49 @@ class Client:
         reply = await self.command(body)
         if reply.get("status") != "success":
             raise CommandError.of_reply(reply)
-        return reply
+        # What the platform answered; `reply_type` says so to a type checker (a test holds each to its command).
+        return cast(R, reply)
 
     # Sessions
 
     async def open_session(
         self, *, alias: str | None = None, retention: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
-        return await self._call("open_session", alias=alias, retention=retention)
+    ) -> OpenSessionReply:
+        return await self._call(OpenSessionReply, "open_session", alias=alias, retention=retention)
 
-    async def list_sessions(self, *, status: str | None = None, limit: int | None = None) -> dict[str, Any]:
-        return await self._call("list_sessions", status=status, limit=limit)
+    async def list_sessions(self, *, status: str | None = None, limit: int | None = None) -> ListSessionsReply:
+        return await self._call(ListSessionsReply, "list_sessions", status=status, limit=limit)
 
-    async def get_session(self, session_id: str) -> dict[str, Any]:
-        return await self._call("get_session", session_id=session_id)
+    async def get_session(self, session_id: str) -> GetSessionReply:
+        return await self._call(GetSessionReply, "get_session", session_id=session_id)
 
-    async def close_session(self, session_id: str, *, drain: bool | None = None) -> dict[str, Any]:
-        return await self._call("close_session", session_id=session_id, drain=drain)
+    async def close_session(self, session_id: str, *, drain: bool | None = None) -> SessionReply:
+        return await self._call(SessionReply, "close_session", session_id=session_id, drain=drain)
 
-    async def reopen_session(self, session_id: str) -> dict[str, Any]:
-        return await self._call("reopen_session", session_id=session_id)
+    async def reopen_session(self, session_id: str) -> SessionReply:
+        return await self._call(SessionReply, "reopen_session", session_id=session_id)
 
-    async def delete_session(self, session_id: str) -> dict[str, Any]:
-        return await self._call("delete_session", session_id=session_id)
+    async def delete_session(self, session_id: str) -> DeleteSessionReply:
+        return await self._call(DeleteSessionReply, "delete_session", session_id=session_id)
 
     # Listeners
 
-    async def save_listener(self, listener: dict[str, Any]) -> dict[str, Any]:
-        return await self._call("save_listener", listener=listener)
+    async def save_listener(self, listener: dict[str, Any]) -> SaveListenerReply:
+        return await self._call(SaveListenerReply, "save_listener", listener=listener)
 
-    async def delete_listener(self, name: str) -> dict[str, Any]:
-        return await self._call("delete_listener", name=name)
+    async def delete_listener(self, name: str) -> DeleteListenerReply:
+        return await self._call(DeleteListenerReply, "delete_listener", name=name)
 
-    async def get_listener(self, name: str) -> dict[str, Any]:
-        return await self._call("get_listener", name=name)
+    async def get_listener(self, name: str) -> GetListenerReply:
+        return await self._call(GetListenerReply, "get_listener", name=name)
 
-    async def list_listeners(self) -> dict[str, Any]:
-        return await self._call("list_listeners")
+    async def list_listeners(self) -> ListListenersReply:
+        return await self._call(ListListenersReply, "list_listeners")
 
-    async def switch_listener(self, session_id: str, name: str, *, enabled: bool) -> dict[str, Any]:
-        return await self._call("switch_listener", session_id=session_id, name=name, enabled=enabled)
+    async def switch_listener(self, session_id: str, name: str, *, enabled: bool) -> SwitchListenerReply:
+        return await self._call(
+            SwitchListenerReply, "switch_listener", session_id=session_id, name=name, enabled=enabled
+        )
 
     # Objects
 
@@ -261,8 +316,9 @@ class Client:
         client: str | None = None,
         idempotency_key: str | None = None,
         explain: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> WriteObjectReply:
         return await self._call(
+            WriteObjectReply,
             "write_object",
             session_id=session_id,
             alias=alias,
@@ -273,14 +329,14 @@ class Client:
             explain=explain,
         )
 
-    async def read_object(self, session_id: str, alias: str, *, client: str | None = None) -> dict[str, Any]:
-        return await self._call("read_object", session_id=session_id, alias=alias, client=client)
+    async def read_object(self, session_id: str, alias: str, *, client: str | None = None) -> ReadObjectReply:
+        return await self._call(ReadObjectReply, "read_object", session_id=session_id, alias=alias, client=client)
 
-    async def delete_object(self, session_id: str, alias: str, *, client: str | None = None) -> dict[str, Any]:
-        return await self._call("delete_object", session_id=session_id, alias=alias, client=client)
+    async def delete_object(self, session_id: str, alias: str, *, client: str | None = None) -> DeleteObjectReply:
+        return await self._call(DeleteObjectReply, "delete_object", session_id=session_id, alias=alias, client=client)
 
-    async def list_objects(self, session_id: str, *, prefix: str | None = None) -> dict[str, Any]:
-        return await self._call("list_objects", session_id=session_id, prefix=prefix)
+    async def list_objects(self, session_id: str, *, prefix: str | None = None) -> ListObjectsReply:
+        return await self._call(ListObjectsReply, "list_objects", session_id=session_id, prefix=prefix)
 
     async def write_objects(
         self,
@@ -289,9 +345,14 @@ class Client:
         *,
         client: str | None = None,
         idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> WriteObjectsReply:
         return await self._call(
-            "write_objects", session_id=session_id, objects=objects, client=client, idempotency_key=idempotency_key
+            WriteObjectsReply,
+            "write_objects",
+            session_id=session_id,
+            objects=objects,
+            client=client,
+            idempotency_key=idempotency_key,
         )
 
     # Threads
@@ -305,8 +366,9 @@ class Client:
         client: str | None = None,
         idempotency_key: str | None = None,
         explain: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> PostThreadItemReply:
         return await self._call(
+            PostThreadItemReply,
             "post_thread_item",
             session_id=session_id,
             alias=alias,
@@ -318,8 +380,10 @@ class Client:
 
     async def list_thread_items(
         self, session_id: str, alias: str, *, after: str | None = None, limit: int | None = None
-    ) -> dict[str, Any]:
-        return await self._call("list_thread_items", session_id=session_id, alias=alias, after=after, limit=limit)
+    ) -> ListThreadItemsReply:
+        return await self._call(
+            ListThreadItemsReply, "list_thread_items", session_id=session_id, alias=alias, after=after, limit=limit
+        )
 
     async def post_thread_items(
         self,
@@ -329,8 +393,9 @@ class Client:
         *,
         client: str | None = None,
         idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> PostThreadItemsReply:
         return await self._call(
+            PostThreadItemsReply,
             "post_thread_items",
             session_id=session_id,
             alias=alias,
@@ -348,17 +413,19 @@ class Client:
         *,
         allow: list[str] | None = None,
         description: str | None = None,
-    ) -> dict[str, Any]:
-        return await self._call("save_event_type", name=name, schema=schema, allow=allow, description=description)
+    ) -> EventTypeReply:
+        return await self._call(
+            EventTypeReply, "save_event_type", name=name, schema=schema, allow=allow, description=description
+        )
 
-    async def get_event_type(self, name: str) -> dict[str, Any]:
-        return await self._call("get_event_type", name=name)
+    async def get_event_type(self, name: str) -> EventTypeReply:
+        return await self._call(EventTypeReply, "get_event_type", name=name)
 
-    async def delete_event_type(self, name: str) -> dict[str, Any]:
-        return await self._call("delete_event_type", name=name)
+    async def delete_event_type(self, name: str) -> DeletedEventTypeReply:
+        return await self._call(DeletedEventTypeReply, "delete_event_type", name=name)
 
-    async def list_event_types(self) -> dict[str, Any]:
-        return await self._call("list_event_types")
+    async def list_event_types(self) -> ListEventTypesReply:
+        return await self._call(ListEventTypesReply, "list_event_types")
 
     async def capture_table(
         self,
@@ -368,9 +435,10 @@ class Client:
         session_column: str | None = None,
         session_id: str | None = None,
         exclude: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> CaptureReply:
         """Make the table's changes events, each to the session its `session_column` names, or all to `session_id`."""
         return await self._call(
+            CaptureReply,
             "capture_table",
             table=table,
             type_prefix=type_prefix,
@@ -379,11 +447,11 @@ class Client:
             exclude=exclude,
         )
 
-    async def uncapture_table(self, table: str) -> dict[str, Any]:
-        return await self._call("uncapture_table", table=table)
+    async def uncapture_table(self, table: str) -> UncaptureTableReply:
+        return await self._call(UncaptureTableReply, "uncapture_table", table=table)
 
-    async def list_captures(self) -> dict[str, Any]:
-        return await self._call("list_captures")
+    async def list_captures(self) -> ListCapturesReply:
+        return await self._call(ListCapturesReply, "list_captures")
 
     async def emit_event(
         self,
@@ -393,15 +461,21 @@ class Client:
         *,
         client: str | None = None,
         idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> EmitEventReply:
         return await self._call(
-            "emit_event", session_id=session_id, type=type, data=data, client=client, idempotency_key=idempotency_key
+            EmitEventReply,
+            "emit_event",
+            session_id=session_id,
+            type=type,
+            data=data,
+            client=client,
+            idempotency_key=idempotency_key,
         )
 
     async def emit_events(
         self, session_id: str, events: list[dict[str, Any]], *, client: str | None = None
-    ) -> dict[str, Any]:
-        return await self._call("emit_events", session_id=session_id, events=events, client=client)
+    ) -> EmitEventsReply:
+        return await self._call(EmitEventsReply, "emit_events", session_id=session_id, events=events, client=client)
 
     # The graph
 
@@ -413,8 +487,9 @@ class Client:
         if_rev: int | None = None,
         client: str | None = None,
         idempotency_key: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> UpdateGraphReply:
         return await self._call(
+            UpdateGraphReply,
             "update_graph",
             session_id=session_id,
             patch=patch,
@@ -423,16 +498,21 @@ class Client:
             idempotency_key=idempotency_key,
         )
 
-    async def read_graph(self, session_id: str, *, nodes: list[str] | None = None) -> dict[str, Any]:
-        return await self._call("read_graph", session_id=session_id, nodes=nodes)
+    async def read_graph(self, session_id: str, *, nodes: list[str] | None = None) -> ReadGraphReply:
+        return await self._call(ReadGraphReply, "read_graph", session_id=session_id, nodes=nodes)
 
     # Executions, what happened, and the session's listeners
 
     async def start_execution(
         self, session_id: str, workflow: str, *, input: Any = None, task_queue: str | None = None
-    ) -> dict[str, Any]:
+    ) -> StartExecutionReply:
         return await self._call(
-            "start_execution", session_id=session_id, workflow=workflow, input=input, task_queue=task_queue
+            StartExecutionReply,
+            "start_execution",
+            session_id=session_id,
+            workflow=workflow,
+            input=input,
+            task_queue=task_queue,
         )
 
     async def stop_execution(
@@ -444,8 +524,9 @@ class Client:
         reason: str | None = None,
         grace_seconds: float | None = None,
         terminate: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> StopExecutionReply:
         return await self._call(
+            StopExecutionReply,
             "stop_execution",
             session_id=session_id,
             execution_id=execution_id,
@@ -463,8 +544,9 @@ class Client:
         status: str | None = None,
         newest_first: bool | None = None,
         limit: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListExecutionsReply:
         return await self._call(
+            ListExecutionsReply,
             "list_executions",
             session_id=session_id,
             listener=listener,
@@ -481,16 +563,22 @@ class Client:
         before: int | None = None,
         limit: int | None = None,
         types: list[str] | None = None,
-    ) -> dict[str, Any]:
+    ) -> ListSessionEventsReply:
         return await self._call(
-            "list_session_events", session_id=session_id, after=after, before=before, limit=limit, types=types
+            ListSessionEventsReply,
+            "list_session_events",
+            session_id=session_id,
+            after=after,
+            before=before,
+            limit=limit,
+            types=types,
         )
 
-    async def list_session_listeners(self, session_id: str) -> dict[str, Any]:
-        return await self._call("list_session_listeners", session_id=session_id)
+    async def list_session_listeners(self, session_id: str) -> ListSessionListenersReply:
+        return await self._call(ListSessionListenersReply, "list_session_listeners", session_id=session_id)
 
-    async def explain_event(self, session_id: str, event_id: int) -> dict[str, Any]:
-        return await self._call("explain_event", session_id=session_id, event_id=event_id)
+    async def explain_event(self, session_id: str, event_id: int) -> ExplainEventReply:
+        return await self._call(ExplainEventReply, "explain_event", session_id=session_id, event_id=event_id)
 
     async def simulate_listener(
         self,
@@ -500,8 +588,9 @@ class Client:
         after: int | None = None,
         before: int | None = None,
         run_seconds: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> SimulateListenerReply:
         return await self._call(
+            SimulateListenerReply,
             "simulate_listener",
             session_id=session_id,
             listener=listener,
@@ -512,24 +601,32 @@ class Client:
 
     # Flow control: pause and resume (everywhere, or in one session), replay a batch, redeliver a range.
 
-    async def pause_listener(self, name: str, *, session_id: str | None = None) -> dict[str, Any]:
-        return await self._call("pause_listener", name=name, session_id=session_id)
+    async def pause_listener(self, name: str, *, session_id: str | None = None) -> PauseListenerReply:
+        return await self._call(PauseListenerReply, "pause_listener", name=name, session_id=session_id)
 
-    async def resume_listener(self, name: str, *, session_id: str | None = None) -> dict[str, Any]:
-        return await self._call("resume_listener", name=name, session_id=session_id)
+    async def resume_listener(self, name: str, *, session_id: str | None = None) -> ResumeListenerReply:
+        return await self._call(ResumeListenerReply, "resume_listener", name=name, session_id=session_id)
 
     async def replay_batch(
         self, session_id: str, listener: str, *, batch: int, client: str | None = None
-    ) -> dict[str, Any]:
+    ) -> ReplayBatchReply:
         """Run the batch that starts at event `batch` again, as a batch of its own."""
-        return await self._call("replay_batch", session_id=session_id, listener=listener, batch=batch, client=client)
+        return await self._call(
+            ReplayBatchReply, "replay_batch", session_id=session_id, listener=listener, batch=batch, client=client
+        )
 
     async def redeliver(
         self, session_id: str, listener: str, *, after: int, through: int, client: str | None = None
-    ) -> dict[str, Any]:
+    ) -> RedeliverReply:
         """Hand the listener the session's events after `after` up to `through` (included) as new batches."""
         return await self._call(
-            "redeliver", session_id=session_id, listener=listener, after=after, through=through, client=client
+            RedeliverReply,
+            "redeliver",
+            session_id=session_id,
+            listener=listener,
+            after=after,
+            through=through,
+            client=client,
         )
 
     # Keys: an admin key's commands (docs/security.md).
@@ -541,20 +638,25 @@ class Client:
         *,
         requests_per_second: float | None = None,
         expires_at: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CreateApiKeyReply:
         """A new key; the reply's `key.secret` is shown this once."""
         return await self._call(
-            "create_api_key", name=name, scopes=scopes, requests_per_second=requests_per_second, expires_at=expires_at
+            CreateApiKeyReply,
+            "create_api_key",
+            name=name,
+            scopes=scopes,
+            requests_per_second=requests_per_second,
+            expires_at=expires_at,
         )
 
-    async def list_api_keys(self) -> dict[str, Any]:
-        return await self._call("list_api_keys")
+    async def list_api_keys(self) -> ListApiKeysReply:
+        return await self._call(ListApiKeysReply, "list_api_keys")
 
-    async def revoke_api_key(self, name: str) -> dict[str, Any]:
-        return await self._call("revoke_api_key", name=name)
+    async def revoke_api_key(self, name: str) -> RevokeApiKeyReply:
+        return await self._call(RevokeApiKeyReply, "revoke_api_key", name=name)
 
-    async def whoami(self) -> dict[str, Any]:
-        return await self._call("whoami")
+    async def whoami(self) -> WhoamiReply:
+        return await self._call(WhoamiReply, "whoami")
 
     # Schedules: a session's, each at an alias there (docs/commands.md has the bodies).
 
@@ -576,12 +678,13 @@ class Client:
         every_seconds: int | None = None,
         invocation_time: str | None = None,
         invocation_target: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
+    ) -> ScheduleReply:
         """The nested form (`repeat` an object, `target`), or the seed's flat one (`repeat` a string, its fields
         beside it, `invocation_target`); `invocation_target_type` defaults to what the target says. The session and
         the alias are the schedule's address, so this method asks for both (the command finds them in a flat
         body's target when they are left out)."""
         return await self._call(
+            ScheduleReply,
             "create_schedule",
             session_id=session_id,
             alias=alias,
@@ -611,9 +714,10 @@ class Client:
         start_date: str | None = None,
         end_date: str | None = None,
         enabled: bool | None = None,
-    ) -> dict[str, Any]:
+    ) -> ScheduleReply:
         """Change what is given and keep the rest."""
         return await self._call(
+            ScheduleReply,
             "update_schedule",
             session_id=session_id,
             alias=alias,
@@ -625,17 +729,21 @@ class Client:
             enabled=enabled,
         )
 
-    async def get_schedule(self, session_id: str, alias: str) -> dict[str, Any]:
-        return await self._call("get_schedule", session_id=session_id, alias=alias)
+    async def get_schedule(self, session_id: str, alias: str) -> GetScheduleReply:
+        return await self._call(GetScheduleReply, "get_schedule", session_id=session_id, alias=alias)
 
-    async def delete_schedule(self, session_id: str, alias: str) -> dict[str, Any]:
-        return await self._call("delete_schedule", session_id=session_id, alias=alias)
+    async def delete_schedule(self, session_id: str, alias: str) -> DeleteScheduleReply:
+        return await self._call(DeleteScheduleReply, "delete_schedule", session_id=session_id, alias=alias)
 
-    async def list_schedules(self, session_id: str) -> dict[str, Any]:
-        return await self._call("list_schedules", session_id=session_id)
+    async def list_schedules(self, session_id: str) -> ListSchedulesReply:
+        return await self._call(ListSchedulesReply, "list_schedules", session_id=session_id)
 
-    async def list_schedule_runs(self, session_id: str, alias: str, *, limit: int | None = None) -> dict[str, Any]:
-        return await self._call("list_schedule_runs", session_id=session_id, alias=alias, limit=limit)
+    async def list_schedule_runs(
+        self, session_id: str, alias: str, *, limit: int | None = None
+    ) -> ListScheduleRunsReply:
+        return await self._call(
+            ListScheduleRunsReply, "list_schedule_runs", session_id=session_id, alias=alias, limit=limit
+        )
 
 
 def _refuse_the_old_order(name: str, session_id: str, alias: str) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.client import Client
-from orchestrator.commands.reference import reference, reply_schema, schema_index
+from orchestrator.commands.reference import reference, reply_schema, schema_index, shapes_by_name
 from orchestrator.core.errors import ErrorCode
 
 DEFAULT_PATH = Path("clients/typescript/src/generated.ts")
@@ -127,16 +127,6 @@ def _declaration(name: str, schema: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def _shapes(schemas: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every `$defs` shape of these schemas, by name; one name is one shape everywhere."""
-    shapes: dict[str, Any] = {}
-    for schema in schemas:
-        for name, shape in schema.get("$defs", {}).items():
-            if shapes.setdefault(name, shape) != shape:
-                raise ValueError(f"two shapes are named {name!r}: the generated types would confuse them")
-    return shapes
-
-
 def _signature(name: str, properties: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The Python client's method for `name`: its positional arguments, and its keyword-only ones."""
     method = getattr(Client, name, None)
@@ -205,7 +195,7 @@ def render() -> str:
         'export type Reply = { status: "success"; [key: string]: any };',
         "",
     ]
-    shapes = _shapes([index["listener"], *commands.values(), *replies.values()])
+    shapes = shapes_by_name([index["listener"], *commands.values(), *replies.values()])
     for name, shape in sorted(shapes.items()):
         lines += _declaration(name, shape)
     lines += ["/** A listener body, as `save_listener` takes it (docs/listeners.md). */"]

@@ -180,6 +180,16 @@ def reply_schema(name: str) -> dict[str, Any]:
 REPLY_LINE_DEPTH = 2
 
 
+def shapes_by_name(schemas: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every `$defs` shape of these schemas, by name, for the clients' generated types: one name is one shape."""
+    shapes: dict[str, Any] = {}
+    for schema in schemas:
+        for name, shape in schema.get("$defs", {}).items():
+            if shapes.setdefault(name, shape) != shape:
+                raise ValueError(f"two shapes are named {name!r}: the generated types would confuse them")
+    return shapes
+
+
 def reply_line(schema: dict[str, Any]) -> str:
     """A reply's fields in a line, from its schema: `` `object` {alias, rev}, `event_id` (its event), `explain`? ``
     (`?`: answered only sometimes; a value in parentheses: the field's description), then the model's own

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -55,7 +55,7 @@ def _run_key(execution_id: str) -> tuple[str, int] | None:
     return "run:" + head.removeprefix("exe:"), int(attempt)
 
 
-def _body(listener: dict[str, Any]) -> dict[str, Any]:
+def _body(listener: Mapping[str, Any]) -> dict[str, Any]:
     body = listener.get("body")
     if isinstance(body, str):
         body = json.loads(body)
@@ -63,9 +63,9 @@ def _body(listener: dict[str, Any]) -> dict[str, Any]:
 
 
 def _retries_waiting(
-    executions: Sequence[dict[str, Any]], retry: dict[str, Any] | None, in_flight: set[str] | None
+    executions: Sequence[Mapping[str, Any]], retry: dict[str, Any] | None, in_flight: set[str] | None
 ) -> list[dict[str, Any]]:
-    latest: dict[str, tuple[int, dict[str, Any]]] = {}
+    latest: dict[str, tuple[int, Mapping[str, Any]]] = {}
     for execution in executions:
         parsed = _run_key(str(execution.get("id", "")))
         if parsed is None:
@@ -119,7 +119,7 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
     view = []
     for listener in listeners:
         name = listener["name"]
-        lanes = []
+        lanes: list[dict[str, Any]] = []
         live = True
         in_flight_keys: set[str] = set()
         for lane in listener.get("lanes", []):
@@ -136,7 +136,7 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
                     "runs_in_flight": [run["run_key"] for run in runs or []],
                     "batches": lane.get("batches"),
                     "trouble": lane.get("trouble"),
-                    "waiting": (lane.get("waiting") or {}).get("text"),
+                    "waiting": waiting["text"] if (waiting := lane.get("waiting")) else None,
                 }
             )
         mine = [e for e in executions if e.get("listener") == name]
@@ -153,14 +153,14 @@ async def session_status(client: Client, session_id: str) -> dict[str, Any]:
                 "executions_running": sum(1 for e in mine if e.get("status") == "running"),
                 # Its runs that wait for events, and on what (docs/waits.md).
                 "waiting_runs": [
-                    {"execution_id": e["id"], "lane": e.get("lane"), **e["waiting"]}
+                    {"execution_id": e["id"], "lane": e.get("lane"), **waits}
                     for e in mine
-                    if e.get("status") == "running" and e.get("waiting")
+                    if e.get("status") == "running" and (waits := e.get("waiting"))
                 ],
                 "retries_waiting": _retries_waiting(mine, declaration.get("retry"), in_flight_keys if live else None),
                 # Each outcome beside its run's own status: `success` means the run started, not how it ended.
                 "recent_outcomes": [
-                    {**o, "run_status": run_status[o["execution_id"]]} if o.get("execution_id") in run_status else o
+                    {**o, "run_status": run_status[ran]} if (ran := o.get("execution_id")) in run_status else o
                     for o in listener.get("recent_outcomes", [])
                 ],
                 "counts": listener.get("counts", {}),
@@ -269,7 +269,7 @@ def _condition_text(condition: dict[str, Any]) -> str:
 # Events
 
 
-def format_event(event: dict[str, Any]) -> str:
+def format_event(event: Mapping[str, Any]) -> str:
     """One event as one line: id, commit time, type, alias and what caused it."""
     parts = [str(event.get("id", "")).rjust(6), str(event.get("created_at", "")), str(event.get("type", ""))]
     if event.get("alias"):
@@ -318,7 +318,7 @@ def format_keys(keys: list[dict[str, Any]]) -> str:
 async def tail_events(
     client: Client,
     session_id: str,
-    emit: Callable[[dict[str, Any]], None],
+    emit: Callable[[Mapping[str, Any]], None],
     *,
     after: int = 0,
     types: list[str] | None = None,
@@ -372,7 +372,7 @@ async def _pages(
     follow: bool,
     poll_seconds: float,
     on_gap: Callable[[str], None] | None = None,
-) -> AsyncIterator[tuple[int, list[dict[str, Any]]]]:
+) -> AsyncIterator[tuple[int, Sequence[Mapping[str, Any]]]]:
     """`(last_id, events)` after `position`: the history page by page, then (with `follow`) each batch of the
     stream until the server ends it. The caller keeps the position, so a connection lost midway loses nothing.
     A read past retention is told to `on_gap` (deleted history is not history that never was)."""
@@ -388,9 +388,10 @@ async def _pages(
 
     while True:
         reply = await client.list_session_events(session_id, after=position, limit=EVENTS_PAGE, types=types)
-        if "first_id" in reply:
-            trimmed(position, int(reply["first_id"]))
-        position = int(reply["last_id"])
+        first_id = reply.get("first_id")
+        if first_id is not None:
+            trimmed(position, first_id)
+        position = reply["last_id"]
         yield position, reply["events"]
         if len(reply["events"]) < EVENTS_PAGE:
             break
