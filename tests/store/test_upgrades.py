@@ -1,14 +1,19 @@
-"""A database used under the migrations before the newest one upgrades in place and goes on as if made new."""
+"""A database used under the migrations before the newest one upgrades in place and goes on as if made new; one
+migrated by a newer release is refused by an older one."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 
 from orchestrator.config import Settings
 from orchestrator.dev.embedded import EmbeddedPostgres
 from orchestrator.platform import Platform
+from orchestrator.store import migrate as migrate_module
+from orchestrator.store.migrate import SchemaMismatch, migrate, migration_files
 from tests.conftest import scratch_database
 from tests.store.earlier_releases import released_through, their_connections
 from tests.store.test_lane_store_contract import PgWorld, address, fire, listener, route_all, snapshot
@@ -90,3 +95,22 @@ async def test_listeners_deleted_before_the_upgrade_leave_their_probes_and_paths
         assert await pool.fetchval("SELECT count(*) FROM orchestrator.listener_probe_paths") == 0
     finally:
         await after.close()
+
+
+async def test_a_release_before_the_newest_migration_refuses_the_database_and_leaves_it_as_it_was(
+    blank_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Going back (docs/operations.md, "Upgrade"): migrations have no down step, and a process of a release that
+    does not ship the database's newest migration refuses to start rather than run its SQL over those tables."""
+    conn = await asyncpg.connect(blank_db)
+    try:
+        await migrate(conn)
+        newest = migration_files()[-1]
+        recorded = await conn.fetch("SELECT version, name FROM orchestrator.schema_migrations ORDER BY version")
+        monkeypatch.setattr(migrate_module, "migration_files", lambda: migration_files()[:-1])
+        with pytest.raises(SchemaMismatch, match=re.escape(newest[1])):
+            await migrate(conn)
+        after = await conn.fetch("SELECT version, name FROM orchestrator.schema_migrations ORDER BY version")
+        assert after == recorded
+    finally:
+        await conn.close()
