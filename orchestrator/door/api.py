@@ -155,6 +155,11 @@ def late_reply(platform: Platform, request: Request, missed: Missed, body: Any) 
 
 def create_app(platform: Platform, settings: Settings) -> Starlette:
     """The ASGI app serving `platform` under the keys, token, size limit and deadlines of `settings`."""
+    if not platform.store.lent_noted:
+        # Its deadlines could not close a late command's connections on a database that answers nothing.
+        raise ValueError(
+            "create_app: the platform's pool does not note the connections it lends (connected with door=False)"
+        )
     max_bytes = settings.max_request_bytes
     gate = Gate(lambda: platform.store, settings)
     browser = BrowserRoutes(platform, settings, gate)

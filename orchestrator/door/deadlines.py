@@ -3,13 +3,13 @@
 Owns the wait and the cut. The work (the door's look at who calls, a command) runs as a task of its own while the
 request waits for it at most its deadline; past that the request is answered at once (`Missed`, which the door turns
 into `unavailable`: `core/command_deadlines.not_answered`) and the work is let go behind the answer. Work that has
-taken a connection is left to end for as long again (on a database that is slow, not gone, a command of several
-steps then ends whole, not cut between two of them; one that took none has written nothing and is cut at once), then
-cancelled, which on a database that answers stops its statement within a round trip,
-then, if it is still not done `CANCEL_GRACE_SECONDS` later, its connections closed (`store/held_connections`): on a
-database that answers nothing the cancel itself is never answered, and the pool would hold the connection, and the
-work, until it was. At shutdown what is still let go is cut at once. How long each command may take is
-`core/command_deadlines.deadline_of`'s.
+taken a connection is left to end for as long again (on a database that is slow, not gone, a command of several steps
+then ends whole, not cut between two of them; one that took none has written nothing and is cut at once), then
+cancelled, which on a database that answers stops its statement within a round trip, then, if it is still not done
+`CANCEL_GRACE_SECONDS` later, its connections closed (`store/held_connections`): on a database that answers nothing
+the cancel itself is never answered, and the pool would hold the connection, and the work, until it was. Its
+connections are those its own task took: a task it starts keeps its own. At shutdown what is still let go is cut at
+once. How long each command may take is `core/command_deadlines.deadline_of`'s.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ class Deadlines:
         if seconds is None:
             return await work
         held = HeldConnections()
-        with holding(held):
-            task = asyncio.ensure_future(work)
+        task = asyncio.ensure_future(work)
+        holding(held, task)
         try:
             done, _ = await asyncio.wait({task}, timeout=seconds)
         except asyncio.CancelledError:
