@@ -54,8 +54,12 @@ class Deadlines:
         """How many commands let go past their deadline have not ended yet."""
         return len(self._let_go)
 
-    async def run(self, work: Coroutine[Any, Any, T], seconds: float | None) -> T | Missed:
-        """`work`'s result, or `Missed` once `seconds` have passed (None: no deadline, it is awaited here)."""
+    async def run(self, work: Coroutine[Any, Any, T], seconds: float | None, *, whole: bool = True) -> T | Missed:
+        """`work`'s result, or `Missed` once `seconds` have passed (None: no deadline, it is awaited here).
+
+        `whole`: work that took a connection is left as long again to end whole (a command's steps); without it,
+        work past its deadline is cut at once, for work whose end behind the answer would make the answer untrue
+        (a stream's opening uses its ticket up as its last step: not once the answer said it was not used)."""
         if seconds is None:
             return await work
         held = HeldConnections()
@@ -71,7 +75,7 @@ class Deadlines:
             return task.result()
         missed = Missed(seconds, held.reached, held.holds_one() or not held.reached)
         # Work that took no connection yet wrote nothing: cut at once. Work that did is left as long again to end.
-        self._let_go_of(task, held, seconds if held.reached else 0.0)
+        self._let_go_of(task, held, seconds if held.reached and whole else 0.0)
         return missed
 
     def _let_go_of(self, task: asyncio.Task[Any], held: HeldConnections, left: float) -> None:
