@@ -97,13 +97,15 @@ def not_answered(
     on_database: bool,
     key: KeyState,
     ticket: TicketState | None = None,
+    signing_out: bool = False,
 ) -> CommandError:
     """The `unavailable` of a command (None: the door's look before one, who calls, or a stream's opening) not done
     within `seconds`.
 
     `reached`: it took a connection of the database's pool (else nothing of it was sent); `on_database`: it held
     one, or waited for its first, when the time was up (else it was between statements: on Temporal, or waiting
-    for a connection again); `ticket`: what a stream's opening with a ticket did with it."""
+    for a connection again); `ticket`: what a stream's opening with a ticket did with it; `signing_out`: it was
+    ending a browser session (its look at the session done)."""
     field = "database" if on_database or not reached else "command"
     late = f"{field}: no answer within {seconds:g} s"
     if ticket == "unused":
@@ -113,6 +115,8 @@ def not_answered(
             "the ticket may have been used up; try again with it, and if it is refused, with a new one"
             " (POST /v1/stream-tickets)"
         )
+    elif signing_out:
+        outcome = "the browser session may have ended; try again (once it has, the answer is unauthorized)"
     elif command is None or command in READS:
         outcome = "nothing was changed; try again"
     elif not reached:

@@ -135,11 +135,18 @@ async def http_error(request: Request, err: Exception) -> Response:
 
 
 def late_reply(
-    platform: Platform, request: Request, missed: Missed, body: Any, ticket: TicketState | None = None
+    platform: Platform,
+    request: Request,
+    missed: Missed,
+    body: Any,
+    ticket: TicketState | None = None,
+    *,
+    signing_out: bool = False,
 ) -> Response:
     """The answer to a request not done within its deadline (`missed`): `unavailable`, saying whether what the
     command (the body's; none: the door's look before one, or another route's reads and writes) writes may still be
-    made, and whether a retry is safe (for a stream's opening with a ticket, whether it is still good: `ticket`).
+    made, and whether a retry is safe (for a stream's opening with a ticket, whether it is still good: `ticket`; for
+    a sign-out, that the browser session may have ended: `signing_out`).
     Said in the log as the platform says the database away (`Platform.database_away`: once, not at every request),
     or, when the command was not on the database then, as a command late (`Platform.command_late`)."""
     name = body.get("command") if isinstance(body, dict) else None
@@ -157,6 +164,7 @@ def late_reply(
         on_database=missed.on_database,
         key=key_state(takes_key, body if isinstance(body, dict) else {}),
         ticket=ticket,
+        signing_out=signing_out,
     )
     return reply_response(refusal.reply())
 
@@ -175,10 +183,12 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
     # sign-out and its stream tickets: a few reads and writes.
     look_seconds = deadline_of(None, settings.command_deadline_seconds, settings.long_command_deadline_seconds)
 
-    async def within(request: Request, work: Coroutine[Any, Any, T]) -> T | Response:
+    async def within(request: Request, work: Coroutine[Any, Any, T], *, signing_out: bool = False) -> T | Response:
         """`work`'s answer, or the `unavailable` of work not done within the look's deadline."""
         done = await deadlines.run(work, look_seconds)
-        return late_reply(platform, request, done, None) if isinstance(done, Missed) else done
+        if isinstance(done, Missed):
+            return late_reply(platform, request, done, None, signing_out=signing_out)
+        return done
 
     browser = BrowserRoutes(platform, settings, gate, within)
 

@@ -58,7 +58,9 @@ class Within(Protocol):
     """Runs a route's reads and writes of the database within the door's deadline (`create_app`'s): their answer,
     or the `unavailable` of those not done in time."""
 
-    def __call__(self, request: Request, work: Coroutine[Any, Any, T]) -> Awaitable[T | Response]: ...
+    def __call__(
+        self, request: Request, work: Coroutine[Any, Any, T], *, signing_out: bool = False
+    ) -> Awaitable[T | Response]: ...
 
 
 class BrowserRoutes:
@@ -127,20 +129,15 @@ class BrowserRoutes:
     async def sign_out(self, request: Request) -> Response:
         cookie = request.cookies.get(COOKIE)
         if cookie:
-            ended = await self.within(request, self._end_session(request, cookie))
+            principal = await self.within(request, who(request, self.gate, cookie=True))
+            if isinstance(principal, Response):
+                return principal
+            ended = await self.within(request, self.gate.sign_out(cookie), signing_out=True)
             if ended is not None:
                 return ended
         response = JSONResponse({"status": "success", "signed_in": None})
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict", secure=_secure(request))
         return response
-
-    async def _end_session(self, request: Request, cookie: str) -> Response | None:
-        """None once the browser session of `cookie` has ended; else the answer that refuses to end it."""
-        principal = await who(request, self.gate, cookie=True)
-        if isinstance(principal, Response):
-            return principal
-        await self.gate.sign_out(cookie)
-        return None
 
     async def stream_ticket(self, request: Request) -> Response:
         principal = await self.within(request, look(request, self.gate))

@@ -20,6 +20,7 @@ from orchestrator.dev.runtime import serve_api
 from orchestrator.door.api import create_app
 from orchestrator.platform import Platform
 from tests.access.conftest import TOKEN, Api
+from tests.engine.harness import eventually
 from tests.test_streams import write
 
 LIST = {"command": "list_listeners"}
@@ -172,6 +173,36 @@ async def test_a_stream_opening_past_its_deadline_leaves_its_ticket_good_and_say
 
         shared = await ticket()
         assert sorted(await asyncio.gather(opened(shared), opened(shared))) == [200, 401]
+
+
+async def test_a_sign_out_past_its_deadline_says_the_session_may_have_ended(
+    platform: Platform, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quick = settings.model_copy(update={"api_token": SecretStr(TOKEN), "command_deadline_seconds": 1.0})
+    app = create_app(platform, quick)
+    async with serve_api(app, "127.0.0.1", 0) as url, httpx.AsyncClient(base_url=url, timeout=10) as http:
+        csrf = {"x-csrf-token": await sign_in(http, TOKEN)}
+        drop_pass = platform.store.drop_pass
+
+        async def slow(digest: bytes) -> None:  # a database slow to answer as the session is ended
+            await asyncio.sleep(5)
+            await drop_pass(digest)
+
+        monkeypatch.setattr(platform.store, "drop_pass", slow)
+        late = await http.post("/dashboard/sign-out", headers=csrf)
+        assert late.status_code == 503, late.text
+        said = late.json()["message"]
+        assert said.endswith("the browser session may have ended; try again (once it has, the answer is unauthorized)")
+        monkeypatch.undo()
+
+        async def all_ended() -> bool:
+            return app.state.deadlines.unfinished == 0
+
+        # Cut before its statement was sent: the session goes on.
+        await eventually(all_ended, within=10, what="the late sign-out was cut")
+        out = await http.post("/dashboard/sign-out", headers=csrf)
+        assert out.status_code == 200, out.text
+        assert (await http.post("/dashboard/sign-out", headers=csrf)).status_code == 200, "no cookie: nothing to end"
 
 
 async def test_the_access_log_never_carries_a_secret(api: Api, caplog: pytest.LogCaptureFixture) -> None:
