@@ -54,9 +54,13 @@ class Platform:
         self._late_commands = Outage()
 
     @classmethod
-    async def connect(cls, settings: Settings, database_url: str, temporal: Any | None = None) -> Platform:
+    async def connect(
+        cls, settings: Settings, database_url: str, temporal: Any | None = None, *, door: bool = True
+    ) -> Platform:
         """Open the store (applying migrations) for a database that is already running: pools on `database_url`,
-        sessions of their own on `settings.database_direct_url` when set."""
+        sessions of their own on `settings.database_direct_url` when set. `door`: whether an HTTP door may serve
+        it (`create_app`), whose deadlines need the pool to note each connection it lends; a process with no door
+        (a worker, a command line's local command) says False, and its acquires take no hook."""
         direct_url = settings.database_direct_url or database_url
         try:
             store = await EngineRecords.open(
@@ -65,6 +69,7 @@ class Platform:
                 direct_url=direct_url,
                 statement_cache_size=settings.statement_cache_size,
                 schema=settings.database_schema,
+                lent_noted=door,
             )
         except DATABASE_AWAY as err:
             raise unreachable(database_url, err) from err

@@ -93,7 +93,7 @@ class Harness:
                 data_converter=pydantic_data_converter,
             )
             stack.push_async_callback(self.env.shutdown)
-            self.platform = await Platform.connect(self.settings, postgres.url, temporal=self.env.client)
+            self.platform = await Platform.connect(self.settings, postgres.url, temporal=self.env.client, door=False)
             stack.push_async_callback(self.platform.close)
             app = self.app or UserApp(name="(none)")
             # The app's own tables first, as `dev` makes them: its captures are planned on them.

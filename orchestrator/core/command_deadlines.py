@@ -65,6 +65,10 @@ LONG: frozenset[str] = frozenset(
 # `emit_events`), `missing` one the command takes, `none` the command takes none.
 KeyState = Literal["given", "missing", "none"]
 
+# What a stream's opening with a single-use ticket did with it by its deadline: `unused` (the opening uses it up as
+# its last step, and was cut before it), `spending` (its use was sent, and may have been made).
+TicketState = Literal["unused", "spending"]
+
 
 def deadline_of(command: str | None, seconds: float, long_seconds: float) -> float | None:
     """How long the door waits for `command` (None: the body names no command yet), or None for no deadline (a
@@ -86,16 +90,34 @@ def key_state(takes_key: bool, body: Mapping[str, Any]) -> KeyState:
 
 
 def not_answered(
-    command: str | None, seconds: float, *, reached: bool, on_database: bool, key: KeyState
+    command: str | None,
+    seconds: float,
+    *,
+    reached: bool,
+    on_database: bool,
+    key: KeyState,
+    ticket: TicketState | None = None,
+    signing_out: bool = False,
 ) -> CommandError:
-    """The `unavailable` of a command (None: the door's look before one, who calls) not done within `seconds`.
+    """The `unavailable` of a command (None: the door's look before one, who calls, or a stream's opening) not done
+    within `seconds`.
 
     `reached`: it took a connection of the database's pool (else nothing of it was sent); `on_database`: it held
     one, or waited for its first, when the time was up (else it was between statements: on Temporal, or waiting
-    for a connection again)."""
+    for a connection again); `ticket`: what a stream's opening with a ticket did with it; `signing_out`: it was
+    ending a browser session (its look at the session done)."""
     field = "database" if on_database or not reached else "command"
     late = f"{field}: no answer within {seconds:g} s"
-    if command is None or command in READS:
+    if ticket == "unused":
+        outcome = "nothing was changed and the ticket was not used; try again with it"
+    elif ticket == "spending":
+        outcome = (
+            "the ticket may have been used up; try again with it, and if it is refused, with a new one"
+            " (POST /v1/stream-tickets)"
+        )
+    elif signing_out:
+        outcome = "the browser session may have ended; try again (once it has, the answer is unauthorized)"
+    elif command is None or command in READS:
         outcome = "nothing was changed; try again"
     elif not reached:
         outcome = "the command never reached the database, so nothing was made; try again"

@@ -318,7 +318,7 @@ async def plan_app(settings: Settings, spec: str) -> ShownPlan:
     run the app's `migrate`: a table that `migrate` is to make is planned as captured, and a note says so."""
     database_url = local_database_url(settings, "plan")
     app = load_app(spec)
-    platform = await Platform.connect(settings, database_url)
+    platform = await Platform.connect(settings, database_url, door=False)
     tables_to_come: list[str] | None = [] if app.migrate is not None else None
     try:
         steps = await app_plan.plan_of(platform, app, tables_to_come=tables_to_come)
@@ -645,7 +645,8 @@ async def run_worker(
     stop = asyncio.Event()
     with _stop_on_signals(stop):
         temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
-        platform = await Platform.connect(settings, database_url, temporal=temporal)
+        # The worker's pool: the engine's alone (a health probe reads nothing), so its acquires take no hook.
+        platform = await Platform.connect(settings, database_url, temporal=temporal, door=False)
         try:
             await migrate_and_apply(platform, app, announce)
             async with contextlib.AsyncExitStack() as stack:
@@ -698,7 +699,7 @@ async def local_platform(settings: Settings) -> AsyncIterator[Platform]:
         with contextlib.suppress(Exception):
             async with asyncio.timeout(5):
                 temporal = await connect_temporal(found, settings.temporal_namespace, settings)
-    platform = await Platform.connect(settings, database_url, temporal=temporal)
+    platform = await Platform.connect(settings, database_url, temporal=temporal, door=False)
     try:
         yield platform
     finally:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -32,8 +32,7 @@ from orchestrator.commands.fields import session_id_of
 from orchestrator.commands.reference import schema_index
 from orchestrator.commands.registry import COMMANDS, unknown_command
 from orchestrator.config import Settings
-from orchestrator.core.access import Principal
-from orchestrator.core.command_deadlines import deadline_of, key_state, not_answered
+from orchestrator.core.command_deadlines import TicketState, deadline_of, key_state, not_answered
 from orchestrator.core.connection_listener import parse_stream, unknown_stream_params
 from orchestrator.core.errors import CommandError, unavailable
 from orchestrator.core.json_checks import MAX_JSON_DEPTH, not_json
@@ -42,9 +41,12 @@ from orchestrator.door.auth import (
     STATUS_BY_ERROR,
     UNKNOWN_ERROR_STATUS,
     error_reply,
+    look,
+    presented_ticket,
     rate_limited,
     reply_response,
     status_for,
+    ticket_refused,
     who,
 )
 from orchestrator.door.browser import BrowserRoutes
@@ -60,6 +62,8 @@ from orchestrator.telemetry import continuing
 __all__ = ["STATUS_BY_ERROR", "UNKNOWN_ERROR_STATUS", "create_app", "error_reply", "status_for"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def _request_id(request: Request) -> str | None:
@@ -130,9 +134,19 @@ async def http_error(request: Request, err: Exception) -> Response:
     return JSONResponse(reply, status_code=err.status_code, headers=err.headers)
 
 
-def late_reply(platform: Platform, request: Request, missed: Missed, body: Any) -> Response:
+def late_reply(
+    platform: Platform,
+    request: Request,
+    missed: Missed,
+    body: Any,
+    ticket: TicketState | None = None,
+    *,
+    signing_out: bool = False,
+) -> Response:
     """The answer to a request not done within its deadline (`missed`): `unavailable`, saying whether what the
-    command (the body's; none: the door's look before one) writes may still be made, and whether a retry is safe.
+    command (the body's; none: the door's look before one, or another route's reads and writes) writes may still be
+    made, and whether a retry is safe (for a stream's opening with a ticket, whether it is still good: `ticket`; for
+    a sign-out, that the browser session may have ended: `signing_out`).
     Said in the log as the platform says the database away (`Platform.database_away`: once, not at every request),
     or, when the command was not on the database then, as a command late (`Platform.command_late`)."""
     name = body.get("command") if isinstance(body, dict) else None
@@ -149,18 +163,34 @@ def late_reply(platform: Platform, request: Request, missed: Missed, body: Any) 
         reached=missed.reached,
         on_database=missed.on_database,
         key=key_state(takes_key, body if isinstance(body, dict) else {}),
+        ticket=ticket,
+        signing_out=signing_out,
     )
     return reply_response(refusal.reply())
 
 
 def create_app(platform: Platform, settings: Settings) -> Starlette:
     """The ASGI app serving `platform` under the keys, token, size limit and deadlines of `settings`."""
+    if not platform.store.lent_noted:
+        # Its deadlines could not close a late command's connections on a database that answers nothing.
+        raise ValueError(
+            "create_app: the platform's pool does not note the connections it lends (connected with door=False)"
+        )
     max_bytes = settings.max_request_bytes
     gate = Gate(lambda: platform.store, settings)
-    browser = BrowserRoutes(platform, settings, gate)
     deadlines = Deadlines()
-    # The door's look before a command (who calls, its rate) and a stream's opening: a few reads.
+    # The door's look before a command (who calls, its rate), a stream's opening, the browser's sign-in and
+    # sign-out and its stream tickets: a few reads and writes.
     look_seconds = deadline_of(None, settings.command_deadline_seconds, settings.long_command_deadline_seconds)
+
+    async def within(request: Request, work: Coroutine[Any, Any, T], *, signing_out: bool = False) -> T | Response:
+        """`work`'s answer, or the `unavailable` of work not done within the look's deadline."""
+        done = await deadlines.run(work, look_seconds)
+        if isinstance(done, Missed):
+            return late_reply(platform, request, done, None, signing_out=signing_out)
+        return done
+
+    browser = BrowserRoutes(platform, settings, gate, within)
 
     async def read_body(request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -173,18 +203,8 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
                 raise _TooLarge
         return bytes(body)
 
-    async def look(request: Request) -> Principal | Response:
-        """Who calls, and whether its key may make one more request now (else the answer that says why not)."""
-        principal = await who(request, gate, cookie=True)
-        if isinstance(principal, Response):
-            return principal
-        wait = await gate.take_request(principal)
-        return principal if wait is None else rate_limited(wait)
-
     async def commands(request: Request) -> Response:
-        principal = await deadlines.run(look(request), look_seconds)
-        if isinstance(principal, Missed):
-            return late_reply(platform, request, principal, None)
+        principal = await within(request, look(request, gate))
         if isinstance(principal, Response):
             return principal
         try:
@@ -227,16 +247,25 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
     hub = StreamHub(lambda: platform.direct_url)
 
     async def stream(request: Request) -> Response:
-        # The opening's reads within the deadline; the stream itself is never cut (it ends with its client, or
-        # with the server's stop).
-        opened = await deadlines.run(open_stream(request), look_seconds)
-        return late_reply(platform, request, opened, None) if isinstance(opened, Missed) else opened
+        # The opening within the deadline, cut at once past it (it would use its ticket up behind the answer);
+        # the stream itself is never cut (it ends with its client, or with the server's stop).
+        ticket: list[TicketState] = []
+        opened = await deadlines.run(open_stream(request, ticket), look_seconds, whole=False)
+        if isinstance(opened, Missed):
+            return late_reply(platform, request, opened, None, ticket[-1] if ticket else None)
+        return opened
 
-    async def open_stream(request: Request) -> Response:
+    async def open_stream(request: Request, ticket: list[TicketState]) -> Response:
+        """The stream, or the answer that refuses it. A single-use ticket is used up as the last step, once all
+        else is ready (`ticket` says how far it went): an opening refused, or late, leaves it good for a retry, and
+        of two openings with one ticket only one spends it."""
         session_id = request.path_params["session_id"]
         principal = await who(request, gate, query_token=True, ticket_for=session_id)
         if isinstance(principal, Response):
             return principal
+        presented = presented_ticket(request)
+        if presented is not None:
+            ticket.append("unused")
         wait = await gate.take_request(principal)
         if wait is not None:
             return rate_limited(wait)
@@ -260,6 +289,10 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             field = "Last-Event-ID" if request.headers.get("last-event-id") else "after"
             reply = error_reply("invalid_request", f"{field}: must be an event id (a non-negative integer)")
             return JSONResponse(reply, status_code=400)
+        if presented is not None:
+            ticket.append("spending")
+            if not await gate.spend_ticket(presented, session_id):
+                return ticket_refused()
         holds = gate.holds_on(principal)
         return EventStream(platform.store, hub, session_id, spec, position, holds)  # type: ignore[return-value]
 

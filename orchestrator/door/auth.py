@@ -26,6 +26,8 @@ COOKIE = "orchestrator_session"
 CSRF_HEADER = "x-csrf-token"
 # Where the access log finds who made a request (`access_log`).
 KEY_IN_SCOPE = "orchestrator.key"
+# The stream ticket a request was let in with, for its opening to use up (`presented_ticket`).
+TICKET_IN_SCOPE = "orchestrator.ticket"
 
 # `limit_exceeded` is 422, not 429: a deployment limit refuses this request as it is (an oversize value,
 # too many executions), and 429 invites clients and proxies to retry the same request automatically; a rate
@@ -114,6 +116,16 @@ def from_elsewhere(request: Request) -> JSONResponse | None:
     return None
 
 
+def ticket_refused() -> JSONResponse:
+    return unauthorized("ticket: not valid (used already, lapsed, or for another session)", invalid=True)
+
+
+def presented_ticket(request: Request) -> str | None:
+    """The stream ticket `who` let the request in with (not used up: the stream's opening uses it once it opens)."""
+    ticket = request.scope.get(TICKET_IN_SCOPE)
+    return ticket if isinstance(ticket, str) else None
+
+
 def remember(request: Request, principal: Principal) -> Principal:
     request.scope[KEY_IN_SCOPE] = principal.name
     return principal
@@ -149,7 +161,8 @@ async def who(
     if ticket_for is not None and "ticket" in params:
         principal = await gate.ticket(params["ticket"], ticket_for)
         if principal is None:
-            return unauthorized("ticket: not valid (used already, lapsed, or for another session)", invalid=True)
+            return ticket_refused()
+        request.scope[TICKET_IN_SCOPE] = params["ticket"]
         return remember(request, principal)
     value = request.cookies.get(COOKIE) if cookie else None
     if value:
@@ -165,3 +178,13 @@ async def who(
         "authorization: a bearer token is required (the CLI takes --token or ORCHESTRATOR_API_TOKEN; on the"
         " platform's own machine, `orchestrator call --local` reaches its database with no key)"
     )
+
+
+async def look(request: Request, gate: Gate) -> Principal | Response:
+    """Who calls (a key, the token or a browser session), and whether its key may make one more request now: its
+    principal, or the answer that says why not."""
+    principal = await who(request, gate, cookie=True)
+    if isinstance(principal, Response):
+        return principal
+    wait = await gate.take_request(principal)
+    return principal if wait is None else rate_limited(wait)

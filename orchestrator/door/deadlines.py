@@ -3,13 +3,13 @@
 Owns the wait and the cut. The work (the door's look at who calls, a command) runs as a task of its own while the
 request waits for it at most its deadline; past that the request is answered at once (`Missed`, which the door turns
 into `unavailable`: `core/command_deadlines.not_answered`) and the work is let go behind the answer. Work that has
-taken a connection is left to end for as long again (on a database that is slow, not gone, a command of several
-steps then ends whole, not cut between two of them; one that took none has written nothing and is cut at once), then
-cancelled, which on a database that answers stops its statement within a round trip,
-then, if it is still not done `CANCEL_GRACE_SECONDS` later, its connections closed (`store/held_connections`): on a
-database that answers nothing the cancel itself is never answered, and the pool would hold the connection, and the
-work, until it was. At shutdown what is still let go is cut at once. How long each command may take is
-`core/command_deadlines.deadline_of`'s.
+taken a connection is left to end for as long again (on a database that is slow, not gone, a command of several steps
+then ends whole, not cut between two of them; one that took none has written nothing and is cut at once), then
+cancelled, which on a database that answers stops its statement within a round trip, then, if it is still not done
+`CANCEL_GRACE_SECONDS` later, its connections closed (`store/held_connections`): on a database that answers nothing
+the cancel itself is never answered, and the pool would hold the connection, and the work, until it was. Its
+connections are those its own task took: a task it starts keeps its own. At shutdown what is still let go is cut at
+once. How long each command may take is `core/command_deadlines.deadline_of`'s.
 """
 
 from __future__ import annotations
@@ -54,13 +54,17 @@ class Deadlines:
         """How many commands let go past their deadline have not ended yet."""
         return len(self._let_go)
 
-    async def run(self, work: Coroutine[Any, Any, T], seconds: float | None) -> T | Missed:
-        """`work`'s result, or `Missed` once `seconds` have passed (None: no deadline, it is awaited here)."""
+    async def run(self, work: Coroutine[Any, Any, T], seconds: float | None, *, whole: bool = True) -> T | Missed:
+        """`work`'s result, or `Missed` once `seconds` have passed (None: no deadline, it is awaited here).
+
+        `whole`: work that took a connection is left as long again to end whole (a command's steps); without it,
+        work past its deadline is cut at once, for work whose end behind the answer would make the answer untrue
+        (a stream's opening uses its ticket up as its last step: not once the answer said it was not used)."""
         if seconds is None:
             return await work
         held = HeldConnections()
-        with holding(held):
-            task = asyncio.ensure_future(work)
+        task = asyncio.ensure_future(work)
+        holding(held, task)
         try:
             done, _ = await asyncio.wait({task}, timeout=seconds)
         except asyncio.CancelledError:
@@ -71,7 +75,7 @@ class Deadlines:
             return task.result()
         missed = Missed(seconds, held.reached, held.holds_one() or not held.reached)
         # Work that took no connection yet wrote nothing: cut at once. Work that did is left as long again to end.
-        self._let_go_of(task, held, seconds if held.reached else 0.0)
+        self._let_go_of(task, held, seconds if held.reached and whole else 0.0)
         return missed
 
     def _let_go_of(self, task: asyncio.Task[Any], held: HeldConnections, left: float) -> None:

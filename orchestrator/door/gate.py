@@ -142,11 +142,17 @@ class Gate:
         return value
 
     async def ticket(self, ticket: str, session_id: str) -> Principal | None:
-        """The principal of a stream ticket for this session's stream, using it up."""
-        row = await self.store.take_ticket(digest(ticket))
+        """The principal of a stream ticket for this session's stream, not used up yet: the stream's opening uses it
+        (`spend_ticket`) as its last step, so an opening that fails or is late leaves it for a retry."""
+        row = await self.store.ticket_pass(digest(ticket))
         if row is None or row["session_id"] != session_id:
             return None
         return self._pass_principal(dict(row))
+
+    async def spend_ticket(self, ticket: str, session_id: str) -> bool:
+        """Use the ticket up, as a stream opens with it: False when it was used already (by another opening with
+        it), or has lapsed meanwhile."""
+        return await self.store.spend_ticket(digest(ticket), session_id)
 
     def _pass_principal(self, row: Mapping[str, Any]) -> Principal | None:
         if row["key_name"] == BOOTSTRAP:

@@ -137,15 +137,25 @@ class KeyRecords:
             digest,
         )
 
-    async def take_ticket(self, digest: bytes) -> asyncpg.Record | None:
-        """A stream ticket, used up by this call (it is single-use), with its key's state; None when it is not
-        there, was used, or has lapsed."""
+    async def ticket_pass(self, digest: bytes) -> asyncpg.Record | None:
+        """A stream ticket while it lasts and is not used, with its key's state; it is used by `spend_ticket`."""
         return await self.pool.fetchrow(
-            f"WITH p AS (DELETE FROM orchestrator.key_passes WHERE hash = $1 AND kind = 'ticket' RETURNING *)"
-            f" SELECT {_PASS_JOIN} FROM p LEFT JOIN orchestrator.api_keys k ON k.name = p.key_name"
-            " WHERE p.expires_at > clock_timestamp()",
+            f"SELECT {_PASS_JOIN} FROM orchestrator.key_passes p LEFT JOIN orchestrator.api_keys k ON k.name ="
+            " p.key_name"
+            " WHERE p.hash = $1 AND p.kind = 'ticket' AND p.expires_at > clock_timestamp()",
             digest,
         )
+
+    async def spend_ticket(self, digest: bytes, session_id: str) -> bool:
+        """Use a stream ticket up (it is single-use): whether it was there, for `session_id`, unused and lasting.
+        One statement: of two openings with one ticket, one spends it."""
+        spent = await self.pool.fetchval(
+            "DELETE FROM orchestrator.key_passes WHERE hash = $1 AND kind = 'ticket' AND session_id = $2"
+            " AND expires_at > clock_timestamp() RETURNING true",
+            digest,
+            session_id,
+        )
+        return bool(spent)
 
     async def drop_pass(self, digest: bytes) -> None:
         await self.pool.execute("DELETE FROM orchestrator.key_passes WHERE hash = $1", digest)

@@ -136,8 +136,10 @@ def _clean_source(source: dict[str, Any] | None) -> dict[str, Any]:
 class PostgresStore:
     """The store on one asyncpg pool."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, *, lent_noted: bool = False) -> None:
         self.pool = pool
+        # Whether the pool notes each connection it lends (`held_connections`), as the HTTP door's deadlines need.
+        self.lent_noted = lent_noted
 
     @classmethod
     async def open(
@@ -148,11 +150,14 @@ class PostgresStore:
         direct_url: str | None = None,
         statement_cache_size: int = 100,
         schema: str = DEFAULT_SCHEMA,
+        lent_noted: bool = False,
     ) -> Self:
         """Migrate (on `direct_url` when given) and open the pool on `database_url`, which may be a pooler in
         session or transaction mode (then `statement_cache_size` 0: asyncpg prepares unnamed statements only,
         which live within one transaction). Every statement names the platform's schema, `schema` (connections set
-        no search path: docs/operations.md)."""
+        no search path: docs/operations.md). With `lent_noted` the pool notes each connection it lends, for the
+        work whose connections are held (`held_connections`: an HTTP door's commands); without it an acquire does
+        nothing more than asyncpg's."""
         connection = connection_class(schema)
         conn = await asyncpg.connect(direct_url or database_url, connection_class=connection)
         try:
@@ -168,12 +173,13 @@ class PostgresStore:
             max_size=pool_size,
             init=_init_connection,
             # Each connection lent is noted for the work that borrows it, when that work may be cut loose from a
-            # database that stops answering (`held_connections`: the HTTP door's commands).
-            setup=note_lent,
+            # database that stops answering (`held_connections`: the HTTP door's commands). Only a pool a door uses:
+            # the engine's acquires (router, drivers, activities) are never cut, and take no hook.
+            setup=note_lent if lent_noted else None,
             connection_class=connection,
             statement_cache_size=statement_cache_size,
         )
-        return cls(pool)
+        return cls(pool, lent_noted=lent_noted)
 
     async def close(self) -> None:
         await self.pool.close()

@@ -12,9 +12,15 @@ from importlib import resources
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
+from orchestrator.config import Settings
 from orchestrator.core.key_secrets import csrf_of
+from orchestrator.dev.runtime import serve_api
+from orchestrator.door.api import create_app
+from orchestrator.platform import Platform
 from tests.access.conftest import TOKEN, Api
+from tests.engine.harness import eventually
 from tests.test_streams import write
 
 LIST = {"command": "list_listeners"}
@@ -106,6 +112,97 @@ async def test_a_stream_ticket_opens_one_stream_of_one_session_once(api: Api) ->
             assert elsewhere.status_code == 401, "a ticket is for the session it was asked for"
             no_cookie = await bare.post("/v1/stream-tickets", json={"session_id": sid})
             assert no_cookie.status_code == 401
+
+
+async def test_a_stream_opening_past_its_deadline_leaves_its_ticket_good_and_says_so(
+    platform: Platform, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream's opening uses its ticket up as its last step: one cut at its deadline before then answers that the
+    ticket was not used, and a retry with it opens the stream; one cut as it used it says the ticket may be used
+    up. Of two openings at once with one ticket, one opens."""
+    quick = settings.model_copy(update={"api_token": SecretStr(TOKEN), "command_deadline_seconds": 1.0})
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with (
+        serve_api(create_app(platform, quick), "127.0.0.1", 0) as url,
+        httpx.AsyncClient(base_url=url, headers=headers, timeout=10) as http,
+        httpx.AsyncClient(base_url=url, timeout=10) as bare,
+    ):
+        sid = (await http.post("/v1/commands", json={"command": "open_session"})).json()["session"]["id"]
+
+        async def ticket() -> str:
+            reply = await http.post("/v1/stream-tickets", json={"session_id": sid})
+            assert reply.status_code == 200, reply.text
+            return str(reply.json()["ticket"])
+
+        async def opened(ticket: str) -> int:
+            async with bare.stream("GET", f"/v1/sessions/{sid}/stream?ticket={ticket}") as response:
+                if response.status_code == 200:
+                    assert await anext(response.aiter_lines()) == ": stream open"
+                return response.status_code
+
+        def slowly(method: str) -> None:
+            """The store's `method` answers after the opening's deadline (a database slow to answer)."""
+            answer = getattr(platform.store, method)
+
+            async def slow(*args: object) -> object:
+                await asyncio.sleep(5)
+                return await answer(*args)
+
+            monkeypatch.setattr(platform.store, method, slow)
+
+        first = await ticket()
+        slowly("session_end")  # the opening's last read before it uses the ticket up
+        late = await bare.get(f"/v1/sessions/{sid}/stream?ticket={first}")
+        assert late.status_code == 503, late.text
+        said = late.json()["message"]
+        assert said.endswith("nothing was changed and the ticket was not used; try again with it"), said
+        monkeypatch.undo()
+        assert await opened(first) == 200, "the ticket was still good"
+        assert await opened(first) == 401, "and then used up"
+
+        spent = await ticket()
+        slowly("spend_ticket")
+        late = await bare.get(f"/v1/sessions/{sid}/stream?ticket={spent}")
+        assert late.status_code == 503, late.text
+        said = late.json()["message"]
+        assert said.endswith(
+            "the ticket may have been used up; try again with it, and if it is refused, with a new one"
+            " (POST /v1/stream-tickets)"
+        ), said
+        monkeypatch.undo()
+
+        shared = await ticket()
+        assert sorted(await asyncio.gather(opened(shared), opened(shared))) == [200, 401]
+
+
+async def test_a_sign_out_past_its_deadline_says_the_session_may_have_ended(
+    platform: Platform, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quick = settings.model_copy(update={"api_token": SecretStr(TOKEN), "command_deadline_seconds": 1.0})
+    app = create_app(platform, quick)
+    async with serve_api(app, "127.0.0.1", 0) as url, httpx.AsyncClient(base_url=url, timeout=10) as http:
+        csrf = {"x-csrf-token": await sign_in(http, TOKEN)}
+        drop_pass = platform.store.drop_pass
+
+        async def slow(digest: bytes) -> None:  # a database slow to answer as the session is ended
+            await asyncio.sleep(5)
+            await drop_pass(digest)
+
+        monkeypatch.setattr(platform.store, "drop_pass", slow)
+        late = await http.post("/dashboard/sign-out", headers=csrf)
+        assert late.status_code == 503, late.text
+        said = late.json()["message"]
+        assert said.endswith("the browser session may have ended; try again (once it has, the answer is unauthorized)")
+        monkeypatch.undo()
+
+        async def all_ended() -> bool:
+            return app.state.deadlines.unfinished == 0
+
+        # Cut before its statement was sent: the session goes on.
+        await eventually(all_ended, within=10, what="the late sign-out was cut")
+        out = await http.post("/dashboard/sign-out", headers=csrf)
+        assert out.status_code == 200, out.text
+        assert (await http.post("/dashboard/sign-out", headers=csrf)).status_code == 200, "no cookie: nothing to end"
 
 
 async def test_the_access_log_never_carries_a_secret(api: Api, caplog: pytest.LogCaptureFixture) -> None:

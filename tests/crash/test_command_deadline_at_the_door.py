@@ -1,7 +1,8 @@
 """A command through the HTTP door while its database hangs (every process of it stopped, its connections open):
 answered `unavailable` within the door's deadline, saying whether the write may still commit, rather than for as
 long as the database hangs; the work let go ends while the database still hangs (its connections closed), and once
-the database answers again so does the door, and a write retried with its idempotency_key is made once."""
+the database answers again so does the door, and a write retried with its idempotency_key is made once. The
+browser's routes (signing in and out, the page's config, stream tickets) are answered within the same deadline."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pydantic import SecretStr
 from orchestrator.config import Settings
 from orchestrator.dev.runtime import serve_api
 from orchestrator.door.api import create_app
+from orchestrator.door.gate import CACHE_SECONDS
 from orchestrator.platform import Platform
 from tests.crash.conftest import RestartablePostgres
 from tests.engine.harness import eventually
@@ -104,6 +106,59 @@ async def test_a_command_on_a_database_that_hangs_is_answered_within_its_deadlin
             assert written == ["notes/a"], "the write with its key made once; the one that never reached, never"
             missing, _ = await post(http, {"command": "read_object", "session_id": sid, "alias": "notes/b"})
             assert missing.json()["error"] == "not_found", missing.text
+    finally:
+        await platform.close()
+
+
+async def test_the_browsers_routes_on_a_database_that_hangs_are_answered_within_the_deadline(
+    private_postgres: RestartablePostgres,
+) -> None:
+    settings = Settings(api_token=SecretStr(TOKEN), command_deadline_seconds=DEADLINE, database_pool_size=2)
+    platform = await Platform.connect(settings, private_postgres.url)
+    app = create_app(platform, settings)
+    try:
+        async with (
+            serve_api(app, "127.0.0.1", 0) as url,
+            # Longer than any answer here should take, and short of hanging the suite when the door hangs.
+            httpx.AsyncClient(base_url=url, timeout=15) as http,
+        ):
+            signed = await http.post("/dashboard/sign-in", json={"key": TOKEN})
+            assert signed.status_code == 200, signed.text
+            csrf = {"x-csrf-token": signed.json()["csrf"]}
+            opened = await http.post("/v1/commands", json={"command": "open_session"}, headers=csrf)
+            sid = opened.json()["session"]["id"]
+
+            async def timed(answer: Any) -> tuple[httpx.Response, float]:
+                began = time.monotonic()
+                return await answer, time.monotonic() - began
+
+            private_postgres.freeze()
+            try:
+                # The gate's look at the browser session lapses: each route asks the database.
+                await asyncio.sleep(CACHE_SECONDS)
+                answers = await asyncio.gather(
+                    timed(http.get("/dashboard/config")),
+                    timed(http.post("/dashboard/sign-in", json={"key": TOKEN})),
+                    timed(http.post("/v1/stream-tickets", json={"session_id": sid}, headers=csrf)),
+                    timed(http.post("/dashboard/sign-out", headers=csrf)),
+                )
+                for answer, took in answers:
+                    said = refused_in_time(answer, took)
+                    assert said.endswith("nothing was changed; try again"), said
+
+                deadlines = app.state.deadlines
+
+                async def all_ended() -> bool:
+                    return deadlines.unfinished == 0
+
+                await eventually(all_ended, within=15, what="the work let go ended, the database still hanging")
+            finally:
+                private_postgres.thaw()
+
+            ticket = await http.post("/v1/stream-tickets", json={"session_id": sid}, headers=csrf)
+            assert ticket.status_code == 200, ticket.text
+            out = await http.post("/dashboard/sign-out", headers=csrf)
+            assert out.status_code == 200, out.text
     finally:
         await platform.close()
 
