@@ -25,17 +25,19 @@ writers in four more (32 keep-alive clients through the HTTP door), the worker a
   commit to its run started, keyed less naive;
 - keyed_each (and keyed_one, the same with `max_events: 1` and no window, the spec's "answer each request" shape):
   the same, with every event a key of its own (as many keys as the naive design's events, 32 slots
-  as its 32 in flight), so each batch is one event and both designs write and run alike, event for event: what
-  is left between them is the engine's part of a run (the keyed case's batches carry about 24 events, and 24
+  as its 32 in flight), so each batch is one event and both designs write and run alike, event for event (32
+  writers making the platform's write in this process, as the naive design's do; `--writes http`: through the
+  door from the writers' processes, which the naive's writes are not): what is left between them is the engine's
+  part of a run (the keyed case's batches carry about 24 events, and 24
   writes, each); then both fed the same arrivals, open loop, at 0.7 of the lesser rate each held: the p50 of
   each event's commit to its run started, keyed less naive (the added latency at one load);
 - windows: a trickle (one write every 2.5 s) into a listener with a 1 s and then a 0.3 s window: how long after
   its window closed each batch's run started (p50, p90).
 
 Run: .venv/bin/python -m bench.batch_cost [--events 5000] [--naive-events 1000]
-[--cases naive,keyed,keyed_each,keyed_one,serial,windows] [--rounds 1] [--pace 20] (with more rounds, the engine's CPU
-per batch is summed up over them: median, least, most; `--pace`: the open loop's events/s, to compare two builds at
-one load)
+[--cases naive,keyed,keyed_each,keyed_one,serial,windows] [--rounds 1] [--pace 20] [--writes same|http] (with more
+rounds, the engine's CPU per batch is summed up over them: median, least, most; `--pace`: the open loop's events/s,
+to compare two builds at one load)
 """
 
 from __future__ import annotations
@@ -54,7 +56,16 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from bench.burst import Starts, added_delays, app_engine, bench_platform, history_events, noop, write_through_http
+from bench.burst import (
+    Starts,
+    added_delays,
+    app_engine,
+    bench_platform,
+    history_events,
+    noop,
+    write_in_process,
+    write_through_http,
+)
 from bench.common import CpuMeter, percentile, row, statement_counts
 from bench.workflows import BenchNaiveTwo, BenchRunTwo
 from orchestrator.app_loader import UserApp
@@ -229,15 +240,23 @@ def engine_statements(
     return sum(n for n, _ in mine.values()), top
 
 
-async def writes_alone(bench: Any, events: int, keys: int) -> CpuMeter:
-    """The meter over the same writes through the door into a session no listener takes from (the engine
-    running: its router's rounds find nothing to take): what a batch's writes cost, not the engine."""
+async def write(
+    bench: Any, session: str, aliases: list[str], in_process: bool, rate: float | None = None
+) -> tuple[float, float]:
+    """The writers' writes: through the HTTP door from their own processes, or `in_process` with the platform's
+    write in this one, as the naive design's; answers when the first began and the last ended."""
+    if in_process:
+        return await write_in_process(bench.platform, session, aliases, writers=WRITERS, rate=rate)
+    return await write_through_http(bench.api, session, aliases, writers=WRITERS, processes=WRITER_PROCESSES, rate=rate)
+
+
+async def writes_alone(bench: Any, events: int, keys: int, in_process: bool) -> CpuMeter:
+    """The meter over the same writes into a session no listener takes from (the engine running: its router's
+    rounds find nothing to take): what a batch's writes cost, not the engine."""
     session = (await bench.platform.command({"command": "open_session"}))["session"]["id"]
     meter = CpuMeter(bench.server_pid, bench.postgres_pid)
     meter.start()
-    await write_through_http(
-        bench.api, session, [f"alone/{n % keys}" for n in range(events)], writers=WRITERS, processes=WRITER_PROCESSES
-    )
+    await write(bench, session, [f"alone/{n % keys}" for n in range(events)], in_process)
     await asyncio.sleep(1)  # the router's last rounds
     meter.stop()
     return meter
@@ -250,6 +269,8 @@ class LanesCost:
     lanes: CpuMeter
     writes: CpuMeter
     batches: int
+    # Whether its writes were made in this process (the engine's), not through the door.
+    in_process: bool = False
     runs_per_second: float = 0.0
     # Each event's commit to its batch's run's first activity.
     latencies: list[float] = field(default_factory=list)
@@ -263,10 +284,14 @@ def engine_parts(cost: LanesCost, run_alone: dict[str, float]) -> dict[str, floa
     cpu, own, batches = cost.lanes.used, cost.lanes.postgres_by_client, cost.batches
     alone, alone_own = cost.writes.used, cost.writes.postgres_by_client
     rest = "the server's own and exited backends"
+    # Writes made in this process cost it and its connections what they cost the API through the door.
+    mine = cost.writes.used["worker and router"] if cost.in_process else 0.0
+    my_connections = alone_own["engine's connections"] if cost.in_process else 0.0
     return {
         "Temporal server": (cpu["Temporal server"] - alone["Temporal server"]) / batches - run_alone["Temporal server"],
-        "worker and router": cpu["worker and router"] / batches - run_alone["worker and router"],
-        "PostgreSQL, the engine's connections": own["engine's connections"] / batches - run_alone["PostgreSQL"],
+        "worker and router": (cpu["worker and router"] - mine) / batches - run_alone["worker and router"],
+        "PostgreSQL, the engine's connections": (own["engine's connections"] - my_connections) / batches
+        - run_alone["PostgreSQL"],
         "PostgreSQL, the server's own": (own[rest] - alone_own[rest]) / batches,
     }
 
@@ -299,9 +324,11 @@ async def lanes_case(
     keys: int,
     naive: float | None,
     rate: float | None = None,
+    in_process: bool = False,
 ) -> LanesCost:
-    """`naive`: the naive design's workflows/s; `rate`: the writers' pace in events/s (None: as fast as they go).
-    Answers what it measured, for the engine's part."""
+    """`naive`: the naive design's workflows/s; `rate`: the writers' pace in events/s (None: as fast as they go);
+    `in_process`: the writes made in this process, as the naive design's are, not through the door. Answers what
+    it measured, for the engine's part."""
     platform, client = bench.platform, bench.client
     starts = Starts(expected=events)
     platform.settings = platform.settings.model_copy(update={"task_queue": f"bench-{uuid.uuid4().hex[:8]}"})
@@ -309,16 +336,14 @@ async def lanes_case(
     assert reply["status"] == "success", reply
     session = (await platform.command({"command": "open_session"}))["session"]["id"]
     async with two_activity_engine(platform, client, starts):
-        writes = await writes_alone(bench, events, keys)
+        writes = await writes_alone(bench, events, keys, in_process)
         aliases = [f"bench/{n % keys}" for n in range(events)]
         signals_before = Nudger.sent_total
         await statement_counts(bench.database_url, reset=True)
         before = await statement_counts(bench.database_url)
         meter = CpuMeter(bench.server_pid, bench.postgres_pid)
         meter.start()
-        began, written_at = await write_through_http(
-            bench.api, session, aliases, writers=WRITERS, processes=WRITER_PROCESSES, rate=rate
-        )
+        began, written_at = await write(bench, session, aliases, in_process, rate)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(starts.all_started.wait(), timeout=900)
         cpu = meter.stop()
@@ -379,7 +404,7 @@ async def lanes_case(
     print("  the engine's most frequent statements (calls and wall-time milliseconds per batch):")
     for calls, ms, query in top:
         print(f"    {calls / batches:>6.2f}/batch {ms / batches:>7.2f} ms  {' '.join(query.split())[:90]}")
-    return LanesCost(meter, writes, batches, batches / (last - began), latencies)
+    return LanesCost(meter, writes, batches, in_process, batches / (last - began), latencies)
 
 
 async def windows_case(bench: Any, window: float, writes: int = 16, every: float = 2.5) -> None:
@@ -449,9 +474,21 @@ def versus_naive(label: str, keyed: list[LanesCost], naives: list[Naive]) -> Non
         row(f"round {n + 1}:   keyed less naive", 1000 * (p50 - naive_p50), "ms")
 
 
-async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1, paced: float | None = None) -> None:
+async def main(
+    events: int,
+    naive_events: int,
+    cases: set[str],
+    rounds: int = 1,
+    paced: float | None = None,
+    writes: str = "same",
+) -> None:
+    # One event a batch against the naive design: its writes made as the naive's are (in this process), unless
+    # `writes` is `http`, where they go through the door from the writers' processes as the bursts' do.
+    each_in_process = writes == "same"
     async with bench_platform(statements=True) as bench:
-        print(f"batch cost: dev server + embedded PostgreSQL, writers through the HTTP door ({bench.api})")
+        print(f"batch cost: dev server + embedded PostgreSQL, the bursts' writers through the HTTP door ({bench.api})")
+        how = "in this process, as the naive design's" if each_in_process else "through the HTTP door"
+        print(f"one event a batch (keyed_each, keyed_one): its writes {how}")
         naives: list[Naive] = []
         if "naive" in cases:
             # 32 writers, each starting its event's run and waiting for its end before its next event.
@@ -463,12 +500,17 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1,
             return (await naive_case(bench, naive_events // 2, 16, write=False)).cpu
 
         async def lanes_round_of(
-            label: str, body: dict[str, Any], count: int, keys: int, rate: float | None = None
+            label: str,
+            body: dict[str, Any],
+            count: int,
+            keys: int,
+            rate: float | None = None,
+            in_process: bool = False,
         ) -> tuple[float, LanesCost]:
             # What the application's run costs, 16 at a time (a keyed listener's slots): not the engine's part.
             # Measured each round just before the case and just after it: the machine's load moves both.
             before = await run_alone()
-            cost = await lanes_case(bench, label, body, count, keys, naive, rate)
+            cost = await lanes_case(bench, label, body, count, keys, naive, rate, in_process)
             after = await run_alone()
             return print_engine(cost, {part: (before[part] + after[part]) / 2 for part in before}), cost
 
@@ -499,7 +541,7 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1,
             # As fast as the writers go: what the machine holds, beside the naive design just before and after.
             each_measured: list[LanesCost] = []
             for _ in range(rounds):
-                _, cost = await lanes_round_of(label, each, naive_events, naive_events)
+                _, cost = await lanes_round_of(label, each, naive_events, naive_events, None, each_in_process)
                 each_measured.append(cost)
                 if naives:
                     await asyncio.sleep(3)
@@ -512,7 +554,7 @@ async def main(events: int, naive_events: int, cases: set[str], rounds: int = 1,
                 pace = paced or round(0.7 * held, 1)
                 naive_paced = await naive_case(bench, naive_events, naive_events, rate=pace)
                 _, keyed_paced = await lanes_round_of(
-                    f"{label}, arriving at {pace:.1f} events/s", each, naive_events, naive_events, pace
+                    f"{label}, arriving at {pace:.1f} events/s", each, naive_events, naive_events, pace, each_in_process
                 )
                 naive_p50 = percentile(naive_paced.latencies, 50)
                 keyed_p50 = percentile(keyed_paced.latencies, 50)
@@ -552,5 +594,13 @@ if __name__ == "__main__":
     parser.add_argument("--cases", default="naive,keyed,serial,windows")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of the keyed and serial cases")
     parser.add_argument("--pace", type=float, help="the open loop's events/s (by default 0.7 of the lesser held)")
+    parser.add_argument(
+        "--writes",
+        choices=["same", "http"],
+        default="same",
+        help="keyed_each and keyed_one: their writes made as the naive design's (same: the platform's write in"
+        " this process) or through the HTTP door from the writers' processes",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.events, args.naive_events, set(args.cases.split(",")), args.rounds, args.pace))
+    cases = set(args.cases.split(","))
+    asyncio.run(main(args.events, args.naive_events, cases, args.rounds, args.pace, args.writes))

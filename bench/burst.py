@@ -219,6 +219,29 @@ async def write_through_http(
         return min(b for b, _ in spans), max(e for _, e in spans)
 
 
+async def write_in_process(
+    platform: Platform, session: str, aliases: list[str], writers: int = WRITERS, rate: float | None = None
+) -> tuple[float, float]:
+    """Write one object per alias with the platform's write in this process (`platform.command`, as an
+    application that holds its platform writes, and as the naive design's writers do), `writers` at a time (at
+    `rate` writes/s in all when given); answers when the first write began and the last ended."""
+    queue = list(enumerate(aliases))
+    queue.reverse()
+    began = time.time()
+
+    async def writer() -> None:
+        while queue:
+            n, alias = queue.pop()
+            if rate is not None:
+                await asyncio.sleep(max(began + n / rate - time.time(), 0))
+            body = {"command": "write_object", "session_id": session, "alias": alias, "value": {"type": "b"}}
+            reply = await platform.command(body)
+            assert reply["status"] == "success", reply
+
+    await asyncio.gather(*(writer() for _ in range(writers)))
+    return began, time.time()
+
+
 # The engine in this process
 
 
