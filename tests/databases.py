@@ -20,27 +20,41 @@ from orchestrator.dev.embedded import EmbeddedPostgres, start_postgres
 from orchestrator.store.migrate import migrate
 
 # Empties a lent database: drops the tables a test made of its own (an application's in `public`, or a test
-# app's beside the platform's), truncates every table the migrations made (but the runner's records), and restarts
-# every sequence, so ids start at 1 again as in a new database. It names the platform's schema as the platform's
-# SQL does, and `in_schema` moves it to the schema a database was lent for.
+# app's beside the platform's), truncates every table the migrations made (but the runner's records) that holds a
+# row, and restarts every sequence that was drawn from, so ids start at 1 again as in a new database. A table
+# with no row and a sequence never drawn from are as a new database has them already: most tests touch a few of
+# the tables, and truncating all of them took most of a test's teardown. It names the platform's schema as the
+# platform's SQL does, and `in_schema` moves it to the schema a database was lent for.
 EMPTY_DATABASE = """
 DO $$
 DECLARE
     known text[] := $1;
     name text;
+    filled text[] := '{}';
+    found boolean;
 BEGIN
     FOR name IN SELECT format('%s.%I', c.relnamespace::regnamespace, c.relname) FROM pg_class c
                 WHERE c.relkind IN ('r', 'p') AND (c.relnamespace = 'public'::regnamespace
                       OR (c.relnamespace = 'orchestrator'::regnamespace AND NOT c.relname = ANY(known))) LOOP
         EXECUTE format('DROP TABLE IF EXISTS %s CASCADE', name);
     END LOOP;
-    EXECUTE (SELECT 'TRUNCATE ' || string_agg(format('%s.%I', c.relnamespace::regnamespace, c.relname), ', ')
-                    || ' RESTART IDENTITY CASCADE'
-             FROM pg_class c WHERE c.relkind = 'r' AND c.relnamespace = 'orchestrator'::regnamespace
-             AND c.relname NOT IN ('schema_migrations', 'schema_functions'));
+    FOR name IN SELECT format('%s.%I', c.relnamespace::regnamespace, c.relname) FROM pg_class c
+                WHERE c.relkind = 'r' AND c.relnamespace = 'orchestrator'::regnamespace
+                AND c.relname NOT IN ('schema_migrations', 'schema_functions') LOOP
+        EXECUTE format('SELECT EXISTS (SELECT FROM %s)', name) INTO found;
+        IF found THEN
+            filled := filled || name;
+        END IF;
+    END LOOP;
+    IF cardinality(filled) > 0 THEN
+        EXECUTE 'TRUNCATE ' || array_to_string(filled, ', ') || ' RESTART IDENTITY CASCADE';
+    END IF;
     FOR name IN SELECT format('%s.%I', c.relnamespace::regnamespace, c.relname) FROM pg_class c
                 WHERE c.relkind = 'S' AND c.relnamespace = 'orchestrator'::regnamespace LOOP
-        EXECUTE format('ALTER SEQUENCE %s RESTART', name);
+        EXECUTE format('SELECT is_called FROM %s', name) INTO found;
+        IF found THEN
+            EXECUTE format('ALTER SEQUENCE %s RESTART', name);
+        END IF;
     END LOOP;
 END $$
 """
