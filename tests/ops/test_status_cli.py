@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -243,9 +244,10 @@ async def interrupted_within(process: subprocess.Popen[bytes], seconds: float) -
 
 
 async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Workload, api: str) -> None:
-    """Fifty interrupts after random delays: while the CLI starts, connects, prints its history into a pipe nobody
-    reads (so its print blocks, the case that ignored SIGINT), or waits on the live stream. Each ends the process
-    within seconds of the first SIGINT, but one that lands in the interpreter's start, which may need a second."""
+    """Fifty interrupts, most after random delays: while the CLI starts, connects, prints its history into a pipe
+    nobody reads (so its print blocks, the case that ignored SIGINT), or waits on the live stream; four wait for
+    the full pipe and the stream, so those cases come up on a machine of any speed. Each ends the process within
+    seconds of the first SIGINT, but one that lands in the interpreter's start, which may need a second."""
     session_id = (await workload.engine.command("open_session"))["session"]["id"]
     # Enough history that `--json` fills a pipe that is never read.
     for i in range(400):
@@ -254,20 +256,45 @@ async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Wor
     last = int(reply["event_id"])
     rng = random.Random(1217)
 
+    def history_read(process: subprocess.Popen[bytes]) -> bytes:
+        """What a following run prints up to the history's last event (all it printed, should it end first)."""
+        assert process.stdout is not None
+        printed = b""
+        while line := process.stdout.readline():
+            printed += line
+            if line.split(maxsplit=1)[:1] == [str(last).encode()]:
+                break
+        return printed
+
     async def interrupt(index: int) -> tuple[float, int | None, bytes, bytes]:
         tail = ["--json"] if index % 2 == 0 else ["--after", str(last - 5)]  # a full pipe, or following live
+        started = time.monotonic()
         process = subprocess.Popen(  # noqa: ASYNC220 - waited for in a thread, so the pipe can stay unread
             [ORCHESTRATOR, "events", "--session", session_id, "--follow", "--url", api, "--token", TOKEN, *tail],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env(),
         )
-        delay = rng.uniform(0.0, 2.5)
+        delay = rng.uniform(0.0, 2.5)  # drawn for every run, so each random one's is the seed's
+        printed = b""
         if index in (0, 2):
             # Two `--json` runs wait long enough to be blocked on their full pipe however slowly the machine
             # starts them: the case that ignored SIGINT must come up, not only by chance.
-            delay = FULL_PIPE_SECONDS
-        await asyncio.sleep(delay)
+            await asyncio.sleep(FULL_PIPE_SECONDS)
+            delay = time.monotonic() - started
+        elif index in (1, 3):
+            # Two runs wait until their history is out, so they follow the stream however slowly the machine
+            # starts them (a busy machine took over 3 s to start the CLI, past every random delay): one is
+            # interrupted at once, between its history and the stream, the other once waiting on the stream.
+            reading = asyncio.ensure_future(asyncio.to_thread(history_read, process))
+            await asyncio.wait({reading}, timeout=CLI_SECONDS)
+            if not reading.done():
+                process.kill()  # no history in time: the run is not following, which the end says
+            printed = await reading
+            await asyncio.sleep(0.0 if index == 1 else 1.0)
+            delay = time.monotonic() - started
+        else:
+            await asyncio.sleep(delay)
         code = await interrupted_within(process, 10)
         if code is None and delay < STARTING_SECONDS:
             # Landed while the interpreter started, before the command's handler (`main`'s first statement):
@@ -277,7 +304,7 @@ async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Wor
         if code is None:
             process.kill()
         out, err = await asyncio.to_thread(process.communicate)
-        return delay, code, out, err
+        return delay, code, printed + out, err
 
     results = []
     for start in range(0, 50, 5):
@@ -290,7 +317,10 @@ async def test_sigint_ends_events_follow_at_once_wherever_it_lands(workload: Wor
         assert code == 130 or starting, f"SIGINT at {delay:.2f} s: exit {code}: {err.decode()[-2000:]}"
     # A pipe holds 64 KiB; a print blocks once the next whole line no longer fits.
     assert any(len(out) >= 60_000 for _, _, out, _ in results), "no run filled its pipe"
-    assert any(b"noise/" in out and len(out) < 4096 for _, _, out, _ in results), "no run was following the stream"
+    for index in (1, 3):
+        delay, _, out, err = results[index]
+        following = b"noise/" in out and len(out) < 4096
+        assert following, f"run {index} was not following the stream at {delay:.2f} s: {out[-500:]!r} {err[-2000:]!r}"
 
 
 async def test_status_shows_a_listener_paused_in_the_session(workload: Workload, api: str) -> None:
