@@ -12,7 +12,6 @@ the client to its command's reply type.
 
 from __future__ import annotations
 
-import argparse
 import json
 import keyword
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.commands.reference import reply_schema, schema_index, shapes_by_name
+from orchestrator.generated_file import generate
 
 DEFAULT_PATH = Path("orchestrator/reply_types.py")
 HEADER = '''\
@@ -162,19 +162,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.python_types", description=__doc__)
-    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH, help=f"default: {DEFAULT_PATH}")
-    parser.add_argument("--check", action="store_true", help="exit 1 when the file differs from what it would be")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = args.path.read_text(encoding="utf-8") if args.path.exists() else ""
-        if current != text:
-            sys.stderr.write(f"{args.path} is out of date: run `make docs`\n")
-            return 1
-        return 0
-    args.path.write_text(text, encoding="utf-8")
-    return 0
+    return generate("orchestrator.python_types", __doc__, DEFAULT_PATH, render, argv)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ command or an argument added to the registry shows here once the page is generat
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from orchestrator.commands import COMMANDS
 from orchestrator.commands.reference import ERROR_MEANINGS, CommandReference, reference
 from orchestrator.commands.reference_text import command_markdown
 from orchestrator.door.auth import STATUS_BY_ERROR
+from orchestrator.generated_file import generate
 
 DEFAULT_PATH = Path("docs/commands.md")
 # Headings of the modules that hold the commands, in the page's order; a module not named here comes last.
@@ -136,19 +136,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.reference_doc", description=__doc__)
-    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH, help="default: docs/commands.md")
-    parser.add_argument("--check", action="store_true", help="exit 1 when the file differs from what it would be")
-    args = parser.parse_args(argv)
-    page = render()
-    if args.check:
-        current = args.path.read_text(encoding="utf-8") if args.path.exists() else ""
-        if current != page:
-            sys.stderr.write(f"{args.path} is out of date: run `make docs`\n")
-            return 1
-        return 0
-    args.path.write_text(page, encoding="utf-8")
-    return 0
+    return generate("orchestrator.reference_doc", __doc__, DEFAULT_PATH, render, argv)
 
 
 if __name__ == "__main__":

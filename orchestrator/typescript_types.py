@@ -13,7 +13,6 @@ command the Python client has no method for stops the generation. A test compare
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 import re
@@ -25,6 +24,7 @@ from typing import Any
 from orchestrator.client import Client
 from orchestrator.commands.reference import reference, reply_schema, schema_index, shapes_by_name
 from orchestrator.core.errors import ErrorCode
+from orchestrator.generated_file import generate
 
 DEFAULT_PATH = Path("clients/typescript/src/generated.ts")
 HEADER = """\
@@ -236,20 +236,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m orchestrator.typescript_types", description=__doc__)
-    parser.add_argument("path", nargs="?", type=Path, default=DEFAULT_PATH, help=f"default: {DEFAULT_PATH}")
-    parser.add_argument("--check", action="store_true", help="exit 1 when the file differs from what it would be")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = args.path.read_text(encoding="utf-8") if args.path.exists() else ""
-        if current != text:
-            sys.stderr.write(f"{args.path} is out of date: run `make docs`\n")
-            return 1
-        return 0
-    args.path.parent.mkdir(parents=True, exist_ok=True)
-    args.path.write_text(text, encoding="utf-8")
-    return 0
+    return generate("orchestrator.typescript_types", __doc__, DEFAULT_PATH, render, argv)
 
 
 if __name__ == "__main__":
