@@ -2,8 +2,9 @@
 -- version in effect at their commit, queued into their lanes, and the position moved past them; in one call.
 -- Only one round per session at a time: a round holds the session's position row (one that finds it held
 -- answers `busy` and leaves it to the other). Answers the events read, the lanes that went from empty to
--- pending and need a nudge (with the version whose timing tells when), each lane's count of events queued (for
--- the metrics), and the traced events (for their spans). `p_cap` is the deployment's `listener_parallel_runs`.
+-- pending and need a nudge (with the version whose timing tells when; in the order the lanes were made, whatever
+-- order the join reads them in), each lane's count of events queued (for the metrics), and the traced events (for
+-- their spans). `p_cap` is the deployment's `listener_parallel_runs`.
 --
 -- Which lanes the events go to is `orchestrator_page_hits`. The page's lanes are carried from statement to
 -- statement as rows of their own type (`orchestrator_page_lane`, 0024), found by their key and locked in
@@ -188,7 +189,7 @@ BEGIN
                'listener', x.listener, 'lane', x.lane, 'workflow_id', x.workflow_id, 'version', x.version,
                'oldest_at', (SELECT extract(epoch FROM e.created_at)
                              FROM orchestrator.orchestrator_lane_head(l.id, p_session, l.fired_through) e),
-               'newest_at', extract(epoch FROM l.newest_at), 'newest_id', l.newest_id)), '[]'::jsonb)
+               'newest_at', extract(epoch FROM l.newest_at), 'newest_id', l.newest_id) ORDER BY x.id), '[]'::jsonb)
         INTO v_nudges
         FROM unnest(v_lanes) x JOIN orchestrator.lanes l ON l.id = x.id
         WHERE x.was_empty AND (NOT x.blocked OR x.idle);
