@@ -20,9 +20,8 @@ check: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# docs/commands.md, the TypeScript client's types and the Python client's reply types from the command registry (a test
-# fails when one is out
-# of date).
+# docs/commands.md, the TypeScript client's types and the Python client's reply types from the command registry
+# (a test fails when one is out of date).
 docs: $(STAMP)
 	$(BIN)/python -m orchestrator.reference_doc
 	$(BIN)/python -m orchestrator.typescript_types
