@@ -31,7 +31,7 @@ import random
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,33 +166,50 @@ async def api_process(database_url: str, settings: Settings) -> AsyncIterator[st
         await asyncio.to_thread(process.join, 30)
 
 
+# What a writer sends a command with: one reply per body.
+Send = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+async def _paced_writes(
+    session: str,
+    aliases: list[str],
+    writers: int,
+    rate: float | None,
+    sender: Callable[[], contextlib.AbstractAsyncContextManager[Send]],
+) -> tuple[float, float]:
+    """Write one object per alias, `writers` at a time, each with a sender of its own (at `rate` writes/s in all
+    when given, each write at its time); answers when the first write began and the last ended."""
+    queue = list(enumerate(aliases))
+    queue.reverse()
+    began = time.time()
+
+    async def writer() -> None:
+        async with sender() as send:
+            while queue:
+                n, alias = queue.pop()
+                if rate is not None:
+                    await asyncio.sleep(max(began + n / rate - time.time(), 0))
+                body = {"command": "write_object", "session_id": session, "alias": alias, "value": {"type": "b"}}
+                reply = await send(body)
+                assert reply["status"] == "success", reply
+
+    await asyncio.gather(*(writer() for _ in range(writers)))
+    return began, time.time()
+
+
 def _write(url: str, session: str, aliases: list[str], writers: int, rate: float | None) -> tuple[float, float]:
-    """Write one object per alias through the HTTP door with `writers` keep-alive clients (at `rate` writes/s
-    in all when given; lean ones, `bench.keep_alive`, so the load costs little CPU); answers when the first
-    write began and the last ended."""
+    """`_paced_writes` through the HTTP door, a keep-alive client a writer (lean ones, `bench.keep_alive`, so the
+    load costs little CPU), in a process of its own."""
 
-    async def run() -> tuple[float, float]:
-        queue = list(enumerate(aliases))
-        queue.reverse()
-        began = time.time()
+    @contextlib.asynccontextmanager
+    async def client() -> AsyncIterator[Send]:
+        http = KeepAlive(url)
+        try:
+            yield lambda body: http.post("/v1/commands", body)
+        finally:
+            await http.aclose()
 
-        async def writer(k: int) -> None:
-            http = KeepAlive(url)
-            try:
-                while queue:
-                    n, alias = queue.pop()
-                    if rate is not None:
-                        await asyncio.sleep(max(began + n / rate - time.time(), 0))
-                    body = {"command": "write_object", "session_id": session, "alias": alias, "value": {"type": "b"}}
-                    reply = await http.post("/v1/commands", body)
-                    assert reply["status"] == "success", reply
-            finally:
-                await http.aclose()
-
-        await asyncio.gather(*(writer(k) for k in range(writers)))
-        return began, time.time()
-
-    return asyncio.run(run())
+    return asyncio.run(_paced_writes(session, aliases, writers, rate, client))
 
 
 async def write_through_http(
@@ -222,24 +239,9 @@ async def write_through_http(
 async def write_in_process(
     platform: Platform, session: str, aliases: list[str], writers: int = WRITERS, rate: float | None = None
 ) -> tuple[float, float]:
-    """Write one object per alias with the platform's write in this process (`platform.command`, as an
-    application that holds its platform writes, and as the naive design's writers do), `writers` at a time (at
-    `rate` writes/s in all when given); answers when the first write began and the last ended."""
-    queue = list(enumerate(aliases))
-    queue.reverse()
-    began = time.time()
-
-    async def writer() -> None:
-        while queue:
-            n, alias = queue.pop()
-            if rate is not None:
-                await asyncio.sleep(max(began + n / rate - time.time(), 0))
-            body = {"command": "write_object", "session_id": session, "alias": alias, "value": {"type": "b"}}
-            reply = await platform.command(body)
-            assert reply["status"] == "success", reply
-
-    await asyncio.gather(*(writer() for _ in range(writers)))
-    return began, time.time()
+    """`_paced_writes` with the platform's write in this process (`platform.command`, as an application that holds
+    its platform writes, and as the naive design's writers do)."""
+    return await _paced_writes(session, aliases, writers, rate, lambda: contextlib.nullcontext(platform.command))
 
 
 # The engine in this process
