@@ -35,9 +35,9 @@ writers in four more (32 keep-alive clients through the HTTP door), the worker a
   its window closed each batch's run started (p50, p90).
 
 Run: .venv/bin/python -m bench.batch_cost [--events 5000] [--naive-events 1000]
-[--cases naive,keyed,keyed_each,keyed_one,serial,windows] [--rounds 1] [--pace 20] [--writes same|http] (with more
-rounds, the engine's CPU per batch is summed up over them: median, least, most; `--pace`: the open loop's events/s,
-to compare two builds at one load)
+[--cases naive,keyed,keyed_each,keyed_one,alternate,serial,windows] [--rounds 1] [--pace 20] [--writes same|http]
+[--pairs 8] [--block 200] (with more rounds, the engine's CPU per batch is summed up over them: median, least, most;
+`--pace`: the open loop's events/s, to compare two builds at one load)
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ from bench.burst import (
     write_in_process,
     write_through_http,
 )
-from bench.common import CpuMeter, percentile, row, statement_counts
+from bench.common import CpuMeter, cpu_seconds, percentile, row, statement_counts
 from bench.workflows import BenchNaiveTwo, BenchRunTwo
 from orchestrator.app_loader import UserApp
 from orchestrator.engine.worker import sandbox_runner
@@ -102,17 +102,27 @@ class Naive:
     runs_per_second: float
     latencies: list[float]
     cpu: dict[str, float]
+    # When each run started (its first activity).
+    started: list[float] = field(default_factory=list)
 
 
 async def naive_case(
-    bench: Any, events: int, in_flight: int, write: bool = True, closed: bool = False, rate: float | None = None
+    bench: Any,
+    events: int,
+    in_flight: int,
+    write: bool = True,
+    closed: bool = False,
+    rate: float | None = None,
+    say: bool = True,
+    settle: bool = False,
 ) -> Naive:
     """One workflow per event, started as the event is written, each running two activities. `rate`: the events
     arrive at that pace, each written and its run started at its time whatever the others do. `closed`: each of
     the `in_flight` writers waits for its run's end before it takes its next event (runs in flight bounded, as
     a listener's slots bound them; started and not awaited, runs queue up on Temporal and each waits longer
     the longer the burst). Without `write`, the workflows alone: what an application's run of two activities
-    costs, the part of a batch that is not the engine's."""
+    costs, the part of a batch that is not the engine's. Without `say`, nothing printed; with `settle`, the CPU
+    counted until the Temporal server is quiet (`temporal_quiet`)."""
     platform, client = bench.platform, bench.client
     task_queue = f"naive-{uuid.uuid4().hex[:8]}"
     done: list[float] = []
@@ -162,6 +172,8 @@ async def naive_case(
         began = time.time()
         await asyncio.gather(*(one(n) for n in range(events)))
         await asyncio.wait_for(finished.wait(), 600)
+        if settle:
+            await temporal_quiet(bench.server_pid)
         cpu = meter.stop()
     per_second = events / (max(done) - began)
     runs_per_second = events / (max(started.values()) - began)
@@ -170,6 +182,10 @@ async def naive_case(
         written = await platform.store.list_events(session, limit=events + 10, types=["object.written"])
         commits = {int((e.alias or "").rsplit("/", 1)[-1]): e.created_at.timestamp() for e in written}
         latencies = [started[n] - commits[n] for n in started if n in commits]
+    cpu_per_event = {part: seconds / events for part, seconds in cpu.items()}
+    measured = Naive(per_second, runs_per_second, latencies, cpu_per_event, list(started.values()))
+    if not say:
+        return measured
     label = "one per event" if write else "with no write (a run alone)"
     at_a_time = f"{in_flight} in flight" if closed else f"{in_flight} started at a time"
     if rate is not None:
@@ -186,7 +202,7 @@ async def naive_case(
     row("CPU per workflow, all parts", 1000 * sum(cpu.values()) / events, "ms")
     for part, seconds in cpu.items():
         row(f"  {part}", 1000 * seconds / events, "ms")
-    return Naive(per_second, runs_per_second, latencies, {part: seconds / events for part, seconds in cpu.items()})
+    return measured
 
 
 # History events that Temporal Cloud bills as actions, or that a worker spends a task on, by what they are.
@@ -474,6 +490,133 @@ def versus_naive(label: str, keyed: list[LanesCost], naives: list[Naive]) -> Non
         row(f"round {n + 1}:   keyed less naive", 1000 * (p50 - naive_p50), "ms")
 
 
+@dataclass
+class Block:
+    """One block of an alternation: runs/s once every slot is busy and CPU seconds a run, all parts."""
+
+    runs_per_second: float
+    # Runs/s from the block's first write to its last run started, its start counted.
+    whole: float
+    # CPU seconds a run by part (the Temporal server, this process, PostgreSQL, the API).
+    cpu: dict[str, float]
+
+    @property
+    def cpu_per_run(self) -> float:
+        return sum(self.cpu.values())
+
+
+async def runs_ended(platform: Platform, session: str) -> None:
+    """Until every batch of the session has its run's end recorded (its slot released)."""
+    async with asyncio.timeout(120):
+        while True:
+            async with platform.store.transaction() as conn:
+                open_batches = await conn.fetchval(
+                    "SELECT count(*) FROM orchestrator.batches WHERE session_id = $1 AND released_at IS NULL", session
+                )
+            if not open_batches:
+                return
+            await asyncio.sleep(0.05)
+
+
+async def temporal_quiet(server_pid: int, busy: float = 0.04, longest: float = 15.0) -> None:
+    """Until the Temporal server used less than `busy` of a core over half a second (what a block left it to do,
+    such as its workflows' last tasks and their histories' writes, counted to the block), or `longest` seconds."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(longest):
+            while True:
+                before = cpu_seconds(server_pid)
+                await asyncio.sleep(0.5)
+                if cpu_seconds(server_pid) - before < busy * 0.5:
+                    return
+
+
+async def keyed_block(bench: Any, session: str, starts: Starts, block: int, count: int) -> Block:
+    """`count` events, each a key of its own, written as the naive design's are (32 writers in this process) into
+    a running engine: as fast as they go, to the last run's end recorded."""
+    starts.runs.clear()
+    starts.expected = count
+    starts.all_started.clear()
+    meter = CpuMeter(bench.server_pid, bench.postgres_pid)
+    meter.start()
+    began, _ = await write(bench, session, [f"bench/{block}-{n}" for n in range(count)], in_process=True)
+    await asyncio.wait_for(starts.all_started.wait(), 300)
+    await runs_ended(bench.platform, session)
+    await temporal_quiet(bench.server_pid)
+    cpu = meter.stop()
+    started = [t for t, _ in starts.runs]
+    cpu_per_run = {part: seconds / count for part, seconds in cpu.items()}
+    return Block(steady_rate(started), count / (max(started) - began), cpu_per_run)
+
+
+def steady_rate(started: list[float]) -> float:
+    """Runs/s once every slot is busy: from the run that filled the last slot to the last run. A block's first
+    runs wait for their window (keyed) or for nothing (naive): its start says how the design begins, not how fast
+    it goes."""
+    times = sorted(started)
+    return (len(times) - WRITERS) / (times[-1] - times[WRITERS - 1])
+
+
+async def alternate(bench: Any, pairs: int, count: int) -> None:
+    """Keyed one-event batches against the naive design in short blocks that take turns on one dev server, one
+    engine running throughout: the Temporal server's CPU a run drifts within a run and moves by a third between
+    runs, more than the engine's part, so each keyed block is set beside the naive block next to it. The order
+    turns each pair (naive first, then keyed first) so that a drift favours neither."""
+    platform, client = bench.platform, bench.client
+    limits = platform.settings.limits
+    platform.settings = platform.settings.model_copy(
+        update={
+            "task_queue": f"bench-{uuid.uuid4().hex[:8]}",
+            "limits": limits.model_copy(update={"listener_parallel_runs": WRITERS}),
+        }
+    )
+    body = listener("cost_alternate", concurrency={"mode": "keyed", "key": "alias", "max_parallel": WRITERS})
+    reply = await platform.command({"command": "save_listener", "listener": body})
+    assert reply["status"] == "success", reply
+    session = (await platform.command({"command": "open_session"}))["session"]["id"]
+    starts = Starts()
+    print(f"keyed one-event batches against the naive design: {pairs} pairs of blocks of {count} runs, in turns")
+    ratios: list[float] = []
+    whole_ratios: list[float] = []
+    cpu_ratios: list[float] = []
+    # Keyed less naive, CPU seconds a run by part, each pair.
+    more: list[dict[str, float]] = []
+    async with two_activity_engine(platform, client, starts):
+        # A first keyed block and a first naive one, not counted: the engine's and the worker's first starts.
+        await keyed_block(bench, session, starts, -1, count // 2)
+        await naive_case(bench, count // 2, WRITERS, closed=True, say=False)
+        for pair in range(pairs):
+            measured: dict[str, Block] = {}
+            for design in ("naive", "keyed") if pair % 2 == 0 else ("keyed", "naive"):
+                if design == "keyed":
+                    measured[design] = await keyed_block(bench, session, starts, pair, count)
+                else:
+                    naive = await naive_case(bench, count, WRITERS, closed=True, say=False, settle=True)
+                    measured[design] = Block(steady_rate(naive.started), naive.runs_per_second, naive.cpu)
+            keyed, naive_block = measured["keyed"], measured["naive"]
+            ratios.append(keyed.runs_per_second / naive_block.runs_per_second)
+            whole_ratios.append(keyed.whole / naive_block.whole)
+            cpu_ratios.append(naive_block.cpu_per_run / keyed.cpu_per_run)
+            more.append({part: keyed.cpu[part] - naive_block.cpu[part] for part in keyed.cpu})
+            print(
+                f"  pair {pair + 1:>2}: runs/s naive {naive_block.runs_per_second:6.1f} keyed"
+                f" {keyed.runs_per_second:6.1f} ({ratios[-1]:.2f}x); CPU a run naive"
+                f" {1000 * naive_block.cpu_per_run:5.1f} ms keyed {1000 * keyed.cpu_per_run:5.1f} ms"
+                f" ({cpu_ratios[-1]:.2f}x runs a CPU second); with its start {whole_ratios[-1]:.2f}x"
+            )
+            for design, block in measured.items():
+                parts = ", ".join(f"{part} {1000 * seconds:.1f}" for part, seconds in block.cpu.items())
+                print(f"           {design}: {parts} ms")
+    await platform.command({"command": "delete_listener", "name": body["name"]})
+    platform.settings = platform.settings.model_copy(update={"limits": limits})
+    ratio_row("keyed / naive runs/s, median of the pairs", statistics.median(ratios))
+    ratio_row("keyed / naive runs/s, least", min(ratios))
+    ratio_row("keyed / naive runs/s, most", max(ratios))
+    ratio_row("keyed / naive runs/s, the blocks' start counted, median", statistics.median(whole_ratios))
+    ratio_row("runs a CPU second, keyed / naive, median of the pairs", statistics.median(cpu_ratios))
+    for part in more[0]:
+        row(f"  CPU a run, keyed less naive, median: {part}", 1000 * statistics.median(m[part] for m in more), "ms")
+
+
 async def main(
     events: int,
     naive_events: int,
@@ -481,6 +624,8 @@ async def main(
     rounds: int = 1,
     paced: float | None = None,
     writes: str = "same",
+    pairs: int = 8,
+    block: int = 200,
 ) -> None:
     # One event a batch against the naive design: its writes made as the naive's are (in this process), unless
     # `writes` is `http`, where they go through the door from the writers' processes as the bursts' do.
@@ -579,6 +724,8 @@ async def main(
             label = f"keyed, max_events 1 ({naive_events:,} keys, {WRITERS} slots, no window)"
             body = listener("cost_keyed_one", concurrency=keyed, batch={"window_seconds": 0, "max_events": 1})
             await one_event_a_batch(body, label)
+        if "alternate" in cases:
+            await alternate(bench, pairs, block)
         if "serial" in cases:
             label = "serial (1 s window)"
             summarize(label, [(await lanes_round(label, listener("cost_serial"), 1))[0] for _ in range(rounds)])
@@ -601,6 +748,10 @@ if __name__ == "__main__":
         help="keyed_each and keyed_one: their writes made as the naive design's (same: the platform's write in"
         " this process) or through the HTTP door from the writers' processes",
     )
+    parser.add_argument("--pairs", type=int, default=8, help="alternate: pairs of blocks, one of each design")
+    parser.add_argument("--block", type=int, default=200, help="alternate: runs in a block")
     args = parser.parse_args()
     cases = set(args.cases.split(","))
-    asyncio.run(main(args.events, args.naive_events, cases, args.rounds, args.pace, args.writes))
+    asyncio.run(
+        main(args.events, args.naive_events, cases, args.rounds, args.pace, args.writes, args.pairs, args.block)
+    )
