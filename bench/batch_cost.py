@@ -31,6 +31,10 @@ writers in four more (32 keep-alive clients through the HTTP door), the worker a
   part of a run (the keyed case's batches carry about 24 events, and 24
   writes, each); then both fed the same arrivals, open loop, at 0.7 of the lesser rate each held: the p50 of
   each event's commit to its run started, keyed less naive (the added latency at one load);
+- alternate: keyed one-event batches and the naive design in blocks that take turns on one dev server, one engine
+  running throughout, the order turning each pair: each pair's runs/s once every slot is busy (and with the
+  block's start counted) and its CPU a run by part, counted until the Temporal server is quiet; the medians of
+  the pairs (the dev server's CPU a run drifts within a run and moves between runs more than the engine's part);
 - windows: a trickle (one write every 2.5 s) into a listener with a 1 s and then a 0.3 s window: how long after
   its window closed each batch's run started (p50, p90).
 
