@@ -54,6 +54,10 @@ class Settings(BaseSettings):
     # One line per HTTP request on the `orchestrator.access` logger (never a secret: `orchestrator.door.access_log`).
     access_log: bool = False
     max_request_bytes: int = Field(default=1024 * 1024, ge=1)
+    # How long the API keeps an idle keep-alive connection open. Longer than the idle timeout of whatever sits in
+    # front of it (a load balancer's 60 s, a proxy's upstream pool): the side that closes first must be the
+    # client's, or a request sent as the server closes meets a reset and the balancer answers 502.
+    http_keep_alive_seconds: float = Field(default=75.0, gt=0)
     database_pool_size: int = Field(default=10, ge=1)
     # The HTTP door answers a command `unavailable` when it is not done within this long, whatever the database
     # does (one that keeps its connections and answers nothing held a command for as long as it did), and lets it

@@ -111,7 +111,9 @@ class ApiServer:
     lets the requests in flight finish, and cancels whatever still runs once the time is up.
     """
 
-    def __init__(self, app: ASGIApp, host: str, port: int, shutdown_seconds: float = 10.0) -> None:
+    def __init__(
+        self, app: ASGIApp, host: str, port: int, shutdown_seconds: float = 10.0, keep_alive_seconds: float = 75.0
+    ) -> None:
         self.app = app
         self.host = host
         self.port = port
@@ -123,6 +125,8 @@ class ApiServer:
             log_level="warning",
             # A second of the bound is left for what stops after the API (the worker, the servers).
             timeout_graceful_shutdown=max(1, math.floor(shutdown_seconds) - 1),
+            # uvicorn's own 5 s closes a client's idle connection as the client reuses it (`http_keep_alive_seconds`).
+            timeout_keep_alive=math.ceil(keep_alive_seconds),
         )
         self._server = _QuietSignalsServer(config, self._end_streams)
         self._socket: socket.socket | None = None
@@ -212,9 +216,11 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 @contextlib.asynccontextmanager
-async def serve_api(app: ASGIApp, host: str, port: int, shutdown_seconds: float = 10.0) -> AsyncIterator[str]:
+async def serve_api(
+    app: ASGIApp, host: str, port: int, shutdown_seconds: float = 10.0, keep_alive_seconds: float = 75.0
+) -> AsyncIterator[str]:
     """Serve `app` until the block exits; yields the base URL (port 0 picks a free port)."""
-    server = ApiServer(app, host, port, shutdown_seconds)
+    server = ApiServer(app, host, port, shutdown_seconds, keep_alive_seconds)
     url = await server.start()
     try:
         yield url
@@ -428,7 +434,11 @@ async def _run_worker_and_api(
         url = None
         if serve_http:
             api = ApiServer(
-                create_app(platform, settings), settings.http_host, settings.http_port, settings.shutdown_seconds
+                create_app(platform, settings),
+                settings.http_host,
+                settings.http_port,
+                settings.shutdown_seconds,
+                settings.http_keep_alive_seconds,
             )
             url = await api.start()
             stack.push_async_callback(api.stop)
@@ -675,7 +685,9 @@ async def run_api(settings: Settings, *, announce: Announce = _log_announce) -> 
         platform = await Platform.connect(settings, database_url, temporal=temporal)
         try:
             app = create_app(platform, settings)
-            async with serve_api(app, settings.http_host, settings.http_port, settings.shutdown_seconds) as url:
+            async with serve_api(
+                app, settings.http_host, settings.http_port, settings.shutdown_seconds, settings.http_keep_alive_seconds
+            ) as url:
                 announce(f"api          {url}/v1/commands")
                 settle_heap()
                 announce("Ready. Press Ctrl-C to stop.")
