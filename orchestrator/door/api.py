@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -76,6 +77,14 @@ def _request_id(request: Request) -> str | None:
 
 # How long `/readyz` waits for the store's answer before it says the API is not ready.
 READY_SECONDS = 5.0
+
+
+@dataclass
+class TicketProgress:
+    """How far a stream's opening went with its single-use ticket: what its late answer says of it when the
+    opening is cut at its deadline (None: no ticket presented)."""
+
+    state: TicketState | None = None
 
 
 class _TooLarge(Exception):
@@ -249,13 +258,13 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
     async def stream(request: Request) -> Response:
         # The opening within the deadline, cut at once past it (it would use its ticket up behind the answer);
         # the stream itself is never cut (it ends with its client, or with the server's stop).
-        ticket: list[TicketState] = []
+        ticket = TicketProgress()
         opened = await deadlines.run(open_stream(request, ticket), look_seconds, whole=False)
         if isinstance(opened, Missed):
-            return late_reply(platform, request, opened, None, ticket[-1] if ticket else None)
+            return late_reply(platform, request, opened, None, ticket.state)
         return opened
 
-    async def open_stream(request: Request, ticket: list[TicketState]) -> Response:
+    async def open_stream(request: Request, ticket: TicketProgress) -> Response:
         """The stream, or the answer that refuses it. A single-use ticket is used up as the last step, once all
         else is ready (`ticket` says how far it went): an opening refused, or late, leaves it good for a retry, and
         of two openings with one ticket only one spends it."""
@@ -265,7 +274,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             return principal
         presented = presented_ticket(request)
         if presented is not None:
-            ticket.append("unused")
+            ticket.state = "unused"
         wait = await gate.take_request(principal)
         if wait is not None:
             return rate_limited(wait)
@@ -290,7 +299,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             reply = error_reply("invalid_request", f"{field}: must be an event id (a non-negative integer)")
             return JSONResponse(reply, status_code=400)
         if presented is not None:
-            ticket.append("spending")
+            ticket.state = "spending"
             if not await gate.spend_ticket(presented, session_id):
                 return ticket_refused()
         holds = gate.holds_on(principal)
