@@ -1,5 +1,6 @@
-"""The command line: `orchestrator call | status | events | keys | mcp | dev | worker | api | plan | new`. Argument
-parsing only; `runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what `new` does.
+"""The command line: `orchestrator call | status | events | keys | mcp | dev | worker | api | plan | restored | new`.
+Argument parsing only; `runtime` runs things, `inspect` builds what `status` and `events` show, `starter` writes what
+`new` does, `store.restored` does what `restored` does.
 
 Exit codes of `call`, `status`, `events` and `keys`: 0 for a success reply, 1 for an error reply, 2 for bad usage or
 a command that is not JSON, 3 when the API cannot be reached or answers `unavailable`. `call` prints the reply as
@@ -7,6 +8,10 @@ one line of JSON on stdout; `status` prints a table (or one JSON document with `
 per event (one JSON object per line with `--json`); `keys create` and `keys revoke` print the reply (a new key's
 secret is in it, shown this once), `keys list` a table (the reply with `--json`). `call` over HTTP imports only the
 standard library (`plain_http`): it answers in about a tenth of a second; `call --help COMMAND` loads the registry.
+
+Exit codes of `restored`: 0 once done, 2 when no database is named or the one named holds no platform in the
+configured schema, 3 when the database cannot be reached, 1 when PostgreSQL refuses a statement; nothing is changed
+but with 0.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 # Only the standard library above: the client, the settings and the runtime load once Ctrl-C is handled.
 if TYPE_CHECKING:
     from orchestrator.config import Settings
+    from orchestrator.store.restored import Restored
 
 EXIT_SUCCESS = 0
 EXIT_ERROR_REPLY = 1
@@ -174,11 +180,34 @@ def _parser() -> argparse.ArgumentParser:
         " is unset (default: .orchestrator)",
     )
 
+    _add_restored(sub)
+
     new = sub.add_parser("new", help="write a starter app (a listener, a workflow, a passing test) into a folder")
     new.add_argument("name", metavar="NAME", type=Path, help="the folder to create (it must not hold anything yet)")
     # The usage line names every subcommand, read off those made above so that none is ever left out.
     sub.metavar = "{" + ",".join(sub.choices) + "}"
     return parser
+
+
+def _add_restored(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    restored = sub.add_parser(
+        "restored",
+        help="after a restore from a dump: move the event ids past the lost interval's, mark the schedules unmade",
+        description="Run once on a database restored from a dump, before any worker or API starts on it"
+        " (docs/operations.md, Restore): in one transaction, the next event id moves a trillion on and every"
+        " schedule is marked to be made again. It prints the next event id before and after, and the schedules"
+        " marked; a database with no platform in its schema (ORCHESTRATOR_DATABASE_SCHEMA) is refused, unchanged.",
+    )
+    restored.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="the restored database (default: ORCHESTRATOR_DATABASE_DIRECT_URL, else ORCHESTRATOR_DATABASE_URL)",
+    )
+    restored.add_argument(
+        "--temporal-only",
+        action="store_true",
+        help="Temporal's namespace was restored empty and PostgreSQL kept: mark the schedules, leave the event ids",
+    )
 
 
 def _new(args: argparse.Namespace) -> int:
@@ -482,6 +511,8 @@ def _main(argv: list[str] | None) -> int:
         return _keys(args, settings)
     if args.subcommand == "plan":
         return _plan(args, settings)
+    if args.subcommand == "restored":
+        return _restored(args, settings)
     return _serve(args, settings)
 
 
@@ -510,6 +541,62 @@ def _mcp(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     return EXIT_SUCCESS
+
+
+def _restored(args: argparse.Namespace, settings: Settings) -> int:
+    """`restored [--temporal-only]`: the restored database made ready for the platform (`store/restored.py`), and
+    what was done, a line a part."""
+    import asyncio
+
+    import asyncpg
+
+    from orchestrator.core.database_schema import checked_schema
+    from orchestrator.store.connection import DatabaseUnreachable
+    from orchestrator.store.restored import NotAPlatformDatabase, mark_restored
+
+    url = args.database_url or settings.database_direct_url or settings.database_url
+    if not url:
+        print(
+            "orchestrator restored: which database was restored? --database-url URL, or set ORCHESTRATOR_DATABASE_URL",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    # The settings' pattern lets a name of PostgreSQL's own (`pg_*`) through; the platform's check does not.
+    try:
+        schema = checked_schema(settings.database_schema)
+    except ValueError as err:
+        print(f"orchestrator restored: {err} (ORCHESTRATOR_DATABASE_SCHEMA)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        done = asyncio.run(mark_restored(url, schema, jump_event_ids=not args.temporal_only))
+    except NotAPlatformDatabase as err:
+        print(f"orchestrator restored: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except DatabaseUnreachable as err:
+        print(f"orchestrator restored: {err}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except asyncpg.PostgresError as err:
+        print(
+            f"orchestrator restored: PostgreSQL refused ({type(err).__name__}: {err}); nothing was changed",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR_REPLY
+    _print_restored(done, url, args.temporal_only)
+    return EXIT_SUCCESS
+
+
+def _print_restored(done: Restored, url: str, temporal_only: bool) -> None:
+    from orchestrator.store.connection import database_place
+
+    _announce(f"database     {done.database} at the {database_place(url)}, schema {done.schema}")
+    if temporal_only:
+        _announce(f"event ids    left as they were (--temporal-only): the next is {done.next_event_id}")
+    else:
+        _announce(
+            f"event ids    the next was {done.next_event_id_before}, now {done.next_event_id}: past any id the"
+            " interval lost with the restore drew"
+        )
+    _announce(f"schedules    {done.schedules_marked} marked to be made again (by the workers' upkeep, once they run)")
 
 
 def _plan(args: argparse.Namespace, settings: Settings) -> int:

@@ -2,10 +2,11 @@
 PostgreSQL keeps its own (docs/operations.md, "Restore").
 
 A worker runs against the test's own cluster and dev server; the database is backed up and restored into a new
-database by the page's own commands (`tests/backups.py`: the wheel's `pg_dump` and `pg_restore`) while a run is in
-flight or before more is written, with the workers stopped in between, and a worker on the same task queue is
-started on the copy. The last test keeps the database and starts the worker on an empty dev server instead. What
-the platform then does is read from its tables (`crash_runs`, which the app's runs write, among them).
+database by the page's own commands (`tests/backups.py`: the wheel's `pg_dump` and `pg_restore`, then
+`orchestrator restored`) while a run is in flight or before more is written, with the workers stopped in between,
+and a worker on the same task queue is started on the copy. The last test keeps the database and starts the worker
+on an empty dev server instead, after the page's `orchestrator restored --temporal-only`. What the platform then
+does is read from its tables (`crash_runs`, which the app's runs write, among them) and from the new Temporal.
 """
 
 from __future__ import annotations
@@ -19,10 +20,19 @@ from typing import Any
 
 import asyncpg
 import pytest
+from temporalio.client import Client as TemporalClient
+from temporalio.service import RPCError, RPCStatusCode
 
 from orchestrator.platform import Platform
-from tests.backups import back_up, restore, running_query
-from tests.crash.conftest import DevServer, RestartablePostgres, Workers, crash_settings, start_dev_server
+from tests.backups import back_up, mark_schedules_after_temporal_restore, restore, running_query
+from tests.crash.conftest import (
+    DevServer,
+    RestartablePostgres,
+    Workers,
+    crash_settings,
+    start_dev_server,
+    temporal_client,
+)
 from tests.timeouts import stop_within
 
 pytestmark = pytest.mark.devserver
@@ -92,6 +102,40 @@ async def write(writer: Platform, session_id: str, alias: str) -> int:
     )
     assert reply["status"] == "success", reply
     return int(reply["event_id"])
+
+
+async def paused_schedule(url: str, temporal_address: str, task_queue: str, session_id: str) -> str:
+    """A schedule of the session, its clock made paused (it never fires) on the Temporal at `temporal_address`;
+    answers its id."""
+    settings = crash_settings().model_copy(update={"temporal_address": temporal_address, "task_queue": task_queue})
+    platform = await Platform.connect(settings, url, await temporal_client(temporal_address))
+    try:
+        reply = await platform.command(
+            {
+                "command": "create_schedule",
+                "session_id": session_id,
+                "alias": "restore/clock",
+                "repeat": {"type": "interval", "every_seconds": 3600},
+                "invocation_target_type": "workflow",
+                "target": {"workflow": "tracked", "input": {}},
+                "enabled": False,
+            }
+        )
+        assert reply["status"] == "success", reply
+        return str(reply["schedule"]["schedule_id"])
+    finally:
+        await platform.close()
+
+
+async def paused_clock(temporal: TemporalClient, schedule_id: str) -> bool:
+    """Whether Temporal has the schedule's clock, paused as its row says (False: not made yet)."""
+    try:
+        described = await temporal.get_schedule_handle(schedule_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return described.schedule.state.paused
 
 
 async def _ended(url: str, at_least: int = 1) -> list[asyncpg.Record]:
@@ -188,18 +232,21 @@ async def test_on_a_new_temporal_the_run_in_flight_runs_again_and_the_lanes_go_o
     private_postgres: RestartablePostgres, temporal_server: DevServer, workers_for: Any, tmp_path: Path
 ) -> None:
     """Temporal's state lost, PostgreSQL kept: the sweep starts the run the records call running again, by its id,
-    and the lanes take new writes."""
+    the lanes take new writes, and the schedule the page's command marked is made again on the new Temporal."""
     url = private_postgres.url
     workers: Workers = workers_for(url, temporal_server.address)
     worker = await workers.start(RUN_CHECK)
     writer, session_id = await begin(url)
     try:
         first = await write(writer, session_id, "restore/1")
+        schedule_id = await paused_schedule(url, temporal_server.address, workers.task_queue, session_id)
         [running] = await until("a run in flight", lambda: executions(url))
         await workers.kill(worker)
         await temporal_server.stop()
         empty = await start_dev_server(tmp_path / "new-temporal")
         try:
+            said = await mark_schedules_after_temporal_restore(url, tmp_path)
+            assert "left as they were" in said and "schedules    1 marked" in said, said
             workers.temporal_address = empty.address
             worker = await workers.start(RUN_CHECK)
             [again] = await until("the run ended on the new Temporal", lambda: _ended(url), within=60.0)
@@ -209,6 +256,8 @@ async def test_on_a_new_temporal_the_run_in_flight_runs_again_and_the_lanes_go_o
             [run] = await until("a run of a write on the new Temporal", lambda: ran(url, later))
             assert run["execution_id"] != running["id"]
             await until("both runs ended", lambda: _ended(url, 2))
+            new_temporal = await temporal_client(empty.address)
+            await until("the schedule's clock made again", lambda: paused_clock(new_temporal, schedule_id))
             assert worker.alive(), worker.log_tail()
         finally:
             await workers.kill(worker)
