@@ -515,6 +515,20 @@ async def test_a_round_gives_the_free_key_slots_to_the_first_keys_and_queues_the
     assert (await snapshot(world, address(sid, "k", "e"))).key_slot == "queued"
 
 
+async def test_a_round_nudges_the_lanes_it_makes_in_listener_and_lane_order(world: World) -> None:
+    """Whatever order the round meets them in (a hashed `DISTINCT` answers them in none): the lanes are made, and
+    nudged, in (listener, lane) order."""
+    aliases = ["c", "a", "zz", "m", "q", "e", "x1", "y", "h", "g", "d", "b"]
+    for name in ("k", "j"):
+        await world.save_listener(keyed(name, max_parallel=len(aliases)))
+    sid = await world.open_session()
+    for alias in aliases:
+        await world.write(sid, alias)
+    routed = await route_all(world, sid)
+    made = [(name, lane) for name in ("j", "k") for lane in sorted(aliases)]
+    assert [(n.address.listener, n.address.lane) for n in routed.nudges] == made
+
+
 @pytest.mark.parametrize(
     "declared",
     [

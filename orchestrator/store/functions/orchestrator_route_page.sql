@@ -4,7 +4,7 @@
 -- answers `busy` and leaves it to the other). Answers the events read, the lanes that went from empty to
 -- pending and need a nudge (with the version whose timing tells when; in the order the lanes were made, whatever
 -- order the join reads them in), each lane's count of events queued (for the metrics), and the traced events (for
--- their spans). `p_cap` is the deployment's `listener_parallel_runs`.
+-- their spans, in id order). `p_cap` is the deployment's `listener_parallel_runs`.
 --
 -- Which lanes the events go to is `orchestrator_page_hits`. The page's lanes are carried from statement to
 -- statement as rows of their own type (`orchestrator_page_lane`, 0024), found by their key and locked in
@@ -64,7 +64,7 @@ BEGIN
     UPDATE orchestrator.routing_cursors SET routed_event_id = v_through WHERE session_id = p_session;
     -- The events written under a trace, each with how many lanes it went to: its span in that trace.
     SELECT coalesce(jsonb_agg(jsonb_build_object('id', e.id, 'type', e.type, 'traceparent', e.traceparent,
-                                                 'lanes', coalesce(h.lanes, 0))), '[]'::jsonb)
+                                                 'lanes', coalesce(h.lanes, 0)) ORDER BY e.id), '[]'::jsonb)
         INTO v_traced
         FROM orchestrator.events e
         LEFT JOIN (SELECT x.event_id, count(*) AS lanes FROM unnest(coalesce(v_hits, '{}')) x GROUP BY x.event_id) h
@@ -78,7 +78,9 @@ BEGIN
     END IF;
 
     -- The keys' locks of the keyed listeners queued for (a lane may join the queue for a key slot), in order,
-    -- then the lanes, created as needed, locked in (listener, lane) order: 0002_lanes.sql's lock order.
+    -- then the lanes, created as needed, locked in (listener, lane) order: 0002_lanes.sql's lock order. Made in
+    -- that order too: a new lane's id, and so its nudge's place, follows it, not the order a hashed `DISTINCT`
+    -- answers in.
     PERFORM orchestrator.orchestrator_keys_lock(p_session, k.listener)
         FROM (SELECT DISTINCT h.listener FROM unnest(v_hits) h
               JOIN orchestrator.listener_rules r ON r.name = h.listener AND r.version = h.version
@@ -88,6 +90,7 @@ BEGIN
         FROM (SELECT DISTINCT h.listener, h.lane FROM unnest(v_hits) h) k
         WHERE NOT EXISTS (SELECT 1 FROM orchestrator.lanes l WHERE l.session_id = p_session AND l.listener = k.listener
                           AND l.lane = k.lane)
+        ORDER BY k.listener, k.lane
         ON CONFLICT (session_id, listener, lane) DO NOTHING;
 
     WITH per_lane AS (
