@@ -60,6 +60,21 @@ class BenchNaiveTwo:
         )
 
 
+@workflow.defn(name="bench_two_told")
+class BenchTwoTold:
+    """`BenchNaiveTwo`'s two activities and then a local activity, as a listener's run reports its end
+    (`bench.run_end_cost`)."""
+
+    @workflow.run
+    async def run(self, n: int) -> int:
+        await workflow.execute_activity("bench.noop", n, start_to_close_timeout=TWO_ACTIVITIES, result_type=int)
+        done = await workflow.execute_activity(
+            "bench.naive_done", n, start_to_close_timeout=TWO_ACTIVITIES, result_type=int
+        )
+        await workflow.execute_local_activity("bench.told", n, start_to_close_timeout=TWO_ACTIVITIES, result_type=int)
+        return int(done)
+
+
 @workflow.defn(name="bench_soak_run")
 class BenchSoakRun:
     """Reports its listener and its batch's events as it starts (`bench.soak`: delays per listener)."""
