@@ -837,15 +837,17 @@ class MemoryLaneStore:
         deliveries = route([(e.envelope, created[e.id]) for e in events], versions)
         limits = Limits(listener_parallel_runs=parallel_cap)
         self.cursors[session_id] = ids[-1]
-        nudges = []
+        # Lanes are made in (listener, lane) order, and nudged in the order they were made (by their ids).
+        nudges: list[tuple[int, RouteNudge]] = []
         for delivery in sorted(deliveries, key=lambda d: (d.listener, d.lane)):
             nudge = self._queue(session_id, QueuedLane.of(session_id, delivery, created, limits))
-            if nudge is not None:
-                nudges.append(replace(nudge, version=delivery.version))
+            lane = self._lane(nudge.address) if nudge is not None else None
+            if nudge is not None and lane is not None:
+                nudges.append((lane.id, replace(nudge, version=delivery.version)))
         return RoutedPage(
             read=len(events),
             now=self.now(),
-            nudges=tuple(nudges),
+            nudges=tuple(nudge for _, nudge in sorted(nudges, key=lambda made: made[0])),
             lanes=tuple(sorted((d.listener, d.lane, len(d.events)) for d in deliveries)),
         )
 

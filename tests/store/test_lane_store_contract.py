@@ -529,6 +529,17 @@ async def test_a_round_nudges_the_lanes_it_makes_in_listener_and_lane_order(worl
     assert [(n.address.listener, n.address.lane) for n in routed.nudges] == made
 
 
+async def test_a_round_nudges_its_lanes_in_the_order_they_were_made(world: World) -> None:
+    """Lanes made in earlier rounds come before those the round makes, whatever their names: the order the lanes
+    were made in, on both stores."""
+    sid, decision = await one_run(world)  # listener `l`'s lane, made first
+    await end(world, sid, decision.execution_id, lane="_", fetch_own=0)
+    await world.save_listener(listener("a"))
+    await world.write(sid, "b/1")
+    routed = await route_all(world, sid)
+    assert [n.address.listener for n in routed.nudges] == ["l", "a"]
+
+
 @pytest.mark.parametrize(
     "declared",
     [
