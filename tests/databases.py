@@ -61,7 +61,9 @@ BEGIN
     END IF;
     FOR name IN SELECT format('%s.%I', c.relnamespace::regnamespace, c.relname) FROM pg_class c
                 WHERE c.relkind = 'S' AND c.relnamespace = 'orchestrator'::regnamespace LOOP
-        EXECUTE format('SELECT is_called FROM %s', name) INTO found;
+        -- Drawn from, or set elsewhere without a draw (`setval(..., false)`, as `orchestrator restored` does).
+        EXECUTE format('SELECT is_called OR last_value <> (SELECT seqstart FROM pg_sequence'
+                       ' WHERE seqrelid = %L::regclass) FROM %s', name, name) INTO found;
         IF found THEN
             EXECUTE format('ALTER SEQUENCE %s RESTART', name);
         END IF;
