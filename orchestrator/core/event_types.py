@@ -24,11 +24,15 @@ from referencing.jsonschema import DRAFT202012, specification_with
 
 from orchestrator.core.fast_schemas import fast_check
 from orchestrator.core.linear_patterns import refused_patterns, search
+from orchestrator.core.linear_uniqueness import decide_uniqueness_linearly
 from orchestrator.core.scopes import emitting_scope
 from orchestrator.core.validation import FieldProblem
 
 if TYPE_CHECKING:
     from referencing._core import Resolver  # what `Registry.resolver` answers (not exported by name)
+
+# jsonschema's `uniqueItems` in time linear in the array, before any data is checked (`linear_uniqueness`).
+decide_uniqueness_linearly()
 
 # The families of the platform's own events: a declared name may not start with one of them.
 PLATFORM_FAMILIES = frozenset({"object", "thread", "execution", "graph", "listener", "lane", "session", "schedule"})
