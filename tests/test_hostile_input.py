@@ -585,3 +585,38 @@ async def test_an_accepted_listener_is_kept_as_written_and_parses_again_to_itsel
     assert as_decimals(kept["filter"]) == as_decimals(body["filter"]), "the filter is kept as written"
     declaration = parse_declaration(kept, Limits(), {"ticket.hostile": {"type": "object"}})
     assert declaration.model_dump(mode="json", exclude_unset=True) == kept
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = {"a": [value]}
+    return value
+
+
+# JSON nested past the depth, under one field of the body: the refusal names that field, not the body.
+NESTED: list[tuple[dict[str, Any], str]] = [
+    (
+        {"command": "write_object", "session_id": SESSION, "alias": "a/b", "value": {"type": "t", "x": _nested(60)}},
+        "value",
+    ),
+    ({"command": "save_listener", "listener": {**LISTENER, "description": _nested(60)}}, "listener"),
+    (
+        {
+            "command": "post_thread_items",
+            "session_id": SESSION,
+            "alias": "c/1",
+            "items": [{"type": "json", "message": _nested(60)}],
+        },
+        "items",
+    ),
+    ({"command": "list_objects", "session_id": SESSION, "surplus": _nested(60)}, "surplus"),
+]
+
+
+@pytest.mark.parametrize(("body", "field"), NESTED, ids=[f"{b['command']}-{f}" for b, f in NESTED])
+async def test_json_nested_past_the_depth_is_refused_naming_the_field_it_is_under(
+    door: tuple[httpx.AsyncClient, Platform, str], body: dict[str, Any], field: str
+) -> None:
+    response = await refused_and_nothing_changed(door, body)
+    assert response.json()["message"] == f"{field}: JSON nested deeper than 100 levels"

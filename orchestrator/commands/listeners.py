@@ -228,11 +228,14 @@ def throttle_past_fires(declaration: ListenerDeclaration, limits: Limits) -> str
     throttle = declaration.throttle
     if throttle is None:
         return None
-    most = throttle.runs * (math.ceil(60 / throttle.per_seconds) if throttle.per_seconds < 60 else 1)
+    windows = 60 / throttle.per_seconds if throttle.per_seconds < 60 else 1.0
+    # A window so small that a minute divided by it is past a double's range (1e-320 s) lets any number start.
+    most = throttle.runs * math.ceil(windows) if math.isfinite(windows) else math.inf
     if most <= limits.listener_fires_per_minute:
         return None
+    shown = "any number of" if most == math.inf else f"up to {most}"
     return (
-        f"listener.throttle: lets up to {most} batches start a minute, past the deployment's"
+        f"listener.throttle: lets {shown} batches start a minute, past the deployment's"
         f" listener_fires_per_minute ({limits.listener_fires_per_minute}): those past it are dropped as throttled"
         " rather than held"
     )

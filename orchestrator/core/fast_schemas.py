@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from orchestrator.core.paths import json_equal
+from orchestrator.core.paths import canonical_json, json_equal
 
 Check = Callable[[Any], bool]
 
@@ -22,6 +22,9 @@ _HANDLED = frozenset({"type", "properties", "required", "additionalProperties", 
                       "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "minItems",
                       "maxItems"}) | _ANNOTATIONS  # fmt: skip
 _DRAFT = "https://json-schema.org/draft/2020-12/schema"
+# An enum of more choices is asked by its values' canonical texts, in a set: compared one by one, an array of
+# 20,000 items under an enum of 5,000 took 10^8 comparisons.
+_FEW_CHOICES = 8
 
 
 def _number(value: Any) -> bool:
@@ -72,7 +75,11 @@ def _compile(schema: Any) -> Check:
         choices = schema["enum"]
         if not isinstance(choices, list):
             raise _Unsupported
-        checks.append(lambda v: any(json_equal(v, c) for c in choices))
+        if len(choices) <= _FEW_CHOICES:
+            checks.append(lambda v: any(json_equal(v, c) for c in choices))
+        else:
+            texts = frozenset(canonical_json(c) for c in choices)
+            checks.append(lambda v: canonical_json(v) in texts)
     if "const" in schema:
         const = schema["const"]
         checks.append(lambda v: json_equal(v, const))

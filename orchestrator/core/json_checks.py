@@ -99,10 +99,11 @@ def json_trouble(body: Any, limit: int, root: str | None = None) -> str | None:
     character or a lone UTF-16 surrogate (`\\ud800`: no UTF-8 spells it) in a string or a key (PostgreSQL's text
     cannot hold either), a number beyond a double's range, or a value JSON has no form for (a set, a date: a
     caller in this process, or a client before it sends). Walked without recursion; a path is spelled out only
-    for what is found wanting, from `root` when the value is not a command's body (a stream's `filter`)."""
-    stack: list[tuple[Any, str, Any, int]] = [(body, "", root, 0)]
+    for what is found wanting, from `root` when the value is not a command's body (a stream's `filter`). Nesting
+    names the field of the body it is under (`value: JSON nested deeper ...`), not its path a hundred deep."""
+    stack: list[tuple[Any, str, Any, int, Any]] = [(body, "", root, 0, root)]
     while stack:
-        item, parent, key, depth = stack.pop()
+        item, parent, key, depth, top = stack.pop()
         if isinstance(item, str):
             if "\x00" in item:
                 return f"{_joined(parent, key)}: a NUL character (\\u0000) cannot be stored"
@@ -113,7 +114,7 @@ def json_trouble(body: Any, limit: int, root: str | None = None) -> str | None:
                 return f"{_joined(parent, key)}: a number beyond a double's range (or NaN) cannot be stored"
         elif isinstance(item, dict | list | tuple):
             if depth + 1 > limit:
-                return f"{root or 'body'}: JSON nested deeper than {limit} levels"
+                return f"{'body' if top is None else top}: JSON nested deeper than {limit} levels"
             path = _joined(parent, key) if key is not None else parent
             if isinstance(item, dict):
                 for name, child in item.items():
@@ -123,9 +124,11 @@ def json_trouble(body: Any, limit: int, root: str | None = None) -> str | None:
                         return f"{path or 'body'}: a NUL character (\\u0000) cannot be stored, in the key {name!r}"
                     if not _utf8(name):
                         return f"{path or 'body'}: a lone surrogate cannot be stored, in the key {name!r}"
-                    stack.append((child, path, name, depth + 1))
+                    stack.append((child, path, name, depth + 1, name if top is None else top))
             else:
-                stack.extend((child, path, index, depth + 1) for index, child in enumerate(item))
+                stack.extend(
+                    (child, path, index, depth + 1, index if top is None else top) for index, child in enumerate(item)
+                )
         elif item is not None and not isinstance(item, int):  # bool is an int
             return f"{_joined(parent, key)}: a {type(item).__name__} is no JSON value"
     return None

@@ -14,7 +14,9 @@ accepted form has one meaning:
   Both number days 1-7 from Sunday. Six fields with no `?` are refused as ambiguous; seven with no `?` are
   Temporal's own form (seconds first, a year last, days 0-7 from Sunday).
 
-Years run 1970-2199 (EventBridge's range). `L`, `W` and `#` have no calendar equivalent and are refused.
+Years run 2000-2100, the years a Temporal calendar takes (its server refuses a schedule naming one outside them,
+after the row is written), as does a `one_time`'s instant. `L`, `W` and `#` have no calendar equivalent and are
+refused.
 """
 
 from __future__ import annotations
@@ -117,7 +119,9 @@ _DOM = _Field("day-of-month", 1, 31)
 _MONTH = _Field("month", 1, 12, _MONTHS)
 _DOW_CLASSIC = _Field("day-of-week", 0, 7, _DAYS)
 _DOW_CLOUD = _Field("day-of-week", 1, 7, {name: n + 1 for name, n in _DAYS.items()})
-_YEAR = _Field("year", 1970, 2199)
+# The years a Temporal calendar takes (a schedule spec naming another is refused by the server).
+FIRST_CALENDAR_YEAR, LAST_CALENDAR_YEAR = 2000, 2100
+_YEAR = _Field("year", FIRST_CALENDAR_YEAR, LAST_CALENDAR_YEAR)
 
 
 def _number(token: str, field: _Field) -> int:
@@ -281,16 +285,19 @@ def local_instant(text: str, zone_name: str, *, end_of_day: bool = False) -> dat
     """
     value = datetime.fromisoformat(text)
     date_only = _date_only(text)
-    if end_of_day and date_only:
-        value = value + timedelta(days=1, seconds=-1)
-    if value.tzinfo is not None:
-        return value.astimezone(UTC)
     zone = ZoneInfo(zone_name)
     try:
+        if end_of_day and date_only:
+            value = value + timedelta(days=1, seconds=-1)
+        if value.tzinfo is not None:
+            instant = value.astimezone(UTC)
+            instant.astimezone(zone)  # read in the zone too, as the schedule's days are
+            return instant
         instant = value.replace(tzinfo=zone).astimezone(UTC)
         local = instant.astimezone(zone)
     except OverflowError:
-        # The first or last days of the calendar, read where they fall outside it in UTC.
+        # The first or last days of the calendar, read where they fall outside it in UTC or in the zone (a date
+        # with its own offset too: `9999-12-31T23:59:59-05:00` is in the year 10000 in UTC).
         raise ValueError(f"{text!r} is past the calendar's range in {zone_name}") from None
     skipped = local.replace(tzinfo=None) != value
     if skipped and not (date_only and local.date() == value.date()):
@@ -348,8 +355,9 @@ class OneTimeRepeat(_Strict):
     @classmethod
     def _exists_in_zone(cls, value: str, info: ValidationInfo) -> str:
         zone = info.data.get("timezone")
-        if zone is not None:
-            local_instant(value, zone)
+        if zone is not None and local_instant(value, zone).year > LAST_CALENDAR_YEAR:
+            # Its calendar names the instant's year in UTC (`_instant_calendar`).
+            raise ValueError(f"{value!r} is after {LAST_CALENDAR_YEAR}, the last year a schedule's calendar takes")
         return value
 
 

@@ -120,3 +120,55 @@ async def test_an_alias_outside_schedule_owns_a_taken_alias_and_a_closed_session
     assert kept["repeat"] == GOOD["repeat"], "a refused update changes nothing"
     missing = await refused(engine, "get_schedule", session_id=sid, alias="nope")
     assert (missing["error"], missing["message"]) == ("not_found", f"alias: no schedule 'nope' in session {sid!r}")
+
+
+# Times Temporal's calendars cannot name (a year past 2000-2100), and ones past the calendar where the schedule reads
+# them (a date whose own offset puts it in the year 10000): refused naming the field before anything is written, so
+# a `replace` leaves the schedule it would have replaced as it was (Temporal refused the first after the row was
+# replaced, which took the old schedule away; the second answered internal_error).
+PAST_THE_CALENDAR: list[tuple[dict[str, Any], str]] = [
+    (
+        bad(repeat={"type": "recurring_cron", "cron_expression": "0 9 1 1 ? 2150"}),
+        "repeat.cron_expression: year: 2150 is out of range 2000-2100",
+    ),
+    (
+        bad(repeat={"type": "recurring_cron", "cron_expression": "0 9 1 1 ? 1990-2030"}),
+        "repeat.cron_expression: year: 1990 is out of range 2000-2100",
+    ),
+    (
+        bad(repeat={"type": "one_time", "invocation_time": "2101-01-01T00:00:00Z"}),
+        "repeat.invocation_time: '2101-01-01T00:00:00Z' is after 2100",
+    ),
+    (bad(end_date="9999-12-31T23:59:59-05:00"), "end_date: '9999-12-31T23:59:59-05:00' is past the calendar's range"),
+    (
+        bad(start_date="9999-12-31T23:59:59-05:00"),
+        "start_date: '9999-12-31T23:59:59-05:00' is past the calendar's range",
+    ),
+    (
+        bad(repeat={"type": "one_time", "invocation_time": "9999-12-31T23:59:59-05:00"}),
+        "repeat.invocation_time: '9999-12-31T23:59:59-05:00' is past the calendar's range",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), PAST_THE_CALENDAR, ids=[m.split(":")[0] for _, m in PAST_THE_CALENDAR])
+async def test_a_time_past_what_a_schedule_can_name_is_refused_and_a_replace_keeps_the_schedule_it_would_replace(
+    engine: Engine, body: dict[str, Any], message: str
+) -> None:
+    sid = await new_session(engine)
+    await engine.command("create_schedule", session_id=sid, **GOOD)
+    before = (await engine.command("get_schedule", session_id=sid, alias="clock"))["schedule"]
+
+    reply = await refused(engine, "create_schedule", session_id=sid, replace=True, **body)
+    update = await refused(
+        engine,
+        "update_schedule",
+        session_id=sid,
+        alias="clock",
+        **{k: body[k] for k in body if k in ("repeat", "start_date", "end_date")},
+    )
+
+    for answered in (reply, update):
+        assert (answered["error"], answered["message"][: len(message)]) == ("invalid_request", message), answered
+    assert (await engine.command("get_schedule", session_id=sid, alias="clock"))["schedule"] == before
+    await engine.client.get_schedule_handle(schedule_id(sid, "clock")).describe()  # its clock is there still

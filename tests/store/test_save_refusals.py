@@ -74,6 +74,8 @@ async def test_a_listener_of_thousands_of_globs_is_refused_naming_the_list(platf
         ({"per_seconds": 7, "runs": 14}, "lets up to 126 batches start a minute"),
         ({"per_seconds": 30, "runs": 60}, None),
         ({"per_seconds": 3600, "runs": 121}, "lets up to 121 batches start a minute"),
+        # A window past what a double can divide a minute by (the save answered internal_error).
+        ({"per_seconds": 1e-320, "runs": 1}, "lets any number of batches start a minute"),
     ],
 )
 async def test_a_throttle_past_the_deployments_fires_per_minute_is_saved_with_a_warning(
