@@ -2,12 +2,11 @@
 one before it when the items do not sort (objects, lists, kinds mixed), and each value with every choice of an
 enum; an emitted array of 20,000 objects under `uniqueItems`, or of 20,000 numbers under an enum of 5,000, held the
 API's event loop for minutes, the door's deadline and every other request waiting behind it. Through the HTTP door,
-such an emit answers within seconds; equal items (as JSON values: 1 and 1.0 alike, true and 1 not) and a value
-outside the enum are refused naming the field, and nothing is emitted."""
+such an emit is answered (not `unavailable` at the door's deadline, nor never); equal items (as JSON values: 1 and
+1.0 alike, true and 1 not) and a value outside the enum are refused naming the field, and nothing is emitted."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,13 +40,11 @@ async def door(platform: Platform, settings: Settings) -> AsyncIterator[tuple[ht
         yield http, session
 
 
-async def _emit(
-    http: httpx.AsyncClient, session: str, xs: list[Any], type_: str = "qa.set"
-) -> tuple[dict[str, Any], float]:
-    start = time.monotonic()
+async def _emit(http: httpx.AsyncClient, session: str, xs: list[Any], type_: str = "qa.set") -> dict[str, Any]:
+    """The door's answer, within its deadline (10 s, `command_deadline_seconds`): a decision that held the event loop
+    past it is answered `unavailable`, which no test here takes for an answer."""
     body = {"command": "emit_event", "session_id": session, "type": type_, "data": {"xs": xs}}
-    reply = (await http.post("/v1/commands", json=body)).json()
-    return reply, time.monotonic() - start
+    return dict((await http.post("/v1/commands", json=body)).json())
 
 
 @pytest.mark.parametrize(
@@ -63,18 +60,16 @@ async def test_an_array_of_unique_items_that_do_not_sort_is_emitted_in_seconds(
     door: tuple[httpx.AsyncClient, str], xs: list[Any]
 ) -> None:
     http, session = door
-    reply, seconds = await _emit(http, session, xs)
+    reply = await _emit(http, session, xs)
     assert reply["status"] == "success", reply
-    assert seconds < 5, f"answered in {seconds:.1f} s"
 
 
 async def test_an_array_with_two_equal_items_is_refused_naming_the_field_and_nothing_is_emitted(
     door: tuple[httpx.AsyncClient, str],
 ) -> None:
     http, session = door
-    reply, seconds = await _emit(http, session, [*({"n": n} for n in range(MANY)), {"n": 7.0}])
+    reply = await _emit(http, session, [*({"n": n} for n in range(MANY)), {"n": 7.0}])
     assert (reply["error"], reply["message"][:8]) == ("invalid_request", "data.xs:"), reply["message"][:300]
-    assert seconds < 5, f"answered in {seconds:.1f} s"
     listed = (await http.post("/v1/commands", json={"command": "list_session_events", "session_id": session})).json()
     assert listed["events"] == []
 
@@ -92,14 +87,13 @@ async def test_an_array_under_an_enum_of_thousands_is_decided_in_seconds(
     door: tuple[httpx.AsyncClient, str], xs: list[Any], refused: str | None
 ) -> None:
     http, session = door
-    reply, seconds = await _emit(http, session, xs, "qa.enum")
+    reply = await _emit(http, session, xs, "qa.enum")
     if refused is None:
         assert reply["status"] == "success", reply
     else:
         assert (reply["error"], reply["message"][: len(refused)]) == ("invalid_request", refused), reply["message"][
             :300
         ]
-    assert seconds < 5, f"answered in {seconds:.1f} s"
 
 
 @pytest.mark.parametrize(
