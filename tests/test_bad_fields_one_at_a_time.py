@@ -6,7 +6,7 @@ a case makes does not close it), and changes one thing: a field given a value of
 string, a NUL or a lone surrogate, an integer past 64 bits or a number past a double, a negative, JSON nested a
 thousand deep, a list of 100,000 items, text that looks like SQL or a glob, an alias that climbs out, RTL text,
 a date out of range; a field left out; a field the body does not know; a listener's `where` of an odd shape.
-Whatever it is, the door answers within seconds with JSON: 2xx (the body was still valid), or a 4xx whose
+Whatever it is, the door answers within its deadline with JSON: 2xx (the body was still valid), or a 4xx whose
 `error` is a code and whose `message` starts with a field of the body; never a 5xx. A refusal changes nothing.
 The cases are drawn with a fixed seed, so a run fails the same way again.
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -395,14 +394,12 @@ async def world(
 
 
 CASES = 500
-# Longer than any answer should take: the door's own deadline is 10 s (25 s for the long commands).
-SECONDS = 5.0
 
 
-def trouble(case: Case, status: int, text: str, seconds: float) -> str | None:
-    """What is wrong with the door's answer to `case`, or None."""
-    if seconds > SECONDS:
-        return f"answered in {seconds:.1f} s"
+def trouble(case: Case, status: int, text: str) -> str | None:
+    """What is wrong with the door's answer to `case`, or None. A case that held the door past its deadline (10 s,
+    25 s for the long commands) is answered 503 `unavailable`; one that held its event loop, not at all (the
+    client's timeout): both are wrong here, with no clock read in the test."""
     try:
         reply = json.loads(text)
     except ValueError:
@@ -427,13 +424,12 @@ async def test_every_command_with_one_field_made_bad_answers_2xx_or_a_4xx_naming
     found: list[str] = []
     for case in chosen_cases(CASES):
         before = await world.snapshot()
-        start = time.monotonic()
         try:
             response = await world.http.post("/v1/commands", content=encode(case.body, world.session))
             status, text = response.status_code, response.text
         except httpx.HTTPError as err:
             status, text = 0, repr(err)
-        wrong = trouble(case, status, text, time.monotonic() - start)
+        wrong = trouble(case, status, text)
         if 400 <= status < 500:
             after = await world.snapshot()
             if after != before:
