@@ -15,6 +15,9 @@ from orchestrator.core.database_schema import DEFAULT_SCHEMA, SCHEMA_PATTERN
 from orchestrator.core.limits import Limits
 from orchestrator.core.retention import Retention
 
+# How long the API keeps an idle keep-alive connection open (`http_keep_alive_seconds`), the servers' default too.
+HTTP_KEEP_ALIVE_SECONDS = 75.0
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ORCHESTRATOR_", env_nested_delimiter="__", extra="ignore")
@@ -57,7 +60,7 @@ class Settings(BaseSettings):
     # How long the API keeps an idle keep-alive connection open. Longer than the idle timeout of whatever sits in
     # front of it (a load balancer's 60 s, a proxy's upstream pool): the side that closes first must be the
     # client's, or a request sent as the server closes meets a reset and the balancer answers 502.
-    http_keep_alive_seconds: float = Field(default=75.0, gt=0)
+    http_keep_alive_seconds: float = Field(default=HTTP_KEEP_ALIVE_SECONDS, gt=0)
     database_pool_size: int = Field(default=10, ge=1)
     # The HTTP door answers a command `unavailable` when it is not done within this long, whatever the database
     # does (one that keeps its connections and answers nothing held a command for as long as it did), and lets it

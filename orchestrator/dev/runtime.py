@@ -30,7 +30,7 @@ from temporalio.client import Client as TemporalClient
 
 from orchestrator.app_loader import UserApp, load_app, workflow_names
 from orchestrator.client import api_url
-from orchestrator.config import Settings
+from orchestrator.config import HTTP_KEEP_ALIVE_SECONDS, Settings
 from orchestrator.core.plan import changes
 from orchestrator.crossings import install_from_environment
 from orchestrator.dev import app_migrate, app_plan
@@ -112,7 +112,12 @@ class ApiServer:
     """
 
     def __init__(
-        self, app: ASGIApp, host: str, port: int, shutdown_seconds: float = 10.0, keep_alive_seconds: float = 75.0
+        self,
+        app: ASGIApp,
+        host: str,
+        port: int,
+        shutdown_seconds: float = 10.0,
+        keep_alive_seconds: float = HTTP_KEEP_ALIVE_SECONDS,
     ) -> None:
         self.app = app
         self.host = host
@@ -217,7 +222,11 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 @contextlib.asynccontextmanager
 async def serve_api(
-    app: ASGIApp, host: str, port: int, shutdown_seconds: float = 10.0, keep_alive_seconds: float = 75.0
+    app: ASGIApp,
+    host: str,
+    port: int,
+    shutdown_seconds: float = 10.0,
+    keep_alive_seconds: float = HTTP_KEEP_ALIVE_SECONDS,
 ) -> AsyncIterator[str]:
     """Serve `app` until the block exits; yields the base URL (port 0 picks a free port)."""
     server = ApiServer(app, host, port, shutdown_seconds, keep_alive_seconds)

@@ -840,10 +840,10 @@ class MemoryLaneStore:
         # Lanes are made in (listener, lane) order, and nudged in the order they were made (by their ids).
         nudges: list[tuple[int, RouteNudge]] = []
         for delivery in sorted(deliveries, key=lambda d: (d.listener, d.lane)):
-            nudge = self._queue(session_id, QueuedLane.of(session_id, delivery, created, limits))
-            lane = self._lane(nudge.address) if nudge is not None else None
-            if nudge is not None and lane is not None:
-                nudges.append((lane.id, replace(nudge, version=delivery.version)))
+            queued = self._queue(session_id, QueuedLane.of(session_id, delivery, created, limits))
+            if queued is not None:
+                lane_id, nudge = queued
+                nudges.append((lane_id, replace(nudge, version=delivery.version)))
         return RoutedPage(
             read=len(events),
             now=self.now(),
@@ -851,9 +851,9 @@ class MemoryLaneStore:
             lanes=tuple(sorted((d.listener, d.lane, len(d.events)) for d in deliveries)),
         )
 
-    def _queue(self, session_id: str, q: QueuedLane) -> RouteNudge | None:
-        """Queue a round's events into their lane; answer its nudge when it was empty and may step now (or has an
-        idle timer, whose clock learns of events from nudges)."""
+    def _queue(self, session_id: str, q: QueuedLane) -> tuple[int, RouteNudge] | None:
+        """Queue a round's events into their lane; answer its nudge, with the lane's id, when it was empty and may
+        step now (or has an idle timer, whose clock learns of events from nudges)."""
         now = self.now()
         lane = self._lane(LaneAddress(session_id, q.listener, q.lane, q.workflow_id))
         if lane is None:
@@ -882,7 +882,7 @@ class MemoryLaneStore:
         if not empty or (blocked and q.declared.idle_after_seconds is None):
             return None
         oldest = min(i for i in lane.queue if i > lane.fired_through)
-        return RouteNudge(lane.address, self.events[oldest].committed, lane.newest_id or None, lane.newest_at)
+        return lane.id, RouteNudge(lane.address, self.events[oldest].committed, lane.newest_id or None, lane.newest_at)
 
     async def stale_lanes(self, limit: int = 100) -> list[StaleLane]:
         now = self.now()
