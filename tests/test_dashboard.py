@@ -446,6 +446,10 @@ def _fill(browser: WebDriver, form: str, **fields: str) -> None:
             continue
         field.clear()
         field.send_keys(value)
+    # The form's earlier answer is wiped first: the click's handler may run after `click` returns, and a stale
+    # answer read then would pass for this submission's.
+    wipe = "const out = arguments[0]; out.textContent = ''; out.classList.remove('ok', 'error');"
+    browser.execute_script(wipe, browser.find_element(By.CSS_SELECTOR, f"#{form} .result"))
     browser.find_element(By.CSS_SELECTOR, f"#{form} button[type=submit]").click()
 
 
