@@ -340,12 +340,21 @@ async def make_schedule(
     clock_of(platform)
     sid = schedule_id(req.session_id, req.alias)
     stored = _stored(definition, depth, set_by)
-    row, version = await platform.store.put_schedule(req.session_id, req.alias, sid, stored, req.enabled, req.replace)
+    row, version, replaced = await platform.store.put_schedule(
+        req.session_id, req.alias, sid, stored, req.enabled, req.replace
+    )
     crossing("schedule.written")
     try:
         await _make(platform, row, version)
     except Exception as err:
-        if await platform.store.forget_schedule(req.session_id, req.alias, version):
+        if replaced is not None:
+            # A refused replace keeps the schedule it would have replaced: its row and records go back, and its
+            # clock is brought to it (Temporal kept the old one; the upkeep makes it if this does not).
+            back = await platform.store.put_back_schedule(req.session_id, req.alias, version, replaced)
+            if back is not None:
+                with contextlib.suppress(RPCError):
+                    await _make(platform, *back)
+        elif await platform.store.forget_schedule(req.session_id, req.alias, version):
             # Its clock goes with it: one a replace found stays under the id, firing into a row that is gone.
             with contextlib.suppress(RPCError):
                 await clock_of(platform).remove(sid)

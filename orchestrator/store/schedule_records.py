@@ -7,6 +7,7 @@ recorded, or one finishing after `delete_schedule`, adds nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -35,15 +36,31 @@ def _missing(session_id: str, alias: str) -> CommandError:
     return CommandError("not_found", f"alias: no schedule {alias!r} in session {session_id!r}")
 
 
+@dataclass(frozen=True)
+class Replaced:
+    """What a replace took away: the schedule's row as it was and its firings' records, put back when the
+    replacement's clock is refused (Temporal kept the old clock then)."""
+
+    body: dict[str, Any]
+    enabled: bool
+    created_at: datetime
+    updated_at: datetime
+    runs: list[tuple[Any, ...]]
+
+
+_RUN_COLUMNS = "scheduled_at, status, message, event_id, execution_id, created_at"
+
+
 class ScheduleRecords(PostgresStore):
     """The store's schedule statements (mixed into `EngineRecords`)."""
 
     async def put_schedule(
         self, session_id: str, alias: str, schedule_id: str, body: dict[str, Any], enabled: bool, replace: bool
-    ) -> tuple[dict[str, Any], str]:
+    ) -> tuple[dict[str, Any], str, Replaced | None]:
         """Write a schedule's row, not made yet, and answer it with its version (the row's `xmin`, which every
-        later write of it changes). `replace`: one already at the alias is replaced in the same statement (its
-        runs' records go with it), so creates at once never find the alias empty between a delete and an insert."""
+        later write of it changes) and, for a replace, what it replaced. `replace`: one already at the alias is
+        replaced in the same transaction (its runs' records go with it), so creates at once never find the alias
+        empty between a delete and an insert."""
         upsert = (
             " ON CONFLICT (session_id, alias) DO UPDATE SET body = EXCLUDED.body, enabled = EXCLUDED.enabled,"
             " made = false, created_at = clock_timestamp(), updated_at = clock_timestamp()"
@@ -55,6 +72,14 @@ class ScheduleRecords(PostgresStore):
         for again in (replace, False):
             try:
                 async with self.transaction() as conn:
+                    old = None
+                    if replace:
+                        old = await conn.fetchrow(
+                            "SELECT body, enabled, created_at, updated_at FROM orchestrator.schedules"
+                            " WHERE session_id = $1 AND alias = $2 FOR UPDATE",
+                            session_id,
+                            alias,
+                        )
                     row = await conn.fetchrow(
                         "INSERT INTO orchestrator.schedules (session_id, alias, schedule_id, body, enabled, made)"
                         f" VALUES ($1, $2, $3, $4, $5, false){upsert}"
@@ -66,13 +91,18 @@ class ScheduleRecords(PostgresStore):
                         enabled,
                     )
                     assert row is not None
-                    if replace:
-                        await conn.execute(
-                            "DELETE FROM orchestrator.schedule_runs WHERE session_id = $1 AND alias = $2",
+                    replaced = None
+                    if old is not None:
+                        runs = await conn.fetch(
+                            "DELETE FROM orchestrator.schedule_runs WHERE session_id = $1 AND alias = $2"
+                            f" RETURNING {_RUN_COLUMNS}",
                             session_id,
                             alias,
                         )
-                return _schedule_json(row), str(row["version"])
+                        replaced = Replaced(
+                            old["body"], old["enabled"], old["created_at"], old["updated_at"], [tuple(r) for r in runs]
+                        )
+                return _schedule_json(row), str(row["version"]), replaced
             except asyncpg.UniqueViolationError:
                 if not again:
                     raise CommandError(
@@ -104,6 +134,34 @@ class ScheduleRecords(PostgresStore):
             alias,
         )
         return None if row is None else (_schedule_json(row), str(row["version"]))
+
+    async def put_back_schedule(
+        self, session_id: str, alias: str, version: str, replaced: Replaced
+    ) -> tuple[dict[str, Any], str] | None:
+        """Put back what the replace written at `version` took away, unless the row was written since: the row as
+        it was, not made (so its clock is brought to it again), and its firings' records. Answers the row and its
+        version, or None."""
+        async with self.transaction() as conn:
+            row = await conn.fetchrow(
+                "UPDATE orchestrator.schedules SET body = $4, enabled = $5, made = false, created_at = $6,"
+                " updated_at = $7 WHERE session_id = $1 AND alias = $2 AND xmin::text = $3"
+                f" RETURNING {_SCHEDULE_COLUMNS}, xmin::text AS version",
+                session_id,
+                alias,
+                version,
+                replaced.body,
+                replaced.enabled,
+                replaced.created_at,
+                replaced.updated_at,
+            )
+            if row is None:
+                return None
+            await conn.executemany(
+                f"INSERT INTO orchestrator.schedule_runs (session_id, alias, {_RUN_COLUMNS})"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (session_id, alias, scheduled_at) DO NOTHING",
+                [(session_id, alias, *run) for run in replaced.runs],
+            )
+        return _schedule_json(row), str(row["version"])
 
     async def forget_schedule(self, session_id: str, alias: str, version: str) -> bool:
         """Delete the row written at `version` whose Temporal Schedule could not be made, unless written since;

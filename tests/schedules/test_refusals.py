@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
+from orchestrator.commands.schedule_clocks import TemporalSchedules
+from orchestrator.commands.schedules import make_unmade_schedules
 from orchestrator.core.schedule_spec import schedule_id
 from tests.engine.harness import Engine, new_session
 from tests.schedules.conftest import refused
@@ -172,3 +175,40 @@ async def test_a_time_past_what_a_schedule_can_name_is_refused_and_a_replace_kee
         assert (answered["error"], answered["message"][: len(message)]) == ("invalid_request", message), answered
     assert (await engine.command("get_schedule", session_id=sid, alias="clock"))["schedule"] == before
     await engine.client.get_schedule_handle(schedule_id(sid, "clock")).describe()  # its clock is there still
+
+
+async def test_a_replace_temporal_refuses_keeps_the_schedule_it_would_replace_with_its_firings_records(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal no check foresaw (Temporal's own word on the replacement) puts back the row it replaced, its
+    firings' records and its clock, as if the replace had never been asked."""
+    sid = await new_session(engine)
+    await engine.command("create_schedule", session_id=sid, **GOOD)
+    fired_at = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    assert await engine.platform.store.record_schedule_run(sid, "clock", fired_at, "success", event_id=7)
+    before = (await engine.command("get_schedule", session_id=sid, alias="clock"))["schedule"]
+    runs = (await engine.command("list_schedule_runs", session_id=sid, alias="clock"))["runs"]
+    handle = engine.client.get_schedule_handle(schedule_id(sid, "clock"))
+    spec = (await handle.describe()).schedule.spec
+
+    refusals = iter([RPCError("the replacement is not a schedule", RPCStatusCode.INVALID_ARGUMENT, b"")])
+
+    async def refuse_once(self: TemporalSchedules, row: dict[str, Any], timing: Any) -> None:
+        if (refusal := next(refusals, None)) is not None:
+            raise refusal
+        await make(self, row, timing)
+
+    make = TemporalSchedules.make
+    monkeypatch.setattr(TemporalSchedules, "make", refuse_once)
+    every = {"type": "interval", "every_seconds": 60}
+    reply = await refused(engine, "create_schedule", session_id=sid, replace=True, **bad(repeat=every, enabled=False))
+
+    assert (reply["error"], reply["message"]) == (
+        "invalid_request",
+        "repeat: Temporal refused the schedule: the replacement is not a schedule",
+    )
+    assert (await engine.command("get_schedule", session_id=sid, alias="clock"))["schedule"] == before
+    assert (await engine.command("list_schedule_runs", session_id=sid, alias="clock"))["runs"] == runs
+    described = await handle.describe()
+    assert described.schedule.spec == spec and not described.schedule.state.paused, "its clock as it was"
+    assert await make_unmade_schedules(engine.platform, older_than_seconds=0) == 0, "its row made again"
