@@ -756,6 +756,31 @@ async def test_a_keyed_listener_of_many_lanes_lists_a_screenful_and_counts_the_r
     )
 
 
+async def test_a_lane_s_window_closes_at_a_time_of_day_like_every_time_on_the_page(
+    dashboard: tuple[Engine, str], browser: WebDriver
+) -> None:
+    """Why a lane waits is the platform's text, its times shown as the page shows every time: the time of day,
+    the whole instant on hover."""
+    engine, url = dashboard
+    held = {
+        "name": "held",
+        "filter": {"types": ["object.written"], "aliases": ["h/*"]},
+        "batch": {"window_seconds": 300},
+        "action": {"type": "object", "alias": "out/held", "value": {"type": "t"}},
+    }
+    await engine.command("save_listener", listener=held)
+    sid = str((await engine.command("open_session", alias="held"))["session"]["id"])
+    await engine.command("write_object", session_id=sid, alias="h/1", value={"type": "t"})
+    await asyncio.to_thread(browser.get, f"{url}/?session={sid}")
+
+    why = '[data-listener="held"] [data-lane="_"] .lane-why'
+    said = await until(lambda: (text := _text(browser, why)).startswith("window open until") and text, "the window")
+    until_iso = (await lane_state(engine, sid, "held"))["waiting"]["until"]
+    assert said == f"window open until {until_iso[11:19]}", said
+    shown = await asyncio.to_thread(browser.find_element, By.CSS_SELECTOR, f"{why} time")
+    assert await asyncio.to_thread(shown.get_attribute, "title") == until_iso
+
+
 async def test_a_session_older_than_the_listed_ones_shows_its_alias_and_its_last_events(
     dashboard: tuple[Engine, str], browser: WebDriver
 ) -> None:

@@ -35,6 +35,19 @@ export function clock(iso) {
   return node("time", { datetime: iso, title: iso, text: iso.slice(11, 19) });
 }
 
+// A text of the platform's with each ISO time in it shown as a time of day, as `clock` shows one.
+const ISO_TIME = /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?/g;
+export function withClocks(text) {
+  const parts = [];
+  let from = 0;
+  for (const found of text.matchAll(ISO_TIME)) {
+    parts.push(text.slice(from, found.index), clock(found[0]));
+    from = found.index + found[0].length;
+  }
+  parts.push(text.slice(from));
+  return parts.filter((part) => part !== "");
+}
+
 // A short, one-line rendering of a JSON value.
 export function brief(value, most = 80) {
   const text = typeof value === "string" ? value : JSON.stringify(value);

@@ -3,7 +3,7 @@
 // an outcome `success` only says the action was accepted; the run it started may have failed since.
 
 import { state } from "./api.js";
-import { actButton, brief, clock, node, opener } from "./dom.js";
+import { actButton, brief, clock, node, opener, withClocks } from "./dom.js";
 
 const list = (values) => values.join(", ");
 
@@ -83,8 +83,8 @@ export function runState(run) {
   if (!run.waiting) return node("span", { class: `run-state status-${run.status}`, text });
   // A run that waits for events says on what: each condition's types and aliases, until when.
   const on = run.waiting.conditions.map((c) => (c.types || []).join(",") + (c.aliases ? ` on ${c.aliases.join(",")}` : ""));
-  return node("span", { class: `run-state status-${run.status}`, "data-waiting": String(run.waiting.seq),
-    text: `${text}, waits for ${on.join(" | ")} after event ${run.waiting.after} until ${run.waiting.deadline}` });
+  return node("span", { class: `run-state status-${run.status}`, "data-waiting": String(run.waiting.seq) },
+    `${text}, waits for ${on.join(" | ")} after event ${run.waiting.after} until `, clock(run.waiting.deadline));
 }
 
 function outcomeRow(listener, o, runs) {
@@ -112,7 +112,7 @@ function laneRows(all) {
   const ordered = [...all.filter((lane) => !idle(lane)), ...all.filter(idle)];
   const rows = ordered.slice(0, LANES_SHOWN).map((lane) => node("tr", { "data-lane": lane.lane },
     node("td", { text: lane.lane }), node("td", { class: "pending", text: String(lane.pending) }),
-    node("td", { text: String(lane.in_flight) }), node("td", { class: "lane-why", text: why(lane) })));
+    node("td", { text: String(lane.in_flight) }), node("td", { class: "lane-why" }, ...withClocks(why(lane)))));
   const rest = ordered.slice(LANES_SHOWN);
   if (rest.length) {
     const resting = rest.filter(idle).length;
