@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import timedelta
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
