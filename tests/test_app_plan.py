@@ -105,11 +105,17 @@ async def test_an_app_with_an_invalid_declaration_is_refused_whole_naming_the_fi
     with pytest.raises(InvalidApp) as refused:
         await apply(platform, both, lambda _: None)
     assert "listeners.0 (b)" in str(refused.value) and "schedules.0.repeat.every_seconds" in str(refused.value)
+    # Every field a schedule's refusal names is named under the schedule's place, not only the first.
+    misspelt = {**clock, "repeat": {"type": "interval", "every_second": 60}}
+    with pytest.raises(InvalidApp) as refused:
+        await apply(platform, UserApp(name="tests.plan_app", schedules=[misspelt]), lambda _: None)
+    assert "schedules.0.repeat.every_seconds: is required" in str(refused.value)
+    assert "; schedules.0.repeat.every_second: is not known" in str(refused.value)
     # A schedule's session: by its alias, named as the field at fault whatever is wrong with it.
     for session, words in (
         ({"session_alias": "bad alias"}, "schedules.0.session_alias: alias segments may hold only"),
         ({"session_alias": None}, "schedules.0.session_alias: is required"),
-        ({"session_id": "ses_1"}, "schedules.0.session_alias: is required"),
+        ({"session_id": "ses_1"}, "schedules.0.session_id: is not known"),
     ):
         hourly = {**clock, "repeat": {"type": "interval", "every_seconds": 60}, **session}
         placed = UserApp(name="tests.plan_app", schedules=[hourly])

@@ -13,6 +13,7 @@ from orchestrator.commands.registry import Request, command
 from orchestrator.commands.replies import Reply, Shape
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import check_type_name
+from orchestrator.core.validation import FieldProblem
 from orchestrator.store.captures import declared_by_a_capture
 
 if TYPE_CHECKING:
@@ -46,6 +47,11 @@ class CaptureTable(Request):
     def _one_session(self) -> CaptureTable:
         if (self.session_column is None) == (self.session_id is None):
             raise ValueError("session_column or session_id: exactly one says where the events go")
+        for n, column in enumerate(self.exclude):
+            if column in self.exclude[:n]:
+                raise FieldProblem(
+                    f"exclude.{n}", f"{column!r} is given twice (first as exclude.{self.exclude.index(column)})"
+                )
         return self
 
 

@@ -10,6 +10,7 @@ and what another app declares is not taken unless the app says so (`take_over`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -86,6 +87,14 @@ async def _captures(
 
 
 _SESSION_ALIAS: pydantic.TypeAdapter[str] = pydantic.TypeAdapter(Alias)
+# A schedule's refusal names each field at fault (`repeat.every_seconds: ...; repeat.every_second: ...`): each one
+# is the declaration's, named under its place in the app's list.
+_SCHEDULE_FIELD = re.compile(rf"(^|; )(?=(?:{'|'.join(map(re.escape, CreateSchedule.model_fields))})[.:])")
+
+
+def _under(prefix: str, message: str) -> str:
+    """A schedule's refusal with every field it names under `prefix`."""
+    return _SCHEDULE_FIELD.sub(lambda found: f"{found.group(1)}{prefix}.", message)
 
 
 def _schedules(app: UserApp, problems: list[str], past: dict[str, str]) -> list[dict[str, Any]]:
@@ -97,8 +106,10 @@ def _schedules(app: UserApp, problems: list[str], past: dict[str, str]) -> list[
     for n, body in enumerate(app.schedules):
         rest = {k: v for k, v in body.items() if k != "session_alias"}
         if body.get("session_alias") is None or body.get("session_id") is not None:
+            # The field at fault: the alias when it is missing, else the session_id given beside it.
+            field = "session_alias: is required" if body.get("session_alias") is None else "session_id: is not known"
             problems.append(
-                f"schedules.{n}.session_alias: is required: a declared schedule names its session by its alias"
+                f"schedules.{n}.{field}: a declared schedule names its session by its alias"
                 " (opened at it when the plan is applied), not by a session_id"
             )
             continue
@@ -113,14 +124,14 @@ def _schedules(app: UserApp, problems: list[str], past: dict[str, str]) -> list[
             try:
                 refuse_past(definition, datetime.now(UTC))
             except CommandError as err:
-                past[declared_name("schedule", {"alias": req.alias, "session_alias": session_alias})] = (
-                    f"schedules.{n}.{err.message}"
+                past[declared_name("schedule", {"alias": req.alias, "session_alias": session_alias})] = _under(
+                    f"schedules.{n}", err.message
                 )
         except pydantic.ValidationError as err:
             problems.append(field_errors_message(err, f"schedules.{n}"))
             continue
         except CommandError as err:
-            problems.append(f"schedules.{n}.{err.message}")
+            problems.append(_under(f"schedules.{n}", err.message))
             continue
         schedules.append(
             {

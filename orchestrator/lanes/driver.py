@@ -66,6 +66,7 @@ from orchestrator.store.lane_store import CancelWatch, Ending, Finishing, LaneSt
 from orchestrator.store.postgres import new_id
 from orchestrator.telemetry import METRICS, TRACER, Metrics, log_fields, parent_and_links
 from orchestrator.workflows.messages import BatchInfo, RunInput, RunTag
+from orchestrator.workflows.run_end import ERROR_CHARS, ERROR_TYPE_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -645,8 +646,9 @@ class LaneDriver:
                 execution_id=tag.execution_id,
                 session_id=tag.session_id,
                 status=status,
-                error=error,
-                error_type=error_type,
+                # Cut here as the Python SDK cuts them: a worker of another language reports by name what it will.
+                error=None if error is None else error[:ERROR_CHARS],
+                error_type=None if error_type is None else error_type[:ERROR_TYPE_CHARS],
                 listener=tag.listener,
                 keyed=tag.key_slots is not None,
                 key_max=tag.key_slots or 0,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -53,6 +54,23 @@ class ElsewhereStarted:
         )
 
 
+@workflow.defn(name="elsewhere_raw_end")
+class ElsewhereRawEnd:
+    """Reports its own end by name as a worker of another language may: a failure whose type and message are
+    far longer than the platform keeps, sent whole."""
+
+    @workflow.run
+    async def run(self, run: RunInput) -> None:
+        tag = workflow.memo_value("orchestrator")
+        end = {"tag": tag, "status": "failed", "error": "m" * 50_000, "error_type": "T" * 5_000, "at": None}
+        await workflow.execute_activity(
+            "orchestrator.run_ended",
+            end,
+            task_queue=run.platform_task_queue or workflow.info().task_queue,
+            start_to_close_timeout=timedelta(seconds=30),
+        )
+
+
 @pytest.fixture
 async def elsewhere(platform: Platform, temporal_env: WorkflowEnvironment) -> AsyncIterator[tuple[Engine, str]]:
     """The platform's engine on its own queue, and a worker on another that runs only `elsewhere_writer`."""
@@ -65,7 +83,7 @@ async def elsewhere(platform: Platform, temporal_env: WorkflowEnvironment) -> As
         worker = Worker(
             client,
             task_queue=queue,
-            workflows=[ElsewhereWriter, ElsewhereStarted],
+            workflows=[ElsewhereWriter, ElsewhereStarted, ElsewhereRawEnd],
             workflow_runner=sandbox_runner(client.data_converter),
             interceptors=[RunEndInterceptor()],
         )
@@ -157,3 +175,25 @@ async def test_start_execution_on_a_named_queue_runs_there_and_reports_its_end(e
     assert out["value"] == {"type": "started", "input": {"n": 7}, "queue": queue}
     run = (await engine.command("list_executions", session_id=sid))["executions"][0]
     assert run["id"] == started["execution"]["id"] and run["error"] is None
+
+
+async def test_an_error_reported_by_name_is_bounded_in_execution_ended(elsewhere: tuple[Engine, str]) -> None:
+    """The platform bounds a failed run's error (type and message) in its `execution.ended`, whatever the worker
+    that reported it sent: a worker of another language is not held to the Python SDK's cuts."""
+    engine, queue = elsewhere
+    body = listener(queue)
+    body["action"]["workflow"] = "elsewhere_raw_end"
+    await engine.command("save_listener", listener=body)
+    sid = await new_session(engine)
+    await engine.command("write_object", session_id=sid, alias="missions/1", value={"type": "m"})
+
+    async def ended() -> list[dict[str, Any]]:
+        return (await engine.command("list_session_events", session_id=sid, types=["execution.ended"]))["events"]
+
+    async def has_ended() -> bool:
+        return bool(await ended())
+
+    await eventually(has_ended, within=20, what="the run's reported end")
+    error = (await ended())[0]["execution"]["error"]
+    assert len(error["type"]) == 200, "an error's type is a name, cut as the Python SDK cuts it"
+    assert error["message"] == "m" * 2000

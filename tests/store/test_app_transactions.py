@@ -286,6 +286,7 @@ async def test_a_captured_table_writes_an_event_for_each_change_in_its_commit(
         ({"session_column": "nope"}, "session_column: 'public.tickets' has no column 'nope'"),
         ({"exclude": ["id"]}, "exclude: 'id' is the primary key"),
         ({"exclude": ["x'); DROP TABLE tickets; --"]}, "exclude"),
+        ({"exclude": ["title", "priority", "title"]}, "exclude.2: 'title' is given twice (first as exclude.0)"),
         ({"type_prefix": "object"}, "type_prefix"),
         ({"session_id": "ses_1"}, "session_column or session_id"),
     ],
