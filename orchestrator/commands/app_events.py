@@ -8,6 +8,7 @@ takes up to `max_writes_per_request` events in one transaction, all or none.
 
 from __future__ import annotations
 
+import difflib
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -224,7 +225,8 @@ async def checked(platform: CommandContext, events: list[Emitted], field: str) -
         if check is None:
             schema = schemas.get(event.type)
             if schema is None:
-                raise CommandError("invalid_request", f"{where}type: {event.type!r} is not a declared event type")
+                hint = await _closest_type(platform, event.type)
+                raise CommandError("invalid_request", f"{where}type: {event.type!r} is not a declared event type{hint}")
             check = checks[event.type] = data_check(schema)
         check_payload(f"{where}data", event.data, limits.max_payload_bytes)
         problems = check(event.data, f"{where}data")
@@ -282,3 +284,11 @@ async def emit_events(platform: CommandContext, req: EmitEvents) -> dict[str, An
     with TRACER.start_as_current_span("emit_events", attributes=attributes):
         ids = await platform.store.emit(req.session_id, rows, source={"client": req.client})
     return {"event_ids": ids}
+
+
+async def _closest_type(platform: CommandContext, name: str) -> str:
+    """A did-you-mean for an emit of a type nobody declared (a typo, as a save's refusal says it), or a pointer to
+    `save_event_type`."""
+    declared = [t["name"] for t in await platform.store.list_event_types()]
+    close = difflib.get_close_matches(name, declared, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else "; declare it first (save_event_type)"

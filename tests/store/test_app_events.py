@@ -79,6 +79,14 @@ async def test_an_undeclared_type_or_data_outside_its_schema_is_refused_and_noth
     await ok(platform, "save_event_type", **TICKET)
     sid = await _session(platform)
     await refused(platform, "invalid_request", "type", "emit_event", session_id=sid, type="ticket.closed", data={})
+    # A typo is told the type it most likely meant; a name like none is told to declare it.
+    typo = await refused(
+        platform, "invalid_request", "type", "emit_event", session_id=sid, type="ticket.escalatd", data={}
+    )
+    assert typo["message"] == "type: 'ticket.escalatd' is not a declared event type; did you mean 'ticket.escalated'?"
+    events = [{"type": "ticket.escalated", "data": {"priority": 1}}, {"type": "invoice.paid", "data": {}}]
+    unlike = await refused(platform, "invalid_request", "events.1.type", "emit_events", session_id=sid, events=events)
+    assert unlike["message"].endswith("is not a declared event type; declare it first (save_event_type)"), unlike
     await refused(
         platform,
         "invalid_request",
