@@ -217,7 +217,8 @@ async def test_a_run_ending_while_a_round_queues_for_its_lane_hands_the_lane_on(
         "SELECT orchestrator.orchestrator_lane_record($1::jsonb)", _record_body(session_id, lane_id, ids, "exe:r")
     )
     assert "batch_id" in recorded
-    later = int((await ok(platform, "write_object", session_id=session_id, alias="x/9", value={"type": "t"}))["event_id"])
+    written = await ok(platform, "write_object", session_id=session_id, alias="x/9", value={"type": "t"})
+    later = int(written["event_id"])
     ending = {"execution_id": "exe:r", "session_id": session_id, "listener": "l", "status": "completed"}
     async with store.transaction() as round_:
         # The round's hold on the lane, and what it queues (`orchestrator_route_page`).
