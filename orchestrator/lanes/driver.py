@@ -95,6 +95,16 @@ def transient(err: BaseException) -> bool:
     return isinstance(err, TRANSIENT_ERRORS)
 
 
+def over_temporal_size_limit(err: BaseException) -> bool:
+    """Whether Temporal refused a start for its size (`Blob data size exceeds limit.`: the input over its blob size
+    limit, `limit.blobSize.error`): a limit's refusal, so the batch is `refused` (SPEC 5), not the action failing."""
+    return (
+        isinstance(err, RPCError)
+        and err.status == RPCStatusCode.INVALID_ARGUMENT
+        and "size exceeds limit" in err.message.lower()
+    )
+
+
 @dataclass
 class Drive:
     """What a drive did and where it left the lane: the outcomes it recorded, its last wait (None: the lane
@@ -536,6 +546,8 @@ class LaneDriver:
         except Exception as err:
             if transient(err):
                 raise
+            if over_temporal_size_limit(err):
+                return Acted("refused", f"action.input: the run's input is over Temporal's payload size limit ({err})")
             # Whatever else fails is the batch's own doing (a value the store refuses): it would fail again.
             self.observed.log.warning("batch failed for good: %s", err, exc_info=True)
             return Acted("invocation_error", f"action: {type(err).__name__}: {err}"[:2000])

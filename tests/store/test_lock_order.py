@@ -201,3 +201,34 @@ async def test_runs_recorded_at_once_in_a_session_wait_for_each_other_and_the_la
         "SELECT id FROM orchestrator.executions WHERE session_id = $1 AND status = 'running'", session_id
     )
     assert [r["id"] for r in running] == ["exe:first"]
+
+
+@pytest.mark.asyncio
+async def test_a_run_ending_while_a_round_queues_for_its_lane_hands_the_lane_on(platform: Platform) -> None:
+    """A routing round holds the lane's row while it queues an event and asks whether the lane's runs hold all its
+    slots; a run of the lane that ends meanwhile freed the slot but read the lane before the round committed. Each
+    left the lane to the other (the round: a run holds the slot, its end hands it on; the end: nothing waits), and
+    the event waited for the stale-lane poll, ten seconds. The end takes the lane's row before its run's: it waits
+    for the round and finds the event, so it drives the lane at once."""
+    store = platform.store
+    assert isinstance(store, PostgresStore)
+    session_id, lane_id, ids = await _lane_with_events(platform, "hand-on")
+    recorded = await store.pool.fetchval(
+        "SELECT orchestrator.orchestrator_lane_record($1::jsonb)", _record_body(session_id, lane_id, ids, "exe:r")
+    )
+    assert "batch_id" in recorded
+    written = await ok(platform, "write_object", session_id=session_id, alias="x/9", value={"type": "t"})
+    later = int(written["event_id"])
+    ending = {"execution_id": "exe:r", "session_id": session_id, "listener": "l", "status": "completed"}
+    async with store.transaction() as round_:
+        # The round's hold on the lane, and what it queues (`orchestrator_route_page`).
+        await round_.execute("SELECT 1 FROM orchestrator.lanes WHERE id = $1 FOR UPDATE", lane_id)
+        await round_.execute(
+            "INSERT INTO orchestrator.lane_queue (lane_id, first_id, last_id) VALUES ($1, $2, $2)", lane_id, later
+        )
+        await round_.execute("UPDATE orchestrator.lanes SET routed_through = $2 WHERE id = $1", lane_id, later)
+        end = asyncio.create_task(store.pool.fetchval("SELECT orchestrator.orchestrator_run_end($1::jsonb)", ending))
+        await asyncio.sleep(0.3)
+    answer = await asyncio.wait_for(end, timeout=5)
+    assert answer["recorded"] is True
+    assert [d["lane"] for d in answer["drive"]] == ["k"], "the end hands the lane on: an event waits in it"

@@ -72,6 +72,13 @@ BEGIN
             || CASE WHEN v_asked.event_ids[1] IS NOT NULL THEN jsonb_build_object('event', v_asked.event_ids[1])
                     ELSE '{}'::jsonb END);
     IF x.run_key IS NOT NULL THEN
+        -- The lane's row before its run's, as a lane's record and a repeat's stop take them: a routing round holds
+        -- it (FOR UPDATE) while it queues for the lane and asks whether its runs hold every slot. Without it the
+        -- two crossed: the round saw this run's slot still held and left the lane to its end, and the end read
+        -- the lane before the round committed and found nothing waiting, so the event waited for the stale-lane
+        -- poll. Now one waits for the other: the round then sees the slot free, or the release sees the event.
+        PERFORM 1 FROM orchestrator.lanes l JOIN orchestrator.lane_runs q ON q.lane_id = l.id
+            WHERE q.run_key = x.run_key AND q.execution_id = v_execution FOR KEY SHARE OF l;
         SELECT * INTO r FROM orchestrator.lane_runs WHERE run_key = x.run_key AND execution_id = v_execution FOR UPDATE;
         IF FOUND THEN
             IF p ->> 'repeat_in' IS NOT NULL AND x.status <> 'stopped' THEN
