@@ -263,8 +263,9 @@ def unregistered_workflow(declaration: ListenerDeclaration, registered: list[str
     example={"command": "get_listener", "name": "respond"},
 )
 async def get_listener(platform: CommandContext, req: ListenerRef) -> dict[str, Any]:
-    """A listener's version in effect: its body as saved, and when it took effect. The body's fields are also
-    beside the version's, with the defaults it left out (`listener.retry.delay_seconds` 30)."""
+    """A listener's newest saved version: its body as saved, and when it takes effect (`effective_at`, in the
+    future until its activation delay has passed; the version before handles events until then). The body's fields
+    are also beside the version's, with the defaults it left out (`listener.retry.delay_seconds` 30)."""
     return {"listener": shown(await platform.store.get_listener(req.name))}
 
 

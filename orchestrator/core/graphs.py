@@ -72,9 +72,9 @@ def apply_patch(
             after[node_id] = value
             changed.add(node_id)
     kept = {(e["from"], e["to"], e.get("type")): dict(e) for e in edges}
-    # A removed node takes its edges with it.
-    kept = {k: e for k, e in kept.items() if k[0] in after and k[1] in after}
     before = set(kept)
+    # A removed node takes its edges with it: the node at each edge's other end is changed too.
+    kept = {k: e for k, e in kept.items() if k[0] in after and k[1] in after}
     for edge in patch.edges.remove:
         kept.pop(edge.key(), None)
     for index, edge in enumerate(patch.edges.add):

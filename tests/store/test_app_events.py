@@ -322,13 +322,13 @@ async def test_update_graph_is_guarded_by_if_rev_and_names_the_nodes_it_changed(
     )
     graph = (await ok(platform, "read_graph", session_id=sid))["graph"]
     assert graph["rev"] == 1 and set(graph["nodes"]) == {"m1", "m2"} and graph["edges"] == [{"from": "m1", "to": "m2"}]
-    # Removing a node takes its edges; the event names what changed.
+    # Removing a node takes its edges; the event names what changed: the node, and the one at its edge's other end.
     second = await ok(platform, "update_graph", session_id=sid, patch={"nodes": {"m2": None}}, if_rev=1)
-    assert second["graph"] == {"rev": 2, "changed": ["m2"]}
+    assert second["graph"] == {"rev": 2, "changed": ["m1", "m2"]}
     assert (await ok(platform, "read_graph", session_id=sid, nodes=["m1"]))["graph"]["edges"] == []
     changed = [e for e in await all_events(platform, sid) if e["type"] == "graph.changed"]
     # SPEC 2: `graph` is the ids of the nodes the update changed.
-    assert [e["graph"] for e in changed] == [["m1", "m2"], ["m2"]]
+    assert [e["graph"] for e in changed] == [["m1", "m2"], ["m1", "m2"]]
     assert [e["id"] for e in changed] == [first["event_id"], second["event_id"]]
 
 

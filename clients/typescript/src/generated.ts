@@ -1948,7 +1948,7 @@ export abstract class GeneratedCommands {
   }
 
   /**
-   * `get_listener`: A listener's version in effect: its body as saved, and when it took effect. The body's fields are also beside the version's, with the defaults it left out (`listener.retry.delay_seconds` 30).
+   * `get_listener`: A listener's newest saved version: its body as saved, and when it takes effect (`effective_at`, in the future until its activation delay has passed; the version before handles events until then). The body's fields are also beside the version's, with the defaults it left out (`listener.retry.delay_seconds` 30).
    *
    * Reply: `listener` {name, version, effective_at, saved_at, body (the listener body as saved (docs/listeners.md)), ...}
    * Errors: `invalid_request`, `not_found`.
