@@ -276,6 +276,22 @@ async def test_a_stream_ends_when_its_session_is_deleted(
     assert tail[-2:] == ["event: closed", 'data: {"reason": "the session was deleted"}'], tail
 
 
+async def test_a_head_request_answers_the_streams_headers_and_ends(api: tuple[str, Platform]) -> None:
+    # HEAD is what a GET answers without its body: no stream is opened, so the response ends and the keep-alive
+    # connection it came on answers the next request (an open-ended stream behind a HEAD held it for ever).
+    url, platform = api
+    sid = await session(platform)
+    async with httpx.AsyncClient(base_url=url, timeout=5) as http:
+        head = await http.head(f"/v1/sessions/{sid}/stream")
+        assert head.status_code == 200
+        assert head.headers["content-type"].startswith("text/event-stream")
+        reply = await http.post("/v1/commands", json={"command": "list_listeners"})
+        assert reply.json()["status"] == "success"
+        bad = await http.head(f"/v1/sessions/{sid}/stream?after=x")
+        assert bad.status_code == 400, "a HEAD is refused what its GET is refused"
+        assert (await http.head("/v1/sessions/ses_nope/stream")).status_code == 404
+
+
 async def test_the_token_is_required_as_a_header_or_an_access_token_parameter(
     platform: Platform, settings: Settings
 ) -> None:

@@ -54,7 +54,7 @@ from orchestrator.door.browser import BrowserRoutes
 from orchestrator.door.deadlines import Deadlines, Missed
 from orchestrator.door.gate import Gate
 from orchestrator.door.openapi import openapi_document
-from orchestrator.door.streams import EventStream, StreamHub, start_position
+from orchestrator.door.streams import EventStream, StreamHub, start_position, stream_head
 from orchestrator.platform import Platform
 from orchestrator.store import json_codec
 from orchestrator.store.connection import DATABASE_UNAVAILABLE
@@ -298,6 +298,9 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
             field = "Last-Event-ID" if request.headers.get("last-event-id") else "after"
             reply = error_reply("invalid_request", f"{field}: must be an event id (a non-negative integer)")
             return JSONResponse(reply, status_code=400)
+        if request.method == "HEAD":
+            # Checked as its GET is, answered without a stream; a ticket is left good for the GET.
+            return stream_head  # type: ignore[return-value]
         if presented is not None:
             ticket.state = "spending"
             if not await gate.spend_ticket(presented, session_id):

@@ -53,6 +53,12 @@ RECONNECT_MS = 1000
 KEY_CHECK_SECONDS = 0.5
 # How long a stopping server waits for a reader to take the last message.
 LAST_MESSAGE_SECONDS = 1.0
+# What a stream's response starts with (and a HEAD of it answers).
+STREAM_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
 
 
 class StreamHub:
@@ -174,12 +180,7 @@ class EventStream:
         self.holds = holds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-cache"),
-            (b"x-accel-buffering", b"no"),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.start", "status": 200, "headers": STREAM_HEADERS})
         disconnected = asyncio.ensure_future(self._disconnect(receive))
         streaming = asyncio.ensure_future(self._stream(send))
         try:
@@ -279,6 +280,13 @@ class EventStream:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(max(min(deadlines) - now, 0.0)):
                         await woken.wait()
+
+
+async def stream_head(scope: Scope, receive: Receive, send: Send) -> None:
+    """A HEAD of a stream: the status and headers its GET answers, and no stream (one would never end, and would
+    hold its connection from the next request)."""
+    await send({"type": "http.response.start", "status": 200, "headers": STREAM_HEADERS})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def start_position(store_last: int, after: str | None, last_event_id: str | None) -> int | None:

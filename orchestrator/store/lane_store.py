@@ -105,7 +105,8 @@ class Ended:
     drive: tuple[LaneAddress, ...] = ()
     # The first of them, read after the end in its transaction (`Ending.fetch_own`): its drive's first read.
     snapshot: LaneSnapshot | None = None
-    # A stop asked of the run made its end `stopped`, whatever it reported: no repeat, whatever was decided.
+    # A stop asked of the run made its end `stopped` (a `cancel_on` that heard its event, `cancelled`), whatever it
+    # reported: no repeat, whatever was decided.
     stopped: bool = False
     # What the end recorded (a stop or a `cancel_on` decides over what the run reported); None: not recorded here.
     status: str | None = None

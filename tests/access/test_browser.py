@@ -114,6 +114,20 @@ async def test_a_stream_ticket_opens_one_stream_of_one_session_once(api: Api) ->
             assert no_cookie.status_code == 401
 
 
+async def test_a_head_of_a_stream_leaves_its_ticket_good_for_the_stream(api: Api) -> None:
+    secret = await api.key("head-listener", ["listen:**"])
+    sid = (await api.admin.open_session(alias="headed"))["session"]["id"]
+    async with httpx.AsyncClient(base_url=api.url, timeout=10) as http:
+        reply = await http.post(
+            "/v1/stream-tickets", json={"session_id": sid}, headers={"Authorization": f"Bearer {secret}"}
+        )
+        ticket = reply.json()["ticket"]
+        head = await http.head(f"/v1/sessions/{sid}/stream?ticket={ticket}")
+        assert head.status_code == 200
+        async with http.stream("GET", f"/v1/sessions/{sid}/stream?ticket={ticket}") as response:
+            assert response.status_code == 200, "a HEAD opens no stream, so it spends no ticket"
+
+
 async def test_a_stream_opening_past_its_deadline_leaves_its_ticket_good_and_says_so(
     platform: Platform, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -235,6 +235,43 @@ async def test_an_event_the_watch_finds_as_it_is_put_in_place_cancels_the_run_as
     assert (await executions(engine, sid))["docs/p"]["status"] == "cancelled"
 
 
+async def test_a_run_whose_watch_heard_its_event_ends_cancelled_even_when_it_failed_before_it_was_told(
+    render_engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ask decides how a run ends (docs/waits.md), as a stop's does: a run whose cancel watch heard its event
+    before the run's end was recorded ends `cancelled` by that event even when it failed (or completed) before
+    Temporal's cancellation reached it, and is not repeated: no repeat runs for a deleted document, and no
+    `listener.failed`. (A repeat's watch finds an event that came during its backoff as it is put in place, and
+    a run that fails at once fails before it is told; here it is never told, so the race always goes its way.)"""
+    monkeypatch.setattr("orchestrator.engine.wait_answers.UNTOLD_SECONDS", 1e9)
+
+    async def not_told(self: Any, execution_id: str) -> bool:
+        return True
+
+    monkeypatch.setattr("orchestrator.lanes.executions.TemporalRuns.cancel", not_told)
+    engine = render_engine
+    await engine.command("save_listener", listener=render(input={"fail_as": "Boom"}))
+    sid = await new_session(engine)
+    await engine.command("pause_listener", name="render", session_id=sid)
+    await engine.command("write_object", session_id=sid, alias="docs/q", value={"type": "doc"})
+    deleted = (await engine.command("delete_object", session_id=sid, alias="docs/q"))["event_id"]
+    await engine.command("resume_listener", name="render", session_id=sid)
+
+    async def ended() -> bool:
+        runs = await executions(engine, sid)
+        return "docs/q" in runs and runs["docs/q"]["status"] != "running"
+
+    await eventually(ended, what="the render to end")
+    await asyncio.sleep(1.0)
+    runs = (await engine.command("list_executions", session_id=sid))["executions"]
+    assert [(r["lane"], r["status"], r["error"]) for r in runs] == [
+        ("docs/q", "cancelled", f"cancelled by event {deleted}")
+    ], "cancelled by the event, and not repeated"
+    [end] = (await engine.command("list_session_events", session_id=sid, types=["execution.ended"]))["events"]
+    assert (end["execution"]["status"], end["cause"].get("event")) == ("cancelled", deleted)
+    assert not (await engine.command("list_session_events", session_id=sid, types=["listener.failed"]))["events"]
+
+
 async def test_a_run_cancelled_in_an_activity_ends_cancelled_and_is_not_repeated(render_engine: Engine) -> None:
     """Most of a run's time is in its activities: cancelled there, the run fails on the activity's cancellation,
     which is its cancellation all the same (not a failure to repeat)."""

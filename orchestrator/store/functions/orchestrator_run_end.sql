@@ -8,7 +8,8 @@
 -- heard an event (a `cancel` row of `run_waits` with that event) ends `cancelled`, the event its cause
 -- (`cause.event`); any other cancellation is a stop (`stop_execution` letting it clean up, a row with its reason;
 -- Temporal's cancel from outside, none) and ends `stopped`, as the data model's statuses say, its reason as its
--- error. A run asked to stop ends `stopped` whatever it reports, and is not repeated. A `stopped` or `cancelled`
+-- error. A run asked to stop ends `stopped` whatever it reports, and is not repeated; one whose `cancel_on` heard its
+-- event, `cancelled`. A `stopped` or `cancelled`
 -- end's `execution.error` is `{type: status, message}` too. Its waits still open are abandoned. A recorded end
 -- answers the status and error recorded, which a stop or a `cancel_on` may have decided over what was reported.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_run_end(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -47,6 +48,15 @@ BEGIN
             AND seq = -1;
         IF FOUND THEN
             v_status := 'stopped';
+        ELSE
+            -- So does a run whose `cancel_on` heard its event before its end was recorded: `cancelled` by it, not
+            -- repeated, though it completed or failed before Temporal's cancellation reached it (a repeat's watch
+            -- finds an event of its backoff as it is put in place, and a run that fails at once is not told first).
+            SELECT * INTO v_asked FROM orchestrator.run_waits WHERE execution_id = v_execution AND run_id = ''
+                AND seq = 0 AND kind = 'cancel' AND state = 'answered' AND event_ids[1] IS NOT NULL;
+            IF FOUND THEN
+                v_status := 'cancelled';
+            END IF;
         END IF;
     END IF;
     UPDATE orchestrator.executions
@@ -81,14 +91,14 @@ BEGIN
             WHERE q.run_key = x.run_key AND q.execution_id = v_execution FOR KEY SHARE OF l;
         SELECT * INTO r FROM orchestrator.lane_runs WHERE run_key = x.run_key AND execution_id = v_execution FOR UPDATE;
         IF FOUND THEN
-            IF p ->> 'repeat_in' IS NOT NULL AND x.status <> 'stopped' THEN
+            IF p ->> 'repeat_in' IS NOT NULL AND x.status NOT IN ('stopped', 'cancelled') THEN
                 UPDATE orchestrator.lane_runs SET due_at = clock_timestamp() + make_interval(secs => (p ->>
                     'repeat_in')::float8)
                     WHERE run_key = r.run_key;
             ELSE
                 v_drive := orchestrator.orchestrator_run_released(r, v_session, v_listener, v_keyed,
                                                                  (p ->> 'key_max')::integer);
-                IF (p ->> 'gave_up')::boolean AND x.status <> 'stopped' THEN
+                IF (p ->> 'gave_up')::boolean AND x.status NOT IN ('stopped', 'cancelled') THEN
                     PERFORM orchestrator.orchestrator_listener_failed(v_execution, v_listener, x.lane, x.depth);
                 END IF;
             END IF;
@@ -96,6 +106,6 @@ BEGIN
     END IF;
     PERFORM orchestrator.orchestrator_close_drained(v_session);
     RETURN jsonb_build_object('recorded', true, 'drive', v_drive, 'status', x.status, 'error', x.error,
-        'stopped', x.status = 'stopped' AND p ->> 'status' NOT IN ('cancelled', 'stopped'));
+        'stopped', x.status IN ('stopped', 'cancelled') AND p ->> 'status' NOT IN ('cancelled', 'stopped'));
 END
 $$;
