@@ -8,10 +8,10 @@
 -- heard an event (a `cancel` row of `run_waits` with that event) ends `cancelled`, the event its cause
 -- (`cause.event`); any other cancellation is a stop (`stop_execution` letting it clean up, a row with its reason;
 -- Temporal's cancel from outside, none) and ends `stopped`, as the data model's statuses say, its reason as its
--- error. A run asked to stop ends `stopped` whatever it reports, and is not repeated; one whose `cancel_on` heard its
--- event, `cancelled`. A `stopped` or `cancelled`
--- end's `execution.error` is `{type: status, message}` too. Its waits still open are abandoned. A recorded end
--- answers the status and error recorded, which a stop or a `cancel_on` may have decided over what was reported.
+-- error. A run asked to stop ends `stopped` whatever it reports, and is not repeated; one whose `cancel_on` heard
+-- its event ends `cancelled` so. A `stopped` or `cancelled` end's `execution.error` is `{type: status, message}`
+-- too. Its waits still open are abandoned. A recorded end answers the status and error recorded, which a stop or
+-- a `cancel_on` may have decided over what was reported.
 CREATE OR REPLACE FUNCTION orchestrator.orchestrator_run_end(p jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_execution text := p ->> 'execution_id';
