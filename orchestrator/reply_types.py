@@ -31,6 +31,7 @@ class BatchFate(TypedDict):
     taken_at: str
     #: whether the event is an entry of the batch (`distinct_by` may have replaced it)
     entry: bool
+    #: consumed with no run and no outcome: the listener was switched off in the session, or deleted, when the batch came due (a batch that ended with an outcome and no run says so in `outcome`)
     consumed_without_run: bool
     outcome: OutcomeBrief | None
     receipt_event_id: int | None

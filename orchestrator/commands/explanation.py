@@ -38,7 +38,10 @@ class BatchFate(BatchState):
 
     taken_at: datetime
     entry: bool = Field(description="whether the event is an entry of the batch (`distinct_by` may have replaced it)")
-    consumed_without_run: bool
+    consumed_without_run: bool = Field(
+        description="consumed with no run and no outcome: the listener was switched off in the session, or deleted,"
+        " when the batch came due (a batch that ended with an outcome and no run says so in `outcome`)"
+    )
     outcome: OutcomeBrief | None
     receipt_event_id: int | None
     execution_id: str | None = None

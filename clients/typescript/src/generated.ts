@@ -20,6 +20,7 @@ export interface BatchFate {
   taken_at: string;
   /** whether the event is an entry of the batch (`distinct_by` may have replaced it) */
   entry: boolean;
+  /** consumed with no run and no outcome: the listener was switched off in the session, or deleted, when the batch came due (a batch that ended with an outcome and no run says so in `outcome`) */
   consumed_without_run: boolean;
   outcome: OutcomeBrief | null;
   receipt_event_id: number | null;
