@@ -69,9 +69,12 @@ DATA_FIELDS: dict[str, frozenset[str]] = {
     "graph.changed": frozenset({"rev"}),
 }
 
-# The subfields that hold any JSON below them: a thread item's whole message (a `json` item's is any value) and a
-# failed run's error (`execution.error.message`).
-DEEP_SUBFIELDS = frozenset({("item", "message"), ("execution", "error")})
+# The subfields with more below them (None: any JSON, as a `json` item's whole message is any value): a failed,
+# stopped or cancelled run's error is `{type, message}` (`execution.error.message`).
+DEEP_SUBFIELDS: dict[tuple[str, str], frozenset[str] | None] = {
+    ("item", "message"): None,
+    ("execution", "error"): frozenset({"type", "message"}),
+}
 
 
 def resolve_in_event(envelope: dict[str, Any], path: str) -> Any | Missing:
@@ -95,10 +98,13 @@ def why_unresolvable(
         return "'graph' is the list of the node ids a change names: a path into it is an index (graph.0)"
     allowed = SUBFIELDS[field]
     if rest and allowed is not None:
-        sub = rest.split(".")[0]
-        if sub not in allowed or ("." in rest and (field, sub) not in DEEP_SUBFIELDS):
+        sub, _, deeper = rest.partition(".")
+        if sub not in allowed or (deeper and (field, sub) not in DEEP_SUBFIELDS):
             shown = ", ".join(sorted(allowed)) or "nothing: it is a plain value"
             return f"{field!r} holds {shown}"
+        below = DEEP_SUBFIELDS.get((field, sub))
+        if deeper and below is not None and deeper not in below:
+            return f"'{field}.{sub}' holds {', '.join(sorted(below))}"
     if field in COMMON_FIELDS:
         return None
     declared = declared or {}

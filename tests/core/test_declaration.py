@@ -291,6 +291,15 @@ def test_mode_none_is_refused_as_a_connection_listener() -> None:
         ({"batch": {"distinct_by": "alias.x"}}, "batch.distinct_by"),
         ({"throttle": {"per_seconds": 60, "runs": 1, "key": "execution.status"}}, "throttle.key"),
         ({"throttle": {"per_seconds": 60, "runs": 1, "key": "objet.alias"}}, "throttle.key"),
+        # A run's error is `{type, message}`: nothing else is below it, nor below its message.
+        (
+            {"filter": {"types": ["execution.ended"], "where": [{"path": "execution.error.kind", "op": "exists"}]}},
+            "filter.where.0.path",
+        ),
+        (
+            {"filter": {"types": ["execution.ended"], "where": [{"path": "execution.error.type.x", "op": "exists"}]}},
+            "filter.where.0.path",
+        ),
     ],
 )
 def test_a_path_that_can_never_resolve_for_the_listeners_types_is_refused(
@@ -318,6 +327,9 @@ def test_a_path_that_can_never_resolve_for_the_listeners_types_is_refused(
         },
         {"batch": {"distinct_by": "item.message"}},
         {"filter": {"types": ["listener.failed"], "where": [{"path": "data.error", "op": "exists"}]}},
+        {"filter": {"types": ["execution.ended"], "where": [{"path": "execution.error.type", "op": "exists"}]}},
+        {"filter": {"types": ["listener.failed"], "where": [{"path": "execution.error.message", "op": "exists"}]}},
+        {"filter": {"types": ["execution.ended"], "where": [{"path": "execution.error", "op": "exists"}]}},
         {"throttle": {"per_seconds": 60, "runs": 2, "key": "object.alias"}},
     ],
 )
