@@ -174,6 +174,12 @@ async def who(
         ):
             return unauthorized(f"{CSRF_HEADER}: missing or not this browser session's", 403)
         return remember(request, principal)
+    if ticket_for is not None:
+        # A stream: a browser's session cookie does not open it (an EventSource cannot send the CSRF header).
+        return unauthorized(
+            "authorization: a bearer token is required, or `access_token`, or a browser's single-use `ticket`"
+            " (POST /v1/stream-tickets with the session's cookie)"
+        )
     return unauthorized(
         "authorization: a bearer token is required (the CLI takes --token or ORCHESTRATOR_API_TOKEN; on the"
         " platform's own machine, `orchestrator call --local` reaches its database with no key)"

@@ -87,6 +87,10 @@ async def test_a_stream_ticket_opens_one_stream_of_one_session_once(api: Api) ->
     other = (await api.admin.open_session(alias="other"))["session"]["id"]
     async with httpx.AsyncClient(base_url=api.url) as http:
         csrf = await sign_in(http, secret)
+        # The session's cookie does not open a stream: the refusal says what does.
+        cookie_only = await http.get(f"/v1/sessions/{sid}/stream")
+        assert cookie_only.status_code == 401
+        assert "a browser's single-use `ticket` (POST /v1/stream-tickets" in cookie_only.json()["message"]
 
         async def ticket(session_id: str) -> str:
             reply = await http.post(
