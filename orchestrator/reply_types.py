@@ -874,6 +874,8 @@ class ListSessionEventsReply(TypedDict):
     last_id: int
     #: when retention deleted events after `after`: where the stream now starts, its oldest event
     first_id: NotRequired[int | None]
+    #: with no events: each of `types` that matches no event type, the platform's nor one declared now (a typo?), with the closest known name
+    warnings: NotRequired[list[str] | None]
 
 
 class ListSessionListenersReply(TypedDict):

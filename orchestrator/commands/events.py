@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field
 from orchestrator.commands.fields import EventId, Limit, Position, SessionId
 from orchestrator.commands.registry import Request, command
 from orchestrator.commands.replies import EventEnvelope, Reply
+from orchestrator.core.declaration import unknown_types
 from orchestrator.core.errors import CommandError
 from orchestrator.core.globs import validate_glob
 
@@ -45,6 +46,11 @@ class ListSessionEventsReply(Reply):
     events: list[EventEnvelope] = Field(description="by id")
     last_id: int = Field(description="where to continue: the last id answered, or `after` if none")
     first_id: int | None = Field(default=None, description=FIRST_ID)
+    warnings: list[str] | None = Field(
+        default=None,
+        description="with no events: each of `types` that matches no event type, the platform's nor one declared"
+        " now (a typo?), with the closest known name",
+    )
 
 
 @command(
@@ -66,11 +72,17 @@ async def list_session_events(platform: CommandContext, req: ListSessionEvents) 
         req.session_id, after=req.after, before=req.before, limit=req.limit, types=req.types
     )
     last_id = events[-1].id if events else (req.after or 0)
-    return {
+    reply: dict[str, Any] = {
         "events": [e.envelope() for e in events],
         "last_id": last_id,
         **await where_it_starts(platform, req.session_id, req.after or 0),
     }
+    if not events and req.types:
+        # Not refused: events of a type deleted since are still in the stream, and read so.
+        unknown = unknown_types(req.types, await platform.store.event_schemas())
+        if unknown:
+            reply["warnings"] = [problem.removeprefix("filter.") for problem in unknown]
+    return reply
 
 
 async def where_it_starts(platform: CommandContext, session_id: str, after: int) -> dict[str, int]:

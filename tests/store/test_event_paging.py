@@ -49,6 +49,27 @@ async def test_paging_with_after_before_limit_and_types(platform: Platform) -> N
     objects = await ok(platform, "list_session_events", session_id=sid, types=["object.**"], limit=3)
     assert all(e["type"] == "object.written" for e in objects["events"])
     assert len(objects["events"]) == 3
+    assert "warnings" not in posted and "warnings" not in objects
+
+
+async def test_types_that_match_no_event_type_answer_no_events_with_a_warning_that_names_them(
+    platform: Platform,
+) -> None:
+    """A typo in `types` reads nothing, as the stream holds nothing of it, and the reply says why; events of a type
+    deleted since are still read (so it is not refused)."""
+    sid = await _session(platform)
+    await ok(platform, "save_event_type", name="ticket.escalated", schema={"type": "object"})
+    await ok(platform, "emit_event", session_id=sid, type="ticket.escalated", data={})
+    await ok(platform, "write_object", session_id=sid, alias="o/1", value={"type": "t"})
+
+    typo = await ok(platform, "list_session_events", session_id=sid, types=["object.writen", "thread.*"])
+    assert typo["events"] == []
+    assert typo["warnings"] == [
+        "types.0: 'object.writen' matches no event type, the platform's nor the app's; did you mean 'object.written'?"
+    ]
+    await ok(platform, "delete_event_type", name="ticket.escalated")
+    kept = await ok(platform, "list_session_events", session_id=sid, types=["ticket.*"])
+    assert [e["type"] for e in kept["events"]] == ["ticket.escalated"] and "warnings" not in kept
 
 
 async def test_a_transaction_held_open_is_never_skipped(platform: Platform) -> None:

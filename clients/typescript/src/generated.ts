@@ -1588,6 +1588,8 @@ export interface ListSessionEventsReply {
   last_id: number;
   /** when retention deleted events after `after`: where the stream now starts, its oldest event */
   first_id?: number | null;
+  /** with no events: each of `types` that matches no event type, the platform's nor one declared now (a typo?), with the closest known name */
+  warnings?: Array<string> | null;
 }
 
 export interface ListSessionListenersReply {
@@ -2061,7 +2063,7 @@ export abstract class GeneratedCommands {
   /**
    * `list_session_events`: Page the stream by id. `last_id` is where to continue: the last id answered, or `after` if none.
    *
-   * Reply: `events` [{id, session_id, type, alias?, item? {...} (a thread item's event: the item, a preview of its message), execution? {...} (a run's event: the run), source {...}, depth, created_at, data? (what the event's type carries), cause? (what caused it), graph? (`graph.changed`: the nodes the update changed), actor? (who did it)}] (by id), `last_id` (where to continue: the last id answered, or `after` if none), `first_id`? (when retention deleted events after `after`: where the stream now starts, its oldest event)
+   * Reply: `events` [{id, session_id, type, alias?, item? {...} (a thread item's event: the item, a preview of its message), execution? {...} (a run's event: the run), source {...}, depth, created_at, data? (what the event's type carries), cause? (what caused it), graph? (`graph.changed`: the nodes the update changed), actor? (who did it)}] (by id), `last_id` (where to continue: the last id answered, or `after` if none), `first_id`? (when retention deleted events after `after`: where the stream now starts, its oldest event), `warnings`? (with no events: each of `types` that matches no event type, the platform's nor one declared now (a typo?), with the closest known name)
    * Errors: `invalid_request`, `not_found`.
    */
   listSessionEvents(sessionId: ListSessionEventsArgs["session_id"], options: Pick<ListSessionEventsArgs, "after" | "before" | "limit" | "types"> = {}): Promise<ListSessionEventsReply> {
