@@ -255,6 +255,13 @@ async def test_a_run_whose_watch_heard_its_event_ends_cancelled_even_when_it_fai
     await engine.command("pause_listener", name="render", session_id=sid)
     await engine.command("write_object", session_id=sid, alias="docs/q", value={"type": "doc"})
     deleted = (await engine.command("delete_object", session_id=sid, alias="docs/q"))["event_id"]
+
+    # Routed before the run's watch is put in place, which then finds it at once (a watch looks back through the
+    # routed log): else a loaded router may reach it only after the run failed, and the repeat is the one cancelled.
+    async def routed() -> bool:
+        return bool((await engine.command("explain_event", session_id=sid, event_id=deleted))["routed"])
+
+    await eventually(routed, what="the delete routed")
     await engine.command("resume_listener", name="render", session_id=sid)
 
     async def ended() -> bool:
