@@ -124,7 +124,9 @@ async def test_pause_and_resume_refuse_bad_input_naming_the_field(
 async def test_debounce_keeps_every_event_of_the_quiet_period_in_one_batch(
     engine: Engine, temporal_env: WorkflowEnvironment
 ) -> None:
-    body = recorder_listener(batch={"debounce_seconds": 1.0, "max_wait_seconds": 30, "max_events": 1000})
+    # A debounce ten times the writes' spacing: a loaded machine that held one write back past a debounce of 1 s
+    # closed the window between two of them.
+    body = recorder_listener(batch={"debounce_seconds": 3.0, "max_wait_seconds": 30, "max_events": 1000})
     await engine.command("save_listener", listener=body)
     sid = await new_session(engine)
     ids: list[int] = []
