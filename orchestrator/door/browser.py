@@ -55,6 +55,11 @@ async def _json_body(request: Request) -> dict[str, Any] | Response:
         body = json.loads(raw) if len(raw) <= MAX_BODY else None
     except ValueError:
         body = None
+    except RecursionError:
+        # A few thousand brackets fit the limit and are past the parser's depth: refused as a command's body is.
+        return JSONResponse(
+            error_reply("invalid_request", f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels"), 400
+        )
     if not isinstance(body, dict):
         return JSONResponse(error_reply("invalid_request", "body: must be a small JSON object"), 400)
     return body

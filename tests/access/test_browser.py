@@ -349,3 +349,15 @@ async def test_a_sign_in_is_a_request_of_its_key_and_counts_against_its_rate(api
         assert reply.json()["error"] == "rate_limited" and int(reply.headers["retry-after"]) >= 1
         assert "orchestrator_session" not in reply.cookies
     assert await passes_of(api, "widget") == 1
+
+
+@pytest.mark.parametrize("route", ["/dashboard/sign-in", "/v1/stream-tickets"])
+async def test_a_small_body_nested_past_the_parsers_depth_is_refused_naming_it(api: Api, route: str) -> None:
+    """Two thousand brackets fit the 4 KiB a sign-in or a ticket request may hold, and are past the JSON parser's
+    depth: it answered 500."""
+    body = b'{"key": ' + b"[" * 2000 + b"]" * 2000 + b"}"
+    headers = {"content-type": "application/json", "authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        reply = await http.post(route, content=body, headers=headers)
+    refusal = {"status": "error", "error": "invalid_request", "message": "body: JSON nested deeper than 100 levels"}
+    assert (reply.status_code, reply.json()) == (400, refusal), reply.text
