@@ -483,6 +483,18 @@ def _main(argv: list[str] | None) -> int:
         except BadSetting as err:
             print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
             return EXIT_USAGE
+    if "token" in vars(args) and not getattr(args, "local", False):
+        from orchestrator.plain_http import BadSetting, authorization, door_from_env
+
+        # A token no header can carry is refused here, naming where it came from, never shown: the send's own
+        # error would print it.
+        try:
+            named, token = ("--token", args.token) if args.token else ("ORCHESTRATOR_API_TOKEN", door_from_env()[1])
+            authorization(token)
+        except (BadSetting, ValueError) as err:
+            message = str(err) if isinstance(err, BadSetting) else str(err).replace("token", named, 1)
+            print(f"orchestrator {args.subcommand}: {message}", file=sys.stderr)
+            return EXIT_USAGE
     if args.subcommand == "call":
         if args.help is not None:
             # `call write_object --help` asks about the command named where the JSON would be.

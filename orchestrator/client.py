@@ -22,7 +22,7 @@ from typing import Any, Protocol, Self, TypeVar, cast
 import httpx
 
 from orchestrator.core.errors import CommandError
-from orchestrator.plain_http import api_url, command_reply, encoded_body
+from orchestrator.plain_http import api_url, authorization, command_reply, encoded_body
 from orchestrator.reply_types import (
     CaptureReply,
     CreateApiKeyReply,
@@ -194,7 +194,7 @@ class Client:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> Self:
         """A client of the HTTP API at `url` (its root, e.g. `http://127.0.0.1:8700`)."""
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        headers = authorization(token)
         http = httpx.AsyncClient(base_url=url, headers=headers, timeout=timeout, transport=transport)
         return cls(_HttpTransport(http))
 

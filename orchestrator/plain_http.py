@@ -115,6 +115,22 @@ def encoded_body(body: Any) -> bytes | dict[str, Any]:
         return json.dumps(body, separators=(",", ":")).encode()
 
 
+def authorization(token: str | None) -> dict[str, str]:
+    """The `Authorization` header that carries `token` (none for no token), without the whitespace around it: a
+    secret read from a file or a `.env` line keeps its line end, which no header can carry, and the API strips
+    what surrounds a bearer token too. ValueError, which never shows the token, when a character no header can
+    carry is left in it (a control character, one past Latin-1): a traceback of the failed send would print it."""
+    token = (token or "").strip()
+    if not token:
+        return {}
+    if any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 or ord(ch) > 0xFF for ch in token):
+        raise ValueError(
+            "token: holds a character no HTTP header can carry (a control character, or one past Latin-1); the"
+            " token is not shown"
+        )
+    return {"Authorization": f"Bearer {token}"}
+
+
 def post_command(url: str, token: str | None, body: Any, timeout: float = TIMEOUT_SECONDS) -> dict[str, Any]:
     """POST `body` to `url`'s `/v1/commands` and answer the reply."""
     parts = urlsplit(url)
@@ -125,9 +141,10 @@ def post_command(url: str, token: str | None, body: Any, timeout: float = TIMEOU
     data = encoded_body(body)
     if isinstance(data, dict):
         return data
-    headers = {"Content-Type": "application/json", "Accept": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
+    try:
+        headers = {"Content-Type": "application/json", "Accept": "application/json", **authorization(token)}
+    except ValueError as err:
+        return CommandError("invalid_request", str(err)).reply()
     connection = connection_type(parts.hostname, parts.port, timeout=timeout)
     try:
         connection.request("POST", path, body=data, headers=headers)

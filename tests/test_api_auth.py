@@ -88,3 +88,34 @@ async def test_the_probes_need_no_token(api_url: str) -> None:
     async with httpx.AsyncClient(base_url=api_url) as http:
         assert (await http.get("/healthz")).status_code == 200
         assert (await http.get("/readyz")).json() == {"status": "ready"}
+
+
+@pytest.mark.parametrize("first", [f"Bearer {TOKEN}", f"Bearer {WRONG}"])
+async def test_an_authorization_header_given_twice_is_refused_whichever_comes_first(api_url: str, first: str) -> None:
+    """Two `Authorization` headers: which one is meant? The first was taken, so a request whose proxy in front read
+    (or added) the other one acted as a key the proxy never saw. Neither is taken, and nothing is written."""
+    second = f"Bearer {WRONG}" if first.endswith(TOKEN) else f"Bearer {TOKEN}"
+    async with Client.http(api_url, token=TOKEN) as client:
+        session_id = (await client.open_session())["session"]["id"]
+        write = {"command": "write_object", "session_id": session_id, "alias": "a/b", "value": {"type": "t"}}
+        async with httpx.AsyncClient(base_url=api_url) as http:
+            headers = [("Authorization", first), ("Authorization", second)]
+            response = await http.post("/v1/commands", json=write, headers=headers)
+            stream = await http.get(f"/v1/sessions/{session_id}/stream", headers=headers)
+        refusal = {
+            "status": "error",
+            "error": "invalid_request",
+            "message": "authorization: given 2 times; send one bearer token",
+        }
+        assert (response.status_code, response.json()) == (400, refusal)
+        assert (stream.status_code, stream.json()) == (400, refusal)
+        assert (await client.list_session_events(session_id))["events"] == []
+
+
+async def test_a_token_set_with_a_line_end_after_it_is_the_token(platform: Platform, settings: Settings) -> None:
+    """A token read from a file keeps its line end; no request can present one (a header's value is read without
+    the whitespace around it), so the API it closed answered every request 401."""
+    guarded = settings.model_copy(update={"api_token": SecretStr(TOKEN + "\n")})
+    async with serve_api(create_app(platform, guarded), "127.0.0.1", 0) as url:
+        assert (await post(url, {"command": "list_listeners"}, f"Bearer {TOKEN}")).status_code == 200
+        assert (await post(url, {"command": "list_listeners"}, None)).status_code == 401

@@ -141,12 +141,17 @@ async def who(
 ) -> Principal | Response:
     """The caller's principal, or the reply that refuses it: 401 with no credentials or credentials that are not
     valid (the same for a wrong, revoked or expired key, a used ticket, a browser session that has ended), 403 for
-    a browser session's request without its CSRF token."""
+    a browser session's request without its CSRF token, 400 for an `Authorization` header given more than once."""
     anyone = await gate.open_principal()
     if anyone is not None:
         refused = from_elsewhere(request)
         return refused if refused is not None else remember(request, anyone)
-    header = request.headers.get("authorization")
+    given = request.headers.getlist("authorization")
+    if len(given) > 1:
+        # Which one is meant? A proxy in front may have read the other: neither is taken.
+        message = f"authorization: given {len(given)} times; send one bearer token"
+        return JSONResponse(error_reply("invalid_request", message), status_code=400)
+    header = given[0] if given else None
     params = request.query_params
     if header is None and query_token and "access_token" in params:
         header = f"Bearer {params['access_token']}"

@@ -22,8 +22,18 @@ from orchestrator.commands.fields import session_id_of
 from orchestrator.config import Settings
 from orchestrator.core.access import Principal
 from orchestrator.core.errors import CommandError
+from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble
 from orchestrator.core.key_secrets import csrf_of
-from orchestrator.door.auth import COOKIE, error_reply, look, remember, reply_response, unauthorized, who
+from orchestrator.door.auth import (
+    COOKIE,
+    error_reply,
+    look,
+    rate_limited,
+    remember,
+    reply_response,
+    unauthorized,
+    who,
+)
 from orchestrator.door.gate import COOKIE_SECONDS, TICKET_SECONDS, Gate
 from orchestrator.platform import Platform
 
@@ -45,6 +55,11 @@ async def _json_body(request: Request) -> dict[str, Any] | Response:
         body = json.loads(raw) if len(raw) <= MAX_BODY else None
     except ValueError:
         body = None
+    except RecursionError:
+        # A few thousand brackets fit the limit and are past the parser's depth: refused as a command's body is.
+        return JSONResponse(
+            error_reply("invalid_request", f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels"), 400
+        )
     if not isinstance(body, dict):
         return JSONResponse(error_reply("invalid_request", "body: must be a small JSON object"), 400)
     return body
@@ -100,6 +115,11 @@ class BrowserRoutes:
         body = await _json_body(request)
         if isinstance(body, Response):
             return body
+        # Refused as a command's body is: what no key can hold (a lone surrogate, a NUL), then a field it does not
+        # know, each by name, before anything is looked up.
+        trouble = json_trouble(body, MAX_JSON_DEPTH) or next((f"{k}: is not known" for k in body if k != "key"), None)
+        if trouble is not None:
+            return JSONResponse(error_reply("invalid_request", trouble), 400)
         secret = body.get("key")
         if not isinstance(secret, str) or not secret:
             return JSONResponse(error_reply("invalid_request", "key: required, the key's secret"), 400)
@@ -110,6 +130,10 @@ class BrowserRoutes:
         if principal is None:
             return unauthorized("key: not valid (wrong, revoked or expired)", invalid=True)
         remember(request, principal)
+        # A sign-in is a request of its key, counted as any other: each one keeps a browser session for an hour.
+        wait = await self.gate.take_request(principal)
+        if wait is not None:
+            return rate_limited(wait)
         cookie = await self.gate.sign_in(principal, secret)
         response = JSONResponse(
             {"status": "success", "signed_in": principal.name, "csrf": csrf_of(cookie), "expires_in": COOKIE_SECONDS},

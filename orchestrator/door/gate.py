@@ -47,7 +47,10 @@ class Gate:
     ) -> None:
         # Asked for at the first request: building the app needs no database.
         self._store = store
-        self.token = reveal(settings.api_token) or None
+        # Without the whitespace around it, as a presented token is read (`auth.who`): a token set from a file keeps
+        # its line end, and no request could present it. One of whitespace alone stays as it is: set, it closes the API.
+        token = reveal(settings.api_token) or None
+        self.token = (token.strip() or token) if token else None
         self.limits = settings.limits
         self.clock = clock
         self._keys: dict[str, tuple[float, Mapping[str, Any] | None]] = {}

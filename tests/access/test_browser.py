@@ -306,3 +306,62 @@ async def test_a_ticket_request_with_a_field_it_does_not_know_is_refused_as_a_co
         document = (await http.get("/v1/openapi.json")).json()
     body = document["paths"]["/v1/stream-tickets"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert body["additionalProperties"] is False, body
+
+
+async def passes_of(api: Api, key_name: str) -> int:
+    async with api.platform.store.transaction() as conn:
+        return int(await conn.fetchval("SELECT count(*) FROM orchestrator.key_passes WHERE key_name = $1", key_name))
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        # An escaped lone surrogate, as a browser's JSON.stringify sends one: it answered 500.
+        (b'{"key": "ork_000000000000_\\ud800"}', "key: a lone surrogate (\\ud800 to \\udfff) cannot be stored"),
+        (b'{"key": "\\udfff"}', "key: a lone surrogate (\\ud800 to \\udfff) cannot be stored"),
+        (b'{"key": "a\\u0000"}', "key: a NUL character (\\u0000) cannot be stored"),
+    ],
+)
+async def test_a_sign_in_with_a_key_no_key_can_be_is_refused_naming_it(api: Api, body: bytes, message: str) -> None:
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        reply = await http.post("/dashboard/sign-in", content=body, headers={"content-type": "application/json"})
+    refusal = {"status": "error", "error": "invalid_request", "message": message}
+    assert (reply.status_code, reply.json()) == (400, refusal)
+    assert "orchestrator_session" not in reply.cookies
+
+
+async def test_a_sign_in_with_a_field_it_does_not_know_is_refused_as_a_ticket_request_is(api: Api) -> None:
+    secret = await api.key("viewer", ["read:**"])
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        reply = await http.post("/dashboard/sign-in", json={"key": secret, "remember": True})
+    refusal = {"status": "error", "error": "invalid_request", "message": "remember: is not known"}
+    assert (reply.status_code, reply.json()) == (400, refusal), reply.text
+    assert "orchestrator_session" not in reply.cookies and await passes_of(api, "viewer") == 0
+
+
+async def test_a_sign_in_is_a_request_of_its_key_and_counts_against_its_rate(api: Api) -> None:
+    """Each sign-in keeps a browser session for an hour: a key whose secret is in a page (a widget's) must not
+    make them faster than its rate lets it make any request."""
+    secret = await api.key("widget", ["read:**"], requests_per_second=0.01)
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        replies = [await http.post("/dashboard/sign-in", json={"key": secret}) for _ in range(5)]
+    served = [r for r in replies if r.status_code == 200]
+    refused = [r for r in replies if r.status_code == 429]
+    # A bucket of one request, refilled in 100 s.
+    assert (len(served), len(refused)) == (1, 4), [r.text for r in replies]
+    for reply in refused:
+        assert reply.json()["error"] == "rate_limited" and int(reply.headers["retry-after"]) >= 1
+        assert "orchestrator_session" not in reply.cookies
+    assert await passes_of(api, "widget") == 1
+
+
+@pytest.mark.parametrize("route", ["/dashboard/sign-in", "/v1/stream-tickets"])
+async def test_a_small_body_nested_past_the_parsers_depth_is_refused_naming_it(api: Api, route: str) -> None:
+    """Two thousand brackets fit the 4 KiB a sign-in or a ticket request may hold, and are past the JSON parser's
+    depth: it answered 500."""
+    body = b'{"key": ' + b"[" * 2000 + b"]" * 2000 + b"}"
+    headers = {"content-type": "application/json", "authorization": f"Bearer {TOKEN}"}
+    async with httpx.AsyncClient(base_url=api.url) as http:
+        reply = await http.post(route, content=body, headers=headers)
+    refusal = {"status": "error", "error": "invalid_request", "message": "body: JSON nested deeper than 100 levels"}
+    assert (reply.status_code, reply.json()) == (400, refusal), reply.text

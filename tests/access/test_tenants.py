@@ -4,13 +4,17 @@ type's `allow` says which scopes may emit it from outside."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 import pytest
 
 from orchestrator.client import Client
+from orchestrator.commands.registry import COMMANDS
+from orchestrator.core.access import need_of
 from tests.access.conftest import Api
+from tests.test_hostile_input import LISTENER, SESSION, VALID
 from tests.test_streams import opened, write
 
 TENANT = ["read:{t}/**", "write:{t}/**", "listen:{t}/**"]
@@ -198,3 +202,36 @@ async def test_a_write_only_key_cannot_read_the_explanation_of_its_write(api: Ap
         {"command": "write_object", "session_id": sid, "alias": "tickets/77", "value": {"type": "ticket"}}, writer
     )
     assert plain.status_code == 200 and "explain" not in plain.json(), plain.text
+
+
+# A key that reaches the session some other way than reading it, and one that reaches only another tenant's.
+SEE_NOT_READ = {
+    "listens": ["listen:acme/**"],
+    "writes-some-aliases": ["write:acme/**:tickets/**"],
+    "emits-here": ["emit:chat.*:acme/**"],
+    "other-tenant": ["read:globex/**", "write:globex/**", "listen:globex/**", "listeners"],
+}
+
+
+@pytest.mark.parametrize("held", sorted(SEE_NOT_READ))
+async def test_every_read_of_a_session_a_key_does_not_read_answers_as_for_no_session(api: Api, held: str) -> None:
+    """Every command that reads a session (the indirect ones too: explain_event, simulate_listener, the schedules'
+    reads, get_session), and every command at all on a session the key does not see, answers `not_found` exactly
+    as for an id no session has: nothing tells the session apart from none."""
+    await api.admin.save_listener(LISTENER)
+    await api.admin.save_event_type("chat.sent", {"type": "object"})
+    sid = (await api.admin.open_session(alias="acme/support"))["session"]["id"]
+    await api.admin.write_object(sid, "a/b", {"type": "t"})
+    key = await api.key(held, SEE_NOT_READ[held])
+    sees = held != "other-tenant"
+    missing = "ses_00000000000000000000"
+    before = await events_of(api, sid)
+    for name in sorted(COMMANDS):
+        body = {"command": name, **VALID[name][0]}
+        if body.get("session_id") != SESSION or (sees and need_of(name) != "read"):
+            continue
+        here = await api.post(json.loads(json.dumps(body).replace(SESSION, sid)), key)
+        nowhere = await api.post(json.loads(json.dumps(body).replace(SESSION, missing)), key)
+        assert (here.status_code, here.json()["error"]) == (404, "not_found"), (name, here.text)
+        assert here.text.replace(sid, missing) == nowhere.text, name
+    assert await events_of(api, sid) == before
