@@ -131,3 +131,31 @@ def test_a_data_folder_that_cannot_be_made_is_bad_usage_naming_the_flag(tmp_path
 
     assert shown.returncode == 2, shown
     assert "--data-dir" in shown.stderr and str(taken) in shown.stderr, shown.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["call", "--local", '{"command": "list_listeners"}'],
+        ["status", "--local", "--session", "ses_1"],
+        ["events", "--local", "--session", "ses_1"],
+        ["keys", "list", "--local"],
+        ["restored"],
+        ["restored", "--database-url", "localhost/orchestrator"],
+        ["plan", "--app", "examples.missions.app"],
+    ],
+)
+def test_a_database_url_that_cannot_be_is_bad_usage_not_a_database_away(argv: list[str], tmp_path: Path) -> None:
+    """A URL asyncpg cannot read (no `postgresql://`) said `cannot reach PostgreSQL at the host localhost:5432` and
+    exited 3, which tells a script to try again later; no retry cures it: exit 2, saying what the URL lacks, and the
+    URL (which may hold a password) never printed."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    env |= {"ORCHESTRATOR_DATABASE_URL": "nobody:s3cret@localhost/orchestrator", "ORCHESTRATOR_DATA_DIR": str(tmp_path)}
+    shown = subprocess.run(
+        [CLI, *argv], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[1], env=env
+    )
+
+    assert shown.returncode == 2, shown
+    assert "database_url: not a URL" in shown.stderr and "postgresql://" in shown.stderr, shown.stderr
+    assert "s3cret" not in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
+    assert shown.stdout == ""
