@@ -314,10 +314,10 @@ def _door_errors(args: argparse.Namespace) -> tuple[tuple[type[Exception], ...],
 
     if not args.local:
         return (), (httpx.TransportError,)
-    from orchestrator.dev.runtime import ConfigurationError
+    from orchestrator.dev.runtime import ConfigurationError, TemporalUnreachable
     from orchestrator.store.connection import DatabaseUnreachable, DatabaseUrlInvalid
 
-    return (ConfigurationError, DatabaseUrlInvalid), (httpx.TransportError, DatabaseUnreachable)
+    return (ConfigurationError, DatabaseUrlInvalid), (httpx.TransportError, DatabaseUnreachable, TemporalUnreachable)
 
 
 def _away(err: Exception) -> str:
@@ -368,7 +368,7 @@ def _call(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
     # Imported here: the platform and its store are needed only in-process.
-    from orchestrator.dev.runtime import ConfigurationError, run_local_command
+    from orchestrator.dev.runtime import ConfigurationError, TemporalUnreachable, run_local_command
     from orchestrator.store.connection import DatabaseUnreachable, DatabaseUrlInvalid
 
     body = _read_command(args)
@@ -379,7 +379,7 @@ def _call(args: argparse.Namespace, settings: Settings) -> int:
     except (ConfigurationError, DatabaseUrlInvalid) as err:
         print(f"orchestrator call: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except DatabaseUnreachable as err:
+    except (DatabaseUnreachable, TemporalUnreachable) as err:
         print(f"orchestrator call: {err}", file=sys.stderr)
         return EXIT_UNREACHABLE
     _print_reply(reply)
@@ -642,7 +642,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from orchestrator.app_loader import AppLoadError
     from orchestrator.dev.embedded import EmbeddedServerError
-    from orchestrator.dev.runtime import ConfigurationError, run_api, run_dev, run_worker
+    from orchestrator.dev.runtime import ConfigurationError, TemporalUnreachable, run_api, run_dev, run_worker
     from orchestrator.store.connection import DatabaseUnreachable, DatabaseUrlInvalid
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -669,6 +669,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         DatabaseUrlInvalid,
         EmbeddedServerError,
         DatabaseUnreachable,
+        TemporalUnreachable,
         OSError,
     ) as err:
         print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)

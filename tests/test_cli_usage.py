@@ -159,3 +159,30 @@ def test_a_database_url_that_cannot_be_is_bad_usage_not_a_database_away(argv: li
     assert "database_url: not a URL" in shown.stderr and "postgresql://" in shown.stderr, shown.stderr
     assert "s3cret" not in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
     assert shown.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["call", "--local", '{"command": "list_listeners"}'], 3),
+        (["status", "--local", "--session", "ses_1"], 3),
+        (["worker", "--app", "examples.missions.app"], 1),
+        (["api", "--http-port", "0"], 1),
+    ],
+)
+def test_a_temporal_that_does_not_answer_is_named_in_one_line(argv: list[str], code: int) -> None:
+    """`ORCHESTRATOR_TEMPORAL_ADDRESS` where nothing listens ended `worker`, `api` and `--local` in the SDK's
+    traceback (`RuntimeError: Failed client connect`); it is one line naming the address, and `--local` exits 3 as
+    for a database out of reach."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    env |= {
+        "ORCHESTRATOR_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        "ORCHESTRATOR_TEMPORAL_ADDRESS": "127.0.0.1:1",
+    }
+    shown = subprocess.run(
+        [CLI, *argv], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[1], env=env
+    )
+
+    assert shown.returncode == code, shown
+    assert "temporal_address: cannot reach Temporal at 127.0.0.1:1" in shown.stderr, shown.stderr
+    assert "Traceback" not in shown.stderr, shown.stderr
