@@ -301,7 +301,7 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
         print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
         return EXIT_USAGE
     except away as err:
-        print(f"orchestrator {args.subcommand}: {_away(err)}", file=sys.stderr)
+        print(f"orchestrator {args.subcommand}: {_away(err, args, settings)}", file=sys.stderr)
         return EXIT_UNREACHABLE
     return EXIT_SUCCESS
 
@@ -320,11 +320,16 @@ def _door_errors(args: argparse.Namespace) -> tuple[tuple[type[Exception], ...],
     return (ConfigurationError, DatabaseUrlInvalid), (httpx.TransportError, DatabaseUnreachable, TemporalUnreachable)
 
 
-def _away(err: Exception) -> str:
-    """Why a door could not be used: the database's own message, or the API that did not answer."""
+def _away(err: Exception, args: argparse.Namespace, settings: Settings) -> str:
+    """Why a door could not be used: the database's own message, or the API that did not answer, named (the default
+    one is found by a rule the user may not have in mind: `settings_api_url`)."""
     import httpx
 
-    return f"cannot reach the API: {err!r}" if isinstance(err, httpx.TransportError) else str(err)
+    from orchestrator.dev.inspect import settings_api_url
+
+    if not isinstance(err, httpx.TransportError):
+        return str(err)
+    return f"cannot reach the API at {args.url or settings_api_url(settings)}: {err!r}"
 
 
 def _keys(args: argparse.Namespace, settings: Settings) -> int:
@@ -354,7 +359,7 @@ def _keys(args: argparse.Namespace, settings: Settings) -> int:
         print(f"orchestrator keys: {err}", file=sys.stderr)
         return EXIT_USAGE
     except away as err:
-        print(f"orchestrator keys: {_away(err)}", file=sys.stderr)
+        print(f"orchestrator keys: {_away(err, args, settings)}", file=sys.stderr)
         return EXIT_UNREACHABLE
     if args.keys_action == "list" and not args.json and reply.get("status") == "success":
         print(format_keys(reply["keys"]), flush=True)
@@ -419,10 +424,11 @@ def _call_fast(args: argparse.Namespace) -> int:
     except BadSetting as err:
         print(f"orchestrator call: {err}", file=sys.stderr)
         return EXIT_USAGE
+    url = args.url or url
     try:
-        reply = post_command(args.url or url, args.token or token, body)
+        reply = post_command(url, args.token or token, body)
     except Unreachable as err:
-        print(f"orchestrator call: cannot reach the API: {err}", file=sys.stderr)
+        print(f"orchestrator call: cannot reach the API at {url}: {err}", file=sys.stderr)
         return EXIT_UNREACHABLE
     _print_reply(reply)
     return _exit_for(reply)

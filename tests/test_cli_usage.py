@@ -186,3 +186,24 @@ def test_a_temporal_that_does_not_answer_is_named_in_one_line(argv: list[str], c
     assert shown.returncode == code, shown
     assert "temporal_address: cannot reach Temporal at 127.0.0.1:1" in shown.stderr, shown.stderr
     assert "Traceback" not in shown.stderr, shown.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["call", '{"command": "list_listeners"}'],
+        ["status", "--session", "ses_1"],
+        ["events", "--session", "ses_1", "--follow", "--exit-on-disconnect"],
+        ["keys", "list"],
+    ],
+)
+def test_an_api_out_of_reach_is_named(argv: list[str], tmp_path: Path) -> None:
+    """`cannot reach the API: ConnectionRefusedError(...)` did not say where it looked, and with no `--url` that is
+    found by a rule (the settings, else the running dev's data folder, else port 8700): the URL is named."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    env |= {"ORCHESTRATOR_HTTP_PORT": "1", "ORCHESTRATOR_DATA_DIR": str(tmp_path)}
+    shown = subprocess.run([CLI, *argv], capture_output=True, text=True, timeout=60, env=env)
+
+    assert shown.returncode == 3, shown
+    assert "cannot reach the API at http://127.0.0.1:1:" in shown.stderr, shown.stderr
+    assert "Traceback" not in shown.stderr and shown.stdout == "", shown
