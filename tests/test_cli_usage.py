@@ -207,3 +207,14 @@ def test_an_api_out_of_reach_is_named(argv: list[str], tmp_path: Path) -> None:
     assert shown.returncode == 3, shown
     assert "cannot reach the API at http://127.0.0.1:1:" in shown.stderr, shown.stderr
     assert "Traceback" not in shown.stderr and shown.stdout == "", shown
+
+
+def test_a_starter_folder_that_cannot_be_made_is_bad_usage(tmp_path: Path) -> None:
+    """`orchestrator new` under a file (or where nothing can be made) ended in `NotADirectoryError`'s traceback."""
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    shown = subprocess.run([CLI, "new", str(taken / "app")], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+
+    assert shown.returncode == 2, shown
+    assert f"{taken / 'app'} cannot be made" in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
+    assert shown.stdout == "" and taken.read_text() == ""
