@@ -9,9 +9,9 @@ per event (one JSON object per line with `--json`); `keys create` and `keys revo
 secret is in it, shown this once), `keys list` a table (the reply with `--json`). `call` over HTTP imports only the
 standard library (`plain_http`): it answers in about a tenth of a second; `call --help COMMAND` loads the registry.
 
-Exit codes of `restored`: 0 once done, 2 when no database is named or the one named holds no platform in the
-configured schema, 3 when the database cannot be reached, 1 when PostgreSQL refuses a statement; nothing is changed
-but with 0.
+Exit codes of `restored`: 0 once done, 2 when no database is named, its URL is not a PostgreSQL URL or the database
+holds no platform in the configured schema, 3 when the database cannot be reached, 1 when PostgreSQL refuses a
+statement; nothing is changed but with 0.
 """
 
 from __future__ import annotations
@@ -301,7 +301,7 @@ def _inspect(args: argparse.Namespace, settings: Settings) -> int:
         print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
         return EXIT_USAGE
     except away as err:
-        print(f"orchestrator {args.subcommand}: {_away(err)}", file=sys.stderr)
+        print(f"orchestrator {args.subcommand}: {_away(err, args, settings)}", file=sys.stderr)
         return EXIT_UNREACHABLE
     return EXIT_SUCCESS
 
@@ -314,17 +314,22 @@ def _door_errors(args: argparse.Namespace) -> tuple[tuple[type[Exception], ...],
 
     if not args.local:
         return (), (httpx.TransportError,)
-    from orchestrator.dev.runtime import ConfigurationError
-    from orchestrator.store.connection import DatabaseUnreachable
+    from orchestrator.dev.runtime import ConfigurationError, TemporalUnreachable
+    from orchestrator.store.connection import DatabaseUnreachable, DatabaseUrlInvalid
 
-    return (ConfigurationError,), (httpx.TransportError, DatabaseUnreachable)
+    return (ConfigurationError, DatabaseUrlInvalid), (httpx.TransportError, DatabaseUnreachable, TemporalUnreachable)
 
 
-def _away(err: Exception) -> str:
-    """Why a door could not be used: the database's own message, or the API that did not answer."""
+def _away(err: Exception, args: argparse.Namespace, settings: Settings) -> str:
+    """Why a door could not be used: the database's own message, or the API that did not answer, named (the default
+    one is found by a rule the user may not have in mind: `settings_api_url`)."""
     import httpx
 
-    return f"cannot reach the API: {err!r}" if isinstance(err, httpx.TransportError) else str(err)
+    from orchestrator.dev.inspect import settings_api_url
+
+    if not isinstance(err, httpx.TransportError):
+        return str(err)
+    return f"cannot reach the API at {args.url or settings_api_url(settings)}: {err!r}"
 
 
 def _keys(args: argparse.Namespace, settings: Settings) -> int:
@@ -354,7 +359,7 @@ def _keys(args: argparse.Namespace, settings: Settings) -> int:
         print(f"orchestrator keys: {err}", file=sys.stderr)
         return EXIT_USAGE
     except away as err:
-        print(f"orchestrator keys: {_away(err)}", file=sys.stderr)
+        print(f"orchestrator keys: {_away(err, args, settings)}", file=sys.stderr)
         return EXIT_UNREACHABLE
     if args.keys_action == "list" and not args.json and reply.get("status") == "success":
         print(format_keys(reply["keys"]), flush=True)
@@ -368,18 +373,18 @@ def _call(args: argparse.Namespace, settings: Settings) -> int:
     import asyncio
 
     # Imported here: the platform and its store are needed only in-process.
-    from orchestrator.dev.runtime import ConfigurationError, run_local_command
-    from orchestrator.store.connection import DatabaseUnreachable
+    from orchestrator.dev.runtime import ConfigurationError, TemporalUnreachable, run_local_command
+    from orchestrator.store.connection import DatabaseUnreachable, DatabaseUrlInvalid
 
     body = _read_command(args)
     if body is None:
         return EXIT_USAGE
     try:
         reply = asyncio.run(run_local_command(settings, body))
-    except ConfigurationError as err:
+    except (ConfigurationError, DatabaseUrlInvalid) as err:
         print(f"orchestrator call: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except DatabaseUnreachable as err:
+    except (DatabaseUnreachable, TemporalUnreachable) as err:
         print(f"orchestrator call: {err}", file=sys.stderr)
         return EXIT_UNREACHABLE
     _print_reply(reply)
@@ -419,10 +424,11 @@ def _call_fast(args: argparse.Namespace) -> int:
     except BadSetting as err:
         print(f"orchestrator call: {err}", file=sys.stderr)
         return EXIT_USAGE
+    url = args.url or url
     try:
-        reply = post_command(args.url or url, args.token or token, body)
+        reply = post_command(url, args.token or token, body)
     except Unreachable as err:
-        print(f"orchestrator call: cannot reach the API: {err}", file=sys.stderr)
+        print(f"orchestrator call: cannot reach the API at {url}: {err}", file=sys.stderr)
         return EXIT_UNREACHABLE
     _print_reply(reply)
     return _exit_for(reply)
@@ -563,7 +569,7 @@ def _restored(args: argparse.Namespace, settings: Settings) -> int:
     import asyncpg
 
     from orchestrator.core.database_schema import checked_schema
-    from orchestrator.store.connection import DatabaseUnreachable
+    from orchestrator.store.connection import DatabaseUnreachable, DatabaseUrlInvalid
     from orchestrator.store.restored import NotAPlatformDatabase, mark_restored
 
     url = args.database_url or settings.database_direct_url or settings.database_url
@@ -581,7 +587,7 @@ def _restored(args: argparse.Namespace, settings: Settings) -> int:
         return EXIT_USAGE
     try:
         done = asyncio.run(mark_restored(url, schema, jump_event_ids=not args.temporal_only))
-    except NotAPlatformDatabase as err:
+    except (NotAPlatformDatabase, DatabaseUrlInvalid) as err:
         print(f"orchestrator restored: {err}", file=sys.stderr)
         return EXIT_USAGE
     except DatabaseUnreachable as err:
@@ -617,13 +623,13 @@ def _plan(args: argparse.Namespace, settings: Settings) -> int:
 
     from orchestrator.app_loader import AppLoadError
     from orchestrator.dev.runtime import ConfigurationError, plan_app
-    from orchestrator.store.connection import DatabaseUnreachable
+    from orchestrator.store.connection import DatabaseUnreachable, DatabaseUrlInvalid
 
     if args.data_dir is not None:
         settings = settings.model_copy(update={"data_dir": args.data_dir})
     try:
         shown = asyncio.run(plan_app(settings, args.app))
-    except (ConfigurationError, AppLoadError, DatabaseUnreachable) as err:
+    except (ConfigurationError, AppLoadError, DatabaseUnreachable, DatabaseUrlInvalid) as err:
         print(f"orchestrator plan: {err}", file=sys.stderr)
         return EXIT_USAGE
     for line in shown.changes:
@@ -642,8 +648,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from orchestrator.app_loader import AppLoadError
     from orchestrator.dev.embedded import EmbeddedServerError
-    from orchestrator.dev.runtime import ConfigurationError, run_api, run_dev, run_worker
-    from orchestrator.store.connection import DatabaseUnreachable
+    from orchestrator.dev.runtime import ConfigurationError, TemporalUnreachable, run_api, run_dev, run_worker
+    from orchestrator.store.connection import DatabaseUnreachable, DatabaseUrlInvalid
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if settings.access_log:
@@ -663,9 +669,17 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             asyncio.run(run_worker(settings, args.app, announce=_announce, health_port=args.health_port))
         else:
             asyncio.run(run_api(settings, announce=_announce))
-    except (ConfigurationError, AppLoadError, EmbeddedServerError, DatabaseUnreachable, OSError) as err:
+    except (
+        ConfigurationError,
+        AppLoadError,
+        DatabaseUrlInvalid,
+        EmbeddedServerError,
+        DatabaseUnreachable,
+        TemporalUnreachable,
+        OSError,
+    ) as err:
         print(f"orchestrator {args.subcommand}: {err}", file=sys.stderr)
-        return EXIT_USAGE if isinstance(err, ConfigurationError | AppLoadError) else 1
+        return EXIT_USAGE if isinstance(err, ConfigurationError | AppLoadError | DatabaseUrlInvalid) else 1
     except (KeyboardInterrupt, asyncio.CancelledError):
         return EXIT_INTERRUPTED
     return EXIT_SUCCESS

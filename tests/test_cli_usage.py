@@ -131,3 +131,90 @@ def test_a_data_folder_that_cannot_be_made_is_bad_usage_naming_the_flag(tmp_path
 
     assert shown.returncode == 2, shown
     assert "--data-dir" in shown.stderr and str(taken) in shown.stderr, shown.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["call", "--local", '{"command": "list_listeners"}'],
+        ["status", "--local", "--session", "ses_1"],
+        ["events", "--local", "--session", "ses_1"],
+        ["keys", "list", "--local"],
+        ["restored"],
+        ["restored", "--database-url", "localhost/orchestrator"],
+        ["plan", "--app", "examples.missions.app"],
+    ],
+)
+def test_a_database_url_that_cannot_be_is_bad_usage_not_a_database_away(argv: list[str], tmp_path: Path) -> None:
+    """A URL asyncpg cannot read (no `postgresql://`) said `cannot reach PostgreSQL at the host localhost:5432` and
+    exited 3, which tells a script to try again later; no retry cures it: exit 2, saying what the URL lacks, and the
+    URL (which may hold a password) never printed."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    env |= {"ORCHESTRATOR_DATABASE_URL": "nobody:s3cret@localhost/orchestrator", "ORCHESTRATOR_DATA_DIR": str(tmp_path)}
+    shown = subprocess.run(
+        [CLI, *argv], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[1], env=env
+    )
+
+    assert shown.returncode == 2, shown
+    assert "database_url: not a URL" in shown.stderr and "postgresql://" in shown.stderr, shown.stderr
+    assert "s3cret" not in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
+    assert shown.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["call", "--local", '{"command": "list_listeners"}'], 3),
+        (["status", "--local", "--session", "ses_1"], 3),
+        (["worker", "--app", "examples.missions.app"], 1),
+        (["api", "--http-port", "0"], 1),
+    ],
+)
+def test_a_temporal_that_does_not_answer_is_named_in_one_line(argv: list[str], code: int) -> None:
+    """`ORCHESTRATOR_TEMPORAL_ADDRESS` where nothing listens ended `worker`, `api` and `--local` in the SDK's
+    traceback (`RuntimeError: Failed client connect`); it is one line naming the address, and `--local` exits 3 as
+    for a database out of reach."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    env |= {
+        "ORCHESTRATOR_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none",
+        "ORCHESTRATOR_TEMPORAL_ADDRESS": "127.0.0.1:1",
+    }
+    shown = subprocess.run(
+        [CLI, *argv], capture_output=True, text=True, timeout=60, cwd=Path(__file__).parents[1], env=env
+    )
+
+    assert shown.returncode == code, shown
+    assert "temporal_address: cannot reach Temporal at 127.0.0.1:1" in shown.stderr, shown.stderr
+    assert "Traceback" not in shown.stderr, shown.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["call", '{"command": "list_listeners"}'],
+        ["status", "--session", "ses_1"],
+        ["events", "--session", "ses_1", "--follow", "--exit-on-disconnect"],
+        ["keys", "list"],
+    ],
+)
+def test_an_api_out_of_reach_is_named(argv: list[str], tmp_path: Path) -> None:
+    """`cannot reach the API: ConnectionRefusedError(...)` did not say where it looked, and with no `--url` that is
+    found by a rule (the settings, else the running dev's data folder, else port 8700): the URL is named."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith("orchestrator_")}
+    env |= {"ORCHESTRATOR_HTTP_PORT": "1", "ORCHESTRATOR_DATA_DIR": str(tmp_path)}
+    shown = subprocess.run([CLI, *argv], capture_output=True, text=True, timeout=60, env=env)
+
+    assert shown.returncode == 3, shown
+    assert "cannot reach the API at http://127.0.0.1:1:" in shown.stderr, shown.stderr
+    assert "Traceback" not in shown.stderr and shown.stdout == "", shown
+
+
+def test_a_starter_folder_that_cannot_be_made_is_bad_usage(tmp_path: Path) -> None:
+    """`orchestrator new` under a file (or where nothing can be made) ended in `NotADirectoryError`'s traceback."""
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    shown = subprocess.run([CLI, "new", str(taken / "app")], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+
+    assert shown.returncode == 2, shown
+    assert f"{taken / 'app'} cannot be made" in shown.stderr and "Traceback" not in shown.stderr, shown.stderr
+    assert shown.stdout == "" and taken.read_text() == ""

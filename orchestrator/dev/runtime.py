@@ -65,6 +65,27 @@ class ConfigurationError(Exception):
     """The settings do not say enough to run this part (e.g. `worker` without a database URL)."""
 
 
+class TemporalUnreachable(Exception):
+    """The Temporal frontend at the address did not answer the client's connect (nothing listens there, a name no
+    resolver knows): said in one line, naming the address, rather than the SDK's traceback."""
+
+
+async def _temporal(address: str, settings: Settings) -> TemporalClient:
+    """`connect_temporal` for a process of the command line: an address that cannot be is a `ConfigurationError`,
+    one that does not answer a `TemporalUnreachable`."""
+    try:
+        return await connect_temporal(address, settings.temporal_namespace, settings)
+    except ValueError as err:
+        raise ConfigurationError(f"temporal_address: {address!r} is not a Temporal address HOST:PORT ({err})") from None
+    except RuntimeError as err:
+        if "client connect" not in str(err):
+            raise
+        raise TemporalUnreachable(
+            f"temporal_address: cannot reach Temporal at {address} ({err}): start it, or point"
+            " ORCHESTRATOR_TEMPORAL_ADDRESS at one that runs (`orchestrator dev` with it unset runs one of its own)"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Endpoints:
     """Where the running parts are, as printed by `orchestrator dev`."""
@@ -531,7 +552,7 @@ async def run_dev(
                 # Stopped before the servers are: a server stopping is not one to start again.
                 keeper = asyncio.create_task(keep(kept, announce))
                 stack.push_async_callback(_cancelled, keeper)
-            temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
+            temporal = await _temporal(temporal_address, settings)
             if ui_url is not None and settings.temporal_ui_url is None:
                 settings = settings.model_copy(update={"temporal_ui_url": ui_url})
             platform = await Platform.connect(settings, database_url, temporal=temporal)
@@ -663,7 +684,7 @@ async def run_worker(
     app = load_app(app_spec)
     stop = asyncio.Event()
     with _stop_on_signals(stop):
-        temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
+        temporal = await _temporal(temporal_address, settings)
         # The worker's pool: the engine's alone (a health probe reads nothing), so its acquires take no hook.
         platform = await Platform.connect(settings, database_url, temporal=temporal, door=False)
         try:
@@ -690,7 +711,7 @@ async def run_api(settings: Settings, *, announce: Announce = _log_announce) -> 
     database_url, temporal_address = _require_external(settings, "api")
     stop = asyncio.Event()
     with _stop_on_signals(stop):
-        temporal = await connect_temporal(temporal_address, settings.temporal_namespace, settings)
+        temporal = await _temporal(temporal_address, settings)
         platform = await Platform.connect(settings, database_url, temporal=temporal)
         try:
             app = create_app(platform, settings)
@@ -713,7 +734,7 @@ async def local_platform(settings: Settings) -> AsyncIterator[Platform]:
     database_url = local_database_url(settings, "--local")
     temporal = None
     if settings.temporal_address:
-        temporal = await connect_temporal(settings.temporal_address, settings.temporal_namespace, settings)
+        temporal = await _temporal(settings.temporal_address, settings)
     elif not settings.database_url and (found := running_temporal_address(settings.data_dir.resolve())):
         # Only a guess from the port the data folder remembers: what answers there may be no Temporal, and then
         # the commands that need one say so (`unavailable`) while the others run.

@@ -111,14 +111,17 @@ The last one answers your message and, a second later (the batch's window), the 
 
 
 class StarterExists(Exception):
-    """The folder is there and not empty: nothing is written over it."""
+    """The folder is there and not empty, or cannot be made: nothing is written (over it)."""
 
 
 def write_starter(folder: Path) -> list[Path]:
     """Write the starter app into `folder` (made if missing); answers the files written."""
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise StarterExists(f"{folder} already exists and is not an empty folder")
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # a parent that is a file, a place not writable: said in a line, nothing written
+        raise StarterExists(f"{folder} cannot be made: {err.strerror or err}") from None
     files = {
         # A Python string literal whatever the folder's name holds (a quote, a backslash).
         "app.py": APP.replace("__NAME__", json.dumps(folder.resolve().name)),

@@ -78,7 +78,20 @@ def database_place(url: str) -> str:
     return f"host {host}:{port}"
 
 
-def unreachable(url: str, err: BaseException) -> DatabaseUnreachable:
+class DatabaseUrlInvalid(Exception):
+    """The database URL is not one PostgreSQL's client can use (no `postgresql://`, an option it does not know): bad
+    configuration that no retry cures, unlike `DatabaseUnreachable`. The message never shows the URL (it may hold a
+    password)."""
+
+
+def unreachable(url: str, err: BaseException) -> DatabaseUnreachable | DatabaseUrlInvalid:
+    """What a failed connect to `url` raises: `DatabaseUrlInvalid` when asyncpg could not read the URL (its
+    `ClientConfigurationError`, which is an `InterfaceError` and so in `DATABASE_AWAY`), else `DatabaseUnreachable`."""
+    if isinstance(err, asyncpg.ClientConfigurationError):
+        return DatabaseUrlInvalid(
+            f"database_url: not a URL PostgreSQL's client can use ({err}): it takes"
+            " postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+        )
     return DatabaseUnreachable(
         f"database_url: cannot reach PostgreSQL at the {database_place(url)} ({err}): start the database it names,"
         " or point ORCHESTRATOR_DATABASE_URL at one that runs (`orchestrator dev` with it unset runs a database of"
