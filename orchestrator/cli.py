@@ -462,6 +462,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = _main(argv)
         sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        runtime = sys.modules.get("orchestrator.dev.runtime")
+        if argv is None and runtime is not None and runtime.temporal_connect_failed:
+            # What the command started has stopped (its event loop has returned) and its message is out: no
+            # finalizing, which the failed connect's own thread may abort (`runtime.temporal_connect_failed`).
+            sys.stderr.flush()
+            os._exit(code)
         return code
     except BrokenPipeError:
         # The interpreter's exit would flush stdout into the closed pipe again: point it at nothing first.

@@ -70,9 +70,16 @@ class TemporalUnreachable(Exception):
     resolver knows): said in one line, naming the address, rather than the SDK's traceback."""
 
 
+# Set once a connect to Temporal failed in this process: its SDK's core may then call into Python from its own
+# thread while the interpreter finalizes, which aborts the process (SIGABRT) after its message was printed, so the
+# command line ends such a process at once (`cli.main`).
+temporal_connect_failed = False
+
+
 async def _temporal(address: str, settings: Settings) -> TemporalClient:
     """`connect_temporal` for a process of the command line: an address that cannot be is a `ConfigurationError`,
     one that does not answer a `TemporalUnreachable`."""
+    global temporal_connect_failed
     try:
         return await connect_temporal(address, settings.temporal_namespace, settings)
     except ValueError as err:
@@ -80,6 +87,7 @@ async def _temporal(address: str, settings: Settings) -> TemporalClient:
     except RuntimeError as err:
         if "client connect" not in str(err):
             raise
+        temporal_connect_failed = True
         raise TemporalUnreachable(
             f"temporal_address: cannot reach Temporal at {address} ({err}): start it, or point"
             " ORCHESTRATOR_TEMPORAL_ADDRESS at one that runs (`orchestrator dev` with it unset runs one of its own)"
