@@ -8,7 +8,6 @@ takes up to `max_writes_per_request` events in one transaction, all or none.
 
 from __future__ import annotations
 
-import difflib
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from orchestrator.commands.fields import BULK, ClientId, IdempotencyKey, SchemaOf, SessionId, check_payload
 from orchestrator.commands.registry import Request, command
 from orchestrator.commands.replies import Reply, Shape
-from orchestrator.core.declaration import stranded_by, stranded_by_schemas
+from orchestrator.core.declaration import stranded_by, stranded_by_schemas, type_hint
 from orchestrator.core.errors import CommandError
 from orchestrator.core.event_types import HELD, DataCheck, EventTypeDeclaration, data_check
 from orchestrator.core.limits import MAX_WRITES_PER_REQUEST
@@ -287,8 +286,5 @@ async def emit_events(platform: CommandContext, req: EmitEvents) -> dict[str, An
 
 
 async def _closest_type(platform: CommandContext, name: str) -> str:
-    """A did-you-mean for an emit of a type nobody declared (a typo, as a save's refusal says it), or a pointer to
-    `save_event_type`."""
-    declared = [t["name"] for t in await platform.store.list_event_types()]
-    close = difflib.get_close_matches(name, declared, n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else "; declare it first (save_event_type)"
+    """A did-you-mean for an emit of a type nobody declared (a typo), as a save's refusal says it."""
+    return type_hint(name, [t["name"] for t in await platform.store.list_event_types()])

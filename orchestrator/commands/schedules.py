@@ -352,7 +352,8 @@ async def make_schedule(
             # clock is brought to it (Temporal kept the old one; the upkeep makes it if this does not).
             back = await platform.store.put_back_schedule(req.session_id, req.alias, version, replaced)
             if back is not None:
-                with contextlib.suppress(RPCError):
+                # Whatever this make meets, the refusal is what the caller hears: the row stays unmade for the upkeep.
+                with contextlib.suppress(Exception):
                     await _make(platform, *back)
         elif await platform.store.forget_schedule(req.session_id, req.alias, version):
             # Its clock goes with it: one a replace found stays under the id, firing into a row that is gone.

@@ -31,7 +31,7 @@ from orchestrator.core.declaration import (
 from orchestrator.core.distinct import distinct_value
 from orchestrator.core.errors import CommandError
 from orchestrator.core.filters import matches
-from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble, not_json
+from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble, not_json, too_deep
 from orchestrator.core.lane_clock import window_close
 from orchestrator.core.limits import Limits
 from orchestrator.core.validation import field_errors_message
@@ -59,7 +59,7 @@ def _json_param(name: str, raw: str | None) -> Any:
     except ValueError as err:
         raise CommandError("invalid_request", f"{name}: not valid JSON ({err})") from None
     except RecursionError:
-        raise CommandError("invalid_request", f"{name}: JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+        raise CommandError("invalid_request", too_deep(name)) from None
     trouble = json_trouble(value, MAX_JSON_DEPTH, name)
     if trouble is not None:
         raise CommandError("invalid_request", trouble)

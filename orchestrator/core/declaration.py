@@ -642,10 +642,16 @@ def unknown_types(types: Sequence[str] | None, event_types: Mapping[str, Any] | 
     problems = []
     for n in dead_globs(types, list(event_types or {})):
         glob = (types or [])[n]
-        close = difflib.get_close_matches(glob, known, n=1, cutoff=0.6) or _close_glob(glob, known)
-        hint = f"; did you mean {close[0]!r}?" if close else "; declare it first (save_event_type)"
+        hint = type_hint(glob, known)
         problems.append(f"filter.types.{n}: {glob!r} matches no event type, the platform's nor the app's{hint}")
     return problems
+
+
+def type_hint(name: str, known: Sequence[str]) -> str:
+    """What to say of a type name or glob no known type answers to: the closest known one (a glob with each of its
+    segments put closest), or where to declare one."""
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6) or _close_glob(name, known)
+    return f"; did you mean {close[0]!r}?" if close else "; declare it first (save_event_type)"
 
 
 def _close_glob(glob: str, known: Sequence[str]) -> list[str]:

@@ -104,6 +104,9 @@ def why_unresolvable(
             return f"{field!r} holds {shown}"
         below = DEEP_SUBFIELDS.get((field, sub))
         if deeper and below is not None and deeper not in below:
+            plain = deeper.split(".")[0]
+            if plain in below:
+                return f"'{field}.{sub}.{plain}' is a plain value"
             return f"'{field}.{sub}' holds {', '.join(sorted(below))}"
     if field in COMMON_FIELDS:
         return None

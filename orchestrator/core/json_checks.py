@@ -15,6 +15,11 @@ from typing import Any
 MAX_JSON_DEPTH = 100
 
 
+def too_deep(field: str, limit: int = MAX_JSON_DEPTH) -> str:
+    """The refusal's message for JSON under `field` nested past `limit`."""
+    return f"{field}: JSON nested deeper than {limit} levels"
+
+
 # JSON text's strings (its brackets are outside them), and all but brackets and quotes.
 # (Unrolled: a run of plain bytes at a time, not one byte per step of an alternation: twice as fast on a bulk write.)
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -114,7 +119,7 @@ def json_trouble(body: Any, limit: int, root: str | None = None) -> str | None:
                 return f"{_joined(parent, key)}: a number beyond a double's range (or NaN) cannot be stored"
         elif isinstance(item, dict | list | tuple):
             if depth + 1 > limit:
-                return f"{'body' if top is None else top}: JSON nested deeper than {limit} levels"
+                return too_deep("body" if top is None else top, limit)
             path = _joined(parent, key) if key is not None else parent
             if isinstance(item, dict):
                 for name, child in item.items():

@@ -436,7 +436,9 @@ async def command_client(
 
     Raises:
         ConfigurationError: `local` with no database to read.
+        DatabaseUrlInvalid: `local`, and the database URL is none PostgreSQL's client reads.
         DatabaseUnreachable: `local`, and the database does not answer.
+        TemporalUnreachable: `local`, and the Temporal address set does not answer.
     """
     if not local:
         async with Client.http(url or settings_api_url(settings), token=token or reveal(settings.api_token)) as c:

@@ -85,9 +85,9 @@ async def _temporal(address: str, settings: Settings) -> TemporalClient:
     except ValueError as err:
         raise ConfigurationError(f"temporal_address: {address!r} is not a Temporal address HOST:PORT ({err})") from None
     except RuntimeError as err:
+        temporal_connect_failed = True
         if "client connect" not in str(err):
             raise
-        temporal_connect_failed = True
         raise TemporalUnreachable(
             f"temporal_address: cannot reach Temporal at {address} ({err}): start it, or point"
             " ORCHESTRATOR_TEMPORAL_ADDRESS at one that runs (`orchestrator dev` with it unset runs one of its own)"
@@ -739,6 +739,7 @@ async def local_platform(settings: Settings) -> AsyncIterator[Platform]:
     """The platform in this process against `settings.database_url`, else the running `orchestrator dev`'s
     (`--local`: no API in between), with Temporal when `settings.temporal_address` is set, else with the running
     dev's when its database is the one used (so `start_execution`, `stop_execution` and schedules work)."""
+    global temporal_connect_failed
     database_url = local_database_url(settings, "--local")
     temporal = None
     if settings.temporal_address:
@@ -746,9 +747,11 @@ async def local_platform(settings: Settings) -> AsyncIterator[Platform]:
     elif not settings.database_url and (found := running_temporal_address(settings.data_dir.resolve())):
         # Only a guess from the port the data folder remembers: what answers there may be no Temporal, and then
         # the commands that need one say so (`unavailable`) while the others run.
-        with contextlib.suppress(Exception):
+        try:
             async with asyncio.timeout(5):
                 temporal = await connect_temporal(found, settings.temporal_namespace, settings)
+        except Exception:
+            temporal_connect_failed = True
     platform = await Platform.connect(settings, database_url, temporal=temporal, door=False)
     try:
         yield platform

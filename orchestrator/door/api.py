@@ -36,7 +36,7 @@ from orchestrator.config import Settings
 from orchestrator.core.command_deadlines import TicketState, deadline_of, key_state, not_answered
 from orchestrator.core.connection_listener import parse_stream, unknown_stream_params
 from orchestrator.core.errors import CommandError, unavailable
-from orchestrator.core.json_checks import MAX_JSON_DEPTH, not_json
+from orchestrator.core.json_checks import not_json, too_deep
 from orchestrator.door.access_log import AccessLog
 from orchestrator.door.auth import (
     STATUS_BY_ERROR,
@@ -235,7 +235,7 @@ def create_app(platform: Platform, settings: Settings) -> Starlette:
         except (ValueError, UnicodeDecodeError) as err:
             return JSONResponse(error_reply("invalid_request", f"body: not valid JSON ({err})"), status_code=400)
         except RecursionError:
-            message = f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels"
+            message = too_deep("body")
             return JSONResponse(error_reply("invalid_request", message), status_code=400)
         name = body.get("command") if isinstance(body, dict) else None
         seconds = deadline_of(

@@ -22,7 +22,7 @@ from orchestrator.commands.fields import session_id_of
 from orchestrator.config import Settings
 from orchestrator.core.access import Principal
 from orchestrator.core.errors import CommandError
-from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble
+from orchestrator.core.json_checks import MAX_JSON_DEPTH, json_trouble, too_deep
 from orchestrator.core.key_secrets import csrf_of
 from orchestrator.door.auth import (
     COOKIE,
@@ -57,9 +57,7 @@ async def _json_body(request: Request) -> dict[str, Any] | Response:
         body = None
     except RecursionError:
         # A few thousand brackets fit the limit and are past the parser's depth: refused as a command's body is.
-        return JSONResponse(
-            error_reply("invalid_request", f"body: JSON nested deeper than {MAX_JSON_DEPTH} levels"), 400
-        )
+        return JSONResponse(error_reply("invalid_request", too_deep("body")), 400)
     if not isinstance(body, dict):
         return JSONResponse(error_reply("invalid_request", "body: must be a small JSON object"), 400)
     return body

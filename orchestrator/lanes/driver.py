@@ -96,12 +96,15 @@ def transient(err: BaseException) -> bool:
 
 
 def over_temporal_size_limit(err: BaseException) -> bool:
-    """Whether Temporal refused a start for its size (`Blob data size exceeds limit.`: the input over its blob size
-    limit, `limit.blobSize.error`): a limit's refusal, so the batch is `refused` (SPEC 5), not the action failing."""
-    return (
-        isinstance(err, RPCError)
-        and err.status == RPCStatusCode.INVALID_ARGUMENT
-        and "size exceeds limit" in err.message.lower()
+    """Whether Temporal refused a start for its size: the input over its blob size limit (`limit.blobSize.error`,
+    `Blob data size exceeds limit.`), or the request over its frontend's gRPC message limit (4 MB: `received message
+    ... larger than max`, a RESOURCE_EXHAUSTED that is no rate limit). A limit's refusal, so the batch is `refused`
+    (SPEC 5), not the action failing."""
+    if not isinstance(err, RPCError):
+        return False
+    message = err.message.lower()
+    return (err.status == RPCStatusCode.INVALID_ARGUMENT and "size exceeds limit" in message) or (
+        err.status == RPCStatusCode.RESOURCE_EXHAUSTED and "larger than max" in message
     )
 
 

@@ -63,7 +63,8 @@ class Restored:
 async def mark_restored(database_url: str, schema: str, *, jump_event_ids: bool = True) -> Restored:
     """Mark every schedule of the platform in `schema` to be made again and, with `jump_event_ids`, move the next
     event id `EVENT_ID_JUMP` on, in one transaction. Raises `NotAPlatformDatabase` (nothing changed) when the
-    database holds no platform there, `DatabaseUnreachable` when it cannot be reached."""
+    database holds no platform there, `DatabaseUrlInvalid` when its URL is none PostgreSQL's client reads,
+    `DatabaseUnreachable` when it cannot be reached."""
     schema = checked_schema(schema)
     try:
         conn = await asyncpg.connect(database_url, statement_cache_size=0)

@@ -197,3 +197,5 @@ async def test_an_error_reported_by_name_is_bounded_in_execution_ended(elsewhere
     error = (await ended())[0]["execution"]["error"]
     assert len(error["type"]) == 200, "an error's type is a name, cut as the Python SDK cuts it"
     assert error["message"] == "m" * 2000
+    [run] = (await engine.command("list_executions", session_id=sid))["executions"]
+    assert run["error"] == "m" * 4000, "the run's record keeps 4,000 characters, as the Python SDK sends"

@@ -18,8 +18,6 @@ from tests.engine.harness import Engine, eventually, lane_outcomes, new_session,
 
 pytestmark = pytest.mark.devserver
 
-# Twelve copies of a 250 KB message: 3 MB of input, over Temporal's 2 MB.
-COPIES = 12
 MESSAGE = "y" * 250_000
 
 
@@ -29,14 +27,17 @@ async def engine(platform: Platform, dev_env: WorkflowEnvironment) -> AsyncItera
         yield running
 
 
-async def test_a_run_whose_input_is_over_temporals_payload_limit_is_refused(engine: Engine) -> None:
+# Copies of a 250 KB message: 3 MB of input, over Temporal's blob limit (2 MB); 5 MB, over its gRPC message limit
+# too (4 MB), which the frontend refuses before it reads the blob.
+@pytest.mark.parametrize("copies", [12, 20])
+async def test_a_run_whose_input_is_over_temporals_payload_limit_is_refused(engine: Engine, copies: int) -> None:
     body = recorder_listener(
         filter={"types": ["thread.item_posted"], "aliases": ["missions/**"]},
         batch={"window_seconds": 0},
         action={
             "type": "workflow",
             "workflow": "recorder",
-            "input": {f"copy{n}": "{{ item.message }}" for n in range(COPIES)},
+            "input": {f"copy{n}": "{{ item.message }}" for n in range(copies)},
         },
         receipt={"alias": "ops/receipts"},
     )

@@ -15,6 +15,7 @@ import pytest
 
 from orchestrator.platform import Platform
 from orchestrator.store.postgres import PostgresStore
+from tests.engine.harness import eventually
 from tests.store.helpers import all_events, ok
 
 # Whether the session's executions lock (`orchestrator_executions_lock`) is free: taken and let go at the end of
@@ -228,7 +229,17 @@ async def test_a_run_ending_while_a_round_queues_for_its_lane_hands_the_lane_on(
         )
         await round_.execute("UPDATE orchestrator.lanes SET routed_through = $2 WHERE id = $1", lane_id, later)
         end = asyncio.create_task(store.pool.fetchval("SELECT orchestrator.orchestrator_run_end($1::jsonb)", ending))
-        await asyncio.sleep(0.3)
+
+        async def waiting_or_done() -> bool:
+            locked = await store.pool.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND query LIKE '%orchestrator_run_end%' AND pid <> pg_backend_pid()"
+            )
+            return end.done() or locked > 0
+
+        # The premise, asserted: the end reached the lane while the round held it, and waits for the round.
+        await eventually(waiting_or_done, within=10, what="the end to wait on the round's lock or to end")
+        assert not end.done(), "the end waits for the round's hold on the lane"
     answer = await asyncio.wait_for(end, timeout=5)
     assert answer["recorded"] is True
     assert [d["lane"] for d in answer["drive"]] == ["k"], "the end hands the lane on: an event waits in it"
