@@ -421,20 +421,22 @@ def zone_of(repeat: CronRepeat | IntervalRepeat | OneTimeRepeat) -> str:
     return repeat.timezone
 
 
-def parse_schedule(body: dict[str, Any], now: datetime | None) -> ScheduleDefinition:
+def parse_schedule(body: dict[str, Any], now: datetime | None, field: str = "") -> ScheduleDefinition:
     """Validate a schedule body; with `now`, also refuse times already past.
 
-    Raises CommandError("invalid_request") whose message names each bad field (`repeat.timezone: ...`).
+    Raises CommandError("invalid_request") whose message names each bad field (`repeat.timezone: ...`), under
+    `field` when the body is one (`schedules.0.repeat.timezone: ...`).
     """
     try:
         definition = ScheduleDefinition.model_validate(body)
         target_model = ObjectTarget if definition.invocation_target_type == "object" else WorkflowTarget
     except pydantic.ValidationError as exc:
-        raise CommandError("invalid_request", field_errors_message(exc, "", union_tags=REPEAT_TYPES)) from None
+        raise CommandError("invalid_request", field_errors_message(exc, field, union_tags=REPEAT_TYPES)) from None
     try:
         target_model.model_validate(definition.target)
     except pydantic.ValidationError as exc:
-        raise CommandError("invalid_request", field_errors_message(exc, "target")) from None
+        target = f"{field}.target" if field else "target"
+        raise CommandError("invalid_request", field_errors_message(exc, target)) from None
     if now is not None:
         refuse_past(definition, now)
     return definition

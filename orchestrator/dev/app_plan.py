@@ -10,7 +10,6 @@ and what another app declares is not taken unless the app says so (`take_over`).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -87,14 +86,6 @@ async def _captures(
 
 
 _SESSION_ALIAS: pydantic.TypeAdapter[str] = pydantic.TypeAdapter(Alias)
-# A schedule's refusal names each field at fault (`repeat.every_seconds: ...; repeat.every_second: ...`): each one
-# is the declaration's, named under its place in the app's list.
-_SCHEDULE_FIELD = re.compile(rf"(^|; )(?=(?:{'|'.join(map(re.escape, CreateSchedule.model_fields))})[.:])")
-
-
-def _under(prefix: str, message: str) -> str:
-    """A schedule's refusal with every field it names under `prefix`."""
-    return _SCHEDULE_FIELD.sub(lambda found: f"{found.group(1)}{prefix}.", message)
 
 
 def _schedules(app: UserApp, problems: list[str], past: dict[str, str]) -> list[dict[str, Any]]:
@@ -120,18 +111,19 @@ def _schedules(app: UserApp, problems: list[str], past: dict[str, str]) -> list[
             continue
         try:
             req = CreateSchedule.model_validate({**rest, "command": "create_schedule", "session_id": "declared"})
-            definition = parse_schedule({k: getattr(req, k) for k in BODY_FIELDS}, now=None)
+            # Each field at fault named under the schedule's place in the app's list.
+            definition = parse_schedule({k: getattr(req, k) for k in BODY_FIELDS}, now=None, field=f"schedules.{n}")
             try:
                 refuse_past(definition, datetime.now(UTC))
-            except CommandError as err:
-                past[declared_name("schedule", {"alias": req.alias, "session_alias": session_alias})] = _under(
-                    f"schedules.{n}", err.message
+            except CommandError as err:  # one field, named from the schedule
+                past[declared_name("schedule", {"alias": req.alias, "session_alias": session_alias})] = (
+                    f"schedules.{n}.{err.message}"
                 )
         except pydantic.ValidationError as err:
             problems.append(field_errors_message(err, f"schedules.{n}"))
             continue
         except CommandError as err:
-            problems.append(_under(f"schedules.{n}", err.message))
+            problems.append(err.message)
             continue
         schedules.append(
             {
