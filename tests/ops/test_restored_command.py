@@ -11,6 +11,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -24,6 +25,15 @@ from tests.ops.conftest import child_env
 
 CLI = str(Path(sys.executable).parent / "orchestrator")
 CLI_SECONDS = 60
+
+
+async def _value(url: str, sql: str) -> Any:
+    """One value read from the database at `url`, on a connection of its own."""
+    conn = await asyncpg.connect(url)
+    try:
+        return await conn.fetchval(sql)
+    finally:
+        await conn.close()
 
 
 async def run_restored(*args: str, **settings: str) -> tuple[int, str, str]:
@@ -122,11 +132,7 @@ async def test_a_database_never_migrated_is_refused_and_left_as_it_was(empty_db:
     name = urlsplit(empty_db).path.lstrip("/")
     assert f"the database {name!r}" in err and "has no schema 'orchestrator'" in err, err
     assert "nothing was changed" in err and "Traceback" not in err, err
-    conn = await asyncpg.connect(empty_db)
-    try:
-        assert await conn.fetchval("SELECT to_regnamespace('orchestrator')") is None
-    finally:
-        await conn.close()
+    assert await _value(empty_db, "SELECT to_regnamespace('orchestrator')") is None
 
 
 async def test_a_schema_of_the_platforms_name_that_is_not_its_is_refused(empty_db: str) -> None:
@@ -141,11 +147,7 @@ async def test_a_schema_of_the_platforms_name_that_is_not_its_is_refused(empty_d
 
     assert code == 2, err
     assert "has a schema 'orchestrator' with no schema_migrations, event_ids" in err, err
-    conn = await asyncpg.connect(empty_db)
-    try:
-        assert await conn.fetchval("SELECT made FROM orchestrator.schedules") is True
-    finally:
-        await conn.close()
+    assert await _value(empty_db, "SELECT made FROM orchestrator.schedules") is True
 
 
 async def test_a_database_that_does_not_exist_is_named(embedded_pg: EmbeddedPostgres) -> None:
